@@ -1,0 +1,130 @@
+// Package config reads service settings from environment variables.
+//
+// A service describes each setting once (name, default, parser); an Env
+// collects every problem instead of stopping at the first, so a operator fixing
+// a deployment sees all the mistakes in one start-up error. Env also records
+// which names it was asked for, which lets a test check that compose.yaml sets
+// only variables a service reads.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Env reads settings through an injected getenv.
+type Env struct {
+	getenv func(string) string
+	errs   []error
+	names  []string
+}
+
+// New returns an Env reading through getenv (os.Getenv in main, a map in tests).
+func New(getenv func(string) string) *Env { return &Env{getenv: getenv} }
+
+func (e *Env) lookup(name string) string {
+	e.names = append(e.names, name)
+	return strings.TrimSpace(e.getenv(name))
+}
+
+// String returns the variable or def when unset.
+func (e *Env) String(name, def string) string {
+	if v := e.lookup(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// List returns a comma-separated variable as a list, or def when unset.
+func (e *Env) List(name, def string) []string {
+	var out []string
+	for _, s := range strings.Split(e.String(name, def), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Int returns the variable as an integer no smaller than min, or def when unset.
+func (e *Env) Int(name string, def, min int) int {
+	v := e.lookup(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < min {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: want an integer >= %d", name, v, min))
+		return def
+	}
+	return n
+}
+
+// Duration returns the variable as a Go duration (e.g. 100ms), or def when unset.
+func (e *Env) Duration(name string, def time.Duration) time.Duration {
+	v := e.lookup(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: want a positive duration such as 250ms", name, v))
+		return def
+	}
+	return d
+}
+
+// Check records err as a configuration problem when it is not nil.
+func (e *Env) Check(err error) {
+	if err != nil {
+		e.errs = append(e.errs, err)
+	}
+}
+
+// Err reports every problem found so far, or nil.
+func (e *Env) Err() error {
+	if len(e.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("configuration: %w", errors.Join(e.errs...))
+}
+
+// Names lists every variable the Env was asked for, in order.
+func (e *Env) Names() []string { return e.names }
+
+// LoadOrCreateFile returns the contents of path. When the file does not exist
+// it is created with gen's output, readable by the owner only. Services
+// started side by side may race here: creation is exclusive, so every one of
+// them ends up with the same contents.
+func LoadOrCreateFile(path string, gen func() ([]byte, error)) ([]byte, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		return b, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	b, err := gen()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	return b, f.Close()
+}

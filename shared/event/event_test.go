@@ -1,0 +1,75 @@
+package event_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"usher/shared/event"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// The wire format is a contract with downstream services: each payload
+// version is pinned by a golden file.
+func TestGolden(t *testing.T) {
+	at := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name    string
+		id, typ string
+		subject string
+		data    any
+	}{
+		{"joined.v1", "demo/alice/0", event.TypeJoined, "alice", event.Joined{Queue: "demo", User: "alice", JoinedAt: at}},
+		{"admitted.v1", "demo:42", event.TypeAdmitted, "alice", event.Admitted{
+			Queue: "demo", User: "alice", Seq: 42, TokenID: "demo:42",
+			ReadyAt: at.Add(37 * time.Millisecond), ExpiresAt: at.Add(300*time.Second + 37*time.Millisecond),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := event.Marshal(tt.id, tt.typ, tt.subject, at, tt.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pretty bytes.Buffer
+			if err := json.Indent(&pretty, got, "", "  "); err != nil {
+				t.Fatal(err)
+			}
+			pretty.WriteByte('\n')
+			path := filepath.Join("testdata", tt.name+".golden.json")
+			if *update {
+				if err := os.WriteFile(path, pretty.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(pretty.Bytes(), want) {
+				t.Errorf("%s changed:\n got %s\nwant %s", tt.name, pretty.Bytes(), want)
+			}
+		})
+	}
+}
+
+func TestUnmarshalRejectsOtherTypes(t *testing.T) {
+	b, err := event.Marshal("x", event.TypeJoined, "", time.Now(), event.Joined{Queue: "q", User: "u"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a event.Admitted
+	if _, err := event.Unmarshal(b, event.TypeAdmitted, &a); err == nil {
+		t.Fatal("Unmarshal(joined as admitted) = nil error, want ErrType")
+	}
+	var j event.Joined
+	env, err := event.Unmarshal(b, event.TypeJoined, &j)
+	if err != nil || j.User != "u" || env.SpecVersion != "1.0" {
+		t.Fatalf("Unmarshal = %+v, %+v, %v", env, j, err)
+	}
+}

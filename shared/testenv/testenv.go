@@ -1,0 +1,211 @@
+// Package testenv starts the real servers usher's tests run against: an
+// embedded NATS JetStream server and a redis-server process, each private to
+// the test binary that started it and gone when it ends.
+//
+// Tests share one server per binary (starting Redis per test would dominate
+// the run time) and isolate themselves by their own queue names, never by
+// flushing a server.
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/redis/go-redis/v9"
+)
+
+// NATS starts an embedded JetStream server on a random port with its store
+// in a temporary folder, and returns its client URL. The server stops when
+// the test ends.
+func NATS(t testing.TB) string {
+	t.Helper()
+	s := NATSServer(t, t.TempDir())
+	return s.ClientURL()
+}
+
+// NATSServer starts an embedded JetStream server storing in dir, so a test
+// can stop it and start another on the same store.
+func NATSServer(t testing.TB, dir string) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir,
+		NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		t.Fatalf("nats server: %v", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server: not ready after 10s")
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+var redisOnce struct {
+	sync.Once
+	url string
+	err error
+}
+
+// RedisURL returns the URL of a redis-server started for this test binary
+// (on a free loopback port, persistence off). It is stopped by Stop, which a
+// TestMain calls; without TestMain it is reaped with the process group.
+func RedisURL(t testing.TB) string {
+	t.Helper()
+	redisOnce.Do(func() { redisOnce.url, _, redisOnce.err = startRedis() })
+	if redisOnce.err != nil {
+		t.Fatalf("redis: %v", redisOnce.err)
+	}
+	return redisOnce.url
+}
+
+// Redis returns a client of the test binary's redis-server, closed when the
+// test ends.
+func Redis(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	opt, err := redis.ParseURL(RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+var procs struct {
+	sync.Mutex
+	cmds []*exec.Cmd
+	dirs []string
+}
+
+// Stop ends every process this package started. Call it from TestMain after
+// m.Run.
+func Stop() {
+	procs.Lock()
+	defer procs.Unlock()
+	for _, c := range procs.cmds {
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	}
+	for _, d := range procs.dirs {
+		os.RemoveAll(d)
+	}
+	procs.cmds, procs.dirs = nil, nil
+}
+
+// RedisServer starts a fresh redis-server and returns its URL and a stop
+// function, for tests that kill or flush their own server.
+func RedisServer(t testing.TB) (url string, stop func()) {
+	t.Helper()
+	url, cmd, err := startRedis()
+	if err != nil {
+		t.Fatalf("redis: %v", err)
+	}
+	stop = func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	t.Cleanup(stop)
+	return url, stop
+}
+
+func startRedis() (string, *exec.Cmd, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", nil, fmt.Errorf("redis-server not found (the Makefile installs it: make deps): %w", err)
+	}
+	dir, err := os.MkdirTemp("", "usher-redis-")
+	if err != nil {
+		return "", nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--loglevel", "warning")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	go func() { // keep the pipe drained
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+		}
+	}()
+	procs.Lock()
+	procs.cmds = append(procs.cmds, cmd)
+	procs.dirs = append(procs.dirs, dir)
+	procs.Unlock()
+	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+	opt, _ := redis.ParseURL(url)
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := rdb.Ping(context.Background()).Err(); err == nil {
+			return url, cmd, nil
+		} else if time.Now().After(deadline) {
+			return "", nil, fmt.Errorf("redis-server on %d: not answering: %w", port, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Name returns a name unique to this test run, for queues and keys:
+// tests isolate themselves by name instead of flushing shared servers.
+func Name(t testing.TB) string {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	base := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + ('a' - 'A')
+		}
+		return '-'
+	}, filepath.Base(t.Name()))
+	if len(base) > 40 {
+		base = base[:40]
+	}
+	return base + "-" + hex.EncodeToString(b[:])
+}
+
+// Eventually polls cond until it holds or the deadline passes: tests wait
+// for asynchronous effects this way, never by sleeping and hoping.
+func Eventually(t testing.TB, within time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: "+format, append([]any{within}, args...)...)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,195 @@
+// Package token mints and verifies entry tokens: the JWTs that let an
+// admitted shopper place an order.
+//
+// Tokens are signed with Ed25519 (JWS alg EdDSA) and carry the key id in the
+// header, so a downstream service can verify them offline against the JWKS
+// usher publishes. Ed25519 signatures are deterministic: the same admission
+// always yields the same token string, which lets the gateway and the notifier
+// both hand it out without storing it anywhere.
+//
+// Rotation: start every service with the new key as USHER_SIGNING_KEY_FILE
+// and the old key's file listed in USHER_VERIFY_KEY_FILES; the JWKS then
+// lists both. Drop the old file once the longest token TTL has passed.
+package token
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"usher/shared/config"
+)
+
+// Issuer is the iss claim of every entry token.
+const Issuer = "usher"
+
+// Errors Verify returns; callers map them to HTTP statuses.
+var (
+	ErrInvalid = errors.New("invalid entry token")
+	ErrExpired = errors.New("entry token expired")
+	ErrEarly   = errors.New("entry token not valid yet")
+)
+
+// Claims are what an entry token says.
+type Claims struct {
+	ID        string // jti: the admission's token id
+	Queue     string // aud
+	User      string // sub
+	ReadyAt   time.Time
+	ExpiresAt time.Time
+}
+
+// Key is an Ed25519 key pair with its key id.
+type Key struct {
+	ID      string
+	Private ed25519.PrivateKey
+	Public  ed25519.PublicKey
+}
+
+// LoadOrCreateKey reads a PKCS#8 PEM Ed25519 private key from path, creating
+// one when the file does not exist.
+func LoadOrCreateKey(path string) (Key, error) {
+	b, err := config.LoadOrCreateFile(path, func() ([]byte, error) {
+		_, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		der, err := x509.MarshalPKCS8PrivateKey(priv)
+		if err != nil {
+			return nil, err
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+	})
+	if err != nil {
+		return Key{}, fmt.Errorf("signing key: %w", err)
+	}
+	return ParseKey(b)
+}
+
+// ParseKey decodes a PKCS#8 PEM Ed25519 private key.
+func ParseKey(pemBytes []byte) (Key, error) {
+	block, _ := pem.Decode(pemBytes)
+	if block == nil {
+		return Key{}, errors.New("signing key: no PEM block")
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return Key{}, fmt.Errorf("signing key: %w", err)
+	}
+	priv, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return Key{}, errors.New("signing key: not an Ed25519 key")
+	}
+	pub := priv.Public().(ed25519.PublicKey)
+	sum := sha256.Sum256(pub)
+	return Key{ID: base64.RawURLEncoding.EncodeToString(sum[:12]), Private: priv, Public: pub}, nil
+}
+
+// Keyring signs with one key and verifies with any of its keys.
+type Keyring struct {
+	signing Key
+	verify  map[string]ed25519.PublicKey
+	order   []string
+}
+
+// NewKeyring signs with signing and also accepts tokens of the older keys.
+func NewKeyring(signing Key, older ...Key) *Keyring {
+	kr := &Keyring{signing: signing, verify: map[string]ed25519.PublicKey{}}
+	for _, k := range append([]Key{signing}, older...) {
+		if _, dup := kr.verify[k.ID]; !dup {
+			kr.verify[k.ID] = k.Public
+			kr.order = append(kr.order, k.ID)
+		}
+	}
+	return kr
+}
+
+type claims struct {
+	jwt.RegisteredClaims
+}
+
+// Sign returns the entry token for c. The same claims always give the same
+// string.
+func (kr *Keyring) Sign(c Claims) (string, error) {
+	tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, claims{jwt.RegisteredClaims{
+		Issuer:    Issuer,
+		Subject:   c.User,
+		Audience:  jwt.ClaimStrings{c.Queue},
+		ID:        c.ID,
+		NotBefore: jwt.NewNumericDate(c.ReadyAt),
+		IssuedAt:  jwt.NewNumericDate(c.ReadyAt),
+		ExpiresAt: jwt.NewNumericDate(c.ExpiresAt),
+	}})
+	tok.Header["kid"] = kr.signing.ID
+	s, err := tok.SignedString(kr.signing.Private)
+	if err != nil {
+		return "", fmt.Errorf("sign entry token: %w", err)
+	}
+	return s, nil
+}
+
+// MaxLen bounds the token strings Verify looks at.
+const MaxLen = 2048
+
+// Verify checks signature, issuer, expiry and not-before at now, and returns
+// the claims. Queue and user checks are the caller's.
+func (kr *Keyring) Verify(s string, now time.Time) (Claims, error) {
+	if len(s) > MaxLen {
+		return Claims{}, ErrInvalid
+	}
+	var c claims
+	_, err := jwt.ParseWithClaims(s, &c, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		if k, ok := kr.verify[kid]; ok {
+			return k, nil
+		}
+		return nil, errors.New("unknown kid")
+	},
+		jwt.WithValidMethods([]string{"EdDSA"}),
+		jwt.WithIssuer(Issuer),
+		jwt.WithExpirationRequired(),
+		jwt.WithTimeFunc(func() time.Time { return now }),
+	)
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return Claims{}, ErrExpired
+	case errors.Is(err, jwt.ErrTokenNotValidYet):
+		return Claims{}, ErrEarly
+	case err != nil:
+		return Claims{}, ErrInvalid
+	}
+	if len(c.Audience) != 1 || c.ID == "" || c.Subject == "" || c.NotBefore == nil {
+		return Claims{}, ErrInvalid
+	}
+	return Claims{ID: c.ID, Queue: c.Audience[0], User: c.Subject, ReadyAt: c.NotBefore.Time, ExpiresAt: c.ExpiresAt.Time}, nil
+}
+
+// JWKS returns the JSON Web Key Set (RFC 7517, OKP keys per RFC 8037) of
+// every key the keyring accepts.
+func (kr *Keyring) JWKS() []byte {
+	type jwk struct {
+		Kty string `json:"kty"`
+		Crv string `json:"crv"`
+		X   string `json:"x"`
+		Kid string `json:"kid"`
+		Alg string `json:"alg"`
+		Use string `json:"use"`
+	}
+	var set struct {
+		Keys []jwk `json:"keys"`
+	}
+	for _, kid := range kr.order {
+		set.Keys = append(set.Keys, jwk{"OKP", "Ed25519", base64.RawURLEncoding.EncodeToString(kr.verify[kid]), kid, "EdDSA", "sig"})
+	}
+	b, _ := json.Marshal(set)
+	return b
+}
