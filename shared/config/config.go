@@ -10,7 +10,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -127,4 +129,14 @@ func LoadOrCreateFile(path string, gen func() ([]byte, error)) ([]byte, error) {
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
 	return b, f.Close()
+}
+
+// Logger returns the JSON logger every service writes to stdout, at level
+// (debug, info, warn or error).
+func Logger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("USHER_LOG_LEVEL=%q: %w", level, err)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }

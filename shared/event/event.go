@@ -111,3 +111,25 @@ func Unmarshal(b []byte, want string, v any) (Envelope, error) {
 	}
 	return env, nil
 }
+
+// LeaveSubject is where a shopper's leaving queue q is published.
+func LeaveSubject(q string) string { return "usher.leave." + q }
+
+// Left says a shopper gave up their place (or their unused slot).
+type Left struct {
+	Queue string `json:"queue"`
+	User  string `json:"user"`
+	Seq   uint64 `json:"seq"`
+}
+
+// ConfigChangedSubject is where configuration changes are recorded.
+const ConfigChangedSubject = "usher.ops.config_changed"
+
+// ConfigChanged records who changed a queue's configuration, and how.
+// Config and Previous hold the queue configuration as JSON objects.
+type ConfigChanged struct {
+	Queue    string `json:"queue"`
+	By       string `json:"by"`
+	Config   any    `json:"config"`
+	Previous any    `json:"previous,omitempty"`
+}

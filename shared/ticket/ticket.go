@@ -10,6 +10,11 @@
 package ticket
 
 import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -17,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"usher/shared/config"
 )
 
 // MaxLen bounds the length of a ticket string; anything longer is rejected
@@ -110,4 +116,19 @@ func (s *Signer) Parse(str string) (Ticket, error) {
 		return Ticket{}, ErrInvalid
 	}
 	return Ticket{Queue: string(q), User: string(user), Seq: seq}, nil
+}
+
+// LoadOrCreateSigner keys a Signer with the secret in path, creating a
+// random 32-byte secret there on first start. Every gateway and notifier of
+// a deployment must share the file (or the secret it holds).
+func LoadOrCreateSigner(path string) (*Signer, error) {
+	b, err := config.LoadOrCreateFile(path, func() ([]byte, error) {
+		b := make([]byte, 32)
+		_, err := rand.Read(b)
+		return []byte(hex.EncodeToString(b)), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ticket secret: %w", err)
+	}
+	return NewSigner(bytes.TrimSpace(b))
 }

@@ -22,6 +22,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -192,4 +193,27 @@ func (kr *Keyring) JWKS() []byte {
 	}
 	b, _ := json.Marshal(set)
 	return b
+}
+
+// LoadKeyring signs with the key in signingFile (created on first start)
+// and also accepts tokens of the keys in verifyFiles (the keys being rotated
+// out).
+func LoadKeyring(signingFile string, verifyFiles []string) (*Keyring, error) {
+	k, err := LoadOrCreateKey(signingFile)
+	if err != nil {
+		return nil, err
+	}
+	var older []Key
+	for _, f := range verifyFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("verify key: %w", err)
+		}
+		ok, err := ParseKey(b)
+		if err != nil {
+			return nil, fmt.Errorf("verify key %s: %w", f, err)
+		}
+		older = append(older, ok)
+	}
+	return NewKeyring(k, older...), nil
 }

@@ -73,10 +73,12 @@ return {f[1] or 'unknown', seq, rank, redis.call('ZCARD', KEYS[1]),
 
 // leaveScript takes a shopper out of line or frees their slot.
 //
-// KEYS: waiting, active, users. ARGV: prefix, seq, user.
+// KEYS: waiting, active. ARGV: prefix, seq, user.
 // Invariant: a waiting entry leaves the line and an admitted one frees its
 // slot in the same step that marks it left; an unknown sequence gets a 'left'
 // tombstone so its join event, if it is still on the way, is not ingested.
+// The user's entry pointer stays: a later join sees a finished entry and
+// starts a new one.
 // Returns the status the entry had.
 var leaveScript = redis.NewScript(`
 local prefix, seq, user = ARGV[1], ARGV[2], ARGV[3]
@@ -97,7 +99,6 @@ elseif st then
 end
 redis.call('HSET', e, 'status', 'left', 'user', user)
 redis.call('EXPIRE', e, 86400)
-if redis.call('HGET', KEYS[3], user) == seq then redis.call('HDEL', KEYS[3], user) end
 return st or 'unknown'
 `)
 

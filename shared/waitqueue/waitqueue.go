@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -164,7 +165,7 @@ func (s *Store) Poll(ctx context.Context, q string, seq uint64) (Entry, error) {
 // and returns the status it had. Leaving twice is harmless.
 func (s *Store) Leave(ctx context.Context, q string, seq uint64, user string) (Status, error) {
 	k := keysOf(q)
-	st, err := leaveScript.Run(ctx, s.rdb, []string{k.waiting(), k.active(), k.users()}, k.prefix, seq, user).Text()
+	st, err := leaveScript.Run(ctx, s.rdb, []string{k.waiting(), k.active()}, k.prefix, seq, user).Text()
 	if err != nil {
 		return "", fmt.Errorf("leave %s/%d: %w", q, seq, err)
 	}
@@ -324,4 +325,31 @@ func msTime(v any) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(ms)
+}
+
+// Dial connects to Redis. url is a redis:// or rediss:// URL (or a bare
+// host:port) for one server, or a comma-separated list of host:port seeds of
+// a Redis Cluster.
+func Dial(url string, poolSize int) (redis.UniversalClient, error) {
+	if strings.Contains(url, ",") {
+		var addrs []string
+		for _, a := range strings.Split(url, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				addrs = append(addrs, strings.TrimPrefix(a, "redis://"))
+			}
+		}
+		if len(addrs) == 0 {
+			return nil, fmt.Errorf("redis address %q: empty", url)
+		}
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: poolSize}), nil
+	}
+	if !strings.Contains(url, "://") {
+		url = "redis://" + url
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis url: %w", err)
+	}
+	opt.PoolSize = poolSize
+	return redis.NewClient(opt), nil
 }

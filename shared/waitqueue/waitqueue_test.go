@@ -241,8 +241,8 @@ func TestLeave(t *testing.T) {
 		}
 	})
 	t.Run("leaving ends the entry, so joining again starts a new one", func(t *testing.T) {
-		if _, _, ok, _ := s.Lookup(ctx, q, "bob"); ok {
-			t.Fatal("Lookup(bob) found a live entry after leaving")
+		if _, st, _, _ := s.Lookup(ctx, q, "bob"); st.Live() {
+			t.Fatalf("Lookup(bob) = %s after leaving, want a finished entry", st)
 		}
 	})
 }

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"usher/shared/catalog"
+	"usher/shared/waitqueue"
+)
+
+// metrics are the admitter's Prometheus metrics, on its own registry. The
+// queue label is bounded by what ops configure.
+type metrics struct {
+	reg          *prometheus.Registry
+	tickDuration *prometheus.HistogramVec
+	admitted     *prometheus.CounterVec
+	expired      *prometheus.CounterVec
+	waiting      *prometheus.GaugeVec
+	active       *prometheus.GaugeVec
+	target       *prometheus.GaugeVec
+	announced    prometheus.Counter
+	ingested     prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	q := []string{"queue"}
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		tickDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "usher_admission_tick_duration_seconds", Help: "Time one admission tick takes.",
+			Buckets: []float64{.0002, .0005, .001, .0025, .005, .01, .025, .05, .1},
+		}, q),
+		admitted:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "usher_admitted_total", Help: "Shoppers admitted."}, q),
+		expired:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "usher_tokens_expired_total", Help: "Entry tokens that expired unused."}, q),
+		waiting:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "usher_waiting", Help: "Shoppers waiting in line."}, q),
+		active:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "usher_active", Help: "Admission slots held."}, q),
+		target:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "usher_target_active", Help: "Configured targetActive."}, q),
+		announced: prometheus.NewCounter(prometheus.CounterOpts{Name: "usher_admissions_announced_total", Help: "Admission events stored in USHER_ADMISSIONS."}),
+		ingested:  prometheus.NewCounter(prometheus.CounterOpts{Name: "usher_joins_ingested_total", Help: "Join events moved into Redis."}),
+	}
+	m.reg.MustRegister(m.tickDuration, m.admitted, m.expired, m.waiting, m.active, m.target, m.announced, m.ingested,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observeTick(cfg catalog.Config, r waitqueue.TickResult, d time.Duration) {
+	m.tickDuration.WithLabelValues(cfg.Name).Observe(d.Seconds())
+	m.admitted.WithLabelValues(cfg.Name).Add(float64(r.Admitted))
+	m.expired.WithLabelValues(cfg.Name).Add(float64(r.Expired))
+	m.waiting.WithLabelValues(cfg.Name).Set(float64(r.Waiting))
+	m.active.WithLabelValues(cfg.Name).Set(float64(r.Active))
+	m.target.WithLabelValues(cfg.Name).Set(float64(cfg.TargetActive))
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+
+	"usher/shared/catalog"
+	"usher/shared/event"
+	"usher/shared/problem"
+	"usher/shared/waitqueue"
+)
+
+// queueView is a queue's configuration with its live figures.
+type queueView struct {
+	catalog.Config
+	Waiting         int64   `json:"waiting"`
+	Active          int64   `json:"active"`
+	AdmittedTotal   int64   `json:"admittedTotal"`
+	AdmitRatePerSec float64 `json:"admitRatePerSec"`
+}
+
+// decodeQueueConfig reads a PUT body over the defaults: omitted fields take
+// their default, unknown fields and trailing data are refused, and every
+// invalid field is listed.
+func decodeQueueConfig(name string, body []byte) (catalog.Config, error) {
+	cfg := catalog.Defaults(name)
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return cfg, problem.New(fiber.StatusBadRequest, "invalid-body", "the body must be a JSON queue configuration: "+err.Error())
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return cfg, problem.New(fiber.StatusBadRequest, "invalid-body", "unexpected data after the JSON object")
+	}
+	var params []problem.Param
+	if cfg.Name != name {
+		params = append(params, problem.Param{Name: "name", Reason: "must match the queue in the path"})
+		cfg.Name = name
+	}
+	for _, fe := range cfg.Validate() {
+		params = append(params, problem.Param{Name: fe.Name, Reason: fe.Reason})
+	}
+	if len(params) > 0 {
+		p := problem.New(fiber.StatusBadRequest, "invalid-config", strconv.Itoa(len(params))+" invalid field(s)")
+		p.InvalidParams = params
+		return cfg, p
+	}
+	return cfg, nil
+}
+
+// putQueue creates (201) or replaces (200) a queue's configuration, and
+// records the change on the ops stream.
+func (a *api) putQueue(c *fiber.Ctx) error {
+	name := string([]byte(c.Params("queue")))
+	if !catalog.ValidName(name) {
+		return problem.New(fiber.StatusBadRequest, "invalid-queue", "queue names are 1-64 of A-Z a-z 0-9 _ -")
+	}
+	cfg, err := decodeQueueConfig(name, c.Body())
+	if err != nil {
+		return err
+	}
+	prev, _ := a.queues.Get(name)
+	created, err := a.queues.Put(c.UserContext(), cfg)
+	if err != nil {
+		return err
+	}
+	a.publishConfigChange(c, prev, cfg)
+	status := fiber.StatusOK
+	if created {
+		status = fiber.StatusCreated
+	}
+	return c.Status(status).JSON(cfg)
+}
+
+func (a *api) publishConfigChange(c *fiber.Ctx, prev, cfg catalog.Config) {
+	by := c.Get("X-Admin-User", "admin")
+	change := event.ConfigChanged{Queue: cfg.Name, By: by, Config: cfg}
+	if prev.Name != "" {
+		change.Previous = &prev
+	}
+	id := "config/" + cfg.Name + "/" + strconv.FormatInt(a.now().UnixNano(), 10)
+	body, err := event.Marshal(id, event.TypeConfigChanged, cfg.Name, a.now(), change)
+	if err == nil {
+		_, err = a.events.Publish(c.UserContext(), event.ConfigChangedSubject, body)
+	}
+	if err != nil {
+		// The change itself is stored; only its audit record is missing.
+		a.log.Error("config change not recorded on the ops stream", "queue", cfg.Name, "err", err)
+	}
+}
+
+func (a *api) getQueue(c *fiber.Ctx) error {
+	cfg, err := a.queue(c)
+	if err != nil {
+		return err
+	}
+	v, err := a.view(c, cfg)
+	if err != nil {
+		return err
+	}
+	return c.JSON(v)
+}
+
+func (a *api) listQueues(c *fiber.Ctx) error {
+	out := []queueView{}
+	for _, cfg := range a.queues.List() {
+		v, err := a.view(c, cfg)
+		if err != nil {
+			return err
+		}
+		out = append(out, v)
+	}
+	return c.JSON(fiber.Map{"queues": out})
+}
+
+func (a *api) view(c *fiber.Ctx, cfg catalog.Config) (queueView, error) {
+	st, err := a.line.Stats(c.UserContext(), cfg.Name)
+	if err != nil {
+		return queueView{}, err
+	}
+	return viewOf(cfg, st), nil
+}
+
+func viewOf(cfg catalog.Config, st waitqueue.Stats) queueView {
+	return queueView{Config: cfg, Waiting: st.Waiting, Active: st.Active,
+		AdmittedTotal: st.AdmittedTotal, AdmitRatePerSec: st.AdmitRatePerSec}
+}

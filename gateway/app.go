@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/shared/catalog"
+	"usher/shared/problem"
+	"usher/shared/ticket"
+	"usher/shared/token"
+	"usher/shared/waitqueue"
+)
+
+// publisher is the part of JetStream the gateway uses.
+type publisher interface {
+	Publish(ctx context.Context, subj string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+}
+
+// queueCatalog is the part of the catalog the gateway uses.
+type queueCatalog interface {
+	Get(name string) (catalog.Config, bool)
+	List() []catalog.Config
+	Put(ctx context.Context, cfg catalog.Config) (bool, error)
+}
+
+// api holds the gateway's dependencies; its methods are the handlers.
+type api struct {
+	log         *slog.Logger
+	queues      queueCatalog
+	line        *waitqueue.Store
+	events      publisher
+	tickets     *ticket.Signer
+	keys        *token.Keyring
+	adminToken  []byte
+	notifierURL string
+	now         func() time.Time
+	ready       func(context.Context) error
+
+	randMu sync.Mutex
+	rand   *rand.Rand
+
+	metrics *metrics
+}
+
+// Limits against oversized and slow clients.
+const (
+	bodyLimit   = 16 << 10
+	readTimeout = 10 * time.Second
+)
+
+// app builds the fiber application with every route.
+func (a *api) app() *fiber.App {
+	if a.metrics == nil {
+		a.metrics = newMetrics()
+	}
+	app := fiber.New(fiber.Config{
+		AppName:               "usher-gateway",
+		DisableStartupMessage: true,
+		BodyLimit:             bodyLimit,
+		ReadBufferSize:        8 << 10,
+		ReadTimeout:           readTimeout,
+		WriteTimeout:          readTimeout,
+		IdleTimeout:           60 * time.Second,
+		ErrorHandler:          a.writeError,
+	})
+	app.Use(a.metrics.middleware)
+
+	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok\n") })
+	app.Get("/readyz", func(c *fiber.Ctx) error {
+		ctx, cancel := context.WithTimeout(c.UserContext(), time.Second)
+		defer cancel()
+		if err := a.ready(ctx); err != nil {
+			return problem.New(fiber.StatusServiceUnavailable, "not-ready", err.Error())
+		}
+		return c.SendString("ready\n")
+	})
+	app.Get("/metrics", a.metrics.handler())
+	app.Get("/.well-known/jwks.json", a.jwks)
+
+	v1 := app.Group("/v1")
+	v1.Post("/queues/:queue/tickets", a.join)
+	v1.Get("/queues/:queue/tickets/:ticket", a.poll)
+	v1.Delete("/queues/:queue/tickets/:ticket", a.leave)
+
+	admin := v1.Group("/admin", a.requireAdmin)
+	admin.Get("/queues", a.listQueues)
+	admin.Put("/queues/:queue", a.putQueue)
+	admin.Get("/queues/:queue", a.getQueue)
+
+	app.Use(func(c *fiber.Ctx) error {
+		return problem.New(fiber.StatusNotFound, "not-found", "no such resource")
+	})
+	return app
+}
+
+// writeError is the one place where errors become responses: a Problem is
+// sent as it is, a fiber error keeps its status, anything else is logged
+// and answered with a 500 that reveals nothing.
+func (a *api) writeError(c *fiber.Ctx, err error) error {
+	var p problem.Problem
+	var fe *fiber.Error
+	switch {
+	case errors.As(err, &p):
+	case errors.As(err, &fe):
+		p = problem.New(fe.Code, slugOf(fe.Code), fe.Message)
+	default:
+		a.log.Error("request failed", "method", c.Method(), "route", c.Route().Path, "err", err)
+		p = problem.New(fiber.StatusInternalServerError, "internal", "the request could not be completed; it is safe to retry")
+	}
+	if p.RetryAfter > 0 {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(p.RetryAfter))
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Set(fiber.HeaderContentType, problem.ContentType)
+	return c.Status(p.Status).Send(p.JSON())
+}
+
+// statusOf is the status writeError answers err with.
+func statusOf(err error) int {
+	var p problem.Problem
+	var fe *fiber.Error
+	switch {
+	case errors.As(err, &p):
+		return p.Status
+	case errors.As(err, &fe):
+		return fe.Code
+	}
+	return fiber.StatusInternalServerError
+}
+
+func slugOf(status int) string {
+	if t := http.StatusText(status); t != "" {
+		return strings.ReplaceAll(strings.ToLower(t), " ", "-")
+	}
+	return "error"
+}
+
+// requireAdmin lets a request through only with the admin bearer token,
+// compared in constant time.
+func (a *api) requireAdmin(c *fiber.Ctx) error {
+	got, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(got), a.adminToken) != 1 {
+		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="usher-admin"`)
+		return problem.New(fiber.StatusUnauthorized, "unauthorized", "admin endpoints need Authorization: Bearer <USHER_ADMIN_TOKEN>")
+	}
+	return c.Next()
+}
+
+func (a *api) jwks(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, "application/jwk-set+json")
+	c.Set(fiber.HeaderCacheControl, "public, max-age=300")
+	return c.Send(a.keys.JWKS())
+}
+
+func (a *api) jitter() float64 {
+	a.randMu.Lock()
+	defer a.randMu.Unlock()
+	return a.rand.Float64()
+}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"path/filepath"
+	"time"
+
+	"usher/shared/config"
+)
+
+type settings struct {
+	addr           string
+	natsURLs       []string
+	redisURL       string
+	redisPool      int
+	replicas       int
+	adminToken     string
+	signingKeyFile string
+	verifyKeyFiles []string
+	ticketSecret   string
+	notifierURL    string
+	logLevel       string
+	shutdown       time.Duration
+}
+
+// loadSettings reads the gateway's environment; every problem is reported
+// at once.
+func loadSettings(env *config.Env) (settings, error) {
+	data := env.String("USHER_DATA_DIR", ".usher")
+	s := settings{
+		addr:           env.String("USHER_GATEWAY_ADDR", "127.0.0.1:8080"),
+		natsURLs:       env.List("USHER_NATS_URL", "nats://127.0.0.1:4222"),
+		redisURL:       env.String("USHER_REDIS_URL", "redis://127.0.0.1:6379/0"),
+		redisPool:      env.Int("USHER_REDIS_POOL", 256, 1),
+		replicas:       env.Int("USHER_STREAM_REPLICAS", 1, 1),
+		adminToken:     env.String("USHER_ADMIN_TOKEN", "dev-admin-token"),
+		signingKeyFile: env.String("USHER_SIGNING_KEY_FILE", filepath.Join(data, "signing.key")),
+		verifyKeyFiles: env.List("USHER_VERIFY_KEY_FILES", ""),
+		ticketSecret:   env.String("USHER_TICKET_SECRET_FILE", filepath.Join(data, "ticket.secret")),
+		notifierURL:    env.String("USHER_NOTIFIER_PUBLIC_URL", ""),
+		logLevel:       env.String("USHER_LOG_LEVEL", "info"),
+		shutdown:       env.Duration("USHER_SHUTDOWN_TIMEOUT", 5*time.Second),
+	}
+	return s, env.Err()
+}

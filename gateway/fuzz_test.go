@@ -1,0 +1,61 @@
+package main
+
+import (
+	"net/url"
+	"testing"
+)
+
+// No request, however odd, gets a 500 or a non-problem error.
+func FuzzJoinAndPoll(f *testing.F) {
+	h := newHarness(f)
+	f.Add("alice", h.queue, "t1.x.y.1.z")
+	f.Add("", "", "")
+	f.Add("a b", "../admin", "%00")
+	f.Add("u@x.io", h.queue, h.join("bob").str("ticket"))
+	f.Fuzz(func(t *testing.T, user, queue, tkt string) {
+		if !validHeaderValue(user) {
+			return // not something an HTTP client can send
+		}
+		h := h.with(t)
+		path := "/v1/queues/" + url.PathEscape(queue) + "/tickets"
+		for _, r := range []response{
+			h.do("POST", path, "", map[string]string{"X-User-Id": user}),
+			h.do("GET", path+"/"+url.PathEscape(tkt), "", nil),
+		} {
+			if r.status >= 500 || (r.status >= 400 && !isProblem(r)) {
+				t.Fatalf("status %d %s for user %q queue %q ticket %q", r.status, r.raw, user, queue, tkt)
+			}
+		}
+	})
+}
+
+func FuzzAdminBody(f *testing.F) {
+	h := newHarness(f)
+	f.Add(`{"targetActive": 3}`)
+	f.Add(`{"state":"closed","tickMs":10}`)
+	f.Add(`{} {}`)
+	f.Add(`[1,2]`)
+	f.Add(`{"targetActive": 1e400}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		h := h.with(t)
+		r := h.do("PUT", "/v1/admin/queues/fuzz-"+h.queue, body, map[string]string{"Authorization": "Bearer secret-admin"})
+		switch {
+		case r.status == 200 || r.status == 201:
+			if _, ok := h.api.queues.Get("fuzz-" + h.queue); !ok {
+				t.Fatalf("accepted %q but the queue is not in the catalog", body)
+			}
+		case r.status == 400 && isProblem(r):
+		default:
+			t.Fatalf("PUT %q = %d %s, want 2xx or a 400 problem", body, r.status, r.raw)
+		}
+	})
+}
+
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/shared/bus"
+	"usher/shared/catalog"
+	"usher/shared/testenv"
+	"usher/shared/ticket"
+	"usher/shared/token"
+	"usher/shared/waitqueue"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.Stop()
+	os.Exit(code)
+}
+
+// harness is a gateway on a real JetStream server and a real Redis.
+type harness struct {
+	t     testing.TB
+	api   *api
+	app   *fiber.App
+	js    jetstream.JetStream
+	line  *waitqueue.Store
+	queue string
+}
+
+func newHarness(t testing.TB) *harness {
+	t.Helper()
+	ctx := context.Background()
+	nc, js, err := bus.Open(ctx, []string{testenv.NATS(t)}, "gateway-test", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	queues, err := catalog.Open(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go queues.Run(wctx)
+	dir := t.TempDir()
+	keys, err := token.LoadKeyring(filepath.Join(dir, "signing.key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ticket.LoadOrCreateSigner(filepath.Join(dir, "ticket.secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := waitqueue.New(testenv.Redis(t))
+	a := &api{
+		log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		queues:     queues,
+		line:       line,
+		events:     js,
+		tickets:    signer,
+		keys:       keys,
+		adminToken: []byte("secret-admin"),
+		now:        time.Now,
+		rand:       rand.New(rand.NewPCG(1, 2)),
+		ready:      func(context.Context) error { return nil },
+	}
+	h := &harness{t: t, api: a, app: a.app(), js: js, line: line, queue: testenv.Name(t)}
+	h.putQueue(h.queue, `{"targetActive": 5}`, 201)
+	return h
+}
+
+// response is a decoded answer.
+type response struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    []byte
+}
+
+func (r response) str(k string) string { s, _ := r.body[k].(string); return s }
+func (r response) num(k string) int64  { f, _ := r.body[k].(float64); return int64(f) }
+
+func (h *harness) do(method, path, body string, header map[string]string) response {
+	h.t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	res, err := h.app.Test(req, 10_000)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	r := response{status: res.StatusCode, header: res.Header, raw: raw}
+	_ = json.Unmarshal(raw, &r.body)
+	return r
+}
+
+func (h *harness) join(user string) response {
+	h.t.Helper()
+	return h.do("POST", "/v1/queues/"+h.queue+"/tickets", "", map[string]string{"X-User-Id": user})
+}
+
+func (h *harness) poll(tkt string) response {
+	h.t.Helper()
+	return h.do("GET", "/v1/queues/"+h.queue+"/tickets/"+tkt, "", nil)
+}
+
+func (h *harness) putQueue(q, body string, want int) response {
+	h.t.Helper()
+	r := h.do("PUT", "/v1/admin/queues/"+q, body, map[string]string{"Authorization": "Bearer secret-admin"})
+	if r.status != want {
+		h.t.Fatalf("PUT queue %s = %d %s, want %d", q, r.status, r.raw, want)
+	}
+	return r
+}
+
+// admit runs one admission tick as the admitter would, with every join in line.
+func (h *harness) admit(now time.Time) waitqueue.TickResult {
+	h.t.Helper()
+	cfg, _ := h.api.queues.Get(h.queue)
+	r, err := h.line.Admit(context.Background(), h.queue, waitqueue.Tick{
+		Now: now, TargetActive: cfg.TargetActive, MaxAdmitPerTick: cfg.MaxAdmitPerTick,
+		TickLength: time.Duration(cfg.TickMs) * time.Millisecond, TokenTTL: time.Duration(cfg.TokenTTLSeconds) * time.Second,
+		Watermark: 1 << 62, Paused: cfg.State != catalog.StateOpen,
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return r
+}
+
+func isProblem(r response) bool {
+	return r.header.Get("Content-Type") == "application/problem+json" &&
+		r.num("status") == int64(r.status) && r.str("title") != "" && r.str("type") != ""
+}
+
+func pretty(b []byte) string {
+	var out bytes.Buffer
+	if json.Indent(&out, b, "", " ") != nil {
+		return string(b)
+	}
+	return out.String()
+}
+
+// serve runs the app on a loopback socket until the test ends and returns
+// its base URL.
+func (h *harness) serve() string {
+	h.t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	go h.app.Listener(ln)
+	h.t.Cleanup(func() { h.app.Shutdown() })
+	return "http://" + ln.Addr().String()
+}
+
+// with returns the harness reporting to t (a fuzz target must not use the
+// F it was built with).
+func (h *harness) with(t testing.TB) *harness {
+	c := *h
+	c.t = t
+	return &c
+}

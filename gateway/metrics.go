@@ -1,0 +1,57 @@
+package main
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the gateway's Prometheus metrics, on its own registry. Labels
+// are route templates and status codes, never user ids or tickets.
+type metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.HistogramVec
+	joins    prometheus.Counter
+	polls    prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "usher_http_request_duration_seconds",
+			Help:    "Gateway request latency by route template, method and status.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route", "method", "code"}),
+		joins: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "usher_joins_total", Help: "Joins stored in JetStream.",
+		}),
+		polls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "usher_polls_total", Help: "Polls answered.",
+		}),
+	}
+	m.reg.MustRegister(m.requests, m.joins, m.polls,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) middleware(c *fiber.Ctx) error {
+	start := time.Now()
+	err := c.Next()
+	code := c.Response().StatusCode()
+	if err != nil {
+		// The error handler has not run yet: take the status it will write.
+		code = statusOf(err)
+	}
+	m.requests.WithLabelValues(c.Route().Path, c.Method(), strconv.Itoa(code)).Observe(time.Since(start).Seconds())
+	return err
+}
+
+func (m *metrics) handler() fiber.Handler {
+	return adaptor.HTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"usher/shared/bus"
+	"usher/shared/catalog"
+	"usher/shared/config"
+	"usher/shared/ticket"
+	"usher/shared/token"
+	"usher/shared/waitqueue"
+)
+
+// run wires the gateway and serves until ctx ends.
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	s, err := loadSettings(config.New(getenv))
+	if err != nil {
+		return err
+	}
+	log, err := config.Logger(stdout, s.logLevel)
+	if err != nil {
+		return err
+	}
+	keys, err := token.LoadKeyring(s.signingKeyFile, s.verifyKeyFiles)
+	if err != nil {
+		return err
+	}
+	tickets, err := ticket.LoadOrCreateSigner(s.ticketSecret)
+	if err != nil {
+		return err
+	}
+	nc, js, err := bus.Open(ctx, s.natsURLs, "usher-gateway", s.replicas)
+	if err != nil {
+		return err
+	}
+	defer nc.Drain()
+	queues, err := catalog.Open(ctx, js, s.replicas)
+	if err != nil {
+		return err
+	}
+	rdb, err := waitqueue.Dial(s.redisURL, s.redisPool)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+
+	// Listen before serving, so a taken port fails start-up synchronously.
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.addr, err)
+	}
+	api := &api{
+		log:         log,
+		queues:      queues,
+		line:        waitqueue.New(rdb),
+		events:      js,
+		tickets:     tickets,
+		keys:        keys,
+		adminToken:  []byte(s.adminToken),
+		notifierURL: s.notifierURL,
+		now:         time.Now,
+		rand:        rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x75736865)),
+		ready: func(ctx context.Context) error {
+			if !nc.IsConnected() {
+				return fmt.Errorf("nats: %s", nc.Status())
+			}
+			return rdb.Ping(ctx).Err()
+		},
+	}
+	app := api.app()
+	log.Info("gateway listening", "addr", ln.Addr().String(), "nats", s.natsURLs, "redis", redactURL(s.redisURL))
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return queues.Run(ctx) })
+	g.Go(func() error { return app.Listener(ln) })
+	g.Go(func() error {
+		<-ctx.Done()
+		return app.ShutdownWithTimeout(s.shutdown)
+	})
+	return g.Wait()
+}
+
+// redactURL hides a password in a Redis URL before it is logged.
+func redactURL(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return "(unparsable)"
+}

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"errors"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/shared/catalog"
+	"usher/shared/event"
+	"usher/shared/problem"
+	"usher/shared/ticket"
+	"usher/shared/token"
+	"usher/shared/waitqueue"
+)
+
+// Statuses a shopper's client sees.
+const (
+	statusWaiting = "WAITING"
+	statusReady   = "READY"
+	statusExpired = "EXPIRED"
+	statusUsed    = "USED"
+	statusLeft    = "LEFT"
+	statusClosed  = "CLOSED"
+)
+
+// place is the body of join and poll answers.
+type place struct {
+	Ticket      string     `json:"ticket"`
+	Queue       string     `json:"queue"`
+	Status      string     `json:"status"`
+	Position    int64      `json:"position,omitempty"`
+	Waiting     int64      `json:"waiting"`
+	ETASeconds  *int64     `json:"etaSeconds,omitempty"`
+	PollAfterMs int64      `json:"pollAfterMs,omitempty"`
+	Events      string     `json:"events"`
+	Token       string     `json:"token,omitempty"`
+	ReadyAt     *time.Time `json:"readyAt,omitempty"`
+	ExpiresAt   *time.Time `json:"expiresAt,omitempty"`
+	Reason      string     `json:"reason,omitempty"`
+}
+
+// validUser reports whether id is an acceptable X-User-Id: 1–64 of
+// A-Z a-z 0-9 . _ : @ -.
+func validUser(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '.', c == '_', c == ':', c == '@', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (a *api) user(c *fiber.Ctx) (string, error) {
+	id := c.Get("X-User-Id")
+	if !validUser(id) {
+		return "", problem.New(fiber.StatusBadRequest, "invalid-user",
+			"X-User-Id must be 1-64 characters of A-Z a-z 0-9 . _ : @ -")
+	}
+	return string([]byte(id)), nil // fiber's strings die with the request
+}
+
+func (a *api) queue(c *fiber.Ctx) (catalog.Config, error) {
+	name := c.Params("queue")
+	cfg, ok := a.queues.Get(name)
+	if !ok {
+		return cfg, problem.New(fiber.StatusNotFound, "unknown-queue", "no queue named "+strconv.Quote(name))
+	}
+	return cfg, nil
+}
+
+// join puts the shopper in line: 202 with a new ticket, or 200 with the
+// ticket they already hold while they are in line or admitted.
+func (a *api) join(c *fiber.Ctx) error {
+	user, err := a.user(c)
+	if err != nil {
+		return err
+	}
+	cfg, err := a.queue(c)
+	if err != nil {
+		return err
+	}
+	if cfg.State == catalog.StateClosed {
+		return problem.New(fiber.StatusGone, "queue-closed", "queue "+cfg.Name+" is closed")
+	}
+	ctx := c.UserContext()
+	prev, st, found, err := a.line.Lookup(ctx, cfg.Name, user)
+	if err != nil {
+		return err
+	}
+	if found && st.Live() {
+		e, err := a.line.Poll(ctx, cfg.Name, prev)
+		if err != nil {
+			return err
+		}
+		return a.answer(c, fiber.StatusOK, cfg, ticket.Ticket{Queue: cfg.Name, User: user, Seq: e.Seq}, e)
+	}
+	// The id names this user's attempt after their previous entry, so two
+	// concurrent joins (a double click) dedupe to one place in line.
+	id := cfg.Name + "/" + user + "/" + strconv.FormatUint(prev, 10)
+	body, err := event.Marshal(id, event.TypeJoined, user, a.now(), event.Joined{Queue: cfg.Name, User: user, JoinedAt: a.now().UTC()})
+	if err != nil {
+		return err
+	}
+	ack, err := a.events.Publish(ctx, event.EnterSubject(cfg.Name), body, jetstream.WithMsgID(id))
+	if err != nil {
+		return problem.Problem{Type: "https://usher.dev/problems/unavailable", Title: "Service Unavailable",
+			Status: fiber.StatusServiceUnavailable, Detail: "the line could not record the join; retry", RetryAfter: 1}
+	}
+	a.metrics.joins.Inc()
+	// The admitter ingests the event too (and is what guarantees it); doing
+	// it here as well lets the answer carry the exact place in line.
+	e, err := a.line.Ingest(ctx, cfg.Name, ack.Sequence, user)
+	if err != nil {
+		return err
+	}
+	status := fiber.StatusAccepted
+	if ack.Duplicate || e.Seq != ack.Sequence {
+		status = fiber.StatusOK
+	}
+	return a.answer(c, status, cfg, ticket.Ticket{Queue: cfg.Name, User: user, Seq: e.Seq}, e)
+}
+
+// ticketOf checks the ticket in the path: forged or garbled → 401, a
+// ticket of another queue → 404.
+func (a *api) ticketOf(c *fiber.Ctx, cfg catalog.Config) (ticket.Ticket, error) {
+	t, err := a.tickets.Parse(c.Params("ticket"))
+	if err != nil {
+		return t, problem.New(fiber.StatusUnauthorized, "invalid-ticket", "the ticket is not one this queue issued")
+	}
+	if t.Queue != cfg.Name {
+		return t, problem.New(fiber.StatusNotFound, "ticket-not-found", "the ticket belongs to another queue")
+	}
+	return t, nil
+}
+
+// poll tells a shopper where they stand. It costs one signature check and
+// one Redis round trip.
+func (a *api) poll(c *fiber.Ctx) error {
+	cfg, err := a.queue(c)
+	if err != nil {
+		return err
+	}
+	t, err := a.ticketOf(c, cfg)
+	if err != nil {
+		return err
+	}
+	e, err := a.line.Poll(c.UserContext(), cfg.Name, t.Seq)
+	if err != nil {
+		return err
+	}
+	a.metrics.polls.Inc()
+	t.Seq = e.Seq
+	return a.answer(c, fiber.StatusOK, cfg, t, e)
+}
+
+// leave takes the shopper out of line, or frees their slot.
+func (a *api) leave(c *fiber.Ctx) error {
+	cfg, err := a.queue(c)
+	if err != nil {
+		return err
+	}
+	t, err := a.ticketOf(c, cfg)
+	if err != nil {
+		return err
+	}
+	ctx := c.UserContext()
+	id := "leave/" + cfg.Name + "/" + strconv.FormatUint(t.Seq, 10)
+	body, err := event.Marshal(id, event.TypeLeft, t.User, a.now(), event.Left{Queue: cfg.Name, User: t.User, Seq: t.Seq})
+	if err != nil {
+		return err
+	}
+	if _, err := a.events.Publish(ctx, event.LeaveSubject(cfg.Name), body, jetstream.WithMsgID(id)); err != nil {
+		return problem.Problem{Type: "https://usher.dev/problems/unavailable", Title: "Service Unavailable",
+			Status: fiber.StatusServiceUnavailable, Detail: "the leave could not be recorded; retry", RetryAfter: 1}
+	}
+	if _, err := a.line.Leave(ctx, cfg.Name, t.Seq, t.User); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// answer writes a shopper's place. READY is only said once readyAt has
+// passed; until then an admitted shopper is first in line.
+func (a *api) answer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, e waitqueue.Entry) error {
+	str := a.tickets.Issue(t)
+	p := place{Ticket: str, Queue: cfg.Name, Waiting: e.Waiting, Events: a.eventsURL(cfg.Name, str)}
+	now := a.now()
+	switch e.Status {
+	case waitqueue.Unknown, waitqueue.Waiting:
+		p.Status = statusWaiting
+		p.Position = e.Position
+		if e.Status == waitqueue.Unknown {
+			// Joined, not yet seen by Redis: at the back of the line.
+			p.Position = e.Waiting + 1
+		}
+		if cfg.State == catalog.StateClosed {
+			p.Status, p.Position, p.Reason = statusClosed, 0, "closed"
+			break
+		}
+		secs, known := eta(p.Position, e.Rate)
+		if known {
+			p.ETASeconds = &secs
+		}
+		p.PollAfterMs = pollAfter(p.Position, secs, known, a.jitter()).Milliseconds()
+	case waitqueue.Admitted:
+		if now.Before(e.ReadyAt) {
+			p.Status, p.Position = statusWaiting, 1
+			var zero int64
+			p.ETASeconds = &zero
+			p.PollAfterMs = max(e.ReadyAt.Sub(now).Milliseconds(), 1)
+			break
+		}
+		tok, err := a.keys.Sign(token.Claims{ID: e.TokenID, Queue: cfg.Name, User: t.User, ReadyAt: e.ReadyAt, ExpiresAt: e.ExpiresAt})
+		if err != nil {
+			return err
+		}
+		p.Status, p.Token = statusReady, tok
+		p.ReadyAt, p.ExpiresAt = &e.ReadyAt, &e.ExpiresAt
+	case waitqueue.Expired:
+		p.Status = statusExpired
+	case waitqueue.Used:
+		p.Status = statusUsed
+	case waitqueue.Left:
+		p.Status = statusLeft
+	default:
+		return errors.New("unexpected entry status " + string(e.Status))
+	}
+	c.Set(fiber.HeaderLocation, "/v1/queues/"+cfg.Name+"/tickets/"+str)
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.Status(status).JSON(p)
+}
+
+// eventsURL is where the notifier streams this ticket's events.
+func (a *api) eventsURL(q, t string) string {
+	path := "/v1/queues/" + q + "/tickets/" + url.PathEscape(t) + "/events"
+	return a.notifierURL + path
+}

@@ -1,0 +1,188 @@
+// Package catalog holds every queue's configuration in a NATS KV bucket and
+// keeps a live copy in each process.
+//
+// A change written by any gateway (or usherctl) reaches every admitter and
+// gateway through the bucket's watch, typically within milliseconds and well
+// within the one second the design promises, without restarts. The bucket's
+// history keeps the last changes of each queue.
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Bucket is the KV bucket holding queue configurations.
+const Bucket = "USHER_QUEUES"
+
+// Queue states.
+const (
+	StateOpen   = "open"   // joins accepted, shoppers admitted
+	StatePaused = "paused" // joins accepted, nobody admitted
+	StateClosed = "closed" // joins refused (410), waiting shoppers told CLOSED
+)
+
+// Config is one queue's live settings.
+type Config struct {
+	Name            string `json:"name"`
+	TargetActive    int    `json:"targetActive"`
+	MaxAdmitPerTick int    `json:"maxAdmitPerTick"`
+	TickMs          int    `json:"tickMs"`
+	TokenTTLSeconds int    `json:"tokenTtlSeconds"`
+	State           string `json:"state"`
+}
+
+// Defaults returns the seeds' defaults: half of a 40-connection pool active,
+// no per-tick cap, 100 ms ticks, five-minute tokens, open.
+func Defaults(name string) Config {
+	return Config{Name: name, TargetActive: 20, TickMs: 100, TokenTTLSeconds: 300, State: StateOpen}
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidName reports whether s can name a queue: 1–64 of A-Z a-z 0-9 _ -, so
+// it is safe as a NATS subject token, a KV key and a Redis hash tag.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// FieldError is one invalid field.
+type FieldError struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// Validate lists every invalid field of c.
+func (c Config) Validate() []FieldError {
+	var errs []FieldError
+	add := func(name, reason string) { errs = append(errs, FieldError{name, reason}) }
+	if !ValidName(c.Name) {
+		add("name", "must be 1-64 of A-Z a-z 0-9 _ -")
+	}
+	if c.TargetActive < 1 {
+		add("targetActive", "must be >= 1")
+	}
+	if c.MaxAdmitPerTick < 0 {
+		add("maxAdmitPerTick", "must be >= 0 (0 = no cap)")
+	}
+	if c.TickMs < 10 {
+		add("tickMs", "must be >= 10")
+	}
+	if c.TokenTTLSeconds < 1 {
+		add("tokenTtlSeconds", "must be >= 1")
+	}
+	if c.State != StateOpen && c.State != StatePaused && c.State != StateClosed {
+		add("state", "must be open, paused or closed")
+	}
+	return errs
+}
+
+// Catalog is the live set of queue configurations.
+type Catalog struct {
+	kv      jetstream.KeyValue
+	watcher jetstream.KeyWatcher
+
+	mu     sync.RWMutex
+	queues map[string]Config
+}
+
+// Open creates the bucket if needed, loads every queue and starts following
+// changes. Call Run to keep following them.
+func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Catalog, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: Bucket, History: 16, Storage: jetstream.FileStorage, Replicas: replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open catalog: %w", err)
+	}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("watch catalog: %w", err)
+	}
+	c := &Catalog{kv: kv, watcher: w, queues: map[string]Config{}}
+	for e := range w.Updates() {
+		if e == nil { // every current value has been delivered
+			return c, nil
+		}
+		c.apply(e)
+	}
+	return nil, errors.New("watch catalog: closed while loading")
+}
+
+// Run applies changes until ctx ends.
+func (c *Catalog) Run(ctx context.Context) error {
+	defer c.watcher.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-c.watcher.Updates():
+			if !ok {
+				return errors.New("catalog watch closed")
+			}
+			if e != nil {
+				c.apply(e)
+			}
+		}
+	}
+}
+
+func (c *Catalog) apply(e jetstream.KeyValueEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(c.queues, e.Key())
+		return
+	}
+	var cfg Config
+	if err := json.Unmarshal(e.Value(), &cfg); err == nil {
+		c.queues[e.Key()] = cfg
+	}
+}
+
+// Get returns a queue's configuration from the live copy.
+func (c *Catalog) Get(name string) (Config, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	cfg, ok := c.queues[name]
+	return cfg, ok
+}
+
+// List returns every queue, by name.
+func (c *Catalog) List() []Config {
+	c.mu.RLock()
+	out := make([]Config, 0, len(c.queues))
+	for _, cfg := range c.queues {
+		out = append(out, cfg)
+	}
+	c.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Put stores cfg (validated by the caller) and reports whether the queue is
+// new. The live copy of this process sees it at once; others within
+// milliseconds.
+func (c *Catalog) Put(ctx context.Context, cfg Config) (created bool, err error) {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return false, err
+	}
+	if _, err = c.kv.Create(ctx, cfg.Name, b); err == nil {
+		created = true
+	} else if errors.Is(err, jetstream.ErrKeyExists) {
+		_, err = c.kv.Put(ctx, cfg.Name, b)
+	}
+	if err != nil {
+		return false, fmt.Errorf("put queue %s: %w", cfg.Name, err)
+	}
+	c.mu.Lock()
+	c.queues[cfg.Name] = cfg
+	c.mu.Unlock()
+	return created, nil
+}
