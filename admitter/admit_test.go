@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/shared/bus"
+	"usher/shared/catalog"
+	"usher/shared/event"
+	"usher/shared/testenv"
+	"usher/shared/waitqueue"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.Stop()
+	os.Exit(code)
+}
+
+// world is a NATS server and a Redis shared by the admitters of one test.
+type world struct {
+	t        *testing.T
+	natsURL  string
+	redisURL string
+	js       jetstream.JetStream
+	queues   *catalog.Catalog
+	line     *waitqueue.Store
+	queue    string
+}
+
+func newWorld(t *testing.T, cfg catalog.Config) *world {
+	t.Helper()
+	w := &world{t: t, natsURL: testenv.NATS(t), redisURL: testenv.RedisURL(t), queue: testenv.Name(t)}
+	nc, js, err := bus.Open(context.Background(), []string{w.natsURL}, "admitter-test", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	w.js = js
+	if w.queues, err = catalog.Open(context.Background(), js, 1); err != nil {
+		t.Fatal(err)
+	}
+	w.line = waitqueue.New(testenv.Redis(t))
+	cfg.Name = w.queue
+	w.configure(cfg)
+	return w
+}
+
+func (w *world) configure(cfg catalog.Config) {
+	w.t.Helper()
+	if _, err := w.queues.Put(context.Background(), cfg); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// start runs an admitter until the test ends; its error comes on the channel.
+func (w *world) start(h hooks) <-chan error {
+	w.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	done := make(chan struct{})
+	env := map[string]string{
+		"USHER_NATS_URL": w.natsURL, "USHER_REDIS_URL": w.redisURL,
+		"USHER_ADMITTER_ADDR": "127.0.0.1:0", "USHER_LOG_LEVEL": "error",
+	}
+	go func() {
+		defer close(done)
+		errc <- runWith(ctx, func(k string) string { return env[k] }, io.Discard, h)
+	}()
+	w.t.Cleanup(func() { cancel(); <-done })
+	return errc
+}
+
+// join publishes a join as the gateway does and returns its sequence.
+func (w *world) join(user string) uint64 {
+	w.t.Helper()
+	id := fmt.Sprintf("%s/%s/%d", w.queue, user, time.Now().UnixNano())
+	body, _ := event.Marshal(id, event.TypeJoined, user, time.Now(), event.Joined{Queue: w.queue, User: user})
+	ack, err := w.js.Publish(context.Background(), event.EnterSubject(w.queue), body, jetstream.WithMsgID(id))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+func (w *world) status(seq uint64) waitqueue.Status {
+	w.t.Helper()
+	e, err := w.line.Poll(context.Background(), w.queue, seq)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return e.Status
+}
+
+// admissions reads every admission event of the queue from the stream.
+func (w *world) admissions() []event.Admitted {
+	w.t.Helper()
+	ctx := context.Background()
+	cons, err := w.js.OrderedConsumer(ctx, event.StreamAdmissions, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{event.AdmittedSubject(w.queue)},
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var out []event.Admitted
+	for {
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(200*time.Millisecond))
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			var a event.Admitted
+			if _, err := event.Unmarshal(m.Data(), event.TypeAdmitted, &a); err != nil {
+				w.t.Fatal(err)
+			}
+			out = append(out, a)
+			n++
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+func cfg(target, tickMs, ttl int) catalog.Config {
+	c := catalog.Defaults("")
+	c.TargetActive, c.TickMs, c.TokenTTLSeconds = target, tickMs, ttl
+	return c
+}
+
+func TestAdmitsInJoinOrderUpToTargetActive(t *testing.T) {
+	w := newWorld(t, cfg(5, 20, 2))
+	var seqs []uint64
+	for i := 0; i < 12; i++ {
+		seqs = append(seqs, w.join(fmt.Sprintf("u%d", i)))
+	}
+	w.start(hooks{})
+	testenv.Eventually(t, 5*time.Second, func() bool { return len(w.admissions()) == 5 }, "5 admissions")
+	for i, s := range seqs {
+		want := waitqueue.Waiting
+		if i < 5 {
+			want = waitqueue.Admitted
+		}
+		if got := w.status(s); got != want {
+			t.Errorf("shopper %d: %s, want %s", i, got, want)
+		}
+	}
+	// When the first five tokens expire unused, the next five follow.
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(w.admissions()) == 10 }, "10 admissions")
+	for i, a := range w.admissions() {
+		if a.Seq != seqs[i] {
+			t.Fatalf("admission %d is seq %d, want %d (join order)", i, a.Seq, seqs[i])
+		}
+	}
+	if got := w.status(seqs[0]); got != waitqueue.Expired {
+		t.Errorf("first shopper after TTL: %s, want expired", got)
+	}
+}
+
+func TestAJoinSeenTwiceDoesNotMoveTheShopper(t *testing.T) {
+	c := cfg(1, 20, 300)
+	c.State = catalog.StatePaused
+	w := newWorld(t, c)
+	a := w.join("alice")
+	w.join("bob")
+	w.join("alice") // a retried join that got past the dedup window
+	w.start(hooks{})
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		st, _ := w.line.Stats(context.Background(), w.queue)
+		return st.Waiting == 2
+	}, "alice and bob in line once each")
+	e, _ := w.line.Poll(context.Background(), w.queue, a)
+	if e.Position != 1 {
+		t.Fatalf("alice = %+v, want position 1", e)
+	}
+}
+
+func TestConfigChangesApplyWithoutRestart(t *testing.T) {
+	c := cfg(10, 20, 300)
+	c.State = catalog.StatePaused
+	w := newWorld(t, c)
+	for i := 0; i < 3; i++ {
+		w.join(fmt.Sprintf("u%d", i))
+	}
+	w.start(hooks{})
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		st, _ := w.line.Stats(context.Background(), w.queue)
+		return st.Waiting == 3
+	}, "three waiting while paused")
+	c.Name, c.State = w.queue, catalog.StateOpen
+	w.configure(c)
+	testenv.Eventually(t, time.Second, func() bool { return len(w.admissions()) == 3 }, "admitted within a second of resuming")
+}
+
+func TestTwoAdmittersNeverOverAdmitNorAdmitTwice(t *testing.T) {
+	w := newWorld(t, cfg(10, 10, 1))
+	const n = 50
+	for i := 0; i < n; i++ {
+		w.join(fmt.Sprintf("u%d", i))
+	}
+	w.start(hooks{})
+	w.start(hooks{})
+	var maxActive atomic.Int64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // watch the slot count the whole time
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			st, err := w.line.Stats(context.Background(), w.queue)
+			if err == nil && st.Active > maxActive.Load() {
+				maxActive.Store(st.Active)
+			}
+		}
+	}()
+	testenv.Eventually(t, 30*time.Second, func() bool { return len(w.admissions()) == n }, "all %d admitted", n)
+	close(done)
+	wg.Wait()
+	if m := maxActive.Load(); m > 10 {
+		t.Fatalf("saw %d slots held, targetActive is 10", m)
+	}
+	seen := map[uint64]bool{}
+	var last uint64
+	for _, a := range w.admissions() {
+		if seen[a.Seq] {
+			t.Fatalf("seq %d admitted twice", a.Seq)
+		}
+		seen[a.Seq] = true
+		if a.Seq < last {
+			t.Fatalf("seq %d admitted after %d", a.Seq, last)
+		}
+		last = a.Seq
+	}
+}
+
+var errCrash = errors.New("simulated crash")
+
+// An admitter that dies between the admission script and the publish loses
+// nobody: the next one announces each admission exactly once.
+func TestCrashBetweenAdmitAndPublish(t *testing.T) {
+	w := newWorld(t, cfg(3, 20, 300))
+	for i := 0; i < 3; i++ {
+		w.join(fmt.Sprintf("u%d", i))
+	}
+	crashed := w.start(hooks{afterAdmit: func(q string) error {
+		if out, _ := w.line.Outbox(context.Background(), q, 10); len(out) == 3 {
+			return errCrash
+		}
+		return nil
+	}})
+	if err := <-crashed; !errors.Is(err, errCrash) {
+		t.Fatalf("first admitter ended with %v, want the simulated crash", err)
+	}
+	if got := len(w.admissions()); got != 0 {
+		t.Fatalf("%d admissions published before the crash, want 0", got)
+	}
+	w.start(hooks{})
+	testenv.Eventually(t, 5*time.Second, func() bool { return len(w.admissions()) >= 3 }, "3 admissions after restart")
+	assertOnceEach(t, w.admissions(), 3)
+}
+
+// An admitter that dies after publishing but before trimming its outbox
+// makes the next one publish again; the stream's dedup drops the repeats.
+func TestCrashAfterPublishBeforeTrim(t *testing.T) {
+	w := newWorld(t, cfg(3, 20, 300))
+	for i := 0; i < 3; i++ {
+		w.join(fmt.Sprintf("u%d", i))
+	}
+	crashed := w.start(hooks{afterPublish: func(string) error { return errCrash }})
+	if err := <-crashed; !errors.Is(err, errCrash) {
+		t.Fatalf("first admitter ended with %v, want the simulated crash", err)
+	}
+	w.start(hooks{})
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		out, _ := w.line.Outbox(context.Background(), w.queue, 10)
+		return len(out) == 0
+	}, "outbox drained by the second admitter")
+	assertOnceEach(t, w.admissions(), 3)
+}
+
+func assertOnceEach(t *testing.T, got []event.Admitted, want int) {
+	t.Helper()
+	ids := map[string]int{}
+	for _, a := range got {
+		ids[a.TokenID]++
+	}
+	if len(got) != want || len(ids) != want {
+		t.Fatalf("stream holds %d admissions with %d distinct token ids, want %d each once", len(got), len(ids), want)
+	}
+}
