@@ -1,0 +1,25 @@
+# usher: `make run` starts the whole system locally, `make test` runs every test.
+SERVICES := gateway admitter notifier orderworker pgsim
+GO ?= go
+
+.PHONY: run test deps build bench fuzz clean
+
+run: deps build
+	@scripts/run.sh
+
+test: deps
+	@scripts/test.sh
+
+deps:
+	@scripts/deps.sh
+
+build:
+	@mkdir -p bin
+	@$(GO) build -o bin/ $(addprefix ./,$(SERVICES))
+	@$(GO) build -o bin/nats-server github.com/nats-io/nats-server/v2
+
+bench: deps build
+	@scripts/bench.sh
+
+clean:
+	rm -rf bin .usher

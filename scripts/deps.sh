@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what usher's tests and `make run` need that Go modules cannot
+# bring: redis-server and redis-benchmark (Debian packages). NATS comes from
+# the Go module github.com/nats-io/nats-server/v2; PostgreSQL is the one the
+# machine has installed.
+set -euo pipefail
+
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)
+[ ${#need[@]} -eq 0 ] && exit 0
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "deps: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq >/dev/null
+$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

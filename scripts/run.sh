@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# `make run`: the whole of usher on this machine, in the foreground.
+# Starts NATS (JetStream on disk), Redis and PostgreSQL unless something
+# already answers at their addresses, then every service, then creates the
+# queue `demo`. Ctrl-C stops everything it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+export USHER_DATA_DIR=${USHER_DATA_DIR:-$root/.usher}
+export USHER_NATS_URL=${USHER_NATS_URL:-nats://127.0.0.1:4222}
+export USHER_REDIS_URL=${USHER_REDIS_URL:-redis://127.0.0.1:6379/0}
+export USHER_DATABASE_URL=${USHER_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/usher?sslmode=disable}
+export USHER_GATEWAY_ADDR=${USHER_GATEWAY_ADDR:-127.0.0.1:8080}
+export USHER_NOTIFIER_ADDR=${USHER_NOTIFIER_ADDR:-127.0.0.1:8081}
+export USHER_ADMITTER_ADDR=${USHER_ADMITTER_ADDR:-127.0.0.1:8082}
+export USHER_ORDERWORKER_ADDR=${USHER_ORDERWORKER_ADDR:-127.0.0.1:8083}
+export USHER_PAYMENT_URL=${USHER_PAYMENT_URL:-http://127.0.0.1:8090}
+export PGSIM_ADDR=${PGSIM_ADDR:-127.0.0.1:8090}
+export USHER_ADMIN_TOKEN=${USHER_ADMIN_TOKEN:-dev-admin-token}
+export USHER_NOTIFIER_PUBLIC_URL=${USHER_NOTIFIER_PUBLIC_URL:-http://$USHER_NOTIFIER_ADDR}
+logs=$USHER_DATA_DIR/logs
+mkdir -p "$logs"
+
+pids=()
+stop_all() {
+  trap - INT TERM EXIT
+  echo
+  echo "stopping…"
+  for ((i=${#pids[@]}-1; i>=0; i--)); do kill -TERM "${pids[i]}" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ -n "${pg_started:-}" ]; then pgctl stop -m fast >/dev/null 2>&1 || true; fi
+  echo "stopped."
+  exit 0
+}
+trap stop_all INT TERM EXIT
+
+# answers HOST:PORT — something accepts TCP connections there.
+answers() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
+hostport() { local u=${1#*://}; u=${u#*@}; u=${u%%/*}; echo "${u%%\?*}"; }
+
+start() { # name, command…
+  local name=$1; shift
+  "$@" >>"$logs/$name.log" 2>&1 &
+  pids+=($!)
+}
+
+wait_for() { # what, HOST:PORT
+  for _ in $(seq 1 100); do answers "$2" && return 0; sleep 0.1; done
+  echo "$1 did not come up on $2; see $logs" >&2
+  exit 1
+}
+
+nats_addr=$(hostport "${USHER_NATS_URL%%,*}")
+if answers "$nats_addr"; then
+  echo "nats:        using the server at $nats_addr"
+else
+  start nats-server bin/nats-server -c nats.conf
+  wait_for nats "$nats_addr"
+  echo "nats:        started on $nats_addr (JetStream in .usher/nats, monitor http://127.0.0.1:8222)"
+fi
+
+redis_addr=$(hostport "$USHER_REDIS_URL")
+if answers "$redis_addr"; then
+  echo "redis:       using the server at $redis_addr"
+else
+  mkdir -p "$USHER_DATA_DIR/redis"
+  start redis-server redis-server --bind "${redis_addr%:*}" --port "${redis_addr##*:}" \
+    --dir "$USHER_DATA_DIR/redis" --appendonly yes --save ""
+  wait_for redis "$redis_addr"
+  echo "redis:       started on $redis_addr (AOF in .usher/redis)"
+fi
+
+# PostgreSQL: a throwaway cluster in the data folder, trust auth on loopback.
+pg_addr=$(hostport "$USHER_DATABASE_URL")
+pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+pgdata=$USHER_DATA_DIR/pg
+as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+pgctl() { as_pg "$pgbin/pg_ctl" -D "$pgdata" "$@"; }
+if answers "$pg_addr"; then
+  echo "postgresql:  using the server at $pg_addr"
+elif [ -n "$pgbin" ]; then
+  if [ ! -f "$pgdata/PG_VERSION" ]; then
+    mkdir -p "$pgdata"
+    [ "$(id -u)" -eq 0 ] && chown postgres "$pgdata"
+    as_pg "$pgbin/initdb" -D "$pgdata" -U postgres --auth=trust >"$logs/initdb.log" 2>&1
+  fi
+  pgctl -l "$pgdata/server.log" -o "-h ${pg_addr%:*} -p ${pg_addr##*:} -k /tmp -c max_connections=200" -w start >/dev/null
+  pg_started=1
+  as_pg "$pgbin/psql" -h "${pg_addr%:*}" -p "${pg_addr##*:}" -U postgres -tAc \
+    "SELECT 1 FROM pg_database WHERE datname='usher'" | grep -q 1 ||
+    as_pg "$pgbin/createdb" -h "${pg_addr%:*}" -p "${pg_addr##*:}" -U postgres usher
+  echo "postgresql:  started on $pg_addr (cluster in .usher/pg)"
+else
+  echo "postgresql:  not installed; the order path will not be ready" >&2
+fi
+
+start pgsim bin/pgsim
+start admitter bin/admitter
+start orderworker bin/orderworker
+start notifier bin/notifier
+start gateway bin/gateway
+wait_for gateway "$USHER_GATEWAY_ADDR"
+wait_for notifier "$USHER_NOTIFIER_ADDR"
+
+curl -fsS -X PUT "http://$USHER_GATEWAY_ADDR/v1/admin/queues/demo" \
+  -H "Authorization: Bearer $USHER_ADMIN_TOKEN" -H 'Content-Type: application/json' \
+  -d '{"targetActive": 20, "maxAdmitPerTick": 14, "tickMs": 100, "tokenTtlSeconds": 300}' >/dev/null
+
+cat <<MSG
+
+usher is running.
+  gateway      http://$USHER_GATEWAY_ADDR      (API, JWKS at /.well-known/jwks.json)
+  notifier     http://$USHER_NOTIFIER_ADDR      (Server-Sent Events)
+  admitter     http://$USHER_ADMITTER_ADDR      (/metrics, /readyz)
+  orderworker  http://$USHER_ORDERWORKER_ADDR      (/metrics, /readyz)
+  pgsim        http://$PGSIM_ADDR      (payment-gateway simulator)
+  admin token  $USHER_ADMIN_TOKEN
+  logs         $logs/
+
+Queue "demo" is open. Try:
+  curl -si -X POST http://$USHER_GATEWAY_ADDR/v1/queues/demo/tickets -H 'X-User-Id: alice'
+
+Ctrl-C stops everything.
+MSG
+wait -n "${pids[@]}" || true
+echo "a process exited; see $logs" >&2

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every test against real servers the tests start themselves (embedded
+# NATS JetStream, redis-server, a throwaway PostgreSQL), with the race
+# detector, then a short run of every fuzz target.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change: $unformatted" >&2
+  exit 1
+fi
+go vet ./...
+go test -race -count=1 -timeout 10m ./...
+
+# Fuzz briefly in CI; a crasher lands in the package's testdata/fuzz and
+# becomes a regular test case from then on.
+fuzztime=${FUZZTIME:-4s}
+go list -f '{{.Dir}}' ./... | while read -r dir; do
+  pkg="./${dir#"$PWD"/}"
+  for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
+    echo "fuzz $pkg $target ($fuzztime)"
+    go test "$pkg" -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" >/tmp/usher-fuzz.log 2>&1 || { cat /tmp/usher-fuzz.log; exit 1; }
+  done
+done
+echo "make test: all passed"
