@@ -1,0 +1,382 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxLatency caps a single drawn latency so a huge log-normal draw cannot
+// stall a request for hours.
+const maxLatency = time.Hour
+
+// GatewayError is the type of the gateway's sentinel errors. They are
+// constants so the package keeps no mutable globals; compare with errors.Is.
+type GatewayError string
+
+func (e GatewayError) Error() string { return string(e) }
+
+// Errors returned by Gateway.Charge. The HTTP layer maps each to a status.
+const (
+	// ErrOutage means the gateway is in outage mode (HTTP 503).
+	ErrOutage GatewayError = "payment gateway outage"
+	// ErrConflict means the idempotency key was used with a different
+	// request (HTTP 409).
+	ErrConflict GatewayError = "idempotency key reused with a different request"
+	// ErrDeclined is a simulated upstream failure; nothing was charged
+	// (HTTP 502).
+	ErrDeclined GatewayError = "simulated payment failure"
+	// ErrCanceled means the caller's context ended before the gateway
+	// answered; nothing was charged.
+	ErrCanceled GatewayError = "payment canceled before the gateway answered"
+	// ErrReset means Reset ran while the charge was in flight; nothing was
+	// charged (HTTP 503).
+	ErrReset GatewayError = "gateway reset while the payment was in flight"
+)
+
+// Mode is the gateway's behaviour: normal, outage or slow.
+type Mode string
+
+// The gateway modes.
+const (
+	// ModeNormal draws latency from the log-normal model.
+	ModeNormal Mode = "normal"
+	// ModeOutage answers every payment with ErrOutage at once.
+	ModeOutage Mode = "outage"
+	// ModeSlow gives every payment the configured slow latency.
+	ModeSlow Mode = "slow"
+)
+
+// Valid reports whether m is one of the known modes.
+func (m Mode) Valid() bool {
+	return m == ModeNormal || m == ModeOutage || m == ModeSlow
+}
+
+// ModeState is the current mode and the latency slow mode uses.
+type ModeState struct {
+	Mode Mode
+	Slow time.Duration
+}
+
+// Clock abstracts time so tests can control waiting.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// Sleep waits for d or until ctx ends, returning ctx's error in the
+	// latter case.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// realClock is the wall clock.
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ChargeRequest is a validated payment request. Two requests with the same
+// idempotency key must be equal (==) or the second is a conflict.
+type ChargeRequest struct {
+	OrderID  string
+	Amount   int64
+	Currency string
+}
+
+// Payment is a captured charge.
+type Payment struct {
+	ID             string
+	IdempotencyKey string
+	Request        ChargeRequest
+}
+
+// ChargeResult is the answer to a successful Charge.
+type ChargeResult struct {
+	Payment Payment
+	// Replayed is true when the key had already been captured (or was
+	// captured by a concurrent request this one joined): no new charge.
+	Replayed bool
+}
+
+// Stats summarises captured charges across all keys.
+type Stats struct {
+	Total     int
+	Keys      int
+	MaxPerKey int
+}
+
+// GatewayOptions configures a Gateway.
+type GatewayOptions struct {
+	LatencyMean time.Duration
+	LatencyTail float64
+	FailureRate float64
+	SlowLatency time.Duration
+	Clock       Clock
+	Rand        *rand.Rand
+}
+
+// entry is the state of one idempotency key. It is in flight until done is
+// closed; it is then either captured (and stays in the map forever) or was
+// removed from the map (failure, cancellation), so a retry starts afresh.
+type entry struct {
+	req      ChargeRequest
+	done     chan struct{}
+	captured bool
+	payment  Payment
+}
+
+// Gateway is the simulated payment gateway. It is safe for concurrent use.
+//
+// Idempotency: the first request for a key becomes its leader and waits out
+// the simulated latency; concurrent requests with the same key and body
+// wait for the leader and then share its payment, so a key is charged at
+// most once. A captured key is replayed (same payment id) forever, until
+// Reset.
+//
+// A charge is recorded only when the gateway actually answers: if the
+// caller's context ends during the latency (the client gave up, as with a
+// client read timeout in slow mode), the charge is dropped and a retry with
+// the same key may capture it later. This models a PG that only captures
+// what it confirms, and keeps the "never charged twice" invariant checkable
+// from the outside. (A real PG may capture and then fail to deliver the
+// answer; here that window is only the time it takes to write the response.)
+type Gateway struct {
+	clock       Clock
+	mean        time.Duration
+	tail        float64
+	failureRate float64
+	defaultSlow time.Duration
+	inFlight    atomic.Int64
+
+	mu       sync.Mutex // guards everything below, including rng
+	rng      *rand.Rand
+	mode     Mode
+	slow     time.Duration
+	payments map[string]*entry
+	charges  map[string]int
+	ids      map[string]struct{}
+}
+
+// NewGateway returns a gateway in normal mode with no charges.
+func NewGateway(opts GatewayOptions) *Gateway {
+	clock := opts.Clock
+	if clock == nil {
+		clock = realClock{}
+	}
+	rng := opts.Rand
+	if rng == nil {
+		rng = rand.New(rand.NewPCG(1, 1))
+	}
+	g := &Gateway{
+		clock:       clock,
+		mean:        opts.LatencyMean,
+		tail:        opts.LatencyTail,
+		failureRate: opts.FailureRate,
+		defaultSlow: opts.SlowLatency,
+		rng:         rng,
+	}
+	g.resetLocked()
+	return g
+}
+
+func (g *Gateway) resetLocked() {
+	g.mode = ModeNormal
+	g.slow = g.defaultSlow
+	g.payments = make(map[string]*entry)
+	g.charges = make(map[string]int)
+	g.ids = make(map[string]struct{})
+}
+
+// Charge charges req once under the idempotency key. See Gateway for the
+// semantics. Errors: ErrOutage, ErrConflict, ErrDeclined, ErrReset, or
+// ErrCanceled (wrapping the context error).
+func (g *Gateway) Charge(ctx context.Context, key string, req ChargeRequest) (ChargeResult, error) {
+	g.inFlight.Add(1)
+	defer g.inFlight.Add(-1)
+
+	for {
+		g.mu.Lock()
+		if g.mode == ModeOutage {
+			g.mu.Unlock()
+			return ChargeResult{}, ErrOutage
+		}
+		e, ok := g.payments[key]
+		switch {
+		case ok && e.req != req:
+			g.mu.Unlock()
+			return ChargeResult{}, ErrConflict
+
+		case ok && e.captured:
+			// Replay: still pays the latency a real round trip would.
+			wait := g.latencyLocked()
+			p := e.payment
+			g.mu.Unlock()
+			if err := g.clock.Sleep(ctx, wait); err != nil {
+				return ChargeResult{}, canceled(err)
+			}
+			return ChargeResult{Payment: p, Replayed: true}, nil
+
+		case ok:
+			// In flight: join the leader.
+			g.mu.Unlock()
+			select {
+			case <-e.done:
+			case <-ctx.Done():
+				return ChargeResult{}, canceled(ctx.Err())
+			}
+			g.mu.Lock()
+			if g.payments[key] == e && e.captured {
+				p := e.payment
+				g.mu.Unlock()
+				return ChargeResult{Payment: p, Replayed: true}, nil
+			}
+			g.mu.Unlock()
+			continue // the leader failed or gave up: start over
+
+		default:
+			e = &entry{req: req, done: make(chan struct{})}
+			g.payments[key] = e
+			wait := g.latencyLocked()
+			fail := g.rng.Float64() < g.failureRate
+			g.mu.Unlock()
+			return g.lead(ctx, key, e, wait, fail)
+		}
+	}
+}
+
+// lead waits out the latency for the key's first request and settles it.
+func (g *Gateway) lead(ctx context.Context, key string, e *entry, wait time.Duration, fail bool) (ChargeResult, error) {
+	sleepErr := g.clock.Sleep(ctx, wait)
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	defer close(e.done)
+
+	if g.payments[key] != e {
+		return ChargeResult{}, ErrReset
+	}
+	if sleepErr == nil {
+		sleepErr = ctx.Err()
+	}
+	if sleepErr != nil {
+		delete(g.payments, key)
+		return ChargeResult{}, canceled(sleepErr)
+	}
+	if fail {
+		delete(g.payments, key)
+		return ChargeResult{}, ErrDeclined
+	}
+	e.captured = true
+	e.payment = Payment{ID: g.newPaymentIDLocked(), IdempotencyKey: key, Request: e.req}
+	g.charges[key]++
+	return ChargeResult{Payment: e.payment}, nil
+}
+
+func canceled(err error) error {
+	return fmt.Errorf("%w: %w", ErrCanceled, err)
+}
+
+// latencyLocked returns the latency of the next answer. g.mu must be held.
+func (g *Gateway) latencyLocked() time.Duration {
+	if g.mode == ModeSlow {
+		return g.slow
+	}
+	return drawLatency(g.rng, g.mean, g.tail)
+}
+
+// newPaymentIDLocked returns a fresh, unique payment id. g.mu must be held.
+func (g *Gateway) newPaymentIDLocked() string {
+	for {
+		id := fmt.Sprintf("pay_%016x%08x", g.rng.Uint64(), g.rng.Uint32())
+		if _, dup := g.ids[id]; !dup {
+			g.ids[id] = struct{}{}
+			return id
+		}
+	}
+}
+
+// drawLatency draws one latency from a log-normal distribution whose mean
+// is mean and whose shape (the sigma of the underlying normal) is sigma:
+// exp(mu + sigma*Z) with mu = ln(mean) - sigma²/2, so E[latency] = mean and
+// the distribution has a long right tail. sigma <= 0 gives exactly mean;
+// mean <= 0 gives 0. Draws are capped at maxLatency.
+func drawLatency(r *rand.Rand, mean time.Duration, sigma float64) time.Duration {
+	if mean <= 0 {
+		return 0
+	}
+	if sigma <= 0 {
+		return mean
+	}
+	mu := math.Log(float64(mean)) - sigma*sigma/2
+	x := math.Exp(mu + sigma*r.NormFloat64())
+	if math.IsNaN(x) || x >= float64(maxLatency) {
+		return maxLatency
+	}
+	return time.Duration(x)
+}
+
+// SetMode switches the mode; a non-nil slow also sets slow mode's latency.
+func (g *Gateway) SetMode(m Mode, slow *time.Duration) ModeState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.mode = m
+	if slow != nil {
+		g.slow = *slow
+	}
+	return ModeState{Mode: g.mode, Slow: g.slow}
+}
+
+// Mode returns the current mode.
+func (g *Gateway) Mode() ModeState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return ModeState{Mode: g.mode, Slow: g.slow}
+}
+
+// Charges returns how many charges were captured under key (0 or 1).
+func (g *Gateway) Charges(key string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.charges[key]
+}
+
+// Stats returns totals over all captured charges.
+func (g *Gateway) Stats() Stats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := Stats{Keys: len(g.charges)}
+	for _, n := range g.charges {
+		s.Total += n
+		s.MaxPerKey = max(s.MaxPerKey, n)
+	}
+	return s
+}
+
+// InFlight returns how many Charge calls are currently running.
+func (g *Gateway) InFlight() int {
+	return int(g.inFlight.Load())
+}
+
+// Reset forgets every payment and charge and returns to normal mode with
+// the configured slow latency. Charges in flight during Reset end with
+// ErrReset and are not recorded.
+func (g *Gateway) Reset() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.resetLocked()
+}
