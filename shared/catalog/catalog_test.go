@@ -1,0 +1,75 @@
+package catalog_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"usher/shared/bus"
+	"usher/shared/catalog"
+	"usher/shared/testenv"
+)
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  catalog.Config
+		want []string
+	}{
+		{"defaults are valid", catalog.Defaults("demo"), nil},
+		{"everything wrong", catalog.Config{Name: "a.b", TargetActive: 0, MaxAdmitPerTick: -1, TickMs: 9, TokenTTLSeconds: 0, State: "?"},
+			[]string{"name", "targetActive", "maxAdmitPerTick", "tickMs", "tokenTtlSeconds", "state"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.cfg.Validate()
+			if len(got) != len(tt.want) {
+				t.Fatalf("Validate() = %v, want fields %v", got, tt.want)
+			}
+			for i, fe := range got {
+				if fe.Name != tt.want[i] {
+					t.Errorf("field %d = %s, want %s", i, fe.Name, tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+// A change written through one catalog reaches another process's catalog
+// within a second, without restarts.
+func TestChangesReachEveryCatalog(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url := testenv.NATS(t)
+	open := func() *catalog.Catalog {
+		nc, js, err := bus.Open(ctx, []string{url}, "catalog-test", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		c, err := catalog.Open(ctx, js, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go c.Run(ctx)
+		return c
+	}
+	writer, reader := open(), open()
+	cfg := catalog.Defaults("drop")
+	created, err := writer.Put(ctx, cfg)
+	if err != nil || !created {
+		t.Fatalf("Put = %v, %v; want created", created, err)
+	}
+	cfg.TargetActive = 99
+	if created, _ := writer.Put(ctx, cfg); created {
+		t.Fatal("second Put reported created")
+	}
+	testenv.Eventually(t, time.Second, func() bool {
+		got, ok := reader.Get("drop")
+		return ok && got.TargetActive == 99
+	}, "the other catalog did not see targetActive 99")
+	// A catalog opened later loads the current state.
+	if got, ok := open().Get("drop"); !ok || got.TargetActive != 99 {
+		t.Fatalf("late catalog Get = %+v, %v", got, ok)
+	}
+}
