@@ -1,0 +1,61 @@
+package waitqueue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Ranks is one consistent view of a queue for many waiting entries at once.
+type Ranks struct {
+	Waiting       int64   // how many are waiting in the queue
+	AdmittedTotal int64   // how many the queue has ever admitted
+	Rate          float64 // admissions per second over the last minute
+	// Rank holds, for each sequence asked about, its 0-based place in line,
+	// or -1 when it is not waiting (admitted, gone, or not ingested yet).
+	Rank []int64
+}
+
+// Ranks reads the line's length, its admission count and rate, and the rank
+// of each of seqs in one atomic round trip (MULTI/EXEC: every key shares the
+// queue's hash tag). Because the count and the ranks are read at the same
+// instant, a caller can derive later positions from the count alone: in a
+// FIFO line every admission since happened ahead of every waiting entry.
+func (s *Store) Ranks(ctx context.Context, q string, seqs []uint64) (Ranks, error) {
+	k := keysOf(q)
+	var card *redis.IntCmd
+	var st *redis.SliceCmd
+	ranks := make([]*redis.IntCmd, len(seqs))
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		card = p.ZCard(ctx, k.waiting())
+		st = p.HMGet(ctx, k.stats(), "admittedTotal", "rate")
+		for i, seq := range seqs {
+			ranks[i] = p.ZRank(ctx, k.waiting(), strconv.FormatUint(seq, 10))
+		}
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return Ranks{}, fmt.Errorf("ranks %s: %w", q, err)
+	}
+	out := Ranks{Waiting: card.Val(), Rank: make([]int64, len(seqs))}
+	if v, ok := st.Val()[0].(string); ok {
+		out.AdmittedTotal, _ = strconv.ParseInt(v, 10, 64)
+	}
+	if v, ok := st.Val()[1].(string); ok {
+		out.Rate, _ = strconv.ParseFloat(v, 64)
+	}
+	for i, c := range ranks {
+		r, err := c.Result()
+		switch {
+		case err == redis.Nil:
+			out.Rank[i] = -1
+		case err != nil:
+			return Ranks{}, fmt.Errorf("ranks %s: %w", q, err)
+		default:
+			out.Rank[i] = r
+		}
+	}
+	return out, nil
+}
