@@ -50,13 +50,14 @@ type admitter struct {
 	metrics   *metrics
 }
 
-// Run starts and stops queue loops as queues come and go, until ctx ends or
-// a loop fails.
+// Run starts a loop for every queue as queues appear, until ctx ends or a
+// loop fails.
 func (a *admitter) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	failed := make(chan error, 1)
 	running := map[string]bool{}
 	scan := time.NewTicker(100 * time.Millisecond)
 	defer scan.Stop()
@@ -71,16 +72,18 @@ func (a *admitter) Run(ctx context.Context) error {
 			go func() {
 				defer wg.Done()
 				if err := a.loop(ctx, name); err != nil {
-					cancel(err)
+					select {
+					case failed <- err:
+					default:
+					}
 				}
 			}()
 		}
 		select {
 		case <-ctx.Done():
-			if err := context.Cause(ctx); err != ctx.Err() {
-				return err
-			}
 			return nil
+		case err := <-failed:
+			return err
 		case <-scan.C:
 		}
 	}

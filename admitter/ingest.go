@@ -85,7 +85,9 @@ func (in *ingester) handle(ctx context.Context, batch []jetstream.Msg) {
 			return true
 		}
 		if err := in.line.IngestBatch(ctx, joins); err != nil {
-			in.log.Error("ingest joins", "n", len(joins), "err", err)
+			if ctx.Err() == nil {
+				in.log.Error("ingest joins", "n", len(joins), "err", err)
+			}
 			for _, m := range joinMsgs {
 				_ = m.Nak()
 			}
@@ -127,7 +129,9 @@ func (in *ingester) handle(ctx context.Context, batch []jetstream.Msg) {
 				continue
 			}
 			if _, err := in.line.Leave(ctx, l.Queue, l.Seq, l.User); err != nil {
-				in.log.Error("ingest leave", "err", err)
+				if ctx.Err() == nil {
+					in.log.Error("ingest leave", "err", err)
+				}
 				_ = m.Nak()
 				continue
 			}
