@@ -37,13 +37,34 @@ type Config struct {
 	TickMs          int    `json:"tickMs"`
 	TokenTTLSeconds int    `json:"tokenTtlSeconds"`
 	State           string `json:"state"`
+	// ClosedReason says why a closed queue closed (sold_out when its SKU
+	// ran out); waiting shoppers see it.
+	ClosedReason string `json:"closedReason,omitempty"`
+	// SKU is the product the queue sells: an entry token of this queue
+	// orders this SKU only.
+	SKU string `json:"sku,omitempty"`
+	// MaxQuantity is the most units one order may take (0, as in
+	// configurations stored before it existed, means 1).
+	MaxQuantity int `json:"maxQuantity"`
 }
 
+// OrderLimit is the most units one order may take.
+func (c Config) OrderLimit() int { return max(c.MaxQuantity, 1) }
+
 // Defaults returns the seeds' defaults: half of a 40-connection pool active,
-// no per-tick cap, 100 ms ticks, five-minute tokens, open.
+// no per-tick cap, 100 ms ticks, five-minute tokens, open, one unit per
+// order.
 func Defaults(name string) Config {
-	return Config{Name: name, TargetActive: 20, TickMs: 100, TokenTTLSeconds: 300, State: StateOpen}
+	return Config{Name: name, TargetActive: 20, TickMs: 100, TokenTTLSeconds: 300, State: StateOpen, MaxQuantity: 1}
 }
+
+// ReasonSoldOut is the ClosedReason of a queue whose SKU ran out.
+const ReasonSoldOut = "sold_out"
+
+var skuRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// ValidSKU reports whether s can name a SKU: 1–64 of A-Z a-z 0-9 . _ -.
+func ValidSKU(s string) bool { return skuRE.MatchString(s) }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -78,6 +99,15 @@ func (c Config) Validate() []FieldError {
 	}
 	if c.State != StateOpen && c.State != StatePaused && c.State != StateClosed {
 		add("state", "must be open, paused or closed")
+	}
+	if c.SKU != "" && !ValidSKU(c.SKU) {
+		add("sku", "must be 1-64 of A-Z a-z 0-9 . _ -")
+	}
+	if c.MaxQuantity < 0 || c.MaxQuantity > 1000 {
+		add("maxQuantity", "must be 1..1000 (0 means 1)")
+	}
+	if len(c.ClosedReason) > 64 {
+		add("closedReason", "must be at most 64 characters")
 	}
 	return errs
 }

@@ -19,6 +19,8 @@ func TestValidate(t *testing.T) {
 		{"defaults are valid", catalog.Defaults("demo"), nil},
 		{"everything wrong", catalog.Config{Name: "a.b", TargetActive: 0, MaxAdmitPerTick: -1, TickMs: 9, TokenTTLSeconds: 0, State: "?"},
 			[]string{"name", "targetActive", "maxAdmitPerTick", "tickMs", "tokenTtlSeconds", "state"}},
+		{"an order limit and a SKU", catalog.Config{Name: "q", TargetActive: 1, TickMs: 10, TokenTTLSeconds: 1, State: "open",
+			SKU: "no spaces", MaxQuantity: 1001}, []string{"sku", "maxQuantity"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -133,3 +133,39 @@ type ConfigChanged struct {
 	Config   any    `json:"config"`
 	Previous any    `json:"previous,omitempty"`
 }
+
+// Order subjects, all in stream USHER_ORDERS.
+const (
+	OrderRequestedSubject = "usher.order.requested"
+	OrderCompletedSubject = "usher.order.completed"
+	OrderFailedSubject    = "usher.order.failed"
+)
+
+// OrderRequested says a shopper submitted an order with an entry token the
+// gateway verified. Its id (and Nats-Msg-Id) is the order id, so a double
+// submit is stored once. It carries the token's id, never the token.
+type OrderRequested struct {
+	OrderID        string    `json:"orderId"`
+	TokenID        string    `json:"tokenId"`
+	Queue          string    `json:"queue"`
+	User           string    `json:"user"`
+	SKU            string    `json:"sku"`
+	Quantity       int       `json:"quantity"`
+	TokenExpiresAt time.Time `json:"tokenExpiresAt"`
+	RequestedAt    time.Time `json:"requestedAt"`
+}
+
+// OrderFinished says an order reached its final status: published as
+// usher.order.completed.v1 when PAID and as usher.order.failed.v1 when
+// FAILED or REJECTED (Reason says why).
+type OrderFinished struct {
+	OrderID   string `json:"orderId"`
+	TokenID   string `json:"tokenId"`
+	Queue     string `json:"queue"`
+	User      string `json:"user"`
+	SKU       string `json:"sku"`
+	Quantity  int    `json:"quantity"`
+	Status    string `json:"status"`
+	Reason    string `json:"reason,omitempty"`
+	PaymentID string `json:"paymentId,omitempty"`
+}

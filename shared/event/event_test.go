@@ -29,6 +29,18 @@ func TestGolden(t *testing.T) {
 			Queue: "demo", User: "alice", Seq: 42, TokenID: "demo:42",
 			ReadyAt: at.Add(37 * time.Millisecond), ExpiresAt: at.Add(300*time.Second + 37*time.Millisecond),
 		}},
+		{"order.requested.v1", "ord_abc", event.TypeOrderRequested, "alice", event.OrderRequested{
+			OrderID: "ord_abc", TokenID: "demo:42", Queue: "demo", User: "alice", SKU: "demo-sku", Quantity: 1,
+			TokenExpiresAt: at.Add(300 * time.Second), RequestedAt: at,
+		}},
+		{"order.completed.v1", "completed/ord_abc", event.TypeOrderCompleted, "alice", event.OrderFinished{
+			OrderID: "ord_abc", TokenID: "demo:42", Queue: "demo", User: "alice", SKU: "demo-sku", Quantity: 1,
+			Status: "PAID", PaymentID: "pay_0123",
+		}},
+		{"order.failed.v1", "failed/ord_abc", event.TypeOrderFailed, "alice", event.OrderFinished{
+			OrderID: "ord_abc", TokenID: "demo:42", Queue: "demo", User: "alice", SKU: "demo-sku", Quantity: 1,
+			Status: "REJECTED", Reason: "sold_out",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

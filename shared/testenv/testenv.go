@@ -1,6 +1,7 @@
 // Package testenv starts the real servers usher's tests run against: an
-// embedded NATS JetStream server and a redis-server process, each private to
-// the test binary that started it and gone when it ends.
+// embedded NATS JetStream server, a redis-server process and a PostgreSQL
+// cluster, each private to the test binary that started it and gone when it
+// ends.
 //
 // Tests share one server per binary (starting Redis per test would dominate
 // the run time) and isolate themselves by their own queue names, never by
@@ -88,8 +89,9 @@ func Redis(t testing.TB) redis.UniversalClient {
 
 var procs struct {
 	sync.Mutex
-	cmds []*exec.Cmd
-	dirs []string
+	cmds  []*exec.Cmd
+	dirs  []string
+	stops []func()
 }
 
 // Stop ends every process this package started. Call it from TestMain after
@@ -104,7 +106,10 @@ func Stop() {
 	for _, d := range procs.dirs {
 		os.RemoveAll(d)
 	}
-	procs.cmds, procs.dirs = nil, nil
+	for _, stop := range procs.stops {
+		stop()
+	}
+	procs.cmds, procs.dirs, procs.stops = nil, nil, nil
 }
 
 // RedisServer starts a fresh redis-server and returns its URL and a stop

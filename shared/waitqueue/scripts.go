@@ -109,7 +109,9 @@ return st or 'unknown'
 // watermark, paused (0|1), offset (0..999, where in its slice each readyAt falls).
 //
 // Invariants, all within one atomic step:
-//   - tokens past expiresAt free their slot (status expired);
+//   - tokens past expiresAt free their slot (status expired); a redeemed
+//     token's slot is held until its order's hold time (see redeemScript)
+//     and then freed without expiring the token;
 //   - at most targetActive entries are ever in the active set, however many
 //     admitters run this script at once;
 //   - an admitted entry leaves 'waiting' in the same step that puts it in
@@ -129,7 +131,11 @@ local paused, offset = ARGV[9] == '1', tonumber(ARGV[10]) / 1000
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
 for _, s in ipairs(expired) do
   local e = prefix .. 'e:' .. s
-  redis.call('HSET', e, 'status', 'expired')
+  -- A redeemed token (status used) stays used: its order's hold ran out,
+  -- the slot is freed, the token is not expired.
+  if redis.call('HGET', e, 'status') ~= 'used' then
+    redis.call('HSET', e, 'status', 'expired')
+  end
   redis.call('EXPIRE', e, 86400)
   redis.call('ZREM', KEYS[2], s)
 end
@@ -169,4 +175,42 @@ end
 local span = math.max(now - oldest + tick, tick) / 1000
 redis.call('HSET', KEYS[4], 'rate', string.format('%.3f', sum / span))
 return {#expired, admitted, redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[1])}
+`)
+
+// redeemScript turns an admitted entry's token into an order, once.
+//
+// KEYS: active. ARGV: prefix, seq, tokenId, orderId, holdUntilMs.
+// Invariants: an admitted entry becomes 'used' by exactly one order id, in
+// the same step that re-scores its slot to holdUntil (the order's deadline
+// and then some), so the admission script does not expire a token whose
+// order is in flight; the same order redeeming again is told 'redeemed'
+// (idempotent), another order is told 'conflict'. Expired and left entries
+// cannot be redeemed.
+// Returns {outcome, orderId}: outcome is redeemed | conflict | expired |
+// left | waiting | unknown.
+var redeemScript = redis.NewScript(`
+local prefix, seq, tokenId, orderId = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local e = prefix .. 'e:' .. seq
+local f = redis.call('HMGET', e, 'status', 'tokenId', 'orderId')
+if not f[1] or f[2] ~= tokenId then return {'unknown', ''} end
+if f[1] == 'used' then
+  if f[3] == orderId then return {'redeemed', orderId} end
+  return {'conflict', f[3] or ''}
+end
+if f[1] ~= 'admitted' then return {f[1], ''} end
+redis.call('HSET', e, 'status', 'used', 'orderId', orderId)
+redis.call('ZADD', KEYS[1], 'XX', ARGV[5], seq)
+return {'redeemed', orderId}
+`)
+
+// releaseScript frees the slot of a redeemed entry once its order is final.
+//
+// KEYS: active. ARGV: prefix, seq, orderId.
+// Invariant: only the order that redeemed the entry frees its slot, and
+// freeing twice is harmless. Returns 1 if a slot was freed.
+var releaseScript = redis.NewScript(`
+local e = ARGV[1] .. 'e:' .. ARGV[2]
+if redis.call('HGET', e, 'orderId') ~= ARGV[3] then return 0 end
+redis.call('EXPIRE', e, 86400)
+return redis.call('ZREM', KEYS[1], ARGV[2])
 `)

@@ -38,7 +38,8 @@ func (s Status) Live() bool { return s == Waiting || s == Admitted }
 // Store reads and changes the waiting lines kept in one Redis (or Redis
 // Cluster). It is safe for concurrent use.
 type Store struct {
-	rdb redis.UniversalClient
+	rdb   redis.UniversalClient
+	calls chan *scriptCall // set by EnableBatching
 }
 
 // New returns a Store on rdb.
@@ -76,7 +77,7 @@ type Entry struct {
 // user's current entry). It is idempotent: gateway and admitter both call it.
 func (s *Store) Ingest(ctx context.Context, q string, seq uint64, user string) (Entry, error) {
 	k := keysOf(q)
-	res, err := ingestScript.Run(ctx, s.rdb, []string{k.waiting(), k.users()}, k.prefix, seq, user).Slice()
+	res, err := s.run(ctx, ingestScript, []string{k.waiting(), k.users()}, k.prefix, seq, user).Slice()
 	if err != nil {
 		return Entry{}, fmt.Errorf("ingest %s/%d: %w", q, seq, err)
 	}
@@ -122,7 +123,7 @@ func (s *Store) IngestBatch(ctx context.Context, joins []Joined) error {
 // none.
 func (s *Store) Lookup(ctx context.Context, q, user string) (seq uint64, st Status, ok bool, err error) {
 	k := keysOf(q)
-	res, err := lookupScript.Run(ctx, s.rdb, []string{k.users()}, k.prefix, user).StringSlice()
+	res, err := s.run(ctx, lookupScript, []string{k.users()}, k.prefix, user).StringSlice()
 	if err != nil {
 		return 0, "", false, fmt.Errorf("lookup %s/%s: %w", q, user, err)
 	}
@@ -141,7 +142,7 @@ func (s *Store) Lookup(ctx context.Context, q, user string) (seq uint64, st Stat
 // count, so the caller can answer with an estimate.
 func (s *Store) Poll(ctx context.Context, q string, seq uint64) (Entry, error) {
 	k := keysOf(q)
-	res, err := pollScript.Run(ctx, s.rdb, []string{k.waiting(), k.stats()}, k.prefix, seq).Slice()
+	res, err := s.run(ctx, pollScript, []string{k.waiting(), k.stats()}, k.prefix, seq).Slice()
 	if err != nil {
 		return Entry{}, fmt.Errorf("poll %s/%d: %w", q, seq, err)
 	}
@@ -170,6 +171,62 @@ func (s *Store) Leave(ctx context.Context, q string, seq uint64, user string) (S
 		return "", fmt.Errorf("leave %s/%d: %w", q, seq, err)
 	}
 	return Status(st), nil
+}
+
+// Redemption is what Redeem found.
+type Redemption string
+
+// Redeem's outcomes.
+const (
+	Redeemed       Redemption = "redeemed" // the token is (now) this order's
+	RedeemConflict Redemption = "conflict" // the token is another order's
+	RedeemExpired  Redemption = "expired"  // the token expired unused
+	RedeemLeft     Redemption = "left"     // the shopper gave the slot up
+	RedeemUnknown  Redemption = "unknown"  // Redis has no such admission
+)
+
+// Redeem marks the token of entry seq as used by orderID and holds its
+// slot until holdUntil (or until Release). See redeemScript.
+func (s *Store) Redeem(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (Redemption, error) {
+	k := keysOf(q)
+	res, err := redeemScript.Run(ctx, s.rdb, []string{k.active()}, k.prefix, seq, tokenID, orderID, holdUntil.UnixMilli()).StringSlice()
+	if err != nil {
+		return "", fmt.Errorf("redeem %s/%d: %w", q, seq, err)
+	}
+	if len(res) != 2 {
+		return "", fmt.Errorf("redeem %s/%d: reply of %d fields", q, seq, len(res))
+	}
+	switch r := Redemption(res[0]); r {
+	case Redeemed, RedeemConflict, RedeemExpired, RedeemLeft:
+		return r, nil
+	default:
+		return RedeemUnknown, nil
+	}
+}
+
+// Release frees the slot entry seq holds for orderID, once the order is
+// final, so the admitter lets the next shopper in. It is idempotent.
+func (s *Store) Release(ctx context.Context, q string, seq uint64, orderID string) (bool, error) {
+	k := keysOf(q)
+	n, err := releaseScript.Run(ctx, s.rdb, []string{k.active()}, k.prefix, seq, orderID).Int()
+	if err != nil {
+		return false, fmt.Errorf("release %s/%d: %w", q, seq, err)
+	}
+	return n == 1, nil
+}
+
+// ParseTokenID splits an entry token id (queue:seq) into its queue and
+// sequence.
+func ParseTokenID(id string) (q string, seq uint64, ok bool) {
+	i := strings.LastIndexByte(id, ':')
+	if i <= 0 {
+		return "", 0, false
+	}
+	seq, err := strconv.ParseUint(id[i+1:], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return id[:i], seq, true
 }
 
 // Tick is the input of one admission tick.

@@ -1,0 +1,221 @@
+package orders
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store holds orders and stock in PostgreSQL. Every method is one
+// statement, so a connection is held for one round trip and a row lock for
+// the time the server needs to run and commit it, never across a network
+// call of ours. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// Options tune the pool.
+type Options struct {
+	// MaxConns caps the pool (the seeds' 40 by default).
+	MaxConns int32
+	// Hold, when set, is told how long each connection was held, from the
+	// moment the pool hands it out to the moment it is given back.
+	Hold func(time.Duration)
+}
+
+// Open returns a Store on the database at url. It does not connect yet:
+// the first query does, so a service can start while the database is down.
+func Open(url string, opt Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	cfg.MaxConns = 40
+	if opt.MaxConns > 0 {
+		cfg.MaxConns = opt.MaxConns
+	}
+	if opt.Hold != nil {
+		// The pool calls PrepareConn as it hands a connection out and
+		// AfterRelease as it takes it back: the time between is the hold.
+		var since sync.Map // *pgx.Conn → time.Time
+		cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
+			since.Store(c, time.Now())
+			return true, nil
+		}
+		cfg.AfterRelease = func(c *pgx.Conn) bool {
+			if t, ok := since.LoadAndDelete(c); ok {
+				opt.Hold(time.Since(t.(time.Time)))
+			}
+			return true
+		}
+		cfg.BeforeClose = func(c *pgx.Conn) { since.Delete(c) }
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("database pool: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Close closes every connection.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+const orderColumns = `id, token_id, queue, user_id, sku, quantity, amount, status, reason, payment_id, deadline`
+
+func scanOrder(row pgx.Row) (Order, error) {
+	var o Order
+	var st string
+	err := row.Scan(&o.ID, &o.TokenID, &o.Queue, &o.User, &o.SKU, &o.Quantity, &o.Amount, &st, &o.Reason, &o.PaymentID, &o.Deadline)
+	o.Status, o.Available = Status(st), -1
+	return o, err
+}
+
+// placeSQL is transaction 1. One statement: take the stock with one
+// conditional update and insert the order, PENDING when the stock was
+// there and REJECTED when not. If the order exists already (a redelivery,
+// a second worker) the insert violates the primary or the token key and the
+// whole statement, stock update included, rolls back: stock is taken once.
+const placeSQL = `
+WITH s AS (
+  UPDATE stock SET available = available - $6::int, updated_at = now()
+  WHERE sku = $5 AND available >= $6::int
+  RETURNING available, price)
+INSERT INTO orders (id, token_id, queue, user_id, sku, quantity, amount, status, reason, deadline)
+SELECT $1, $2, $3, $4, $5, $6::int, coalesce((SELECT price FROM s), 0) * $6::int,
+  CASE WHEN EXISTS (SELECT 1 FROM s) THEN 'PENDING' ELSE 'REJECTED' END,
+  CASE WHEN EXISTS (SELECT 1 FROM s) THEN ''
+       WHEN EXISTS (SELECT 1 FROM stock WHERE sku = $5) THEN 'sold_out'
+       ELSE 'unknown_sku' END,
+  $7
+RETURNING status, reason, amount, coalesce((SELECT available FROM s), -1)`
+
+// Place records the order and takes its stock, or rejects it when there
+// is not enough. Placing an order that exists returns it as it stands and
+// takes nothing.
+func (s *Store) Place(ctx context.Context, o Order) (Order, error) {
+	var st string
+	err := s.pool.QueryRow(ctx, placeSQL, o.ID, o.TokenID, o.Queue, o.User, o.SKU, o.Quantity, o.Deadline).
+		Scan(&st, &o.Reason, &o.Amount, &o.Available)
+	if isUniqueViolation(err) {
+		got, found, err := s.Get(ctx, o.ID)
+		if err == nil && !found {
+			// The token is taken by an order of another id: not ours to touch.
+			return Order{}, fmt.Errorf("place %s: token %s belongs to another order", o.ID, o.TokenID)
+		}
+		return got, err
+	}
+	if err != nil {
+		return Order{}, fmt.Errorf("place %s: %w", o.ID, err)
+	}
+	o.Status, o.PaymentID = Status(st), ""
+	return o, nil
+}
+
+// Reject records an order that was refused before it could take stock
+// (its token had expired, say). An existing order is returned unchanged.
+func (s *Store) Reject(ctx context.Context, o Order, reason string) (Order, error) {
+	row := s.pool.QueryRow(ctx, `
+INSERT INTO orders (id, token_id, queue, user_id, sku, quantity, amount, status, reason, deadline)
+VALUES ($1, $2, $3, $4, $5, $6, 0, 'REJECTED', $7, $8)
+ON CONFLICT DO NOTHING
+RETURNING `+orderColumns, o.ID, o.TokenID, o.Queue, o.User, o.SKU, o.Quantity, reason, o.Deadline)
+	got, err := scanOrder(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		got, _, err = s.Get(ctx, o.ID)
+	}
+	if err != nil {
+		return Order{}, fmt.Errorf("reject %s: %w", o.ID, err)
+	}
+	return got, nil
+}
+
+// Get returns the order with id, and false when there is none.
+func (s *Store) Get(ctx context.Context, id string) (Order, bool, error) {
+	o, err := scanOrder(s.pool.QueryRow(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Order{}, false, nil
+	}
+	if err != nil {
+		return Order{}, false, fmt.Errorf("get order %s: %w", id, err)
+	}
+	return o, true, nil
+}
+
+// Pay is transaction 2 of a paid order: it records the payment id and
+// PAID. An order that is final already is returned as it stands.
+func (s *Store) Pay(ctx context.Context, id, paymentID string) (Order, error) {
+	o, err := scanOrder(s.pool.QueryRow(ctx, `
+UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now()
+WHERE id = $1 AND status = 'PENDING'
+RETURNING `+orderColumns, id, paymentID))
+	return s.orCurrent(ctx, id, o, err)
+}
+
+// Fail is transaction 2 of a failed order: FAILED with its reason and its
+// stock given back, in one statement. An order that is final already is
+// returned as it stands (and its stock is not given back twice).
+func (s *Store) Fail(ctx context.Context, id, reason string) (Order, error) {
+	o, err := scanOrder(s.pool.QueryRow(ctx, `
+WITH o AS (
+  UPDATE orders SET status = 'FAILED', reason = $2, updated_at = now()
+  WHERE id = $1 AND status = 'PENDING'
+  RETURNING `+orderColumns+`),
+s AS (
+  UPDATE stock SET available = available + o.quantity, updated_at = now()
+  FROM o WHERE stock.sku = o.sku)
+SELECT `+orderColumns+` FROM o`, id, reason))
+	return s.orCurrent(ctx, id, o, err)
+}
+
+func (s *Store) orCurrent(ctx context.Context, id string, o Order, err error) (Order, error) {
+	if errors.Is(err, pgx.ErrNoRows) {
+		var found bool
+		o, found, err = s.Get(ctx, id)
+		if err == nil && !found {
+			err = fmt.Errorf("order %s: not found", id)
+		}
+	}
+	if err != nil {
+		return Order{}, fmt.Errorf("update order %s: %w", id, err)
+	}
+	return o, nil
+}
+
+// SetStock sets how many units of sku are available, creating the SKU.
+func (s *Store) SetStock(ctx context.Context, sku string, available int64) error {
+	_, err := s.pool.Exec(ctx, `
+INSERT INTO stock (sku, available) VALUES ($1, $2)
+ON CONFLICT (sku) DO UPDATE SET available = excluded.available, updated_at = now()`, sku, available)
+	if err != nil {
+		return fmt.Errorf("set stock %s: %w", sku, err)
+	}
+	return nil
+}
+
+// Stock returns how many units of sku are available, and false when the
+// SKU is unknown.
+func (s *Store) Stock(ctx context.Context, sku string) (int64, bool, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT available FROM stock WHERE sku = $1`, sku).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("stock %s: %w", sku, err)
+	}
+	return n, true, nil
+}
+
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}

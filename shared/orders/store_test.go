@@ -1,0 +1,166 @@
+package orders_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"usher/shared/orders"
+	"usher/shared/testenv"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.Stop()
+	os.Exit(code)
+}
+
+func newStore(t *testing.T) *orders.Store {
+	t.Helper()
+	s, err := orders.Open(testenv.PostgresURL(t), orders.Options{MaxConns: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func order(n int, sku string, qty int) orders.Order {
+	tok := fmt.Sprintf("q:%d", n)
+	return orders.Order{ID: orders.ID(tok), TokenID: tok, Queue: "q", User: fmt.Sprintf("u%d", n),
+		SKU: sku, Quantity: qty, Deadline: time.Now().Add(time.Minute)}
+}
+
+func TestMigrateTwiceIsHarmless(t *testing.T) {
+	s := newStore(t)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("second Migrate = %v, want nil", err)
+	}
+}
+
+func TestOrderLifecycle(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	s.SetStock(ctx, "sku", 3)
+
+	tests := []struct {
+		name       string
+		do         func() (orders.Order, error)
+		status     orders.Status
+		reason     string
+		wantStock  int64
+		wantAmount int64
+	}{
+		{"placing takes the stock", func() (orders.Order, error) { return s.Place(ctx, order(1, "sku", 2)) }, orders.Pending, "", 1, 2000},
+		{"placing again takes nothing", func() (orders.Order, error) { return s.Place(ctx, order(1, "sku", 2)) }, orders.Pending, "", 1, 2000},
+		{"not enough stock rejects", func() (orders.Order, error) { return s.Place(ctx, order(2, "sku", 2)) }, orders.Rejected, "sold_out", 1, 0},
+		{"an unknown SKU rejects", func() (orders.Order, error) { return s.Place(ctx, order(3, "nope", 1)) }, orders.Rejected, "unknown_sku", 1, 0},
+		{"paying records the payment", func() (orders.Order, error) { return s.Pay(ctx, order(1, "", 0).ID, "pay_1") }, orders.Paid, "", 1, 2000},
+		{"failing a paid order changes nothing", func() (orders.Order, error) { return s.Fail(ctx, order(1, "", 0).ID, "deadline") }, orders.Paid, "", 1, 2000},
+		{"a second order", func() (orders.Order, error) { return s.Place(ctx, order(4, "sku", 1)) }, orders.Pending, "", 0, 1000},
+		{"failing gives the stock back", func() (orders.Order, error) { return s.Fail(ctx, order(4, "", 0).ID, "deadline") }, orders.Failed, "deadline", 1, 1000},
+		{"failing twice gives it back once", func() (orders.Order, error) { return s.Fail(ctx, order(4, "", 0).ID, "deadline") }, orders.Failed, "deadline", 1, 1000},
+		{"paying a failed order changes nothing", func() (orders.Order, error) { return s.Pay(ctx, order(4, "", 0).ID, "pay_2") }, orders.Failed, "deadline", 1, 1000},
+		{"rejecting before placing", func() (orders.Order, error) { return s.Reject(ctx, order(5, "sku", 1), orders.ReasonTokenExpired) }, orders.Rejected, "token_expired", 1, 0},
+	}
+	for _, tt := range tests {
+		got, err := tt.do()
+		stock, _, _ := s.Stock(ctx, "sku")
+		if err != nil || got.Status != tt.status || got.Reason != tt.reason || got.Amount != tt.wantAmount || stock != tt.wantStock {
+			t.Errorf("%s: got %s %q amount %d stock %d (%v), want %s %q amount %d stock %d",
+				tt.name, got.Status, got.Reason, got.Amount, stock, err, tt.status, tt.reason, tt.wantAmount, tt.wantStock)
+		}
+	}
+}
+
+// Many workers placing the same order, and many orders racing for little
+// stock: the stock is taken once per order and never goes negative.
+func TestConcurrentPlacing(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	s.SetStock(ctx, "hot", 10)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Place(ctx, order(0, "hot", 1)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n, _, _ := s.Stock(ctx, "hot"); n != 9 {
+		t.Fatalf("stock after 20 placings of one order = %d, want 9", n)
+	}
+	var mu sync.Mutex
+	count := map[orders.Status]int{}
+	for i := 1; i <= 30; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o, err := s.Place(ctx, order(i, "hot", 1))
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			count[o.Status]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	n, _, _ := s.Stock(ctx, "hot")
+	if count[orders.Pending] != 9 || count[orders.Rejected] != 21 || n != 0 {
+		t.Fatalf("30 orders for 9 units: %v, stock %d, want 9 PENDING, 21 REJECTED, stock 0", count, n)
+	}
+}
+
+func TestRecords(t *testing.T) {
+	r := orders.NewRecords(testenv.Redis(t))
+	ctx := context.Background()
+	id := orders.ID(testenv.Name(t))
+	rec := orders.Record{ID: id, Owner: "alice", Fingerprint: orders.Fingerprint("sku", 1), Queue: "q", SKU: "sku", Quantity: 1}
+
+	tests := []struct {
+		name string
+		rec  orders.Record
+		want orders.Outcome
+	}{
+		{"the first submit creates", rec, orders.Created},
+		{"the same submit finds it", rec, orders.Exists},
+		{"another body conflicts", orders.Record{ID: id, Owner: "alice", Fingerprint: orders.Fingerprint("sku", 2)}, orders.Conflict},
+	}
+	for _, tt := range tests {
+		got, cur, err := r.Create(ctx, tt.rec)
+		if err != nil || got != tt.want || cur.Status != orders.Pending {
+			t.Errorf("%s: Create = %s %+v %v, want %s PENDING", tt.name, got, cur, err, tt.want)
+		}
+	}
+	paid := rec
+	paid.Status, paid.PaymentID = orders.Paid, "pay_1"
+	r.Put(ctx, paid)
+	stale := rec
+	stale.Status = orders.Pending
+	r.Put(ctx, stale)
+	if got, ok, _ := r.Get(ctx, id); !ok || got != paid {
+		t.Fatalf("Get after a stale PENDING write = %+v, want %+v", got, paid)
+	}
+}
+
+func TestIDs(t *testing.T) {
+	a, b := orders.ID("demo:1"), orders.ID("demo:2")
+	if a == b || a != orders.ID("demo:1") || !orders.ValidID(a) || len(a) != 30 {
+		t.Fatalf("ID = %q, %q: want distinct, stable, valid 30-character ids", a, b)
+	}
+	for _, bad := range []string{"", "ord_", "ord_ABCDEFGHIJKLMNOPQRSTUVWXYZ", a + "x", "xrd_" + a[4:]} {
+		if orders.ValidID(bad) {
+			t.Errorf("ValidID(%q) = true", bad)
+		}
+	}
+}
