@@ -12,6 +12,7 @@ type settings struct {
 	natsURLs       []string
 	redisURL       string
 	redisPool      int
+	redisPipelines int
 	replicas       int
 	adminToken     string
 	signingKeyFile string
@@ -30,7 +31,8 @@ func loadSettings(env *config.Env) (settings, error) {
 		addr:           env.String("USHER_GATEWAY_ADDR", "127.0.0.1:8080"),
 		natsURLs:       env.List("USHER_NATS_URL", "nats://127.0.0.1:4222"),
 		redisURL:       env.String("USHER_REDIS_URL", "redis://127.0.0.1:6379/0"),
-		redisPool:      env.Int("USHER_REDIS_POOL", 256, 1),
+		redisPool:      env.Int("USHER_REDIS_POOL", 32, 1),
+		redisPipelines: env.Int("USHER_REDIS_PIPELINES", 4, 1),
 		replicas:       env.Int("USHER_STREAM_REPLICAS", 1, 1),
 		adminToken:     env.String("USHER_ADMIN_TOKEN", "dev-admin-token"),
 		signingKeyFile: env.String("USHER_SIGNING_KEY_FILE", filepath.Join(data, "signing.key")),

@@ -68,6 +68,8 @@ func newHarness(t testing.TB) *harness {
 		t.Fatal(err)
 	}
 	line := waitqueue.New(testenv.Redis(t))
+	line.EnableBatching()
+	go line.RunBatches(wctx, 4)
 	a := &api{
 		log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		queues:     queues,

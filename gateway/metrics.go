@@ -2,6 +2,7 @@ package main
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -48,8 +49,26 @@ func (m *metrics) middleware(c *fiber.Ctx) error {
 		// The error handler has not run yet: take the status it will write.
 		code = statusOf(err)
 	}
-	m.requests.WithLabelValues(c.Route().Path, c.Method(), strconv.Itoa(code)).Observe(time.Since(start).Seconds())
+	// fiber's strings point into reused buffers: label values must be
+	// copies (or constants), or the registry's keys change under it.
+	m.requests.WithLabelValues(strings.Clone(c.Route().Path), methodLabel(c.Method()), strconv.Itoa(code)).Observe(time.Since(start).Seconds())
 	return err
+}
+
+func methodLabel(m string) string {
+	switch m {
+	case "GET":
+		return "GET"
+	case "POST":
+		return "POST"
+	case "PUT":
+		return "PUT"
+	case "DELETE":
+		return "DELETE"
+	case "HEAD":
+		return "HEAD"
+	}
+	return "other"
 }
 
 func (m *metrics) handler() fiber.Handler {

@@ -57,10 +57,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.addr, err)
 	}
+	// Joins and polls are single script calls; batching coalesces the
+	// concurrent ones into pipelines.
+	line := waitqueue.New(rdb)
+	line.EnableBatching()
 	api := &api{
 		log:         log,
 		queues:      queues,
-		line:        waitqueue.New(rdb),
+		line:        line,
 		events:      js,
 		tickets:     tickets,
 		keys:        keys,
@@ -80,6 +84,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return queues.Run(ctx) })
+	g.Go(func() error { return line.RunBatches(ctx, s.redisPipelines) })
 	g.Go(func() error { return app.Listener(ln) })
 	g.Go(func() error {
 		<-ctx.Done()

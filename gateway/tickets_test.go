@@ -244,3 +244,26 @@ func TestOversizedBodyIs413(t *testing.T) {
 		t.Fatalf("PUT oversized = %d %s, want 413 problem+json", res.StatusCode, res.Header.Get("Content-Type"))
 	}
 }
+
+// Metrics carry route templates, never tickets or users, and stay
+// scrapable after every kind of request.
+func TestMetricsUseRouteTemplates(t *testing.T) {
+	h := newHarness(t)
+	tk := h.join("alice").str("ticket")
+	h.poll(tk)
+	h.do("PUT", "/v1/admin/queues/"+h.queue, `{}`, map[string]string{"Authorization": "Bearer secret-admin"})
+	h.do("GET", "/nope", "", nil)
+	r := h.do("GET", "/metrics", "", nil)
+	if r.status != 200 {
+		t.Fatalf("GET /metrics = %d %s", r.status, r.raw)
+	}
+	body := string(r.raw)
+	for _, want := range []string{`route="/v1/queues/:queue/tickets/:ticket"`, `method="PUT"`, "usher_joins_total 1", "process_cpu_seconds_total"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(body, tk) || strings.Contains(body, "alice") {
+		t.Error("metrics contain a ticket or a user id")
+	}
+}

@@ -264,3 +264,34 @@ func TestAdmissionRateIsMeasured(t *testing.T) {
 		t.Fatalf("Stats = %+v, want ~50/s and 50 admitted", st)
 	}
 }
+
+// Batched calls (what the gateway uses) answer exactly like direct ones.
+func TestBatchedCallsAnswerLikeDirectOnes(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := waitqueue.New(testenv.Redis(t))
+	s.EnableBatching()
+	go s.RunBatches(ctx, 2)
+	q := testenv.Name(t)
+	var wg sync.WaitGroup
+	for i := 1; i <= 300; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Ingest(ctx, q, uint64(i), fmt.Sprintf("u%d", i)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := 1; i <= 300; i += 37 {
+		e, err := s.Poll(ctx, q, uint64(i))
+		if err != nil || e.Position != int64(i) || e.Waiting != 300 {
+			t.Fatalf("Poll(%d) = %+v, %v; want position %d of 300", i, e, err, i)
+		}
+		seq, st, ok, err := s.Lookup(ctx, q, fmt.Sprintf("u%d", i))
+		if err != nil || !ok || seq != uint64(i) || st != waitqueue.Waiting {
+			t.Fatalf("Lookup(u%d) = %d %s %v %v", i, seq, st, ok, err)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// cpuTime is this process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// serveDirect calls the gateway's handler without a network in between, so
+// ns/op is the gateway's own time plus the Redis/NATS round trips, and
+// cpu-ns/op is the CPU the gateway process burns per request (Redis and
+// NATS run in other processes).
+func serveDirect(b *testing.B, h *harness, method, path, user string, wantStatus int, each func(i int)) {
+	handler := h.app.Handler()
+	var ctx fasthttp.RequestCtx
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	i := 0
+	for b.Loop() {
+		each(i)
+		ctx.Request.Reset()
+		ctx.Response.Reset()
+		ctx.Request.Header.SetMethod(method)
+		ctx.Request.SetRequestURI(path)
+		if user != "" {
+			ctx.Request.Header.Set("X-User-Id", fmt.Sprintf("%s%d", user, i))
+		}
+		handler(&ctx)
+		if ctx.Response.StatusCode() != wantStatus {
+			b.Fatalf("%s %s = %d %s", method, path, ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+		i++
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+func BenchmarkPoll(b *testing.B) {
+	h := newHarness(b)
+	for i := 0; i < 1000; i++ {
+		h.join(fmt.Sprintf("u%d", i))
+	}
+	tk := h.join("me").str("ticket")
+	serveDirect(b, h, "GET", "/v1/queues/"+h.queue+"/tickets/"+tk, "", 200, func(int) {})
+}
+
+func BenchmarkJoin(b *testing.B) {
+	h := newHarness(b)
+	serveDirect(b, h, "POST", "/v1/queues/"+h.queue+"/tickets", "bench-user-", 202, func(int) {})
+}

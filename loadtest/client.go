@@ -1,0 +1,94 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// client talks to one gateway over loopback with a bounded connection pool.
+type client struct {
+	base       string
+	adminToken string
+	hc         *fasthttp.HostClient
+}
+
+func newClient(base, adminToken string, conns int) (*client, error) {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "http" {
+		return nil, fmt.Errorf("gateway %q: want an http:// URL", base)
+	}
+	host := u.Hostname()
+	if host != "localhost" && !strings.HasPrefix(host, "127.") && host != "::1" {
+		return nil, fmt.Errorf("gateway %q: the load tool only targets loopback", base)
+	}
+	return &client{base: strings.TrimSuffix(base, "/"), adminToken: adminToken, hc: &fasthttp.HostClient{
+		Addr: u.Host, MaxConns: conns, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
+		MaxIdemponentCallAttempts: 1, MaxConnWaitTimeout: 30 * time.Second,
+	}}, nil
+}
+
+// do sends one request and returns the status and body.
+func (c *client) do(method, path string, header map[string]string, body []byte, into any) (int, error) {
+	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(res)
+	req.Header.SetMethod(method)
+	req.SetRequestURI(c.base + path)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	if body != nil {
+		req.Header.SetContentType("application/json")
+		req.SetBody(body)
+	}
+	if err := c.hc.Do(req, res); err != nil {
+		return 0, err
+	}
+	if into != nil && res.StatusCode() < 300 {
+		if err := json.Unmarshal(res.Body(), into); err != nil {
+			return res.StatusCode(), err
+		}
+	}
+	return res.StatusCode(), nil
+}
+
+func (c *client) admin(method, path string, body any, into any) error {
+	var b []byte
+	if body != nil {
+		b, _ = json.Marshal(body)
+	}
+	code, err := c.do(method, path, map[string]string{"Authorization": "Bearer " + c.adminToken}, b, into)
+	if err != nil {
+		return err
+	}
+	if code >= 300 {
+		return fmt.Errorf("%s %s: status %d", method, path, code)
+	}
+	return nil
+}
+
+// queueStats is the admin view of a queue.
+type queueStats struct {
+	Waiting       int64 `json:"waiting"`
+	Active        int64 `json:"active"`
+	AdmittedTotal int64 `json:"admittedTotal"`
+	TargetActive  int64 `json:"targetActive"`
+}
+
+// raw returns the body as text.
+func (c *client) raw(method, path string) (int, string, error) {
+	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(res)
+	req.Header.SetMethod(method)
+	req.SetRequestURI(c.base + path)
+	if err := c.hc.Do(req, res); err != nil {
+		return 0, "", err
+	}
+	return res.StatusCode(), string(res.Body()), nil
+}

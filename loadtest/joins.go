@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// phase is a stretch of the arrival schedule; the rate moves linearly from
+// from to to over the phase.
+type phase struct {
+	name     string
+	dur      time.Duration
+	from, to float64
+}
+
+func steady(rate int, d time.Duration) []phase {
+	return []phase{{"steady", d, float64(rate), float64(rate)}}
+}
+
+// spike is the seeds' Black Friday: calm traffic, a steep ramp, then the
+// peak held for the rest of the run.
+func spike(rate int, d time.Duration) []phase {
+	calm, ramp := 3*time.Second, 2*time.Second
+	hold := max(d-calm-ramp, time.Second)
+	return []phase{
+		{"calm 100/s", calm, 100, 100},
+		{"ramp", ramp, 100, float64(rate)},
+		{fmt.Sprintf("hold %d/s", rate), hold, float64(rate), float64(rate)},
+	}
+}
+
+// openLoop fires requests on the schedule, each in its own goroutine,
+// bounded by inflight. fire gets the intended start time: latency counts
+// from it, so waiting for a free slot is latency too.
+func openLoop(ctx context.Context, phases []phase, inflight int, progress io.Writer, fire func(n int64, intended time.Time, rec *recorder)) []step {
+	sem := make(chan struct{}, inflight)
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	var steps []step
+	for _, ph := range phases {
+		rec := newRecorder()
+		start := time.Now()
+		sent := 0
+		tick := time.NewTicker(time.Millisecond)
+		lastReport := start
+		for now := start; now.Sub(start) < ph.dur && ctx.Err() == nil; now = <-tick.C {
+			el := now.Sub(start).Seconds()
+			// Arrivals due so far: the integral of a linear rate.
+			slope := (ph.to - ph.from) / ph.dur.Seconds()
+			due := int(ph.from*el + slope*el*el/2)
+			for ; sent < due; sent++ {
+				intended := start.Add(time.Duration(float64(time.Second) * arrivalTime(sent, ph.from, slope)))
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					fire(n.Add(1), intended, rec)
+				}()
+			}
+			if now.Sub(lastReport) >= time.Second {
+				lastReport = now
+				fmt.Fprintf(progress, "\r%-14s %5.1fs  sent %8d  in flight %5d ", ph.name, el, sent, len(sem))
+			}
+		}
+		tick.Stop()
+		wg.Wait()
+		steps = append(steps, rec.summary(ph.name, time.Since(start)))
+		fmt.Fprintln(progress)
+	}
+	return steps
+}
+
+// arrivalTime inverts the arrival integral: when the i-th request is due.
+func arrivalTime(i int, from, slope float64) float64 {
+	if slope == 0 {
+		return float64(i) / from
+	}
+	// slope/2 t² + from t − i = 0
+	disc := from*from + 2*slope*float64(i)
+	return (-from + sqrt(disc)) / slope
+}
+
+func sqrt(x float64) float64 {
+	if x <= 0 {
+		return 0
+	}
+	z := x
+	for range 30 {
+		z -= (z*z - x) / (2 * z)
+	}
+	return z
+}
+
+// joins runs a join scenario against a paused queue (nobody is admitted, so
+// every accepted shopper must still be in line at the end) and checks that
+// no accepted shopper was lost.
+func joins(ctx context.Context, c *client, o options, phases []phase, progress io.Writer) (result, error) {
+	res := result{Scenario: o.scenario, Started: time.Now(), Figures: map[string]float64{}, Invariants: map[string]int64{}}
+	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, map[string]any{"targetActive": 1, "state": "paused"}, nil); err != nil {
+		return res, err
+	}
+	cpu0, _ := c.processCPU()
+	var accepted atomic.Int64
+	prefix := fmt.Sprintf("lt%d-", time.Now().UnixNano()%1e9)
+	res.Steps = openLoop(ctx, phases, 8192, progress, func(n int64, intended time.Time, rec *recorder) {
+		code, err := c.do("POST", "/v1/queues/"+o.queue+"/tickets", map[string]string{"X-User-Id": prefix + strconv.FormatInt(n, 10)}, nil, nil)
+		rec.add(time.Since(intended), code, err)
+		if code == 202 {
+			accepted.Add(1)
+		}
+	})
+	cpu1, _ := c.processCPU()
+	total := 0
+	for _, s := range res.Steps {
+		total += s.Requests
+	}
+	if total > 0 && cpu1 > cpu0 {
+		res.Figures["gateway CPU µs per join"] = (cpu1 - cpu0) * 1e6 / float64(total)
+	}
+	// Every accepted shopper must end up in line: wait for the admitter to
+	// catch up, then compare.
+	var st queueStats
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := c.admin("GET", "/v1/admin/queues/"+o.queue, nil, &st); err != nil {
+			return res, err
+		}
+		if st.Waiting >= accepted.Load() || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	res.Figures["accepted joins"] = float64(accepted.Load())
+	res.Invariants["lost shoppers"] = accepted.Load() - st.Waiting
+	return res, nil
+}
+
+// processCPU reads the gateway's own CPU seconds from its /metrics.
+func (c *client) processCPU() (float64, error) {
+	code, body, err := c.raw("GET", "/metrics")
+	if err != nil || code != 200 {
+		return 0, fmt.Errorf("metrics: %d %v", code, err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "process_cpu_seconds_total "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("metrics: no process_cpu_seconds_total")
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"text/tabwriter"
+	"time"
+)
+
+// recorder collects latencies and status codes of one step. Safe for
+// concurrent use.
+type recorder struct {
+	mu    sync.Mutex
+	lat   []time.Duration
+	codes map[string]int
+}
+
+func newRecorder() *recorder { return &recorder{codes: map[string]int{}} }
+
+func (r *recorder) add(d time.Duration, code int, err error) {
+	key := strconv.Itoa(code)
+	if err != nil {
+		key = "error"
+	}
+	r.mu.Lock()
+	r.lat = append(r.lat, d)
+	r.codes[key]++
+	r.mu.Unlock()
+}
+
+// step is the summary of one phase of a scenario.
+type step struct {
+	Name       string         `json:"name"`
+	Seconds    float64        `json:"seconds"`
+	Requests   int            `json:"requests"`
+	Throughput float64        `json:"throughputPerSec"`
+	P50        float64        `json:"p50Ms"`
+	P95        float64        `json:"p95Ms"`
+	P99        float64        `json:"p99Ms"`
+	Max        float64        `json:"maxMs"`
+	Codes      map[string]int `json:"codes"`
+}
+
+func (r *recorder) summary(name string, elapsed time.Duration) step {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	lat := slices.Clone(r.lat)
+	slices.Sort(lat)
+	q := func(p float64) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		i := int(p * float64(len(lat)-1))
+		return float64(lat[i].Microseconds()) / 1000
+	}
+	codes := map[string]int{}
+	for k, v := range r.codes {
+		codes[k] = v
+	}
+	return step{Name: name, Seconds: elapsed.Seconds(), Requests: len(lat),
+		Throughput: float64(len(lat)) / elapsed.Seconds(),
+		P50:        q(0.50), P95: q(0.95), P99: q(0.99), Max: q(1), Codes: codes}
+}
+
+// result is a whole run.
+type result struct {
+	Scenario   string             `json:"scenario"`
+	Started    time.Time          `json:"started"`
+	Steps      []step             `json:"steps"`
+	Figures    map[string]float64 `json:"figures"`
+	Invariants map[string]int64   `json:"invariants"` // each expected to be 0
+}
+
+func (res result) print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "step\tseconds\trequests\tper sec\tp50 ms\tp95 ms\tp99 ms\tmax ms\tcodes\t\n")
+	for _, s := range res.Steps {
+		fmt.Fprintf(tw, "%s\t%.1f\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n",
+			s.Name, s.Seconds, s.Requests, s.Throughput, s.P50, s.P95, s.P99, s.Max, codeString(s.Codes))
+	}
+	tw.Flush()
+	for _, k := range sortedKeys(res.Figures) {
+		fmt.Fprintf(w, "%s: %.2f\n", k, res.Figures[k])
+	}
+	for _, k := range sortedKeys(res.Invariants) {
+		verdict := "ok"
+		if res.Invariants[k] != 0 {
+			verdict = "VIOLATED"
+		}
+		fmt.Fprintf(w, "invariant %s: %d (%s)\n", k, res.Invariants[k], verdict)
+	}
+}
+
+func (res result) save(path string) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+func codeString(m map[string]int) string {
+	out := ""
+	for _, k := range sortedKeys(m) {
+		out += fmt.Sprintf("%s×%d ", k, m[k])
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
