@@ -30,6 +30,12 @@ type asyncPublisher interface {
 	PublishAsync(subj string, data []byte, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
 }
 
+// breakerState says whether the payment breaker is open: while it is, the
+// order path cannot take more shoppers and admission pauses.
+type breakerState interface {
+	Open(ctx context.Context) (bool, error)
+}
+
 // hooks let tests stop the admitter at its crash points.
 type hooks struct {
 	afterAdmit   func(q string) error // after the script, before publishing
@@ -43,6 +49,7 @@ type admitter struct {
 	line      *waitqueue.Store
 	events    asyncPublisher
 	watermark watermarker
+	breaker   breakerState // nil: never paused by the payment breaker
 	now       func() time.Time
 	rand      *rand.Rand
 	randMu    sync.Mutex
@@ -147,6 +154,16 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config) error {
 	a.randMu.Lock()
 	offset := a.rand.IntN(1000)
 	a.randMu.Unlock()
+	paused := cfg.State != catalog.StateOpen
+	if a.breaker != nil && !paused {
+		// Back-pressure: while payments cannot go through, admitting more
+		// shoppers would only pile orders up behind the breaker.
+		open, err := a.breaker.Open(ctx)
+		if err != nil {
+			return err
+		}
+		paused = open
+	}
 	res, err := a.line.Admit(ctx, cfg.Name, waitqueue.Tick{
 		Now:             a.now(),
 		TargetActive:    cfg.TargetActive,
@@ -154,7 +171,7 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config) error {
 		TickLength:      tickLen,
 		TokenTTL:        time.Duration(cfg.TokenTTLSeconds) * time.Second,
 		Watermark:       wm,
-		Paused:          cfg.State != catalog.StateOpen,
+		Paused:          paused,
 		Offset:          offset,
 	})
 	if err != nil {

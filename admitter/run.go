@@ -14,6 +14,7 @@ import (
 	"usher/shared/catalog"
 	"usher/shared/config"
 	"usher/shared/opshttp"
+	"usher/shared/paybreaker"
 	"usher/shared/waitqueue"
 )
 
@@ -53,7 +54,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	}
 	in.observed = func(n int) { m.ingested.Add(float64(n)) }
 	adm := &admitter{
-		log: log, queues: queues, line: line, events: js, watermark: in,
+		log: log, queues: queues, line: line, events: js, watermark: in, breaker: paybreaker.New(rdb),
 		now: time.Now, rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x61646d)),
 		hooks: h, metrics: m,
 	}
