@@ -295,3 +295,48 @@ func TestBatchedCallsAnswerLikeDirectOnes(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAdmitTick1000 is one admission tick that admits 1,000 shoppers:
+// pop, token records, active set, outbox, rate window — one script.
+func BenchmarkAdmitTick1000(b *testing.B) {
+	ctx := context.Background()
+	s := waitqueue.New(testenv.Redis(b))
+	now := time.UnixMilli(1_800_000_000_000)
+	for b.Loop() {
+		b.StopTimer()
+		q := testenv.Name(b)
+		joins := make([]waitqueue.Joined, 1000)
+		for i := range joins {
+			joins[i] = waitqueue.Joined{Queue: q, Seq: uint64(i + 1), User: fmt.Sprintf("u%d", i)}
+		}
+		if err := s.IngestBatch(ctx, joins); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		r, err := s.Admit(ctx, q, waitqueue.Tick{Now: now, TargetActive: 1000, TickLength: 100 * time.Millisecond,
+			TokenTTL: 300 * time.Second, Watermark: 1 << 62})
+		if err != nil || r.Admitted != 1000 {
+			b.Fatalf("Admit = %+v, %v", r, err)
+		}
+	}
+}
+
+// BenchmarkIngestBatch1000 moves 1,000 join events into the line in one
+// pipelined round trip, as the admitter does.
+func BenchmarkIngestBatch1000(b *testing.B) {
+	ctx := context.Background()
+	s := waitqueue.New(testenv.Redis(b))
+	q := testenv.Name(b)
+	seq := uint64(0)
+	joins := make([]waitqueue.Joined, 1000)
+	for b.Loop() {
+		for i := range joins {
+			seq++
+			joins[i] = waitqueue.Joined{Queue: q, Seq: seq, User: fmt.Sprintf("u%d", seq)}
+		}
+		if err := s.IngestBatch(ctx, joins); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "joins/s")
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# `make bench`: usher's figures beside their physical anchors, measured in
+# the same run on this machine. Starts a private stack on spare ports (NATS
+# 14222, Redis 16379, gateway 18080, admitter 18082), runs the anchors
+# (redis-benchmark, nats bench), the Go benchmarks and the load scenarios,
+# and writes everything to bench-results/ (raw) — BENCHMARKS.md quotes it.
+# Loopback only, every step bounded in time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+out=$root/bench-results
+work=$(mktemp -d /tmp/usher-bench-XXXX)
+mkdir -p "$out"
+dur=${BENCH_DURATION:-15s}
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT INT TERM
+
+# The nats CLI for `nats bench` (built from the Go module proxy once).
+natscli=$root/bin/nats
+if [ ! -x "$natscli" ]; then
+  echo "bench: building the nats CLI (natscli v0.5.0)…" >&2
+  GOBIN=$root/bin go install github.com/nats-io/natscli/nats@v0.5.0
+fi
+
+bin/nats-server -a 127.0.0.1 -p 14222 -js -sd "$work/js" >"$work/nats.log" 2>&1 & pids+=($!)
+redis-server --port 16379 --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 & pids+=($!)
+sleep 1
+
+export USHER_NATS_URL=nats://127.0.0.1:14222 USHER_REDIS_URL=redis://127.0.0.1:16379/0
+export USHER_DATA_DIR=$work/data USHER_ADMIN_TOKEN=bench-admin USHER_LOG_LEVEL=warn
+USHER_GATEWAY_ADDR=127.0.0.1:18080 bin/gateway >"$work/gateway.log" 2>&1 & pids+=($!)
+USHER_ADMITTER_ADDR=127.0.0.1:18082 bin/admitter >"$work/admitter.log" 2>&1 & pids+=($!)
+for _ in $(seq 1 100); do curl -fs http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
+
+{
+echo "# usher bench $(date -u +%FT%TZ) on $(nproc) cores, $(uname -m)"
+echo
+echo "## Anchors"
+echo '$ redis-benchmark -p 16379 -c 50 -n 200000 -q -t zadd'
+redis-benchmark -p 16379 -c 50 -n 200000 -q -t zadd
+sha=$(redis-cli -p 16379 SCRIPT LOAD "return redis.call('ZRANK', KEYS[1], ARGV[1])")
+redis-cli -p 16379 ZADD anchor:{q}:z 1 a >/dev/null
+echo "\$ redis-benchmark -p 16379 -c 50 -n 200000 -q EVALSHA <zrank script> 1 anchor:{q}:z a"
+redis-benchmark -p 16379 -c 50 -n 200000 -q EVALSHA "$sha" 1 'anchor:{q}:z' a
+echo "\$ redis-benchmark -p 16379 -c 50 -n 200000 -q -P 16 EVALSHA <zrank script> 1 anchor:{q}:z a   (pipelined 16)"
+redis-benchmark -p 16379 -c 50 -n 200000 -q -P 16 EVALSHA "$sha" 1 'anchor:{q}:z' a
+echo '$ nats bench js pub anchor.bench --msgs 200000 --size 128 --clients 2 --create --purge'
+"$natscli" -s nats://127.0.0.1:14222 bench js pub anchor.bench --msgs 200000 --size 128 --clients 2 --create --purge --no-progress 2>&1 | grep -E "stats|msgs/sec" || true
+echo
+echo "## Go benchmarks"
+echo '$ go test ./shared/ticket ./shared/token -run ^$ -bench . -benchmem'
+go test ./shared/ticket ./shared/token -run '^$' -bench . -benchmem | grep -E '^Benchmark'
+echo '$ go test ./shared/waitqueue -run ^$ -bench . -benchtime 20x'
+go test ./shared/waitqueue -run '^$' -bench . -benchtime 20x | grep -E '^Benchmark'
+echo '$ go test ./gateway -run ^$ -bench "Poll|Join" -benchtime 5000x -benchmem'
+go test ./gateway -run '^$' -bench 'Poll|Join' -benchtime 5000x -benchmem | grep -E '^Benchmark'
+echo
+echo "## Load (bin/loadtest against the private stack)"
+for rate in 2000 5000 10000; do
+  echo "\$ loadtest -gateway http://127.0.0.1:18080 -scenario steady -rate $rate -duration $dur"
+  bin/loadtest -gateway http://127.0.0.1:18080 -admin-token bench-admin -scenario steady -rate $rate -duration "$dur" \
+    -out "$out/steady-$rate.json" 2>/dev/null
+done
+echo "\$ loadtest -gateway http://127.0.0.1:18080 -scenario spike -rate 10000 -duration 20s"
+bin/loadtest -gateway http://127.0.0.1:18080 -admin-token bench-admin -scenario spike -rate 10000 -duration 20s \
+  -out "$out/spike.json" 2>/dev/null
+for n in 1000 10000 100000; do
+  echo "\$ loadtest -gateway http://127.0.0.1:18080 -scenario poll -shoppers $n -conns 64 -duration 10s"
+  bin/loadtest -gateway http://127.0.0.1:18080 -admin-token bench-admin -scenario poll -shoppers $n -conns 64 -duration 10s \
+    -out "$out/poll-$n.json" 2>/dev/null
+  echo "redis used_memory after $n more waiting: $(redis-cli -p 16379 INFO memory | grep '^used_memory:' | tr -d '\r')"
+done
+} 2>&1 | tee "$out/bench.txt"
