@@ -42,6 +42,8 @@ type api struct {
 	events      publisher
 	tickets     *ticket.Signer
 	keys        *token.Keyring
+	orders      orderRecords
+	stock       stockSetter
 	adminToken  []byte
 	notifierURL string
 	now         func() time.Time
@@ -92,11 +94,14 @@ func (a *api) app() *fiber.App {
 	v1.Post("/queues/:queue/tickets", a.join)
 	v1.Get("/queues/:queue/tickets/:ticket", a.poll)
 	v1.Delete("/queues/:queue/tickets/:ticket", a.leave)
+	v1.Post("/orders", a.placeOrder)
+	v1.Get("/orders/:id", a.getOrder)
 
 	admin := v1.Group("/admin", a.requireAdmin)
 	admin.Get("/queues", a.listQueues)
 	admin.Put("/queues/:queue", a.putQueue)
 	admin.Get("/queues/:queue", a.getQueue)
+	admin.Put("/stock/:sku", a.putStock)
 
 	app.Use(func(c *fiber.Ctx) error {
 		return problem.New(fiber.StatusNotFound, "not-found", "no such resource")

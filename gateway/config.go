@@ -12,6 +12,7 @@ type settings struct {
 	natsURLs       []string
 	redisURL       string
 	redisPool      int
+	databaseURL    string
 	redisPipelines int
 	replicas       int
 	adminToken     string

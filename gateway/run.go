@@ -14,6 +14,7 @@ import (
 	"usher/shared/bus"
 	"usher/shared/catalog"
 	"usher/shared/config"
+	"usher/shared/orders"
 	"usher/shared/ticket"
 	"usher/shared/token"
 	"usher/shared/waitqueue"
@@ -52,6 +53,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer rdb.Close()
 
+	// PostgreSQL serves the admin stock endpoint only, never the hot path;
+	// the pool connects on first use, so the gateway starts without it.
+	db, err := orders.Open(s.databaseURL, orders.Options{MaxConns: 4})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
 	// Listen before serving, so a taken port fails start-up synchronously.
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
@@ -68,6 +77,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		events:      js,
 		tickets:     tickets,
 		keys:        keys,
+		orders:      orders.NewRecords(rdb),
+		stock:       &migratedStock{store: db},
 		adminToken:  []byte(s.adminToken),
 		notifierURL: s.notifierURL,
 		now:         time.Now,

@@ -205,7 +205,7 @@ func (a *api) answer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Tick
 			p.Position = e.Waiting + 1
 		}
 		if cfg.State == catalog.StateClosed {
-			p.Status, p.Position, p.Reason = statusClosed, 0, "closed"
+			p.Status, p.Position, p.Reason = statusClosed, 0, closedReason(cfg)
 			break
 		}
 		secs, known := eta(p.Position, e.Rate)
@@ -245,4 +245,13 @@ func (a *api) answer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Tick
 func (a *api) eventsURL(q, t string) string {
 	path := "/v1/queues/" + q + "/tickets/" + url.PathEscape(t) + "/events"
 	return a.notifierURL + path
+}
+
+// closedReason is what a shopper waiting in a closed queue is told: the
+// catalog's reason (sold_out when the SKU ran out), or just closed.
+func closedReason(cfg catalog.Config) string {
+	if cfg.ClosedReason != "" {
+		return cfg.ClosedReason
+	}
+	return "closed"
 }

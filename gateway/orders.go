@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/shared/catalog"
+	"usher/shared/event"
+	"usher/shared/orders"
+	"usher/shared/problem"
+	"usher/shared/token"
+	"usher/shared/waitqueue"
+)
+
+// orderRecords is the part of the Redis order records the gateway uses.
+type orderRecords interface {
+	Create(ctx context.Context, rec orders.Record) (orders.Outcome, orders.Record, error)
+	Get(ctx context.Context, id string) (orders.Record, bool, error)
+}
+
+// stockSetter sets a SKU's available stock (admin only; PostgreSQL).
+type stockSetter interface {
+	SetStock(ctx context.Context, sku string, available int64) error
+}
+
+// orderBody is the body of POST /v1/orders.
+type orderBody struct {
+	SKU      string `json:"sku"`
+	Quantity *int   `json:"quantity"`
+}
+
+// maxOrderQuantity bounds any order, whatever a queue allows.
+const maxOrderQuantity = 1000
+
+// parseOrderBody reads an order body: malformed JSON, unknown fields and
+// trailing data are a 400; a missing quantity means 1. Whether the SKU and
+// quantity suit the queue is checked by the caller (422).
+func parseOrderBody(b []byte) (sku string, quantity int, err error) {
+	var body orderBody
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return "", 0, problem.New(fiber.StatusBadRequest, "invalid-body", `the body must be {"sku": "...", "quantity": n}`)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return "", 0, problem.New(fiber.StatusBadRequest, "invalid-body", "unexpected data after the JSON object")
+	}
+	quantity = 1
+	if body.Quantity != nil {
+		quantity = *body.Quantity
+	}
+	var params []problem.Param
+	if !catalog.ValidSKU(body.SKU) {
+		params = append(params, problem.Param{Name: "sku", Reason: "must be 1-64 of A-Z a-z 0-9 . _ -"})
+	}
+	if quantity < 1 || quantity > maxOrderQuantity {
+		params = append(params, problem.Param{Name: "quantity", Reason: "must be 1.." + strconv.Itoa(maxOrderQuantity)})
+	}
+	if len(params) > 0 {
+		p := problem.New(fiber.StatusBadRequest, "invalid-body", strconv.Itoa(len(params))+" invalid field(s)")
+		p.InvalidParams = params
+		return "", 0, p
+	}
+	return body.SKU, quantity, nil
+}
+
+// orderView is the body of order answers.
+type orderView struct {
+	OrderID   string `json:"orderId"`
+	Status    string `json:"status"`
+	Reason    string `json:"reason,omitempty"`
+	SKU       string `json:"sku"`
+	Quantity  int    `json:"quantity"`
+	PaymentID string `json:"paymentId,omitempty"`
+}
+
+func viewOfRecord(r orders.Record) orderView {
+	return orderView{OrderID: r.ID, Status: string(r.Status), Reason: r.Reason, SKU: r.SKU, Quantity: r.Quantity, PaymentID: r.PaymentID}
+}
+
+// entryToken checks the bearer entry token: garbage, forged or expired →
+// 401, before its nbf → 425, another user's → 403, a queue this usher does
+// not know → 401.
+func (a *api) entryToken(c *fiber.Ctx, user string) (token.Claims, catalog.Config, error) {
+	raw, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer ")
+	if !ok {
+		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="usher-orders"`)
+		return token.Claims{}, catalog.Config{}, problem.New(fiber.StatusUnauthorized, "invalid-token", "orders need Authorization: Bearer <entry token>")
+	}
+	claims, err := a.keys.Verify(raw, a.now())
+	switch {
+	case errors.Is(err, token.ErrEarly):
+		p := problem.New(fiber.StatusTooEarly, "token-not-ready", "the entry token is not valid yet; wait for READY")
+		p.RetryAfter = 1
+		return claims, catalog.Config{}, p
+	case errors.Is(err, token.ErrExpired):
+		return claims, catalog.Config{}, problem.New(fiber.StatusUnauthorized, "token-expired", "the entry token has expired")
+	case err != nil:
+		return claims, catalog.Config{}, problem.New(fiber.StatusUnauthorized, "invalid-token", "the entry token is not one usher issued")
+	}
+	if claims.User != user {
+		return claims, catalog.Config{}, problem.New(fiber.StatusForbidden, "token-not-yours", "the entry token was issued to another user")
+	}
+	cfg, ok := a.queues.Get(claims.Queue)
+	q, _, idOK := waitqueue.ParseTokenID(claims.ID)
+	if !ok || !idOK || q != claims.Queue {
+		return claims, cfg, problem.New(fiber.StatusUnauthorized, "invalid-token", "the entry token names no queue usher knows")
+	}
+	return claims, cfg, nil
+}
+
+// placeOrder takes an order for the shopper's entry token. It answers from
+// Redis and JetStream only: 202 for a new (or still pending) order, 200
+// with the outcome for a token already redeemed, 409 when the same token
+// comes with another body.
+func (a *api) placeOrder(c *fiber.Ctx) error {
+	user, err := a.user(c)
+	if err != nil {
+		return err
+	}
+	claims, cfg, err := a.entryToken(c, user)
+	if err != nil {
+		return err
+	}
+	sku, quantity, err := parseOrderBody(c.Body())
+	if err != nil {
+		return err
+	}
+	if cfg.SKU == "" || sku != cfg.SKU {
+		return problem.New(fiber.StatusUnprocessableEntity, "wrong-sku", "this entry token orders "+strconv.Quote(cfg.SKU)+" only")
+	}
+	if quantity > cfg.OrderLimit() {
+		return problem.New(fiber.StatusUnprocessableEntity, "too-many", "an order in this queue takes at most "+strconv.Itoa(cfg.OrderLimit())+" unit(s)")
+	}
+	id := orders.ID(claims.ID)
+	ctx := c.UserContext()
+	outcome, rec, err := a.orders.Create(ctx, orders.Record{ID: id, Owner: user, Fingerprint: orders.Fingerprint(sku, quantity),
+		Queue: cfg.Name, SKU: sku, Quantity: quantity})
+	if err != nil {
+		return err
+	}
+	if outcome == orders.Conflict {
+		return problem.New(fiber.StatusConflict, "order-conflict", "this entry token was already used for an order with another body")
+	}
+	if rec.Status == orders.Pending {
+		// Published on every submit while pending: a publish that failed
+		// before is retried this way, and the stream drops the repeats.
+		body, err := event.Marshal(id, event.TypeOrderRequested, user, a.now(), event.OrderRequested{
+			OrderID: id, TokenID: claims.ID, Queue: cfg.Name, User: user, SKU: sku, Quantity: quantity,
+			TokenExpiresAt: claims.ExpiresAt.UTC(), RequestedAt: a.now().UTC(),
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := a.events.Publish(ctx, event.OrderRequestedSubject, body, jetstream.WithMsgID(id)); err != nil {
+			return problem.Problem{Type: "https://usher.dev/problems/unavailable", Title: "Service Unavailable",
+				Status: fiber.StatusServiceUnavailable, Detail: "the order could not be recorded; retry with the same token", RetryAfter: 1}
+		}
+	}
+	status := fiber.StatusOK
+	if outcome == orders.Created || rec.Status == orders.Pending {
+		status = fiber.StatusAccepted
+	}
+	c.Set(fiber.HeaderLocation, "/v1/orders/"+id)
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.Status(status).JSON(viewOfRecord(rec))
+}
+
+// getOrder answers an order's status to its owner; to anyone else the
+// order does not exist.
+func (a *api) getOrder(c *fiber.Ctx) error {
+	user, err := a.user(c)
+	if err != nil {
+		return err
+	}
+	id := c.Params("id")
+	notFound := problem.New(fiber.StatusNotFound, "order-not-found", "no such order")
+	if !orders.ValidID(id) {
+		return notFound
+	}
+	rec, found, err := a.orders.Get(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	if !found || rec.Owner != user {
+		return notFound
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.JSON(viewOfRecord(rec))
+}
+
+// putStock sets a SKU's available units.
+func (a *api) putStock(c *fiber.Ctx) error {
+	sku := string([]byte(c.Params("sku")))
+	if !catalog.ValidSKU(sku) {
+		return problem.New(fiber.StatusBadRequest, "invalid-sku", "SKUs are 1-64 of A-Z a-z 0-9 . _ -")
+	}
+	var body struct {
+		Available *int64 `json:"available"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(c.Body()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil || body.Available == nil || *body.Available < 0 || *body.Available > 1e12 {
+		return problem.New(fiber.StatusBadRequest, "invalid-body", `the body must be {"available": n} with 0 <= n <= 10^12`)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return problem.New(fiber.StatusBadRequest, "invalid-body", "unexpected data after the JSON object")
+	}
+	if err := a.stock.SetStock(c.UserContext(), sku, *body.Available); err != nil {
+		a.log.Error("set stock", "sku", sku, "err", err)
+		return problem.Problem{Type: "https://usher.dev/problems/unavailable", Title: "Service Unavailable",
+			Status: fiber.StatusServiceUnavailable, Detail: "the stock could not be stored; retry", RetryAfter: 1}
+	}
+	return c.JSON(fiber.Map{"sku": sku, "available": *body.Available})
+}
+
+// migratedStock sets stock on a store whose schema it brings up to date
+// first (once, retried until it succeeds): the gateway may be the first
+// service to touch a fresh database.
+type migratedStock struct {
+	store *orders.Store
+	mu    sync.Mutex
+	done  bool
+}
+
+func (m *migratedStock) SetStock(ctx context.Context, sku string, available int64) error {
+	m.mu.Lock()
+	if !m.done {
+		if err := m.store.Migrate(ctx); err != nil {
+			m.mu.Unlock()
+			return err
+		}
+		m.done = true
+	}
+	m.mu.Unlock()
+	return m.store.SetStock(ctx, sku, available)
+}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/shared/event"
+	"usher/shared/orders"
+	"usher/shared/testenv"
+	"usher/shared/token"
+)
+
+// newOrderHarness is a gateway whose queue sells "sku-1", up to 2 per order.
+func newOrderHarness(t testing.TB) *harness {
+	t.Helper()
+	h := newHarness(t)
+	h.api.orders = orders.NewRecords(testenv.Redis(t))
+	h.app = h.api.app()
+	h.putQueue(h.queue, `{"targetActive": 5, "sku": "sku-1", "maxQuantity": 2}`, 200)
+	return h
+}
+
+func (h *harness) entryToken(user string, seq int, readyAt, expiresAt time.Time) string {
+	h.t.Helper()
+	tok, err := h.api.keys.Sign(token.Claims{ID: fmt.Sprintf("%s:%d", h.queue, seq), Queue: h.queue, User: user, ReadyAt: readyAt, ExpiresAt: expiresAt})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return tok
+}
+
+func (h *harness) order(user, tok, body string) response {
+	h.t.Helper()
+	return h.do("POST", "/v1/orders", body, map[string]string{"X-User-Id": user, "Authorization": "Bearer " + tok, "Content-Type": "application/json"})
+}
+
+// requests reads every usher.order.requested message in the stream.
+func (h *harness) requests() []event.OrderRequested {
+	h.t.Helper()
+	cons, err := h.js.OrderedConsumer(context.Background(), event.StreamOrders, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{event.OrderRequestedSubject},
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []event.OrderRequested
+	for {
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(200*time.Millisecond))
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			var r event.OrderRequested
+			if _, err := event.Unmarshal(m.Data(), event.TypeOrderRequested, &r); err != nil {
+				h.t.Fatal(err)
+			}
+			out = append(out, r)
+			n++
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+func TestPlaceOrderStatuses(t *testing.T) {
+	h := newOrderHarness(t)
+	now := time.Now()
+	valid := h.entryToken("alice", 1, now.Add(-time.Second), now.Add(time.Minute))
+	other, _ := token.LoadKeyring(t.TempDir()+"/other.key", nil)
+	forged, _ := other.Sign(token.Claims{ID: h.queue + ":1", Queue: h.queue, User: "alice", ReadyAt: now, ExpiresAt: now.Add(time.Minute)})
+	body := `{"sku": "sku-1", "quantity": 1}`
+
+	tests := []struct {
+		name       string
+		user, tok  string
+		body       string
+		wantStatus int
+	}{
+		{"garbage token", "alice", "garbage", body, 401},
+		{"forged token", "alice", forged, body, 401},
+		{"expired token", "alice", h.entryToken("alice", 2, now.Add(-time.Hour), now.Add(-time.Minute)), body, 401},
+		{"token of another queue usher does not know", "alice", func() string {
+			s, _ := h.api.keys.Sign(token.Claims{ID: "nope:1", Queue: "nope", User: "alice", ReadyAt: now, ExpiresAt: now.Add(time.Minute)})
+			return s
+		}(), body, 401},
+		{"another user's token", "bob", valid, body, 403},
+		{"token before its nbf", "alice", h.entryToken("alice", 3, now.Add(time.Hour), now.Add(2*time.Hour)), body, 425},
+		{"malformed body", "alice", valid, `{"sku":`, 400},
+		{"unknown field", "alice", valid, `{"sku": "sku-1", "qty": 1}`, 400},
+		{"the wrong SKU", "alice", valid, `{"sku": "sku-2", "quantity": 1}`, 422},
+		{"more than maxQuantity", "alice", valid, `{"sku": "sku-1", "quantity": 3}`, 422},
+		{"a new order", "alice", valid, body, 202},
+		{"the same order again while pending", "alice", valid, body, 202},
+		{"the same token with another body", "alice", valid, `{"sku": "sku-1", "quantity": 2}`, 409},
+	}
+	for _, tt := range tests {
+		r := h.order(tt.user, tt.tok, tt.body)
+		if r.status != tt.wantStatus || (r.status >= 400 && !isProblem(r)) {
+			t.Errorf("%s: POST /v1/orders = %d %s, want %d", tt.name, r.status, r.raw, tt.wantStatus)
+		}
+	}
+	r := h.order("alice", valid, body)
+	id := orders.ID(h.queue + ":1")
+	if r.str("orderId") != id || r.str("status") != "PENDING" || r.header.Get("Location") != "/v1/orders/"+id {
+		t.Fatalf("answer = %s Location %q, want order %s PENDING", r.raw, r.header.Get("Location"), id)
+	}
+}
+
+// Fifty concurrent submits of one token are one order: the same id for
+// all, one request in the stream.
+func TestConcurrentSubmitsOfOneTokenAreOneOrder(t *testing.T) {
+	h := newOrderHarness(t)
+	now := time.Now()
+	tok := h.entryToken("alice", 7, now.Add(-time.Second), now.Add(time.Minute))
+	var wg sync.WaitGroup
+	ids := make([]string, 50)
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := h.order("alice", tok, `{"sku": "sku-1"}`)
+			if r.status != 202 {
+				t.Errorf("submit %d = %d %s, want 202", i, r.status, r.raw)
+			}
+			ids[i] = r.str("orderId")
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("order ids differ: %q and %q", id, ids[0])
+		}
+	}
+	if got := h.requests(); len(got) != 1 || got[0].OrderID != ids[0] || got[0].TokenID != h.queue+":7" {
+		t.Fatalf("requests in the stream = %+v, want one for %s", got, ids[0])
+	}
+}
+
+func TestRedeemedTokenIsAnsweredFromItsOrder(t *testing.T) {
+	h := newOrderHarness(t)
+	now := time.Now()
+	tok := h.entryToken("alice", 1, now.Add(-time.Second), now.Add(time.Minute))
+	id := h.order("alice", tok, `{"sku": "sku-1"}`).str("orderId")
+	// The worker finishes the order.
+	h.api.orders.(*orders.Records).Put(context.Background(), orders.Record{ID: id, Owner: "alice",
+		Fingerprint: orders.Fingerprint("sku-1", 1), Queue: h.queue, SKU: "sku-1", Quantity: 1, Status: orders.Paid, PaymentID: "pay_1"})
+
+	r := h.order("alice", tok, `{"sku": "sku-1"}`)
+	if r.status != 200 || r.str("status") != "PAID" || r.str("paymentId") != "pay_1" {
+		t.Fatalf("submit after the order was paid = %d %s, want 200 PAID", r.status, r.raw)
+	}
+	tests := []struct {
+		name, user, id string
+		wantStatus     int
+	}{
+		{"the owner sees it", "alice", id, 200},
+		{"anyone else does not", "bob", id, 404},
+		{"an unknown order", "alice", orders.ID("other"), 404},
+		{"not an order id", "alice", "../x", 404},
+	}
+	for _, tt := range tests {
+		r := h.do("GET", "/v1/orders/"+tt.id, "", map[string]string{"X-User-Id": tt.user})
+		if r.status != tt.wantStatus || (r.status >= 400 && !isProblem(r)) {
+			t.Errorf("%s: GET = %d %s, want %d", tt.name, r.status, r.raw, tt.wantStatus)
+		}
+	}
+	if r := h.do("GET", "/v1/orders/"+id, "", map[string]string{"X-User-Id": "alice"}); r.str("status") != "PAID" || r.num("quantity") != 1 || r.str("sku") != "sku-1" {
+		t.Errorf("GET = %s, want PAID sku-1 ×1", r.raw)
+	}
+}
+
+func TestPutStock(t *testing.T) {
+	h := newOrderHarness(t)
+	db, err := orders.Open(testenv.PostgresURL(t), orders.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	h.api.stock = &migratedStock{store: db}
+	admin := map[string]string{"Authorization": "Bearer secret-admin"}
+	tests := []struct {
+		name, sku, body string
+		want            int
+	}{
+		{"sets the stock", "sku-1", `{"available": 100}`, 200},
+		{"negative", "sku-1", `{"available": -1}`, 400},
+		{"missing", "sku-1", `{}`, 400},
+		{"trailing data", "sku-1", `{"available": 1} x`, 400},
+		{"bad sku", "a%20b", `{"available": 1}`, 400},
+	}
+	for _, tt := range tests {
+		r := h.do("PUT", "/v1/admin/stock/"+tt.sku, tt.body, admin)
+		if r.status != tt.want || (r.status >= 400 && !isProblem(r)) {
+			t.Errorf("%s: PUT stock = %d %s, want %d", tt.name, r.status, r.raw, tt.want)
+		}
+	}
+	if n, _, _ := db.Stock(context.Background(), "sku-1"); n != 100 {
+		t.Fatalf("stock = %d, want 100", n)
+	}
+	if r := h.do("PUT", "/v1/admin/stock/sku-1", `{"available": 1}`, nil); r.status != 401 {
+		t.Fatalf("PUT stock without the admin token = %d, want 401", r.status)
+	}
+}
+
+// A queue closed because its SKU sold out tells waiting shoppers so.
+func TestClosedQueueSaysWhy(t *testing.T) {
+	h := newOrderHarness(t)
+	tk := h.join("alice").str("ticket")
+	h.putQueue(h.queue, `{"targetActive": 5, "sku": "sku-1", "state": "closed", "closedReason": "sold_out"}`, 200)
+	if r := h.poll(tk); r.str("status") != "CLOSED" || r.str("reason") != "sold_out" {
+		t.Fatalf("poll = %s, want CLOSED sold_out", r.raw)
+	}
+	if r := h.join("bob"); r.status != 410 {
+		t.Fatalf("join = %d, want 410", r.status)
+	}
+}
+
+func FuzzOrderBody(f *testing.F) {
+	for _, s := range []string{`{"sku":"a","quantity":1}`, `{"sku":"a"}`, `{}`, `{"quantity":1e99}`, `[]`, `{"sku":"a"} {}`, "\x00", `{"sku":"` + strings.Repeat("a", 65) + `"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sku, q, err := parseOrderBody(b)
+		if err != nil {
+			if statusOf(err) != 400 {
+				t.Fatalf("parseOrderBody(%q) error status %d, want 400", b, statusOf(err))
+			}
+			return
+		}
+		if q < 1 || q > maxOrderQuantity || sku == "" {
+			t.Fatalf("parseOrderBody(%q) = %q, %d: accepted an invalid order", b, sku, q)
+		}
+	})
+}
