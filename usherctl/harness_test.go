@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/shared/bus"
+	"usher/shared/event"
+	"usher/shared/testenv"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.Stop()
+	os.Exit(code)
+}
+
+// world is a NATS JetStream server with usher's streams, and optionally a
+// private Redis, for one test.
+type world struct {
+	t        testing.TB
+	natsURL  string
+	redisURL string
+	nc       *nats.Conn
+	js       jetstream.JetStream
+}
+
+func newWorld(t testing.TB) *world {
+	t.Helper()
+	w := &world{t: t, natsURL: testenv.NATS(t)}
+	nc, js, err := bus.Open(context.Background(), []string{w.natsURL}, "usherctl-test", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	w.nc, w.js = nc, js
+	return w
+}
+
+// result is what one usherctl invocation printed and how it exited.
+type result struct {
+	stdout, stderr string
+	code           int
+	err            error
+}
+
+// invocation configures one usherctl run beyond its arguments.
+type invocation struct {
+	stdin string
+	now   time.Time // zero: the real clock
+	ctx   context.Context
+	edit  func(*cli)
+}
+
+// usherctl runs the command line as main does, against this world.
+func (w *world) usherctl(args ...string) result {
+	w.t.Helper()
+	return w.run(invocation{}, args...)
+}
+
+func (w *world) run(inv invocation, args ...string) result {
+	w.t.Helper()
+	env := map[string]string{"USHER_NATS_URL": w.natsURL, "USHER_REDIS_URL": w.redisURL, "USER": "tester"}
+	var out, errb bytes.Buffer
+	c := &cli{getenv: func(k string) string { return env[k] }, stdin: strings.NewReader(inv.stdin),
+		stdout: &out, stderr: &errb, now: time.Now}
+	if !inv.now.IsZero() {
+		c.now = func() time.Time { return inv.now }
+	}
+	if inv.edit != nil {
+		inv.edit(c)
+	}
+	ctx := inv.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	err := c.run(ctx, args)
+	return result{stdout: out.String(), stderr: errb.String(), code: exitCode(err), err: err}
+}
+
+// publish stores an event as the services do (event.Marshal, Nats-Msg-Id =
+// the envelope id) and returns its stream sequence.
+func (w *world) publish(subject, id, typ string, at time.Time, data any) uint64 {
+	w.t.Helper()
+	body, err := event.Marshal(id, typ, "", at, data)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ack, err := w.js.Publish(context.Background(), subject, body, jetstream.WithMsgID(id))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+// join publishes a join of user to q as the gateway does.
+func (w *world) join(q, user string) uint64 {
+	w.t.Helper()
+	id := fmt.Sprintf("%s/%s/%d", q, user, time.Now().UnixNano())
+	return w.publish(event.EnterSubject(q), id, event.TypeJoined, time.Now(), event.Joined{Queue: q, User: user, JoinedAt: time.Now().UTC()})
+}
+
+// leave publishes a leave of entry seq as the gateway does.
+func (w *world) leave(q string, seq uint64, user string) uint64 {
+	w.t.Helper()
+	return w.publish(event.LeaveSubject(q), fmt.Sprintf("leave/%s/%d", q, seq), event.TypeLeft, time.Now(), event.Left{Queue: q, User: user, Seq: seq})
+}
+
+// admit publishes an admission as the admitter announces its outbox.
+func (w *world) admit(q string, seq uint64, user string, readyAt, expiresAt time.Time) uint64 {
+	w.t.Helper()
+	tok := fmt.Sprintf("%s:%d", q, seq)
+	return w.publish(event.AdmittedSubject(q), tok, event.TypeAdmitted, readyAt, event.Admitted{
+		Queue: q, User: user, Seq: seq, TokenID: tok, ReadyAt: readyAt.UTC(), ExpiresAt: expiresAt.UTC()})
+}
+
+// order publishes an order event for a token, as the order path will.
+func (w *world) order(typ, q, tokenID, orderID string, at time.Time) uint64 {
+	w.t.Helper()
+	subj := "usher.order." + strings.TrimSuffix(strings.TrimPrefix(typ, "usher.order."), ".v1")
+	data := map[string]any{"queue": q, "tokenId": tokenID, "orderId": orderID}
+	return w.publish(subj, fmt.Sprintf("%s/%s/%d", typ, orderID, time.Now().UnixNano()), typ, at, data)
+}
+
+// configured publishes a config change as the gateway's admin API does.
+func (w *world) configured(q string, target, previous int) {
+	w.t.Helper()
+	change := map[string]any{"queue": q, "by": "tester", "config": map[string]any{"name": q, "targetActive": target}}
+	if previous > 0 {
+		change["previous"] = map[string]any{"name": q, "targetActive": previous}
+	}
+	w.publish(event.ConfigChangedSubject, fmt.Sprintf("config/%s/%d", q, time.Now().UnixNano()), event.TypeConfigChanged, time.Now(), change)
+}

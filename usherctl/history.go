@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/shared/catalog"
+	"usher/shared/event"
+	"usher/shared/waitqueue"
+)
+
+// history is everything the streams say about one queue.
+type history struct {
+	queue      string
+	entries    []entryEvent  // joins and leaves, in stream order
+	admissions []admission   // in stream order
+	orders     []orderEvent  // in stream order
+	configs    []configEvent // in stream order
+	joins      int
+	leaves     int
+	malformed  int
+}
+
+// entryEvent is a join (leave false) or a leave of USHER_ENTRIES.
+type entryEvent struct {
+	seq    uint64 // stream sequence: for a join, the shopper's place
+	stored time.Time
+	leave  bool
+	user   string
+	target uint64 // leave: the entry left
+}
+
+type admission struct {
+	streamSeq uint64
+	stored    time.Time
+	event.Admitted
+}
+
+// orderEvent is an order event, decoded loosely: only its type, token and
+// order id matter here.
+type orderEvent struct {
+	streamSeq uint64
+	at        time.Time
+	typ       string
+	tokenID   string
+	orderID   string
+}
+
+type configEvent struct {
+	at       time.Time
+	target   int
+	previous int // 0 when unknown
+}
+
+// parts says which streams loadHistory reads.
+type parts struct{ orders, configs bool }
+
+// loadHistory reads a queue's history, each stream up to its newest event
+// as of the read.
+func loadHistory(ctx context.Context, js jetstream.JetStream, q string, p parts) (*history, error) {
+	h := &history{queue: q}
+	enter, leave := event.EnterSubject(q), event.LeaveSubject(q)
+	err := readStream(ctx, js, window{stream: event.StreamEntries, filters: []string{enter, leave}}, func(m storedMsg) error {
+		if m.Subject == enter {
+			var j event.Joined
+			if _, err := event.Unmarshal(m.Data, event.TypeJoined, &j); err != nil {
+				h.malformed++
+				return nil
+			}
+			h.joins++
+			h.entries = append(h.entries, entryEvent{seq: m.Seq, stored: m.Stored, user: j.User})
+			return nil
+		}
+		var l event.Left
+		if _, err := event.Unmarshal(m.Data, event.TypeLeft, &l); err != nil {
+			h.malformed++
+			return nil
+		}
+		h.leaves++
+		h.entries = append(h.entries, entryEvent{seq: m.Seq, stored: m.Stored, leave: true, user: l.User, target: l.Seq})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = readStream(ctx, js, window{stream: event.StreamAdmissions, filters: []string{event.AdmittedSubject(q)}}, func(m storedMsg) error {
+		var a event.Admitted
+		if _, err := event.Unmarshal(m.Data, event.TypeAdmitted, &a); err != nil {
+			h.malformed++
+			return nil
+		}
+		h.admissions = append(h.admissions, admission{streamSeq: m.Seq, stored: m.Stored, Admitted: a})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if p.orders {
+		// The orders stream may not exist yet, or hold no order events: then
+		// no token is known to be used.
+		err = readStream(ctx, js, window{stream: event.StreamOrders, filters: []string{"usher.order.>"}}, func(m storedMsg) error {
+			e, ok := decodeLoose(m.Data)
+			if !ok || !strings.HasPrefix(e.Type, "usher.order.") || e.Data.TokenID == "" || !ofQueue(m.Data, q) {
+				return nil
+			}
+			at := e.Time
+			if at.IsZero() {
+				at = m.Stored
+			}
+			h.orders = append(h.orders, orderEvent{streamSeq: m.Seq, at: at, typ: e.Type, tokenID: e.Data.TokenID, orderID: e.Data.OrderID})
+			return nil
+		})
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, err
+		}
+	}
+	if p.configs {
+		err = readStream(ctx, js, window{stream: event.StreamOps, filters: []string{event.ConfigChangedSubject}}, func(m storedMsg) error {
+			e, ok := decodeLoose(m.Data)
+			if !ok || e.Type != event.TypeConfigChanged || e.Data.Queue != q || e.Data.Config == nil || e.Data.Config.TargetActive == nil {
+				return nil
+			}
+			c := configEvent{at: m.Stored, target: *e.Data.Config.TargetActive}
+			if e.Data.Previous != nil && e.Data.Previous.TargetActive != nil {
+				c.previous = *e.Data.Previous.TargetActive
+			}
+			h.configs = append(h.configs, c)
+			return nil
+		})
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// currentTarget reads the queue's targetActive from the catalog.
+func currentTarget(ctx context.Context, js jetstream.JetStream, q string) (int, bool) {
+	kv, err := js.KeyValue(ctx, catalog.Bucket)
+	if err != nil {
+		return 0, false
+	}
+	e, err := kv.Get(ctx, q)
+	if err != nil {
+		return 0, false
+	}
+	var cfg catalog.Config
+	if json.Unmarshal(e.Value(), &cfg) != nil || cfg.TargetActive < 1 {
+		return 0, false
+	}
+	return cfg.TargetActive, true
+}
+
+// entry is one shopper's entry as the projection sees it.
+type entry struct {
+	seq     uint64
+	user    string
+	joined  time.Time
+	alias   uint64 // the earlier entry this join duplicates, or 0
+	adm     *admission
+	usedAt  time.Time // first order completion or failure of its token
+	leftAt  time.Time
+	orphan  bool // a leave whose join the streams no longer hold
+	ordered bool // an order event names its token (any type)
+}
+
+// line is the queue replayed from its history: what the live scripts
+// would have made of the same events.
+type line struct {
+	entries []*entry // by sequence
+	bySeq   map[uint64]*entry
+	// admittedTwice lists admissions of an entry already admitted.
+	admittedTwice []admission
+}
+
+// project replays the history the way the ingest, leave and admit scripts
+// did. Admissions and order events come from other streams; they are
+// matched to entries by join sequence and token id, and their times decide
+// what a later join or leave found (a user whose entry is still live when
+// they join again gets an alias, as the ingest script does).
+func project(h *history) *line {
+	l := &line{bySeq: make(map[uint64]*entry, h.joins)}
+	admOf := make(map[uint64]*admission, len(h.admissions))
+	for i := range h.admissions {
+		a := &h.admissions[i]
+		if _, dup := admOf[a.Seq]; dup {
+			l.admittedTwice = append(l.admittedTwice, *a)
+			continue
+		}
+		admOf[a.Seq] = a
+	}
+	usedAt := map[string]time.Time{}
+	ordered := map[string]bool{}
+	for _, o := range h.orders {
+		ordered[o.tokenID] = true
+		if o.typ != event.TypeOrderCompleted && o.typ != event.TypeOrderFailed {
+			continue
+		}
+		if t, ok := usedAt[o.tokenID]; !ok || o.at.Before(t) {
+			usedAt[o.tokenID] = o.at
+		}
+	}
+	live := func(e *entry, at time.Time) bool {
+		if e.alias != 0 || !e.leftAt.IsZero() {
+			return false
+		}
+		if e.adm != nil {
+			if !e.adm.ExpiresAt.After(at) {
+				return false
+			}
+			if !e.usedAt.IsZero() && !e.usedAt.After(at) {
+				return false
+			}
+		}
+		return true
+	}
+	users := map[string]*entry{}
+	for _, ev := range h.entries {
+		if !ev.leave {
+			e := &entry{seq: ev.seq, user: ev.user, joined: ev.stored, adm: admOf[ev.seq]}
+			if e.adm != nil {
+				e.usedAt = usedAt[e.adm.TokenID]
+				e.ordered = ordered[e.adm.TokenID]
+			} else if cur := users[ev.user]; cur != nil && live(cur, ev.stored) {
+				e.alias = cur.seq
+			}
+			if e.alias == 0 {
+				users[ev.user] = e
+			}
+			l.entries = append(l.entries, e)
+			l.bySeq[e.seq] = e
+			continue
+		}
+		e := l.bySeq[ev.target]
+		if e != nil && e.alias != 0 {
+			e = l.bySeq[e.alias]
+		}
+		if e == nil {
+			e = &entry{seq: ev.target, user: ev.user, leftAt: ev.stored, orphan: true}
+			l.entries = append(l.entries, e)
+			l.bySeq[e.seq] = e
+			continue
+		}
+		if live(e, ev.stored) {
+			e.leftAt = ev.stored
+		}
+	}
+	sort.Slice(l.entries, func(i, j int) bool { return l.entries[i].seq < l.entries[j].seq })
+	return l
+}
+
+// status is where an entry stands at now.
+func (e *entry) status(now time.Time) waitqueue.Status {
+	switch {
+	case !e.leftAt.IsZero():
+		return waitqueue.Left
+	case e.adm == nil:
+		return waitqueue.Waiting
+	case !e.usedAt.IsZero():
+		return waitqueue.Used
+	case !e.adm.ExpiresAt.After(now):
+		return waitqueue.Expired
+	default:
+		return waitqueue.Admitted
+	}
+}
+
+// records returns the Redis records of the line at now: admitted ones
+// first (so an admitter ticking during a rebuild sees every held slot
+// before it sees anyone waiting), then the rest by sequence.
+func (l *line) records(now time.Time) []waitqueue.Record {
+	out := make([]waitqueue.Record, 0, len(l.entries))
+	var rest []waitqueue.Record
+	for _, e := range l.entries {
+		r := waitqueue.Record{Seq: e.seq, User: e.user, Alias: e.alias}
+		if e.orphan {
+			r.User = "" // the leave script does not point the user at an unknown entry
+		}
+		if e.alias == 0 {
+			r.Status = e.status(now)
+		}
+		if e.adm != nil {
+			r.TokenID, r.ReadyAt, r.ExpiresAt = e.adm.TokenID, e.adm.ReadyAt, e.adm.ExpiresAt
+		}
+		if r.Status == waitqueue.Admitted {
+			out = append(out, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	return append(out, rest...)
+}
+
+func (h *history) summary() string {
+	return fmt.Sprintf("%d joins, %d leaves, %d admissions, %d order events", h.joins, h.leaves, len(h.admissions), len(h.orders))
+}

@@ -1,0 +1,37 @@
+// Command usherctl is the ops tool of usher: it configures queues through the
+// gateway's admin API, replays the event streams, rebuilds a queue's Redis
+// state from them after a loss, and audits from them alone that a line was
+// fair.
+//
+// Usage:
+//
+//	usherctl queue create|set|get|list|pause|resume|close [flags] [QUEUE]
+//	usherctl replay --stream entries|admissions|orders|ops --queue Q [flags]
+//	usherctl rebuild --queue Q [--force]
+//	usherctl audit --queue Q
+//
+// It reads the same environment as the services: USHER_NATS_URL,
+// USHER_REDIS_URL, USHER_ADMIN_TOKEN, and USHER_GATEWAY_URL for the admin
+// API (default http://127.0.0.1:8080). Exit status: 0 on success, 1 on a
+// failure or (audit) a violation found, 2 on a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	code := exitCode(err)
+	if err != nil && !errors.Is(err, errViolations) { // audit printed its verdict
+		fmt.Fprintln(os.Stderr, "usherctl:", err)
+	}
+	os.Exit(code)
+}

@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"usher/shared/catalog"
+)
+
+// adminClient speaks the gateway's admin API.
+type adminClient struct {
+	base  string
+	token string
+	user  string // sent as X-Admin-User, so the config-change audit says who
+	hc    *http.Client
+}
+
+// errNotFound is a queue the gateway does not know.
+var errNotFound = errors.New("no such queue")
+
+// apiError is a problem+json answer of the gateway.
+type apiError struct {
+	Status        int    `json:"status"`
+	Title         string `json:"title"`
+	Detail        string `json:"detail"`
+	InvalidParams []struct {
+		Name   string `json:"name"`
+		Reason string `json:"reason"`
+	} `json:"invalid-params"`
+}
+
+func (e *apiError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "gateway answered %d", e.Status)
+	if e.Title != "" {
+		b.WriteString(" " + e.Title)
+	}
+	if e.Detail != "" {
+		b.WriteString(": " + e.Detail)
+	}
+	for _, p := range e.InvalidParams {
+		fmt.Fprintf(&b, "; %s %s", p.Name, p.Reason)
+	}
+	return b.String()
+}
+
+func (a *adminClient) do(ctx context.Context, method, path string, body []byte) ([]byte, int, error) {
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	req.Header.Set("X-Admin-User", a.user)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("admin api: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, 0, fmt.Errorf("admin api: %w", err)
+	}
+	if resp.StatusCode >= 300 {
+		ae := &apiError{Status: resp.StatusCode}
+		_ = json.Unmarshal(b, ae)
+		ae.Status = resp.StatusCode
+		if resp.StatusCode == http.StatusNotFound && method == http.MethodGet {
+			return nil, resp.StatusCode, fmt.Errorf("%w: %w", errNotFound, ae)
+		}
+		return nil, resp.StatusCode, ae
+	}
+	return b, resp.StatusCode, nil
+}
+
+// get returns a queue's configuration and the gateway's full view of it.
+func (a *adminClient) get(ctx context.Context, q string) (catalog.Config, json.RawMessage, error) {
+	b, _, err := a.do(ctx, http.MethodGet, "/v1/admin/queues/"+url.PathEscape(q), nil)
+	if err != nil {
+		return catalog.Config{}, nil, err
+	}
+	var cfg catalog.Config // the view's figures are not configuration
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return cfg, nil, fmt.Errorf("admin api: decode queue: %w", err)
+	}
+	return cfg, b, nil
+}
+
+// put replaces a queue's configuration and reports whether it was created.
+func (a *adminClient) put(ctx context.Context, cfg catalog.Config) (bool, error) {
+	body, err := json.Marshal(cfg)
+	if err != nil {
+		return false, err
+	}
+	_, status, err := a.do(ctx, http.MethodPut, "/v1/admin/queues/"+url.PathEscape(cfg.Name), body)
+	return status == http.StatusCreated, err
+}
+
+// queueRow is one queue of the list answer.
+type queueRow struct {
+	catalog.Config
+	Waiting         int64   `json:"waiting"`
+	Active          int64   `json:"active"`
+	AdmittedTotal   int64   `json:"admittedTotal"`
+	AdmitRatePerSec float64 `json:"admitRatePerSec"`
+}
+
+func (a *adminClient) list(ctx context.Context) ([]queueRow, json.RawMessage, error) {
+	b, _, err := a.do(ctx, http.MethodGet, "/v1/admin/queues", nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out struct {
+		Queues []queueRow `json:"queues"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, nil, fmt.Errorf("admin api: decode list: %w", err)
+	}
+	return out.Queues, b, nil
+}
+
+const queueSynopsis = `usherctl queue create|set|get|list|pause|resume|close [flags] [QUEUE]
+
+  create QUEUE   create a queue from the defaults and the flags given (fails if it exists)
+  set QUEUE      change the flags given, keep the rest (GET, change, PUT)
+  get QUEUE      print the queue's configuration and live figures as JSON
+  list           print every queue (a table, or JSON with --json)
+  pause QUEUE    keep accepting joins, admit nobody
+  resume QUEUE   admit again
+  close QUEUE    refuse joins; waiting shoppers are told CLOSED
+
+Changes are sent with X-Admin-User: $USER, which the config-change audit
+records. set, pause, resume and close read the current configuration and
+write it back changed: the API replaces a configuration as a whole.`
+
+// configFlags are the settable fields; only the flags given are applied.
+type configFlags struct {
+	targetActive, maxPerTick, tickMs int
+	tokenTTL                         time.Duration
+	state                            string
+}
+
+func (f *configFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.targetActive, "target-active", 0, "shoppers holding a slot at once (create/set)")
+	fs.IntVar(&f.maxPerTick, "max-admit-per-tick", 0, "admissions per tick at most, 0 = no cap (create/set)")
+	fs.IntVar(&f.tickMs, "tick-ms", 0, "admission tick in milliseconds (create/set)")
+	fs.DurationVar(&f.tokenTTL, "token-ttl", 0, "entry token lifetime, e.g. 300s or 5m (create/set)")
+	fs.StringVar(&f.state, "state", "", "open, paused or closed (create/set)")
+}
+
+// apply changes cfg by the flags that were set on the command line.
+func (f *configFlags) apply(fs *flag.FlagSet, cfg *catalog.Config) {
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "target-active":
+			cfg.TargetActive = f.targetActive
+		case "max-admit-per-tick":
+			cfg.MaxAdmitPerTick = f.maxPerTick
+		case "tick-ms":
+			cfg.TickMs = f.tickMs
+		case "token-ttl":
+			cfg.TokenTTLSeconds = int(f.tokenTTL / time.Second)
+		case "state":
+			cfg.State = f.state
+		}
+	})
+}
+
+func (c *cli) queue(ctx context.Context, args []string) error {
+	fs := newFlags("queue", queueSynopsis)
+	var cf configFlags
+	cf.register(fs)
+	name := fs.String("queue", "", "the queue (or give it as the argument)")
+	asJSON := fs.Bool("json", false, "list: print JSON instead of a table")
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return done(err)
+	}
+	if len(pos) == 0 {
+		fs.Usage()
+		return usagef("queue: want a verb: create, set, get, list, pause, resume or close")
+	}
+	verb := pos[0]
+	if len(pos) > 1 && *name == "" {
+		*name = pos[1]
+	}
+	if len(pos) > 2 {
+		return usagef("queue %s: unexpected arguments %q", verb, pos[2:])
+	}
+	changes := 0
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "queue", "json":
+		default:
+			changes++
+		}
+	})
+	switch verb {
+	case "list":
+		if *name != "" {
+			return usagef("queue list takes no queue")
+		}
+	case "create", "set", "get", "pause", "resume", "close":
+		if *name == "" {
+			return usagef("queue %s: want a queue name", verb)
+		}
+		if !catalog.ValidName(*name) {
+			return usagef("queue %s: %q is not a queue name (1-64 of A-Z a-z 0-9 _ -)", verb, *name)
+		}
+	default:
+		return usagef("queue: unknown verb %q (want create, set, get, list, pause, resume or close)", verb)
+	}
+	if changes > 0 && verb != "create" && verb != "set" {
+		return usagef("queue %s takes no configuration flags", verb)
+	}
+	if cf.tokenTTL%time.Second != 0 {
+		return usagef("queue %s: --token-ttl %v: want whole seconds", verb, cf.tokenTTL)
+	}
+	if verb == "set" && changes == 0 {
+		return usagef("queue set: give at least one of --target-active, --max-admit-per-tick, --tick-ms, --token-ttl, --state")
+	}
+	s, err := c.settings()
+	if err != nil {
+		return err
+	}
+	api := &adminClient{base: strings.TrimRight(s.gatewayURL, "/"), token: s.adminToken, user: s.adminUser,
+		hc: &http.Client{Timeout: 10 * time.Second}}
+
+	switch verb {
+	case "list":
+		rows, raw, err := api.list(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(c.stdout, raw)
+		}
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "QUEUE\tSTATE\tTARGET\tMAX/TICK\tTICK\tTTL\tWAITING\tACTIVE\tADMITTED\tRATE/S")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%dms\t%ds\t%d\t%d\t%d\t%.1f\n", r.Name, r.State, r.TargetActive,
+				r.MaxAdmitPerTick, r.TickMs, r.TokenTTLSeconds, r.Waiting, r.Active, r.AdmittedTotal, r.AdmitRatePerSec)
+		}
+		return tw.Flush()
+	case "get":
+		_, raw, err := api.get(ctx, *name)
+		if err != nil {
+			return err
+		}
+		return printJSON(c.stdout, raw)
+	case "create":
+		if _, _, err := api.get(ctx, *name); err == nil {
+			return fmt.Errorf("queue %s exists; change it with usherctl queue set", *name)
+		} else if !errors.Is(err, errNotFound) {
+			return err
+		}
+		cfg := catalog.Defaults(*name)
+		cf.apply(fs, &cfg)
+		return c.putAndShow(ctx, api, cfg)
+	}
+	cfg, _, err := api.get(ctx, *name)
+	if err != nil {
+		return err
+	}
+	switch verb {
+	case "set":
+		cf.apply(fs, &cfg)
+	case "pause":
+		cfg.State = catalog.StatePaused
+	case "resume":
+		cfg.State = catalog.StateOpen
+	case "close":
+		cfg.State = catalog.StateClosed
+	}
+	return c.putAndShow(ctx, api, cfg)
+}
+
+func (c *cli) putAndShow(ctx context.Context, api *adminClient, cfg catalog.Config) error {
+	created, err := api.put(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	verb := "updated"
+	if created {
+		verb = "created"
+	}
+	fmt.Fprintf(c.stdout, "queue %s %s: state=%s targetActive=%d maxAdmitPerTick=%d tickMs=%d tokenTtlSeconds=%d\n",
+		cfg.Name, verb, cfg.State, cfg.TargetActive, cfg.MaxAdmitPerTick, cfg.TickMs, cfg.TokenTTLSeconds)
+	return nil
+}
+
+func printJSON(w io.Writer, raw []byte) error {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		b.Reset()
+		b.Write(raw)
+	}
+	b.WriteByte('\n')
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// itoa is strconv.FormatUint for sequences.
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

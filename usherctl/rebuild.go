@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"usher/shared/catalog"
+	"usher/shared/waitqueue"
+)
+
+const rebuildSynopsis = `usherctl rebuild --queue Q [--force] [--dry-run]
+
+After Redis lost a queue's data, rebuilds its waiting line, admitted set and
+token records from USHER_ENTRIES, USHER_ADMISSIONS and (if it holds any)
+USHER_ORDERS: every shopper is back in the same place, every admitted
+shopper is READY again with the same token id, readyAt and expiresAt.
+
+It only creates records that are missing, never overwrites one and never
+moves anyone, so it is idempotent and safe while the gateway and admitters
+keep running. It refuses a queue whose Redis state looks intact (the oldest
+live entries the streams hold are in Redis) unless --force. Pausing the queue
+first (usherctl queue pause Q) keeps the admitter from admitting into a half
+rebuilt line; admitted records are written first to narrow that window.`
+
+// defaultRebuildChunk is how many records a rebuild writes between progress
+// reports.
+const defaultRebuildChunk = 20000
+
+func (c *cli) rebuild(ctx context.Context, args []string) error {
+	fs := newFlags("rebuild", rebuildSynopsis)
+	q := fs.String("queue", "", "the queue to rebuild (required)")
+	force := fs.Bool("force", false, "run even though the queue's Redis state looks intact")
+	dryRun := fs.Bool("dry-run", false, "report what would be restored, write nothing")
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return done(err)
+	}
+	switch {
+	case len(pos) > 0:
+		return usagef("rebuild: unexpected arguments %q", pos)
+	case *q == "":
+		return usagef("rebuild: --queue is required")
+	case !catalog.ValidName(*q):
+		return usagef("rebuild: --queue %q is not a queue name", *q)
+	}
+	nc, js, err := c.jetStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	rdb, store, err := c.redisStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+
+	start := time.Now()
+	h, err := loadHistory(ctx, js, *q, parts{orders: true})
+	if err != nil {
+		return err
+	}
+	read := time.Since(start)
+	recs := project(h).records(c.now())
+
+	intact, probed, err := looksIntact(ctx, store, *q, recs)
+	if err != nil {
+		return err
+	}
+	if intact > 0 && !*force {
+		return fmt.Errorf("queue %s looks intact: %d of the %d oldest entries the streams hold are in Redis; "+
+			"run with --force to add only what is missing (nothing is overwritten)", *q, intact, probed)
+	}
+	if *dryRun {
+		want := map[waitqueue.Status]int{}
+		for _, r := range recs {
+			if r.Alias != 0 {
+				want[waitqueue.Alias]++
+			} else {
+				want[r.Status]++
+			}
+		}
+		fmt.Fprintf(c.stdout, "rebuild %s (dry run): the streams hold %s\n", *q, h.summary())
+		fmt.Fprintf(c.stdout, "would restore up to %d records: %s\n", len(recs), countsOf(want))
+		return nil
+	}
+	chunk := c.rebuildChunk
+	if chunk <= 0 {
+		chunk = defaultRebuildChunk
+	}
+	total := waitqueue.RestoreResult{Created: map[waitqueue.Status]int{}}
+	for len(recs) > 0 {
+		n := min(chunk, len(recs))
+		res, err := store.Restore(ctx, *q, recs[:n])
+		if err != nil {
+			return err
+		}
+		recs = recs[n:]
+		total.Kept += res.Kept
+		for st, k := range res.Created {
+			total.Created[st] += k
+		}
+		c.log.Info("rebuild progress", "queue", *q, "written", n, "left", len(recs))
+		if c.hooks.rebuildBatch != nil {
+			c.hooks.rebuildBatch(n)
+		}
+	}
+	created := 0
+	for _, k := range total.Created {
+		created += k
+	}
+	fmt.Fprintf(c.stdout, "rebuilt %s from %s (read in %v, %v in all)\n", *q, h.summary(),
+		read.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(c.stdout, "restored %d records: %s\n", created, countsOf(total.Created))
+	fmt.Fprintf(c.stdout, "kept %d records already in Redis\n", total.Kept)
+	if h.malformed > 0 {
+		fmt.Fprintf(c.stdout, "skipped %d malformed events\n", h.malformed)
+	}
+	return nil
+}
+
+// looksIntact probes Redis for the oldest live entries the streams hold
+// (their records never expire while live); with none live, the oldest
+// entries. New joins that arrived after a loss are the newest, so they do
+// not make a lost queue look intact.
+func looksIntact(ctx context.Context, store *waitqueue.Store, q string, recs []waitqueue.Record) (found, probed int, err error) {
+	const probe = 100
+	var live, all []uint64
+	for _, r := range recs {
+		if r.Alias == 0 && r.Status.Live() {
+			live = append(live, r.Seq)
+		}
+		all = append(all, r.Seq)
+	}
+	seqs := live
+	if len(seqs) == 0 {
+		seqs = all
+	}
+	oldest := lowest(seqs, probe)
+	found, err = store.Existing(ctx, q, oldest)
+	return found, len(oldest), err
+}
+
+// lowest returns up to n of the smallest values.
+func lowest(seqs []uint64, n int) []uint64 {
+	s := append([]uint64(nil), seqs...)
+	slices.Sort(s)
+	if len(s) > n {
+		s = s[:n]
+	}
+	return s
+}
+
+func countsOf(m map[waitqueue.Status]int) string {
+	order := []waitqueue.Status{waitqueue.Waiting, waitqueue.Admitted, waitqueue.Expired, waitqueue.Used, waitqueue.Left, waitqueue.Alias}
+	out := ""
+	for i, st := range order {
+		if i > 0 {
+			out += " "
+		}
+		out += fmt.Sprintf("%s=%d", st, m[st])
+	}
+	return out
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"usher/shared/event"
+	"usher/shared/testenv"
+)
+
+// replayed parses replay's json output.
+func replayed(t *testing.T, out string) []replayLine {
+	t.Helper()
+	var lines []replayLine
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var l replayLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("replay line %q: %v", sc.Text(), err)
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+func seqsOf(lines []replayLine) []uint64 {
+	out := []uint64{}
+	for _, l := range lines {
+		out = append(out, l.Seq)
+	}
+	return out
+}
+
+func TestReplayReturnsExactlyThePublishedEventsForEachFilter(t *testing.T) {
+	w := newWorld(t)
+	q, other := testenv.Name(t), testenv.Name(t)
+	var entries []uint64 // every event of q in USHER_ENTRIES, in order
+	for i := range 6 {
+		entries = append(entries, w.join(q, fmt.Sprintf("u%d", i)))
+		w.join(other, fmt.Sprintf("o%d", i)) // another queue, interleaved
+	}
+	entries = append(entries, w.leave(q, entries[2], "u2"))
+	now := time.Now()
+	adm1 := w.admit(q, entries[0], "u0", now, now.Add(time.Minute))
+	w.admit(other, 2, "o0", now, now.Add(time.Minute))
+	adm2 := w.admit(q, entries[1], "u1", now, now.Add(time.Minute))
+	ord := w.order(event.TypeOrderCompleted, q, q+":1", "order-1", now)
+	w.order(event.TypeOrderCompleted, other, other+":2", "order-2", now)
+
+	stored := func(stream string, seq uint64) time.Time {
+		s, err := w.js.Stream(context.Background(), stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.GetMsg(context.Background(), seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Time
+	}
+	third := stored(event.StreamEntries, entries[3])
+	fifth := stored(event.StreamEntries, entries[5])
+
+	tests := []struct {
+		name string
+		now  time.Time // the clock usherctl sees, for --since
+		args []string
+		want []uint64
+	}{
+		{"whole stream of the queue", time.Time{}, []string{"--stream", "entries"}, entries},
+		{"from a sequence", time.Time{}, []string{"--stream", "entries", "--from-seq", fmt.Sprint(entries[3])}, entries[3:]},
+		{"from a time until a time", time.Time{}, []string{"--stream", "entries",
+			"--from-time", third.Format(time.RFC3339Nano), "--until", fifth.Format(time.RFC3339Nano)}, entries[3:6]},
+		{"until a sequence", time.Time{}, []string{"--stream", "entries", "--until", fmt.Sprint(entries[2])}, entries[:3]},
+		{"since a duration ago", third.Add(10 * time.Minute), []string{"--stream", "entries", "--since", "10m"}, entries[3:]},
+		{"past the end", time.Time{}, []string{"--stream", "entries", "--from-seq", "100000"}, []uint64{}},
+		{"at most --max", time.Time{}, []string{"--stream", "entries", "--max", "2"}, entries[:2]},
+		{"admissions", time.Time{}, []string{"--stream", "admissions"}, []uint64{adm1, adm2}},
+		{"orders of the queue only", time.Time{}, []string{"--stream", "orders"}, []uint64{ord}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := w.run(invocation{now: tt.now}, append([]string{"replay", "--queue", q}, tt.args...)...)
+			if r.err != nil {
+				t.Fatalf("replay: %v\n%s", r.err, r.stderr)
+			}
+			lines := replayed(t, r.stdout)
+			if got := seqsOf(lines); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Fatalf("replay %v = seqs %v, want %v", tt.args, got, tt.want)
+			}
+			// Each line carries the envelope exactly as stored.
+			for _, l := range lines {
+				s, _ := w.js.Stream(context.Background(), l.Stream)
+				m, err := s.GetMsg(context.Background(), l.Seq)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(l.Event) != string(m.Data) || l.Subject != m.Subject {
+					t.Errorf("line %d = %s on %s, want %s on %s", l.Seq, l.Event, l.Subject, m.Data, m.Subject)
+				}
+			}
+		})
+	}
+}
+
+func TestReplayTableFormatHasOneRowPerEvent(t *testing.T) {
+	w := newWorld(t)
+	q := testenv.Name(t)
+	w.join(q, "alice")
+	w.join(q, "bob")
+	r := w.usherctl("replay", "--stream", "entries", "--queue", q, "--format", "table")
+	rows := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.err != nil || len(rows) != 2 || !strings.Contains(rows[1], "usher.joined.v1") || !strings.Contains(rows[1], "user=bob") {
+		t.Fatalf("replay --format table = %q, %v; want two rows, the second bob's join", r.stdout, r.err)
+	}
+}
+
+func TestReplayFollowPrintsNewEventsUntilInterrupted(t *testing.T) {
+	w := newWorld(t)
+	q := testenv.Name(t)
+	first := w.join(q, "alice")
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		c := &cli{getenv: func(k string) string { return map[string]string{"USHER_NATS_URL": w.natsURL}[k] },
+			stdin: strings.NewReader(""), stdout: out, stderr: out, now: time.Now}
+		done <- c.run(ctx, []string{"replay", "--stream", "entries", "--queue", q, "--follow"})
+	}()
+	testenv.Eventually(t, 5*time.Second, func() bool { return strings.Contains(out.String(), fmt.Sprintf(`"seq":%d`, first)) }, "the first join printed")
+	second := w.join(q, "bob")
+	testenv.Eventually(t, 5*time.Second, func() bool { return strings.Contains(out.String(), fmt.Sprintf(`"seq":%d`, second)) }, "the join made while following printed")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("replay --follow after interrupt = %v, want nil", err)
+	}
+}
+
+func TestRepublishSendsTheEventsAfterConfirmation(t *testing.T) {
+	w := newWorld(t)
+	q := testenv.Name(t)
+	var want []string
+	for i := range 3 {
+		seq := w.join(q, fmt.Sprintf("u%d", i))
+		want = append(want, fmt.Sprint(seq))
+	}
+	subject := "downstream.replay." + q
+	sub, err := w.nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		stdin  string
+		args   []string
+		wantN  int
+		wantIn string
+	}{
+		{"answered no", "n\n", nil, 0, "nothing republished"},
+		{"answered yes", "y\n", nil, 3, "republished 3 events"},
+		{"--yes and --max", "", []string{"--yes", "--max", "2"}, 2, "republished 2 events"},
+	}
+	for _, tt := range tests {
+		args := append([]string{"replay", "--stream", "entries", "--queue", q, "--republish", subject}, tt.args...)
+		r := w.run(invocation{stdin: tt.stdin}, args...)
+		if r.err != nil {
+			t.Fatalf("%s: %v", tt.name, r.err)
+		}
+		if !strings.Contains(r.stdout+r.stderr, tt.wantIn) {
+			t.Errorf("%s: printed %q, want %q", tt.name, r.stdout+r.stderr, tt.wantIn)
+		}
+		for i := range tt.wantN {
+			m, err := sub.NextMsg(5 * time.Second)
+			if err != nil {
+				t.Fatalf("%s: message %d: %v", tt.name, i, err)
+			}
+			if got := m.Header.Get("Usher-Replay-Seq"); got != want[i] {
+				t.Errorf("%s: message %d has Usher-Replay-Seq %s, want %s", tt.name, i, got, want[i])
+			}
+		}
+		if m, err := sub.NextMsg(50 * time.Millisecond); err != nats.ErrTimeout {
+			t.Errorf("%s: an extra message %v (%v)", tt.name, m, err)
+		}
+	}
+}
