@@ -2,50 +2,138 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
 
 	"usher/shared/bus"
+	"usher/shared/catalog"
 	"usher/shared/config"
 	"usher/shared/opshttp"
+	"usher/shared/ticket"
+	"usher/shared/token"
+	"usher/shared/waitqueue"
 )
 
+// run wires the notifier and serves until ctx ends.
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	env := config.New(getenv)
-	addr := env.String("USHER_NOTIFIER_ADDR", "127.0.0.1:8081")
-	natsURLs := env.List("USHER_NATS_URL", "nats://127.0.0.1:4222")
-	replicas := env.Int("USHER_STREAM_REPLICAS", 1, 1)
-	level := env.String("USHER_LOG_LEVEL", "info")
-	shutdown := env.Duration("USHER_SHUTDOWN_TIMEOUT", 5*time.Second)
-	if err := env.Err(); err != nil {
-		return err
-	}
-	log, err := config.Logger(stdout, level)
+	s, err := loadSettings(config.New(getenv))
 	if err != nil {
 		return err
 	}
-	nc, _, err := bus.Open(ctx, natsURLs, "usher-notifier", replicas)
+	log, err := config.Logger(stdout, s.logLevel)
 	if err != nil {
 		return err
 	}
-	defer nc.Drain()
-	ln, err := net.Listen("tcp", addr)
+	keys, err := token.LoadKeyring(s.signingKeyFile, s.verifyKeyFiles)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", addr, err)
+		return err
 	}
-	mux := opshttp.Mux(prometheus.NewRegistry(), func(context.Context) error {
+	tickets, err := ticket.LoadOrCreateSigner(s.ticketSecret)
+	if err != nil {
+		return err
+	}
+	nc, js, err := bus.Open(ctx, s.natsURLs, "usher-notifier", s.replicas)
+	if err != nil {
+		return err
+	}
+	defer drain(nc, s.shutdown)
+	// The watch lives until run returns, not until ctx ends: ending both at
+	// once races catalog.Run into reporting a closed watch as an error.
+	watchCtx, endWatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer endWatch()
+	queues, err := catalog.Open(watchCtx, js, s.replicas)
+	if err != nil {
+		return err
+	}
+	rdb, err := waitqueue.Dial(s.redisURL, s.redisPool)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	wq := waitqueue.New(rdb)
+	m := newMetrics()
+	h := newHub(log, wq, queues, time.Now, s.timing, m)
+
+	sub, err := nc.Subscribe(admissionsSubject, admissionHandler(log, h))
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", admissionsSubject, err)
+	}
+	// A burst of admissions must not make NATS drop this subscriber.
+	if err := sub.SetPendingLimits(1<<20, 256<<20); err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+
+	// Listen before serving, so a taken port fails start-up synchronously.
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.addr, err)
+	}
+	mux := opshttp.Mux(m.reg, func(ctx context.Context) error {
 		if !nc.IsConnected() {
 			return fmt.Errorf("nats: %s", nc.Status())
 		}
-		return nil
+		return rdb.Ping(ctx).Err()
 	})
-	log.Info("notifier listening", "addr", ln.Addr().String())
+	st := &streams{
+		log: log, hub: h, line: wq, queues: queues, tickets: tickets, keys: keys,
+		origins: s.corsOrigins, now: time.Now, timing: s.timing, metrics: m,
+	}
+	st.routes(mux)
+	log.Info("notifier listening", "addr", ln.Addr().String(), "nats", s.natsURLs)
+
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return opshttp.Serve(ctx, ln, mux, shutdown) })
+	g.Go(func() error { return queues.Run(ctx) })
+	g.Go(func() error { return h.Run(ctx) })
+	g.Go(func() error { return serve(ctx, ln, mux, s.shutdown) })
 	return g.Wait()
+}
+
+// drain drains the NATS connection and waits (within timeout) until it has
+// closed, so no subscription goroutine outlives run.
+func drain(nc *nats.Conn, timeout time.Duration) {
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return
+	}
+	select {
+	case <-closed:
+	case <-time.After(timeout):
+		nc.Close()
+	}
+}
+
+// serve serves h on ln until ctx ends, then shuts down within timeout.
+// Every request's context is ctx's child, so the open streams end as soon as
+// shutdown begins instead of holding it up until the timeout.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, timeout time.Duration) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
 }

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"sync"
+	"time"
+
+	"usher/shared/waitqueue"
+)
+
+// view is what a position event says.
+type view struct {
+	position, waiting int64
+	eta               int64
+	etaKnown          bool
+}
+
+// admission is a client's entry token record.
+type admission struct {
+	tokenID            string
+	readyAt, expiresAt time.Time
+}
+
+// ending is a stream's last event: "expired", or "closed" with a reason.
+type ending struct {
+	event, reason string
+}
+
+// client is one open stream as the hub sees it. The hub writes its state;
+// the stream goroutine reads it when woken.
+type client struct {
+	queue string
+	seq   uint64
+	wake  chan struct{} // capacity 1: a pending wake-up absorbs later ones
+
+	mu   sync.Mutex
+	rank int64 // 0-based rank when base was read
+	base int64 // the queue's admittedTotal at that read; -1: not read yet
+	view view
+	adm  *admission
+	end  ending
+}
+
+func newClient(q string, seq uint64) *client {
+	return &client{queue: q, seq: seq, wake: make(chan struct{}, 1), base: -1}
+}
+
+// signal wakes the stream goroutine without ever blocking; called with c.mu held.
+func (c *client) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// state is a copy of what the stream needs.
+func (c *client) state() (view, *admission, ending) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.view, c.adm, c.end
+}
+
+// admit records the client's admission (the first one wins: it is one token).
+func (c *client) admit(a admission) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.adm == nil && c.end.event == "" {
+		c.adm = &a
+		c.signal()
+	}
+}
+
+// close ends a waiting client's stream with reason. An admitted shopper
+// keeps their token whatever happens to the queue.
+func (c *client) close(reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.adm == nil && c.end.event == "" {
+		c.end = ending{"closed", reason}
+		c.signal()
+	}
+}
+
+// finish ends the stream whatever the client's state.
+func (c *client) finish(e ending) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.end.event == "" {
+		c.end = e
+		c.signal()
+	}
+}
+
+// wantsRank reports whether the next Ranks read should include this client:
+// it is still waiting and either has no rank yet or is due for a resync.
+func (c *client) wantsRank(due bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.adm == nil && c.end.event == "" && (c.base < 0 || due)
+}
+
+// rebase sets the client's exact rank, read together with admittedTotal.
+func (c *client) rebase(rank, admittedTotal int64) {
+	c.mu.Lock()
+	c.rank, c.base = rank, admittedTotal
+	c.mu.Unlock()
+}
+
+// advance derives the position from the queue's admissions since the rank
+// was read, and wakes the stream when what it would say has changed.
+func (c *client) advance(admittedTotal, waiting int64, rate float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := c.view
+	v.waiting = waiting
+	switch {
+	case c.adm != nil:
+		v.position = 1
+	case c.base >= 0:
+		v.position = max(c.rank+1-(admittedTotal-c.base), 1)
+	}
+	if c.adm != nil {
+		v.eta, v.etaKnown = 0, true
+	} else {
+		v.eta, v.etaKnown = eta(v.position, rate)
+	}
+	if v != c.view {
+		c.view = v
+		c.signal()
+	}
+}
+
+// apply takes the state of a fresh read of the client's entry.
+func (c *client) apply(e waitqueue.Entry) {
+	switch e.Status {
+	case waitqueue.Waiting, waitqueue.Unknown:
+		c.mu.Lock()
+		pos := e.Position
+		if e.Status == waitqueue.Unknown {
+			pos = e.Waiting + 1 // joined, not yet in Redis: at the back
+		}
+		v := view{position: pos, waiting: e.Waiting}
+		v.eta, v.etaKnown = eta(pos, e.Rate)
+		if c.base < 0 && v != c.view {
+			c.view = v
+			c.signal()
+		}
+		c.mu.Unlock()
+	case waitqueue.Admitted:
+		c.admit(admission{tokenID: e.TokenID, readyAt: e.ReadyAt, expiresAt: e.ExpiresAt})
+	case waitqueue.Expired:
+		c.finish(ending{event: "expired"})
+	case waitqueue.Used:
+		c.finish(ending{"closed", "used"})
+	case waitqueue.Left:
+		c.finish(ending{"closed", "left"})
+	}
+}

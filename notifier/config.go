@@ -1,0 +1,60 @@
+package main
+
+import (
+	"path/filepath"
+	"time"
+
+	"usher/shared/config"
+)
+
+// settings are the notifier's environment. The names and defaults it
+// shares with the gateway (data folder, keys, ticket secret, NATS, Redis)
+// are the gateway's, so one environment serves both.
+type settings struct {
+	addr           string
+	natsURLs       []string
+	redisURL       string
+	redisPool      int
+	replicas       int
+	signingKeyFile string
+	verifyKeyFiles []string
+	ticketSecret   string
+	corsOrigins    []string
+	logLevel       string
+	shutdown       time.Duration
+	timing         timing
+}
+
+// timing is the stream's pacing; tests shorten it.
+type timing struct {
+	positions    time.Duration // how often positions are recomputed and pushed
+	heartbeat    time.Duration // comment line on an idle stream
+	writeTimeout time.Duration // a write that takes longer drops the client
+	retry        time.Duration // the reconnection delay suggested to clients
+	resyncEvery  int           // each client's rank is re-read every this many position ticks
+}
+
+func loadSettings(env *config.Env) (settings, error) {
+	data := env.String("USHER_DATA_DIR", ".usher")
+	s := settings{
+		addr:           env.String("USHER_NOTIFIER_ADDR", "127.0.0.1:8081"),
+		natsURLs:       env.List("USHER_NATS_URL", "nats://127.0.0.1:4222"),
+		redisURL:       env.String("USHER_REDIS_URL", "redis://127.0.0.1:6379/0"),
+		redisPool:      env.Int("USHER_REDIS_POOL", 64, 1),
+		replicas:       env.Int("USHER_STREAM_REPLICAS", 1, 1),
+		signingKeyFile: env.String("USHER_SIGNING_KEY_FILE", filepath.Join(data, "signing.key")),
+		verifyKeyFiles: env.List("USHER_VERIFY_KEY_FILES", ""),
+		ticketSecret:   env.String("USHER_TICKET_SECRET_FILE", filepath.Join(data, "ticket.secret")),
+		corsOrigins:    env.List("USHER_NOTIFIER_CORS_ORIGINS", "*"),
+		logLevel:       env.String("USHER_LOG_LEVEL", "info"),
+		shutdown:       env.Duration("USHER_SHUTDOWN_TIMEOUT", 5*time.Second),
+		timing: timing{
+			positions:    env.Duration("USHER_NOTIFIER_POSITION_INTERVAL", time.Second),
+			heartbeat:    env.Duration("USHER_NOTIFIER_HEARTBEAT", 15*time.Second),
+			writeTimeout: env.Duration("USHER_NOTIFIER_WRITE_TIMEOUT", 10*time.Second),
+			retry:        env.Duration("USHER_NOTIFIER_RETRY", 2*time.Second),
+			resyncEvery:  env.Int("USHER_NOTIFIER_RESYNC_TICKS", 30, 1),
+		},
+	}
+	return s, env.Err()
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"usher/shared/event"
+)
+
+// Any Last-Event-ID header is either an id this notifier could have issued
+// (and then it round-trips) or no id at all; none panics or overflows.
+func FuzzLastEventID(f *testing.F) {
+	for _, s := range []string{"", "0", "1", "42", "18446744073709551615", "9999999999999999999", "-1", "+1", "1e3", " 7", "07", "abc", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, ok := parseLastEventID(s)
+		if !ok {
+			if n != 0 {
+				t.Fatalf("parseLastEventID(%q) = %d, false; want 0 when rejected", s, n)
+			}
+			return
+		}
+		if n == ^uint64(0) {
+			t.Fatalf("parseLastEventID(%q) = max uint64: the next id would overflow", s)
+		}
+		if back, ok := parseLastEventID(strconv.FormatUint(n, 10)); !ok || back != n {
+			t.Fatalf("id %d does not round-trip: %d, %v", n, back, ok)
+		}
+	})
+}
+
+// Whatever arrives on the admissions subject, the decoder either rejects it
+// or returns an admission of the subject's queue with a token.
+func FuzzDecodeAdmitted(f *testing.F) {
+	good, _ := event.Marshal("q:1", event.TypeAdmitted, "u", time.Unix(1, 0), event.Admitted{
+		Queue: "q", User: "u", Seq: 1, TokenID: "q:1", ReadyAt: time.Unix(1, 0), ExpiresAt: time.Unix(301, 0),
+	})
+	f.Add("usher.admitted.q", good)
+	f.Add("usher.admitted.other", good)
+	f.Add("usher.admitted.", []byte(`{}`))
+	f.Add("usher.admitted.q", []byte(`{"type":"usher.admitted.v1","data":null}`))
+	f.Add("x", []byte(`not json`))
+	f.Fuzz(func(t *testing.T, subject string, data []byte) {
+		a, err := decodeAdmitted(subject, data)
+		if err != nil {
+			return
+		}
+		if event.AdmittedSubject(a.Queue) != subject || a.TokenID == "" || a.ReadyAt.IsZero() {
+			t.Fatalf("decodeAdmitted(%q, %q) = %+v, accepted", subject, data, a)
+		}
+	})
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"usher/shared/catalog"
+	"usher/shared/event"
+	"usher/shared/waitqueue"
+)
+
+// line is the part of the Redis waiting line the notifier reads.
+type line interface {
+	Poll(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error)
+	Ranks(ctx context.Context, q string, seqs []uint64) (waitqueue.Ranks, error)
+}
+
+// queueStates is the part of the catalog the notifier reads.
+type queueStates interface {
+	Get(name string) (catalog.Config, bool)
+}
+
+// hub knows every client this notifier holds and tells each what changed.
+// It never writes to a connection: it updates a client's state under the
+// client's own lock and wakes its stream goroutine with a non-blocking send,
+// so a slow or dead client can delay nobody but itself.
+//
+// Admissions arrive once per notifier, on one NATS subscription to
+// usher.admitted.> shared by every queue and client (see onAdmitted); each is
+// routed to the clients holding that sequence by a map lookup.
+//
+// Positions are computed in bulk. Once per tick (a second), for each queue
+// with clients, one atomic Redis round trip (waitqueue.Store.Ranks) reads the
+// queue's admission count and the exact rank of the clients due for a
+// resync: new ones, plus a rotating slice so that every client is re-read
+// every resyncEvery ticks. Between resyncs a client's position is derived:
+// admission is FIFO, so every admission since its rank was read happened
+// ahead of it, and
+//
+//	position = rank + 1 - (admittedTotal - admittedTotal at that read)
+//
+// Shoppers who leave from ahead are not seen until the next resync, so the
+// derived position errs on the long side, never the short one. The cost per
+// queue and tick is one round trip with len(clients)/resyncEvery ranks,
+// whatever the number of clients; the cost per client is a subtraction.
+//
+// A client whose resync finds it no longer waiting gets one Poll: that is how
+// an admission whose event this notifier missed (a NATS reconnect, a slow
+// subscription) still reaches its shopper.
+type hub struct {
+	log     *slog.Logger
+	line    line
+	queues  queueStates
+	now     func() time.Time
+	timing  timing
+	metrics *metrics
+
+	mu    sync.Mutex
+	rooms map[string]*room
+}
+
+// room is the clients of one queue.
+type room struct {
+	clients []*client
+	index   map[*client]int
+	bySeq   map[uint64][]*client
+	cursor  int // where the next resync slice starts
+}
+
+// maxPollsPerTick bounds the Polls one queue's tick spends on clients that
+// left the line, so a burst of them cannot stall the tick.
+const maxPollsPerTick = 256
+
+func newHub(log *slog.Logger, l line, queues queueStates, now func() time.Time, t timing, m *metrics) *hub {
+	return &hub{log: log, line: l, queues: queues, now: now, timing: t, metrics: m, rooms: map[string]*room{}}
+}
+
+// register adds c to its queue's room.
+func (h *hub) register(c *client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.rooms[c.queue]
+	if r == nil {
+		r = &room{index: map[*client]int{}, bySeq: map[uint64][]*client{}}
+		h.rooms[c.queue] = r
+	}
+	r.index[c] = len(r.clients)
+	r.clients = append(r.clients, c)
+	r.bySeq[c.seq] = append(r.bySeq[c.seq], c)
+}
+
+// unregister removes c; the room goes when its last client does.
+func (h *hub) unregister(c *client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.rooms[c.queue]
+	if r == nil {
+		return
+	}
+	i, ok := r.index[c]
+	if !ok {
+		return
+	}
+	last := len(r.clients) - 1
+	r.clients[i] = r.clients[last]
+	r.index[r.clients[i]] = i
+	r.clients[last] = nil
+	r.clients = r.clients[:last]
+	delete(r.index, c)
+	same := r.bySeq[c.seq]
+	for j, o := range same {
+		if o == c {
+			same = append(same[:j], same[j+1:]...)
+			break
+		}
+	}
+	if len(same) == 0 {
+		delete(r.bySeq, c.seq)
+	} else {
+		r.bySeq[c.seq] = same
+	}
+	if len(r.clients) == 0 {
+		delete(h.rooms, c.queue)
+	}
+}
+
+// clientsOf returns the clients holding seq in q.
+func (h *hub) clientsOf(q string, seq uint64) []*client {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r := h.rooms[q]; r != nil {
+		return append([]*client(nil), r.bySeq[seq]...)
+	}
+	return nil
+}
+
+// onAdmitted hands an admission to the clients waiting for it.
+func (h *hub) onAdmitted(a event.Admitted) {
+	for _, c := range h.clientsOf(a.Queue, a.Seq) {
+		c.admit(admission{tokenID: a.TokenID, readyAt: a.ReadyAt, expiresAt: a.ExpiresAt})
+	}
+}
+
+// Run recomputes positions every tick until ctx ends.
+func (h *hub) Run(ctx context.Context) error {
+	t := time.NewTicker(h.timing.positions)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		h.mu.Lock()
+		names := make([]string, 0, len(h.rooms))
+		for q := range h.rooms {
+			names = append(names, q)
+		}
+		h.mu.Unlock()
+		for _, q := range names {
+			h.refresh(ctx, q)
+		}
+	}
+}
+
+// refresh is one queue's tick: closed queues end their waiting clients;
+// open ones get new positions from one Ranks round trip.
+func (h *hub) refresh(ctx context.Context, q string) {
+	h.mu.Lock()
+	r := h.rooms[q]
+	if r == nil {
+		h.mu.Unlock()
+		return
+	}
+	all := append([]*client(nil), r.clients...)
+	n := len(all)
+	slice := (n + h.timing.resyncEvery - 1) / h.timing.resyncEvery
+	from := r.cursor % n
+	r.cursor = (from + slice) % n
+	h.mu.Unlock()
+
+	if cfg, ok := h.queues.Get(q); ok && cfg.State == catalog.StateClosed {
+		for _, c := range all {
+			c.close("closed")
+		}
+		return
+	}
+	var ask []*client
+	var seqs []uint64
+	for i, c := range all {
+		inSlice := (i-from+n)%n < slice
+		if c.wantsRank(inSlice) {
+			ask = append(ask, c)
+			seqs = append(seqs, c.seq)
+		}
+	}
+	rk, err := h.line.Ranks(ctx, q, seqs)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Warn("read positions", "queue", q, "err", err)
+		}
+		return
+	}
+	var gone []*client
+	for i, c := range ask {
+		if rk.Rank[i] >= 0 {
+			c.rebase(rk.Rank[i], rk.AdmittedTotal)
+		} else {
+			gone = append(gone, c)
+		}
+	}
+	for _, c := range all {
+		c.advance(rk.AdmittedTotal, rk.Waiting, rk.Rate)
+	}
+	for i, c := range gone {
+		if i == maxPollsPerTick {
+			break
+		}
+		e, err := h.line.Poll(ctx, q, c.seq)
+		if err != nil {
+			return
+		}
+		c.apply(e)
+	}
+}
+
+// eta estimates the wait at position from the measured admission rate, as
+// the gateway does; it is unknown until the queue has admitted anyone.
+func eta(position int64, ratePerSec float64) (seconds int64, ok bool) {
+	if position <= 0 {
+		return 0, true
+	}
+	if ratePerSec <= 0 {
+		return 0, false
+	}
+	return int64(math.Ceil(float64(position) / ratePerSec)), true
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the notifier's Prometheus metrics, on its own registry.
+type metrics struct {
+	reg          *prometheus.Registry
+	connections  prometheus.Gauge
+	events       *prometheus.CounterVec
+	dropped      *prometheus.CounterVec
+	readyLatency prometheus.Histogram
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "usher_sse_connections", Help: "Open Server-Sent Events streams.",
+		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usher_sse_events_sent_total", Help: "Events written to streams, by event type.",
+		}, []string{"type"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usher_sse_clients_dropped_total", Help: "Streams ended by a failed write: slow (missed the write deadline) or dead.",
+		}, []string{"reason"}),
+		readyLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "usher_ready_delivery_seconds",
+			Help:    "From a shopper's readyAt to the write of their ready event (a stream opened later counts from readyAt too).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+	}
+	m.reg.MustRegister(m.connections, m.events, m.dropped, m.readyLatency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

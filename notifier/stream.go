@@ -1,0 +1,296 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"usher/shared/catalog"
+	"usher/shared/problem"
+	"usher/shared/ticket"
+	"usher/shared/token"
+	"usher/shared/waitqueue"
+)
+
+// streams serves each shopper's event stream.
+type streams struct {
+	log     *slog.Logger
+	hub     *hub
+	line    line
+	queues  queueStates
+	tickets *ticket.Signer
+	keys    *token.Keyring
+	origins []string // allowed CORS origins; "*" allows any
+	now     func() time.Time
+	timing  timing
+	metrics *metrics
+}
+
+// Event payloads.
+type (
+	positionData struct {
+		Position   int64  `json:"position"`
+		Waiting    int64  `json:"waiting"`
+		ETASeconds *int64 `json:"etaSeconds,omitempty"`
+	}
+	readyData struct {
+		Token     string    `json:"token"`
+		ReadyAt   time.Time `json:"readyAt"`
+		ExpiresAt time.Time `json:"expiresAt"`
+	}
+	closedData struct {
+		Reason string `json:"reason"`
+	}
+	expiredData struct {
+		ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	}
+)
+
+// routes adds the stream's routes to mux; every other path is a 404 problem.
+func (s *streams) routes(mux *http.ServeMux) {
+	const path = "/v1/queues/{queue}/tickets/{ticket}/events"
+	mux.HandleFunc("GET "+path, s.serve)
+	mux.HandleFunc("OPTIONS "+path, s.preflight)
+	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		s.cors(w, r)
+		w.Header().Set("Allow", "GET, OPTIONS")
+		problem.Write(w, problem.New(http.StatusMethodNotAllowed, "method-not-allowed", "use GET"))
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		problem.Write(w, problem.New(http.StatusNotFound, "not-found", "no such resource"))
+	})
+}
+
+// cors lets pages of the allowed origins (the gateway's waiting-room page,
+// a shop's own) open the stream. EventSource sends no credentials, so none
+// are allowed.
+func (s *streams) cors(w http.ResponseWriter, r *http.Request) {
+	origin := r.Header.Get("Origin")
+	h := w.Header()
+	switch {
+	case slices.Contains(s.origins, "*"):
+		h.Set("Access-Control-Allow-Origin", "*")
+	case origin != "" && slices.Contains(s.origins, origin):
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Add("Vary", "Origin")
+	}
+}
+
+func (s *streams) preflight(w http.ResponseWriter, r *http.Request) {
+	s.cors(w, r)
+	h := w.Header()
+	h.Set("Access-Control-Allow-Methods", "GET")
+	h.Set("Access-Control-Allow-Headers", "Last-Event-ID, Cache-Control")
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// serve streams one ticket's events until the client goes, the stream
+// ends (expired, closed, or the token's life is over) or the notifier stops.
+func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
+	s.cors(w, r)
+	q := r.PathValue("queue")
+	cfg, ok := s.queues.Get(q)
+	if !ok {
+		problem.Write(w, problem.New(http.StatusNotFound, "unknown-queue", "no queue named "+strconv.Quote(q)))
+		return
+	}
+	t, err := s.tickets.Parse(r.PathValue("ticket"))
+	if err != nil {
+		problem.Write(w, problem.New(http.StatusUnauthorized, "invalid-ticket", "the ticket is not one this queue issued"))
+		return
+	}
+	if t.Queue != cfg.Name {
+		problem.Write(w, problem.New(http.StatusNotFound, "ticket-not-found", "the ticket belongs to another queue"))
+		return
+	}
+	ctx := r.Context()
+	// Register before reading Redis: an admission event that lands between
+	// the read and the registration would otherwise be lost to this client.
+	c := newClient(cfg.Name, t.Seq)
+	s.hub.register(c)
+	defer func() { s.hub.unregister(c) }()
+	e, err := s.line.Poll(ctx, cfg.Name, t.Seq)
+	if err == nil && e.Seq != t.Seq && e.Seq != 0 {
+		// The ticket is a duplicate join's alias: follow the live entry.
+		s.hub.unregister(c)
+		c = newClient(cfg.Name, e.Seq)
+		s.hub.register(c)
+		e, err = s.line.Poll(ctx, cfg.Name, e.Seq)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("read ticket state", "queue", cfg.Name, "err", err)
+		}
+		w.Header().Set("Retry-After", "1")
+		problem.Write(w, problem.New(http.StatusServiceUnavailable, "unavailable", "the line could not be read; retry"))
+		return
+	}
+	c.apply(e)
+	if cfg.State == catalog.StateClosed {
+		c.close("closed")
+	}
+
+	lastID, _ := parseLastEventID(r.Header.Get("Last-Event-ID"))
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+
+	s.metrics.connections.Inc()
+	defer s.metrics.connections.Dec()
+	st := &stream{streams: s, sse: newSSEWriter(w, s.now, s.timing.writeTimeout, lastID), c: c, user: t.User}
+	if err := st.run(ctx); err != nil {
+		reason := "dead"
+		if err == errSlow {
+			reason = "slow"
+		}
+		s.metrics.dropped.WithLabelValues(reason).Inc()
+		s.log.Debug("client dropped", "queue", cfg.Name, "reason", reason, "err", err)
+	}
+}
+
+// stream is one connection's loop.
+type stream struct {
+	*streams
+	sse  *sseWriter
+	c    *client
+	user string
+
+	sent      view
+	sentAny   bool
+	readySent bool
+	readyAt   *time.Timer
+	expiresAt *time.Timer
+}
+
+// run sends the current state at once, then whatever changes, until the
+// stream ends. It returns an error only for a failed write.
+func (st *stream) run(ctx context.Context) error {
+	if err := st.sse.retry(st.timing.retry); err != nil {
+		return err
+	}
+	heartbeat := time.NewTicker(st.timing.heartbeat)
+	defer heartbeat.Stop()
+	defer func() {
+		if st.readyAt != nil {
+			st.readyAt.Stop()
+		}
+		if st.expiresAt != nil {
+			st.expiresAt.Stop()
+		}
+	}()
+	for {
+		done, err := st.push()
+		if done || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-st.c.wake:
+		case <-timerC(st.readyAt):
+			st.readyAt = nil
+		case <-timerC(st.expiresAt):
+			st.expiresAt = nil
+			e, err := st.line.Poll(ctx, st.c.queue, st.c.seq)
+			if err != nil {
+				return nil // the client reconnects and reads it afresh
+			}
+			st.c.apply(e)
+			if e.Status == waitqueue.Admitted {
+				if left := e.ExpiresAt.Sub(st.now()); left > 0 {
+					st.expiresAt = time.NewTimer(left + 100*time.Millisecond)
+				} else {
+					st.c.finish(ending{event: "expired"})
+				}
+			}
+		case <-heartbeat.C:
+			if err := st.sse.comment("hb"); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// timerC is t's channel, or nil (blocks forever) without a timer.
+func timerC(t *time.Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
+}
+
+// push sends what the client has not been told yet. READY goes out at
+// readyAt, never before: until then an admitted shopper is first in line.
+func (st *stream) push() (done bool, err error) {
+	v, adm, end := st.c.state()
+	if end.event != "" {
+		var data []byte
+		if end.event == "closed" {
+			data, _ = json.Marshal(closedData{Reason: end.reason})
+		} else {
+			var exp *time.Time
+			if adm != nil {
+				exp = &adm.expiresAt
+			}
+			data, _ = json.Marshal(expiredData{ExpiresAt: exp})
+		}
+		return true, st.send(end.event, data)
+	}
+	if adm != nil {
+		if st.readySent {
+			return false, nil
+		}
+		now := st.now()
+		if now.Before(adm.readyAt) {
+			if st.readyAt == nil {
+				st.readyAt = time.NewTimer(adm.readyAt.Sub(now))
+			}
+			v = view{position: 1, waiting: v.waiting, etaKnown: true}
+		} else {
+			return false, st.ready(*adm, now)
+		}
+	}
+	if st.sentAny && v == st.sent {
+		return false, nil
+	}
+	p := positionData{Position: v.position, Waiting: v.waiting}
+	if v.etaKnown {
+		p.ETASeconds = &v.eta
+	}
+	data, _ := json.Marshal(p)
+	st.sent, st.sentAny = v, true
+	return false, st.send("position", data)
+}
+
+// ready signs the entry token exactly as the gateway does (Ed25519 is
+// deterministic: both hand out the same string) and sends it.
+func (st *stream) ready(a admission, now time.Time) error {
+	tok, err := st.keys.Sign(token.Claims{ID: a.tokenID, Queue: st.c.queue, User: st.user, ReadyAt: a.readyAt, ExpiresAt: a.expiresAt})
+	if err != nil {
+		return err
+	}
+	data, _ := json.Marshal(readyData{Token: tok, ReadyAt: a.readyAt.UTC(), ExpiresAt: a.expiresAt.UTC()})
+	if err := st.send("ready", data); err != nil {
+		return err
+	}
+	st.readySent = true
+	st.metrics.readyLatency.Observe(st.now().Sub(a.readyAt).Seconds())
+	// Stay until the token's life is over, to say whether it expired.
+	st.expiresAt = time.NewTimer(max(a.expiresAt.Sub(now), 0) + 100*time.Millisecond)
+	return nil
+}
+
+func (st *stream) send(name string, data []byte) error {
+	if err := st.sse.event(name, data); err != nil {
+		return err
+	}
+	st.metrics.events.WithLabelValues(name).Inc()
+	return nil
+}

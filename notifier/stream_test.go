@@ -1,0 +1,414 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"usher/shared/catalog"
+	"usher/shared/testenv"
+	"usher/shared/ticket"
+	"usher/shared/token"
+	"usher/shared/waitqueue"
+)
+
+// A stream is framed as the spec says, with the headers a browser and a
+// proxy need, and starts with a retry hint and the current state.
+func TestStreamFramingFollowsTheSpec(t *testing.T) {
+	w := newWorld(t)
+	n := w.start("USHER_NOTIFIER_HEARTBEAT", "50ms")
+	w.join(1, "alice")
+	tk := w.join(2, "bob")
+	req, _ := http.NewRequest("GET", n.url(w.queue, tk), nil)
+	req.Header.Set("Origin", "http://shop.example")
+	s := openReq(t, req)
+	h := s.res.Header
+	for k, want := range map[string]string{
+		"Content-Type":                "text/event-stream",
+		"Cache-Control":               "no-store",
+		"Access-Control-Allow-Origin": "*",
+	} {
+		if got := h.Get(k); got != want {
+			t.Errorf("header %s = %q, want %q", k, got, want)
+		}
+	}
+	first := s.next(5 * time.Second)
+	if first.typ != "position" || first.id != "1" || first.retry != 2000 {
+		t.Fatalf("first event = %+v, want position with id 1 after retry: 2000", first)
+	}
+	if p := decode[positionData](t, first); p.Position != 2 || p.Waiting != 2 {
+		t.Errorf("first position = %+v, want 2 of 2", p)
+	}
+	// Heartbeats are comments: they reach the parser but dispatch nothing.
+	w.join(3, "carol") // changes "waiting": the next event carries the comments before it
+	ev := s.until("position", 5*time.Second)
+	if ev.id != "2" || decode[positionData](t, ev).Waiting != 3 {
+		t.Errorf("second event = %+v, want position id 2 with 3 waiting", ev)
+	}
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		w.join(uint64(10+time.Now().UnixNano()%1000), fmt.Sprint("u", time.Now().UnixNano()))
+		ev := s.next(5 * time.Second)
+		return len(ev.comments) > 0 && ev.comments[0] == "hb"
+	}, "no heartbeat comment seen")
+}
+
+// openReq sends req and parses its stream (see open).
+func openReq(t *testing.T, req *http.Request) *sub {
+	t.Helper()
+	ctx, cancel := context.WithCancel(req.Context())
+	req = req.WithContext(ctx)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	return parse(t, res, cancel)
+}
+
+// READY goes out at readyAt, never before; until then the shopper is first
+// in line.
+func TestReadyArrivesAtReadyAtNeverBefore(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	tk := w.join(1, "alice")
+	s := open(t, n.url(w.queue, tk), "")
+	s.until("position", 5*time.Second)
+	ads := w.admit(time.Now().Add(700*time.Millisecond), 1)
+	if p := decode[positionData](t, s.until("position", 5*time.Second)); p.Position != 1 || p.ETASeconds == nil || *p.ETASeconds != 0 {
+		t.Errorf("position after admission = %+v, want 1 with eta 0", p)
+	}
+	ev := s.until("ready", 10*time.Second)
+	got := time.Now()
+	readyAt := ads[0].ReadyAt
+	if got.Before(readyAt) {
+		t.Fatalf("ready received at %v, before readyAt %v", got, readyAt)
+	}
+	r := decode[readyData](t, ev)
+	if !r.ReadyAt.Equal(readyAt) || !r.ExpiresAt.Equal(ads[0].ExpiresAt) {
+		t.Errorf("ready = %+v, want readyAt %v expiresAt %v", r, readyAt, ads[0].ExpiresAt)
+	}
+	keys, err := token.LoadKeyring(w.env["USHER_DATA_DIR"]+"/signing.key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := keys.Verify(r.Token, got)
+	if err != nil || c.ID != ads[0].TokenID || c.User != "alice" || c.Queue != w.queue {
+		t.Errorf("token claims = %+v, %v; want token %s of alice in %s", c, err, ads[0].TokenID, w.queue)
+	}
+}
+
+// A client that reconnects after READY, with its Last-Event-ID, gets READY
+// again at once, and ids keep growing.
+func TestReconnectAfterReadyGetsReadyAgain(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	tk := w.join(1, "alice")
+	s := open(t, n.url(w.queue, tk), "")
+	w.admit(time.Now(), 1)
+	first := s.until("ready", 10*time.Second)
+	s.close()
+	again := open(t, n.url(w.queue, tk), first.id)
+	ev := again.next(5 * time.Second)
+	last, _ := strconv.ParseUint(first.id, 10, 64)
+	if ev.typ != "ready" || ev.id != strconv.FormatUint(last+1, 10) {
+		t.Fatalf("first event after reconnecting with Last-Event-ID %s = %+v, want ready with id %d", first.id, ev, last+1)
+	}
+	if got, want := decode[readyData](t, ev).Token, decode[readyData](t, first).Token; got != want {
+		t.Errorf("token after reconnect differs from the first one")
+	}
+}
+
+// A notifier that was down when the admission happened still delivers READY
+// to the client's next connection.
+func TestRestartedNotifierStillDeliversReady(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	tk := w.join(1, "alice")
+	s := open(t, n.url(w.queue, tk), "")
+	pos := s.until("position", 5*time.Second)
+	n.stop()
+	if _, ok := <-drainEvents(s); ok {
+		t.Fatal("stream still open after the notifier stopped")
+	}
+	w.admit(time.Now(), 1) // nobody listens
+	n2 := w.start("USHER_NOTIFIER_ADDR", n.addr)
+	again := open(t, n2.url(w.queue, tk), pos.id)
+	if ev := again.until("ready", 10*time.Second); decode[readyData](t, ev).Token == "" {
+		t.Fatalf("ready after restart = %+v, want a token", ev)
+	}
+}
+
+// drainEvents returns the stream's channel once every buffered event is read.
+func drainEvents(s *sub) <-chan sseEvent {
+	for {
+		select {
+		case _, ok := <-s.events:
+			if !ok {
+				return s.events
+			}
+		case <-time.After(10 * time.Second):
+			return s.events
+		}
+	}
+}
+
+// Positions follow the head as it advances, from one bulk read per tick,
+// and are corrected when someone ahead leaves.
+func TestPositionsFollowTheHead(t *testing.T) {
+	w := newWorld(t)
+	n := w.start("USHER_NOTIFIER_RESYNC_TICKS", "4")
+	for i := uint64(1); i <= 4; i++ {
+		w.join(i, fmt.Sprint("u", i))
+	}
+	tk := w.join(5, "eve")
+	s := open(t, n.url(w.queue, tk), "")
+	if p := decode[positionData](t, s.until("position", 5*time.Second)); p.Position != 5 {
+		t.Fatalf("position = %+v, want 5", p)
+	}
+	w.admit(time.Now(), 2)
+	waitPosition(t, s, 3)
+	if _, err := w.line.Leave(context.Background(), w.queue, 4, "u4"); err != nil {
+		t.Fatal(err)
+	}
+	waitPosition(t, s, 2) // found at a resync
+}
+
+func waitPosition(t *testing.T, s *sub, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var got positionData
+	for time.Now().Before(deadline) {
+		got = decode[positionData](t, s.until("position", time.Until(deadline)))
+		if got.Position == want {
+			return
+		}
+	}
+	t.Fatalf("position = %+v, want %d", got, want)
+}
+
+// A queue that closes tells its waiting shoppers, and their streams end.
+func TestClosingTheQueueEndsWaitingStreams(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	s := open(t, n.url(w.queue, w.join(1, "alice")), "")
+	s.until("position", 5*time.Second)
+	w.configure(func(c *catalog.Config) { c.State = catalog.StateClosed })
+	if r := decode[closedData](t, s.until("closed", 10*time.Second)); r.Reason != "closed" {
+		t.Errorf("closed = %+v, want reason closed", r)
+	}
+	if _, ok := <-drainEvents(s); ok {
+		t.Error("stream still open after closed")
+	}
+	// A shopper connecting afterwards is told at once.
+	late := open(t, n.url(w.queue, w.join(2, "bob")), "")
+	if ev := late.next(5 * time.Second); ev.typ != "closed" {
+		t.Errorf("first event on a closed queue = %+v, want closed", ev)
+	}
+}
+
+// A token that runs out unused ends the stream with expired.
+func TestUnusedTokenExpires(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	s := open(t, n.url(w.queue, w.join(1, "alice")), "")
+	ctx := context.Background()
+	now := time.Now()
+	if _, err := w.line.Admit(ctx, w.queue, tickAt(now, 1, time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	w.announce()
+	s.until("ready", 10*time.Second)
+	if ev := s.until("expired", 10*time.Second); decode[expiredData](t, ev).ExpiresAt == nil {
+		t.Errorf("expired = %+v, want its expiresAt", ev)
+	}
+}
+
+// Every error a client can cause is a problem+json with the right status.
+func TestClientErrorsAreProblems(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	good := w.join(1, "alice")
+	other := w.tickets.Issue(ticket.Ticket{Queue: w.queue + "-x", User: "alice", Seq: 1})
+	base := "http://" + n.addr
+	tests := []struct {
+		name, method, path string
+		want               int
+	}{
+		{"garbled ticket", "GET", "/v1/queues/" + w.queue + "/tickets/garbage/events", 401},
+		{"forged ticket", "GET", "/v1/queues/" + w.queue + "/tickets/" + good[:len(good)-3] + "AAA/events", 401},
+		{"unknown queue", "GET", "/v1/queues/nope/tickets/" + good + "/events", 404},
+		{"another queue's ticket", "GET", "/v1/queues/" + w.queue + "/tickets/" + other + "/events", 404},
+		{"wrong method", "POST", "/v1/queues/" + w.queue + "/tickets/" + good + "/events", 405},
+		{"unknown path", "GET", "/v2/x", 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, base+tt.path, nil)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != tt.want || res.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(body), `"status":`+strconv.Itoa(tt.want)) {
+				t.Errorf("%s %s = %d %s %s, want %d problem+json", tt.method, tt.path, res.StatusCode, res.Header.Get("Content-Type"), body, tt.want)
+			}
+		})
+	}
+}
+
+// Only the configured origins may open a stream from a page.
+func TestCORSAllowsTheConfiguredOrigins(t *testing.T) {
+	w := newWorld(t)
+	n := w.start("USHER_NOTIFIER_CORS_ORIGINS", "http://shop.example, http://other.example")
+	url := n.url(w.queue, w.join(1, "alice"))
+	tests := []struct{ origin, want string }{
+		{"http://shop.example", "http://shop.example"},
+		{"http://other.example", "http://other.example"},
+		{"http://evil.example", ""},
+	}
+	for _, tt := range tests {
+		req, _ := http.NewRequest("OPTIONS", url, nil)
+		req.Header.Set("Origin", tt.origin)
+		req.Header.Set("Access-Control-Request-Method", "GET")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if got := res.Header.Get("Access-Control-Allow-Origin"); got != tt.want {
+			t.Errorf("preflight from %s: Allow-Origin = %q, want %q", tt.origin, got, tt.want)
+		}
+	}
+}
+
+// A client that goes away is noticed at once (net/http cancels the
+// request's context) and its goroutine ends; goleak in TestMain checks
+// that none is left.
+func TestGoneClientsAreReleased(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	tk := w.join(1, "alice")
+	var subs []*sub
+	for range 20 {
+		s := open(t, n.url(w.queue, tk), "")
+		s.until("position", 5*time.Second)
+		subs = append(subs, s)
+	}
+	if got := gauge(t, n, "usher_sse_connections"); got != 20 {
+		t.Fatalf("usher_sse_connections = %v, want 20", got)
+	}
+	for _, s := range subs {
+		s.close()
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return gauge(t, n, "usher_sse_connections") == 0 },
+		"usher_sse_connections did not fall to 0")
+}
+
+// gauge reads one unlabelled metric from the notifier's /metrics.
+func gauge(t *testing.T, n *notifier, name string) float64 {
+	t.Helper()
+	res, err := http.Get("http://" + n.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return -1
+}
+
+// A thousand clients waiting at once each get their READY exactly once.
+func TestThousandClientsEachGetReadyExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	const clients = 1000
+	w := newWorld(t)
+	n := w.start()
+	urls := make([]string, clients)
+	for i := range urls {
+		urls[i] = n.url(w.queue, w.join(uint64(i+1), fmt.Sprint("shopper-", i)))
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: clients}
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr}
+	var connected, errs atomic.Int64
+	counts := make([]int, clients)
+	var wg sync.WaitGroup
+	for i := range urls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := countReadies(hc, urls[i], &connected)
+			if err != nil {
+				errs.Add(1)
+			}
+			counts[i] = c
+		}()
+	}
+	testenv.Eventually(t, 60*time.Second, func() bool { return connected.Load() == clients },
+		"%d of %d clients connected", connected.Load(), clients)
+	ctx := context.Background()
+	if _, err := w.line.Admit(ctx, w.queue, tickAt(time.Now(), clients, 3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	w.announce()
+	wg.Wait() // each stream ends with expired once its short-lived token is over
+	if errs.Load() != 0 {
+		t.Errorf("%d clients failed", errs.Load())
+	}
+	for i, c := range counts {
+		if c != 1 {
+			t.Errorf("client %d got %d ready events, want exactly 1", i, c)
+		}
+	}
+}
+
+// countReadies reads a stream to its end (expired) and counts its ready
+// events.
+func countReadies(hc *http.Client, url string, connected *atomic.Int64) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	res, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	p := newSSEParser(bufio.NewReader(res.Body))
+	readies := 0
+	for first := true; ; first = false {
+		ev, err := p.next()
+		if err != nil {
+			return readies, err
+		}
+		if first {
+			connected.Add(1)
+		}
+		switch ev.typ {
+		case "ready":
+			readies++
+		case "expired":
+			return readies, nil
+		}
+	}
+}
+
+// tickAt is an admission tick of up to n shoppers whose tokens live ttl.
+func tickAt(now time.Time, n int, ttl time.Duration) waitqueue.Tick {
+	return waitqueue.Tick{Now: now, TargetActive: n, TickLength: 100 * time.Millisecond, TokenTTL: ttl, Watermark: 1 << 62}
+}
