@@ -184,7 +184,7 @@ func (h *hub) refresh(ctx context.Context, q string) {
 
 	if cfg, ok := h.queues.Get(q); ok && cfg.State == catalog.StateClosed {
 		for _, c := range all {
-			c.close("closed")
+			c.close(closedReason(cfg))
 		}
 		return
 	}
@@ -237,4 +237,12 @@ func eta(position int64, ratePerSec float64) (seconds int64, ok bool) {
 		return 0, false
 	}
 	return int64(math.Ceil(float64(position) / ratePerSec)), true
+}
+
+// closedReason is why a closed queue closed, as the gateway says it.
+func closedReason(cfg catalog.Config) string {
+	if cfg.ClosedReason != "" {
+		return cfg.ClosedReason
+	}
+	return "closed"
 }

@@ -132,7 +132,7 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	c.apply(e)
 	if cfg.State == catalog.StateClosed {
-		c.close("closed")
+		c.close(closedReason(cfg))
 	}
 
 	lastID, _ := parseLastEventID(r.Header.Get("Last-Event-ID"))

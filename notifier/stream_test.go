@@ -200,9 +200,9 @@ func TestClosingTheQueueEndsWaitingStreams(t *testing.T) {
 	n := w.start()
 	s := open(t, n.url(w.queue, w.join(1, "alice")), "")
 	s.until("position", 5*time.Second)
-	w.configure(func(c *catalog.Config) { c.State = catalog.StateClosed })
-	if r := decode[closedData](t, s.until("closed", 10*time.Second)); r.Reason != "closed" {
-		t.Errorf("closed = %+v, want reason closed", r)
+	w.configure(func(c *catalog.Config) { c.State, c.ClosedReason = catalog.StateClosed, catalog.ReasonSoldOut })
+	if r := decode[closedData](t, s.until("closed", 10*time.Second)); r.Reason != catalog.ReasonSoldOut {
+		t.Errorf("closed = %+v, want reason %s", r, catalog.ReasonSoldOut)
 	}
 	if _, ok := <-drainEvents(s); ok {
 		t.Error("stream still open after closed")
