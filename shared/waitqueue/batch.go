@@ -114,3 +114,11 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args .
 		return cmd
 	}
 }
+
+// RunScript runs any script through the Store's batcher (or directly when
+// batching is off), so other per-request scripts on the queue's slot — the
+// gateway's rate limiter — share its pipelines. A script RunBatches did not
+// load is loaded on its first call.
+func (s *Store) RunScript(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+	return s.run(ctx, sc, keys, args...)
+}
