@@ -14,7 +14,8 @@ import "github.com/redis/go-redis/v9"
 
 // ingestScript puts a joined shopper in line, once.
 //
-// KEYS: waiting, users. ARGV: prefix, seq, user.
+// KEYS: waiting, users. ARGV: prefix, seq, user, answer (1: return the
+// place; 0: the admitter's batches, which need no answer).
 // Invariant: a sequence is added at most once (its record is the tombstone)
 // and ZADD NX never moves anyone; a user already in line keeps the place they
 // have and the new sequence becomes an alias of it.
@@ -22,6 +23,7 @@ import "github.com/redis/go-redis/v9"
 var ingestScript = redis.NewScript(`
 local prefix, seq, user = ARGV[1], ARGV[2], ARGV[3]
 local function answer(s)
+  if ARGV[4] ~= '1' then return {} end
   local rank = redis.call('ZRANK', KEYS[1], s)
   local st = redis.call('HGET', prefix .. 'e:' .. s, 'status')
   return {st or 'unknown', s, rank or -1, redis.call('ZCARD', KEYS[1])}

@@ -77,7 +77,7 @@ type Entry struct {
 // user's current entry). It is idempotent: gateway and admitter both call it.
 func (s *Store) Ingest(ctx context.Context, q string, seq uint64, user string) (Entry, error) {
 	k := keysOf(q)
-	res, err := s.run(ctx, ingestScript, []string{k.waiting(), k.users()}, k.prefix, seq, user).Slice()
+	res, err := s.run(ctx, ingestScript, []string{k.waiting(), k.users()}, k.prefix, seq, user, 1).Slice()
 	if err != nil {
 		return Entry{}, fmt.Errorf("ingest %s/%d: %w", q, seq, err)
 	}
@@ -104,7 +104,7 @@ func (s *Store) IngestBatch(ctx context.Context, joins []Joined) error {
 	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, j := range joins {
 			k := keysOf(j.Queue)
-			ingestScript.EvalSha(ctx, p, []string{k.waiting(), k.users()}, k.prefix, j.Seq, j.User)
+			ingestScript.EvalSha(ctx, p, []string{k.waiting(), k.users()}, k.prefix, j.Seq, j.User, 0)
 		}
 		return nil
 	})
