@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"usher/shared/event"
+	"usher/shared/testenv"
+	"usher/shared/waitqueue"
+)
+
+// line is a world with a private Redis and the live waitqueue scripts, so a
+// test can make history the way the gateway and admitter make it, then
+// lose Redis.
+type liveLine struct {
+	*world
+	rdb   redis.UniversalClient
+	store *waitqueue.Store
+	q     string
+	seqs  []uint64          // every join, in order
+	users map[string]bool   // every user who joined
+	owner map[uint64]string // join sequence → user
+	alias uint64            // the duplicate join history made
+}
+
+func newLiveLine(t *testing.T) *liveLine {
+	t.Helper()
+	w := newWorld(t)
+	w.redisURL, _ = testenv.RedisServer(t) // private: this test flushes it
+	rdb, err := waitqueue.Dial(w.redisURL, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	return &liveLine{world: w, rdb: rdb, store: waitqueue.New(rdb), q: testenv.Name(t),
+		users: map[string]bool{}, owner: map[uint64]string{}}
+}
+
+// join publishes a join and ingests it, as the gateway does.
+func (l *liveLine) join(user string) uint64 {
+	l.t.Helper()
+	seq := l.world.join(l.q, user)
+	if _, err := l.store.Ingest(context.Background(), l.q, seq, user); err != nil {
+		l.t.Fatal(err)
+	}
+	l.seqs = append(l.seqs, seq)
+	l.users[user] = true
+	l.owner[seq] = user
+	return seq
+}
+
+// leave publishes a leave and applies it, as the gateway does.
+func (l *liveLine) leave(seq uint64) {
+	l.t.Helper()
+	l.world.leave(l.q, seq, l.owner[seq])
+	if _, err := l.store.Leave(context.Background(), l.q, seq, l.owner[seq]); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// tick runs one admission tick at now and announces the outbox, as the
+// admitter does.
+func (l *liveLine) tick(now time.Time, target int, ttl time.Duration) {
+	l.t.Helper()
+	ctx := context.Background()
+	_, err := l.store.Admit(ctx, l.q, waitqueue.Tick{Now: now, TargetActive: target, TickLength: 100 * time.Millisecond,
+		TokenTTL: ttl, Watermark: 1 << 62, Offset: 500})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	pending, err := l.store.Outbox(ctx, l.q, 1000)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	var done []uint64
+	for _, a := range pending {
+		l.admit(l.q, a.Seq, a.User, a.ReadyAt, a.ExpiresAt)
+		done = append(done, a.Seq)
+	}
+	if err := l.store.Announced(ctx, l.q, done); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// state is everything a shopper or ops can see of the queue in Redis.
+type state struct {
+	entries map[uint64]waitqueue.Entry
+	lookups map[string]string
+	stats   waitqueue.Stats
+}
+
+func (l *liveLine) state() state {
+	l.t.Helper()
+	ctx := context.Background()
+	s := state{entries: map[uint64]waitqueue.Entry{}, lookups: map[string]string{}}
+	for _, seq := range l.seqs {
+		e, err := l.store.Poll(ctx, l.q, seq)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		e.Rate = 0 // measured over the last minute; not part of the record
+		s.entries[seq] = e
+	}
+	for u := range l.users {
+		seq, st, ok, err := l.store.Lookup(ctx, l.q, u)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		s.lookups[u] = fmt.Sprint(seq, st, ok)
+	}
+	var err error
+	if s.stats, err = l.store.Stats(ctx, l.q); err != nil {
+		l.t.Fatal(err)
+	}
+	s.stats.AdmitRatePerSec = 0
+	return s
+}
+
+func (l *liveLine) flush() {
+	l.t.Helper()
+	if err := l.rdb.FlushAll(context.Background()).Err(); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// history makes a queue with every kind of entry: waiting, admitted (READY),
+// expired, used, left while waiting, left after admission, and a duplicate
+// join (an alias).
+func (l *liveLine) history() {
+	l.t.Helper()
+	ctx := context.Background()
+	for i := range 30 {
+		l.join(fmt.Sprintf("u%02d", i))
+	}
+	l.alias = l.join("u03") // u03 joins again while in line: an alias of the first join
+	// An hour ago three were admitted with ten-minute tokens: expired now.
+	l.tick(time.Now().Add(-time.Hour), 3, 10*time.Minute)
+	// Now: those three expire and six more are admitted.
+	l.tick(time.Now(), 6, 5*time.Minute)
+	l.join("u00")       // u00's token expired: this is a new entry at the back
+	l.leave(l.seqs[20]) // left while waiting
+	l.leave(l.seqs[4])  // left after admission: frees the slot
+	// u05 ordered: the order path marks the token used and frees the slot
+	// (as the orderworker will; here by hand).
+	used := l.seqs[5]
+	tok := fmt.Sprintf("%s:%d", l.q, used)
+	l.order(event.TypeOrderCompleted, l.q, tok, "order-"+tok, time.Now())
+	e := fmt.Sprintf("usher:{%s}:e:%d", l.q, used)
+	if err := l.rdb.HSet(ctx, e, "status", "used").Err(); err != nil {
+		l.t.Fatal(err)
+	}
+	if err := l.rdb.ZRem(ctx, fmt.Sprintf("usher:{%s}:active", l.q), fmt.Sprint(used)).Err(); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// statusCount counts entries of their own (not the alias) by status.
+func (l *liveLine) statusCount(s state, st waitqueue.Status) int {
+	n := 0
+	for seq, e := range s.entries {
+		if seq != l.alias && e.Status == st {
+			n++
+		}
+	}
+	return n
+}
+
+func TestRebuildRestoresEveryShopperToTheSamePlace(t *testing.T) {
+	l := newLiveLine(t)
+	l.history()
+	want := l.state()
+	// The history covers every kind of entry, or this test proves little.
+	for _, st := range []waitqueue.Status{waitqueue.Waiting, waitqueue.Admitted, waitqueue.Expired, waitqueue.Used, waitqueue.Left} {
+		if l.statusCount(want, st) == 0 {
+			t.Fatalf("history has no %s entry", st)
+		}
+	}
+
+	l.flush()
+	r := l.usherctl("rebuild", "--queue", l.q)
+	if r.err != nil {
+		t.Fatalf("rebuild: %v\n%s%s", r.err, r.stdout, r.stderr)
+	}
+	got := l.state()
+	for _, seq := range l.seqs {
+		if got.entries[seq] != want.entries[seq] {
+			t.Errorf("seq %d after rebuild = %+v, want %+v", seq, got.entries[seq], want.entries[seq])
+		}
+	}
+	for u, w := range want.lookups {
+		if got.lookups[u] != w {
+			t.Errorf("Lookup(%s) after rebuild = %s, want %s", u, got.lookups[u], w)
+		}
+	}
+	if got.stats != want.stats {
+		t.Errorf("Stats after rebuild = %+v, want %+v", got.stats, want.stats)
+	}
+	wantReport := fmt.Sprintf("restored %d records: waiting=%d admitted=%d expired=%d used=%d left=%d alias=1",
+		len(l.seqs), l.statusCount(want, waitqueue.Waiting), l.statusCount(want, waitqueue.Admitted),
+		l.statusCount(want, waitqueue.Expired), l.statusCount(want, waitqueue.Used), l.statusCount(want, waitqueue.Left))
+	if !strings.Contains(r.stdout, wantReport) {
+		t.Errorf("rebuild printed %q, want %q", r.stdout, wantReport)
+	}
+}
+
+func TestRebuildRefusesAnIntactQueueAndIsIdempotentWhenForced(t *testing.T) {
+	l := newLiveLine(t)
+	l.history()
+	want := l.state()
+
+	r := l.usherctl("rebuild", "--queue", l.q)
+	if r.code != exitFailure || !strings.Contains(r.err.Error(), "looks intact") {
+		t.Fatalf("rebuild of an intact queue = exit %d, %v; want exit 1 'looks intact'", r.code, r.err)
+	}
+	r = l.usherctl("rebuild", "--queue", l.q, "--force")
+	if r.err != nil || !strings.Contains(r.stdout, "restored 0 records") || !strings.Contains(r.stdout, fmt.Sprintf("kept %d", len(l.seqs))) {
+		t.Fatalf("rebuild --force of an intact queue = %v, %q; want nothing restored, all kept", r.err, r.stdout)
+	}
+	got := l.state()
+	for _, seq := range l.seqs {
+		if got.entries[seq] != want.entries[seq] {
+			t.Errorf("seq %d after forced rebuild = %+v, want %+v (untouched)", seq, got.entries[seq], want.entries[seq])
+		}
+	}
+}
+
+func TestAJoinDuringTheRebuildIsNotLost(t *testing.T) {
+	l := newLiveLine(t)
+	l.history()
+	want := l.state()
+	l.flush()
+
+	var late uint64
+	r := l.run(invocation{edit: func(c *cli) {
+		c.rebuildChunk = 5
+		c.hooks.rebuildBatch = func(int) {
+			if late == 0 { // after the first chunk, a shopper joins through the gateway
+				late = l.join("late")
+			}
+		}
+	}}, "rebuild", "--queue", l.q)
+	if r.err != nil {
+		t.Fatalf("rebuild: %v\n%s", r.err, r.stderr)
+	}
+	got := l.state()
+	for seq, w := range want.entries {
+		w.Waiting++ // the late joiner is waiting too
+		if got.entries[seq] != w {
+			t.Errorf("seq %d after rebuild = %+v, want %+v", seq, got.entries[seq], w)
+		}
+	}
+	e := got.entries[late]
+	if e.Status != waitqueue.Waiting || e.Position != e.Waiting || e.User != "late" {
+		t.Errorf("late joiner = %+v, want waiting at the back of the line", e)
+	}
+}
