@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"usher/shared/catalog"
+)
+
+// adminAPI stands in for the gateway's admin routes with their contract:
+// Bearer token, PUT replaces the whole configuration (unknown fields are
+// refused), GET answers the configuration with live figures. The gateway's
+// own tests cover the real handlers; this checks what usherctl sends.
+type adminAPI struct {
+	mu     sync.Mutex
+	queues map[string]catalog.Config
+	by     []string // X-Admin-User of every PUT
+}
+
+func (a *adminAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r.Header.Get("Authorization") != "Bearer dev-admin-token" {
+		http.Error(w, `{"status":401,"title":"Unauthorized"}`, http.StatusUnauthorized)
+		return
+	}
+	view := func(c catalog.Config) map[string]any {
+		b, _ := json.Marshal(c)
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		m["waiting"], m["active"] = 3, 1
+		return m
+	}
+	name := strings.TrimPrefix(r.URL.Path, "/v1/admin/queues/")
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/admin/queues":
+		list := []map[string]any{}
+		for _, c := range a.queues {
+			list = append(list, view(c))
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"queues": list})
+	case r.Method == http.MethodGet:
+		c, ok := a.queues[name]
+		if !ok {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"status":404,"title":"Not Found","detail":"no queue named \"` + name + `\""}`))
+			return
+		}
+		_ = json.NewEncoder(w).Encode(view(c))
+	case r.Method == http.MethodPut:
+		var c catalog.Config
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil || len(c.Validate()) > 0 {
+			http.Error(w, `{"status":400,"title":"Bad Request","detail":"invalid config"}`, http.StatusBadRequest)
+			return
+		}
+		_, existed := a.queues[name]
+		a.queues[name] = c
+		a.by = append(a.by, r.Header.Get("X-Admin-User"))
+		if !existed {
+			w.WriteHeader(http.StatusCreated)
+		}
+		_ = json.NewEncoder(w).Encode(c)
+	}
+}
+
+func TestQueueCommandsChangeOnlyWhatTheyName(t *testing.T) {
+	api := &adminAPI{queues: map[string]catalog.Config{}}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	env := map[string]string{"USHER_GATEWAY_URL": srv.URL, "USER": "ops-alice"}
+	usherctl := func(args ...string) (string, error) {
+		var out, errb bytes.Buffer
+		err := run(t.Context(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb)
+		return out.String(), err
+	}
+	want := catalog.Defaults("drop")
+	steps := []struct {
+		args   []string
+		change func(*catalog.Config)
+	}{
+		{[]string{"queue", "create", "drop", "--tick-ms", "50"}, func(c *catalog.Config) { c.TickMs = 50 }},
+		{[]string{"queue", "set", "drop", "--target-active", "7", "--token-ttl", "2m"}, func(c *catalog.Config) { c.TargetActive, c.TokenTTLSeconds = 7, 120 }},
+		{[]string{"queue", "set", "--queue", "drop", "--max-admit-per-tick", "3"}, func(c *catalog.Config) { c.MaxAdmitPerTick = 3 }},
+		{[]string{"queue", "pause", "drop"}, func(c *catalog.Config) { c.State = catalog.StatePaused }},
+		{[]string{"queue", "resume", "drop"}, func(c *catalog.Config) { c.State = catalog.StateOpen }},
+		{[]string{"queue", "close", "drop"}, func(c *catalog.Config) { c.State = catalog.StateClosed }},
+	}
+	for _, s := range steps {
+		if _, err := usherctl(s.args...); err != nil {
+			t.Fatalf("usherctl %v: %v", s.args, err)
+		}
+		s.change(&want)
+		if got := api.queues["drop"]; got != want {
+			t.Fatalf("after usherctl %v: config %+v, want %+v", s.args, got, want)
+		}
+	}
+	for i, by := range api.by {
+		if by != "ops-alice" {
+			t.Errorf("PUT %d sent X-Admin-User %q, want $USER ops-alice", i, by)
+		}
+	}
+	if _, err := usherctl("queue", "create", "drop"); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("creating an existing queue = %v, want an 'exists' error", err)
+	}
+	if _, err := usherctl("queue", "set", "nope", "--tick-ms", "20"); exitCode(err) != exitFailure || !strings.Contains(err.Error(), "404") {
+		t.Errorf("set of an unknown queue = %v, want the gateway's 404", err)
+	}
+	out, err := usherctl("queue", "get", "drop")
+	if err != nil || !strings.Contains(out, `"targetActive": 7`) || !strings.Contains(out, `"waiting": 3`) {
+		t.Errorf("queue get = %q, %v; want the indented view", out, err)
+	}
+	out, err = usherctl("queue", "list")
+	if err != nil || !strings.Contains(out, "QUEUE") || !strings.Contains(out, "drop") || !strings.Contains(out, "closed") {
+		t.Errorf("queue list = %q, %v; want a table with drop", out, err)
+	}
+	env["USHER_ADMIN_TOKEN"] = "wrong"
+	if _, err := usherctl("queue", "list"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("queue list with a bad token = %v, want the gateway's 401", err)
+	}
+}
