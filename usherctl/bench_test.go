@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/shared/event"
+	"usher/shared/testenv"
+	"usher/shared/waitqueue"
+)
+
+// BenchmarkUsherctl measures replay (events/s to io.Discard) and rebuild
+// (shoppers/s into an empty Redis) for a queue of USHERCTL_BENCH_JOINS
+// joins (default 100000), of which the first 20 are admitted. Run:
+//
+//	USHERCTL_BENCH_JOINS=1000000 go test ./usherctl -run '^$' -bench Usherctl -benchtime 1x -timeout 30m
+func BenchmarkUsherctl(b *testing.B) {
+	n := 100_000
+	if v := os.Getenv("USHERCTL_BENCH_JOINS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			b.Fatalf("USHERCTL_BENCH_JOINS=%q: want a positive integer", v)
+		}
+	}
+	w := newWorld(b)
+	w.redisURL, _ = testenv.RedisServer(b)
+	q := "bench"
+	start := time.Now()
+	publishJoins(b, w.js, q, n)
+	now := time.Now()
+	for seq := uint64(1); seq <= 20; seq++ {
+		w.admit(q, seq, fmt.Sprintf("u%d", seq-1), now, now.Add(time.Hour))
+	}
+	b.Logf("published %d joins in %v", n, time.Since(start).Round(time.Millisecond))
+
+	b.Run("replay", func(b *testing.B) {
+		for b.Loop() {
+			c := &cli{getenv: func(k string) string { return map[string]string{"USHER_NATS_URL": w.natsURL}[k] },
+				stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, now: time.Now}
+			if err := c.run(context.Background(), []string{"replay", "--stream", "entries", "--queue", q, "--max", strconv.Itoa(n)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	})
+	b.Run("rebuild", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			flush(b, w.redisURL)
+			b.StartTimer()
+			r := w.usherctl("rebuild", "--queue", q)
+			if r.err != nil {
+				b.Fatal(r.err)
+			}
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "shoppers/s")
+	})
+}
+
+// publishJoins publishes n joins of distinct users as the gateway does,
+// asynchronously with a bounded window of acks outstanding.
+func publishJoins(b *testing.B, js jetstream.JetStream, q string, n int) {
+	b.Helper()
+	const window = 4096
+	pending := make([]jetstream.PubAckFuture, 0, window)
+	wait := func() {
+		for _, f := range pending {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				b.Fatal(err)
+			}
+		}
+		pending = pending[:0]
+	}
+	at := time.Now()
+	for i := range n {
+		user := "u" + strconv.Itoa(i)
+		id := q + "/" + user + "/0"
+		body, err := event.Marshal(id, event.TypeJoined, user, at, event.Joined{Queue: q, User: user, JoinedAt: at})
+		if err != nil {
+			b.Fatal(err)
+		}
+		f, err := js.PublishAsync(event.EnterSubject(q), body, jetstream.WithMsgID(id))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if pending = append(pending, f); len(pending) == window {
+			wait()
+		}
+	}
+	wait()
+}
+
+func flush(b *testing.B, url string) {
+	b.Helper()
+	rdb, err := waitqueue.Dial(url, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rdb.Close()
+	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+		b.Fatal(err)
+	}
+}
