@@ -108,6 +108,7 @@ func joins(ctx context.Context, c *client, o options, phases []phase, progress i
 		return res, err
 	}
 	cpu0, _ := c.processCPU()
+	samples := startSampler(ctx, c, o.queue, 500*time.Millisecond)
 	var accepted atomic.Int64
 	prefix := fmt.Sprintf("lt%d-", time.Now().UnixNano()%1e9)
 	res.Steps = openLoop(ctx, phases, 8192, progress, func(n int64, intended time.Time, rec *recorder) {
@@ -118,6 +119,7 @@ func joins(ctx context.Context, c *client, o options, phases []phase, progress i
 		}
 	})
 	cpu1, _ := c.processCPU()
+	res.Samples = samples.Stop()
 	total := 0
 	for _, s := range res.Steps {
 		total += s.Requests

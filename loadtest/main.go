@@ -44,6 +44,7 @@ type options struct {
 	shoppers   int
 	conns      int
 	out        string
+	report     string
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -59,6 +60,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.shoppers, "shoppers", 10000, "shoppers in line (poll)")
 	fs.IntVar(&o.conns, "conns", 256, "HTTP connections to the gateway")
 	fs.StringVar(&o.out, "out", "", "write the JSON result here")
+	fs.StringVar(&o.report, "report", "", "write an HTML report with charts here")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -103,7 +105,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	res.print(stdout)
 	if o.out != "" {
-		return res.save(o.out)
+		if err := res.save(o.out); err != nil {
+			return err
+		}
+	}
+	if o.report != "" {
+		return writeReport(o.report, res)
 	}
 	return nil
 }

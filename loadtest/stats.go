@@ -45,6 +45,9 @@ type step struct {
 	P99        float64        `json:"p99Ms"`
 	Max        float64        `json:"maxMs"`
 	Codes      map[string]int `json:"codes"`
+	// Histogram counts requests by latency bucket: bucket i holds those
+	// under 2^i ms (bucket 0: under 1 ms).
+	Histogram []int `json:"histogram"`
 }
 
 func (r *recorder) summary(name string, elapsed time.Duration) step {
@@ -63,7 +66,17 @@ func (r *recorder) summary(name string, elapsed time.Duration) step {
 	for k, v := range r.codes {
 		codes[k] = v
 	}
-	return step{Name: name, Seconds: elapsed.Seconds(), Requests: len(lat),
+	var hist []int
+	for _, d := range lat {
+		i := 0
+		for ms := d.Milliseconds(); ms >= 1<<i && i < 20; i++ {
+		}
+		for len(hist) <= i {
+			hist = append(hist, 0)
+		}
+		hist[i]++
+	}
+	return step{Name: name, Seconds: elapsed.Seconds(), Requests: len(lat), Histogram: hist,
 		Throughput: float64(len(lat)) / elapsed.Seconds(),
 		P50:        q(0.50), P95: q(0.95), P99: q(0.99), Max: q(1), Codes: codes}
 }
@@ -75,6 +88,7 @@ type result struct {
 	Steps      []step             `json:"steps"`
 	Figures    map[string]float64 `json:"figures"`
 	Invariants map[string]int64   `json:"invariants"` // each expected to be 0
+	Samples    []sample           `json:"samples,omitempty"`
 }
 
 func (res result) print(w io.Writer) {

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestArrivalScheduleMatchesTheRate(t *testing.T) {
+	tests := []struct {
+		name         string
+		from, to     float64
+		dur          float64
+		wantRequests float64
+	}{
+		{"steady 1000/s for 2 s", 1000, 1000, 2, 2000},
+		{"ramp 100→10,000/s over 2 s", 100, 10000, 2, (100 + 10000) / 2 * 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			slope := (tt.to - tt.from) / tt.dur
+			// The last request due within the phase arrives at its end.
+			last := arrivalTime(int(tt.wantRequests)-1, tt.from, slope)
+			if math.Abs(last-tt.dur) > 0.01 {
+				t.Fatalf("request %v arrives at %.3fs, want ~%.3fs", tt.wantRequests-1, last, tt.dur)
+			}
+			if arrivalTime(0, tt.from, slope) != 0 {
+				t.Fatal("the first request is not due at once")
+			}
+		})
+	}
+}
+
+func TestRecorderSummary(t *testing.T) {
+	r := newRecorder()
+	for i := 1; i <= 100; i++ {
+		r.add(time.Duration(i)*time.Millisecond, 202, nil)
+	}
+	r.add(0, 0, io.EOF)
+	s := r.summary("x", time.Second)
+	if s.Requests != 101 || s.Codes["202"] != 100 || s.Codes["error"] != 1 || s.P50 != 50 || s.Max != 100 {
+		t.Fatalf("summary = %+v", s)
+	}
+	sum := 0
+	for _, n := range s.Histogram {
+		sum += n
+	}
+	if sum != 101 {
+		t.Fatalf("histogram holds %d requests, want 101", sum)
+	}
+}
+
+func TestTheLoadToolOnlyTargetsLoopback(t *testing.T) {
+	for _, u := range []string{"http://10.0.0.1:8080", "http://example.com", "https://127.0.0.1"} {
+		if _, err := newClient(u, "", 1); err == nil {
+			t.Errorf("newClient(%q) accepted a non-loopback target", u)
+		}
+	}
+	if _, err := newClient("http://127.0.0.1:8080", "", 1); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestReportIsWritten(t *testing.T) {
+	res := result{Scenario: "steady", Started: time.Now(),
+		Steps:   []step{{Name: "steady", Requests: 10, Histogram: []int{5, 5}, Codes: map[string]int{"202": 10}}},
+		Samples: []sample{{0, 10, 2, 5, 0}, {1, 5, 5, 5, 7}}}
+	path := filepath.Join(t.TempDir(), "r.html")
+	if err := writeReport(path, res); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	for _, want := range []string{"<svg", "Active against targetActive", "Admissions per second", "202×10"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
