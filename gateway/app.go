@@ -46,6 +46,7 @@ type api struct {
 	stock       stockSetter
 	adminToken  []byte
 	notifierURL string
+	pageCSS     string // a shop's stylesheet for the waiting-room page
 	now         func() time.Time
 	ready       func(context.Context) error
 
@@ -89,6 +90,8 @@ func (a *api) app() *fiber.App {
 	})
 	app.Get("/metrics", a.metrics.handler())
 	app.Get("/.well-known/jwks.json", a.jwks)
+	app.Get("/q/:queue", a.page)
+	app.Get("/q/static/:file", a.asset)
 
 	v1 := app.Group("/v1")
 	v1.Post("/queues/:queue/tickets", a.join)

@@ -20,6 +20,7 @@ type settings struct {
 	verifyKeyFiles []string
 	ticketSecret   string
 	notifierURL    string
+	pageCSS        string
 	logLevel       string
 	shutdown       time.Duration
 }
@@ -40,6 +41,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		verifyKeyFiles: env.List("USHER_VERIFY_KEY_FILES", ""),
 		ticketSecret:   env.String("USHER_TICKET_SECRET_FILE", filepath.Join(data, "ticket.secret")),
 		notifierURL:    env.String("USHER_NOTIFIER_PUBLIC_URL", ""),
+		pageCSS:        env.String("USHER_PAGE_CSS_URL", ""),
 		logLevel:       env.String("USHER_LOG_LEVEL", "info"),
 		shutdown:       env.Duration("USHER_SHUTDOWN_TIMEOUT", 5*time.Second),
 	}

@@ -81,6 +81,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		stock:       &migratedStock{store: db},
 		adminToken:  []byte(s.adminToken),
 		notifierURL: s.notifierURL,
+		pageCSS:     s.pageCSS,
 		now:         time.Now,
 		rand:        rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x75736865)),
 		ready: func(ctx context.Context) error {

@@ -1,0 +1,273 @@
+// usher's waiting room: joins the line (or resumes with the ticket kept in
+// localStorage), listens for its turn on the notifier's event stream, falls
+// back to polling when the stream is unavailable, and on READY offers the
+// order button. No dependencies, no build step.
+(() => {
+  'use strict';
+  const root = document.getElementById('usher');
+  const $ = (id) => document.getElementById(id);
+  const queue = root.dataset.queue;
+  const params = new URLSearchParams(location.search);
+  const sku = params.get('sku') || root.dataset.sku || queue;
+  const base = '/v1/queues/' + encodeURIComponent(queue) + '/tickets';
+
+  // In production the shop's auth proxy, in front of the gateway, sets
+  // X-User-Id from the shopper's session and this value is overwritten.
+  // Standing alone, the page takes the id from ?user= or makes a random one
+  // and keeps it in localStorage, so a reload keeps the same place.
+  function userId() {
+    const given = params.get('user');
+    if (given) return given;
+    let id = localStorage.getItem('usher.user');
+    if (!id) {
+      const b = new Uint8Array(12);
+      crypto.getRandomValues(b);
+      id = 'web-' + Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+      localStorage.setItem('usher.user', id);
+    }
+    return id;
+  }
+  const user = userId();
+  const key = 'usher.ticket.' + queue + '.' + user;
+
+  let ticket = null;
+  let eventsURL = null;
+  let pollAfter = 2000;
+  let es = null;
+  let pollTimer = null;
+  let sseRetry = null;
+  let countdown = null;
+  let token = null;
+  let done = false;
+
+  function setConn(state, text) {
+    root.dataset.conn = state;
+    $('conn').textContent = text;
+  }
+
+  function show(section) {
+    for (const id of ['waiting', 'ready', 'ended']) $(id).hidden = id !== section;
+  }
+
+  function fail(msg) {
+    $('error').textContent = msg;
+    $('error').hidden = !msg;
+  }
+
+  function duration(s) {
+    if (s == null) return '–';
+    if (s < 60) return s + ' s';
+    const m = Math.floor(s / 60);
+    if (m < 60) return m + ' min ' + String(s % 60).padStart(2, '0') + ' s';
+    return Math.floor(m / 60) + ' h ' + String(m % 60).padStart(2, '0') + ' min';
+  }
+
+  function showPosition(p) {
+    root.dataset.status = 'WAITING';
+    show('waiting');
+    const pos = p.position || 0;
+    $('position').textContent = pos ? pos.toLocaleString() : '–';
+    $('ahead').textContent = pos ? Math.max(pos - 1, 0).toLocaleString() : '–';
+    $('eta').textContent = p.etaSeconds == null ? 'unknown' : duration(p.etaSeconds);
+    // Progress runs from the place first shown to the head of the line.
+    let first = Number(localStorage.getItem(key + '.first')) || 0;
+    if (pos > first) {
+      first = pos;
+      localStorage.setItem(key + '.first', String(pos));
+    }
+    const frac = first > 1 ? (first - pos) / (first - 1) : pos === 1 ? 1 : 0;
+    const pct = Math.round(Math.min(Math.max(frac, 0), 1) * 100);
+    $('fill').style.transform = 'scaleX(' + pct / 100 + ')';
+    $('bar').setAttribute('aria-valuenow', String(pct));
+  }
+
+  function showReady(r) {
+    root.dataset.status = 'READY';
+    token = r.token;
+    show('ready');
+    const expires = Date.parse(r.expiresAt);
+    const tick = () => {
+      const left = Math.max(0, Math.round((expires - Date.now()) / 1000));
+      $('left').textContent = duration(left);
+      if (left === 0) clearInterval(countdown);
+    };
+    clearInterval(countdown);
+    tick();
+    countdown = setInterval(tick, 1000);
+  }
+
+  function end(status, reason) {
+    done = true;
+    root.dataset.status = status;
+    stopStream();
+    stopPolling();
+    clearInterval(countdown);
+    const texts = {
+      EXPIRED: ['Your turn has passed', 'The time to order ran out. You can join the line again.'],
+      USED: ['Order placed', 'This place in line has been used for an order.'],
+      LEFT: ['You left the line', ''],
+      CLOSED: ['The line is closed', reason === 'sold_out' ? 'Sold out: everything has been sold.' : 'This sale is not taking more shoppers.'],
+    };
+    const [title, text] = texts[status] || ['', ''];
+    $('end-title').textContent = title;
+    $('end-text').textContent = text;
+    $('rejoin').hidden = status === 'CLOSED' || status === 'USED';
+    show('ended');
+    setConn('ended', 'Finished');
+  }
+
+  // apply takes a join or poll answer.
+  function apply(p) {
+    ticket = p.ticket;
+    eventsURL = p.events;
+    if (p.pollAfterMs) pollAfter = p.pollAfterMs;
+    localStorage.setItem(key, ticket);
+    switch (p.status) {
+      case 'WAITING': showPosition(p); break;
+      case 'READY': showReady(p); break;
+      default: end(p.status, p.reason);
+    }
+  }
+
+  async function call(method, url, headers, body) {
+    const res = await fetch(url, { method, headers, body, cache: 'no-store' });
+    let data = null;
+    try { data = await res.json(); } catch { /* empty or not JSON */ }
+    return { status: res.status, ok: res.ok, data };
+  }
+
+  async function join() {
+    const r = await call('POST', base, { 'X-User-Id': user });
+    if (!r.ok) {
+      if (r.status === 410) return end('CLOSED', r.data && r.data.detail);
+      throw new Error((r.data && (r.data.detail || r.data.title)) || 'join failed: ' + r.status);
+    }
+    apply(r.data);
+  }
+
+  async function poll() {
+    const r = await call('GET', base + '/' + encodeURIComponent(ticket));
+    if (r.status === 401 || r.status === 404) {
+      localStorage.removeItem(key);
+      return join();
+    }
+    if (!r.ok) throw new Error('poll failed: ' + r.status);
+    apply(r.data);
+  }
+
+  function stopPolling() {
+    clearTimeout(pollTimer);
+    pollTimer = null;
+  }
+
+  // Polling is the fallback while the stream is down; the stream, once back,
+  // stops it.
+  function startPolling() {
+    if (pollTimer || done) return;
+    const loop = async () => {
+      try {
+        await poll();
+        fail('');
+      } catch (e) {
+        fail('Connection trouble, retrying…');
+      }
+      if (!done && root.dataset.conn !== 'live') pollTimer = setTimeout(loop, pollAfter);
+      else pollTimer = null;
+    };
+    pollTimer = setTimeout(loop, pollAfter);
+  }
+
+  function stopStream() {
+    clearTimeout(sseRetry);
+    if (es) es.close();
+    es = null;
+  }
+
+  function listen() {
+    if (done || !eventsURL || !window.EventSource) {
+      if (!done) { setConn('polling', 'Updating every few seconds'); startPolling(); }
+      return;
+    }
+    stopStream();
+    es = new EventSource(eventsURL);
+    es.onopen = () => {
+      setConn('live', 'Live');
+      stopPolling();
+      fail('');
+    };
+    es.onerror = () => {
+      if (done) return;
+      if (es && es.readyState === EventSource.CLOSED) {
+        // The browser gave up on this stream: poll, and try the stream
+        // again later.
+        setConn('polling', 'Updating every few seconds');
+        sseRetry = setTimeout(listen, 15000);
+      } else {
+        setConn('reconnecting', 'Reconnecting…');
+      }
+      startPolling();
+    };
+    const data = (e) => JSON.parse(e.data);
+    es.addEventListener('position', (e) => showPosition(data(e)));
+    es.addEventListener('ready', (e) => {
+      showReady(data(e));
+      stopStream();
+      stopPolling();
+      setConn('live', 'Your turn');
+    });
+    es.addEventListener('expired', () => end('EXPIRED'));
+    es.addEventListener('closed', (e) => {
+      const d = data(e);
+      end(d.reason === 'used' ? 'USED' : d.reason === 'left' ? 'LEFT' : 'CLOSED', d.reason);
+    });
+  }
+
+  async function order() {
+    const button = $('order');
+    const answer = $('answer');
+    button.disabled = true;
+    answer.className = 'answer';
+    answer.textContent = 'Placing your order…';
+    try {
+      const r = await call('POST', '/v1/orders', {
+        'Authorization': 'Bearer ' + token,
+        'Content-Type': 'application/json',
+        'X-User-Id': user,
+      }, JSON.stringify({ sku, quantity: 1 }));
+      const d = r.data || {};
+      if (r.ok) {
+        answer.className = 'answer ok';
+        answer.textContent = 'Order ' + (d.orderId || '') + ': ' + (d.status || 'accepted') + (d.reason ? ' (' + d.reason + ')' : '');
+      } else {
+        answer.className = 'answer bad';
+        answer.textContent = (d.title || 'Error ' + r.status) + (d.detail ? ': ' + d.detail : '');
+        button.disabled = false;
+      }
+    } catch (e) {
+      answer.className = 'answer bad';
+      answer.textContent = 'The order could not be sent; try again.';
+      button.disabled = false;
+    }
+  }
+
+  async function start() {
+    try {
+      ticket = localStorage.getItem(key);
+      if (ticket) await poll(); else await join();
+      listen();
+    } catch (e) {
+      fail(e.message + ' — retrying…');
+      setTimeout(start, 3000);
+    }
+  }
+
+  $('order').addEventListener('click', order);
+  $('rejoin').addEventListener('click', () => {
+    localStorage.removeItem(key);
+    localStorage.removeItem(key + '.first');
+    done = false;
+    setConn('connecting', 'Connecting…');
+    start();
+  });
+  start();
+})();
