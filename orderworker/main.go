@@ -1,8 +1,12 @@
-// Command orderworker redeems entry tokens and turns them into orders:
-// one order per token, stock in PostgreSQL, payment behind a circuit breaker.
+// Command orderworker turns entry tokens into orders: it redeems each
+// token once, takes the stock and records the order in PostgreSQL in short
+// single-statement transactions, pays through the payment gateway behind a
+// circuit breaker (outside any transaction), publishes the outcome and
+// frees the shopper's admission slot so the next one is let in.
 //
-// This first version serves only its operational endpoints; the order
-// path is the orders issue's work.
+// Several workers share the USHER_ORDERS work; a crash anywhere is
+// finished by redelivery, exactly once: no double stock decrement, no
+// double charge (the payment's idempotency key is the order id).
 package main
 
 import (

@@ -7,45 +7,106 @@ import (
 	"net"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"usher/shared/bus"
+	"usher/shared/catalog"
 	"usher/shared/config"
 	"usher/shared/opshttp"
+	"usher/shared/orders"
+	"usher/shared/paybreaker"
+	"usher/shared/waitqueue"
 )
 
+// run wires the order worker and works until ctx ends.
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	env := config.New(getenv)
-	addr := env.String("USHER_ORDERWORKER_ADDR", "127.0.0.1:8083")
-	natsURLs := env.List("USHER_NATS_URL", "nats://127.0.0.1:4222")
-	replicas := env.Int("USHER_STREAM_REPLICAS", 1, 1)
-	level := env.String("USHER_LOG_LEVEL", "info")
-	shutdown := env.Duration("USHER_SHUTDOWN_TIMEOUT", 5*time.Second)
-	if err := env.Err(); err != nil {
-		return err
-	}
-	log, err := config.Logger(stdout, level)
+	return runWith(ctx, getenv, stdout, hooks{})
+}
+
+func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, h hooks) error {
+	s, err := loadSettings(config.New(getenv))
 	if err != nil {
 		return err
 	}
-	nc, _, err := bus.Open(ctx, natsURLs, "usher-orderworker", replicas)
+	log, err := config.Logger(stdout, s.logLevel)
+	if err != nil {
+		return err
+	}
+	m := newMetrics()
+	db, err := orders.Open(s.databaseURL, orders.Options{MaxConns: int32(s.dbPool), Hold: m.observeHold})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.Migrate(ctx); err != nil {
+		return err
+	}
+	nc, js, err := bus.Open(ctx, s.natsURLs, "usher-orderworker", s.replicas)
 	if err != nil {
 		return err
 	}
 	defer nc.Drain()
-	ln, err := net.Listen("tcp", addr)
+	queues, err := catalog.Open(ctx, js, s.replicas)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", addr, err)
+		return err
 	}
-	mux := opshttp.Mux(prometheus.NewRegistry(), func(context.Context) error {
+	rdb, err := waitqueue.Dial(s.redisURL, s.redisPool)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	cons, err := ensureConsumer(ctx, js, s.ackWait, 4*s.concurrency)
+	if err != nil {
+		return err
+	}
+	br := newBreaker(log, paybreaker.New(rdb), s.breakerOpen, m.breaker.Set)
+	w := &worker{
+		log: log, store: db, records: orders.NewRecords(rdb), line: waitqueue.New(rdb),
+		queues: queues, events: js, breaker: br,
+		pay:      newPayments(s.paymentURL, s.paymentTimeout, br, func(o string) { m.payments.WithLabelValues(o).Inc() }),
+		now:      time.Now,
+		deadline: s.orderDeadline,
+		wait:     s.breakerOpen / 2,
+		hooks:    h,
+		metrics:  m,
+	}
+
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.addr, err)
+	}
+	mux := opshttp.Mux(m.reg, func(ctx context.Context) error {
 		if !nc.IsConnected() {
 			return fmt.Errorf("nats: %s", nc.Status())
 		}
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return err
+		}
+		return db.Ping(ctx)
+	})
+	log.Info("orderworker running", "addr", ln.Addr().String(), "nats", s.natsURLs, "payment", s.paymentURL)
+
+	ctx, crash := context.WithCancelCause(ctx)
+	defer crash(nil)
+	// Work in hand outlives ctx by the shutdown bound, or not at all after
+	// a crash.
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	c := &consumer{log: log, w: w, ackWait: s.ackWait, sem: make(chan struct{}, s.concurrency),
+		crash: func(err error) { stopWork(); crash(err) }}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return queues.Run(gctx) })
+	g.Go(func() error { return c.Run(gctx, workCtx, cons) })
+	g.Go(func() error { return opshttp.Serve(gctx, ln, mux, s.shutdown) })
+	g.Go(func() error {
+		<-gctx.Done()
+		time.AfterFunc(s.shutdown, stopWork) // the bound on draining
 		return nil
 	})
-	log.Info("orderworker running", "addr", ln.Addr().String())
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return opshttp.Serve(ctx, ln, mux, shutdown) })
-	return g.Wait()
+	err = g.Wait()
+	if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && err == nil {
+		err = cause
+	}
+	return err
 }

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/shared/event"
+)
+
+// consumerName is the durable consumer every order worker shares: the
+// stream's order requests are split among them (a work queue).
+const consumerName = "orderworker"
+
+// delivery is the part of a JetStream message the consumer uses.
+type delivery interface {
+	Data() []byte
+	Metadata() (*jetstream.MsgMetadata, error)
+	Ack() error
+	NakWithDelay(delay time.Duration) error
+	Term() error
+	InProgress() error
+}
+
+// consumer feeds order requests to the worker, many at a time, and is the
+// one place that acks, naks and logs their outcome.
+type consumer struct {
+	log     *slog.Logger
+	w       *worker
+	ackWait time.Duration
+	sem     chan struct{}
+	wg      sync.WaitGroup
+	crash   func(error) // a test hook fired: stop everything now
+}
+
+// ensureConsumer declares the shared durable consumer of order requests.
+func ensureConsumer(ctx context.Context, js jetstream.JetStream, ackWait time.Duration, maxPending int) (jetstream.Consumer, error) {
+	return js.CreateOrUpdateConsumer(ctx, event.StreamOrders, jetstream.ConsumerConfig{
+		Durable:       consumerName,
+		FilterSubject: event.OrderRequestedSubject,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       ackWait,
+		MaxDeliver:    -1,
+		MaxAckPending: maxPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+}
+
+// Run consumes until ctx ends, then drains: no new messages, the ones in
+// hand are finished (within the caller's shutdown bound: work is canceled
+// when workCtx ends).
+func (c *consumer) Run(ctx, workCtx context.Context, cons jetstream.Consumer) error {
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case c.sem <- struct{}{}:
+		case <-workCtx.Done():
+			return // shutting down: it will be redelivered
+		}
+		c.wg.Add(1)
+		go func() {
+			defer func() { <-c.sem; c.wg.Done() }()
+			c.handle(workCtx, m)
+		}()
+	}, jetstream.PullMaxMessages(cap(c.sem)))
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	cc.Drain()
+	select {
+	case <-cc.Closed():
+	case <-workCtx.Done():
+	}
+	c.wg.Wait()
+	return nil
+}
+
+// handle processes one message and settles it with the broker. While it
+// works it tells the broker so, so a slow payment is not redelivered to
+// another worker meanwhile.
+func (c *consumer) handle(ctx context.Context, m delivery) {
+	var req event.OrderRequested
+	if _, err := event.Unmarshal(m.Data(), event.TypeOrderRequested, &req); err != nil {
+		c.log.Error("dropping a malformed order request", "err", err)
+		_ = m.Term()
+		return
+	}
+	redelivered := false
+	if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
+		redelivered = true
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(c.ackWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = m.InProgress()
+			}
+		}
+	}()
+	start := time.Now()
+	err := c.w.process(ctx, req, redelivered)
+	close(done)
+	log := c.log.With("order", req.OrderID, "queue", req.Queue)
+	var later retryLater
+	var hook hookError
+	switch {
+	case err == nil:
+		if err := m.Ack(); err != nil {
+			log.Warn("ack", "err", err) // redelivery will find it final
+		}
+		c.w.metrics.latency.Observe(time.Since(req.RequestedAt).Seconds())
+		log.Debug("order finished", "took", time.Since(start))
+	case errors.As(err, &hook):
+		c.crash(hook.err) // as if the process died here: no ack, no nak
+	case errors.As(err, &later):
+		_ = m.NakWithDelay(later.after)
+	case errors.Is(err, errPoison):
+		log.Error("dropping an order request that can never succeed", "err", err)
+		_ = m.Term()
+	case ctx.Err() != nil:
+		// Shutting down: leave it for redelivery.
+	default:
+		log.Error("order step failed; will retry", "err", err)
+		_ = m.NakWithDelay(time.Second)
+	}
+}

@@ -1,0 +1,327 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"usher/shared/bus"
+	"usher/shared/catalog"
+	"usher/shared/event"
+	"usher/shared/orders"
+	"usher/shared/testenv"
+	"usher/shared/waitqueue"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.Stop()
+	if pgsimBin.dir != "" {
+		os.RemoveAll(pgsimBin.dir)
+	}
+	os.Exit(code)
+}
+
+// pgsimBin is the payment-gateway simulator, built once per test binary:
+// it is a package main of its own and cannot be imported.
+var pgsimBin struct {
+	sync.Once
+	dir, path string
+	err       error
+}
+
+const pgsimAdmin = "pgsim-test-admin"
+
+// pgsim runs the simulator on a free port until the test ends and returns
+// its base URL.
+func pgsim(t testing.TB, latencyMs int) string {
+	t.Helper()
+	pgsimBin.Do(func() {
+		pgsimBin.dir, pgsimBin.err = os.MkdirTemp("", "usher-pgsim-")
+		if pgsimBin.err != nil {
+			return
+		}
+		pgsimBin.path = filepath.Join(pgsimBin.dir, "pgsim")
+		out, err := exec.Command("go", "build", "-o", pgsimBin.path, "usher/pgsim").CombinedOutput()
+		if err != nil {
+			pgsimBin.err = fmt.Errorf("go build pgsim: %v: %s", err, out)
+		}
+	})
+	if pgsimBin.err != nil {
+		t.Fatal(pgsimBin.err)
+	}
+	cmd := exec.Command(pgsimBin.path)
+	cmd.Env = append(os.Environ(), "PGSIM_ADDR=127.0.0.1:0", "PGSIM_ADMIN_TOKEN="+pgsimAdmin,
+		fmt.Sprintf("PGSIM_LATENCY_MEAN_MS=%d", latencyMs), "PGSIM_LATENCY_TAIL=0.5")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "listening" {
+				addr <- line.Addr
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		return "http://" + a
+	case <-time.After(30 * time.Second):
+		t.Fatal("pgsim did not say it was listening")
+	}
+	return ""
+}
+
+// world is everything an order worker talks to, real and private to one
+// test: JetStream, Redis, PostgreSQL and pgsim.
+type world struct {
+	t        testing.TB
+	env      map[string]string
+	js       jetstream.JetStream
+	rdb      redis.UniversalClient
+	line     *waitqueue.Store
+	db       *orders.Store
+	records  *orders.Records
+	queues   *catalog.Catalog
+	queue    string
+	pgsimURL string
+}
+
+func newWorld(t testing.TB, cfg catalog.Config, stock int64, latencyMs int) *world {
+	t.Helper()
+	ctx := context.Background()
+	natsURL := testenv.NATS(t)
+	// Its own Redis: the payment breaker's shared state is one key per
+	// deployment, and one test's outage must not pause another's.
+	redisURL, _ := testenv.RedisServer(t)
+	w := &world{t: t, queue: testenv.Name(t), pgsimURL: pgsim(t, latencyMs)}
+	w.env = map[string]string{
+		"USHER_NATS_URL": natsURL, "USHER_REDIS_URL": redisURL, "USHER_DATABASE_URL": testenv.PostgresURL(t),
+		"USHER_PAYMENT_URL": w.pgsimURL, "USHER_ORDERWORKER_ADDR": "127.0.0.1:0", "USHER_LOG_LEVEL": "error",
+		"USHER_ORDER_ACK_WAIT": "1s", "USHER_BREAKER_OPEN": "500ms", "USHER_PAYMENT_TIMEOUT": "500ms",
+	}
+	nc, js, err := bus.Open(ctx, []string{natsURL}, "orderworker-test", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	w.js = js
+	if w.queues, err = catalog.Open(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	qctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go w.queues.Run(qctx)
+	if w.rdb, err = waitqueue.Dial(redisURL, 16); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.rdb.Close() })
+	w.line, w.records = waitqueue.New(w.rdb), orders.NewRecords(w.rdb)
+	if w.db, err = orders.Open(w.env["USHER_DATABASE_URL"], orders.Options{MaxConns: 4}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.db.Close)
+	if err := w.db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Name, cfg.SKU = w.queue, "sku-"+w.queue
+	if _, err := w.queues.Put(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.db.SetStock(ctx, cfg.SKU, stock); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (w *world) sku() string { return "sku-" + w.queue }
+
+// start runs an order worker until the test ends (or a hook crashes it);
+// its error comes on the channel.
+func (w *world) start(h hooks, env ...string) <-chan error {
+	w.t.Helper()
+	vars := map[string]string{}
+	for k, v := range w.env {
+		vars[k] = v
+	}
+	for i := 0; i+1 < len(env); i += 2 {
+		vars[env[i]] = env[i+1]
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var out io.Writer = io.Discard
+		if os.Getenv("USHER_TEST_LOG") != "" {
+			out, vars["USHER_LOG_LEVEL"] = os.Stderr, os.Getenv("USHER_TEST_LOG")
+		}
+		errc <- runWith(ctx, func(k string) string { return vars[k] }, out, h)
+	}()
+	w.t.Cleanup(func() { cancel(); <-done })
+	return errc
+}
+
+// admit puts n shoppers in line and admits them all, as the admitter
+// would, and returns their token ids.
+func (w *world) admit(n int) []string {
+	w.t.Helper()
+	ctx := context.Background()
+	stats, _ := w.line.Stats(ctx, w.queue)
+	first := uint64(stats.AdmittedTotal + stats.Waiting + 1)
+	for i := range n {
+		seq := first + uint64(i)
+		if _, err := w.line.Ingest(ctx, w.queue, seq, fmt.Sprintf("user-%d", seq)); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	if _, err := w.line.Admit(ctx, w.queue, waitqueue.Tick{Now: time.Now().Add(-time.Second), TargetActive: 1 << 20,
+		TickLength: time.Millisecond, TokenTTL: 5 * time.Minute, Watermark: 1 << 62}); err != nil {
+		w.t.Fatal(err)
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s:%d", w.queue, first+uint64(i))
+	}
+	return ids
+}
+
+// request publishes an order for the token as the gateway does (msgID ""
+// means the order id, the gateway's dedup) and returns the order id.
+func (w *world) request(tokenID string, msgID string) string {
+	w.t.Helper()
+	_, seq, _ := waitqueue.ParseTokenID(tokenID)
+	id := orders.ID(tokenID)
+	if msgID == "" {
+		msgID = id
+	}
+	body, _ := event.Marshal(msgID, event.TypeOrderRequested, "", time.Now(), event.OrderRequested{
+		OrderID: id, TokenID: tokenID, Queue: w.queue, User: fmt.Sprintf("user-%d", seq), SKU: w.sku(), Quantity: 1,
+		TokenExpiresAt: time.Now().Add(5 * time.Minute), RequestedAt: time.Now(),
+	})
+	if _, err := w.js.Publish(context.Background(), event.OrderRequestedSubject, body, jetstream.WithMsgID(msgID)); err != nil {
+		w.t.Fatal(err)
+	}
+	return id
+}
+
+func (w *world) order(id string) orders.Order {
+	w.t.Helper()
+	o, _, err := w.db.Get(context.Background(), id)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return o
+}
+
+// waitFinal waits until every order is final and its slot is free.
+func (w *world) waitFinal(within time.Duration, ids ...string) {
+	w.t.Helper()
+	testenv.Eventually(w.t, within, func() bool {
+		for _, id := range ids {
+			if !w.order(id).Status.Final() {
+				return false
+			}
+		}
+		st, _ := w.line.Stats(context.Background(), w.queue)
+		return st.Active == 0
+	}, "%d orders final and their slots free", len(ids))
+}
+
+func (w *world) stock() int64 {
+	w.t.Helper()
+	n, _, err := w.db.Stock(context.Background(), w.sku())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return n
+}
+
+// charges is how often pgsim charged the key ("" for the total).
+func (w *world) charges(key string) int {
+	w.t.Helper()
+	u := w.pgsimURL + "/v1/admin/charges"
+	if key != "" {
+		u += "?key=" + key
+	}
+	var out struct{ Charges, Total int }
+	w.pgsimDo("GET", u, "", &out)
+	if key == "" {
+		return out.Total
+	}
+	return out.Charges
+}
+
+func (w *world) setMode(mode string, slowMs int) {
+	w.t.Helper()
+	w.pgsimDo("PUT", w.pgsimURL+"/v1/admin/mode", fmt.Sprintf(`{"mode": %q, "slowMs": %d}`, mode, slowMs), nil)
+}
+
+func (w *world) pgsimDo(method, url, body string, out any) {
+	w.t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+pgsimAdmin)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 {
+		b, _ := io.ReadAll(res.Body)
+		w.t.Fatalf("%s %s = %d %s", method, url, res.StatusCode, b)
+	}
+	if out != nil {
+		json.NewDecoder(res.Body).Decode(out)
+	}
+}
+
+// finished reads the order outcome events of the world's queue.
+func (w *world) finished() map[string]event.OrderFinished {
+	w.t.Helper()
+	cons, err := w.js.OrderedConsumer(context.Background(), event.StreamOrders, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{event.OrderCompletedSubject, event.OrderFailedSubject},
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	out := map[string]event.OrderFinished{}
+	for {
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(200*time.Millisecond))
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			var env event.Envelope
+			json.Unmarshal(m.Data(), &env)
+			var f event.OrderFinished
+			json.Unmarshal(env.Data, &f)
+			out[f.OrderID] = f
+			n++
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/shared/catalog"
+	"usher/shared/event"
+	"usher/shared/orders"
+	"usher/shared/waitqueue"
+)
+
+// orderStore is the part of the PostgreSQL store the worker uses.
+type orderStore interface {
+	Place(ctx context.Context, o orders.Order) (orders.Order, error)
+	Reject(ctx context.Context, o orders.Order, reason string) (orders.Order, error)
+	Get(ctx context.Context, id string) (orders.Order, bool, error)
+	Pay(ctx context.Context, id, paymentID string) (orders.Order, error)
+	Fail(ctx context.Context, id, reason string) (orders.Order, error)
+}
+
+// recordWriter rewrites the Redis order records from the store.
+type recordWriter interface {
+	Put(ctx context.Context, rec orders.Record) error
+}
+
+// slots redeems tokens and frees admission slots in the waiting line.
+type slots interface {
+	Redeem(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (waitqueue.Redemption, error)
+	Release(ctx context.Context, q string, seq uint64, orderID string) (bool, error)
+}
+
+// queueCatalog is the part of the catalog the worker reads and writes (to
+// close a sold-out queue).
+type queueCatalog interface {
+	Get(name string) (catalog.Config, bool)
+	Put(ctx context.Context, cfg catalog.Config) (bool, error)
+}
+
+// publisher is the part of JetStream the worker publishes with.
+type publisher interface {
+	Publish(ctx context.Context, subj string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+}
+
+// payer charges an order.
+type payer interface {
+	Charge(ctx context.Context, o orders.Order) (string, error)
+}
+
+// hooks let tests stop the worker at its crash points: a hook's error makes
+// the worker's run return at once, leaving the message unacknowledged.
+type hooks struct {
+	afterRedeem func(orderID string) error // token redeemed, no order row yet
+	afterPlace  func(orderID string) error // transaction 1 committed
+	afterPay    func(orderID string) error // the gateway charged, transaction 2 not run
+	beforeAck   func(orderID string) error // everything done but the ack
+}
+
+// hookError is a test hook's verdict: the worker stops as if it crashed.
+type hookError struct{ err error }
+
+func (h hookError) Error() string { return h.err.Error() }
+
+func (h hooks) call(f func(string) error, id string) error {
+	if f == nil {
+		return nil
+	}
+	if err := f(id); err != nil {
+		return hookError{err}
+	}
+	return nil
+}
+
+// retryLater asks for the message to come back after a delay: the order is
+// waiting for the payment gateway.
+type retryLater struct{ after time.Duration }
+
+func (r retryLater) Error() string {
+	return fmt.Sprintf("payment gateway unavailable; retry in %v", r.after)
+}
+
+// errPoison marks a message that can never be processed.
+var errPoison = errors.New("malformed order request")
+
+// worker turns order requests into finished orders.
+type worker struct {
+	log      *slog.Logger
+	store    orderStore
+	records  recordWriter
+	line     slots
+	queues   queueCatalog
+	events   publisher
+	pay      payer
+	breaker  *breaker
+	now      func() time.Time
+	deadline time.Duration // how long an order may wait for the payment gateway
+	wait     time.Duration // how long a deferred order waits before its next try
+	hooks    hooks
+	metrics  *metrics
+}
+
+// holdMargin keeps a redeemed token's slot past the order's deadline long
+// enough for the last payment try (3 × timeout + backoff) to finish.
+const holdMargin = 30 * time.Second
+
+// process drives one order request as far as it can go. It returns nil
+// when the order is final and everything after it is done (ack),
+// retryLater when it waits for the payment gateway, errPoison for a
+// message that can never succeed, a hookError to crash, any other error to
+// be redelivered.
+func (w *worker) process(ctx context.Context, req event.OrderRequested, redelivered bool) error {
+	q, seq, ok := waitqueue.ParseTokenID(req.TokenID)
+	if !ok || q != req.Queue || req.OrderID != orders.ID(req.TokenID) || req.Quantity < 1 {
+		return errPoison
+	}
+	o := orders.Order{ID: req.OrderID, TokenID: req.TokenID, Queue: req.Queue, User: req.User,
+		SKU: req.SKU, Quantity: req.Quantity, Deadline: w.now().Add(w.deadline)}
+	found := false
+	if redelivered {
+		// Pick up where the last attempt stopped: the store is the truth.
+		cur, ok, err := w.store.Get(ctx, o.ID)
+		if err != nil {
+			return err
+		}
+		if ok {
+			o, found = cur, true
+		}
+	}
+	if !found {
+		r, err := w.line.Redeem(ctx, q, seq, o.TokenID, o.ID, o.Deadline.Add(holdMargin))
+		if err != nil {
+			return err
+		}
+		switch r {
+		case waitqueue.Redeemed:
+		case waitqueue.RedeemUnknown:
+			// Redis lost the entry (it is a projection): the store's unique
+			// key on the token id still guards one token, one order.
+			w.log.Warn("redeeming a token Redis does not know", "order", o.ID, "token", o.TokenID)
+		case waitqueue.RedeemConflict:
+			// Another order holds this token. Nothing of ours to record.
+			w.log.Warn("token redeemed by another order", "order", o.ID, "token", o.TokenID)
+			return nil
+		default:
+			reason := orders.ReasonTokenExpired
+			if r == waitqueue.RedeemLeft {
+				reason = orders.ReasonTokenLeft
+			}
+			if o, err = w.store.Reject(ctx, o, reason); err != nil {
+				return err
+			}
+			return w.finish(ctx, o, seq)
+		}
+		if err := w.hooks.call(w.hooks.afterRedeem, o.ID); err != nil {
+			return err
+		}
+		if o, err = w.store.Place(ctx, o); err != nil {
+			return err
+		}
+		if err := w.hooks.call(w.hooks.afterPlace, o.ID); err != nil {
+			return err
+		}
+		if o.Status == orders.Pending {
+			// Tell the shopper the order is in, before the slow part.
+			w.putRecord(ctx, o)
+		}
+	}
+	if o.Status == orders.Pending {
+		var err error
+		if o, err = w.settle(ctx, o); err != nil {
+			return err
+		}
+	}
+	return w.finish(ctx, o, seq)
+}
+
+// settle pays a pending order and records the outcome (transaction 2), or
+// asks to wait while the payment gateway is unavailable and the order's
+// deadline has not passed.
+func (w *worker) settle(ctx context.Context, o orders.Order) (orders.Order, error) {
+	late := !w.now().Before(o.Deadline)
+	if w.breaker.Blocked(ctx) {
+		if late {
+			return w.store.Fail(ctx, o.ID, orders.ReasonDeadline)
+		}
+		w.metrics.deferred.Inc()
+		return o, retryLater{w.wait}
+	}
+	pid, err := w.pay.Charge(ctx, o)
+	switch {
+	case err == nil:
+		if err := w.hooks.call(w.hooks.afterPay, o.ID); err != nil {
+			return o, err
+		}
+		return w.store.Pay(ctx, o.ID, pid)
+	case errors.Is(err, errPaymentDeclined):
+		w.log.Warn("payment declined", "order", o.ID, "err", err)
+		return w.store.Fail(ctx, o.ID, orders.ReasonDeclined)
+	case ctx.Err() != nil:
+		return o, ctx.Err()
+	case late:
+		return w.store.Fail(ctx, o.ID, orders.ReasonDeadline)
+	default:
+		w.metrics.deferred.Inc()
+		return o, retryLater{w.wait}
+	}
+}
+
+// finish closes the loop on a final order: the Redis record, the event,
+// the sold-out close, and last the admission slot. Every step is
+// idempotent, so a redelivery after a crash anywhere here repeats them
+// harmlessly.
+func (w *worker) finish(ctx context.Context, o orders.Order, seq uint64) error {
+	if err := w.putRecord(ctx, o); err != nil {
+		return err
+	}
+	typ, subj, id := event.TypeOrderCompleted, event.OrderCompletedSubject, "completed/"+o.ID
+	if o.Status != orders.Paid {
+		typ, subj, id = event.TypeOrderFailed, event.OrderFailedSubject, "failed/"+o.ID
+	}
+	body, err := event.Marshal(id, typ, o.User, w.now(), event.OrderFinished{
+		OrderID: o.ID, TokenID: o.TokenID, Queue: o.Queue, User: o.User, SKU: o.SKU, Quantity: o.Quantity,
+		Status: string(o.Status), Reason: o.Reason, PaymentID: o.PaymentID,
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := w.events.Publish(ctx, subj, body, jetstream.WithMsgID(id)); err != nil {
+		return fmt.Errorf("publish %s: %w", typ, err)
+	}
+	if o.Available == 0 || o.Reason == orders.ReasonSoldOut {
+		if err := w.closeSoldOut(ctx, o.Queue); err != nil {
+			return err
+		}
+	}
+	if _, err := w.line.Release(ctx, o.Queue, seq, o.ID); err != nil {
+		return err
+	}
+	if err := w.hooks.call(w.hooks.beforeAck, o.ID); err != nil {
+		return err
+	}
+	w.metrics.orders.WithLabelValues(string(o.Status)).Inc()
+	return nil
+}
+
+func (w *worker) putRecord(ctx context.Context, o orders.Order) error {
+	return w.records.Put(ctx, orders.RecordOf(o))
+}
+
+// closeSoldOut closes the queue whose SKU ran out: waiting shoppers are
+// told CLOSED (sold_out) and new joins get 410.
+func (w *worker) closeSoldOut(ctx context.Context, q string) error {
+	cfg, ok := w.queues.Get(q)
+	if !ok || cfg.State == catalog.StateClosed {
+		return nil
+	}
+	cfg.State, cfg.ClosedReason = catalog.StateClosed, catalog.ReasonSoldOut
+	if _, err := w.queues.Put(ctx, cfg); err != nil {
+		return err
+	}
+	w.log.Info("queue sold out and closed", "queue", q, "sku", cfg.SKU)
+	return nil
+}
