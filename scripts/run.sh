@@ -105,7 +105,10 @@ wait_for notifier "$USHER_NOTIFIER_ADDR"
 
 curl -fsS -X PUT "http://$USHER_GATEWAY_ADDR/v1/admin/queues/demo" \
   -H "Authorization: Bearer $USHER_ADMIN_TOKEN" -H 'Content-Type: application/json' \
-  -d '{"targetActive": 20, "maxAdmitPerTick": 14, "tickMs": 100, "tokenTtlSeconds": 300}' >/dev/null
+  -d '{"targetActive": 20, "maxAdmitPerTick": 14, "tickMs": 100, "tokenTtlSeconds": 300, "sku": "demo-sku", "maxQuantity": 1}' >/dev/null
+curl -fsS -X PUT "http://$USHER_GATEWAY_ADDR/v1/admin/stock/demo-sku" \
+  -H "Authorization: Bearer $USHER_ADMIN_TOKEN" -H 'Content-Type: application/json' \
+  -d '{"available": 1000}' >/dev/null || echo "stock for demo-sku not seeded (is PostgreSQL up?)" >&2
 
 cat <<MSG
 
@@ -118,7 +121,7 @@ usher is running.
   admin token  $USHER_ADMIN_TOKEN
   logs         $logs/
 
-Queue "demo" is open. Try:
+Queue "demo" is open and sells demo-sku (1000 in stock). Try:
   curl -si -X POST http://$USHER_GATEWAY_ADDR/v1/queues/demo/tickets -H 'X-User-Id: alice'
 
 Ctrl-C stops everything.
