@@ -166,6 +166,7 @@ type entry struct {
 	alias   uint64 // the earlier entry this join duplicates, or 0
 	adm     *admission
 	usedAt  time.Time // first order completion or failure of its token
+	orderID string    // that order's id
 	leftAt  time.Time
 	orphan  bool // a leave whose join the streams no longer hold
 	ordered bool // an order event names its token (any type)
@@ -196,7 +197,7 @@ func project(h *history) *line {
 		}
 		admOf[a.Seq] = a
 	}
-	usedAt := map[string]time.Time{}
+	usedAt, usedBy := map[string]time.Time{}, map[string]string{}
 	ordered := map[string]bool{}
 	for _, o := range h.orders {
 		ordered[o.tokenID] = true
@@ -204,7 +205,7 @@ func project(h *history) *line {
 			continue
 		}
 		if t, ok := usedAt[o.tokenID]; !ok || o.at.Before(t) {
-			usedAt[o.tokenID] = o.at
+			usedAt[o.tokenID], usedBy[o.tokenID] = o.at, o.orderID
 		}
 	}
 	live := func(e *entry, at time.Time) bool {
@@ -226,7 +227,7 @@ func project(h *history) *line {
 		if !ev.leave {
 			e := &entry{seq: ev.seq, user: ev.user, joined: ev.stored, adm: admOf[ev.seq]}
 			if e.adm != nil {
-				e.usedAt = usedAt[e.adm.TokenID]
+				e.usedAt, e.orderID = usedAt[e.adm.TokenID], usedBy[e.adm.TokenID]
 				e.ordered = ordered[e.adm.TokenID]
 			} else if cur := users[ev.user]; cur != nil && live(cur, ev.stored) {
 				e.alias = cur.seq
@@ -288,6 +289,9 @@ func (l *line) records(now time.Time) []waitqueue.Record {
 		}
 		if e.adm != nil {
 			r.TokenID, r.ReadyAt, r.ExpiresAt = e.adm.TokenID, e.adm.ReadyAt, e.adm.ExpiresAt
+			if r.Status == waitqueue.Used {
+				r.OrderID = e.orderID
+			}
 		}
 		if r.Status == waitqueue.Admitted {
 			out = append(out, r)

@@ -26,6 +26,8 @@ type liveLine struct {
 	users map[string]bool   // every user who joined
 	owner map[uint64]string // join sequence → user
 	alias uint64            // the duplicate join history made
+	// usedOrder is the order that redeemed the token history used.
+	usedOrder string
 }
 
 func newLiveLine(t *testing.T) *liveLine {
@@ -145,16 +147,16 @@ func (l *liveLine) history() {
 	l.join("u00")       // u00's token expired: this is a new entry at the back
 	l.leave(l.seqs[20]) // left while waiting
 	l.leave(l.seqs[4])  // left after admission: frees the slot
-	// u05 ordered: the order path marks the token used and frees the slot
-	// (as the orderworker will; here by hand).
+	// u05 ordered: the order path redeems the token, publishes the order's
+	// end and releases the slot, as the orderworker does.
 	used := l.seqs[5]
 	tok := fmt.Sprintf("%s:%d", l.q, used)
-	l.order(event.TypeOrderCompleted, l.q, tok, "order-"+tok, time.Now())
-	e := fmt.Sprintf("usher:{%s}:e:%d", l.q, used)
-	if err := l.rdb.HSet(ctx, e, "status", "used").Err(); err != nil {
-		l.t.Fatal(err)
+	l.usedOrder = "order-" + tok
+	if r, err := l.store.Redeem(ctx, l.q, used, tok, l.usedOrder, time.Now().Add(time.Minute)); err != nil || r != waitqueue.Redeemed {
+		l.t.Fatalf("Redeem = %v, %v", r, err)
 	}
-	if err := l.rdb.ZRem(ctx, fmt.Sprintf("usher:{%s}:active", l.q), fmt.Sprint(used)).Err(); err != nil {
+	l.order(event.TypeOrderCompleted, l.q, tok, l.usedOrder, time.Now())
+	if _, err := l.store.Release(ctx, l.q, used, l.usedOrder); err != nil {
 		l.t.Fatal(err)
 	}
 }
@@ -199,6 +201,17 @@ func TestRebuildRestoresEveryShopperToTheSamePlace(t *testing.T) {
 	}
 	if got.stats != want.stats {
 		t.Errorf("Stats after rebuild = %+v, want %+v", got.stats, want.stats)
+	}
+	// The redeemed token keeps its order id: the same order redeeming again
+	// is told it is redeemed, another order is refused.
+	tok := fmt.Sprintf("%s:%d", l.q, l.seqs[5])
+	for _, tt := range []struct {
+		order string
+		want  waitqueue.Redemption
+	}{{l.usedOrder, waitqueue.Redeemed}, {"another", waitqueue.RedeemConflict}} {
+		if got, err := l.store.Redeem(context.Background(), l.q, l.seqs[5], tok, tt.order, time.Now().Add(time.Minute)); err != nil || got != tt.want {
+			t.Errorf("Redeem(%s) after rebuild = %v, %v; want %v", tt.order, got, err, tt.want)
+		}
 	}
 	wantReport := fmt.Sprintf("restored %d records: waiting=%d admitted=%d expired=%d used=%d left=%d alias=1",
 		len(l.seqs), l.statusCount(want, waitqueue.Waiting), l.statusCount(want, waitqueue.Admitted),

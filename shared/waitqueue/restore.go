@@ -19,6 +19,7 @@ type Record struct {
 	// user already in line); 0 for an entry of its own.
 	Alias     uint64
 	TokenID   string // set for every entry that was admitted
+	OrderID   string // the order that redeemed the token (status Used)
 	ReadyAt   time.Time
 	ExpiresAt time.Time
 }
@@ -36,7 +37,7 @@ const Alias Status = "alias"
 // restoreScript recreates entry records that Redis lost.
 //
 // KEYS: waiting, active, users, stats. ARGV: prefix, tombstoneTTL, then groups
-// of seven: seq, status, user, alias, tokenId, readyAtMs, expiresAtMs.
+// of eight: seq, status, user, alias, tokenId, readyAtMs, expiresAtMs, orderId.
 // Invariants: a record that exists is never touched (the gateway and the
 // admitter may be writing the same queue while a rebuild runs, and what they
 // wrote is newer); sorted sets only grow with NX, so nobody moves; the user
@@ -46,9 +47,9 @@ const Alias Status = "alias"
 var restoreScript = redis.NewScript(`
 local prefix, ttl = ARGV[1], tonumber(ARGV[2])
 local out = {}
-for i = 3, #ARGV, 7 do
+for i = 3, #ARGV, 8 do
   local seq, st, user, alias = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3]
-  local tok, ready, exp = ARGV[i+4], ARGV[i+5], ARGV[i+6]
+  local tok, ready, exp, ord = ARGV[i+4], ARGV[i+5], ARGV[i+6], ARGV[i+7]
   local e = prefix .. 'e:' .. seq
   if redis.call('EXISTS', e) == 1 then
     out[#out+1] = 0
@@ -62,6 +63,7 @@ for i = 3, #ARGV, 7 do
         redis.call('HSET', e, 'tokenId', tok, 'readyAt', ready, 'expiresAt', exp)
         redis.call('HINCRBY', KEYS[4], 'admittedTotal', 1)
       end
+      if ord ~= '' then redis.call('HSET', e, 'orderId', ord) end
       if st == 'waiting' then
         redis.call('ZADD', KEYS[1], 'NX', seq, seq)
       elseif st == 'admitted' then
@@ -141,7 +143,7 @@ func (s *Store) Restore(ctx context.Context, q string, recs []Record) (RestoreRe
 }
 
 func restoreArgs(prefix string, batch []Record) []any {
-	args := make([]any, 0, 2+7*len(batch))
+	args := make([]any, 0, 2+8*len(batch))
 	args = append(args, prefix, tombstoneTTL)
 	for _, r := range batch {
 		alias, ready, exp := "", "", ""
@@ -152,7 +154,7 @@ func restoreArgs(prefix string, batch []Record) []any {
 			ready = strconv.FormatInt(r.ReadyAt.UnixMilli(), 10)
 			exp = strconv.FormatInt(r.ExpiresAt.UnixMilli(), 10)
 		}
-		args = append(args, strconv.FormatUint(r.Seq, 10), string(r.Status), r.User, alias, r.TokenID, ready, exp)
+		args = append(args, strconv.FormatUint(r.Seq, 10), string(r.Status), r.User, alias, r.TokenID, ready, exp, r.OrderID)
 	}
 	return args
 }
