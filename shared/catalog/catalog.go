@@ -46,7 +46,40 @@ type Config struct {
 	// MaxQuantity is the most units one order may take (0, as in
 	// configurations stored before it existed, means 1).
 	MaxQuantity int `json:"maxQuantity"`
+	// RateLimit refuses bots and refresh storms with 429 before they
+	// reach the line.
+	RateLimit RateLimit `json:"rateLimit"`
 }
+
+// RateLimit is a queue's request limits (GCRA: a burst at once, then a
+// sustained rate per second). A rate of 0 turns that limit off. Joins are
+// limited per client IP and per user, orders per IP, per user and in
+// total; polls are never limited: a waiting shopper must see the line.
+type RateLimit struct {
+	PerIPPerSecond   int `json:"perIpPerSecond"`
+	PerIPBurst       int `json:"perIpBurst"`
+	PerUserPerSecond int `json:"perUserPerSecond"`
+	PerUserBurst     int `json:"perUserBurst"`
+	// OrdersPerSecond caps the queue's orders in total, a last guard in
+	// case the line is ever bypassed; its burst is one second's worth.
+	OrdersPerSecond int `json:"ordersPerSecond"`
+}
+
+// DefaultRateLimit is what a shop behind a CDN or a carrier's NAT can live
+// with: 50/s with a burst of 100 per IP leaves room for hundreds of real
+// shoppers sharing one address (each joins once and then only polls),
+// while a bot on its own address is cut to 50 joins a second. A person
+// double-clicks and refreshes, and a join is idempotent, so 5/s with a
+// burst of 10 per user never touches a human and stops a script. 200
+// orders/s is the seeds' order path at its ceiling (40 connections / 0.2 s
+// per transaction): more cannot be taken anyway.
+func DefaultRateLimit() RateLimit {
+	return RateLimit{PerIPPerSecond: 50, PerIPBurst: 100, PerUserPerSecond: 5, PerUserBurst: 10, OrdersPerSecond: 200}
+}
+
+// maxRate bounds every rate and burst (the limiter's resolution is one
+// request per microsecond).
+const maxRate = 1_000_000
 
 // OrderLimit is the most units one order may take.
 func (c Config) OrderLimit() int { return max(c.MaxQuantity, 1) }
@@ -55,7 +88,8 @@ func (c Config) OrderLimit() int { return max(c.MaxQuantity, 1) }
 // no per-tick cap, 100 ms ticks, five-minute tokens, open, one unit per
 // order.
 func Defaults(name string) Config {
-	return Config{Name: name, TargetActive: 20, TickMs: 100, TokenTTLSeconds: 300, State: StateOpen, MaxQuantity: 1}
+	return Config{Name: name, TargetActive: 20, TickMs: 100, TokenTTLSeconds: 300, State: StateOpen, MaxQuantity: 1,
+		RateLimit: DefaultRateLimit()}
 }
 
 // ReasonSoldOut is the ClosedReason of a queue whose SKU ran out.
@@ -108,6 +142,22 @@ func (c Config) Validate() []FieldError {
 	}
 	if len(c.ClosedReason) > 64 {
 		add("closedReason", "must be at most 64 characters")
+	}
+	rl := c.RateLimit
+	for _, f := range []struct {
+		name        string
+		rate, burst int
+	}{
+		{"perIp", rl.PerIPPerSecond, rl.PerIPBurst},
+		{"perUser", rl.PerUserPerSecond, rl.PerUserBurst},
+		{"orders", rl.OrdersPerSecond, 1},
+	} {
+		if f.rate < 0 || f.rate > maxRate {
+			add("rateLimit."+f.name+"PerSecond", "must be 0..1000000 (0 = off)")
+		}
+		if f.burst < 0 || f.burst > maxRate || (f.rate > 0 && f.burst < 1) {
+			add("rateLimit."+f.name+"Burst", "must be 1..1000000 while the rate is on")
+		}
 	}
 	return errs
 }
@@ -169,7 +219,9 @@ func (c *Catalog) apply(e jetstream.KeyValueEntry) {
 		delete(c.queues, e.Key())
 		return
 	}
-	var cfg Config
+	// Fields a stored configuration lacks (it was written before they
+	// existed) take their defaults, as they do in an admin PUT.
+	cfg := Defaults(e.Key())
 	if err := json.Unmarshal(e.Value(), &cfg); err == nil {
 		c.queues[e.Key()] = cfg
 	}

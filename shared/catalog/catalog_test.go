@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"usher/shared/bus"
 	"usher/shared/catalog"
 	"usher/shared/testenv"
@@ -21,6 +23,11 @@ func TestValidate(t *testing.T) {
 			[]string{"name", "targetActive", "maxAdmitPerTick", "tickMs", "tokenTtlSeconds", "state"}},
 		{"an order limit and a SKU", catalog.Config{Name: "q", TargetActive: 1, TickMs: 10, TokenTTLSeconds: 1, State: "open",
 			SKU: "no spaces", MaxQuantity: 1001}, []string{"sku", "maxQuantity"}},
+		{"every rate limit off", withLimits(catalog.RateLimit{}), nil},
+		{"a rate without a burst", withLimits(catalog.RateLimit{PerIPPerSecond: 1, PerUserPerSecond: 1, PerUserBurst: 0}),
+			[]string{"rateLimit.perIpBurst", "rateLimit.perUserBurst"}},
+		{"negative and huge limits", withLimits(catalog.RateLimit{PerIPPerSecond: -1, PerUserPerSecond: 2_000_000, PerUserBurst: 1, OrdersPerSecond: -5}),
+			[]string{"rateLimit.perIpPerSecond", "rateLimit.perUserPerSecond", "rateLimit.ordersPerSecond"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -34,6 +41,39 @@ func TestValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func withLimits(rl catalog.RateLimit) catalog.Config {
+	c := catalog.Defaults("q")
+	c.RateLimit = rl
+	return c
+}
+
+// A configuration stored before a field existed reads back with the
+// field's default, as an admin PUT that omits it does.
+func TestOldConfigurationsTakeNewDefaults(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nc, js, err := bus.Open(ctx, []string{testenv.NATS(t)}, "catalog-test", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: catalog.Bucket, History: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "old", []byte(`{"name":"old","targetActive":3,"tickMs":100,"tokenTtlSeconds":60,"state":"open"}`)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := catalog.Open(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := c.Get("old")
+	if want := catalog.DefaultRateLimit(); !ok || got.RateLimit != want || got.TargetActive != 3 {
+		t.Fatalf("Get(old) = %+v, want targetActive 3 and rateLimit %+v", got, want)
 	}
 }
 
