@@ -17,6 +17,7 @@ import (
 
 	"usher/shared/catalog"
 	"usher/shared/problem"
+	"usher/shared/ratelimit"
 	"usher/shared/ticket"
 	"usher/shared/token"
 	"usher/shared/waitqueue"
@@ -45,6 +46,10 @@ type api struct {
 	orders      orderRecords
 	stock       stockSetter
 	adminToken  []byte
+	users       userAuth           // nil: X-User-Id
+	limiter     *ratelimit.Limiter // nil: no rate limits
+	ips         clientIPs
+	http        httpLimits
 	notifierURL string
 	pageCSS     string // a shop's stylesheet for the waiting-room page
 	now         func() time.Time
@@ -56,25 +61,20 @@ type api struct {
 	metrics *metrics
 }
 
-// Limits against oversized and slow clients.
-const (
-	bodyLimit   = 16 << 10
-	readTimeout = 10 * time.Second
-)
-
 // app builds the fiber application with every route.
 func (a *api) app() *fiber.App {
 	if a.metrics == nil {
 		a.metrics = newMetrics()
 	}
+	lim := a.http.orDefault() // against oversized and slow clients
 	app := fiber.New(fiber.Config{
 		AppName:               "usher-gateway",
 		DisableStartupMessage: true,
-		BodyLimit:             bodyLimit,
-		ReadBufferSize:        8 << 10,
-		ReadTimeout:           readTimeout,
-		WriteTimeout:          readTimeout,
-		IdleTimeout:           60 * time.Second,
+		BodyLimit:             lim.body,
+		ReadBufferSize:        lim.header,
+		ReadTimeout:           lim.read,
+		WriteTimeout:          lim.write,
+		IdleTimeout:           lim.idle,
 		ErrorHandler:          a.writeError,
 	})
 	app.Use(a.metrics.middleware)
@@ -125,6 +125,10 @@ func (a *api) writeError(c *fiber.Ctx, err error) error {
 	default:
 		a.log.Error("request failed", "method", c.Method(), "route", c.Route().Path, "err", err)
 		p = problem.New(fiber.StatusInternalServerError, "internal", "the request could not be completed; it is safe to retry")
+	}
+	if p.Status < 500 {
+		// The route template, never the path: paths carry tickets.
+		a.log.Debug("client error", "method", methodLabel(c.Method()), "route", c.Route().Path, "status", p.Status, "type", p.Type)
 	}
 	if p.RetryAfter > 0 {
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(p.RetryAfter))

@@ -23,6 +23,7 @@ type settings struct {
 	pageCSS        string
 	logLevel       string
 	shutdown       time.Duration
+	protect        protectSettings
 }
 
 // loadSettings reads the gateway's environment; every problem is reported
@@ -44,6 +45,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		pageCSS:        env.String("USHER_PAGE_CSS_URL", ""),
 		logLevel:       env.String("USHER_LOG_LEVEL", "info"),
 		shutdown:       env.Duration("USHER_SHUTDOWN_TIMEOUT", 5*time.Second),
+		protect:        loadProtectSettings(env),
 	}
 	return s, env.Err()
 }

@@ -21,6 +21,7 @@ import (
 
 	"usher/shared/bus"
 	"usher/shared/catalog"
+	"usher/shared/ratelimit"
 	"usher/shared/testenv"
 	"usher/shared/ticket"
 	"usher/shared/token"
@@ -78,14 +79,21 @@ func newHarness(t testing.TB) *harness {
 		tickets:    signer,
 		keys:       keys,
 		adminToken: []byte("secret-admin"),
+		limiter:    ratelimit.New(line),
 		now:        time.Now,
 		rand:       rand.New(rand.NewPCG(1, 2)),
 		ready:      func(context.Context) error { return nil },
 	}
 	h := &harness{t: t, api: a, app: a.app(), js: js, line: line, queue: testenv.Name(t)}
-	h.putQueue(h.queue, `{"targetActive": 5}`, 201)
+	// Every request of an in-memory test comes from one address: the
+	// harness queue has its rate limits off, and the tests of the limits
+	// turn them on.
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`}`, 201)
 	return h
 }
+
+// limitsOff is a queue's rateLimit with every limit off.
+const limitsOff = `{"perIpPerSecond": 0, "perUserPerSecond": 0, "ordersPerSecond": 0}`
 
 // response is a decoded answer.
 type response struct {

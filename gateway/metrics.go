@@ -19,6 +19,7 @@ type metrics struct {
 	requests *prometheus.HistogramVec
 	joins    prometheus.Counter
 	polls    prometheus.Counter
+	limited  *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -35,8 +36,11 @@ func newMetrics() *metrics {
 		polls: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "usher_polls_total", Help: "Polls answered.",
 		}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usher_rate_limited_total", Help: "Requests refused with 429, by the policy that refused them.",
+		}, []string{"policy"}),
 	}
-	m.reg.MustRegister(m.requests, m.joins, m.polls,
+	m.reg.MustRegister(m.requests, m.joins, m.polls, m.limited,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

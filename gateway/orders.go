@@ -131,6 +131,9 @@ func (a *api) placeOrder(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if err := a.limitOrder(c, cfg, user); err != nil {
+		return err
+	}
 	sku, quantity, err := parseOrderBody(c.Body())
 	if err != nil {
 		return err

@@ -22,7 +22,7 @@ func newOrderHarness(t testing.TB) *harness {
 	h := newHarness(t)
 	h.api.orders = orders.NewRecords(testenv.Redis(t))
 	h.app = h.api.app()
-	h.putQueue(h.queue, `{"targetActive": 5, "sku": "sku-1", "maxQuantity": 2}`, 200)
+	h.putQueue(h.queue, `{"targetActive": 5, "sku": "sku-1", "maxQuantity": 2, "rateLimit": `+limitsOff+`}`, 200)
 	return h
 }
 

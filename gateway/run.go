@@ -15,6 +15,7 @@ import (
 	"usher/shared/catalog"
 	"usher/shared/config"
 	"usher/shared/orders"
+	"usher/shared/ratelimit"
 	"usher/shared/ticket"
 	"usher/shared/token"
 	"usher/shared/waitqueue"
@@ -91,12 +92,21 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 			return rdb.Ping(ctx).Err()
 		},
 	}
+	users, refreshUsers, err := newUserAuth(s.protect.users, time.Now, log)
+	if err != nil {
+		return err
+	}
+	api.users, api.ips, api.http = users, s.protect.ips, s.protect.http
+	api.limiter = ratelimit.New(line) // its script calls share the line's pipelines
 	app := api.app()
 	log.Info("gateway listening", "addr", ln.Addr().String(), "nats", s.natsURLs, "redis", redactURL(s.redisURL))
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return queues.Run(ctx) })
 	g.Go(func() error { return line.RunBatches(ctx, s.redisPipelines) })
+	if refreshUsers != nil {
+		g.Go(func() error { return refreshUsers(ctx) })
+	}
 	g.Go(func() error { return app.Listener(ln) })
 	g.Go(func() error {
 		<-ctx.Done()

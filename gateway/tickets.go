@@ -43,7 +43,8 @@ type place struct {
 	Reason      string     `json:"reason,omitempty"`
 }
 
-// validUser reports whether id is an acceptable X-User-Id: 1–64 of
+// validUser reports whether id is an acceptable user id (X-User-Id or a
+// user JWT's sub): 1–64 of
 // A-Z a-z 0-9 . _ : @ -.
 func validUser(id string) bool {
 	if len(id) == 0 || len(id) > 64 {
@@ -59,15 +60,6 @@ func validUser(id string) bool {
 		}
 	}
 	return true
-}
-
-func (a *api) user(c *fiber.Ctx) (string, error) {
-	id := c.Get("X-User-Id")
-	if !validUser(id) {
-		return "", problem.New(fiber.StatusBadRequest, "invalid-user",
-			"X-User-Id must be 1-64 characters of A-Z a-z 0-9 . _ : @ -")
-	}
-	return string([]byte(id)), nil // fiber's strings die with the request
 }
 
 func (a *api) queue(c *fiber.Ctx) (catalog.Config, error) {
@@ -88,6 +80,9 @@ func (a *api) join(c *fiber.Ctx) error {
 	}
 	cfg, err := a.queue(c)
 	if err != nil {
+		return err
+	}
+	if err := a.limitJoin(c, cfg, user); err != nil {
 		return err
 	}
 	if cfg.State == catalog.StateClosed {
