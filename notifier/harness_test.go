@@ -184,10 +184,15 @@ func (w *world) announce() []waitqueue.Admission {
 		if err != nil {
 			w.t.Fatal(err)
 		}
-		if _, err := w.js.Publish(ctx, event.AdmittedSubject(w.queue), body, jetstream.WithMsgID(a.TokenID)); err != nil {
+		if _, err := w.js.PublishAsync(event.AdmittedSubject(w.queue), body, jetstream.WithMsgID(a.TokenID)); err != nil {
 			w.t.Fatal(err)
 		}
 		seqs = append(seqs, a.Seq)
+	}
+	select {
+	case <-w.js.PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		w.t.Fatal("admissions not acknowledged")
 	}
 	if err := w.line.Announced(ctx, w.queue, seqs); err != nil {
 		w.t.Fatal(err)
