@@ -219,3 +219,13 @@ func isUniqueViolation(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "23505"
 }
+
+// Latencies returns, for every final order, the time from its placement
+// (transaction 1) to its final status: for benchmarks and reports.
+func (s *Store) Latencies(ctx context.Context) ([]time.Duration, error) {
+	rows, err := s.pool.Query(ctx, `SELECT updated_at - created_at FROM orders WHERE status <> 'PENDING'`)
+	if err != nil {
+		return nil, fmt.Errorf("latencies: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[time.Duration])
+}

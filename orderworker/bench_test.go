@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"usher/shared/orders"
+	"usher/shared/testenv"
+)
+
+// holds records every connection hold time.
+type holds struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (h *holds) add(d time.Duration) { h.mu.Lock(); h.d = append(h.d, d); h.mu.Unlock() }
+
+func (h *holds) report(b *testing.B) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.d) == 0 {
+		return
+	}
+	slices.Sort(h.d)
+	var sum time.Duration
+	for _, d := range h.d {
+		sum += d
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(sum/time.Duration(len(h.d))), "hold-mean-ms")
+	b.ReportMetric(ms(h.d[len(h.d)/2]), "hold-p50-ms")
+	b.ReportMetric(ms(h.d[len(h.d)*99/100]), "hold-p99-ms")
+	b.ReportMetric(ms(h.d[len(h.d)-1]), "hold-max-ms")
+}
+
+// benchDatabase is USHER_BENCH_DATABASE_URL when set (a cluster with the
+// durability settings being measured), else a fresh database on the test
+// cluster (fsync off: commit costs nothing there).
+func benchDatabase(b *testing.B) string {
+	if u := os.Getenv("USHER_BENCH_DATABASE_URL"); u != "" {
+		return u
+	}
+	return testenv.PostgresURL(b)
+}
+
+// BenchmarkOrderTransactions runs the order path's database work, the two
+// one-statement transactions (place: stock and order; pay: payment id),
+// with N concurrent workers all ordering ONE hot SKU on a 40-connection
+// pool, and reports orders per second and the connection hold time.
+func BenchmarkOrderTransactions(b *testing.B) {
+	url := benchDatabase(b)
+	for _, workers := range []int{1, 4, 8, 16, 40} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			h := &holds{}
+			db, err := orders.Open(url, orders.Options{MaxConns: 40, Hold: h.add})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			ctx := context.Background()
+			if err := db.Migrate(ctx); err != nil {
+				b.Fatal(err)
+			}
+			sku := fmt.Sprintf("hot-%d-%d", workers, time.Now().UnixNano())
+			if err := db.SetStock(ctx, sku, 1<<40); err != nil {
+				b.Fatal(err)
+			}
+			// Warm the pool so connection set-up is not measured as hold.
+			for range 40 {
+				db.Ping(ctx)
+			}
+			h.d = h.d[:0]
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start := time.Now()
+			for range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						tok := fmt.Sprintf("%s:%d", sku, i)
+						o, err := db.Place(ctx, orders.Order{ID: orders.ID(tok), TokenID: tok, Queue: sku, User: "u",
+							SKU: sku, Quantity: 1, Deadline: time.Now().Add(time.Minute)})
+						if err != nil || o.Status != orders.Pending {
+							b.Errorf("place: %v %s", err, o.Status)
+							return
+						}
+						if _, err := db.Pay(ctx, o.ID, "pay_"+o.ID); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "orders/s")
+			h.report(b)
+		})
+	}
+}
+
+// BenchmarkOrderPath runs the whole order path, JetStream to PAID, with
+// pgsim at its default latency (200 ms mean, long tail) and one worker:
+// b.N orders are requested at once and drained. It reports orders per
+// second and the order latency from transaction 1 to the final status
+// (the payment included; the wait in the stream is not).
+func BenchmarkOrderPath(b *testing.B) {
+	w := newWorld(b, queueCfg(1<<20), 1<<40, 200)
+	toks := w.admit(b.N)
+	port, err := testenv.FreePort()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ops := fmt.Sprintf("127.0.0.1:%d", port)
+	w.start(hooks{}, "USHER_PAYMENT_TIMEOUT", "2s", "USHER_ORDER_CONCURRENCY", os.Getenv("USHER_BENCH_CONCURRENCY"),
+		"USHER_ORDERWORKER_ADDR", ops, "USHER_DB_POOL", os.Getenv("USHER_BENCH_DB_POOL"))
+	b.ResetTimer()
+	start := time.Now()
+	ids := make([]string, len(toks))
+	for i, tok := range toks {
+		ids[i] = w.request(tok, "")
+	}
+	w.waitFinal(10*time.Minute, ids...)
+	elapsed := time.Since(start)
+	b.StopTimer()
+	var lat []time.Duration
+	paid := 0
+	for _, id := range ids {
+		o := w.order(id)
+		if o.Status == orders.Paid {
+			paid++
+		}
+	}
+	rows, err := w.db.Latencies(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	lat = rows
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "orders/s")
+	b.ReportMetric(float64(b.N-paid), "not-paid")
+	mean, under20 := holdFromMetrics(b, "http://"+ops+"/metrics")
+	b.ReportMetric(mean*1000, "hold-mean-ms")
+	b.ReportMetric(under20*100, "hold-%<=20ms")
+	if len(lat) > 0 {
+		b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+		b.ReportMetric(ms(lat[len(lat)*95/100]), "p95-ms")
+		b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+	}
+}
+
+// holdFromMetrics reads the worker's connection hold histogram: the mean,
+// and the share of holds at or under 20 ms (>= 0.99 means p99 <= 20 ms).
+func holdFromMetrics(b *testing.B, url string) (mean, under20 float64) {
+	res, err := http.Get(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer res.Body.Close()
+	var sum, count, le20 float64
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		v, _ := strconv.ParseFloat(f[1], 64)
+		switch {
+		case strings.HasPrefix(line, "usher_db_connection_hold_seconds_sum"):
+			sum = v
+		case strings.HasPrefix(line, "usher_db_connection_hold_seconds_count"):
+			count = v
+		case strings.HasPrefix(line, `usher_db_connection_hold_seconds_bucket{le="0.02"}`):
+			le20 = v
+		}
+	}
+	if count == 0 {
+		return 0, 0
+	}
+	return sum / count, le20 / count
+}
