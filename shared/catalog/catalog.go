@@ -203,6 +203,9 @@ func (c *Catalog) Run(ctx context.Context) error {
 			return nil
 		case e, ok := <-c.watcher.Updates():
 			if !ok {
+				if ctx.Err() != nil { // the watch ends with the context
+					return nil
+				}
 				return errors.New("catalog watch closed")
 			}
 			if e != nil {
