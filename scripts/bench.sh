@@ -46,8 +46,8 @@ echo "\$ redis-benchmark -p 16379 -c 50 -n 200000 -q EVALSHA <zrank script> 1 an
 redis-benchmark -p 16379 -c 50 -n 200000 -q EVALSHA "$sha" 1 'anchor:{q}:z' a
 echo "\$ redis-benchmark -p 16379 -c 50 -n 200000 -q -P 16 EVALSHA <zrank script> 1 anchor:{q}:z a   (pipelined 16)"
 redis-benchmark -p 16379 -c 50 -n 200000 -q -P 16 EVALSHA "$sha" 1 'anchor:{q}:z' a
-echo '$ nats bench js pub anchor.bench --msgs 200000 --size 128 --clients 2 --create --purge'
-"$natscli" -s nats://127.0.0.1:14222 bench js pub anchor.bench --msgs 200000 --size 128 --clients 2 --create --purge --no-progress 2>&1 | grep -E "stats|msgs/sec" || true
+echo "\$ nats bench js pub async anchor.bench --msgs 200000 --size 256 --clients 2 --create --purge --dedup"
+"$natscli" -s nats://127.0.0.1:14222 bench js pub async anchor.bench --msgs 200000 --size 256 --clients 2 --create --purge --dedup --no-progress 2>&1 | grep -E "stats|msgs/sec" || true
 echo
 echo "## Go benchmarks"
 echo '$ go test ./shared/ticket ./shared/token -run ^$ -bench . -benchmem'
