@@ -367,9 +367,15 @@ func TestHostileBurstLosesNobody(t *testing.T) {
 		func(int) (int, error) { return send("DELETE", q+"/tickets/"+forged, "", nil) },
 		func(int) (int, error) { return send("DELETE", q+"/tickets/"+foreign, "", nil) },
 		func(int) (int, error) { return send("GET", q+"/tickets/"+strings.Repeat("t1.", 200), "", nil) },
-		func(int) (int, error) { return send("POST", q+"/tickets", "", map[string]string{"X-User-Id": "<script>"}) },
-		func(int) (int, error) { return send("POST", q+"/tickets", "", map[string]string{"X-User-Id": strings.Repeat("a", 65)}) },
-		func(int) (int, error) { return send("POST", "/v1/queues/..%2f..%2fadmin/tickets", "", map[string]string{"X-User-Id": "u"}) },
+		func(int) (int, error) {
+			return send("POST", q+"/tickets", "", map[string]string{"X-User-Id": "<script>"})
+		},
+		func(int) (int, error) {
+			return send("POST", q+"/tickets", "", map[string]string{"X-User-Id": strings.Repeat("a", 65)})
+		},
+		func(int) (int, error) {
+			return send("POST", "/v1/queues/..%2f..%2fadmin/tickets", "", map[string]string{"X-User-Id": "u"})
+		},
 		func(int) (int, error) { return send("POST", q+"/tickets", big, map[string]string{"X-User-Id": "u"}) },
 		func(int) (int, error) { return send("PUT", "/v1/admin/queues/"+h.queue, `{"state":"closed"}`, nil) },
 		func(int) (int, error) {
@@ -381,7 +387,9 @@ func TestHostileBurstLosesNobody(t *testing.T) {
 		func(int) (int, error) {
 			return send("POST", "/v1/orders", big, map[string]string{"X-User-Id": "u", "Authorization": "Bearer a.b.c"})
 		},
-		func(int) (int, error) { return send("GET", q+"/tickets/x", "", map[string]string{"X-Junk": big[:12<<10]}) },
+		func(int) (int, error) {
+			return send("GET", q+"/tickets/x", "", map[string]string{"X-Junk": big[:12<<10]})
+		},
 		func(i int) (int, error) { // a bot joining as ever new users from one address
 			return send("POST", q+"/tickets", "", map[string]string{"X-User-Id": fmt.Sprint("bot-", i), "X-Forwarded-For": "203.0.113.66"})
 		},
