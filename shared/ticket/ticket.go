@@ -19,6 +19,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"hash"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,30 +53,42 @@ func NewSigner(secret []byte) (*Signer, error) {
 	}
 	key := append([]byte(nil), secret...)
 	s := &Signer{}
-	s.pool.New = func() any { return hmac.New(sha256.New, key) }
+	s.pool.New = func() any {
+		return &macState{h: hmac.New(sha256.New, key), buf: make([]byte, 0, 2*MaxLen), sum: make([]byte, 0, sha256.Size)}
+	}
 	return s, nil
 }
 
 var b64 = base64.RawURLEncoding
 
-func (s *Signer) mac(q, user, seq string) []byte {
-	h := s.pool.Get().(interface {
-		Write([]byte) (int, error)
-		Sum([]byte) []byte
-		Reset()
-	})
-	defer s.pool.Put(h)
-	h.Reset()
+// macState is what the pool holds: an HMAC-SHA256 keyed with the secret
+// and a scratch buffer, so checking a ticket allocates nothing for either.
+type macState struct {
+	h   hash.Hash
+	buf []byte
+	sum []byte
+}
+
+// mac writes the first 16 bytes of the HMAC of (q, user, seq) into out.
+func (s *Signer) mac(out *[16]byte, q, user []byte, seq string) {
+	st := s.pool.Get().(*macState)
+	defer s.pool.Put(st)
+	st.h.Reset()
 	// Length-prefixing each part keeps ("ab","c") and ("a","bc") apart.
-	var buf [256 + 3*4]byte
-	b := buf[:0]
-	for _, part := range []string{q, user, seq} {
-		b = strconv.AppendInt(b, int64(len(part)), 10)
-		b = append(b, ':')
-		b = append(b, part...)
-	}
-	h.Write(b)
-	return h.Sum(nil)[:16]
+	b := st.buf[:0]
+	b = strconv.AppendInt(b, int64(len(q)), 10)
+	b = append(b, ':')
+	b = append(b, q...)
+	b = strconv.AppendInt(b, int64(len(user)), 10)
+	b = append(b, ':')
+	b = append(b, user...)
+	b = strconv.AppendInt(b, int64(len(seq)), 10)
+	b = append(b, ':')
+	b = append(b, seq...)
+	st.h.Write(b)
+	st.buf = b
+	st.sum = st.h.Sum(st.sum[:0])
+	copy(out[:], st.sum)
 }
 
 // Issue returns the ticket string for t.
@@ -90,32 +103,61 @@ func (s *Signer) Issue(t Ticket) string {
 	sb.WriteByte('.')
 	sb.WriteString(seq)
 	sb.WriteByte('.')
-	sb.WriteString(b64.EncodeToString(s.mac(t.Queue, t.User, seq)))
+	var mac [16]byte
+	s.mac(&mac, []byte(t.Queue), []byte(t.User), seq)
+	sb.WriteString(b64.EncodeToString(mac[:]))
 	return sb.String()
 }
 
 // Parse checks a ticket string and returns what it binds. Any malformed,
-// truncated or forged string yields ErrInvalid.
+// truncated or forged string yields ErrInvalid. It decodes into stack
+// buffers: the only allocation is the one string holding queue and user.
 func (s *Signer) Parse(str string) (Ticket, error) {
 	if len(str) > MaxLen || !strings.HasPrefix(str, "t1.") {
 		return Ticket{}, ErrInvalid
 	}
-	parts := strings.Split(str[3:], ".")
-	if len(parts) != 4 {
+	var parts [4]string
+	rest := str[3:]
+	for i := range 3 {
+		j := strings.IndexByte(rest, '.')
+		if j < 0 {
+			return Ticket{}, ErrInvalid
+		}
+		parts[i], rest = rest[:j], rest[j+1:]
+	}
+	parts[3] = rest
+	if strings.IndexByte(rest, '.') >= 0 {
 		return Ticket{}, ErrInvalid
 	}
-	q, err1 := b64.DecodeString(parts[0])
-	user, err2 := b64.DecodeString(parts[1])
-	mac, err3 := b64.DecodeString(parts[3])
-	seq, err4 := strconv.ParseUint(parts[2], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || len(mac) != 16 ||
-		strconv.FormatUint(seq, 10) != parts[2] {
+	// Decoded parts are shorter than the string they come from.
+	var qBuf, userBuf [MaxLen]byte
+	var macBuf [24]byte
+	q, ok1 := decode(qBuf[:], parts[0])
+	user, ok2 := decode(userBuf[:], parts[1])
+	gotMAC, ok3 := decode(macBuf[:], parts[3])
+	seqStr := parts[2]
+	seq, err := strconv.ParseUint(seqStr, 10, 64)
+	// The one spelling Issue writes: no leading zeros.
+	canonical := err == nil && (len(seqStr) == 1 || seqStr[0] != '0')
+	if !ok1 || !ok2 || !ok3 || len(gotMAC) != 16 || !canonical {
 		return Ticket{}, ErrInvalid
 	}
-	if !hmac.Equal(mac, s.mac(string(q), string(user), parts[2])) {
+	var want [16]byte
+	s.mac(&want, q, user, seqStr)
+	if !hmac.Equal(gotMAC, want[:]) {
 		return Ticket{}, ErrInvalid
 	}
-	return Ticket{Queue: string(q), User: string(user), Seq: seq}, nil
+	both := string(q) + string(user) // one allocation for both strings
+	return Ticket{Queue: both[:len(q)], User: both[len(q):], Seq: seq}, nil
+}
+
+// decode base64url-decodes src into dst, which must be large enough.
+func decode(dst []byte, src string) ([]byte, bool) {
+	if b64.DecodedLen(len(src)) > len(dst) {
+		return nil, false
+	}
+	n, err := b64.Decode(dst, []byte(src))
+	return dst[:n], err == nil
 }
 
 // LoadOrCreateSigner keys a Signer with the secret in path, creating a
