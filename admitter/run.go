@@ -41,7 +41,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if err != nil {
 		return err
 	}
-	rdb, err := waitqueue.Dial(s.redisURL, s.redisPool)
+	rdb, err := waitqueue.Connect(ctx, s.redisURL, s.redisPool)
 	if err != nil {
 		return err
 	}

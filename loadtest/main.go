@@ -9,7 +9,11 @@
 //
 //	loadtest -scenario steady -rate 5000 -duration 20s
 //	loadtest -scenario spike  -rate 10000 -duration 30s   (100/s → rate, then hold)
-//	loadtest -scenario poll   -shoppers 10000 -duration 15s
+//	loadtest -scenario poll    -shoppers 10000 -duration 15s    (as fast as -conns allow)
+//	loadtest -scenario paced   -shoppers 10000 -duration 30s    (polling at pollAfterMs)
+//	loadtest -scenario sse     -shoppers 10000 -duration 60s    (READY delivery latency)
+//	loadtest -scenario journey -vus 20 -duration 60s            (join → READY → order)
+//	loadtest -scenario batch   -shoppers 500 -max-admit-per-tick 14
 package main
 
 import (
@@ -45,13 +49,21 @@ type options struct {
 	conns      int
 	out        string
 	report     string
+
+	notifier           string
+	orderworkerMetrics string
+	vus                int
+	sku                string
+	stock              int
+	targetActive       int
+	maxAdmitPerTick    int
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	fs.StringVar(&o.scenario, "scenario", "steady", "steady | spike | poll")
+	fs.StringVar(&o.scenario, "scenario", "steady", "steady | spike | poll | paced | sse | journey | batch")
 	fs.StringVar(&o.gateway, "gateway", envOr("USHER_GATEWAY_URL", "http://127.0.0.1:8080"), "gateway base URL (loopback only)")
 	fs.StringVar(&o.adminToken, "admin-token", envOr("USHER_ADMIN_TOKEN", "dev-admin-token"), "admin token of the gateway")
 	fs.StringVar(&o.queue, "queue", "", "queue to use (default: a new one per run)")
@@ -59,6 +71,13 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "how long to send (bounded: at most 10m)")
 	fs.IntVar(&o.shoppers, "shoppers", 10000, "shoppers in line (poll)")
 	fs.IntVar(&o.conns, "conns", 256, "HTTP connections to the gateway")
+	fs.StringVar(&o.notifier, "notifier", envOr("USHER_NOTIFIER_URL", "http://127.0.0.1:8081"), "notifier base URL (sse)")
+	fs.StringVar(&o.orderworkerMetrics, "orderworker-metrics", "http://127.0.0.1:8083/metrics", "the order worker's /metrics, for DB connection hold times (journey, batch)")
+	fs.IntVar(&o.vus, "vus", 20, "virtual users walking journeys back to back (journey)")
+	fs.StringVar(&o.sku, "sku", "", "SKU the run's queue sells (journey, batch; default: one per run)")
+	fs.IntVar(&o.stock, "stock", 1_000_000, "units of the SKU in stock (journey, batch)")
+	fs.IntVar(&o.targetActive, "target-active", 20, "the queue's targetActive (journey, batch)")
+	fs.IntVar(&o.maxAdmitPerTick, "max-admit-per-tick", 14, "the queue's maxAdmitPerTick (journey, batch)")
 	fs.StringVar(&o.out, "out", "", "write the JSON result here")
 	fs.StringVar(&o.report, "report", "", "write an HTML report with charts here")
 	if err := fs.Parse(args); err != nil {
@@ -68,7 +87,13 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-duration %v: want (0, 10m]", o.duration)
 	}
 	if o.queue == "" {
-		o.queue = fmt.Sprintf("lt-%d", time.Now().Unix())
+		o.queue = fmt.Sprintf("lt-%d", time.Now().UnixNano()%1e12)
+	}
+	if o.sku == "" {
+		o.sku = o.queue + "-sku"
+	}
+	if o.shoppers < 1 || o.shoppers > 1_000_000 || o.vus < 1 || o.vus > 10_000 {
+		return o, fmt.Errorf("-shoppers in [1, 1e6] and -vus in [1, 1e4], please")
 	}
 	return o, nil
 }
@@ -97,8 +122,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		res, err = joins(ctx, c, o, spike(o.rate, o.duration), stderr)
 	case "poll":
 		res, err = polls(ctx, c, o, stderr)
+	case "paced":
+		res, err = paced(ctx, c, o, stderr)
+	case "sse":
+		res, err = sseScenario(ctx, c, o, stderr)
+	case "journey":
+		res, err = journey(ctx, c, o, stderr)
+	case "batch":
+		res, err = batch(ctx, c, o, stderr)
 	default:
-		return fmt.Errorf("-scenario %q: want steady, spike or poll", o.scenario)
+		return fmt.Errorf("-scenario %q: want steady, spike, poll, paced, sse, journey or batch", o.scenario)
 	}
 	if err != nil {
 		return err

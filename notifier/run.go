@@ -52,7 +52,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	rdb, err := waitqueue.Dial(s.redisURL, s.redisPool)
+	rdb, err := waitqueue.Connect(ctx, s.redisURL, s.redisPool)
 	if err != nil {
 		return err
 	}

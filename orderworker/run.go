@@ -12,6 +12,7 @@ import (
 	"usher/shared/bus"
 	"usher/shared/catalog"
 	"usher/shared/config"
+	"usher/shared/event"
 	"usher/shared/opshttp"
 	"usher/shared/orders"
 	"usher/shared/paybreaker"
@@ -50,7 +51,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if err != nil {
 		return err
 	}
-	rdb, err := waitqueue.Dial(s.redisURL, s.redisPool)
+	rdb, err := waitqueue.Connect(ctx, s.redisURL, s.redisPool)
 	if err != nil {
 		return err
 	}
@@ -59,11 +60,14 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if err != nil {
 		return err
 	}
+	m.reg.MustRegister(bus.NewLagCollector(event.StreamOrders, consumerName, cons, time.Second))
 	br := newBreaker(log, paybreaker.New(rdb), s.breakerOpen, m.breaker.Set)
+	pay := newPayments(s.paymentURL, s.paymentTimeout, br, func(o string) { m.payments.WithLabelValues(o).Inc() })
+	pay.timed = m.observePayment
 	w := &worker{
 		log: log, store: db, records: orders.NewRecords(rdb), line: waitqueue.New(rdb),
 		queues: queues, events: js, breaker: br,
-		pay:      newPayments(s.paymentURL, s.paymentTimeout, br, func(o string) { m.payments.WithLabelValues(o).Inc() }),
+		pay:      pay,
 		now:      time.Now,
 		deadline: s.orderDeadline,
 		wait:     s.breakerOpen / 2,

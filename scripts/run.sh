@@ -68,6 +68,11 @@ else
   start redis-server redis-server --bind "${redis_addr%:*}" --port "${redis_addr##*:}" \
     --dir "$USHER_DATA_DIR/redis" --appendonly yes --save ""
   wait_for redis "$redis_addr"
+  # Answering TCP is not enough: a Redis replaying its AOF answers LOADING.
+  for _ in $(seq 1 300); do
+    [ "$(redis-cli -h "${redis_addr%:*}" -p "${redis_addr##*:}" ping 2>/dev/null)" = PONG ] && break
+    sleep 0.1
+  done
   echo "redis:       started on $redis_addr (AOF in .usher/redis)"
 fi
 

@@ -59,7 +59,10 @@ func NewSigner(secret []byte) (*Signer, error) {
 	return s, nil
 }
 
-var b64 = base64.RawURLEncoding
+// b64 is strict: a ticket has one spelling, so the unused bits of the last
+// character must be zero (the fuzzer found that lenient decoding let several
+// strings pass for one ticket).
+var b64 = base64.RawURLEncoding.Strict()
 
 // macState is what the pool holds: an HMAC-SHA256 keyed with the secret
 // and a scratch buffer, so checking a ticket allocates nothing for either.
@@ -152,9 +155,17 @@ func (s *Signer) Parse(str string) (Ticket, error) {
 }
 
 // decode base64url-decodes src into dst, which must be large enough.
+// Only the alphabet is allowed: the decoder itself skips CR and LF, which
+// would give a ticket more than one spelling.
 func decode(dst []byte, src string) ([]byte, bool) {
 	if b64.DecodedLen(len(src)) > len(dst) {
 		return nil, false
+	}
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return nil, false
+		}
 	}
 	n, err := b64.Decode(dst, []byte(src))
 	return dst[:n], err == nil

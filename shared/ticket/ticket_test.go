@@ -47,6 +47,8 @@ func TestParseRejects(t *testing.T) {
 		{"truncated mac", good[:len(good)-2]},
 		{"extra part", good + ".x"},
 		{"too long", good + strings.Repeat("A", ticket.MaxLen)},
+		{"a newline inside a part", strings.Replace(good, "ZGVt", "ZG\nVt", 1)},
+		{"unused bits set in a part's last character (found by FuzzParse)", strings.Join([]string{parts[0], "ZGVtb0", parts[2], parts[3], parts[4]}, ".")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

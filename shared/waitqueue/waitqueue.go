@@ -410,3 +410,27 @@ func Dial(url string, poolSize int) (redis.UniversalClient, error) {
 	opt.PoolSize = poolSize
 	return redis.NewClient(opt), nil
 }
+
+// Connect dials Redis (see Dial) and waits until it answers PING — a Redis
+// that is still loading its data set at start-up answers LOADING — for at
+// most 30 seconds or until ctx ends.
+func Connect(ctx context.Context, url string, poolSize int) (redis.UniversalClient, error) {
+	rdb, err := Dial(url, poolSize)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		err := rdb.Ping(ctx).Err()
+		if err == nil {
+			return rdb, nil
+		}
+		select {
+		case <-ctx.Done():
+			rdb.Close()
+			return nil, fmt.Errorf("redis %s not ready: %w", url, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
