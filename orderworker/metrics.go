@@ -14,6 +14,7 @@ type metrics struct {
 	orders   *prometheus.CounterVec
 	latency  prometheus.Histogram
 	payments *prometheus.CounterVec
+	payTime  *prometheus.HistogramVec
 	deferred prometheus.Counter
 	breaker  prometheus.Gauge
 }
@@ -36,6 +37,11 @@ func newMetrics() *metrics {
 		payments: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "usher_payment_attempts_total", Help: "Payment gateway calls, by outcome.",
 		}, []string{"outcome"}),
+		payTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "usher_payment_duration_seconds",
+			Help:    "One HTTP call to the payment gateway, by outcome (ok, declined, unavailable).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .2, .5, 1, 2, 5},
+		}, []string{"outcome"}),
 		deferred: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "usher_orders_deferred_total", Help: "Orders put back to wait for the payment gateway.",
 		}),
@@ -43,9 +49,13 @@ func newMetrics() *metrics {
 			Name: "usher_payment_breaker_open", Help: "1 while this worker's payment breaker is open.",
 		}),
 	}
-	m.reg.MustRegister(m.hold, m.orders, m.latency, m.payments, m.deferred, m.breaker,
+	m.reg.MustRegister(m.hold, m.orders, m.latency, m.payments, m.payTime, m.deferred, m.breaker,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 func (m *metrics) observeHold(d time.Duration) { m.hold.Observe(d.Seconds()) }
+
+func (m *metrics) observePayment(outcome string, d time.Duration) {
+	m.payTime.WithLabelValues(outcome).Observe(d.Seconds())
+}

@@ -34,6 +34,9 @@ type payments struct {
 	breaker *breaker
 	sleep   func(ctx context.Context, d time.Duration) error
 	counted func(outcome string)
+	// timed observes each HTTP call to the gateway: its outcome
+	// (ok, unavailable, declined) and how long it took.
+	timed func(outcome string, d time.Duration)
 }
 
 func newPayments(base string, timeout time.Duration, b *breaker, counted func(string)) *payments {
@@ -43,6 +46,7 @@ func newPayments(base string, timeout time.Duration, b *breaker, counted func(st
 		breaker: b,
 		sleep:   sleepCtx,
 		counted: counted,
+		timed:   func(string, time.Duration) {},
 	}
 }
 
@@ -69,7 +73,12 @@ func (p *payments) Charge(ctx context.Context, o orders.Order) (string, error) {
 				return "", err
 			}
 		}
-		id, err := p.breaker.Execute(func() (string, error) { return p.try(ctx, o) })
+		id, err := p.breaker.Execute(func() (string, error) {
+			start := time.Now()
+			id, err := p.try(ctx, o)
+			p.timed(callOutcome(err), time.Since(start))
+			return id, err
+		})
 		switch {
 		case err == nil:
 			p.counted("captured")
@@ -87,6 +96,17 @@ func (p *payments) Charge(ctx context.Context, o orders.Order) (string, error) {
 		last = err
 	}
 	return "", last
+}
+
+// callOutcome names the result of one HTTP call, as a metric label.
+func callOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, errPaymentDeclined):
+		return "declined"
+	}
+	return "unavailable"
 }
 
 // try is one HTTP call.

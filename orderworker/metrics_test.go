@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"usher/shared/orders"
+	"usher/shared/testenv"
+)
+
+// A finished order shows on the worker's /metrics under the names
+// (outcomes and latency, connection hold, breaker, payment latency,
+// consumer lag), with no shopper's id in any label, and in the queue's
+// outcome counts in Redis that the ops dashboard reads.
+func TestMetricsAfterAnOrder(t *testing.T) {
+	w := newWorld(t, queueCfg(20), 5, 5)
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	tok := w.admit(1)[0]
+	w.start(hooks{}, "USHER_ORDERWORKER_ADDR", addr)
+	id := w.request(tok, "")
+	w.waitFinal(20*time.Second, id)
+
+	want := []string{
+		"usher_orders_total", "usher_order_duration_seconds", "usher_db_connection_hold_seconds",
+		"usher_payment_breaker_open", "usher_payment_attempts_total", "usher_payment_duration_seconds",
+		"usher_orders_deferred_total", "usher_consumer_pending_messages", "usher_consumer_ack_pending_messages",
+	}
+	// The order's metrics are observed just before its ack: wait for them.
+	var s testenv.Series
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		s = testenv.Scrape(t, "http://"+addr+"/metrics")
+		_, ok := s["usher_order_duration_seconds"]
+		return ok
+	}, "usher_order_duration_seconds never appeared")
+	s.Check(t, want, tok, id, w.order(id).User)
+
+	var got map[orders.Status]int64
+	wantCounts := map[orders.Status]int64{orders.Paid: 1}
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		got, err = w.records.Outcomes(context.Background(), w.queue)
+		return err == nil && maps.Equal(got, wantCounts)
+	}, "Outcomes(%q) = %v, %v, want %v", w.queue, got, err, wantCounts)
+}

@@ -1,0 +1,95 @@
+package testenv
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Series is what a Prometheus scrape exposed: each metric family's name
+// and the label sets of its series.
+type Series map[string][]map[string]string
+
+// Scrape reads a service's /metrics page at url.
+func Scrape(t testing.TB, url string) Series {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("scrape %s: status %d", url, res.StatusCode)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(res.Body)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	out := Series{}
+	for name, mf := range mfs {
+		out[name] = labelSets(mf)
+	}
+	return out
+}
+
+// Gather reads a registry as a scrape would.
+func Gather(t testing.TB, g prometheus.Gatherer) Series {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	out := Series{}
+	for _, mf := range mfs {
+		out[mf.GetName()] = labelSets(mf)
+	}
+	return out
+}
+
+func labelSets(mf *dto.MetricFamily) []map[string]string {
+	var sets []map[string]string
+	for _, m := range mf.GetMetric() {
+		ls := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			ls[lp.GetName()] = lp.GetValue()
+		}
+		sets = append(sets, ls)
+	}
+	return sets
+}
+
+// Check fails t for every name in want that s lacks, and for every label
+// value that contains one of forbidden (the user ids, tickets and token
+// ids a test used): labels are route templates and bounded names, never
+// a shopper's identifiers, or every shopper becomes a series.
+func (s Series) Check(t testing.TB, want []string, forbidden ...string) {
+	t.Helper()
+	for _, name := range want {
+		if _, ok := s[name]; !ok {
+			t.Errorf("metric %s is missing", name)
+		}
+	}
+	names := make([]string, 0, len(s))
+	for name := range s {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		for _, ls := range s[name] {
+			for k, v := range ls {
+				for _, f := range forbidden {
+					if f != "" && strings.Contains(v, f) {
+						t.Errorf("%s{%s=%q} carries %q: labels must not name shoppers", name, k, v, f)
+					}
+				}
+			}
+		}
+	}
+}
