@@ -155,14 +155,16 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config) error {
 	offset := a.rand.IntN(1000)
 	a.randMu.Unlock()
 	paused := cfg.State != catalog.StateOpen
-	if a.breaker != nil && !paused {
+	if a.breaker != nil {
 		// Back-pressure: while payments cannot go through, admitting more
-		// shoppers would only pile orders up behind the breaker.
+		// shoppers would only pile orders up behind the breaker. Read even
+		// for a paused queue, so the breaker gauge stays current.
 		open, err := a.breaker.Open(ctx)
 		if err != nil {
 			return err
 		}
-		paused = open
+		a.metrics.observeBreaker(open)
+		paused = paused || open
 	}
 	res, err := a.line.Admit(ctx, cfg.Name, waitqueue.Tick{
 		Now:             a.now(),

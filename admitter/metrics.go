@@ -20,6 +20,8 @@ type metrics struct {
 	waiting      *prometheus.GaugeVec
 	active       *prometheus.GaugeVec
 	target       *prometheus.GaugeVec
+	rate         *prometheus.GaugeVec
+	breakerOpen  prometheus.Gauge
 	announced    prometheus.Counter
 	ingested     prometheus.Counter
 }
@@ -32,15 +34,22 @@ func newMetrics() *metrics {
 			Name: "usher_admission_tick_duration_seconds", Help: "Time one admission tick takes.",
 			Buckets: []float64{.0002, .0005, .001, .0025, .005, .01, .025, .05, .1},
 		}, q),
-		admitted:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "usher_admitted_total", Help: "Shoppers admitted."}, q),
-		expired:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "usher_tokens_expired_total", Help: "Entry tokens that expired unused."}, q),
-		waiting:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "usher_waiting", Help: "Shoppers waiting in line."}, q),
-		active:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "usher_active", Help: "Admission slots held."}, q),
-		target:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "usher_target_active", Help: "Configured targetActive."}, q),
+		admitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "usher_admitted_total", Help: "Shoppers admitted."}, q),
+		expired:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "usher_tokens_expired_total", Help: "Entry tokens that expired unused."}, q),
+		waiting:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "usher_waiting", Help: "Shoppers waiting in line."}, q),
+		active:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "usher_active", Help: "Admission slots held."}, q),
+		target:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "usher_target_active", Help: "Configured targetActive."}, q),
+		rate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "usher_admission_rate_per_second", Help: "Measured admissions per second over the last minute (what ETAs use).",
+		}, q),
+		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "usher_payment_breaker_shared_open", Help: "1 while the shared payment breaker is open and admission is held back.",
+		}),
 		announced: prometheus.NewCounter(prometheus.CounterOpts{Name: "usher_admissions_announced_total", Help: "Admission events stored in USHER_ADMISSIONS."}),
 		ingested:  prometheus.NewCounter(prometheus.CounterOpts{Name: "usher_joins_ingested_total", Help: "Join events moved into Redis."}),
 	}
-	m.reg.MustRegister(m.tickDuration, m.admitted, m.expired, m.waiting, m.active, m.target, m.announced, m.ingested,
+	m.reg.MustRegister(m.tickDuration, m.admitted, m.expired, m.waiting, m.active, m.target, m.rate, m.breakerOpen,
+		m.announced, m.ingested,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -52,4 +61,13 @@ func (m *metrics) observeTick(cfg catalog.Config, r waitqueue.TickResult, d time
 	m.waiting.WithLabelValues(cfg.Name).Set(float64(r.Waiting))
 	m.active.WithLabelValues(cfg.Name).Set(float64(r.Active))
 	m.target.WithLabelValues(cfg.Name).Set(float64(cfg.TargetActive))
+	m.rate.WithLabelValues(cfg.Name).Set(r.AdmitRatePerSec)
+}
+
+func (m *metrics) observeBreaker(open bool) {
+	v := 0.0
+	if open {
+		v = 1
+	}
+	m.breakerOpen.Set(v)
 }

@@ -13,6 +13,7 @@ import (
 	"usher/shared/bus"
 	"usher/shared/catalog"
 	"usher/shared/config"
+	"usher/shared/event"
 	"usher/shared/opshttp"
 	"usher/shared/paybreaker"
 	"usher/shared/waitqueue"
@@ -53,6 +54,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		return err
 	}
 	in.observed = func(n int) { m.ingested.Add(float64(n)) }
+	m.reg.MustRegister(bus.NewLagCollector(event.StreamEntries, ingestConsumer, in.cons, time.Second))
 	adm := &admitter{
 		log: log, queues: queues, line: line, events: js, watermark: in, breaker: paybreaker.New(rdb),
 		now: time.Now, rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x61646d)),

@@ -123,7 +123,8 @@ return st or 'unknown'
 //   - readyAt values are spread evenly across the tick (jitter), so a batch
 //     does not reach the order path at one instant.
 //
-// Returns {expired, admitted, active, waiting}.
+// Returns {expired, admitted, active, waiting, rate}, rate in admissions
+// per 1000 s (Redis replies carry integers, not floats).
 var admitScript = redis.NewScript(`
 local prefix, queue = ARGV[1], ARGV[2]
 local now, target, maxTick = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -176,7 +177,7 @@ for i = 1, #window, 2 do
 end
 local span = math.max(now - oldest + tick, tick) / 1000
 redis.call('HSET', KEYS[4], 'rate', string.format('%.3f', sum / span))
-return {#expired, admitted, redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[1])}
+return {#expired, admitted, redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[1]), math.floor(sum * 1000 / span + 0.5)}
 `)
 
 // redeemScript turns an admitted entry's token into an order, once.

@@ -248,6 +248,9 @@ type Tick struct {
 type TickResult struct {
 	Expired, Admitted int
 	Active, Waiting   int64
+	// AdmitRatePerSec is the measured admission rate of the last minute,
+	// the one Stats reports and ETAs use.
+	AdmitRatePerSec float64
 }
 
 // Admit runs one admission tick: expires stale tokens, admits as many as
@@ -266,7 +269,11 @@ func (s *Store) Admit(ctx context.Context, q string, t Tick) (TickResult, error)
 	if err != nil {
 		return TickResult{}, fmt.Errorf("admit %s: %w", q, err)
 	}
-	return TickResult{Expired: int(res[0]), Admitted: int(res[1]), Active: res[2], Waiting: res[3]}, nil
+	if len(res) < 5 {
+		return TickResult{}, fmt.Errorf("admit %s: short script reply", q)
+	}
+	return TickResult{Expired: int(res[0]), Admitted: int(res[1]), Active: res[2], Waiting: res[3],
+		AdmitRatePerSec: float64(res[4]) / 1000}, nil
 }
 
 // Admission is an admitted entry waiting in the outbox to be announced.

@@ -254,14 +254,19 @@ func TestAdmissionRateIsMeasured(t *testing.T) {
 		s.Ingest(ctx, q, uint64(i), fmt.Sprintf("u%d", i))
 	}
 	now := time.UnixMilli(1_800_000_000_000)
+	var last waitqueue.TickResult
 	for i := 0; i < 10; i++ { // 10 ticks of 100 ms, 5 each: 50/s
 		tk := tick(now.Add(time.Duration(i)*100*time.Millisecond), 1000)
 		tk.MaxAdmitPerTick = 5
-		s.Admit(ctx, q, tk)
+		last, _ = s.Admit(ctx, q, tk)
 	}
 	st, _ := s.Stats(ctx, q)
 	if st.AdmitRatePerSec < 45 || st.AdmitRatePerSec > 55 || st.AdmittedTotal != 50 {
 		t.Fatalf("Stats = %+v, want ~50/s and 50 admitted", st)
+	}
+	// The tick reports the same measured rate (the admitter's gauge).
+	if got, want := last.AdmitRatePerSec, st.AdmitRatePerSec; got != want {
+		t.Errorf("last tick's AdmitRatePerSec = %v, want %v as Stats reads it", got, want)
 	}
 }
 

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"usher/shared/testenv"
+	"usher/shared/waitqueue"
+)
+
+// After shoppers are admitted, the admitter's /metrics has the issue's
+// names (waiting, active, admitted, admission rate, tick duration, breaker
+// state, consumer lag) labelled by queue only, never by shopper.
+func TestMetricsAfterAdmissions(t *testing.T) {
+	w := newWorld(t, cfg(5, 20, 300))
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	env := map[string]string{
+		"USHER_NATS_URL": w.natsURL, "USHER_REDIS_URL": w.redisURL,
+		"USHER_ADMITTER_ADDR": addr, "USHER_LOG_LEVEL": "error",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runWith(ctx, func(k string) string { return env[k] }, io.Discard, hooks{}) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	users := []string{"metrics-alice", "metrics-bob"}
+	var seqs []uint64
+	for _, u := range users {
+		seqs = append(seqs, w.join(u))
+	}
+	for _, seq := range seqs {
+		testenv.Eventually(t, 10*time.Second, func() bool { return w.status(seq) == waitqueue.Admitted }, "seq %d admitted", seq)
+	}
+	var s testenv.Series
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		s = testenv.Scrape(t, "http://"+addr+"/metrics")
+		_, ok := s["usher_consumer_pending_messages"]
+		return ok
+	}, "usher_consumer_pending_messages never appeared")
+	forbidden := append([]string{fmt.Sprintf("%s:%d", w.queue, seqs[0])}, users...)
+	s.Check(t, []string{
+		"usher_waiting", "usher_active", "usher_target_active", "usher_admitted_total",
+		"usher_admission_rate_per_second", "usher_admission_tick_duration_seconds",
+		"usher_payment_breaker_shared_open", "usher_admissions_announced_total", "usher_joins_ingested_total",
+		"usher_consumer_pending_messages", "usher_consumer_ack_pending_messages",
+	}, forbidden...)
+	for _, ls := range s["usher_consumer_pending_messages"] {
+		if got, want := ls["stream"]+"/"+ls["consumer"], "USHER_ENTRIES/admitter"; got != want {
+			t.Errorf("consumer lag of %s, want %s", got, want)
+		}
+	}
+}
