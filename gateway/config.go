@@ -36,6 +36,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		redisURL:       env.String("USHER_REDIS_URL", "redis://127.0.0.1:6379/0"),
 		redisPool:      env.Int("USHER_REDIS_POOL", 32, 1),
 		redisPipelines: env.Int("USHER_REDIS_PIPELINES", 4, 1),
+		databaseURL:    env.String("USHER_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/usher?sslmode=disable"),
 		replicas:       env.Int("USHER_STREAM_REPLICAS", 1, 1),
 		adminToken:     env.String("USHER_ADMIN_TOKEN", "dev-admin-token"),
 		signingKeyFile: env.String("USHER_SIGNING_KEY_FILE", filepath.Join(data, "signing.key")),
