@@ -293,3 +293,26 @@ func FuzzUserToken(f *testing.F) {
 		}
 	})
 }
+
+// No key set, however odd, makes parseJWKS panic or keep a key it cannot
+// use for the alg it names.
+func FuzzJWKS(f *testing.F) {
+	edPub, _, _ := ed25519.GenerateKey(rand.Reader)
+	good, _ := json.Marshal(map[string]any{"keys": []map[string]string{edJWK("ed-1", edPub)}})
+	f.Add(string(good))
+	f.Add(`{"keys":[{"kty":"RSA","kid":"r","n":"AQAB","e":"AQAB"}]}`)
+	f.Add(`{"keys":[{"kty":"EC","crv":"P-256","kid":"e","x":"","y":""}]}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		keys, err := parseJWKS(strings.NewReader(body))
+		if err != nil {
+			return
+		}
+		for kid, k := range keys {
+			switch k.key.(type) {
+			case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
+			default:
+				t.Fatalf("key %q of type %T", kid, k.key)
+			}
+		}
+	})
+}

@@ -456,3 +456,28 @@ func isBrokenByServer(err error) bool {
 	s := err.Error()
 	return strings.Contains(s, "connection reset") || strings.Contains(s, "broken pipe") || strings.Contains(s, "EOF")
 }
+
+// No Authorization header opens an admin endpoint but the token itself,
+// and none makes the order endpoint fail inside.
+func FuzzAuthorization(f *testing.F) {
+	h := newOrderHarness(f)
+	f.Add("Bearer secret-admin")
+	f.Add("Bearer eyJhbGciOiJub25lIn0.e30.")
+	f.Add("bearer  secret-admin")
+	f.Add("Basic YWRtaW46YWRtaW4=")
+	f.Fuzz(func(t *testing.T, auth string) {
+		if !validHeaderValue(auth) {
+			return
+		}
+		h := h.with(t)
+		r := h.do("GET", "/v1/admin/queues/"+h.queue, "", map[string]string{"Authorization": auth})
+		opens := strings.Trim(auth, " \t") == "Bearer secret-admin" // HTTP trims the value
+		if (r.status == 200) != opens || (r.status != 200 && (r.status != 401 || !isProblem(r))) {
+			t.Fatalf("admin with Authorization %q = %d %s", auth, r.status, r.raw)
+		}
+		o := h.do("POST", "/v1/orders", `{"sku":"sku-1"}`, map[string]string{"X-User-Id": "alice", "Authorization": auth})
+		if o.status < 400 || o.status >= 500 || !isProblem(o) {
+			t.Fatalf("order with Authorization %q = %d %s, want a 4xx problem", auth, o.status, o.raw)
+		}
+	})
+}
