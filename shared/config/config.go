@@ -102,8 +102,10 @@ func (e *Env) Names() []string { return e.names }
 
 // LoadOrCreateFile returns the contents of path. When the file does not exist
 // it is created with gen's output, readable by the owner only. Services
-// started side by side may race here: creation is exclusive, so every one of
-// them ends up with the same contents.
+// started side by side may race here: the contents are written to a
+// temporary file first and then linked into place, which fails if another
+// process got there first — so nobody ever reads a half-written file, and
+// every process ends up with the same contents.
 func LoadOrCreateFile(path string, gen func() ([]byte, error)) ([]byte, error) {
 	if b, err := os.ReadFile(path); err == nil {
 		return b, nil
@@ -117,18 +119,24 @@ func LoadOrCreateFile(path string, gen func() ([]byte, error)) ([]byte, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return os.ReadFile(path)
-	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
-	return b, f.Close()
+	if err := tmp.Close(); err != nil {
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Link(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
+		return os.ReadFile(path)
+	} else if err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	return b, nil
 }
 
 // Logger returns the JSON logger every service writes to stdout, at level

@@ -1,7 +1,10 @@
 package config_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,5 +37,36 @@ func TestEnvReportsEveryProblemAtOnce(t *testing.T) {
 	}
 	if got := strings.Join(env.Names(), ","); got != "A,B,C,D,L,UNSET" {
 		t.Errorf("Names() = %s", got)
+	}
+}
+
+// Services starting side by side race to create the same key file: every
+// one of them must read the same, complete contents.
+func TestLoadOrCreateFileUnderARace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys", "secret")
+	const n = 16
+	got := make([][]byte, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := config.LoadOrCreateFile(path, func() ([]byte, error) {
+				return []byte(strings.Repeat(string(rune('a'+i)), 4096)), nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = b
+		}()
+	}
+	wg.Wait()
+	for i := range got {
+		if len(got[i]) != 4096 || string(got[i]) != string(got[0]) {
+			t.Fatalf("process %d read %d bytes %.8q…, want the same 4096 bytes as process 0", i, len(got[i]), got[i])
+		}
+	}
+	if info, err := os.Stat(path); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("file mode = %v, %v; want 0600", info.Mode().Perm(), err)
 	}
 }
