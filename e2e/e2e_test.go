@@ -5,7 +5,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
@@ -32,7 +31,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	bins = dir
-	build := exec.Command("go", "build", "-o", dir+"/", "../gateway", "../admitter", "../notifier")
+	build := exec.Command("go", "build", "-o", dir+"/", "../gateway", "../admitter", "../notifier", "../orderworker", "../pgsim")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build:", err)
@@ -220,5 +219,79 @@ func verifyEdDSA(t *testing.T, jwks map[string]any, tok string) {
 	if hdr.Kid != k["kid"] || hdr.Alg != "EdDSA" {
 		t.Fatalf("token header = %+v, want kid %v alg EdDSA", hdr, k["kid"])
 	}
-	_ = context.Background
+}
+
+// The whole journey through every service: join, READY, order, PAID, and
+// the slot freed for the next shopper.
+func TestJourneyFromJoinToPaidOrder(t *testing.T) {
+	gw, adm, nt, ow, pg := addr(t), addr(t), addr(t), addr(t), addr(t)
+	env := map[string]string{
+		"USHER_NATS_URL":         testenv.NATS(t),
+		"USHER_REDIS_URL":        testenv.RedisURL(t),
+		"USHER_DATABASE_URL":     testenv.PostgresURL(t),
+		"USHER_DATA_DIR":         t.TempDir(),
+		"USHER_GATEWAY_ADDR":     gw,
+		"USHER_ADMITTER_ADDR":    adm,
+		"USHER_NOTIFIER_ADDR":    nt,
+		"USHER_ORDERWORKER_ADDR": ow,
+		"USHER_PAYMENT_URL":      "http://" + pg,
+		"PGSIM_ADDR":             pg,
+		"PGSIM_LATENCY_MEAN_MS":  "5",
+		"USHER_ADMIN_TOKEN":      "e2e-admin",
+	}
+	for _, name := range []string{"pgsim", "gateway", "admitter", "notifier", "orderworker"} {
+		start(t, name, env)
+	}
+	base := "http://" + gw
+	for _, u := range []string{base, "http://" + adm, "http://" + nt, "http://" + ow} {
+		testenv.Eventually(t, 20*time.Second, func() bool {
+			res, err := http.Get(u + "/readyz")
+			if err == nil {
+				res.Body.Close()
+			}
+			return err == nil && res.StatusCode == 200
+		}, "%s not ready", u)
+	}
+	admin := map[string]string{"Authorization": "Bearer e2e-admin"}
+	if code, body := call(t, "PUT", base+"/v1/admin/stock/e2e-sku", `{"available": 5}`, admin); code >= 300 {
+		t.Fatalf("stock = %d %v", code, body)
+	}
+	if code, body := call(t, "PUT", base+"/v1/admin/queues/shop", `{"targetActive": 1, "tickMs": 20, "sku": "e2e-sku"}`, admin); code != 201 {
+		t.Fatalf("create queue = %d %v", code, body)
+	}
+	var tickets [2]string
+	for i, u := range []string{"ann", "ben"} {
+		code, body := call(t, "POST", base+"/v1/queues/shop/tickets", "", map[string]string{"X-User-Id": u})
+		if code != 202 {
+			t.Fatalf("join %s = %d %v", u, code, body)
+		}
+		tickets[i] = body["ticket"].(string)
+	}
+	var token string
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		_, body := call(t, "GET", base+"/v1/queues/shop/tickets/"+tickets[0], "", nil)
+		token, _ = body["token"].(string)
+		return body["status"] == "READY"
+	}, "ann READY")
+	// One slot: ben waits while ann's order is open.
+	if _, body := call(t, "GET", base+"/v1/queues/shop/tickets/"+tickets[1], "", nil); body["status"] != "WAITING" {
+		t.Fatalf("ben = %v, want WAITING while ann holds the slot", body)
+	}
+	code, order := call(t, "POST", base+"/v1/orders", `{"sku": "e2e-sku", "quantity": 1}`,
+		map[string]string{"X-User-Id": "ann", "Authorization": "Bearer " + token})
+	if code != 202 {
+		t.Fatalf("order = %d %v", code, order)
+	}
+	id, _ := order["orderId"].(string)
+	testenv.Eventually(t, 15*time.Second, func() bool {
+		_, body := call(t, "GET", base+"/v1/orders/"+id, "", map[string]string{"X-User-Id": "ann"})
+		return body["status"] == "PAID"
+	}, "ann's order PAID")
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		_, body := call(t, "GET", base+"/v1/queues/shop/tickets/"+tickets[1], "", nil)
+		return body["status"] == "READY"
+	}, "ben admitted once ann's order finished")
+	if _, body := call(t, "GET", base+"/v1/queues/shop/tickets/"+tickets[0], "", nil); body["status"] != "USED" {
+		t.Fatalf("ann's ticket = %v, want USED", body)
+	}
 }
