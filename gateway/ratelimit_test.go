@@ -254,3 +254,12 @@ func FuzzClientIP(f *testing.F) {
 		t.Fatalf("resolve(%s, %q) = %s, an address from nowhere", peer, header, got)
 	})
 }
+
+// BenchmarkJoinWithLimits is BenchmarkJoin with both join limits on (set
+// high enough never to refuse): the difference is the rate-limit decision
+// inside a real join.
+func BenchmarkJoinWithLimits(b *testing.B) {
+	h := newHarness(b)
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": {"perIpPerSecond": 1000000, "perIpBurst": 1000000, "perUserPerSecond": 5, "perUserBurst": 10}}`, 200)
+	serveDirect(b, h, "POST", "/v1/queues/"+h.queue+"/tickets", "bench-user-", 202, func(int) {})
+}
