@@ -104,7 +104,7 @@ func sqrt(x float64) float64 {
 // no accepted shopper was lost.
 func joins(ctx context.Context, c *client, o options, phases []phase, progress io.Writer) (result, error) {
 	res := result{Scenario: o.scenario, Started: time.Now(), Figures: map[string]float64{}, Invariants: map[string]int64{}}
-	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, map[string]any{"targetActive": 1, "state": "paused"}, nil); err != nil {
+	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, o.queueConfig(map[string]any{"targetActive": 1, "state": "paused"}), nil); err != nil {
 		return res, err
 	}
 	cpu0, _ := c.processCPU()

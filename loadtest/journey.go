@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +76,51 @@ func (s shopper) waitReady(ctx context.Context, p place) (place, error) {
 	return p, nil
 }
 
+// waitReadySSE listens on the ticket's event stream until READY and returns
+// the place with the pushed token.
+func (s shopper) waitReadySSE(ctx context.Context, notifier string, p place) (place, error) {
+	if p.Status == "READY" {
+		return p, nil
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", notifier+"/v1/queues/"+s.q+"/tickets/"+p.Ticket+"/events", nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return p, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 {
+		return p, fmt.Errorf("events: status %d", res.StatusCode)
+	}
+	sc := bufio.NewScanner(res.Body)
+	var event, data string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event:"):
+			event = strings.TrimSpace(line[6:])
+		case strings.HasPrefix(line, "data:"):
+			data = strings.TrimSpace(line[5:])
+		case line == "":
+			switch event {
+			case "ready":
+				var r struct {
+					Token   string    `json:"token"`
+					ReadyAt time.Time `json:"readyAt"`
+				}
+				if err := json.Unmarshal([]byte(data), &r); err != nil {
+					return p, err
+				}
+				p.Status, p.Token, p.ReadyAt = "READY", r.Token, r.ReadyAt
+				return p, nil
+			case "expired", "closed":
+				return p, fmt.Errorf("stream says %s", event)
+			}
+			event, data = "", ""
+		}
+	}
+	return p, fmt.Errorf("stream ended before READY: %v", sc.Err())
+}
+
 // order submits the order and polls it until it is final.
 func (s shopper) order(ctx context.Context, token string) (orderView, error) {
 	body, _ := json.Marshal(map[string]any{"sku": s.sku, "quantity": 1})
@@ -128,7 +176,7 @@ func (js *journeyStats) add(t journeyTimes, err error) {
 // journey is the seed's k6 flow: vus virtual users, each walking journeys
 // back to back for the run's duration.
 func journey(ctx context.Context, c *client, o options, progress io.Writer) (result, error) {
-	res := result{Scenario: "journey", Started: time.Now(), Figures: map[string]float64{}, Invariants: map[string]int64{}}
+	res := result{Scenario: "journey, waiting by " + o.wait, Started: time.Now(), Figures: map[string]float64{}, Invariants: map[string]int64{}}
 	if err := setupSale(c, o, map[string]any{"targetActive": o.targetActive, "maxAdmitPerTick": o.maxAdmitPerTick, "sku": o.sku}); err != nil {
 		return res, err
 	}
@@ -145,7 +193,7 @@ func journey(ctx context.Context, c *client, o options, progress io.Writer) (res
 			defer wg.Done()
 			for time.Now().Before(stop) && ctx.Err() == nil {
 				s := shopper{c: c, q: o.queue, sku: o.sku, user: fmt.Sprintf("vu%d-%d-%d", v, n.Add(1), start.UnixNano()%1e6)}
-				stats.add(s.walk(ctx))
+				stats.add(s.walk(ctx, o))
 			}
 		}()
 	}
@@ -170,14 +218,19 @@ func journey(ctx context.Context, c *client, o options, progress io.Writer) (res
 }
 
 // walk is one journey.
-func (s shopper) walk(ctx context.Context) (journeyTimes, error) {
+func (s shopper) walk(ctx context.Context, o options) (journeyTimes, error) {
 	var t journeyTimes
 	start := time.Now()
 	p, err := s.join()
 	if err != nil {
 		return t, err
 	}
-	if p, err = s.waitReady(ctx, p); err != nil {
+	if o.wait == "sse" {
+		p, err = s.waitReadySSE(ctx, o.notifier, p)
+	} else {
+		p, err = s.waitReady(ctx, p)
+	}
+	if err != nil {
 		return t, err
 	}
 	t.tokenWait = time.Since(start)
@@ -196,7 +249,7 @@ func setupSale(c *client, o options, cfg map[string]any) error {
 	if err := c.admin("PUT", "/v1/admin/stock/"+o.sku, map[string]any{"available": o.stock}, nil); err != nil {
 		return fmt.Errorf("stock %s: %w", o.sku, err)
 	}
-	return c.admin("PUT", "/v1/admin/queues/"+o.queue, cfg, nil)
+	return c.admin("PUT", "/v1/admin/queues/"+o.queue, o.queueConfig(cfg), nil)
 }
 
 func addOrderFigures(res *result, before, after metricsSnapshot, stats *journeyStats, elapsed time.Duration) {
@@ -252,7 +305,7 @@ func batch(ctx context.Context, c *client, o options, progress io.Writer) (resul
 	before, _ := scrape(o.orderworkerMetrics)
 	samples := startSampler(ctx, c, o.queue, 100*time.Millisecond)
 	open := time.Now()
-	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, map[string]any{"targetActive": o.targetActive, "maxAdmitPerTick": o.maxAdmitPerTick, "sku": o.sku, "state": "open"}, nil); err != nil {
+	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, o.queueConfig(map[string]any{"targetActive": o.targetActive, "maxAdmitPerTick": o.maxAdmitPerTick, "sku": o.sku, "state": "open"}), nil); err != nil {
 		return res, err
 	}
 	stats := newJourneyStats()

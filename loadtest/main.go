@@ -57,6 +57,19 @@ type options struct {
 	stock              int
 	targetActive       int
 	maxAdmitPerTick    int
+	keepRateLimits     bool
+	wait               string
+}
+
+// queueConfig completes a queue configuration for a run. All of the load
+// comes from one address, so the per-IP limits (and the per-queue order
+// cap) that protect a real sale would measure the limiter, not the line:
+// they are off unless -keep-rate-limits.
+func (o options) queueConfig(cfg map[string]any) map[string]any {
+	if !o.keepRateLimits {
+		cfg["rateLimit"] = map[string]int{"perIpPerSecond": 0, "perIpBurst": 0, "perUserPerSecond": 0, "perUserBurst": 0, "ordersPerSecond": 0}
+	}
+	return cfg
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -73,11 +86,13 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.conns, "conns", 256, "HTTP connections to the gateway")
 	fs.StringVar(&o.notifier, "notifier", envOr("USHER_NOTIFIER_URL", "http://127.0.0.1:8081"), "notifier base URL (sse)")
 	fs.StringVar(&o.orderworkerMetrics, "orderworker-metrics", "http://127.0.0.1:8083/metrics", "the order worker's /metrics, for DB connection hold times (journey, batch)")
+	fs.StringVar(&o.wait, "wait", "sse", "how a journey waits for READY: sse | poll (journey)")
 	fs.IntVar(&o.vus, "vus", 20, "virtual users walking journeys back to back (journey)")
 	fs.StringVar(&o.sku, "sku", "", "SKU the run's queue sells (journey, batch; default: one per run)")
 	fs.IntVar(&o.stock, "stock", 1_000_000, "units of the SKU in stock (journey, batch)")
 	fs.IntVar(&o.targetActive, "target-active", 20, "the queue's targetActive (journey, batch)")
 	fs.IntVar(&o.maxAdmitPerTick, "max-admit-per-tick", 14, "the queue's maxAdmitPerTick (journey, batch)")
+	fs.BoolVar(&o.keepRateLimits, "keep-rate-limits", false, "keep the queue's default rate limits (all load comes from one IP)")
 	fs.StringVar(&o.out, "out", "", "write the JSON result here")
 	fs.StringVar(&o.report, "report", "", "write an HTML report with charts here")
 	if err := fs.Parse(args); err != nil {
@@ -88,6 +103,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.queue == "" {
 		o.queue = fmt.Sprintf("lt-%d", time.Now().UnixNano()%1e12)
+	}
+	if o.wait != "sse" && o.wait != "poll" {
+		return o, fmt.Errorf("-wait %q: want sse or poll", o.wait)
 	}
 	if o.sku == "" {
 		o.sku = o.queue + "-sku"

@@ -15,7 +15,7 @@ import (
 // conns connections allow, and reports the gateway's CPU per poll.
 func polls(ctx context.Context, c *client, o options, progress io.Writer) (result, error) {
 	res := result{Scenario: "poll", Started: time.Now(), Figures: map[string]float64{}, Invariants: map[string]int64{}}
-	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, map[string]any{"targetActive": 1, "state": "paused"}, nil); err != nil {
+	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, o.queueConfig(map[string]any{"targetActive": 1, "state": "paused"}), nil); err != nil {
 		return res, err
 	}
 	tickets := make([]string, o.shoppers)

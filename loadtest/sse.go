@@ -20,7 +20,7 @@ import (
 // the notifier's memory per connected client.
 func sseScenario(ctx context.Context, c *client, o options, progress io.Writer) (result, error) {
 	res := result{Scenario: "sse", Started: time.Now(), Figures: map[string]float64{}, Invariants: map[string]int64{}}
-	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, map[string]any{"targetActive": 1, "state": "paused"}, nil); err != nil {
+	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, o.queueConfig(map[string]any{"targetActive": 1, "state": "paused"}), nil); err != nil {
 		return res, err
 	}
 	places, err := joinMany(ctx, c, o.queue, o.shoppers, "s")
@@ -60,7 +60,7 @@ func sseScenario(ctx context.Context, c *client, o options, progress io.Writer) 
 	}
 	fmt.Fprintf(progress, "%d streams open (%d failed); admitting everyone in one tick\n", connected.Load(), failed.Load())
 	open := time.Now()
-	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, map[string]any{"targetActive": o.shoppers, "maxAdmitPerTick": 0, "state": "open", "tickMs": 100}, nil); err != nil {
+	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, o.queueConfig(map[string]any{"targetActive": o.shoppers, "maxAdmitPerTick": 0, "state": "open", "tickMs": 100}), nil); err != nil {
 		return res, err
 	}
 	deadline := time.Now().Add(o.duration)
@@ -189,7 +189,7 @@ func joinMany(ctx context.Context, c *client, q string, n int, prefix string) ([
 // (pollAfterMs) for the run's duration: the request rate SSE saves.
 func paced(ctx context.Context, c *client, o options, progress io.Writer) (result, error) {
 	res := result{Scenario: "paced polling", Started: time.Now(), Figures: map[string]float64{}, Invariants: map[string]int64{}}
-	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, map[string]any{"targetActive": 1, "state": "paused"}, nil); err != nil {
+	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, o.queueConfig(map[string]any{"targetActive": 1, "state": "paused"}), nil); err != nil {
 		return res, err
 	}
 	places, err := joinMany(ctx, c, o.queue, o.shoppers, "p")
