@@ -287,7 +287,7 @@ func addAdmissionInvariant(res *result) {
 // soon as it is READY. Bigger batches shorten the wait and load the order
 // path harder.
 func batch(ctx context.Context, c *client, o options, progress io.Writer) (result, error) {
-	res := result{Scenario: fmt.Sprintf("batch %d per tick", o.maxAdmitPerTick), Started: time.Now(), Figures: map[string]float64{}, Invariants: map[string]int64{}}
+	res := result{Scenario: fmt.Sprintf("batch %d per tick, waiting by %s", o.maxAdmitPerTick, o.wait), Started: time.Now(), Figures: map[string]float64{}, Invariants: map[string]int64{}}
 	if err := setupSale(c, o, map[string]any{"targetActive": o.targetActive, "maxAdmitPerTick": o.maxAdmitPerTick, "sku": o.sku, "state": "paused"}); err != nil {
 		return res, err
 	}
@@ -315,7 +315,13 @@ func batch(ctx context.Context, c *client, o options, progress io.Writer) (resul
 		go func() {
 			defer wg.Done()
 			var t journeyTimes
-			p, err := shoppers[i].waitReady(ctx, places[i])
+			var p place
+			var err error
+			if o.wait == "sse" {
+				p, err = shoppers[i].waitReadySSE(ctx, o.notifier, places[i])
+			} else {
+				p, err = shoppers[i].waitReady(ctx, places[i])
+			}
 			if err == nil {
 				t.tokenWait = time.Since(open)
 				ordered := time.Now()
