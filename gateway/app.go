@@ -59,6 +59,7 @@ type api struct {
 	rand   *rand.Rand
 
 	metrics *metrics
+	ops     opsDeps // the ops dashboard's extra reads
 }
 
 // app builds the fiber application with every route.
@@ -66,6 +67,7 @@ func (a *api) app() *fiber.App {
 	if a.metrics == nil {
 		a.metrics = newMetrics()
 	}
+	a.opsDefaults()
 	lim := a.http.orDefault() // against oversized and slow clients
 	app := fiber.New(fiber.Config{
 		AppName:               "usher-gateway",
@@ -92,6 +94,8 @@ func (a *api) app() *fiber.App {
 	app.Get("/.well-known/jwks.json", a.jwks)
 	app.Get("/q/:queue", a.page)
 	app.Get("/q/static/:file", a.asset)
+	app.Get("/ops", a.opsPage)
+	app.Get("/ops/static/:file", a.opsAsset)
 
 	v1 := app.Group("/v1")
 	v1.Post("/queues/:queue/tickets", a.join)
@@ -105,6 +109,8 @@ func (a *api) app() *fiber.App {
 	admin.Put("/queues/:queue", a.putQueue)
 	admin.Get("/queues/:queue", a.getQueue)
 	admin.Put("/stock/:sku", a.putStock)
+	admin.Get("/ops", a.opsSnapshotJSON)
+	admin.Get("/ops/stream", a.opsStream)
 
 	app.Use(func(c *fiber.Ctx) error {
 		return problem.New(fiber.StatusNotFound, "not-found", "no such resource")

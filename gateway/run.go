@@ -15,6 +15,7 @@ import (
 	"usher/shared/catalog"
 	"usher/shared/config"
 	"usher/shared/orders"
+	"usher/shared/paybreaker"
 	"usher/shared/ratelimit"
 	"usher/shared/ticket"
 	"usher/shared/token"
@@ -98,6 +99,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	api.users, api.ips, api.http = users, s.protect.ips, s.protect.http
 	api.limiter = ratelimit.New(line) // its script calls share the line's pipelines
+	api.ops = opsDeps{breaker: paybreaker.New(rdb), outcomes: orders.NewRecords(rdb)}
 	app := api.app()
 	log.Info("gateway listening", "addr", ln.Addr().String(), "nats", s.natsURLs, "redis", redactURL(s.redisURL))
 

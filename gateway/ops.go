@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"usher/shared/catalog"
+	"usher/shared/orders"
+	"usher/shared/problem"
+)
+
+// The ops dashboard: a page, a stylesheet and a script, embedded like the
+// waiting room (no build step, nothing to deploy).
+//
+// A browser cannot put an Authorization header on a page navigation or an
+// EventSource, so the page itself is public and holds no data: it asks for
+// the admin token once (kept in sessionStorage), then reads
+// GET /v1/admin/ops/stream with fetch() and a streaming reader, which can
+// carry the header.
+//
+//go:embed web/ops.html web/ops.css web/ops.js
+var opsWeb embed.FS
+
+// opsAssets maps the dashboard's static files to their content types.
+var opsAssets = map[string]string{
+	"ops.css": "text/css; charset=utf-8",
+	"ops.js":  "text/javascript; charset=utf-8",
+}
+
+// maxOpsStreams bounds concurrent dashboard streams. fasthttp cannot tell
+// a handler that its client left until a write to it fails, so each
+// stream holds a goroutine and a connection for up to one interval after
+// its tab is closed. That is nothing for a handful of ops dashboards; it
+// would be a lot for 20,000 shoppers, which is why shoppers' streams live
+// in the notifier, on net/http.
+const maxOpsStreams = 32
+
+// breakerReader says whether the shared payment breaker is open.
+type breakerReader interface {
+	Open(ctx context.Context) (bool, error)
+}
+
+// outcomeReader reads a queue's finished orders by final status.
+type outcomeReader interface {
+	Outcomes(ctx context.Context, queue string) (map[orders.Status]int64, error)
+}
+
+// opsDeps is what the dashboard reads besides the catalog and the line.
+// Zero values work: no breaker reads as closed, no outcomes as none.
+type opsDeps struct {
+	breaker  breakerReader
+	outcomes outcomeReader
+	interval time.Duration // between stream events; 0: one second
+	slots    chan struct{} // one per open stream
+}
+
+// opsQueue is one queue on the dashboard: its configuration, its live
+// figures, the ETA of the last shopper in line and its order outcomes.
+type opsQueue struct {
+	queueView
+	// EtaLastSeconds is waiting / the measured admission rate: when the
+	// last in line gets in at today's pace. Nil while people wait and
+	// nobody is being admitted (no pace to measure).
+	EtaLastSeconds *float64                `json:"etaLastSeconds"`
+	Orders         map[orders.Status]int64 `json:"orders"`
+}
+
+// opsSnapshot is one `queues` event: every queue at one instant.
+type opsSnapshot struct {
+	At          time.Time  `json:"at"`
+	BreakerOpen bool       `json:"breakerOpen"`
+	Queues      []opsQueue `json:"queues"`
+}
+
+// opsDefaults fills the dashboard's unset settings.
+func (a *api) opsDefaults() {
+	if a.ops.interval <= 0 {
+		a.ops.interval = time.Second
+	}
+	if a.ops.slots == nil {
+		a.ops.slots = make(chan struct{}, maxOpsStreams)
+	}
+}
+
+// snapshot reads every queue's figures, the breaker and the outcomes.
+func (a *api) snapshot(ctx context.Context) (opsSnapshot, error) {
+	snap := opsSnapshot{At: a.now().UTC(), Queues: []opsQueue{}}
+	if a.ops.breaker != nil {
+		open, err := a.ops.breaker.Open(ctx)
+		if err != nil {
+			return snap, err
+		}
+		snap.BreakerOpen = open
+	}
+	for _, cfg := range a.queues.List() {
+		q, err := a.opsQueueOf(ctx, cfg)
+		if err != nil {
+			return snap, err
+		}
+		snap.Queues = append(snap.Queues, q)
+	}
+	return snap, nil
+}
+
+func (a *api) opsQueueOf(ctx context.Context, cfg catalog.Config) (opsQueue, error) {
+	st, err := a.line.Stats(ctx, cfg.Name)
+	if err != nil {
+		return opsQueue{}, err
+	}
+	q := opsQueue{queueView: viewOf(cfg, st), Orders: map[orders.Status]int64{}}
+	switch {
+	case st.Waiting == 0:
+		q.EtaLastSeconds = new(0.0)
+	case st.AdmitRatePerSec > 0:
+		q.EtaLastSeconds = new(float64(st.Waiting) / st.AdmitRatePerSec)
+	}
+	if a.ops.outcomes != nil {
+		if q.Orders, err = a.ops.outcomes.Outcomes(ctx, cfg.Name); err != nil {
+			return opsQueue{}, err
+		}
+	}
+	return q, nil
+}
+
+// opsPage serves the dashboard: GET /ops. It is public and holds no data;
+// everything it shows comes from the admin API with the token.
+func (a *api) opsPage(c *fiber.Ctx) error {
+	b, err := opsWeb.ReadFile("web/ops.html")
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Set("X-Content-Type-Options", "nosniff")
+	c.Set("X-Frame-Options", "DENY") // its buttons must not be clickjacked
+	c.Set("Referrer-Policy", "no-referrer")
+	return c.Send(b)
+}
+
+// opsAsset serves the dashboard's stylesheet and script:
+// GET /ops/static/{file}.
+func (a *api) opsAsset(c *fiber.Ctx) error {
+	name := path.Base(c.Params("file"))
+	typ, ok := opsAssets[name]
+	if !ok {
+		return problem.New(fiber.StatusNotFound, "not-found", "no such file")
+	}
+	b, err := opsWeb.ReadFile("web/" + name)
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, typ)
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	return c.Send(b)
+}
+
+// opsSnapshotJSON answers GET /v1/admin/ops: one snapshot, what the
+// stream sends every second. The page polls it when it cannot stream.
+func (a *api) opsSnapshotJSON(c *fiber.Ctx) error {
+	snap, err := a.snapshot(c.UserContext())
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.JSON(snap)
+}
+
+// opsStream answers GET /v1/admin/ops/stream: a text/event-stream with one
+// `queues` event (an opsSnapshot) per interval, until a write fails (the
+// client left) or the server shuts down. A snapshot that cannot be read is
+// sent as an `error` event and the stream goes on.
+func (a *api) opsStream(c *fiber.Ctx) error {
+	select {
+	case a.ops.slots <- struct{}{}:
+	default:
+		p := problem.New(fiber.StatusServiceUnavailable, "too-many-streams",
+			"too many ops dashboards are open; this one polls GET /v1/admin/ops instead")
+		p.RetryAfter = 10
+		return p
+	}
+	// Captured now: fiber's Ctx is recycled once the handler returns.
+	done := c.Context().Done() // closed when the server shuts down
+	conn := c.Context().Conn()
+	writeLimit := a.http.orDefault().write
+	interval := a.ops.interval
+	log := a.log
+
+	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Set("X-Accel-Buffering", "no") // a proxy must pass each event on at once
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer func() { <-a.ops.slots }()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		fmt.Fprint(w, "retry: 2000\n\n")
+		for {
+			// The server's write timeout is for one answer; a stream is
+			// many, each given the same bound.
+			_ = conn.SetWriteDeadline(time.Now().Add(writeLimit))
+			ctx, cancel := context.WithTimeout(context.Background(), interval)
+			snap, err := a.snapshot(ctx)
+			cancel()
+			if err != nil {
+				log.Warn("ops stream snapshot", "err", err)
+				writeEvent(w, "", "error", []byte(`{"detail":"live figures unavailable"}`))
+			} else if body, err := json.Marshal(snap); err == nil {
+				writeEvent(w, strconv.FormatInt(snap.At.UnixMilli(), 10), "queues", body)
+			}
+			if err := w.Flush(); err != nil {
+				return // the client left
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	return nil
+}
+
+// writeEvent writes one Server-Sent Event; data is one line of JSON.
+func writeEvent(w *bufio.Writer, id, name string, data []byte) {
+	if id != "" {
+		fmt.Fprintf(w, "id: %s\n", id)
+	}
+	fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, data)
+}

@@ -1,0 +1,241 @@
+// usher's ops dashboard. The page holds no data: it asks for the admin
+// token once (sessionStorage, gone with the tab), then reads
+// GET /v1/admin/ops/stream with fetch() — an EventSource cannot send an
+// Authorization header — parsing the Server-Sent Events framing itself.
+// If streaming fails it polls GET /v1/admin/ops every second and tries to
+// stream again now and then. Charts keep the last minutes in memory only.
+(function () {
+  'use strict';
+  var root = document.getElementById('ops');
+  var KEY = 'usher-admin-token', WHO = 'usher-admin-user';
+  var HISTORY_MS = 10 * 60 * 1000; // what the sparklines show
+  var LIVE = ['waiting', 'active', 'admittedTotal', 'admitRatePerSec']; // not configuration
+  var history = {};   // queue -> [{t, waiting, active, target, rate}]
+  var cards = {};     // queue -> element
+  var stopStream = null, pollTimer = null, retryTimer = null;
+
+  function $(id) { return document.getElementById(id); }
+  function token() { return sessionStorage.getItem(KEY) || ''; }
+  function who() { return sessionStorage.getItem(WHO) || 'ops-dashboard'; }
+  function headers(extra) {
+    var h = { 'Authorization': 'Bearer ' + token() };
+    for (var k in extra) { h[k] = extra[k]; }
+    return h;
+  }
+
+  function setConn(state, text) {
+    root.dataset.conn = state;
+    $('conn').textContent = text;
+    $('logout').hidden = state === 'login';
+  }
+
+  // --- sign in and out ---------------------------------------------------
+  $('login').addEventListener('submit', function (e) {
+    e.preventDefault();
+    sessionStorage.setItem(KEY, $('token').value.trim());
+    sessionStorage.setItem(WHO, $('who').value.trim() || 'ops-dashboard');
+    $('token').value = '';
+    $('loginError').textContent = '';
+    start();
+  });
+  $('logout').addEventListener('click', function () { signOut(''); });
+
+  function signOut(why) {
+    sessionStorage.removeItem(KEY);
+    stopAll();
+    setConn('login', 'Signed out');
+    $('loginError').textContent = why;
+  }
+
+  function stopAll() {
+    if (stopStream) { stopStream(); stopStream = null; }
+    clearInterval(pollTimer); pollTimer = null;
+    clearTimeout(retryTimer); retryTimer = null;
+  }
+
+  function start() {
+    stopAll();
+    if (!token()) { setConn('login', 'Signed out'); return; }
+    setConn('connecting', 'Connecting…');
+    stream();
+  }
+
+  // --- the stream ----------------------------------------------------------
+  function stream() {
+    var ctrl = new AbortController();
+    var stopped = false;
+    stopStream = function () { stopped = true; ctrl.abort(); };
+    fetch('/v1/admin/ops/stream', { headers: headers({ 'Accept': 'text/event-stream' }), signal: ctrl.signal, cache: 'no-store' })
+      .then(function (res) {
+        if (res.status === 401) { throw { unauthorized: true }; }
+        if (!res.ok || !res.body) { throw new Error('status ' + res.status); }
+        setConn('live', 'Live');
+        var reader = res.body.getReader(), dec = new TextDecoder(), buf = '';
+        function pump() {
+          return reader.read().then(function (r) {
+            if (r.done) { throw new Error('stream ended'); }
+            buf += dec.decode(r.value, { stream: true }).replace(/\r\n?/g, '\n');
+            var end;
+            while ((end = buf.indexOf('\n\n')) >= 0) {
+              dispatch(buf.slice(0, end));
+              buf = buf.slice(end + 2);
+            }
+            return pump();
+          });
+        }
+        return pump();
+      })
+      .catch(function (err) {
+        if (stopped) { return; }
+        if (err && err.unauthorized) { signOut('That token was refused.'); return; }
+        fallBack();
+      });
+  }
+
+  // dispatch handles one SSE block: id/event/data lines, comments ignored.
+  function dispatch(block) {
+    var event = 'message', data = [];
+    block.split('\n').forEach(function (line) {
+      if (line === '' || line[0] === ':') { return; }
+      var i = line.indexOf(':');
+      var field = i < 0 ? line : line.slice(0, i);
+      var value = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+      if (field === 'event') { event = value; } else if (field === 'data') { data.push(value); }
+    });
+    if (event === 'queues' && data.length) { render(JSON.parse(data.join('\n'))); }
+    if (event === 'error') { $('at').textContent = 'live figures unavailable'; }
+  }
+
+  // --- polling fallback ----------------------------------------------------
+  function fallBack() {
+    stopStream = null;
+    setConn('polling', 'Polling (stream unavailable)');
+    poll();
+    pollTimer = setInterval(poll, 1000);
+    retryTimer = setTimeout(start, 15000); // try to stream again
+  }
+
+  function poll() {
+    fetch('/v1/admin/ops', { headers: headers({}), cache: 'no-store' })
+      .then(function (res) {
+        if (res.status === 401) { signOut('That token was refused.'); return null; }
+        return res.ok ? res.json() : null;
+      })
+      .then(function (snap) { if (snap) { render(snap); } })
+      .catch(function () { /* the next poll tries again */ });
+  }
+
+  // --- rendering -----------------------------------------------------------
+  function render(snap) {
+    var t = Date.parse(snap.at) || Date.now();
+    root.dataset.breaker = snap.breakerOpen ? 'open' : 'closed';
+    $('breaker').textContent = snap.breakerOpen ? 'open — admission held' : 'closed';
+    $('at').textContent = 'updated ' + new Date(t).toLocaleTimeString();
+    $('empty').hidden = snap.queues.length > 0;
+    var seen = {};
+    snap.queues.forEach(function (q) {
+      seen[q.name] = true;
+      var h = history[q.name] || (history[q.name] = []);
+      h.push({ t: t, waiting: q.waiting, active: q.active, target: q.targetActive, rate: q.admitRatePerSec });
+      while (h.length && h[0].t < t - HISTORY_MS) { h.shift(); }
+      draw(card(q.name), q, h);
+    });
+    Object.keys(cards).forEach(function (name) {
+      if (!seen[name]) { cards[name].remove(); delete cards[name]; delete history[name]; }
+    });
+  }
+
+  function card(name) {
+    if (cards[name]) { return cards[name]; }
+    var el = $('card').content.firstElementChild.cloneNode(true);
+    el.id = 'q-' + name;
+    el.dataset.queue = name;
+    el.querySelector('.name').textContent = name;
+    el.querySelectorAll('[data-action]').forEach(function (b) {
+      b.addEventListener('click', function () { setState(name, b.dataset.action, el); });
+    });
+    $('queues').appendChild(el);
+    cards[name] = el;
+    return el;
+  }
+
+  function field(el, name, text) { el.querySelector('[data-field="' + name + '"]').textContent = text; }
+
+  function draw(el, q, h) {
+    el.dataset.state = q.state;
+    var badge = el.querySelector('.state');
+    badge.textContent = q.state;
+    badge.dataset.state = q.state;
+    el.querySelector('.reason').textContent = q.closedReason || '';
+    field(el, 'waiting', fmt(q.waiting));
+    field(el, 'active', fmt(q.active) + ' / ' + fmt(q.targetActive));
+    field(el, 'rate', q.admitRatePerSec.toFixed(1));
+    field(el, 'eta', q.etaLastSeconds == null ? '—' : duration(q.etaLastSeconds));
+    field(el, 'admitted', fmt(q.admittedTotal) + ' admitted in all');
+    var o = q.orders || {}, parts = [];
+    ['PAID', 'FAILED', 'REJECTED'].forEach(function (s) { if (o[s]) { parts.push(fmt(o[s]) + ' ' + s.toLowerCase()); } });
+    field(el, 'orders', parts.length ? parts.join(' · ') : 'none yet');
+    el.querySelectorAll('[data-action]').forEach(function (b) { b.disabled = b.dataset.action === q.state; });
+    spark(el, 'waiting', h, [['v', 'waiting']]);
+    spark(el, 'active', h, [['v', 'active'], ['t', 'target']]);
+    spark(el, 'rate', h, [['v', 'rate']]);
+  }
+
+  // spark draws lines of h's fields into the card's inline SVG, all on one
+  // scale from 0 to their maximum, across the time it has (at most
+  // HISTORY_MS), so a fresh dashboard already shows a line.
+  function spark(el, chart, h, lines) {
+    var svg = el.querySelector('[data-chart="' + chart + '"]');
+    var W = 120, H = 28, now = h.length ? h[h.length - 1].t : 0, top = 1;
+    var span = h.length ? Math.max(now - h[0].t, 1000) : HISTORY_MS;
+    h.forEach(function (p) { lines.forEach(function (l) { top = Math.max(top, p[l[1]]); }); });
+    while (svg.firstChild) { svg.removeChild(svg.firstChild); }
+    lines.forEach(function (l) {
+      var pts = h.map(function (p) {
+        var x = W - (now - p.t) / span * W;
+        var y = H - 1 - (p[l[1]] / top) * (H - 2);
+        return x.toFixed(1) + ',' + y.toFixed(1);
+      });
+      if (pts.length === 1) { pts.unshift('0,' + pts[0].split(',')[1]); }
+      var pl = document.createElementNS('http://www.w3.org/2000/svg', 'polyline');
+      pl.setAttribute('class', l[0]);
+      pl.setAttribute('points', pts.join(' '));
+      svg.appendChild(pl);
+    });
+  }
+
+  function fmt(n) { return Number(n).toLocaleString('en-US'); }
+
+  function duration(s) {
+    if (s > 0 && s < 1) { return '< 1 s'; }
+    s = Math.round(s);
+    if (s < 60) { return s + ' s'; }
+    if (s < 3600) { return Math.floor(s / 60) + ' min ' + (s % 60) + ' s'; }
+    return Math.floor(s / 3600) + ' h ' + Math.floor(s % 3600 / 60) + ' min';
+  }
+
+  // --- controls: read the configuration, change its state, put it back -----
+  function setState(name, state, el) {
+    if (state === 'closed' && !window.confirm('Close ' + name + '? New joins get 410 and everyone waiting is told CLOSED.')) { return; }
+    $('actionError').textContent = '';
+    el.querySelectorAll('[data-action]').forEach(function (b) { b.disabled = true; });
+    var url = '/v1/admin/queues/' + encodeURIComponent(name);
+    fetch(url, { headers: headers({}), cache: 'no-store' })
+      .then(function (res) { return res.ok ? res.json() : res.json().then(function (p) { throw p; }); })
+      .then(function (cfg) {
+        LIVE.forEach(function (k) { delete cfg[k]; });
+        cfg.state = state;
+        if (state !== 'closed') { delete cfg.closedReason; }
+        return fetch(url, {
+          method: 'PUT', body: JSON.stringify(cfg),
+          headers: headers({ 'Content-Type': 'application/json', 'X-Admin-User': who() })
+        });
+      })
+      .then(function (res) { if (!res.ok) { return res.json().then(function (p) { throw p; }); } })
+      .catch(function (p) {
+        $('actionError').textContent = (name + ': ' + ((p && (p.detail || p.title)) || 'the change failed'));
+      });
+  }
+
+  start();
+}());
