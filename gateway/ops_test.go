@@ -134,8 +134,8 @@ func TestOpsStreamSendsQueueSnapshots(t *testing.T) {
 	}, "3 joins in line")
 	h.admit(time.Now())
 	ctx := context.Background()
-	for _, st := range []orders.Status{orders.Paid, orders.Paid, orders.Failed} {
-		if err := records.CountOutcome(ctx, h.queue, st); err != nil {
+	for i, st := range []orders.Status{orders.Paid, orders.Paid, orders.Failed} {
+		if err := records.CountOutcome(ctx, h.queue, strconv.Itoa(i), st); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -260,7 +260,7 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 		return st.Waiting == 4
 	}, "4 joins in line")
 	h.admit(time.Now())
-	records.CountOutcome(context.Background(), h.queue, orders.Paid)
+	records.CountOutcome(context.Background(), h.queue, "o1", orders.Paid)
 	base := h.serve()
 
 	shots := screenshotDirs(t)

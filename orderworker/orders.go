@@ -28,7 +28,7 @@ type orderStore interface {
 // finished orders per queue for the ops dashboard.
 type recordWriter interface {
 	Put(ctx context.Context, rec orders.Record) error
-	CountOutcome(ctx context.Context, queue string, status orders.Status) error
+	CountOutcome(ctx context.Context, queue, id string, status orders.Status) error
 }
 
 // slots redeems tokens and frees admission slots in the waiting line.
@@ -247,7 +247,7 @@ func (w *worker) finish(ctx context.Context, o orders.Order, seq uint64) error {
 		return err
 	}
 	w.metrics.orders.WithLabelValues(string(o.Status)).Inc()
-	if err := w.records.CountOutcome(ctx, o.Queue, o.Status); err != nil {
+	if err := w.records.CountOutcome(ctx, o.Queue, o.ID, o.Status); err != nil {
 		// A dashboard figure: not worth redelivering a finished order for.
 		w.log.Warn("order outcome not counted", "order", o.ID, "queue", o.Queue, "err", err)
 	}

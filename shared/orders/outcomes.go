@@ -4,20 +4,36 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // outcomesKey is the hash of a queue's finished orders by final status,
 // beside the queue's other keys (same hash tag).
 func outcomesKey(queue string) string { return "usher:{" + queue + "}:orders" }
 
-// CountOutcome adds one finished order of queue with the given final
-// status to the queue's outcome counts (HINCRBY). The counts are for
-// dashboards: the order worker counts after finishing an order and before
-// acknowledging it, so an order finished again after a crash in between is
-// counted twice. PostgreSQL remains the truth.
-func (r *Records) CountOutcome(ctx context.Context, queue string, status Status) error {
-	if err := r.rdb.HIncrBy(ctx, outcomesKey(queue), string(status), 1).Err(); err != nil {
-		return fmt.Errorf("count order outcome %s: %w", queue, err)
+// countScript counts a finished order once.
+//
+// KEYS: the queue's outcome hash, the order's counted marker (both under
+// the queue's hash tag). ARGV: status, marker TTL in seconds.
+// Invariant: an order is counted at most once while its marker lives (a
+// day), however often it is finished again: a redelivery, a duplicate
+// request past the stream's dedup window.
+var countScript = redis.NewScript(`
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'EX', tonumber(ARGV[2])) then
+  redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+  return 1
+end
+return 0
+`)
+
+// CountOutcome adds the finished order id of queue, with its final status,
+// to the queue's outcome counts, once per order (see countScript). The
+// counts are for dashboards; PostgreSQL remains the truth.
+func (r *Records) CountOutcome(ctx context.Context, queue, id string, status Status) error {
+	keys := []string{outcomesKey(queue), "usher:{" + queue + "}:counted:" + id}
+	if err := countScript.Run(ctx, r.rdb, keys, string(status), int(r.ttl.Seconds())).Err(); err != nil {
+		return fmt.Errorf("count order outcome %s: %w", id, err)
 	}
 	return nil
 }

@@ -9,18 +9,25 @@ import (
 	"usher/shared/testenv"
 )
 
-// Outcome counts are per queue and per final status; a queue with no
-// finished order has none.
+// Outcome counts are per queue and per final status, one per order however
+// often it is finished; a queue with no finished order has none.
 func TestOutcomeCounts(t *testing.T) {
 	ctx := context.Background()
 	r := orders.NewRecords(testenv.Redis(t))
 	q, other := testenv.Name(t), testenv.Name(t)+"-other"
-	for _, st := range []orders.Status{orders.Paid, orders.Paid, orders.Failed, orders.Rejected} {
-		if err := r.CountOutcome(ctx, q, st); err != nil {
+	finished := []struct {
+		id     string
+		status orders.Status
+	}{
+		{"o1", orders.Paid}, {"o2", orders.Paid}, {"o3", orders.Failed}, {"o4", orders.Rejected},
+		{"o1", orders.Paid}, {"o3", orders.Failed}, // finished again: counted once
+	}
+	for _, f := range finished {
+		if err := r.CountOutcome(ctx, q, f.id, f.status); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := r.CountOutcome(ctx, other, orders.Paid); err != nil {
+	if err := r.CountOutcome(ctx, other, "o1", orders.Paid); err != nil {
 		t.Fatal(err)
 	}
 	got, err := r.Outcomes(ctx, q)
