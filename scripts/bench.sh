@@ -14,7 +14,8 @@ mkdir -p "$out"
 dur=${BENCH_DURATION:-15s}
 
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; stop_pg; rm -rf "$work"; }
+stop_pg() { :; }
 trap cleanup EXIT INT TERM
 
 # The nats CLI for `nats bench` (built from the Go module proxy once).
@@ -26,13 +27,30 @@ fi
 
 bin/nats-server -a 127.0.0.1 -p 14222 -js -sd "$work/js" >"$work/nats.log" 2>&1 & pids+=($!)
 redis-server --port 16379 --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 & pids+=($!)
+
+# A throwaway PostgreSQL cluster (durable commits, as in production).
+pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+mkdir -p "$work/pg"; [ "$(id -u)" -eq 0 ] && chown postgres "$work" "$work/pg"
+as_pg "$pgbin/initdb" -D "$work/pg" -U postgres --auth=trust >/dev/null
+as_pg "$pgbin/pg_ctl" -D "$work/pg" -l "$work/pg.log" -o "-h 127.0.0.1 -p 15432 -k $work/pg -c max_connections=200" -w start >/dev/null
+stop_pg() { as_pg "$pgbin/pg_ctl" -D "$work/pg" -m fast stop >/dev/null 2>&1 || true; }
+as_pg "$pgbin/createdb" -h 127.0.0.1 -p 15432 -U postgres usher
 sleep 1
 
 export USHER_NATS_URL=nats://127.0.0.1:14222 USHER_REDIS_URL=redis://127.0.0.1:16379/0
+export USHER_DATABASE_URL="postgres://postgres@127.0.0.1:15432/usher?sslmode=disable"
 export USHER_DATA_DIR=$work/data USHER_ADMIN_TOKEN=bench-admin USHER_LOG_LEVEL=warn
+export USHER_PAYMENT_URL=http://127.0.0.1:18090
+PGSIM_ADDR=127.0.0.1:18090 bin/pgsim >"$work/pgsim.log" 2>&1 & pids+=($!)
 USHER_GATEWAY_ADDR=127.0.0.1:18080 bin/gateway >"$work/gateway.log" 2>&1 & pids+=($!)
 USHER_ADMITTER_ADDR=127.0.0.1:18082 bin/admitter >"$work/admitter.log" 2>&1 & pids+=($!)
+USHER_ORDERWORKER_ADDR=127.0.0.1:18083 bin/orderworker >"$work/orderworker.log" 2>&1 & pids+=($!)
+USHER_NOTIFIER_ADDR=127.0.0.1:18081 bin/notifier >"$work/notifier.log" 2>&1 & pids+=($!)
+USHER_NOTIFIER_ADDR=127.0.0.1:18091 bin/notifier >"$work/notifier2.log" 2>&1 & pids+=($!)
 for _ in $(seq 1 100); do curl -fs http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
+lt() { bin/loadtest -gateway http://127.0.0.1:18080 -admin-token bench-admin -notifier http://127.0.0.1:18081 \
+  -orderworker-metrics http://127.0.0.1:18083/metrics "$@" 2>/dev/null; }
 
 {
 echo "# usher bench $(date -u +%FT%TZ) on $(nproc) cores, $(uname -m)"
@@ -58,18 +76,25 @@ echo '$ go test ./gateway -run ^$ -bench "Poll|Join" -benchtime 5000x -benchmem'
 go test ./gateway -run '^$' -bench 'Poll|Join' -benchtime 5000x -benchmem | grep -E '^Benchmark'
 echo
 echo "## Load (bin/loadtest against the private stack)"
-for rate in 2000 5000 10000; do
-  echo "\$ loadtest -gateway http://127.0.0.1:18080 -scenario steady -rate $rate -duration $dur"
-  bin/loadtest -gateway http://127.0.0.1:18080 -admin-token bench-admin -scenario steady -rate $rate -duration "$dur" \
-    -out "$out/steady-$rate.json" 2>/dev/null
+for rate in 2000 5000 10000 20000; do
+  echo "\$ loadtest -scenario steady -rate $rate -duration $dur"
+  lt -scenario steady -rate $rate -duration "$dur" -out "$out/steady-$rate.json"
 done
-echo "\$ loadtest -gateway http://127.0.0.1:18080 -scenario spike -rate 10000 -duration 20s"
-bin/loadtest -gateway http://127.0.0.1:18080 -admin-token bench-admin -scenario spike -rate 10000 -duration 20s \
-  -out "$out/spike.json" 2>/dev/null
+echo "\$ loadtest -scenario spike -rate 10000 -duration 20s"
+lt -scenario spike -rate 10000 -duration 20s -out "$out/spike.json" -report "$out/spike.html"
 for n in 1000 10000 100000; do
-  echo "\$ loadtest -gateway http://127.0.0.1:18080 -scenario poll -shoppers $n -conns 64 -duration 10s"
-  bin/loadtest -gateway http://127.0.0.1:18080 -admin-token bench-admin -scenario poll -shoppers $n -conns 64 -duration 10s \
-    -out "$out/poll-$n.json" 2>/dev/null
+  echo "\$ loadtest -scenario poll -shoppers $n -conns 64 -duration 10s"
+  lt -scenario poll -shoppers $n -conns 64 -duration 10s -out "$out/poll-$n.json"
   echo "redis used_memory after $n more waiting: $(redis-cli -p 16379 INFO memory | grep '^used_memory:' | tr -d '\r')"
+done
+echo "\$ loadtest -scenario paced -shoppers 5000 -duration 30s"
+lt -scenario paced -shoppers 5000 -duration 30s -out "$out/paced-5000.json"
+echo "\$ loadtest -scenario sse -shoppers 5000 -duration 60s"
+lt -scenario sse -shoppers 5000 -duration 60s -out "$out/sse-5000.json"
+echo "\$ loadtest -scenario journey -vus 20 -duration 60s   (the seed's k6 flow)"
+lt -scenario journey -vus 20 -duration 60s -out "$out/journey.json" -report "$out/journey.html"
+for b in 14 500 1000; do
+  echo "\$ loadtest -scenario batch -shoppers 500 -target-active 500 -max-admit-per-tick $b"
+  lt -scenario batch -shoppers 500 -target-active 500 -max-admit-per-tick $b -duration 60s -out "$out/batch-$b.json"
 done
 } 2>&1 | tee "$out/bench.txt"
