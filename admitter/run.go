@@ -64,12 +64,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.addr, err)
 	}
-	mux := opshttp.Mux(m.reg, func(ctx context.Context) error {
-		if !nc.IsConnected() {
-			return fmt.Errorf("nats: %s", nc.Status())
-		}
-		return rdb.Ping(ctx).Err()
-	})
+	mux := opshttp.Mux(m.reg, opshttp.All(opshttp.NATS(nc), opshttp.Redis(rdb)))
 	log.Info("admitter running", "addr", ln.Addr().String(), "nats", s.natsURLs)
 
 	g, ctx := errgroup.WithContext(ctx)

@@ -14,6 +14,7 @@ import (
 	"usher/shared/bus"
 	"usher/shared/catalog"
 	"usher/shared/config"
+	"usher/shared/opshttp"
 	"usher/shared/orders"
 	"usher/shared/paybreaker"
 	"usher/shared/ratelimit"
@@ -86,12 +87,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		pageCSS:     s.pageCSS,
 		now:         time.Now,
 		rand:        rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x75736865)),
-		ready: func(ctx context.Context) error {
-			if !nc.IsConnected() {
-				return fmt.Errorf("nats: %s", nc.Status())
-			}
-			return rdb.Ping(ctx).Err()
-		},
+		ready:       opshttp.All(opshttp.NATS(nc), opshttp.Redis(rdb)),
 	}
 	users, refreshUsers, err := newUserAuth(s.protect.users, time.Now, log)
 	if err != nil {

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -76,12 +74,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.addr, err)
 	}
-	mux := opshttp.Mux(m.reg, func(ctx context.Context) error {
-		if !nc.IsConnected() {
-			return fmt.Errorf("nats: %s", nc.Status())
-		}
-		return rdb.Ping(ctx).Err()
-	})
+	mux := opshttp.Mux(m.reg, opshttp.All(opshttp.NATS(nc), opshttp.Redis(rdb)))
 	st := &streams{
 		log: log, hub: h, line: wq, queues: queues, tickets: tickets, keys: keys,
 		origins: s.corsOrigins, now: time.Now, timing: s.timing, metrics: m,
@@ -92,7 +85,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return queues.Run(ctx) })
 	g.Go(func() error { return h.Run(ctx) })
-	g.Go(func() error { return serve(ctx, ln, mux, s.shutdown) })
+	g.Go(func() error { return opshttp.Serve(ctx, ln, mux, s.shutdown) })
 	return g.Wait()
 }
 
@@ -110,30 +103,4 @@ func drain(nc *nats.Conn, timeout time.Duration) {
 	case <-time.After(timeout):
 		nc.Close()
 	}
-}
-
-// serve serves h on ln until ctx ends, then shuts down within timeout.
-// Every request's context is ctx's child, so the open streams end as soon as
-// shutdown begins instead of holding it up until the timeout.
-func serve(ctx context.Context, ln net.Listener, h http.Handler, timeout time.Duration) error {
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = serr
-	}
-	return err
 }

@@ -79,15 +79,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.addr, err)
 	}
-	mux := opshttp.Mux(m.reg, func(ctx context.Context) error {
-		if !nc.IsConnected() {
-			return fmt.Errorf("nats: %s", nc.Status())
-		}
-		if err := rdb.Ping(ctx).Err(); err != nil {
-			return err
-		}
-		return db.Ping(ctx)
-	})
+	mux := opshttp.Mux(m.reg, opshttp.All(opshttp.NATS(nc), opshttp.Redis(rdb), db.Ping))
 	log.Info("orderworker running", "addr", ln.Addr().String(), "nats", s.natsURLs, "payment", s.paymentURL)
 
 	ctx, crash := context.WithCancelCause(ctx)

@@ -164,8 +164,10 @@ func (c Config) Validate() []FieldError {
 
 // Catalog is the live set of queue configurations.
 type Catalog struct {
-	kv      jetstream.KeyValue
-	watcher jetstream.KeyWatcher
+	kv        jetstream.KeyValue
+	watcher   jetstream.KeyWatcher
+	watchCtx  context.Context
+	stopWatch context.CancelFunc
 
 	mu     sync.RWMutex
 	queues map[string]Config
@@ -180,22 +182,29 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Catalog, 
 	if err != nil {
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
-	w, err := kv.WatchAll(ctx)
+	// The watch lives as long as Open's context, or until Run returns.
+	// Knowing its context lets Run tell a watch that ended with it from
+	// one that failed.
+	wctx, stop := context.WithCancel(ctx)
+	w, err := kv.WatchAll(wctx)
 	if err != nil {
+		stop()
 		return nil, fmt.Errorf("watch catalog: %w", err)
 	}
-	c := &Catalog{kv: kv, watcher: w, queues: map[string]Config{}}
+	c := &Catalog{kv: kv, watcher: w, watchCtx: wctx, stopWatch: stop, queues: map[string]Config{}}
 	for e := range w.Updates() {
 		if e == nil { // every current value has been delivered
 			return c, nil
 		}
 		c.apply(e)
 	}
+	stop()
 	return nil, errors.New("watch catalog: closed while loading")
 }
 
 // Run applies changes until ctx ends.
 func (c *Catalog) Run(ctx context.Context) error {
+	defer c.stopWatch()
 	defer c.watcher.Stop()
 	for {
 		select {
@@ -203,7 +212,7 @@ func (c *Catalog) Run(ctx context.Context) error {
 			return nil
 		case e, ok := <-c.watcher.Updates():
 			if !ok {
-				if ctx.Err() != nil { // the watch ends with the context
+				if ctx.Err() != nil || c.watchCtx.Err() != nil { // the watch ended with its context
 					return nil
 				}
 				return errors.New("catalog watch closed")

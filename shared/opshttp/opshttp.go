@@ -6,12 +6,15 @@ package opshttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"usher/shared/problem"
 )
@@ -38,9 +41,16 @@ func Mux(reg *prometheus.Registry, ready func(context.Context) error) *http.Serv
 
 // Serve serves h on ln until ctx ends, then shuts down within timeout.
 // Listening is the caller's job, so a bind error surfaces before anything
-// starts.
+// starts. Every request's context is ctx's child, so long-lived responses
+// (event streams) end as soon as shutdown begins instead of holding it up
+// until the timeout.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, timeout time.Duration) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -55,4 +65,34 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, timeout time.Du
 		err = serr
 	}
 	return err
+}
+
+// Check is one dependency's readiness probe.
+type Check func(context.Context) error
+
+// NATS is ready while the connection is up (it reconnects by itself).
+func NATS(nc *nats.Conn) Check {
+	return func(context.Context) error {
+		if !nc.IsConnected() {
+			return fmt.Errorf("nats: %s", nc.Status())
+		}
+		return nil
+	}
+}
+
+// Redis is ready while it answers PING.
+func Redis(rdb redis.UniversalClient) Check {
+	return func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
+}
+
+// All is ready when every check is, and reports the first that is not.
+func All(checks ...Check) func(context.Context) error {
+	return func(ctx context.Context) error {
+		for _, c := range checks {
+			if err := c(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
