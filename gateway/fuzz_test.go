@@ -16,6 +16,12 @@ func FuzzJoinAndPoll(f *testing.F) {
 		if !validHeaderValue(user) {
 			return // not something an HTTP client can send
 		}
+		if len(user)+len(url.PathEscape(queue))+len(url.PathEscape(tkt)) > 4096 {
+			// Beyond the header limit; fiber's in-memory transport fails
+			// such requests itself. TestOversizedHeadersAre431 covers them
+			// over a real socket.
+			return
+		}
 		h := h.with(t)
 		path := "/v1/queues/" + url.PathEscape(queue) + "/tickets"
 		for _, r := range []response{

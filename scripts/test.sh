@@ -20,7 +20,8 @@ go list -f '{{.Dir}}' ./... | while read -r dir; do
   pkg="./${dir#"$PWD"/}"
   for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
     echo "fuzz $pkg $target ($fuzztime)"
-    go test "$pkg" -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" >/tmp/usher-fuzz.log 2>&1 || { cat /tmp/usher-fuzz.log; exit 1; }
+    timeout 300 go test "$pkg" -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -fuzzminimizetime 10s \
+      >/tmp/usher-fuzz.log 2>&1 || { cat /tmp/usher-fuzz.log; exit 1; }
   done
 done
 echo "make test: all passed"
