@@ -11,7 +11,7 @@
 //	loadtest -scenario spike  -rate 10000 -duration 30s   (100/s → rate, then hold)
 //	loadtest -scenario poll    -shoppers 10000 -duration 15s    (as fast as -conns allow)
 //	loadtest -scenario paced   -shoppers 10000 -duration 30s    (polling at pollAfterMs)
-//	loadtest -scenario sse     -shoppers 10000 -duration 60s    (READY delivery latency)
+//	loadtest -scenario sse     -shoppers 19000 -max-admit-per-tick 0 -duration 90s (READY delivery latency)
 //	loadtest -scenario journey -vus 20 -duration 60s            (join → READY → order)
 //	loadtest -scenario batch   -shoppers 500 -max-admit-per-tick 14
 package main
@@ -91,7 +91,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.sku, "sku", "", "SKU the run's queue sells (journey, batch; default: one per run)")
 	fs.IntVar(&o.stock, "stock", 1_000_000, "units of the SKU in stock (journey, batch)")
 	fs.IntVar(&o.targetActive, "target-active", 20, "the queue's targetActive (journey, batch)")
-	fs.IntVar(&o.maxAdmitPerTick, "max-admit-per-tick", 14, "the queue's maxAdmitPerTick (journey, batch)")
+	fs.IntVar(&o.maxAdmitPerTick, "max-admit-per-tick", 14, "the queue's maxAdmitPerTick (journey, batch, sse; 0 = no cap)")
 	fs.BoolVar(&o.keepRateLimits, "keep-rate-limits", false, "keep the queue's default rate limits (all load comes from one IP)")
 	fs.StringVar(&o.out, "out", "", "write the JSON result here")
 	fs.StringVar(&o.report, "report", "", "write an HTML report with charts here")

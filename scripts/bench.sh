@@ -57,13 +57,14 @@ echo "# usher bench $(date -u +%FT%TZ) on $(nproc) cores, $(uname -m)"
 echo
 echo "## Anchors"
 echo '$ redis-benchmark -p 16379 -c 50 -n 200000 -q -t zadd'
-redis-benchmark -p 16379 -c 50 -n 200000 -q -t zadd
+rb() { redis-benchmark -p 16379 -c 50 -n 200000 -q "$@" | tr '\r' '\n' | grep 'per second'; }
+rb -t zadd
 sha=$(redis-cli -p 16379 SCRIPT LOAD "return redis.call('ZRANK', KEYS[1], ARGV[1])")
 redis-cli -p 16379 ZADD anchor:{q}:z 1 a >/dev/null
 echo "\$ redis-benchmark -p 16379 -c 50 -n 200000 -q EVALSHA <zrank script> 1 anchor:{q}:z a"
-redis-benchmark -p 16379 -c 50 -n 200000 -q EVALSHA "$sha" 1 'anchor:{q}:z' a
+rb EVALSHA "$sha" 1 'anchor:{q}:z' a
 echo "\$ redis-benchmark -p 16379 -c 50 -n 200000 -q -P 16 EVALSHA <zrank script> 1 anchor:{q}:z a   (pipelined 16)"
-redis-benchmark -p 16379 -c 50 -n 200000 -q -P 16 EVALSHA "$sha" 1 'anchor:{q}:z' a
+rb -P 16 EVALSHA "$sha" 1 'anchor:{q}:z' a
 echo "\$ nats bench js pub async anchor.bench --msgs 200000 --size 256 --clients 2 --create --purge --dedup"
 "$natscli" -s nats://127.0.0.1:14222 bench js pub async anchor.bench --msgs 200000 --size 256 --clients 2 --create --purge --dedup --no-progress 2>&1 | grep -E "stats|msgs/sec" || true
 echo
@@ -89,8 +90,8 @@ for n in 1000 10000 100000; do
 done
 echo "\$ loadtest -scenario paced -shoppers 5000 -duration 30s"
 lt -scenario paced -shoppers 5000 -duration 30s -out "$out/paced-5000.json"
-echo "\$ loadtest -scenario sse -shoppers 5000 -duration 60s"
-lt -scenario sse -shoppers 5000 -duration 60s -out "$out/sse-5000.json"
+echo "\$ loadtest -scenario sse -shoppers 5000 -max-admit-per-tick 0 -duration 60s"
+lt -scenario sse -shoppers 5000 -max-admit-per-tick 0 -duration 60s -out "$out/sse-5000.json"
 echo "\$ loadtest -scenario journey -vus 20 -duration 60s   (the seed's k6 flow)"
 lt -scenario journey -vus 20 -duration 60s -out "$out/journey.json" -report "$out/journey.html"
 for b in 14 500 1000; do
