@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -57,4 +58,34 @@ func BenchmarkPoll(b *testing.B) {
 func BenchmarkJoin(b *testing.B) {
 	h := newHarness(b)
 	serveDirect(b, h, "POST", "/v1/queues/"+h.queue+"/tickets", "bench-user-", 202, func(int) {})
+}
+
+// BenchmarkJoinParallel is the join under concurrency, as a busy gateway
+// sees it: many requests in flight, so the batcher's pipelines fill.
+// cpu-ns/op counts this process, which also hosts the embedded NATS server.
+func BenchmarkJoinParallel(b *testing.B) {
+	h := newHarness(b)
+	handler := h.app.Handler()
+	var n atomic.Int64
+	path := "/v1/queues/" + h.queue + "/tickets"
+	b.SetParallelism(64)
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	b.RunParallel(func(pb *testing.PB) {
+		var ctx fasthttp.RequestCtx
+		for pb.Next() {
+			ctx.Request.Reset()
+			ctx.Response.Reset()
+			ctx.Request.Header.SetMethod("POST")
+			ctx.Request.SetRequestURI(path)
+			ctx.Request.Header.Set("X-User-Id", fmt.Sprintf("p%d", n.Add(1)))
+			handler(&ctx)
+			if ctx.Response.StatusCode() != 202 {
+				b.Errorf("join = %d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 }
