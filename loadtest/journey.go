@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -264,6 +265,13 @@ func addOrderFigures(res *result, before, after metricsSnapshot, stats *journeyS
 		res.Figures["DB connection hold mean ms"] = h.mean() * 1000
 		res.Figures["DB connection hold p99 ms (bucket bound)"] = h.quantile(0.99) * 1000
 		res.Figures["DB connection holds"] = h.count
+		prev := 0.0
+		for _, b := range h.buckets {
+			if !math.IsInf(b.le, 1) {
+				res.DBHold = append(res.DBHold, holdBucket{LeMs: b.le * 1000, Count: b.count - prev})
+			}
+			prev = b.count
+		}
 	}
 	res.Invariants["failed orders"] = stats.statuses["FAILED"]
 	res.Invariants["double orders"] = stats.dupes

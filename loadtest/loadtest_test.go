@@ -68,13 +68,14 @@ func TestTheLoadToolOnlyTargetsLoopback(t *testing.T) {
 func TestReportIsWritten(t *testing.T) {
 	res := result{Scenario: "steady", Started: time.Now(),
 		Steps:   []step{{Name: "steady", Requests: 10, Histogram: []int{5, 5}, Codes: map[string]int{"202": 10}}},
-		Samples: []sample{{0, 10, 2, 5, 0}, {1, 5, 5, 5, 7}}}
+		Samples: []sample{{0, 10, 2, 5, 0}, {1, 5, 5, 5, 7}},
+		DBHold:  []holdBucket{{1, 10}, {5, 2}}}
 	path := filepath.Join(t.TempDir(), "r.html")
 	if err := writeReport(path, res); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
-	for _, want := range []string{"<svg", "Active against targetActive", "Admissions per second", "202×10"} {
+	for _, want := range []string{"<svg", "Active against targetActive", "Admissions per second", "202×10", "DB connection hold time"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("report lacks %q", want)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -133,6 +134,17 @@ func writeReport(path string, res result) error {
 			chart("Waiting", "shoppers", []series{{"waiting", "#1f77b4", waiting}}),
 			chart("Active against targetActive", "slots", []series{{"active", "#d62728", active}, {"targetActive", "#2ca02c", target}}),
 			chart("Admissions per second", "/s", []series{{"admitted/s", "#9467bd", rate}}))
+	}
+	if len(res.DBHold) > 0 {
+		var pts []point
+		for i, b := range res.DBHold {
+			pts = append(pts, point{float64(i), b.Count})
+		}
+		var bounds []string
+		for _, b := range res.DBHold {
+			bounds = append(bounds, strconv.FormatFloat(b.LeMs, 'g', 4, 64))
+		}
+		charts = append(charts, chart("DB connection hold time (x: buckets ≤ "+strings.Join(bounds, ", ")+" ms)", "holds", []series{{"holds", "#8c564b", pts}}))
 	}
 	for _, st := range res.Steps {
 		var pts []point

@@ -89,6 +89,15 @@ type result struct {
 	Figures    map[string]float64 `json:"figures"`
 	Invariants map[string]int64   `json:"invariants"` // each expected to be 0
 	Samples    []sample           `json:"samples,omitempty"`
+	// DBHold is the order worker's connection hold-time histogram over the
+	// run: observations per bucket (not cumulative), by upper bound in ms.
+	DBHold []holdBucket `json:"dbHoldHistogram,omitempty"`
+}
+
+// holdBucket is one bucket of the DB connection hold-time histogram.
+type holdBucket struct {
+	LeMs  float64 `json:"leMs"`
+	Count float64 `json:"count"`
 }
 
 func (res result) print(w io.Writer) {
