@@ -21,6 +21,7 @@ type settings struct {
 	ticketSecret   string
 	notifierURL    string
 	pageCSS        string
+	pprofAddr      string
 	logLevel       string
 	shutdown       time.Duration
 	protect        protectSettings
@@ -44,6 +45,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		ticketSecret:   env.String("USHER_TICKET_SECRET_FILE", filepath.Join(data, "ticket.secret")),
 		notifierURL:    env.String("USHER_NOTIFIER_PUBLIC_URL", ""),
 		pageCSS:        env.String("USHER_PAGE_CSS_URL", ""),
+		pprofAddr:      env.String("USHER_PPROF_ADDR", ""),
 		logLevel:       env.String("USHER_LOG_LEVEL", "info"),
 		shutdown:       env.Duration("USHER_SHUTDOWN_TIMEOUT", 5*time.Second),
 		protect:        loadProtectSettings(env),

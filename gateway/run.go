@@ -102,6 +102,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return queues.Run(ctx) })
 	g.Go(func() error { return line.RunBatches(ctx, s.redisPipelines) })
+	g.Go(func() error { return opshttp.ServeProfiles(ctx, s.pprofAddr) })
 	if refreshUsers != nil {
 		g.Go(func() error { return refreshUsers(ctx) })
 	}
