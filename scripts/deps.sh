@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Installs what usher's tests and `make run` need that Go modules cannot
 # bring: redis-server and redis-benchmark, and chromium for the waiting-room
-# page's browser test (Debian packages). NATS comes from
-# the Go module github.com/nats-io/nats-server/v2; PostgreSQL is the one the
-# machine has installed.
+# page's browser test, and PostgreSQL when the machine lacks it (Debian
+# packages). NATS comes from the Go module github.com/nats-io/nats-server/v2.
 set -euo pipefail
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 sudo=""
