@@ -156,6 +156,8 @@ func (kr *Keyring) Verify(s string, now time.Time) (Claims, error) {
 		return nil, errors.New("unknown kid")
 	},
 		jwt.WithValidMethods([]string{"EdDSA"}),
+		// One spelling per token: no padding, no stray trailing bits.
+		jwt.WithStrictDecoding(),
 		jwt.WithIssuer(Issuer),
 		jwt.WithExpirationRequired(),
 		jwt.WithTimeFunc(func() time.Time { return now }),

@@ -69,6 +69,7 @@ func TestVerify(t *testing.T) {
 		{"unknown kid", wrongKid, at, token.ErrInvalid},
 		{"tampered payload", parts[0] + "." + parts[1] + "x." + parts[2], at, token.ErrInvalid},
 		{"garbage", "not.a.jwt", at, token.ErrInvalid},
+		{"signature with other trailing bits", parts[0] + "." + parts[1] + "." + flipLastBits(parts[2]), at, token.ErrInvalid},
 		{"empty", "", at, token.ErrInvalid},
 		{"huge", strings.Repeat("a", token.MaxLen+1), at, token.ErrInvalid},
 	}
@@ -127,4 +128,12 @@ func BenchmarkSign(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// flipLastBits changes the unused low bits of the last base64url character,
+// which a lenient decoder ignores: the same signature, spelled differently.
+func flipLastBits(sig string) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, sig[len(sig)-1])
+	return sig[:len(sig)-1] + string(alphabet[last^1])
 }
