@@ -1,0 +1,203 @@
+// Command downstream is a small, runnable example of a service that lives
+// beside usher without calling it: it follows a queue's admissions from
+// JetStream with its own durable consumer, and verifies entry tokens offline
+// against the gateway's JWKS.
+//
+//	go run ./examples/downstream -queue demo                  # follow admissions
+//	go run ./examples/downstream -verify "$TOKEN" -queue demo # check a token
+//
+// It uses nothing of usher's code: only the event schema and the JWKS, as a
+// service in another repository would.
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "downstream:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("downstream", flag.ContinueOnError)
+	natsURL := fs.String("nats", "nats://127.0.0.1:4222", "NATS URL")
+	gateway := fs.String("gateway", "http://127.0.0.1:8080", "gateway base URL (for the JWKS)")
+	queue := fs.String("queue", "demo", "queue to follow")
+	durable := fs.String("durable", "example-downstream", "durable consumer name")
+	verify := fs.String("verify", "", "verify this entry token and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *verify != "" {
+		claims, err := verifyToken(ctx, *gateway, *verify, *queue, time.Now())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "valid: user %s, token %s, usable until %s\n", claims.Sub, claims.Jti, time.Unix(claims.Exp, 0).UTC().Format(time.RFC3339))
+		return nil
+	}
+	return follow(ctx, *natsURL, *queue, *durable, stdout)
+}
+
+// admitted is the data of a usher.admitted.v1 event.
+type admitted struct {
+	Queue     string    `json:"queue"`
+	User      string    `json:"user"`
+	Seq       uint64    `json:"seq"`
+	TokenID   string    `json:"tokenId"`
+	ReadyAt   time.Time `json:"readyAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// follow prints each admission of the queue until ctx ends. The durable
+// consumer remembers where it stopped: a restart resumes there.
+func follow(ctx context.Context, url, queue, durable string, stdout io.Writer) error {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return err
+	}
+	defer nc.Drain()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, "USHER_ADMISSIONS", jetstream.ConsumerConfig{
+		Durable:       durable,
+		FilterSubject: "usher.admitted." + queue,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer: %w", err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		var env struct {
+			ID   string   `json:"id"`
+			Type string   `json:"type"`
+			Data admitted `json:"data"`
+		}
+		if err := json.Unmarshal(m.Data(), &env); err != nil || env.Type != "usher.admitted.v1" {
+			_ = m.Term() // not an event this service understands
+			return
+		}
+		fmt.Fprintf(stdout, "admitted %s to %s (place %d), token %s, ready %s\n",
+			env.Data.User, env.Data.Queue, env.Data.Seq, env.Data.TokenID, env.Data.ReadyAt.Format(time.RFC3339Nano))
+		_ = m.Ack()
+	})
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	cc.Drain()
+	<-cc.Closed()
+	return nil
+}
+
+// claims are the entry token's claims this service checks.
+type claims struct {
+	Iss string   `json:"iss"`
+	Sub string   `json:"sub"`
+	Aud []string `json:"aud"`
+	Jti string   `json:"jti"`
+	Nbf int64    `json:"nbf"`
+	Exp int64    `json:"exp"`
+}
+
+// verifyToken checks an EdDSA entry token against the gateway's JWKS:
+// signature, issuer, audience (the queue), not-before and expiry.
+func verifyToken(ctx context.Context, gateway, tok, queue string, now time.Time) (claims, error) {
+	var c claims
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return c, errors.New("not a JWT")
+	}
+	var hdr struct{ Alg, Kid string }
+	if err := decodePart(parts[0], &hdr); err != nil || hdr.Alg != "EdDSA" {
+		return c, errors.New("not an EdDSA token")
+	}
+	keys, err := fetchJWKS(ctx, gateway)
+	if err != nil {
+		return c, err
+	}
+	pub, ok := keys[hdr.Kid]
+	if !ok {
+		return c, fmt.Errorf("unknown key id %q", hdr.Kid)
+	}
+	sig, err := base64.RawURLEncoding.Strict().DecodeString(parts[2])
+	if err != nil || !ed25519.Verify(pub, []byte(parts[0]+"."+parts[1]), sig) {
+		return c, errors.New("bad signature")
+	}
+	if err := decodePart(parts[1], &c); err != nil {
+		return c, err
+	}
+	switch {
+	case c.Iss != "usher":
+		return c, errors.New("not issued by usher")
+	case len(c.Aud) != 1 || c.Aud[0] != queue:
+		return c, fmt.Errorf("token of queue %v, not %s", c.Aud, queue)
+	case now.Unix() < c.Nbf:
+		return c, errors.New("not valid yet")
+	case now.Unix() >= c.Exp:
+		return c, errors.New("expired")
+	}
+	return c, nil
+}
+
+func decodePart(s string, v any) error {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// fetchJWKS reads the gateway's Ed25519 keys by key id. A real service
+// caches them and refetches on an unknown kid.
+func fetchJWKS(ctx context.Context, gateway string) (map[string]ed25519.PublicKey, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", gateway+"/.well-known/jwks.json", nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	var set struct {
+		Keys []struct{ Kty, Crv, X, Kid string }
+	}
+	if err := json.NewDecoder(res.Body).Decode(&set); err != nil {
+		return nil, fmt.Errorf("jwks: %w", err)
+	}
+	keys := map[string]ed25519.PublicKey{}
+	for _, k := range set.Keys {
+		if k.Kty != "OKP" || k.Crv != "Ed25519" {
+			continue
+		}
+		if x, err := base64.RawURLEncoding.DecodeString(k.X); err == nil && len(x) == ed25519.PublicKeySize {
+			keys[k.Kid] = ed25519.PublicKey(x)
+		}
+	}
+	return keys, nil
+}

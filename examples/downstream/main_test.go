@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"usher/shared/bus"
+	"usher/shared/event"
+	"usher/shared/testenv"
+	"usher/shared/token"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The example follows admissions published the way the admitter publishes
+// them, and verifies tokens the way the gateway signs them.
+func TestTheExampleFollowsAdmissionsAndVerifiesTokens(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url := testenv.NATS(t)
+	nc, js, err := bus.Open(ctx, []string{url}, "example-test", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	at := time.Now().Truncate(time.Millisecond)
+	body, _ := event.Marshal("demo:7", event.TypeAdmitted, "alice", at, event.Admitted{
+		Queue: "demo", User: "alice", Seq: 7, TokenID: "demo:7", ReadyAt: at, ExpiresAt: at.Add(time.Minute)})
+	if _, err := js.Publish(ctx, event.AdmittedSubject("demo"), body, jetstream.WithMsgID("demo:7")); err != nil {
+		t.Fatal(err)
+	}
+
+	var out syncBuffer
+	done := make(chan error, 1)
+	fctx, stop := context.WithCancel(ctx)
+	go func() { done <- run(fctx, []string{"-nats", url, "-queue", "demo"}, &out) }()
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		return strings.Contains(out.String(), "admitted alice to demo (place 7), token demo:7")
+	}, "the example did not print the admission: %q", out.String())
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	keys, err := token.LoadKeyring(filepath.Join(t.TempDir(), "k.pem"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(keys.JWKS()) }))
+	defer jwks.Close()
+	tok, _ := keys.Sign(token.Claims{ID: "demo:7", Queue: "demo", User: "alice", ReadyAt: at, ExpiresAt: at.Add(time.Minute)})
+	if c, err := verifyToken(ctx, jwks.URL, tok, "demo", at); err != nil || c.Sub != "alice" {
+		t.Fatalf("verify = %+v, %v", c, err)
+	}
+	tests := []struct{ name, tok, queue string }{
+		{"another queue", tok, "other"},
+		{"tampered", tok[:len(tok)-4] + "AAAA", "demo"},
+		{"garbage", "x.y.z", "demo"},
+	}
+	for _, tt := range tests {
+		if _, err := verifyToken(ctx, jwks.URL, tt.tok, tt.queue, at); err == nil {
+			t.Errorf("%s: verify accepted it", tt.name)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
