@@ -127,6 +127,8 @@ usher is running.
   logs         $logs/
 
 Queue "demo" is open and sells demo-sku (1000 in stock). Try:
+  open  http://$USHER_GATEWAY_ADDR/q/demo       the waiting-room page
+  open  http://$USHER_GATEWAY_ADDR/ops          the ops dashboard (admin token above)
   curl -si -X POST http://$USHER_GATEWAY_ADDR/v1/queues/demo/tickets -H 'X-User-Id: alice'
 
 Ctrl-C stops everything.
