@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 
 	"usher/shared/catalog"
 	"usher/shared/event"
+	"usher/shared/waitqueue"
 )
 
 // admissionsSubject is every queue's admissions: one subscription per
@@ -45,5 +47,46 @@ func admissionHandler(log *slog.Logger, h *hub) nats.MsgHandler {
 			return
 		}
 		h.onAdmitted(a)
+	}
+}
+
+// ordersSubject is every order event; the notifier acts on the finished
+// ones. Like admissions, one core subscription per notifier.
+const ordersSubject = "usher.order.>"
+
+// decodeFinished reads an order's final event and returns the entry it used.
+// ok is false for other order events (a request), which are not errors.
+func decodeFinished(data []byte) (q string, seq uint64, ok bool, err error) {
+	var env event.Envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return "", 0, false, err
+	}
+	if env.Type != event.TypeOrderCompleted && env.Type != event.TypeOrderFailed {
+		return "", 0, false, nil
+	}
+	var f event.OrderFinished
+	if err := json.Unmarshal(env.Data, &f); err != nil {
+		return "", 0, false, err
+	}
+	q, seq, ok = waitqueue.ParseTokenID(f.TokenID)
+	if !ok || q != f.Queue || !catalog.ValidName(q) {
+		return "", 0, false, fmt.Errorf("order event with token id %q", f.TokenID)
+	}
+	return q, seq, true, nil
+}
+
+// orderHandler ends the stream of a shopper whose token became an order:
+// once the order is final there is nothing left to wait for, so the client
+// hears `closed` (reason used) at once instead of at the token's expiry.
+func orderHandler(log *slog.Logger, h *hub) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		q, seq, ok, err := decodeFinished(m.Data)
+		if err != nil {
+			log.Warn("skipping order event", "subject", m.Subject, "err", err)
+			return
+		}
+		if ok {
+			h.onUsed(q, seq)
+		}
 	}
 }

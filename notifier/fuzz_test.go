@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"usher/shared/catalog"
 	"usher/shared/event"
 )
 
@@ -49,6 +50,21 @@ func FuzzDecodeAdmitted(f *testing.F) {
 		}
 		if event.AdmittedSubject(a.Queue) != subject || a.TokenID == "" || a.ReadyAt.IsZero() {
 			t.Fatalf("decodeAdmitted(%q, %q) = %+v, accepted", subject, data, a)
+		}
+	})
+}
+
+func FuzzDecodeFinished(f *testing.F) {
+	good, _ := event.Marshal("completed/o", event.TypeOrderCompleted, "u", time.Unix(1, 0), event.OrderFinished{
+		OrderID: "o", TokenID: "q:1", Queue: "q", Status: "PAID",
+	})
+	f.Add(good)
+	f.Add([]byte(`{"type":"usher.order.failed.v1","data":{"tokenId":"q:x","queue":"q"}}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		q, _, ok, err := decodeFinished(data)
+		if ok && (err != nil || !catalog.ValidName(q)) {
+			t.Fatalf("decodeFinished(%q) = %q, ok with err %v", data, q, err)
 		}
 	})
 }

@@ -144,6 +144,13 @@ func (h *hub) onAdmitted(a event.Admitted) {
 	}
 }
 
+// onUsed ends the streams of the entry whose token became a final order.
+func (h *hub) onUsed(q string, seq uint64) {
+	for _, c := range h.clientsOf(q, seq) {
+		c.finish(ending{"closed", "used"})
+	}
+}
+
 // Run recomputes positions every tick until ctx ends.
 func (h *hub) Run(ctx context.Context) error {
 	t := time.NewTicker(h.timing.positions)

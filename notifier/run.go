@@ -68,6 +68,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	defer sub.Unsubscribe()
+	orders, err := nc.Subscribe(ordersSubject, orderHandler(log, h))
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", ordersSubject, err)
+	}
+	if err := orders.SetPendingLimits(1<<20, 256<<20); err != nil {
+		return err
+	}
+	defer orders.Unsubscribe()
 
 	// Listen before serving, so a taken port fails start-up synchronously.
 	ln, err := net.Listen("tcp", s.addr)

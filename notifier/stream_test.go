@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"usher/shared/catalog"
+	"usher/shared/event"
 	"usher/shared/testenv"
 	"usher/shared/ticket"
 	"usher/shared/token"
@@ -228,6 +229,54 @@ func TestUnusedTokenExpires(t *testing.T) {
 	s.until("ready", 10*time.Second)
 	if ev := s.until("expired", 10*time.Second); decode[expiredData](t, ev).ExpiresAt == nil {
 		t.Errorf("expired = %+v, want its expiresAt", ev)
+	}
+}
+
+// A READY shopper whose token became a final order hears closed (used)
+// at once, not when the token would have expired.
+func TestAFinishedOrderEndsTheStream(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	s := open(t, n.url(w.queue, w.join(1, "alice")), "")
+	ctx := context.Background()
+	if _, err := w.line.Admit(ctx, w.queue, tickAt(time.Now(), 1, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	w.announce()
+	s.until("ready", 10*time.Second)
+	tokenID := w.queue + ":1"
+	body, _ := event.Marshal("completed/ord_x", event.TypeOrderCompleted, "alice", time.Now(), event.OrderFinished{
+		OrderID: "ord_x", TokenID: tokenID, Queue: w.queue, User: "alice", SKU: "s", Quantity: 1, Status: "PAID"})
+	if _, err := w.js.Publish(ctx, event.OrderCompletedSubject, body); err != nil {
+		t.Fatal(err)
+	}
+	if r := decode[closedData](t, s.until("closed", 10*time.Second)); r.Reason != "used" {
+		t.Fatalf("closed = %+v, want reason used", r)
+	}
+}
+
+func TestDecodeFinished(t *testing.T) {
+	fin := func(typ, tokenID, q string) []byte {
+		b, _ := event.Marshal("x", typ, "u", time.Now(), event.OrderFinished{TokenID: tokenID, Queue: q})
+		return b
+	}
+	tests := []struct {
+		name    string
+		data    []byte
+		wantOK  bool
+		wantErr bool
+	}{
+		{"completed", fin(event.TypeOrderCompleted, "demo:7", "demo"), true, false},
+		{"failed", fin(event.TypeOrderFailed, "demo:7", "demo"), true, false},
+		{"a request is not an ending", fin(event.TypeOrderRequested, "demo:7", "demo"), false, false},
+		{"token of another queue", fin(event.TypeOrderCompleted, "other:7", "demo"), false, true},
+		{"garbage", []byte("{"), false, true},
+	}
+	for _, tt := range tests {
+		q, seq, ok, err := decodeFinished(tt.data)
+		if ok != tt.wantOK || (err != nil) != tt.wantErr || (ok && (q != "demo" || seq != 7)) {
+			t.Errorf("%s: decodeFinished = %q %d %v %v", tt.name, q, seq, ok, err)
+		}
 	}
 }
 
