@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,12 +22,18 @@ func TestAdmissionPausesWhileThePaymentBreakerIsOpen(t *testing.T) {
 	}
 	t.Cleanup(func() { shared.MarkClosed(context.Background()) })
 	first := w.join("alice")
-	w.start(hooks{})
+	var ticks atomic.Int64
+	w.start(hooks{afterAdmit: func(string) error { ticks.Add(1); return nil }})
 	testenv.Eventually(t, 5*time.Second, func() bool { return w.status(first) == waitqueue.Waiting }, "alice in line")
-	// Every tick while open sees her and leaves her waiting; give the admitter
-	// a watermark past her join, then check she still waits.
 	second := w.join("bob")
 	testenv.Eventually(t, 5*time.Second, func() bool { return w.status(second) == waitqueue.Waiting }, "bob in line")
+	// Several whole ticks run with both in line and the watermark past them;
+	// not one of them may admit.
+	seen := ticks.Load()
+	testenv.Eventually(t, 5*time.Second, func() bool { return ticks.Load() >= seen+5 }, "five more ticks")
+	if st, _ := w.line.Stats(ctx, w.queue); st.Active != 0 || st.AdmittedTotal != 0 {
+		t.Fatalf("while the breaker is open: %+v, want nobody admitted", st)
+	}
 	if got := len(w.admissions()); got != 0 {
 		t.Fatalf("admissions while the breaker is open = %d, want 0", got)
 	}
