@@ -147,14 +147,15 @@ func TestJoinToReadyOverHTTP(t *testing.T) {
 		}, "%s not ready", u)
 	}
 	admin := map[string]string{"Authorization": "Bearer e2e-admin"}
-	if code, body := call(t, "PUT", base+"/v1/admin/queues/drop", `{"targetActive": 10, "maxAdmitPerTick": 4, "tickMs": 20}`, admin); code != 201 {
+	q := testenv.Name(t)
+	if code, body := call(t, "PUT", base+"/v1/admin/queues/"+q, `{"targetActive": 10, "maxAdmitPerTick": 4, "tickMs": 20}`, admin); code != 201 {
 		t.Fatalf("create queue = %d %v", code, body)
 	}
 
 	const shoppers = 30
 	tickets := make([]string, shoppers)
 	for i := range tickets {
-		code, body := call(t, "POST", base+"/v1/queues/drop/tickets", "", map[string]string{"X-User-Id": fmt.Sprintf("shopper-%02d", i)})
+		code, body := call(t, "POST", base+"/v1/queues/"+q+"/tickets", "", map[string]string{"X-User-Id": fmt.Sprintf("shopper-%02d", i)})
 		if code != 202 {
 			t.Fatalf("join %d = %d %v", i, code, body)
 		}
@@ -163,29 +164,29 @@ func TestJoinToReadyOverHTTP(t *testing.T) {
 	// Ten slots: the first ten become READY, in join order, and nobody else.
 	testenv.Eventually(t, 15*time.Second, func() bool {
 		for _, tk := range tickets[:10] {
-			if _, body := call(t, "GET", base+"/v1/queues/drop/tickets/"+tk, "", nil); body["status"] != "READY" {
+			if _, body := call(t, "GET", base+"/v1/queues/"+q+"/tickets/"+tk, "", nil); body["status"] != "READY" {
 				return false
 			}
 		}
 		return true
 	}, "the first ten shoppers READY")
 	for i, tk := range tickets[10:] {
-		_, body := call(t, "GET", base+"/v1/queues/drop/tickets/"+tk, "", nil)
+		_, body := call(t, "GET", base+"/v1/queues/"+q+"/tickets/"+tk, "", nil)
 		if body["status"] != "WAITING" || body["position"] != float64(i+1) {
 			t.Fatalf("shopper %d = %v, want WAITING at %d", i+10, body, i+1)
 		}
 	}
 	// Entry tokens verify offline against the published JWKS.
 	_, jwks := call(t, "GET", base+"/.well-known/jwks.json", "", nil)
-	_, ready := call(t, "GET", base+"/v1/queues/drop/tickets/"+tickets[0], "", nil)
+	_, ready := call(t, "GET", base+"/v1/queues/"+q+"/tickets/"+tickets[0], "", nil)
 	verifyEdDSA(t, jwks, ready["token"].(string))
 
 	// Leaving frees the slot: the next shopper in line is admitted.
-	if code, _ := call(t, "DELETE", base+"/v1/queues/drop/tickets/"+tickets[0], "", nil); code != 204 {
+	if code, _ := call(t, "DELETE", base+"/v1/queues/"+q+"/tickets/"+tickets[0], "", nil); code != 204 {
 		t.Fatalf("leave = %d", code)
 	}
 	testenv.Eventually(t, 10*time.Second, func() bool {
-		_, body := call(t, "GET", base+"/v1/queues/drop/tickets/"+tickets[10], "", nil)
+		_, body := call(t, "GET", base+"/v1/queues/"+q+"/tickets/"+tickets[10], "", nil)
 		return body["status"] == "READY"
 	}, "shopper 10 admitted after shopper 0 left")
 
@@ -256,12 +257,13 @@ func TestJourneyFromJoinToPaidOrder(t *testing.T) {
 	if code, body := call(t, "PUT", base+"/v1/admin/stock/e2e-sku", `{"available": 5}`, admin); code >= 300 {
 		t.Fatalf("stock = %d %v", code, body)
 	}
-	if code, body := call(t, "PUT", base+"/v1/admin/queues/shop", `{"targetActive": 1, "tickMs": 20, "sku": "e2e-sku"}`, admin); code != 201 {
+	q := testenv.Name(t)
+	if code, body := call(t, "PUT", base+"/v1/admin/queues/"+q, `{"targetActive": 1, "tickMs": 20, "sku": "e2e-sku"}`, admin); code != 201 {
 		t.Fatalf("create queue = %d %v", code, body)
 	}
 	var tickets [2]string
 	for i, u := range []string{"ann", "ben"} {
-		code, body := call(t, "POST", base+"/v1/queues/shop/tickets", "", map[string]string{"X-User-Id": u})
+		code, body := call(t, "POST", base+"/v1/queues/"+q+"/tickets", "", map[string]string{"X-User-Id": u})
 		if code != 202 {
 			t.Fatalf("join %s = %d %v", u, code, body)
 		}
@@ -269,12 +271,12 @@ func TestJourneyFromJoinToPaidOrder(t *testing.T) {
 	}
 	var token string
 	testenv.Eventually(t, 10*time.Second, func() bool {
-		_, body := call(t, "GET", base+"/v1/queues/shop/tickets/"+tickets[0], "", nil)
+		_, body := call(t, "GET", base+"/v1/queues/"+q+"/tickets/"+tickets[0], "", nil)
 		token, _ = body["token"].(string)
 		return body["status"] == "READY"
 	}, "ann READY")
 	// One slot: ben waits while ann's order is open.
-	if _, body := call(t, "GET", base+"/v1/queues/shop/tickets/"+tickets[1], "", nil); body["status"] != "WAITING" {
+	if _, body := call(t, "GET", base+"/v1/queues/"+q+"/tickets/"+tickets[1], "", nil); body["status"] != "WAITING" {
 		t.Fatalf("ben = %v, want WAITING while ann holds the slot", body)
 	}
 	code, order := call(t, "POST", base+"/v1/orders", `{"sku": "e2e-sku", "quantity": 1}`,
@@ -288,10 +290,10 @@ func TestJourneyFromJoinToPaidOrder(t *testing.T) {
 		return body["status"] == "PAID"
 	}, "ann's order PAID")
 	testenv.Eventually(t, 10*time.Second, func() bool {
-		_, body := call(t, "GET", base+"/v1/queues/shop/tickets/"+tickets[1], "", nil)
+		_, body := call(t, "GET", base+"/v1/queues/"+q+"/tickets/"+tickets[1], "", nil)
 		return body["status"] == "READY"
 	}, "ben admitted once ann's order finished")
-	if _, body := call(t, "GET", base+"/v1/queues/shop/tickets/"+tickets[0], "", nil); body["status"] != "USED" {
+	if _, body := call(t, "GET", base+"/v1/queues/"+q+"/tickets/"+tickets[0], "", nil); body["status"] != "USED" {
 		t.Fatalf("ann's ticket = %v, want USED", body)
 	}
 }

@@ -110,7 +110,12 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, func(k string) string { return env[k] }, &logs) }()
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	testenv.Eventually(t, 10*time.Second, func() bool {
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("run ended before it was ready: %v", err)
+		default:
+		}
 		res, err := http.Get(base + "/readyz")
 		if err == nil {
 			res.Body.Close()
