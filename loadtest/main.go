@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 )
@@ -59,6 +60,7 @@ type options struct {
 	maxAdmitPerTick    int
 	keepRateLimits     bool
 	wait               string
+	cpuProfile         string
 }
 
 // queueConfig completes a queue configuration for a run. All of the load
@@ -93,6 +95,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.targetActive, "target-active", 20, "the queue's targetActive (journey, batch)")
 	fs.IntVar(&o.maxAdmitPerTick, "max-admit-per-tick", 14, "the queue's maxAdmitPerTick (journey, batch, sse; 0 = no cap)")
 	fs.BoolVar(&o.keepRateLimits, "keep-rate-limits", false, "keep the queue's default rate limits (all load comes from one IP)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the load tool's own CPU profile here")
 	fs.StringVar(&o.out, "out", "", "write the JSON result here")
 	fs.StringVar(&o.report, "report", "", "write an HTML report with charts here")
 	if err := fs.Parse(args); err != nil {
@@ -131,6 +134,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, err := newClient(o.gateway, o.adminToken, o.conns)
 	if err != nil {
 		return err
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var res result
 	switch o.scenario {
