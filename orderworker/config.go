@@ -14,6 +14,7 @@ type settings struct {
 	replicas       int
 	databaseURL    string
 	dbPool         int
+	dbWriters      int
 	paymentURL     string
 	paymentTimeout time.Duration
 	orderDeadline  time.Duration
@@ -35,6 +36,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		replicas:       env.Int("USHER_STREAM_REPLICAS", 1, 1),
 		databaseURL:    env.String("USHER_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/usher?sslmode=disable"),
 		dbPool:         env.Int("USHER_DB_POOL", 40, 1),
+		dbWriters:      env.Int("USHER_ORDER_WRITERS", 4, 0),
 		paymentURL:     env.String("USHER_PAYMENT_URL", "http://127.0.0.1:8090"),
 		paymentTimeout: env.Duration("USHER_PAYMENT_TIMEOUT", 2*time.Second),
 		orderDeadline:  env.Duration("USHER_ORDER_DEADLINE", 60*time.Second),

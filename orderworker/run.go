@@ -34,7 +34,10 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		return err
 	}
 	m := newMetrics()
-	db, err := orders.Open(s.databaseURL, orders.Options{MaxConns: int32(s.dbPool), Hold: m.observeHold})
+	// The pool stays at the seed's 40, but only a few order statements run
+	// at once: on a hot SKU more would only queue on the stock row's lock
+	// while holding a connection (orders.Options.MaxWriters).
+	db, err := orders.Open(s.databaseURL, orders.Options{MaxConns: int32(s.dbPool), MaxWriters: s.dbWriters, Hold: m.observeHold})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,5 +163,38 @@ func TestIDs(t *testing.T) {
 		if orders.ValidID(bad) {
 			t.Errorf("ValidID(%q) = true", bad)
 		}
+	}
+}
+
+// With a cap on writers, concurrent placing still takes exactly the stock.
+func TestCappedWritersPlaceCorrectly(t *testing.T) {
+	s, err := orders.Open(testenv.PostgresURL(t), orders.Options{MaxConns: 40, MaxWriters: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.SetStock(ctx, "hot", 25)
+	var wg sync.WaitGroup
+	var placed atomic.Int64
+	for i := 1; i <= 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o, err := s.Place(ctx, order(i, "hot", 1))
+			if err != nil {
+				t.Error(err)
+			}
+			if o.Status == orders.Pending {
+				placed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n, _, _ := s.Stock(ctx, "hot"); n != 0 || placed.Load() != 25 {
+		t.Fatalf("stock = %d with %d placed, want 0 and 25", n, placed.Load())
 	}
 }
