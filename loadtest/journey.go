@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,34 +90,31 @@ func (s shopper) waitReadySSE(ctx context.Context, notifier string, p place) (pl
 	if res.StatusCode != 200 {
 		return p, fmt.Errorf("events: status %d", res.StatusCode)
 	}
-	sc := bufio.NewScanner(res.Body)
-	var event, data string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event:"):
-			event = strings.TrimSpace(line[6:])
-		case strings.HasPrefix(line, "data:"):
-			data = strings.TrimSpace(line[5:])
-		case line == "":
-			switch event {
-			case "ready":
-				var r struct {
-					Token   string    `json:"token"`
-					ReadyAt time.Time `json:"readyAt"`
-				}
-				if err := json.Unmarshal([]byte(data), &r); err != nil {
-					return p, err
-				}
-				p.Status, p.Token, p.ReadyAt = "READY", r.Token, r.ReadyAt
-				return p, nil
-			case "expired", "closed":
-				return p, fmt.Errorf("stream says %s", event)
+	var stop error
+	err = readEvents(res.Body, func(event, data string) bool {
+		switch event {
+		case "ready":
+			var r struct {
+				Token   string    `json:"token"`
+				ReadyAt time.Time `json:"readyAt"`
 			}
-			event, data = "", ""
+			if stop = json.Unmarshal([]byte(data), &r); stop == nil {
+				p.Status, p.Token, p.ReadyAt = "READY", r.Token, r.ReadyAt
+			}
+			return false
+		case "expired", "closed":
+			stop = fmt.Errorf("stream says %s", event)
+			return false
 		}
+		return true
+	})
+	switch {
+	case stop != nil:
+		return p, stop
+	case p.Status == "READY":
+		return p, nil
 	}
-	return p, fmt.Errorf("stream ended before READY: %v", sc.Err())
+	return p, fmt.Errorf("stream ended before READY: %v", err)
 }
 
 // order submits the order and polls it until it is final.

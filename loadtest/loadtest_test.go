@@ -81,3 +81,15 @@ func TestReportIsWritten(t *testing.T) {
 		}
 	}
 }
+
+func TestReadEventsFollowsTheFraming(t *testing.T) {
+	stream := "retry: 2000\n\nid: 1\nevent: position\ndata: {\"position\":2}\n\n: heartbeat\n\nid: 2\nevent: ready\ndata: {\"token\":\"t\"}\n\nid: 3\nevent: closed\ndata: {}\n\n"
+	var got []string
+	err := readEvents(strings.NewReader(stream), func(event, data string) bool {
+		got = append(got, event+" "+data)
+		return event != "ready"
+	})
+	if err != nil || strings.Join(got, "|") != `position {"position":2}|ready {"token":"t"}` {
+		t.Fatalf("readEvents = %q, %v; want position then ready, stopping there", got, err)
+	}
+}

@@ -120,7 +120,35 @@ func (s *sseClients) follow(ctx context.Context, notifier, q, ticket string, i i
 	}
 	defer res.Body.Close()
 	connected(true)
-	sc := bufio.NewScanner(res.Body)
+	readEvents(res.Body, func(event, data string) bool {
+		if event != "ready" {
+			return true
+		}
+		got := time.Now()
+		var r struct {
+			ReadyAt time.Time `json:"readyAt"`
+		}
+		if json.Unmarshal([]byte(data), &r) == nil {
+			s.mu.Lock()
+			if _, seen := s.ready[i]; seen {
+				s.dupes.Add(1)
+			} else {
+				s.ready[i] = got.Sub(r.ReadyAt)
+			}
+			s.mu.Unlock()
+			if got.Before(r.ReadyAt) {
+				s.early.Add(1)
+			}
+		}
+		return true
+	})
+}
+
+// readEvents reads a text/event-stream, calling fn with each event's name
+// and data until fn returns false or the stream ends. It reads what usher's
+// notifier sends (one data line per event); comments and ids are skipped.
+func readEvents(r io.Reader, fn func(event, data string) bool) error {
+	sc := bufio.NewScanner(r)
 	var event, data string
 	for sc.Scan() {
 		line := sc.Text()
@@ -130,27 +158,13 @@ func (s *sseClients) follow(ctx context.Context, notifier, q, ticket string, i i
 		case strings.HasPrefix(line, "data:"):
 			data = strings.TrimSpace(line[5:])
 		case line == "":
-			if event == "ready" {
-				got := time.Now()
-				var r struct {
-					ReadyAt time.Time `json:"readyAt"`
-				}
-				if json.Unmarshal([]byte(data), &r) == nil {
-					s.mu.Lock()
-					if _, seen := s.ready[i]; seen {
-						s.dupes.Add(1)
-					} else {
-						s.ready[i] = got.Sub(r.ReadyAt)
-					}
-					s.mu.Unlock()
-					if got.Before(r.ReadyAt) {
-						s.early.Add(1)
-					}
-				}
+			if event != "" && !fn(event, data) {
+				return nil
 			}
 			event, data = "", ""
 		}
 	}
+	return sc.Err()
 }
 
 // joinMany puts n shoppers in line with a bounded number of connections.
