@@ -259,6 +259,7 @@ func addOrderFigures(res *result, before, after metricsSnapshot, stats *journeyS
 		h := histogram(before, after, "usher_db_connection_hold_seconds")
 		res.Figures["DB connection hold mean ms"] = h.mean() * 1000
 		res.Figures["DB connection hold p99 ms (bucket bound)"] = h.quantile(0.99) * 1000
+		res.Figures["DB connection hold max ms (bucket bound)"] = h.quantile(1) * 1000
 		res.Figures["DB connection holds"] = h.count
 		prev := 0.0
 		for _, b := range h.buckets {
