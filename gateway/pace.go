@@ -1,23 +1,6 @@
 package main
 
-import (
-	"math"
-	"time"
-)
-
-// eta estimates how long the shopper at position waits, from the admission
-// rate measured over the last minute. It is unknown (ok false) until the
-// queue has admitted anyone: a configured rate would be a promise, not an
-// estimate.
-func eta(position int64, ratePerSec float64) (seconds int64, ok bool) {
-	if position <= 0 {
-		return 0, true
-	}
-	if ratePerSec <= 0 {
-		return 0, false
-	}
-	return int64(math.Ceil(float64(position) / ratePerSec)), true
-}
+import "time"
 
 // Poll pacing: short near the head, growing with the distance, never above
 // the cap, with ±20% jitter so that pollers do not synchronise.

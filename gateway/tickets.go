@@ -203,7 +203,7 @@ func (a *api) answer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Tick
 			p.Status, p.Position, p.Reason = statusClosed, 0, closedReason(cfg)
 			break
 		}
-		secs, known := eta(p.Position, e.Rate)
+		secs, known := waitqueue.ETA(p.Position, e.Rate)
 		if known {
 			p.ETASeconds = &secs
 		}

@@ -121,7 +121,7 @@ func (c *client) advance(admittedTotal, waiting int64, rate float64) {
 	if c.adm != nil {
 		v.eta, v.etaKnown = 0, true
 	} else {
-		v.eta, v.etaKnown = eta(v.position, rate)
+		v.eta, v.etaKnown = waitqueue.ETA(v.position, rate)
 	}
 	if v != c.view {
 		c.view = v
@@ -139,7 +139,7 @@ func (c *client) apply(e waitqueue.Entry) {
 			pos = e.Waiting + 1 // joined, not yet in Redis: at the back
 		}
 		v := view{position: pos, waiting: e.Waiting}
-		v.eta, v.etaKnown = eta(pos, e.Rate)
+		v.eta, v.etaKnown = waitqueue.ETA(pos, e.Rate)
 		if c.base < 0 && v != c.view {
 			c.view = v
 			c.signal()

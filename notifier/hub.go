@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"math"
 	"sync"
 	"time"
 
@@ -232,18 +231,6 @@ func (h *hub) refresh(ctx context.Context, q string) {
 		}
 		c.apply(e)
 	}
-}
-
-// eta estimates the wait at position from the measured admission rate, as
-// the gateway does; it is unknown until the queue has admitted anyone.
-func eta(position int64, ratePerSec float64) (seconds int64, ok bool) {
-	if position <= 0 {
-		return 0, true
-	}
-	if ratePerSec <= 0 {
-		return 0, false
-	}
-	return int64(math.Ceil(float64(position) / ratePerSec)), true
 }
 
 // closedReason is why a closed queue closed, as the gateway says it.

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -440,4 +441,18 @@ func Connect(ctx context.Context, url string, poolSize int) (redis.UniversalClie
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// ETA estimates how long the shopper at position waits, from the admission
+// rate measured over the last minute (Entry.Rate, Stats.AdmitRatePerSec).
+// It is unknown (ok false) until the queue has admitted anyone: a configured
+// rate would be a promise, not an estimate.
+func ETA(position int64, ratePerSec float64) (seconds int64, ok bool) {
+	if position <= 0 {
+		return 0, true
+	}
+	if ratePerSec <= 0 {
+		return 0, false
+	}
+	return int64(math.Ceil(float64(position) / ratePerSec)), true
 }

@@ -345,3 +345,24 @@ func BenchmarkIngestBatch1000(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "joins/s")
 }
+
+func TestETAUsesTheMeasuredRate(t *testing.T) {
+	tests := []struct {
+		position  int64
+		rate      float64
+		want      int64
+		wantKnown bool
+	}{
+		{1, 140, 1, true},
+		{1400, 140, 10, true},
+		{1401, 140, 11, true},
+		{10, 0, 0, false}, // nothing admitted yet: no promise
+		{0, 0, 0, true},
+	}
+	for _, tt := range tests {
+		got, known := waitqueue.ETA(tt.position, tt.rate)
+		if got != tt.want || known != tt.wantKnown {
+			t.Errorf("ETA(%d, %v) = %d, %v; want %d, %v", tt.position, tt.rate, got, known, tt.want, tt.wantKnown)
+		}
+	}
+}
