@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -64,24 +63,6 @@ func TestEveryAdminRouteNeedsTheToken(t *testing.T) {
 	}
 }
 
-// syncBuffer collects a log written from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // The gateway, run as main runs it at debug level, logs no ticket, token
 // or secret over joins, polls, READY, orders, admin calls and errors.
 func TestLogsCarryNoSecrets(t *testing.T) {
@@ -105,7 +86,7 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 		"USHER_USER_AUTH":            "jwt-hs256",
 		"USHER_USER_JWT_SECRET_FILE": filepath.Join(dir, "user.secret"),
 	}
-	var logs syncBuffer
+	var logs testenv.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, func(k string) string { return env[k] }, &logs) }()
@@ -199,7 +180,7 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 func TestFailedRequestsLogNoTicket(t *testing.T) {
 	h := newHarness(t)
 	tk := h.join("alice").str("ticket")
-	var logs syncBuffer
+	var logs testenv.Buffer
 	h.api.log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	broken := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	broken.Close()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -97,7 +96,7 @@ func (w *world) configure(change func(*catalog.Config)) {
 // notifier is one running notifier.
 type notifier struct {
 	addr string
-	logs *syncBuffer
+	logs *testenv.Buffer
 	stop func()
 }
 
@@ -112,7 +111,7 @@ func (w *world) start(extra ...string) *notifier {
 	for i := 0; i+1 < len(extra); i += 2 {
 		env[extra[i]] = extra[i+1]
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, func(k string) string { return env[k] }, logs) }()
@@ -133,7 +132,7 @@ func (w *world) start(extra ...string) *notifier {
 			w.t.Fatalf("notifier stopped at start: %v\n%s", err, logs.String())
 		default:
 		}
-		n.addr = logs.field("notifier listening", "addr")
+		n.addr = logField(logs, "notifier listening", "addr")
 		return n.addr != ""
 	}, "no listening line in the notifier's log:\n%s", logs.String())
 	return n
@@ -200,27 +199,9 @@ func (w *world) announce() []waitqueue.Admission {
 	return out
 }
 
-// syncBuffer collects a notifier's JSON log lines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// field returns the field of the first log line with message msg.
-func (b *syncBuffer) field(msg, key string) string {
-	for _, line := range strings.Split(b.String(), "\n") {
+// logField returns the field of the first JSON log line with message msg.
+func logField(logs *testenv.Buffer, msg, key string) string {
+	for _, line := range strings.Split(logs.String(), "\n") {
 		var rec map[string]any
 		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
 			s, _ := rec[key].(string)

@@ -127,7 +127,7 @@ func TestReplayFollowPrintsNewEventsUntilInterrupted(t *testing.T) {
 	q := testenv.Name(t)
 	first := w.join(q, "alice")
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		c := &cli{getenv: func(k string) string { return map[string]string{"USHER_NATS_URL": w.natsURL}[k] },

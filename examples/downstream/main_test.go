@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,7 +35,7 @@ func TestTheExampleFollowsAdmissionsAndVerifiesTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var out syncBuffer
+	var out testenv.Buffer
 	done := make(chan error, 1)
 	fctx, stop := context.WithCancel(ctx)
 	go func() { done <- run(fctx, []string{"-nats", url, "-queue", "demo"}, &out) }()
@@ -69,21 +67,4 @@ func TestTheExampleFollowsAdmissionsAndVerifiesTokens(t *testing.T) {
 			t.Errorf("%s: verify accepted it", tt.name)
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
