@@ -106,6 +106,20 @@ func addr(t *testing.T) string {
 	return fmt.Sprintf("127.0.0.1:%d", p)
 }
 
+// waitReady waits until every service answers its /readyz.
+func waitReady(t *testing.T, within time.Duration, bases ...string) {
+	t.Helper()
+	for _, u := range bases {
+		testenv.Eventually(t, within, func() bool {
+			res, err := http.Get(u + "/readyz")
+			if err == nil {
+				res.Body.Close()
+			}
+			return err == nil && res.StatusCode == 200
+		}, "%s not ready", u)
+	}
+}
+
 func call(t *testing.T, method, url, body string, header map[string]string) (int, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
@@ -137,15 +151,7 @@ func TestJoinToReadyOverHTTP(t *testing.T) {
 	admitter := start(t, "admitter", env)
 	notifier := start(t, "notifier", env)
 	base := "http://" + gw
-	for _, u := range []string{base, "http://" + adm, "http://" + nt} {
-		testenv.Eventually(t, 15*time.Second, func() bool {
-			res, err := http.Get(u + "/readyz")
-			if err == nil {
-				res.Body.Close()
-			}
-			return err == nil && res.StatusCode == 200
-		}, "%s not ready", u)
-	}
+	waitReady(t, 15*time.Second, base, "http://"+adm, "http://"+nt)
 	admin := map[string]string{"Authorization": "Bearer e2e-admin"}
 	q := testenv.Name(t)
 	if code, body := call(t, "PUT", base+"/v1/admin/queues/"+q, `{"targetActive": 10, "maxAdmitPerTick": 4, "tickMs": 20}`, admin); code != 201 {
@@ -244,15 +250,7 @@ func TestJourneyFromJoinToPaidOrder(t *testing.T) {
 		start(t, name, env)
 	}
 	base := "http://" + gw
-	for _, u := range []string{base, "http://" + adm, "http://" + nt, "http://" + ow} {
-		testenv.Eventually(t, 20*time.Second, func() bool {
-			res, err := http.Get(u + "/readyz")
-			if err == nil {
-				res.Body.Close()
-			}
-			return err == nil && res.StatusCode == 200
-		}, "%s not ready", u)
-	}
+	waitReady(t, 20*time.Second, base, "http://"+adm, "http://"+nt, "http://"+ow)
 	admin := map[string]string{"Authorization": "Bearer e2e-admin"}
 	if code, body := call(t, "PUT", base+"/v1/admin/stock/e2e-sku", `{"available": 5}`, admin); code >= 300 {
 		t.Fatalf("stock = %d %v", code, body)
