@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,24 +38,39 @@ const (
 	// ErrReset means Reset ran while the charge was in flight; nothing was
 	// charged (HTTP 503).
 	ErrReset GatewayError = "gateway reset while the payment was in flight"
+	// ErrVoided means the key's capture was voided: the key never captures
+	// again (HTTP 409).
+	ErrVoided GatewayError = "the payment under this idempotency key was voided"
+	// ErrNotFound means no capture is recorded under the key (HTTP 404).
+	ErrNotFound GatewayError = "no payment under this idempotency key"
 )
 
-// Mode is the gateway's behaviour: normal, outage or slow.
+// Mode is the gateway's behaviour: normal, outage, slow or capture-hang.
 type Mode string
 
 // The gateway modes.
 const (
 	// ModeNormal draws latency from the log-normal model.
 	ModeNormal Mode = "normal"
-	// ModeOutage answers every payment with ErrOutage at once.
+	// ModeOutage answers every payment, lookup and void with ErrOutage at
+	// once: the whole gateway is down.
 	ModeOutage Mode = "outage"
 	// ModeSlow gives every payment the configured slow latency.
 	ModeSlow Mode = "slow"
+	// ModeCaptureHang captures and records every payment as normal mode
+	// does (a replay too), but its answer is never delivered: the HTTP
+	// handler holds the request until the client gives up. Lookups and
+	// voids still answer. It models the worst failure of a real PG: the
+	// money moved and nobody was told.
+	ModeCaptureHang Mode = "capture-hang"
 )
+
+// Modes lists every mode, in the order the metrics show them.
+func Modes() []Mode { return []Mode{ModeNormal, ModeOutage, ModeSlow, ModeCaptureHang} }
 
 // Valid reports whether m is one of the known modes.
 func (m Mode) Valid() bool {
-	return m == ModeNormal || m == ModeOutage || m == ModeSlow
+	return m == ModeNormal || m == ModeOutage || m == ModeSlow || m == ModeCaptureHang
 }
 
 // ModeState is the current mode and the latency slow mode uses.
@@ -98,11 +115,24 @@ type ChargeRequest struct {
 	Currency string
 }
 
-// Payment is a captured charge.
+// PaymentStatus is where a captured payment stands: captured, or voided
+// (the money given back; the key never captures again).
+type PaymentStatus string
+
+// The payment statuses.
+const (
+	StatusCaptured PaymentStatus = "captured"
+	StatusVoided   PaymentStatus = "voided"
+)
+
+// Payment is a captured charge, voided or not.
 type Payment struct {
 	ID             string
 	IdempotencyKey string
 	Request        ChargeRequest
+	Status         PaymentStatus
+	CapturedAt     time.Time
+	VoidedAt       time.Time // zero unless voided
 }
 
 // ChargeResult is the answer to a successful Charge.
@@ -111,13 +141,17 @@ type ChargeResult struct {
 	// Replayed is true when the key had already been captured (or was
 	// captured by a concurrent request this one joined): no new charge.
 	Replayed bool
+	// Unanswered is true in capture-hang mode: the charge is recorded, and
+	// its answer must never reach the client.
+	Unanswered bool
 }
 
 // Stats summarises captured charges across all keys.
 type Stats struct {
-	Total     int
-	Keys      int
-	MaxPerKey int
+	Total     int // captures ever made (voided ones included)
+	Keys      int // keys with a capture
+	MaxPerKey int // the most captures under one key: 1, or 0 with none
+	Voided    int // captures since voided
 }
 
 // GatewayOptions configures a Gateway.
@@ -131,8 +165,9 @@ type GatewayOptions struct {
 }
 
 // entry is the state of one idempotency key. It is in flight until done is
-// closed; it is then either captured (and stays in the map forever) or was
-// removed from the map (failure, cancellation), so a retry starts afresh.
+// closed; it is then either captured (and stays in the map forever, voided
+// or not) or was removed from the map (failure, cancellation), so a retry
+// starts afresh.
 type entry struct {
 	req      ChargeRequest
 	done     chan struct{}
@@ -148,13 +183,19 @@ type entry struct {
 // most once. A captured key is replayed (same payment id) forever, until
 // Reset.
 //
-// A charge is recorded only when the gateway actually answers: if the
-// caller's context ends during the latency (the client gave up, as with a
-// client read timeout in slow mode), the charge is dropped and a retry with
-// the same key may capture it later. This models a PG that only captures
-// what it confirms, and keeps the "never charged twice" invariant checkable
-// from the outside. (A real PG may capture and then fail to deliver the
-// answer; here that window is only the time it takes to write the response.)
+// In normal and slow mode a charge is recorded only when the gateway
+// actually answers: if the caller's context ends during the latency (the
+// client gave up, as with a client read timeout in slow mode), the charge
+// is dropped and a retry with the same key may capture it later. This
+// models a PG that only captures what it confirms, and keeps the "never
+// charged twice" invariant checkable from the outside. Capture-hang mode is
+// the other case: it captures, then never answers.
+//
+// Lookup and Void read and change the ledger under a key. Neither answers
+// for a key whose charge is still in flight: both wait for that charge to
+// end (captured, or dropped so the key is unknown), as long as their own
+// context lasts. So a lookup never answers "not found" for a charge that
+// may still capture — the answer a caller deciding to fail an order needs.
 type Gateway struct {
 	clock       Clock
 	mean        time.Duration
@@ -169,6 +210,7 @@ type Gateway struct {
 	slow     time.Duration
 	payments map[string]*entry
 	charges  map[string]int
+	voided   int
 	ids      map[string]struct{}
 }
 
@@ -199,12 +241,13 @@ func (g *Gateway) resetLocked() {
 	g.slow = g.defaultSlow
 	g.payments = make(map[string]*entry)
 	g.charges = make(map[string]int)
+	g.voided = 0
 	g.ids = make(map[string]struct{})
 }
 
 // Charge charges req once under the idempotency key. See Gateway for the
-// semantics. Errors: ErrOutage, ErrConflict, ErrDeclined, ErrReset, or
-// ErrCanceled (wrapping the context error).
+// semantics. Errors: ErrOutage, ErrConflict, ErrVoided, ErrDeclined,
+// ErrReset, or ErrCanceled (wrapping the context error).
 func (g *Gateway) Charge(ctx context.Context, key string, req ChargeRequest) (ChargeResult, error) {
 	g.inFlight.Add(1)
 	defer g.inFlight.Add(-1)
@@ -221,6 +264,10 @@ func (g *Gateway) Charge(ctx context.Context, key string, req ChargeRequest) (Ch
 			g.mu.Unlock()
 			return ChargeResult{}, ErrConflict
 
+		case ok && e.captured && e.payment.Status == StatusVoided:
+			g.mu.Unlock()
+			return ChargeResult{}, ErrVoided
+
 		case ok && e.captured:
 			// Replay: still pays the latency a real round trip would.
 			wait := g.latencyLocked()
@@ -229,7 +276,7 @@ func (g *Gateway) Charge(ctx context.Context, key string, req ChargeRequest) (Ch
 			if err := g.clock.Sleep(ctx, wait); err != nil {
 				return ChargeResult{}, canceled(err)
 			}
-			return ChargeResult{Payment: p, Replayed: true}, nil
+			return ChargeResult{Payment: p, Replayed: true, Unanswered: g.Mode().Mode == ModeCaptureHang}, nil
 
 		case ok:
 			// In flight: join the leader.
@@ -241,9 +288,12 @@ func (g *Gateway) Charge(ctx context.Context, key string, req ChargeRequest) (Ch
 			}
 			g.mu.Lock()
 			if g.payments[key] == e && e.captured {
-				p := e.payment
+				p, hang := e.payment, g.mode == ModeCaptureHang
 				g.mu.Unlock()
-				return ChargeResult{Payment: p, Replayed: true}, nil
+				if p.Status == StatusVoided {
+					return ChargeResult{}, ErrVoided
+				}
+				return ChargeResult{Payment: p, Replayed: true, Unanswered: hang}, nil
 			}
 			g.mu.Unlock()
 			continue // the leader failed or gave up: start over
@@ -282,9 +332,60 @@ func (g *Gateway) lead(ctx context.Context, key string, e *entry, wait time.Dura
 		return ChargeResult{}, ErrDeclined
 	}
 	e.captured = true
-	e.payment = Payment{ID: g.newPaymentIDLocked(), IdempotencyKey: key, Request: e.req}
+	e.payment = Payment{ID: g.newPaymentIDLocked(), IdempotencyKey: key, Request: e.req,
+		Status: StatusCaptured, CapturedAt: g.clock.Now()}
 	g.charges[key]++
-	return ChargeResult{Payment: e.payment}, nil
+	return ChargeResult{Payment: e.payment, Unanswered: g.mode == ModeCaptureHang}, nil
+}
+
+// Lookup returns the payment captured under key, voided or not. A charge
+// in flight under key is waited for (see Gateway). Errors: ErrOutage,
+// ErrNotFound, or ErrCanceled when ctx ends first.
+func (g *Gateway) Lookup(ctx context.Context, key string) (Payment, error) {
+	return g.settled(ctx, key, func(e *entry) Payment { return e.payment })
+}
+
+// Void gives back the payment captured under key and returns it, voided.
+// Voiding is idempotent: a voided payment is returned as it stands. Once
+// voided, the key never captures again (Charge answers ErrVoided). A charge
+// in flight under key is waited for first (see Gateway). Errors: ErrOutage,
+// ErrNotFound, or ErrCanceled when ctx ends first.
+func (g *Gateway) Void(ctx context.Context, key string) (Payment, error) {
+	return g.settled(ctx, key, func(e *entry) Payment {
+		if e.payment.Status != StatusVoided {
+			e.payment.Status, e.payment.VoidedAt = StatusVoided, g.clock.Now()
+			g.voided++
+		}
+		return e.payment
+	})
+}
+
+// settled waits until no charge is in flight under key and then, with g.mu
+// held, applies f to its captured entry.
+func (g *Gateway) settled(ctx context.Context, key string, f func(*entry) Payment) (Payment, error) {
+	for {
+		g.mu.Lock()
+		if g.mode == ModeOutage {
+			g.mu.Unlock()
+			return Payment{}, ErrOutage
+		}
+		e, ok := g.payments[key]
+		switch {
+		case !ok:
+			g.mu.Unlock()
+			return Payment{}, ErrNotFound
+		case e.captured:
+			p := f(e)
+			g.mu.Unlock()
+			return p, nil
+		}
+		g.mu.Unlock()
+		select {
+		case <-e.done: // captured, or dropped: look again
+		case <-ctx.Done():
+			return Payment{}, canceled(ctx.Err())
+		}
+	}
 }
 
 func canceled(err error) error {
@@ -355,11 +456,36 @@ func (g *Gateway) Charges(key string) int {
 	return g.charges[key]
 }
 
+// Recorded returns the payment captured under key, voided or not, as it
+// stands now: it neither waits for a charge in flight nor minds the mode.
+func (g *Gateway) Recorded(key string) (Payment, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if e, ok := g.payments[key]; ok && e.captured {
+		return e.payment, true
+	}
+	return Payment{}, false
+}
+
+// Ledger returns every captured payment, voided or not, in key order.
+func (g *Gateway) Ledger() []Payment {
+	g.mu.Lock()
+	out := make([]Payment, 0, len(g.charges))
+	for _, e := range g.payments {
+		if e.captured {
+			out = append(out, e.payment)
+		}
+	}
+	g.mu.Unlock()
+	slices.SortFunc(out, func(a, b Payment) int { return strings.Compare(a.IdempotencyKey, b.IdempotencyKey) })
+	return out
+}
+
 // Stats returns totals over all captured charges.
 func (g *Gateway) Stats() Stats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s := Stats{Keys: len(g.charges)}
+	s := Stats{Keys: len(g.charges), Voided: g.voided}
 	for _, n := range g.charges {
 		s.Total += n
 		s.MaxPerKey = max(s.MaxPerKey, n)

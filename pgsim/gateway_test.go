@@ -178,3 +178,119 @@ func TestPaymentIDsAreDeterministicForASeed(t *testing.T) {
 		t.Fatalf("ids are not unique: %v", a)
 	}
 }
+
+// A lookup never answers "not found" for a charge that may still capture:
+// it waits for the charge in flight and answers what it became.
+func TestLookupWaitsForTheChargeInFlight(t *testing.T) {
+	tests := []struct {
+		name    string
+		end     func(clock *gateClock, cancelLeader context.CancelFunc)
+		wantErr error // nil: the lookup finds the capture
+	}{
+		{"the charge captures", func(c *gateClock, _ context.CancelFunc) { c.open() }, nil},
+		{"the charge's client gives up", func(_ *gateClock, cancel context.CancelFunc) { cancel() }, ErrNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newGateClock()
+			gw := NewGateway(GatewayOptions{Clock: clock})
+			leaderCtx, cancelLeader := context.WithCancel(t.Context())
+			defer cancelLeader()
+			charged := make(chan ChargeResult, 1)
+			go func() {
+				res, _ := gw.Charge(leaderCtx, "k", testCharge())
+				charged <- res
+			}()
+			eventually(t, "the charge is in flight", func() bool { return gw.InFlight() == 1 })
+
+			type answer struct {
+				p   Payment
+				err error
+			}
+			looked := make(chan answer, 1)
+			go func() {
+				p, err := gw.Lookup(t.Context(), "k")
+				looked <- answer{p, err}
+			}()
+			select {
+			case a := <-looked:
+				t.Fatalf("Lookup answered %+v, %v while the charge was in flight", a.p, a.err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			tt.end(clock, cancelLeader)
+			a := <-looked
+			if tt.wantErr != nil {
+				if !errors.Is(a.err, tt.wantErr) {
+					t.Fatalf("Lookup = %+v, %v, want %v", a.p, a.err, tt.wantErr)
+				}
+				return
+			}
+			res := <-charged
+			if a.err != nil || a.p.ID != res.Payment.ID || a.p.Status != StatusCaptured {
+				t.Fatalf("Lookup = %+v, %v, want the captured payment %s", a.p, a.err, res.Payment.ID)
+			}
+		})
+	}
+}
+
+// A lookup waiting for a charge in flight gives up with its own context.
+func TestLookupHonoursItsContext(t *testing.T) {
+	clock := newGateClock()
+	defer clock.open()
+	gw := NewGateway(GatewayOptions{Clock: clock})
+	go gw.Charge(t.Context(), "k", testCharge())
+	eventually(t, "the charge is in flight", func() bool { return gw.InFlight() == 1 })
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := gw.Lookup(ctx, "k"); !errors.Is(err, ErrCanceled) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lookup = %v, want ErrCanceled wrapping the deadline", err)
+	}
+}
+
+// Void gives the money back once: voiding again returns the same voided
+// payment, and the key never captures again.
+func TestVoidIsIdempotentAndFinal(t *testing.T) {
+	gw := NewGateway(GatewayOptions{Clock: instantClock{}})
+	if _, err := gw.Void(t.Context(), "k"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Void(unknown) = %v, want ErrNotFound", err)
+	}
+	res, err := gw.Charge(t.Context(), "k", testCharge())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := gw.Void(t.Context(), "k")
+	if err != nil || first.ID != res.Payment.ID || first.Status != StatusVoided || first.VoidedAt.IsZero() {
+		t.Fatalf("Void = %+v, %v, want payment %s voided", first, err, res.Payment.ID)
+	}
+	again, err := gw.Void(t.Context(), "k")
+	if err != nil || again != first {
+		t.Fatalf("second Void = %+v, %v, want %+v", again, err, first)
+	}
+	if _, err := gw.Charge(t.Context(), "k", testCharge()); !errors.Is(err, ErrVoided) {
+		t.Fatalf("Charge after Void = %v, want ErrVoided", err)
+	}
+	if got, want := gw.Stats(), (Stats{Total: 1, Keys: 1, MaxPerKey: 1, Voided: 1}); got != want {
+		t.Fatalf("Stats = %+v, want %+v", got, want)
+	}
+}
+
+// In capture-hang mode a charge is captured and recorded like any other;
+// only its answer is marked as never to be delivered, a replay's too.
+func TestCaptureHangRecordsTheCapture(t *testing.T) {
+	gw := NewGateway(GatewayOptions{Clock: instantClock{}})
+	gw.SetMode(ModeCaptureHang, nil)
+	first, err := gw.Charge(t.Context(), "k", testCharge())
+	if err != nil || !first.Unanswered || first.Replayed {
+		t.Fatalf("Charge = %+v, %v, want a fresh capture left unanswered", first, err)
+	}
+	replay, err := gw.Charge(t.Context(), "k", testCharge())
+	if err != nil || !replay.Unanswered || !replay.Replayed || replay.Payment.ID != first.Payment.ID {
+		t.Fatalf("replay = %+v, %v, want the same payment, unanswered", replay, err)
+	}
+	if p, err := gw.Lookup(t.Context(), "k"); err != nil || p.ID != first.Payment.ID || p.Status != StatusCaptured {
+		t.Fatalf("Lookup = %+v, %v, want the capture", p, err)
+	}
+	if n := gw.Charges("k"); n != 1 {
+		t.Fatalf("charges = %d, want 1", n)
+	}
+}

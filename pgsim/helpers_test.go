@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -75,7 +77,7 @@ func newTestEnv(t *testing.T, opts GatewayOptions) *testEnv {
 	gw := NewGateway(opts)
 	m := NewMetrics()
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	srv := httptest.NewServer(newHandler(gw, m, opts.Clock, testToken, logger))
+	srv := httptest.NewServer(newHandler(gw, m, opts.Clock, testToken, logger, nil))
 	t.Cleanup(srv.Close)
 	return &testEnv{gw: gw, metrics: m, srv: srv}
 }
@@ -201,3 +203,39 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 const validBody = `{"orderId":"ord-1","amount":15000,"currency":"KRW"}`
+
+// lookup and void call the ledger endpoints for key (path-escaped).
+func (e *testEnv) lookup(t *testing.T, key string) response {
+	t.Helper()
+	return e.mustDo(t, http.MethodGet, "/v1/payments/"+url.PathEscape(key), "", nil)
+}
+
+func (e *testEnv) void(t *testing.T, key string) response {
+	t.Helper()
+	return e.mustDo(t, http.MethodPost, "/v1/payments/"+url.PathEscape(key)+"/void", "", nil)
+}
+
+func (r response) record(t *testing.T) paymentRecord {
+	t.Helper()
+	if r.status != http.StatusOK {
+		t.Fatalf("status = %d %s, want 200", r.status, r.body)
+	}
+	var p paymentRecord
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("payment record %s: %v", r.body, err)
+	}
+	return p
+}
+
+// report is the whole of GET /v1/admin/charges.
+func (e *testEnv) report(t *testing.T) chargeReport {
+	t.Helper()
+	r := e.admin(t, http.MethodGet, "/v1/admin/charges", "")
+	var cr chargeReport
+	if err := json.Unmarshal(r.body, &cr); err != nil {
+		t.Fatal(err)
+	}
+	return cr
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -58,19 +59,25 @@ type server struct {
 	clock     Clock
 	logger    *slog.Logger
 	tokenHash [sha256.Size]byte
+	stop      <-chan struct{}
 }
 
-// newHandler returns pgsim's HTTP API.
-func newHandler(gw *Gateway, metrics *Metrics, clock Clock, adminToken string, logger *slog.Logger) http.Handler {
+// newHandler returns pgsim's HTTP API. Closing stop ends the requests that
+// capture-hang mode holds (at shutdown); nil holds them until their client
+// gives up.
+func newHandler(gw *Gateway, metrics *Metrics, clock Clock, adminToken string, logger *slog.Logger, stop <-chan struct{}) http.Handler {
 	s := &server{
 		gw:        gw,
 		metrics:   metrics,
 		clock:     clock,
 		logger:    logger,
 		tokenHash: sha256.Sum256([]byte(adminToken)),
+		stop:      stop,
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/payments", methods{http.MethodPost: s.handlePayment})
+	mux.Handle("/v1/payments/{key}", methods{http.MethodGet: s.handleLookup})
+	mux.Handle("/v1/payments/{key}/void", methods{http.MethodPost: s.handleVoid})
 	mux.Handle("/v1/admin/mode", s.requireAdmin(methods{
 		http.MethodGet: s.handleGetMode,
 		http.MethodPut: s.handlePutMode,
@@ -260,11 +267,23 @@ func idempotencyKey(h http.Header) (string, error) {
 	return vals[0], nil
 }
 
-// handlePayment serves POST /v1/payments and records its metrics.
+// handlePayment serves POST /v1/payments and records its metrics. In
+// capture-hang mode the charge is recorded and then the request is held
+// until its client gives up (or the server stops); the connection is then
+// aborted, so no answer is ever delivered.
 func (s *server) handlePayment(w http.ResponseWriter, r *http.Request) {
 	start := s.clock.Now()
 	o := s.payment(w, r)
 	s.metrics.observe(o, s.clock.Now().Sub(start).Seconds())
+	if o == outcomeUnanswered {
+		select {
+		case <-r.Context().Done():
+		case <-s.stop:
+		}
+		// Abort: net/http would otherwise send an empty 200 as the handler
+		// returns. ErrAbortHandler drops the connection without a stack trace.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 func (s *server) payment(w http.ResponseWriter, r *http.Request) outcome {
@@ -296,6 +315,9 @@ func (s *server) payment(w http.ResponseWriter, r *http.Request) outcome {
 		writeProblem(w, problem{problemBase + "idempotency-conflict", "Idempotency key conflict", http.StatusConflict,
 			"this Idempotency-Key was already used with a different request body"})
 		return outcomeConflict
+	case errors.Is(err, ErrVoided):
+		writeProblem(w, problemVoided())
+		return outcomeConflict
 	case errors.Is(err, ErrCanceled):
 		// The client is most likely gone; the answer is for completeness.
 		writeProblem(w, problem{problemBase + "canceled", "Request canceled", http.StatusGatewayTimeout,
@@ -311,9 +333,12 @@ func (s *server) payment(w http.ResponseWriter, r *http.Request) outcome {
 		return outcomeFailed
 	}
 
+	if res.Unanswered {
+		return outcomeUnanswered // handlePayment holds it: no answer
+	}
 	resp := paymentResponse{
 		PaymentID:      res.Payment.ID,
-		Status:         "captured",
+		Status:         string(StatusCaptured),
 		IdempotencyKey: key,
 		Amount:         res.Payment.Request.Amount,
 	}
@@ -324,6 +349,69 @@ func (s *server) payment(w http.ResponseWriter, r *http.Request) outcome {
 	}
 	writeJSON(w, http.StatusCreated, resp)
 	return outcomeCaptured
+}
+
+// paymentRecord is the JSON of a payment in the ledger: the answer to
+// GET /v1/payments/{key} and POST /v1/payments/{key}/void.
+type paymentRecord struct {
+	PaymentID      string `json:"paymentId"`
+	IdempotencyKey string `json:"idempotencyKey"`
+	OrderID        string `json:"orderId"`
+	Amount         int64  `json:"amount"`
+	Currency       string `json:"currency"`
+	Status         string `json:"status"`
+}
+
+func recordOf(p Payment) paymentRecord {
+	return paymentRecord{PaymentID: p.ID, IdempotencyKey: p.IdempotencyKey, OrderID: p.Request.OrderID,
+		Amount: p.Request.Amount, Currency: p.Request.Currency, Status: string(p.Status)}
+}
+
+func problemVoided() problem {
+	return problem{problemBase + "payment-voided", "Payment voided", http.StatusConflict,
+		"the payment under this Idempotency-Key was voided; the key cannot be charged again"}
+}
+
+// handleLookup serves GET /v1/payments/{key}: the payment captured under
+// the idempotency key (captured or voided), 404 when there is none. A
+// charge in flight under the key is waited for, never answered 404 while
+// it may still capture (see Gateway).
+func (s *server) handleLookup(w http.ResponseWriter, r *http.Request) {
+	s.metrics.observeLedger(opLookup, s.ledger(w, r, s.gw.Lookup))
+}
+
+// handleVoid serves POST /v1/payments/{key}/void: the payment, voided
+// (idempotent); 404 when nothing was captured under the key.
+func (s *server) handleVoid(w http.ResponseWriter, r *http.Request) {
+	s.metrics.observeLedger(opVoid, s.ledger(w, r, s.gw.Void))
+}
+
+// ledger answers a lookup or a void of the key in the request's path.
+func (s *server) ledger(w http.ResponseWriter, r *http.Request, op func(context.Context, string) (Payment, error)) ledgerOutcome {
+	key := r.PathValue("key")
+	if !validKey(key) {
+		writeProblem(w, problemBadRequest(fmt.Sprintf("the idempotency key must be 1 to %d printable ASCII characters", maxKeyLen)))
+		return ledgerBadRequest
+	}
+	p, err := op(r.Context(), key)
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, recordOf(p))
+		return ledgerOK
+	case errors.Is(err, ErrNotFound):
+		writeProblem(w, problem{problemBase + "payment-not-found", "Payment not found", http.StatusNotFound,
+			"nothing was captured under this Idempotency-Key"})
+		return ledgerNotFound
+	case errors.Is(err, ErrOutage):
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, problem{problemBase + "outage", "Payment gateway unavailable", http.StatusServiceUnavailable,
+			"the simulated payment gateway is in outage mode; try again later"})
+		return ledgerOutage
+	default: // ErrCanceled: the client left while a charge under the key was in flight
+		writeProblem(w, problem{problemBase + "canceled", "Request canceled", http.StatusGatewayTimeout,
+			"the request ended while a charge under this Idempotency-Key was still in flight"})
+		return ledgerCanceled
+	}
 }
 
 // requireAdmin answers 401 unless the request carries the admin bearer
@@ -371,7 +459,7 @@ func (s *server) handlePutMode(w http.ResponseWriter, r *http.Request) {
 	}
 	var errs []string
 	if !mb.Mode.Valid() {
-		errs = append(errs, `mode must be "normal", "outage" or "slow"`)
+		errs = append(errs, `mode must be "normal", "outage", "slow" or "capture-hang"`)
 	}
 	var slow *time.Duration
 	if mb.SlowMS != nil {
@@ -391,23 +479,52 @@ func (s *server) handlePutMode(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, modeResponse(st))
 }
 
-// keyCharges and chargeStats are the JSON of GET /v1/admin/charges.
+// keyCharges and chargeStats are the JSON of GET /v1/admin/charges: with
+// ?key=, one key's captures (0 or 1) and, when it has one, the payment's
+// id and status; without, the totals and every payment in key order, so
+// an auditor can match captures to PAID orders one to one (a voided
+// capture is money given back and must match no PAID order).
 type keyCharges struct {
-	Key     string `json:"key"`
-	Charges int    `json:"charges"`
+	Key       string `json:"key"`
+	Charges   int    `json:"charges"`
+	PaymentID string `json:"paymentId,omitempty"`
+	Status    string `json:"status,omitempty"`
 }
 
 type chargeStats struct {
 	Total     int `json:"total"`
 	Keys      int `json:"keys"`
 	MaxPerKey int `json:"maxPerKey"`
+	// Voided counts the captures since voided; Total - Voided is what is
+	// still charged.
+	Voided int `json:"voided"`
+}
+
+type chargeReport struct {
+	chargeStats
+	Payments []ledgerEntry `json:"payments"`
+}
+
+// ledgerEntry is one payment in GET /v1/admin/charges.
+type ledgerEntry struct {
+	paymentRecord
+	CapturedAt time.Time  `json:"capturedAt"`
+	VoidedAt   *time.Time `json:"voidedAt,omitempty"`
 }
 
 func (s *server) handleCharges(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if !q.Has("key") {
 		st := s.gw.Stats()
-		writeJSON(w, http.StatusOK, chargeStats{Total: st.Total, Keys: st.Keys, MaxPerKey: st.MaxPerKey})
+		cs := chargeReport{chargeStats{Total: st.Total, Keys: st.Keys, MaxPerKey: st.MaxPerKey, Voided: st.Voided}, []ledgerEntry{}}
+		for _, p := range s.gw.Ledger() {
+			e := ledgerEntry{paymentRecord: recordOf(p), CapturedAt: p.CapturedAt}
+			if p.Status == StatusVoided {
+				e.VoidedAt = &p.VoidedAt
+			}
+			cs.Payments = append(cs.Payments, e)
+		}
+		writeJSON(w, http.StatusOK, cs)
 		return
 	}
 	key := q.Get("key")
@@ -415,7 +532,11 @@ func (s *server) handleCharges(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problemBadRequest(fmt.Sprintf("key must be 1 to %d printable ASCII characters", maxKeyLen)))
 		return
 	}
-	writeJSON(w, http.StatusOK, keyCharges{Key: key, Charges: s.gw.Charges(key)})
+	kc := keyCharges{Key: key, Charges: s.gw.Charges(key)}
+	if p, ok := s.gw.Recorded(key); ok {
+		kc.PaymentID, kc.Status = p.ID, string(p.Status)
+	}
+	writeJSON(w, http.StatusOK, kc)
 }
 
 func (s *server) handleReset(w http.ResponseWriter, _ *http.Request) {
@@ -431,7 +552,8 @@ func handleHealthz(w http.ResponseWriter, _ *http.Request) {
 
 func (s *server) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	mode := s.gw.Mode()
-	snap := gaugeSnapshot{mode: mode.Mode, inFlight: s.gw.InFlight(), charges: s.gw.Stats().Total}
+	st := s.gw.Stats()
+	snap := gaugeSnapshot{mode: mode.Mode, inFlight: s.gw.InFlight(), charges: st.Total, voided: st.Voided}
 	w.Header().Set("Content-Type", metricsContentType)
 	_ = s.metrics.write(w, snap)
 }

@@ -341,6 +341,9 @@ func TestAdminMode(t *testing.T) {
 		t.Fatalf("GET mode after PUT = %s", r.body)
 	}
 	auth := map[string]string{"Authorization": "Bearer " + testToken}
+	if r := e.admin(t, http.MethodPut, "/v1/admin/mode", `{"mode":"capture-hang"}`); !strings.Contains(string(r.body), `"mode":"capture-hang"`) {
+		t.Fatalf("PUT capture-hang = %s", r.body)
+	}
 	for _, body := range []string{`{"mode":"fast"}`, `{}`, `{"mode":"slow","slowMs":-1}`, `{"mode":"slow","slowMs":600001}`, `{"mode":"normal","x":1}`, `nope`} {
 		r := e.mustDo(t, http.MethodPut, "/v1/admin/mode", body, auth)
 		if r.status != http.StatusBadRequest {
@@ -458,5 +461,240 @@ func TestManyKeysConcurrently(t *testing.T) {
 	wg.Wait()
 	if got, want := e.stats(t), (chargeStats{Total: keys, Keys: keys, MaxPerKey: 1}); got != want {
 		t.Fatalf("stats = %+v, want %+v", got, want)
+	}
+}
+
+// A lookup answers what the ledger holds under the key, in the shape the
+// order worker reads; an unknown key is a 404 problem.
+func TestLookupAnswersWhatWasCaptured(t *testing.T) {
+	e := newTestEnv(t, GatewayOptions{})
+	paid := e.pay(t, "key-1", validBody).payment(t)
+	e.pay(t, "key/2", validBody)
+	e.pay(t, "key-3", validBody)
+	e.void(t, "key-3")
+
+	tests := []struct {
+		name, key  string
+		wantStatus int
+		want       string // the status field of a 200
+	}{
+		{"captured", "key-1", http.StatusOK, "captured"},
+		{"a key with a slash, escaped", "key/2", http.StatusOK, "captured"},
+		{"voided", "key-3", http.StatusOK, "voided"},
+		{"unknown", "key-4", http.StatusNotFound, ""},
+		{"key too long", strings.Repeat("k", maxKeyLen+1), http.StatusBadRequest, ""},
+		{"key not printable ASCII", "clé", http.StatusBadRequest, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.lookup(t, tt.key)
+			if r.status != tt.wantStatus {
+				t.Fatalf("GET /v1/payments/%s = %d %s, want %d", tt.key, r.status, r.body, tt.wantStatus)
+			}
+			if tt.wantStatus != http.StatusOK {
+				r.problem(t)
+				return
+			}
+			p := r.record(t)
+			if p.IdempotencyKey != tt.key || p.OrderID != "ord-1" || p.Amount != 15000 || p.Currency != "KRW" ||
+				p.Status != tt.want || !strings.HasPrefix(p.PaymentID, "pay_") {
+				t.Fatalf("record = %+v, want key %q, ord-1, 15000 KRW, %s", p, tt.key, tt.want)
+			}
+		})
+	}
+	if p := e.lookup(t, "key-1").record(t); p.PaymentID != paid.PaymentID {
+		t.Fatalf("lookup paymentId = %s, want the charge's %s", p.PaymentID, paid.PaymentID)
+	}
+	// Lookups are reads: they capture nothing.
+	if s := e.stats(t); s.Total != 3 {
+		t.Fatalf("stats = %+v, want the 3 charges only", s)
+	}
+}
+
+// Over HTTP, a lookup of a key whose charge is in flight waits for it and
+// answers the capture, not 404.
+func TestLookupOverHTTPWaitsForTheChargeInFlight(t *testing.T) {
+	clock := newGateClock()
+	e := newTestEnv(t, GatewayOptions{Clock: clock})
+	charged := make(chan response, 1)
+	go func() {
+		r, _ := e.do(t, nil, http.MethodPost, "/v1/payments", validBody, map[string]string{"Idempotency-Key": "k"})
+		charged <- r
+	}()
+	eventually(t, "the charge is in flight", func() bool { return e.gw.InFlight() == 1 })
+	looked := make(chan response, 1)
+	go func() { looked <- e.lookup(t, "k") }()
+	select {
+	case r := <-looked:
+		t.Fatalf("lookup answered %d %s while the charge was in flight", r.status, r.body)
+	case <-time.After(50 * time.Millisecond):
+	}
+	clock.open()
+	if got, want := (<-looked).record(t).PaymentID, (<-charged).payment(t).PaymentID; got != want {
+		t.Fatalf("lookup paymentId = %s, want %s", got, want)
+	}
+}
+
+// Voiding gives the money back exactly once: a second void answers the same
+// body, the key can never be charged again (409), and the ledger says so.
+func TestVoidIsIdempotentAndAVoidedKeyNeverCapturesAgain(t *testing.T) {
+	e := newTestEnv(t, GatewayOptions{})
+	if r := e.void(t, "k"); r.status != http.StatusNotFound {
+		t.Fatalf("void of an unknown key = %d %s, want 404", r.status, r.body)
+	} else {
+		r.problem(t)
+	}
+	paid := e.pay(t, "k", validBody).payment(t)
+
+	first := e.void(t, "k")
+	p := first.record(t)
+	if p.PaymentID != paid.PaymentID || p.Status != "voided" || p.IdempotencyKey != "k" {
+		t.Fatalf("void = %+v, want payment %s voided", p, paid.PaymentID)
+	}
+	if again := e.void(t, "k"); again.status != http.StatusOK || string(again.body) != string(first.body) {
+		t.Fatalf("second void = %d %s, want 200 %s", again.status, again.body, first.body)
+	}
+	r := e.pay(t, "k", validBody)
+	if r.status != http.StatusConflict {
+		t.Fatalf("charge after void = %d %s, want 409", r.status, r.body)
+	}
+	if pr := r.problem(t); !strings.HasSuffix(pr.Type, "/payment-voided") {
+		t.Fatalf("problem type = %s, want payment-voided", pr.Type)
+	}
+	if got := e.lookup(t, "k").record(t); got.Status != "voided" {
+		t.Fatalf("lookup after void = %+v, want voided", got)
+	}
+	if c := e.chargesFor(t, "k"); c != 1 {
+		t.Fatalf("charges = %d, want the one capture", c)
+	}
+	if got, want := e.stats(t), (chargeStats{Total: 1, Keys: 1, MaxPerKey: 1, Voided: 1}); got != want {
+		t.Fatalf("stats = %+v, want %+v", got, want)
+	}
+}
+
+// Capture-hang: the payment is captured and recorded, the answer never
+// comes (the client times out), a retry with the same key captures nothing
+// new and hangs too, and a lookup answers the capture.
+func TestCaptureHangCapturesButNeverAnswers(t *testing.T) {
+	e := newTestEnv(t, GatewayOptions{})
+	e.setMode(t, `{"mode":"capture-hang"}`)
+	client := &http.Client{Timeout: 200 * time.Millisecond}
+	for try := range 2 {
+		r, err := e.do(t, client, http.MethodPost, "/v1/payments", validBody, map[string]string{"Idempotency-Key": "hang"})
+		if err == nil {
+			t.Fatalf("try %d answered %d %s, want no answer", try, r.status, r.body)
+		}
+	}
+	if c := e.chargesFor(t, "hang"); c != 1 {
+		t.Fatalf("charges = %d, want 1", c)
+	}
+	p := e.lookup(t, "hang").record(t)
+	if p.Status != "captured" || !strings.HasPrefix(p.PaymentID, "pay_") {
+		t.Fatalf("lookup = %+v, want the capture", p)
+	}
+	if got := e.metrics.requestsFor(outcomeUnanswered); got != 2 {
+		t.Fatalf("unanswered outcomes = %d, want 2", got)
+	}
+	eventually(t, "the held requests end with their clients", func() bool { return e.gw.InFlight() == 0 })
+
+	e.setMode(t, `{"mode":"normal"}`)
+	r := e.pay(t, "hang", validBody)
+	if r.status != http.StatusOK || r.payment(t).PaymentID != p.PaymentID {
+		t.Fatalf("replay in normal mode = %d %s, want 200 with %s", r.status, r.body, p.PaymentID)
+	}
+}
+
+// In an outage the whole gateway is down: lookups and voids answer 503 too.
+func TestOutageAnswersLookupsAndVoidsWith503(t *testing.T) {
+	e := newTestEnv(t, GatewayOptions{})
+	e.pay(t, "k", validBody)
+	e.setMode(t, `{"mode":"outage"}`)
+	for _, r := range []response{e.lookup(t, "k"), e.void(t, "k")} {
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+			t.Fatalf("= %d %s (Retry-After %q), want 503 with Retry-After", r.status, r.body, r.header.Get("Retry-After"))
+		}
+		r.problem(t)
+	}
+	e.setMode(t, `{"mode":"normal"}`)
+	if got := e.lookup(t, "k").record(t).Status; got != "captured" {
+		t.Fatalf("after the outage the payment is %q, want captured (the void did not happen)", got)
+	}
+}
+
+// The admin ledger lists every charge with its status, so an auditor can
+// match captures to PAID orders; the per-key view names the payment too.
+func TestAdminChargesShowEachChargesStatus(t *testing.T) {
+	e := newTestEnv(t, GatewayOptions{})
+	b := e.pay(t, "b", validBody).payment(t)
+	a := e.pay(t, "a", validBody).payment(t)
+	e.void(t, "b")
+
+	cr := e.report(t)
+	if want := (chargeStats{Total: 2, Keys: 2, MaxPerKey: 1, Voided: 1}); cr.chargeStats != want {
+		t.Fatalf("totals = %+v, want %+v", cr.chargeStats, want)
+	}
+	if len(cr.Payments) != 2 {
+		t.Fatalf("payments = %+v, want 2", cr.Payments)
+	}
+	got0, got1 := cr.Payments[0], cr.Payments[1]
+	if got0.IdempotencyKey != "a" || got0.PaymentID != a.PaymentID || got0.Status != "captured" || got0.VoidedAt != nil || got0.CapturedAt.IsZero() {
+		t.Errorf("payments[0] = %+v, want a captured", got0)
+	}
+	if got1.IdempotencyKey != "b" || got1.PaymentID != b.PaymentID || got1.Status != "voided" || got1.VoidedAt == nil {
+		t.Errorf("payments[1] = %+v, want b voided", got1)
+	}
+
+	r := e.admin(t, http.MethodGet, "/v1/admin/charges?key=b", "")
+	if got, want := strings.TrimSpace(string(r.body)), `{"key":"b","charges":1,"paymentId":"`+b.PaymentID+`","status":"voided"}`; got != want {
+		t.Errorf("per key = %s, want %s", got, want)
+	}
+	r = e.admin(t, http.MethodGet, "/v1/admin/charges?key=none", "")
+	if got, want := strings.TrimSpace(string(r.body)), `{"key":"none","charges":0}`; got != want {
+		t.Errorf("per key, unknown = %s, want %s", got, want)
+	}
+	// An empty ledger is an empty list, not null.
+	e.admin(t, http.MethodPost, "/v1/admin/reset", "")
+	r = e.admin(t, http.MethodGet, "/v1/admin/charges", "")
+	if !strings.Contains(string(r.body), `"payments":[]`) {
+		t.Errorf("empty ledger = %s, want payments []", r.body)
+	}
+}
+
+func TestLedgerRoutesAnswerWrongMethodsWithProblems(t *testing.T) {
+	e := newTestEnv(t, GatewayOptions{})
+	for _, tt := range []struct{ method, path, allow string }{
+		{http.MethodPost, "/v1/payments/k", "GET"},
+		{http.MethodDelete, "/v1/payments/k", "GET"},
+		{http.MethodGet, "/v1/payments/k/void", "POST"},
+	} {
+		r := e.mustDo(t, tt.method, tt.path, "", nil)
+		if r.status != http.StatusMethodNotAllowed || r.header.Get("Allow") != tt.allow {
+			t.Errorf("%s %s = %d Allow=%q, want 405 Allow=%q", tt.method, tt.path, r.status, r.header.Get("Allow"), tt.allow)
+			continue
+		}
+		r.problem(t)
+	}
+}
+
+func TestMetricsExposeLookupsVoidsAndCaptureHang(t *testing.T) {
+	e := newTestEnv(t, GatewayOptions{})
+	e.pay(t, "k", validBody)
+	e.lookup(t, "k")
+	e.lookup(t, "unknown")
+	e.void(t, "k")
+	e.setMode(t, `{"mode":"capture-hang"}`)
+	text := string(e.mustDo(t, http.MethodGet, "/metrics", "", nil).body)
+	for _, want := range []string{
+		`usher_pgsim_ledger_requests_total{op="lookup",outcome="ok"} 1`,
+		`usher_pgsim_ledger_requests_total{op="lookup",outcome="not_found"} 1`,
+		`usher_pgsim_ledger_requests_total{op="void",outcome="ok"} 1`,
+		`usher_pgsim_requests_total{outcome="unanswered"} 0`,
+		`usher_pgsim_voided_charges 1`,
+		`usher_pgsim_mode{mode="capture-hang"} 1`,
+		`usher_pgsim_mode{mode="normal"} 0`,
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("metrics lack %q", want)
+		}
 	}
 }

@@ -5,9 +5,12 @@
 // It serves POST /v1/payments with idempotency keys (a key is charged at
 // most once; retries get the same payment id), a log-normal latency model
 // with a long tail, a configurable failure rate (502), and admin-switched
-// outage (503) and slow modes, plus admin endpoints to inspect charge
-// counts and reset state, /healthz and Prometheus /metrics. It logs JSON to
-// stdout; the first line after start is "listening" with the bound address.
+// outage (503), slow and capture-hang (captured, never answered) modes;
+// GET /v1/payments/{key} to look up what was captured under a key and
+// POST /v1/payments/{key}/void to give it back; admin endpoints to inspect
+// the ledger (each charge and its status) and reset state, /healthz and
+// Prometheus /metrics. It logs JSON to stdout; the first line after start
+// is "listening" with the bound address.
 //
 // Configuration is read from PGSIM_* environment variables; see config.go.
 package main
@@ -66,14 +69,18 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		Clock:       clock,
 		Rand:        rand.New(rand.NewPCG(cfg.Seed, cfg.Seed)),
 	})
+	// Shutdown ends the requests capture-hang mode holds; otherwise it
+	// would wait for their clients to give up.
+	hung := make(chan struct{})
 	srv := &http.Server{
-		Handler:           newHandler(gw, NewMetrics(), clock, cfg.AdminToken, logger),
+		Handler:           newHandler(gw, NewMetrics(), clock, cfg.AdminToken, logger, hung),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		// No WriteTimeout: slow mode deliberately answers late.
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(func() { close(hung) })
 
 	logger.Info("listening",
 		"addr", ln.Addr().String(),

@@ -117,3 +117,59 @@ func TestRunReportsBindErrorSynchronously(t *testing.T) {
 		t.Fatalf("run = %v, want a listen error", err)
 	}
 }
+
+// A payment held by capture-hang mode does not hold up shutdown: run
+// returns promptly and the client gets no answer, only a dropped
+// connection.
+func TestRunShutdownEndsCaptureHangRequests(t *testing.T) {
+	base, cancel, done := startRun(t, map[string]string{
+		"PGSIM_ADDR": "127.0.0.1:0", "PGSIM_LATENCY_MEAN_MS": "1", "PGSIM_ADMIN_TOKEN": "e2e-token",
+	})
+	req, _ := http.NewRequest(http.MethodPut, base+"/v1/admin/mode", strings.NewReader(`{"mode":"capture-hang"}`))
+	req.Header.Set("Authorization", "Bearer e2e-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	held := make(chan error, 1) // nil: an answer came
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/payments", strings.NewReader(validBody))
+		req.Header.Set("Idempotency-Key", "held")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		held <- err
+	}()
+	// The charge is recorded before the request is held.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, base+"/v1/payments/held", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the held charge was never recorded")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run = %v, want nil", err)
+		}
+	case <-time.After(shutdownTimeout - time.Second):
+		t.Fatal("run waited for the held request")
+	}
+	if err := <-held; err == nil {
+		t.Fatal("the held payment was answered, want a dropped connection")
+	}
+}

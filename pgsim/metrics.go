@@ -31,6 +31,7 @@ const (
 	outcomeTimeout
 	outcomeConflict
 	outcomeBadRequest
+	outcomeUnanswered // captured in capture-hang mode; the answer never went out
 	numOutcomes
 )
 
@@ -50,6 +51,54 @@ func (o outcome) String() string {
 		return "conflict"
 	case outcomeBadRequest:
 		return "bad_request"
+	case outcomeUnanswered:
+		return "unanswered"
+	default:
+		return "unknown"
+	}
+}
+
+// ledgerOp and ledgerOutcome are the labels of
+// usher_pgsim_ledger_requests_total: lookups and voids by outcome.
+type (
+	ledgerOp      int
+	ledgerOutcome int
+)
+
+const (
+	opLookup ledgerOp = iota
+	opVoid
+	numLedgerOps
+)
+
+const (
+	ledgerOK ledgerOutcome = iota
+	ledgerNotFound
+	ledgerOutage
+	ledgerCanceled
+	ledgerBadRequest
+	numLedgerOutcomes
+)
+
+func (o ledgerOp) String() string {
+	if o == opVoid {
+		return "void"
+	}
+	return "lookup"
+}
+
+func (o ledgerOutcome) String() string {
+	switch o {
+	case ledgerOK:
+		return "ok"
+	case ledgerNotFound:
+		return "not_found"
+	case ledgerOutage:
+		return "outage"
+	case ledgerCanceled:
+		return "canceled"
+	case ledgerBadRequest:
+		return "bad_request"
 	default:
 		return "unknown"
 	}
@@ -58,6 +107,7 @@ func (o outcome) String() string {
 // Metrics holds pgsim's Prometheus metrics. It is safe for concurrent use.
 type Metrics struct {
 	mu       sync.Mutex
+	ledger   [numLedgerOps][numLedgerOutcomes]uint64
 	requests [numOutcomes]uint64
 	bounds   []float64 // histogram upper bounds, seconds, ascending
 	buckets  []uint64  // non-cumulative counts; len(bounds)+1 (last is +Inf)
@@ -91,6 +141,23 @@ func (m *Metrics) observe(o outcome, seconds float64) {
 	m.count++
 }
 
+// observeLedger records one lookup or void by its outcome.
+func (m *Metrics) observeLedger(op ledgerOp, o ledgerOutcome) {
+	if op < 0 || op >= numLedgerOps || o < 0 || o >= numLedgerOutcomes {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ledger[op][o]++
+}
+
+// ledgerFor returns the count of one lookup or void outcome.
+func (m *Metrics) ledgerFor(op ledgerOp, o ledgerOutcome) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ledger[op][o]
+}
+
 // requestsFor returns the request count for one outcome.
 func (m *Metrics) requestsFor(o outcome) uint64 {
 	m.mu.Lock()
@@ -103,12 +170,13 @@ type gaugeSnapshot struct {
 	mode     Mode
 	inFlight int
 	charges  int
+	voided   int
 }
 
 // write writes every metric in the text exposition format.
 func (m *Metrics) write(w io.Writer, g gaugeSnapshot) error {
 	m.mu.Lock()
-	requests := m.requests
+	requests, ledger := m.requests, m.ledger
 	buckets := append([]uint64(nil), m.buckets...)
 	sum, count := m.sum, m.count
 	m.mu.Unlock()
@@ -120,6 +188,14 @@ func (m *Metrics) write(w io.Writer, g gaugeSnapshot) error {
 	p("# TYPE usher_pgsim_requests_total counter\n")
 	for o := outcome(0); o < numOutcomes; o++ {
 		p("usher_pgsim_requests_total{outcome=%q} %d\n", o.String(), requests[o])
+	}
+
+	p("# HELP usher_pgsim_ledger_requests_total Payment lookups and voids by outcome.\n")
+	p("# TYPE usher_pgsim_ledger_requests_total counter\n")
+	for op := ledgerOp(0); op < numLedgerOps; op++ {
+		for o := ledgerOutcome(0); o < numLedgerOutcomes; o++ {
+			p("usher_pgsim_ledger_requests_total{op=%q,outcome=%q} %d\n", op.String(), o.String(), ledger[op][o])
+		}
 	}
 
 	p("# HELP usher_pgsim_request_duration_seconds Time to answer a payment request, including simulated latency.\n")
@@ -142,9 +218,13 @@ func (m *Metrics) write(w io.Writer, g gaugeSnapshot) error {
 	p("# TYPE usher_pgsim_captured_charges gauge\n")
 	p("usher_pgsim_captured_charges %d\n", g.charges)
 
+	p("# HELP usher_pgsim_voided_charges Captured charges since voided (cleared by reset).\n")
+	p("# TYPE usher_pgsim_voided_charges gauge\n")
+	p("usher_pgsim_voided_charges %d\n", g.voided)
+
 	p("# HELP usher_pgsim_mode Current gateway mode (1 for the active one).\n")
 	p("# TYPE usher_pgsim_mode gauge\n")
-	for _, mode := range []Mode{ModeNormal, ModeOutage, ModeSlow} {
+	for _, mode := range Modes() {
 		v := 0
 		if mode == g.mode {
 			v = 1
