@@ -23,7 +23,7 @@ func Dial(url string, poolSize int) (redis.UniversalClient, error) {
 		if len(addrs) == 0 {
 			return nil, fmt.Errorf("redis address %q: empty", url)
 		}
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: poolSize}), nil
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: poolSize, Dialer: addrMapDialer()}), nil
 	}
 	if !strings.Contains(url, "://") {
 		url = "redis://" + url
