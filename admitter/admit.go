@@ -9,20 +9,17 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"usher/shared/catalog"
 	"usher/shared/event"
+	"usher/shared/keyspace"
 	"usher/shared/waitqueue"
 )
 
 // queueLister is the part of the catalog the admitter reads.
 type queueLister interface {
 	List() []catalog.Config
-}
-
-// watermarker says up to which join sequence everyone is in line.
-type watermarker interface {
-	Watermark(ctx context.Context, maxAge time.Duration) (uint64, error)
 }
 
 // asyncPublisher is the part of JetStream the admitter publishes with.
@@ -36,35 +33,47 @@ type breakerState interface {
 	Open(ctx context.Context) (bool, error)
 }
 
+// heads tells how far the streams hold a queue's events.
+type heads interface {
+	// Heads returns the last admission and the last order event of q the
+	// streams hold.
+	Heads(ctx context.Context, q string) (admissions, orders waitqueue.Head, err error)
+	// Epoch is the identity of the entries stream: the sequence space of
+	// places in line, carried by every token id.
+	Epoch() string
+}
+
 // hooks let tests stop the admitter at its crash points.
 type hooks struct {
 	afterAdmit   func(q string) error // after the script, before publishing
 	afterPublish func(q string) error // after the acks, before trimming the outbox
 }
 
-// admitter runs one admission loop per configured queue.
+// admitter runs, for every configured queue, the followers that keep its
+// line in Redis up to date with the streams and the loop that admits.
 type admitter struct {
 	log       *slog.Logger
 	queues    queueLister
 	line      *waitqueue.Store
+	js        jetstream.JetStream
 	events    asyncPublisher
-	watermark watermarker
+	streams   heads
 	breaker   breakerState // nil: never paused by the payment breaker
 	now       func() time.Time
 	rand      *rand.Rand
 	randMu    sync.Mutex
+	orderHold time.Duration // how long a requested order holds its slot (the gateway's claim)
 	hooks     hooks
 	metrics   *metrics
 }
 
-// Run starts a loop for every queue as queues appear, until ctx ends or a
-// loop fails.
+// epoch is the entries stream's identity as the followers decode with it.
+func (a *admitter) epoch() string { return a.streams.Epoch() }
+
+// Run works on every queue as queues appear, until ctx ends or a queue's
+// work fails.
 func (a *admitter) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	failed := make(chan error, 1)
+	g, ctx := errgroup.WithContext(ctx)
 	running := map[string]bool{}
 	scan := time.NewTicker(100 * time.Millisecond)
 	defer scan.Stop()
@@ -75,33 +84,42 @@ func (a *admitter) Run(ctx context.Context) error {
 			}
 			running[cfg.Name] = true
 			name := cfg.Name
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := a.loop(ctx, name); err != nil {
-					select {
-					case failed <- err:
-					default:
-					}
-				}
-			}()
+			g.Go(func() error { return a.work(ctx, name) })
 		}
 		select {
 		case <-ctx.Done():
-			return nil
-		case err := <-failed:
-			return err
+			return g.Wait()
 		case <-scan.C:
 		}
 	}
 }
 
-// loop ticks one queue, re-reading its configuration every tick so changes
-// apply within one tick.
-func (a *admitter) loop(ctx context.Context, q string) error {
+// work runs a queue's three followers and its admission loop until the
+// queue is deleted or ctx ends.
+func (a *admitter) work(ctx context.Context, q string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	adm, ord := admissionsFollower(a, q), ordersFollower(a, q)
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return entriesFollower(a, q).Run(ctx) })
+	g.Go(func() error { return adm.Run(ctx) })
+	g.Go(func() error { return ord.Run(ctx) })
+	g.Go(func() error {
+		defer cancel() // the queue is gone: so are its followers
+		return a.loop(ctx, q, func() { adm.Kick(); ord.Kick() })
+	})
+	return g.Wait()
+}
+
+// loop runs the queue's admission tick whenever it is due. The schedule
+// lives in Redis (see waitqueue.Tick), shared by every admitter: each asks
+// when the next tick is due and comes back then, so N admitters run one
+// tick per tickMs between them.
+func (a *admitter) loop(ctx context.Context, q string, kick func()) error {
 	log := a.log.With("queue", q)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var closedCheck time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -112,7 +130,9 @@ func (a *admitter) loop(ctx context.Context, q string) error {
 		if !ok {
 			return nil
 		}
-		if err := a.tick(ctx, cfg); err != nil {
+		tickLen := time.Duration(cfg.TickMs) * time.Millisecond
+		next, err := a.tick(ctx, cfg, kick)
+		if err != nil {
 			if h, isHook := err.(hookError); isHook {
 				return h.err
 			}
@@ -120,8 +140,15 @@ func (a *admitter) loop(ctx context.Context, q string) error {
 				return nil
 			}
 			log.Error("admission tick", "err", err)
+			next = tickLen
 		}
-		timer.Reset(time.Duration(cfg.TickMs) * time.Millisecond)
+		if time.Since(closedCheck) > time.Second {
+			closedCheck = time.Now()
+			if err := a.dropIfClosedLong(ctx, cfg); err != nil && ctx.Err() == nil {
+				log.Warn("closed queue cleanup", "err", err)
+			}
+		}
+		timer.Reset(next)
 	}
 }
 
@@ -140,19 +167,21 @@ type hookError struct{ err error }
 func (h hookError) Error() string { return h.err.Error() }
 
 // tick is one admission step for a queue: announce what a previous tick (or
-// a crashed admitter) left in the outbox, admit, announce.
-func (a *admitter) tick(ctx context.Context, cfg catalog.Config) error {
+// a crashed admitter) left in the outbox, admit if the tick is due,
+// announce. It returns how long to wait before the next try.
+func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (time.Duration, error) {
 	start := time.Now()
-	if err := a.announce(ctx, cfg.Name); err != nil {
-		return err
-	}
 	tickLen := time.Duration(cfg.TickMs) * time.Millisecond
-	wm, err := a.watermark.Watermark(ctx, tickLen/2)
+	if err := a.announce(ctx, cfg.Name); err != nil {
+		return tickLen, err
+	}
+	admissions, orders, err := a.streams.Heads(ctx, cfg.Name)
 	if err != nil {
-		return err
+		return tickLen, err
 	}
 	a.randMu.Lock()
 	offset := a.rand.IntN(1000)
+	jitter := time.Duration(a.rand.IntN(2000)) * time.Microsecond
 	a.randMu.Unlock()
 	paused := cfg.State != catalog.StateOpen
 	if a.breaker != nil {
@@ -161,34 +190,48 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config) error {
 		// for a paused queue, so the breaker gauge stays current.
 		open, err := a.breaker.Open(ctx)
 		if err != nil {
-			return err
+			return tickLen, err
 		}
 		a.metrics.observeBreaker(open)
 		paused = paused || open
 	}
 	res, err := a.line.Admit(ctx, cfg.Name, waitqueue.Tick{
-		Now:             a.now(),
+		Epoch:           a.epoch(),
 		TargetActive:    cfg.TargetActive,
 		MaxAdmitPerTick: cfg.MaxAdmitPerTick,
 		TickLength:      tickLen,
 		TokenTTL:        time.Duration(cfg.TokenTTLSeconds) * time.Second,
-		Watermark:       wm,
 		Paused:          paused,
 		Offset:          offset,
+		Admissions:      admissions,
+		Orders:          orders,
 	})
 	if err != nil {
-		return err
+		return tickLen, err
+	}
+	if res.Early {
+		// Another admitter ran this tick; come back when the next is due.
+		return min(res.Next, tickLen) + jitter, nil
 	}
 	a.metrics.observeTick(cfg, res, time.Since(start))
+	if res.Behind {
+		// The line has not applied every admission or order the streams
+		// hold (Redis lost writes, or the followers are a moment behind):
+		// nobody is admitted until it has. Ask the followers to look now.
+		kick()
+		return 20 * time.Millisecond, nil
+	}
 	if a.hooks.afterAdmit != nil {
 		if err := a.hooks.afterAdmit(cfg.Name); err != nil {
-			return hookError{err}
+			return tickLen, hookError{err}
 		}
 	}
-	if res.Admitted == 0 {
-		return nil
+	if res.Admitted > 0 {
+		if err := a.announce(ctx, cfg.Name); err != nil {
+			return tickLen, err
+		}
 	}
-	return a.announce(ctx, cfg.Name)
+	return min(max(res.Next, time.Millisecond), tickLen) + jitter, nil
 }
 
 // announce publishes the outbox with each token id as Nats-Msg-Id and trims
@@ -202,7 +245,7 @@ func (a *admitter) announce(ctx context.Context, q string) error {
 		}
 		futures := make([]jetstream.PubAckFuture, 0, len(pending))
 		for _, ad := range pending {
-			body, err := event.Marshal(ad.TokenID, event.TypeAdmitted, ad.User, ad.ReadyAt, event.Admitted{
+			body, err := event.Marshal(ad.TokenID, event.TypeAdmitted, ad.User, a.now(), event.Admitted{
 				Queue: ad.Queue, User: ad.User, Seq: ad.Seq, TokenID: ad.TokenID,
 				ReadyAt: ad.ReadyAt.UTC(), ExpiresAt: ad.ExpiresAt.UTC(),
 			})
@@ -252,4 +295,18 @@ func (a *admitter) announce(ctx context.Context, q string) error {
 			return nil
 		}
 	}
+}
+
+// dropIfClosedLong removes the line of a queue closed for longer than
+// keyspace.ClosedGrace: Redis holds only what is live.
+func (a *admitter) dropIfClosedLong(ctx context.Context, cfg catalog.Config) error {
+	since, err := a.line.ClosedSince(ctx, cfg.Name, cfg.State == catalog.StateClosed)
+	if err != nil || since.IsZero() || a.now().Sub(since) < keyspace.ClosedGrace {
+		return err
+	}
+	n, err := a.line.Drop(ctx, cfg.Name, true)
+	if err == nil && n > 0 {
+		a.log.Info("closed queue's line removed from Redis", "queue", cfg.Name, "keys", n, "closedSince", since)
+	}
+	return err
 }

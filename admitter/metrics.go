@@ -23,11 +23,19 @@ type metrics struct {
 	rate         *prometheus.GaugeVec
 	breakerOpen  prometheus.Gauge
 	announced    prometheus.Counter
-	ingested     prometheus.Counter
+	// The followers (per queue and stream: entries, admissions, orders).
+	applied *prometheus.CounterVec // events applied to the line
+	behind  *prometheus.GaugeVec   // events in the stream not yet delivered to this follower
+	stalled *prometheus.GaugeVec   // seconds the follower has been unable to apply its next batch
+	rewinds *prometheus.CounterVec // times Redis turned out to have lost writes and the gap was replayed
+	// behindTicks counts ticks that admitted nobody because the line had
+	// not applied every admission or order the streams hold.
+	behindTicks *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
 	q := []string{"queue"}
+	qs := []string{"queue", "stream"}
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		tickDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -46,10 +54,24 @@ func newMetrics() *metrics {
 			Name: "usher_payment_breaker_shared_open", Help: "1 while the shared payment breaker is open and admission is held back.",
 		}),
 		announced: prometheus.NewCounter(prometheus.CounterOpts{Name: "usher_admissions_announced_total", Help: "Admission events stored in USHER_ADMISSIONS."}),
-		ingested:  prometheus.NewCounter(prometheus.CounterOpts{Name: "usher_joins_ingested_total", Help: "Join events moved into Redis."}),
+		applied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usher_projection_applied_total", Help: "Stream events applied to the Redis line by this admitter's followers.",
+		}, qs),
+		behind: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "usher_projection_pending_events", Help: "Events of the queue in the stream not yet delivered to this admitter's follower.",
+		}, qs),
+		stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "usher_projection_stalled_seconds", Help: "How long the follower has been unable to apply its next events (what holds admission back).",
+		}, qs),
+		rewinds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usher_projection_rewinds_total", Help: "Times Redis turned out to have lost writes and the follower replayed the gap.",
+		}, qs),
+		behindTicks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usher_admission_ticks_behind_total", Help: "Ticks that admitted nobody because the line had not applied every admission and order the streams hold.",
+		}, q),
 	}
 	m.reg.MustRegister(m.tickDuration, m.admitted, m.expired, m.waiting, m.active, m.target, m.rate, m.breakerOpen,
-		m.announced, m.ingested,
+		m.announced, m.applied, m.behind, m.stalled, m.rewinds, m.behindTicks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -62,6 +84,9 @@ func (m *metrics) observeTick(cfg catalog.Config, r waitqueue.TickResult, d time
 	m.active.WithLabelValues(cfg.Name).Set(float64(r.Active))
 	m.target.WithLabelValues(cfg.Name).Set(float64(cfg.TargetActive))
 	m.rate.WithLabelValues(cfg.Name).Set(r.AdmitRatePerSec)
+	if r.Behind {
+		m.behindTicks.WithLabelValues(cfg.Name).Inc()
+	}
 }
 
 func (m *metrics) observeBreaker(open bool) {

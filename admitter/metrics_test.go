@@ -13,7 +13,8 @@ import (
 
 // After shoppers are admitted, the admitter's /metrics has the issue's
 // names (waiting, active, admitted, admission rate, tick duration, breaker
-// state, consumer lag) labelled by queue only, never by shopper.
+// state, what the followers applied and have still to apply) labelled by
+// queue (and stream) only, never by shopper.
 func TestMetricsAfterAdmissions(t *testing.T) {
 	w := newWorld(t, cfg(5, 20, 300))
 	port, err := testenv.FreePort()
@@ -41,19 +42,19 @@ func TestMetricsAfterAdmissions(t *testing.T) {
 	var s testenv.Series
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		s = testenv.Scrape(t, "http://"+addr+"/metrics")
-		_, ok := s["usher_consumer_pending_messages"]
+		_, ok := s["usher_projection_pending_events"]
 		return ok
-	}, "usher_consumer_pending_messages never appeared")
-	forbidden := append([]string{fmt.Sprintf("%s:%d", w.queue, seqs[0])}, users...)
+	}, "usher_projection_pending_events never appeared")
+	forbidden := append([]string{fmt.Sprintf("%s:", w.queue) + fmt.Sprint(seqs[0])}, users...)
 	s.Check(t, []string{
 		"usher_waiting", "usher_active", "usher_target_active", "usher_admitted_total",
 		"usher_admission_rate_per_second", "usher_admission_tick_duration_seconds",
-		"usher_payment_breaker_shared_open", "usher_admissions_announced_total", "usher_joins_ingested_total",
-		"usher_consumer_pending_messages", "usher_consumer_ack_pending_messages",
+		"usher_payment_breaker_shared_open", "usher_admissions_announced_total",
+		"usher_projection_applied_total", "usher_projection_pending_events",
 	}, forbidden...)
-	for _, ls := range s["usher_consumer_pending_messages"] {
-		if got, want := ls["stream"]+"/"+ls["consumer"], "USHER_ENTRIES/admitter"; got != want {
-			t.Errorf("consumer lag of %s, want %s", got, want)
+	for _, ls := range s["usher_projection_applied_total"] {
+		if ls["queue"] != w.queue || (ls["stream"] != "entries" && ls["stream"] != "admissions") {
+			t.Errorf("projection metric labelled %v, want the queue and a stream", ls)
 		}
 	}
 }

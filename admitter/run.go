@@ -2,16 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
 	"usher/shared/bus"
 	"usher/shared/catalog"
+	"usher/shared/clock"
 	"usher/shared/config"
 	"usher/shared/event"
 	"usher/shared/opshttp"
@@ -48,28 +51,37 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	}
 	defer rdb.Close()
 	line := waitqueue.New(rdb)
-	m := newMetrics()
-	in, err := newIngester(ctx, log, js, line, s.batch)
+	line.SetTombstoneTTL(s.tombstones)
+	clk := clock.New(line, s.local, log)
+	if err := clk.Sync(ctx); err != nil {
+		return err
+	}
+	ids, err := bus.NewIdentities(ctx, js, log)
 	if err != nil {
 		return err
 	}
-	in.observed = func(n int) { m.ingested.Add(float64(n)) }
-	m.reg.MustRegister(bus.NewLagCollector(event.StreamEntries, ingestConsumer, in.cons, time.Second))
+	streams := &streamHeads{Identities: ids, js: js}
+	// Before the followers, admission had one durable consumer; it holds
+	// nothing anyone needs any more.
+	if err := js.DeleteConsumer(ctx, event.StreamEntries, "admitter"); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		log.Warn("remove the old ingest consumer", "err", err)
+	}
+	m := newMetrics()
 	adm := &admitter{
-		log: log, queues: queues, line: line, events: js, watermark: in, breaker: paybreaker.New(rdb),
-		now: time.Now, rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x61646d)),
-		hooks: h, metrics: m,
+		log: log, queues: queues, line: line, js: js, events: js, streams: streams, breaker: paybreaker.New(rdb),
+		now: clk.Now, rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x61646d)),
+		orderHold: s.orderHold, hooks: h, metrics: m,
 	}
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.addr, err)
 	}
 	mux := opshttp.Mux(m.reg, opshttp.All(opshttp.NATS(nc), opshttp.Redis(rdb)))
-	log.Info("admitter running", "addr", ln.Addr().String(), "nats", s.natsURLs)
-
+	log.Info("admitter running", "addr", ln.Addr().String(), "nats", s.natsURLs, "epoch", streams.Epoch())
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return queues.Run(ctx) })
-	g.Go(func() error { return in.Run(ctx) })
+	g.Go(func() error { return clk.Run(ctx, time.Second) })
+	g.Go(func() error { return streams.Run(ctx, 5*time.Second) })
 	g.Go(func() error { return adm.Run(ctx) })
 	g.Go(func() error { return opshttp.Serve(ctx, ln, mux, s.shutdown) })
 	return g.Wait()

@@ -51,6 +51,12 @@ type api struct {
 	ips         clientIPs
 	http        httpLimits
 	notifierURL string
+	// epoch is the entries stream's identity (see bus.Identities): tickets
+	// and token ids carry it.
+	epoch func() string
+	// orderHold is how long a requested order holds its admission slot:
+	// the order's deadline and a margin for its last payment try.
+	orderHold time.Duration
 	pageCSS     string // a shop's stylesheet for the waiting-room page
 	now         func() time.Time
 	ready       func(context.Context) error
@@ -119,12 +125,17 @@ func (a *api) app() *fiber.App {
 }
 
 // writeError is the one place where errors become responses: a Problem is
-// sent as it is, a fiber error keeps its status, anything else is logged
-// and answered with a 500 that reveals nothing.
+// sent as it is, a fiber error keeps its status, a dependency that failed
+// (unavailable) is logged with its cause and answered 503, anything else is
+// logged and answered with a 500 that reveals nothing.
 func (a *api) writeError(c *fiber.Ctx, err error) error {
 	var p problem.Problem
 	var fe *fiber.Error
+	var un unavailableError
 	switch {
+	case errors.As(err, &un):
+		a.log.Warn("request failed: dependency unavailable", "method", methodLabel(c.Method()), "route", c.Route().Path, "err", un.cause)
+		p = un.p
 	case errors.As(err, &p):
 	case errors.As(err, &fe):
 		p = problem.New(fe.Code, slugOf(fe.Code), fe.Message)
@@ -148,7 +159,10 @@ func (a *api) writeError(c *fiber.Ctx, err error) error {
 func statusOf(err error) int {
 	var p problem.Problem
 	var fe *fiber.Error
+	var un unavailableError
 	switch {
+	case errors.As(err, &un):
+		return un.p.Status
 	case errors.As(err, &p):
 		return p.Status
 	case errors.As(err, &fe):

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"usher/shared/config"
+	"usher/shared/keyspace"
 )
 
 type settings struct {
@@ -25,6 +26,9 @@ type settings struct {
 	logLevel       string
 	shutdown       time.Duration
 	protect        protectSettings
+	orderHold      time.Duration
+	tombstones     time.Duration
+	local          func() time.Time
 }
 
 // loadSettings reads the gateway's environment; every problem is reported
@@ -49,6 +53,9 @@ func loadSettings(env *config.Env) (settings, error) {
 		logLevel:       env.String("USHER_LOG_LEVEL", "info"),
 		shutdown:       env.Duration("USHER_SHUTDOWN_TIMEOUT", 5*time.Second),
 		protect:        loadProtectSettings(env),
+		orderHold:      env.Duration("USHER_ORDER_HOLD", 90*time.Second),
+		tombstones:     env.Duration("USHER_TOMBSTONE_TTL", keyspace.TombstoneTTL),
+		local:          env.LocalClock(),
 	}
 	return s, env.Err()
 }

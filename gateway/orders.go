@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"time"
 	"io"
 	"strconv"
 	"strings"
@@ -111,11 +113,46 @@ func (a *api) entryToken(c *fiber.Ctx, user string) (token.Claims, catalog.Confi
 		return claims, catalog.Config{}, problem.New(fiber.StatusForbidden, "token-not-yours", "the entry token was issued to another user")
 	}
 	cfg, ok := a.queues.Get(claims.Queue)
-	q, _, idOK := waitqueue.ParseTokenID(claims.ID)
+	q, epoch, _, idOK := waitqueue.ParseTokenID(claims.ID)
 	if !ok || !idOK || q != claims.Queue {
 		return claims, cfg, problem.New(fiber.StatusUnauthorized, "invalid-token", "the entry token names no queue usher knows")
 	}
+	if epoch != a.epoch() {
+		return claims, cfg, problem.New(fiber.StatusUnauthorized, "invalid-token", "the entry token is for a line that has been reset")
+	}
 	return claims, cfg, nil
+}
+
+// claim takes the token for the order at this moment, on the line's clock:
+// the order is judged at its request, whatever backlog follows. It returns
+// when the token was claimed (the order's request time).
+func (a *api) claim(ctx context.Context, claims token.Claims, orderID string) (time.Time, error) {
+	q, _, seq, _ := waitqueue.ParseTokenID(claims.ID)
+	cl, err := a.line.Claim(ctx, q, seq, claims.ID, orderID, a.orderHold)
+	if err != nil {
+		return time.Time{}, unavailable(err, "the order could not be recorded; retry with the same token")
+	}
+	switch cl.Outcome {
+	case waitqueue.Redeemed:
+		return cl.At, nil
+	case waitqueue.RedeemEarly:
+		p := problem.New(fiber.StatusTooEarly, "token-not-ready", "the entry token is not valid yet; wait for READY")
+		p.RetryAfter = 1
+		return cl.At, p
+	case waitqueue.RedeemExpired:
+		return cl.At, problem.New(fiber.StatusUnauthorized, "token-expired", "the entry token has expired")
+	case waitqueue.RedeemLeft:
+		return cl.At, problem.New(fiber.StatusConflict, "token-left", "the shopper left the line with this token; it can no longer order")
+	case waitqueue.RedeemConflict:
+		return cl.At, problem.New(fiber.StatusConflict, "order-conflict", "this entry token was already used for another order")
+	default:
+		// Valid signature, but the line holds no admission for it: Redis
+		// lost it and is healing from the streams (seconds), or the token
+		// was minted outside the line. Either way: not now.
+		a.log.Warn("order with a token the line does not hold", "queue", q, "seq", seq)
+		return cl.At, problem.Problem{Type: "https://usher.dev/problems/token-unconfirmed", Title: "Service Unavailable",
+			Status: fiber.StatusServiceUnavailable, Detail: "the admission of this token cannot be confirmed right now; retry in a moment", RetryAfter: 1}
+	}
 }
 
 // placeOrder takes an order for the shopper's entry token. It answers from
@@ -146,6 +183,22 @@ func (a *api) placeOrder(c *fiber.Ctx) error {
 	}
 	id := orders.ID(claims.ID)
 	ctx := c.UserContext()
+	// A final order is answered as it stands, long after its token's
+	// admission has left Redis.
+	if rec, found, err := a.orders.Get(ctx, id); err != nil {
+		return err
+	} else if found && rec.Status.Final() {
+		if rec.Fingerprint != orders.Fingerprint(sku, quantity) || rec.Owner != user {
+			return problem.New(fiber.StatusConflict, "order-conflict", "this entry token was already used for an order with another body")
+		}
+		c.Set(fiber.HeaderLocation, "/v1/orders/"+id)
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		return c.Status(fiber.StatusOK).JSON(viewOfRecord(rec))
+	}
+	requestedAt, err := a.claim(ctx, claims, id)
+	if err != nil {
+		return err
+	}
 	outcome, rec, err := a.orders.Create(ctx, orders.Record{ID: id, Owner: user, Fingerprint: orders.Fingerprint(sku, quantity),
 		Queue: cfg.Name, SKU: sku, Quantity: quantity})
 	if err != nil {
@@ -157,16 +210,15 @@ func (a *api) placeOrder(c *fiber.Ctx) error {
 	if rec.Status == orders.Pending {
 		// Published on every submit while pending: a publish that failed
 		// before is retried this way, and the stream drops the repeats.
-		body, err := event.Marshal(id, event.TypeOrderRequested, user, a.now(), event.OrderRequested{
+		body, err := event.Marshal(id, event.TypeOrderRequested, user, requestedAt, event.OrderRequested{
 			OrderID: id, TokenID: claims.ID, Queue: cfg.Name, User: user, SKU: sku, Quantity: quantity,
-			TokenExpiresAt: claims.ExpiresAt.UTC(), RequestedAt: a.now().UTC(),
+			TokenExpiresAt: claims.ExpiresAt.UTC(), RequestedAt: requestedAt.UTC(),
 		})
 		if err != nil {
 			return err
 		}
-		if _, err := a.events.Publish(ctx, event.OrderRequestedSubject, body, jetstream.WithMsgID(id)); err != nil {
-			return problem.Problem{Type: "https://usher.dev/problems/unavailable", Title: "Service Unavailable",
-				Status: fiber.StatusServiceUnavailable, Detail: "the order could not be recorded; retry with the same token", RetryAfter: 1}
+		if _, err := a.events.Publish(ctx, event.OrderRequestedSubject(cfg.Name), body, jetstream.WithMsgID(id)); err != nil {
+			return unavailable(fmt.Errorf("publish order %s: %w", id, err), "the order could not be recorded; retry with the same token")
 		}
 	}
 	status := fiber.StatusOK
@@ -219,9 +271,7 @@ func (a *api) putStock(c *fiber.Ctx) error {
 		return problem.New(fiber.StatusBadRequest, "invalid-body", "unexpected data after the JSON object")
 	}
 	if err := a.stock.SetStock(c.UserContext(), sku, *body.Available); err != nil {
-		a.log.Error("set stock", "sku", sku, "err", err)
-		return problem.Problem{Type: "https://usher.dev/problems/unavailable", Title: "Service Unavailable",
-			Status: fiber.StatusServiceUnavailable, Detail: "the stock could not be stored; retry", RetryAfter: 1}
+		return unavailable(fmt.Errorf("set stock %s: %w", sku, err), "the stock could not be stored; retry")
 	}
 	return c.JSON(fiber.Map{"sku": sku, "available": *body.Available})
 }

@@ -13,6 +13,7 @@ import (
 
 	"usher/shared/bus"
 	"usher/shared/catalog"
+	"usher/shared/clock"
 	"usher/shared/config"
 	"usher/shared/opshttp"
 	"usher/shared/orders"
@@ -72,7 +73,16 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// Joins and polls are single script calls; batching coalesces the
 	// concurrent ones into pipelines.
 	line := waitqueue.New(rdb)
+	line.SetTombstoneTTL(s.tombstones)
 	line.EnableBatching()
+	clk := clock.New(line, s.local, log)
+	if err := clk.Sync(ctx); err != nil {
+		return err
+	}
+	ids, err := bus.NewIdentities(ctx, js, log)
+	if err != nil {
+		return err
+	}
 	api := &api{
 		log:         log,
 		queues:      queues,
@@ -85,11 +95,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		adminToken:  []byte(s.adminToken),
 		notifierURL: s.notifierURL,
 		pageCSS:     s.pageCSS,
-		now:         time.Now,
+		now:         clk.Now,
+		epoch:       ids.Epoch,
+		orderHold:   s.orderHold,
 		rand:        rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x75736865)),
 		ready:       opshttp.All(opshttp.NATS(nc), opshttp.Redis(rdb)),
 	}
-	users, refreshUsers, err := newUserAuth(s.protect.users, time.Now, log)
+	users, refreshUsers, err := newUserAuth(s.protect.users, clk.Now, log)
 	if err != nil {
 		return err
 	}
@@ -101,6 +113,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return queues.Run(ctx) })
+	g.Go(func() error { return clk.Run(ctx, time.Second) })
+	g.Go(func() error { return ids.Run(ctx, 5*time.Second) })
 	g.Go(func() error { return line.RunBatches(ctx, s.redisPipelines) })
 	g.Go(func() error { return opshttp.ServeProfiles(ctx, s.pprofAddr) })
 	if refreshUsers != nil {

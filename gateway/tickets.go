@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
 	"strconv"
 	"time"
@@ -89,6 +90,7 @@ func (a *api) join(c *fiber.Ctx) error {
 		return problem.New(fiber.StatusGone, "queue-closed", "queue "+cfg.Name+" is closed")
 	}
 	ctx := c.UserContext()
+	epoch := a.epoch()
 	prev, st, found, err := a.line.Lookup(ctx, cfg.Name, user)
 	if err != nil {
 		return err
@@ -98,36 +100,44 @@ func (a *api) join(c *fiber.Ctx) error {
 		if err != nil {
 			return err
 		}
-		return a.answer(c, fiber.StatusOK, cfg, ticket.Ticket{Queue: cfg.Name, User: user, Seq: e.Seq}, e)
+		return a.answer(c, fiber.StatusOK, cfg, ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: e.Seq}, e)
 	}
 	// The id names this user's attempt after their previous entry, so two
 	// concurrent joins (a double click) dedupe to one place in line.
 	id := cfg.Name + "/" + user + "/" + strconv.FormatUint(prev, 10)
-	body, err := event.Marshal(id, event.TypeJoined, user, a.now(), event.Joined{Queue: cfg.Name, User: user, JoinedAt: a.now().UTC()})
+	body, err := event.Marshal(id, event.TypeJoined, user, a.now(), event.Joined{Queue: cfg.Name, User: user,
+		JoinedAt: a.now().UTC(), Prev: prev})
 	if err != nil {
 		return err
 	}
 	ack, err := a.events.Publish(ctx, event.EnterSubject(cfg.Name), body, jetstream.WithMsgID(id))
 	if err != nil {
-		return problem.Problem{Type: "https://usher.dev/problems/unavailable", Title: "Service Unavailable",
-			Status: fiber.StatusServiceUnavailable, Detail: "the line could not record the join; retry", RetryAfter: 1}
+		return unavailable(fmt.Errorf("publish join to %s: %w", cfg.Name, err), "the line could not record the join; retry")
 	}
 	a.metrics.joins.Inc()
-	// The admitter ingests the event too (and is what guarantees it); doing
-	// it here as well lets the answer carry the exact place in line.
-	e, err := a.line.Ingest(ctx, cfg.Name, ack.Sequence, user)
-	if err != nil {
+	// The admitter's follower applies the event too (and is what
+	// guarantees it); doing it here as well lets the answer carry the
+	// exact place in line.
+	e, err := a.line.Ingest(ctx, cfg.Name, epoch, ack.Sequence, user, prev)
+	switch {
+	case errors.Is(err, waitqueue.ErrStale), errors.Is(err, waitqueue.ErrConflict):
+		// The entries stream was recreated and this gateway or the line
+		// has not caught up yet: the join is recorded; the follower puts
+		// it in line. Ask the shopper to come back in a moment.
+		return unavailable(err, "the line is being reset; retry in a moment")
+	case err != nil:
 		return err
 	}
 	status := fiber.StatusAccepted
 	if ack.Duplicate || e.Seq != ack.Sequence {
 		status = fiber.StatusOK
 	}
-	return a.answer(c, status, cfg, ticket.Ticket{Queue: cfg.Name, User: user, Seq: e.Seq}, e)
+	return a.answer(c, status, cfg, ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: e.Seq}, e)
 }
 
 // ticketOf checks the ticket in the path: forged or garbled → 401, a
-// ticket of another queue → 404.
+// ticket of another queue → 404, of a line that was reset since (the
+// entries stream was recreated) → 410.
 func (a *api) ticketOf(c *fiber.Ctx, cfg catalog.Config) (ticket.Ticket, error) {
 	t, err := a.tickets.Parse(c.Params("ticket"))
 	if err != nil {
@@ -136,8 +146,36 @@ func (a *api) ticketOf(c *fiber.Ctx, cfg catalog.Config) (ticket.Ticket, error) 
 	if t.Queue != cfg.Name {
 		return t, problem.New(fiber.StatusNotFound, "ticket-not-found", "the ticket belongs to another queue")
 	}
+	if t.Epoch != a.epoch() {
+		return t, problem.New(fiber.StatusGone, "ticket-stale", "the line this ticket was for has been reset; join again")
+	}
 	return t, nil
 }
+
+// ofTicket checks that the entry Redis holds for the ticket's sequence is
+// the ticket's user's (it always is, unless the line was reset under it).
+func ofTicket(t ticket.Ticket, e waitqueue.Entry) error {
+	if e.User != "" && e.User != t.User {
+		return problem.New(fiber.StatusNotFound, "ticket-not-found", "no entry of this ticket's user at this place")
+	}
+	return nil
+}
+
+// unavailable answers 503 (retry) for a failure of the broker or the line,
+// logged once by writeError with its cause.
+func unavailable(cause error, detail string) error {
+	return unavailableError{cause: cause, p: problem.Problem{Type: "https://usher.dev/problems/unavailable",
+		Title: "Service Unavailable", Status: fiber.StatusServiceUnavailable, Detail: detail, RetryAfter: 1}}
+}
+
+// unavailableError is a 503 with the failure behind it.
+type unavailableError struct {
+	cause error
+	p     problem.Problem
+}
+
+func (u unavailableError) Error() string { return u.cause.Error() }
+func (u unavailableError) Unwrap() error { return u.cause }
 
 // poll tells a shopper where they stand. It costs one signature check and
 // one Redis round trip.
@@ -152,6 +190,9 @@ func (a *api) poll(c *fiber.Ctx) error {
 	}
 	e, err := a.line.Poll(c.UserContext(), cfg.Name, t.Seq)
 	if err != nil {
+		return err
+	}
+	if err := ofTicket(t, e); err != nil {
 		return err
 	}
 	a.metrics.polls.Inc()
@@ -176,8 +217,7 @@ func (a *api) leave(c *fiber.Ctx) error {
 		return err
 	}
 	if _, err := a.events.Publish(ctx, event.LeaveSubject(cfg.Name), body, jetstream.WithMsgID(id)); err != nil {
-		return problem.Problem{Type: "https://usher.dev/problems/unavailable", Title: "Service Unavailable",
-			Status: fiber.StatusServiceUnavailable, Detail: "the leave could not be recorded; retry", RetryAfter: 1}
+		return unavailable(fmt.Errorf("publish leave to %s: %w", cfg.Name, err), "the leave could not be recorded; retry")
 	}
 	if _, err := a.line.Leave(ctx, cfg.Name, t.Seq, t.User); err != nil {
 		return err
@@ -192,6 +232,12 @@ func (a *api) answer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Tick
 	p := place{Ticket: str, Queue: cfg.Name, Waiting: e.Waiting, Events: a.eventsURL(cfg.Name, str)}
 	now := a.now()
 	switch e.Status {
+	case waitqueue.Gone:
+		// Finished long enough ago that Redis forgot how.
+		p.Status = statusExpired
+		if cfg.State == catalog.StateClosed {
+			p.Status, p.Reason = statusClosed, closedReason(cfg)
+		}
 	case waitqueue.Unknown, waitqueue.Waiting:
 		p.Status = statusWaiting
 		p.Position = e.Position

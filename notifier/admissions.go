@@ -52,7 +52,7 @@ func admissionHandler(log *slog.Logger, h *hub) nats.MsgHandler {
 
 // ordersSubject is every order event; the notifier acts on the finished
 // ones. Like admissions, one core subscription per notifier.
-const ordersSubject = "usher.order.>"
+var ordersSubject = event.OrderSubjects(event.All)
 
 // decodeFinished reads an order's final event and returns the entry it used.
 // ok is false for other order events (a request), which are not errors.
@@ -68,7 +68,7 @@ func decodeFinished(data []byte) (q string, seq uint64, ok bool, err error) {
 	if err := json.Unmarshal(env.Data, &f); err != nil {
 		return "", 0, false, err
 	}
-	q, seq, ok = waitqueue.ParseTokenID(f.TokenID)
+	q, _, seq, ok = waitqueue.ParseTokenID(f.TokenID)
 	if !ok || q != f.Queue || !catalog.ValidName(q) {
 		return "", 0, false, fmt.Errorf("order event with token id %q", f.TokenID)
 	}

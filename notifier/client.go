@@ -147,7 +147,7 @@ func (c *client) apply(e waitqueue.Entry) {
 		c.mu.Unlock()
 	case waitqueue.Admitted:
 		c.admit(admission{tokenID: e.TokenID, readyAt: e.ReadyAt, expiresAt: e.ExpiresAt})
-	case waitqueue.Expired:
+	case waitqueue.Expired, waitqueue.Gone:
 		c.finish(ending{event: "expired"})
 	case waitqueue.Used:
 		c.finish(ending{"closed", "used"})

@@ -22,6 +22,7 @@ type settings struct {
 	corsOrigins    []string
 	logLevel       string
 	shutdown       time.Duration
+	local          func() time.Time
 	timing         timing
 }
 
@@ -48,6 +49,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		corsOrigins:    env.List("USHER_NOTIFIER_CORS_ORIGINS", "*"),
 		logLevel:       env.String("USHER_LOG_LEVEL", "info"),
 		shutdown:       env.Duration("USHER_SHUTDOWN_TIMEOUT", 5*time.Second),
+		local:          env.LocalClock(),
 		timing: timing{
 			positions:    env.Duration("USHER_NOTIFIER_POSITION_INTERVAL", time.Second),
 			heartbeat:    env.Duration("USHER_NOTIFIER_HEARTBEAT", 15*time.Second),

@@ -12,6 +12,7 @@ import (
 
 	"usher/shared/bus"
 	"usher/shared/catalog"
+	"usher/shared/clock"
 	"usher/shared/config"
 	"usher/shared/opshttp"
 	"usher/shared/ticket"
@@ -56,8 +57,16 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer rdb.Close()
 	wq := waitqueue.New(rdb)
+	clk := clock.New(wq, s.local, log)
+	if err := clk.Sync(ctx); err != nil {
+		return err
+	}
+	ids, err := bus.NewIdentities(ctx, js, log)
+	if err != nil {
+		return err
+	}
 	m := newMetrics()
-	h := newHub(log, wq, queues, time.Now, s.timing, m)
+	h := newHub(log, wq, queues, clk.Now, s.timing, m)
 
 	sub, err := nc.Subscribe(admissionsSubject, admissionHandler(log, h))
 	if err != nil {
@@ -84,14 +93,16 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	mux := opshttp.Mux(m.reg, opshttp.All(opshttp.NATS(nc), opshttp.Redis(rdb)))
 	st := &streams{
-		log: log, hub: h, line: wq, queues: queues, tickets: tickets, keys: keys,
-		origins: s.corsOrigins, now: time.Now, timing: s.timing, metrics: m,
+		log: log, hub: h, line: wq, queues: queues, tickets: tickets, epoch: ids.Epoch, keys: keys,
+		origins: s.corsOrigins, now: clk.Now, timing: s.timing, metrics: m,
 	}
 	st.routes(mux)
 	log.Info("notifier listening", "addr", ln.Addr().String(), "nats", s.natsURLs)
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return queues.Run(ctx) })
+	g.Go(func() error { return clk.Run(ctx, time.Second) })
+	g.Go(func() error { return ids.Run(ctx, 5*time.Second) })
 	g.Go(func() error { return h.Run(ctx) })
 	g.Go(func() error { return opshttp.Serve(ctx, ln, mux, s.shutdown) })
 	return g.Wait()

@@ -23,6 +23,7 @@ type streams struct {
 	line    line
 	queues  queueStates
 	tickets *ticket.Signer
+	epoch   func() string // the entries stream's identity, as tickets carry it
 	keys    *token.Keyring
 	origins []string // allowed CORS origins; "*" allows any
 	now     func() time.Time
@@ -108,6 +109,10 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, problem.New(http.StatusNotFound, "ticket-not-found", "the ticket belongs to another queue"))
 		return
 	}
+	if t.Epoch != s.epoch() {
+		problem.Write(w, problem.New(http.StatusGone, "ticket-stale", "the line this ticket was for has been reset; join again"))
+		return
+	}
 	ctx := r.Context()
 	// Register before reading Redis: an admission event that lands between
 	// the read and the registration would otherwise be lost to this client.
@@ -128,6 +133,10 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Retry-After", "1")
 		problem.Write(w, problem.New(http.StatusServiceUnavailable, "unavailable", "the line could not be read; retry"))
+		return
+	}
+	if e.User != "" && e.User != t.User {
+		problem.Write(w, problem.New(http.StatusNotFound, "ticket-not-found", "no entry of this ticket's user at this place"))
 		return
 	}
 	c.apply(e)

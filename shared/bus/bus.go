@@ -6,7 +6,7 @@
 //
 //	USHER_ENTRIES     usher.enter.<q>, usher.leave.<q>   7 days, dedup 2 min
 //	USHER_ADMISSIONS  usher.admitted.<q>                 7 days, dedup 2 min
-//	USHER_ORDERS      usher.order.>                      30 days, dedup 2 min
+//	USHER_ORDERS      usher.order.<kind>.<q>             30 days, dedup 2 min
 //	USHER_OPS         usher.ops.>                        365 days
 //
 // Seven days covers a drop and its post-mortem: ops can replay or rebuild a
@@ -17,6 +17,9 @@ package bus
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sync"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,11 +47,12 @@ func Connect(urls []string, name string) (*nats.Conn, error) {
 // Streams returns the names, subjects and retention of usher's streams.
 func Streams() []jetstream.StreamConfig {
 	day := 24 * time.Hour
+	subj := event.StreamSubjects()
 	return []jetstream.StreamConfig{
-		{Name: event.StreamEntries, Subjects: []string{"usher.enter.*", "usher.leave.*"}, MaxAge: 7 * day},
-		{Name: event.StreamAdmissions, Subjects: []string{"usher.admitted.*"}, MaxAge: 7 * day},
-		{Name: event.StreamOrders, Subjects: []string{"usher.order.>"}, MaxAge: 30 * day},
-		{Name: event.StreamOps, Subjects: []string{"usher.ops.>"}, MaxAge: 365 * day},
+		{Name: event.StreamEntries, Subjects: subj[event.StreamEntries], MaxAge: 7 * day},
+		{Name: event.StreamAdmissions, Subjects: subj[event.StreamAdmissions], MaxAge: 7 * day},
+		{Name: event.StreamOrders, Subjects: subj[event.StreamOrders], MaxAge: 30 * day},
+		{Name: event.StreamOps, Subjects: subj[event.StreamOps], MaxAge: 365 * day},
 	}
 }
 
@@ -85,3 +89,76 @@ func Open(ctx context.Context, urls []string, name string, replicas int) (*nats.
 	}
 	return nc, js, nil
 }
+
+// StreamID is the identity of one incarnation of a stream: its creation
+// time in microseconds, base 36. A stream deleted and created again starts
+// its sequences at 1 again; its new identity keeps the new sequences (and
+// every token id and order id derived from them) apart from the old ones.
+func StreamID(ctx context.Context, js jetstream.JetStream, name string) (string, error) {
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		return "", fmt.Errorf("stream %s: %w", name, err)
+	}
+	return strconv.FormatInt(st.CachedInfo().Created.UnixMicro(), 36), nil
+}
+
+// Identities keeps the identities of usher's streams (see StreamID)
+// current in a long-running process: an operator who deletes and recreates
+// a stream gives it a new identity, which every process sees within a
+// refresh. It is safe for concurrent use.
+type Identities struct {
+	js  jetstream.JetStream
+	log *slog.Logger
+
+	mu  sync.RWMutex
+	ids map[string]string
+}
+
+// NewIdentities reads the identity of every stream.
+func NewIdentities(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*Identities, error) {
+	i := &Identities{js: js, log: log, ids: map[string]string{}}
+	return i, i.refresh(ctx)
+}
+
+func (i *Identities) refresh(ctx context.Context) error {
+	for _, cfg := range Streams() {
+		id, err := StreamID(ctx, i.js, cfg.Name)
+		if err != nil {
+			return err
+		}
+		i.mu.Lock()
+		if old := i.ids[cfg.Name]; old != "" && old != id {
+			i.log.Warn("stream recreated: it has a new identity", "stream", cfg.Name, "was", old, "now", id)
+		}
+		i.ids[cfg.Name] = id
+		i.mu.Unlock()
+	}
+	return nil
+}
+
+// Run refreshes the identities every interval until ctx ends.
+func (i *Identities) Run(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := i.refresh(ctx); err != nil && ctx.Err() == nil {
+			i.log.Warn("refresh stream identities", "err", err)
+		}
+	}
+}
+
+// Of returns the identity of stream name.
+func (i *Identities) Of(name string) string {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	return i.ids[name]
+}
+
+// Epoch is the identity of USHER_ENTRIES: the sequence space of places in
+// line, carried by every ticket and token id.
+func (i *Identities) Epoch() string { return i.Of(event.StreamEntries) }

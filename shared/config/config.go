@@ -148,3 +148,21 @@ func Logger(w io.Writer, level string) (*slog.Logger, error) {
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
+
+// LocalClock returns the host's clock shifted by USHER_FAULT_CLOCK_OFFSET (a
+// Go duration, possibly negative; unset: none). The fault suite sets it to
+// put one service's clock minutes off; no decision depends on the local
+// clock (every service follows Redis's, see package clock), so nothing else
+// should.
+func (e *Env) LocalClock() func() time.Time {
+	v := e.lookup("USHER_FAULT_CLOCK_OFFSET")
+	if v == "" {
+		return time.Now
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("USHER_FAULT_CLOCK_OFFSET=%q: want a duration such as -2m", v))
+		return time.Now
+	}
+	return func() time.Time { return time.Now().Add(d) }
+}

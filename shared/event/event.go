@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -38,11 +39,74 @@ const (
 // Source is the CloudEvents source of every event usher publishes.
 const Source = "usher"
 
+// Subjects. Every subject usher uses is spelled here and nowhere else; a
+// queue's events carry the queue as the last token, so a consumer (and a
+// permission) can select one queue or all of them with a wildcard ("*").
+const (
+	enterPrefix    = "usher.enter."
+	leavePrefix    = "usher.leave."
+	admittedPrefix = "usher.admitted."
+	// order subjects: usher.order.<requested|completed|failed>.<queue>
+	orderRequestedPrefix = "usher.order.requested."
+	orderCompletedPrefix = "usher.order.completed."
+	orderFailedPrefix    = "usher.order.failed."
+)
+
+// All is the queue token that matches every queue in a subject.
+const All = "*"
+
 // EnterSubject is where a shopper's join to queue q is published.
-func EnterSubject(q string) string { return "usher.enter." + q }
+func EnterSubject(q string) string { return enterPrefix + q }
+
+// LeaveSubject is where a shopper's leaving queue q is published.
+func LeaveSubject(q string) string { return leavePrefix + q }
 
 // AdmittedSubject is where the admission of a shopper to queue q is published.
-func AdmittedSubject(q string) string { return "usher.admitted." + q }
+func AdmittedSubject(q string) string { return admittedPrefix + q }
+
+// OrderRequestedSubject is where an order of queue q is requested.
+func OrderRequestedSubject(q string) string { return orderRequestedPrefix + q }
+
+// OrderCompletedSubject is where a PAID order of queue q is announced.
+func OrderCompletedSubject(q string) string { return orderCompletedPrefix + q }
+
+// OrderFailedSubject is where a FAILED or REJECTED order of queue q is announced.
+func OrderFailedSubject(q string) string { return orderFailedPrefix + q }
+
+// OrderSubjects matches every order event of queue q (All: of every queue).
+func OrderSubjects(q string) string { return "usher.order.*." + q }
+
+// QueueOf returns the queue a subject of a queue's event names, and false
+// for any other subject.
+func QueueOf(subject string) (string, bool) {
+	i := strings.LastIndexByte(subject, '.')
+	if i < 0 || !strings.HasPrefix(subject, "usher.") {
+		return "", false
+	}
+	return subject[i+1:], true
+}
+
+// IsEnter and IsLeave tell the two kinds of USHER_ENTRIES events apart.
+func IsEnter(subject string) bool { return strings.HasPrefix(subject, enterPrefix) }
+
+// IsLeave reports whether subject is a leave's.
+func IsLeave(subject string) bool { return strings.HasPrefix(subject, leavePrefix) }
+
+// IsOrderRequested reports whether subject is an order request's.
+func IsOrderRequested(subject string) bool { return strings.HasPrefix(subject, orderRequestedPrefix) }
+
+// StreamSubjects are the subjects each stream holds.
+func StreamSubjects() map[string][]string {
+	return map[string][]string{
+		StreamEntries:    {EnterSubject(All), LeaveSubject(All)},
+		StreamAdmissions: {AdmittedSubject(All)},
+		StreamOrders:     {OrderSubjects(All)},
+		StreamOps:        {OpsSubjects},
+	}
+}
+
+// OpsSubjects matches every ops event.
+const OpsSubjects = "usher.ops.>"
 
 // Envelope is a CloudEvents 1.0 structured-mode JSON event.
 type Envelope struct {
@@ -62,6 +126,11 @@ type Joined struct {
 	Queue    string    `json:"queue"`
 	User     string    `json:"user"`
 	JoinedAt time.Time `json:"joinedAt"`
+	// Prev is the user's previous entry in this queue, finished when the
+	// gateway published this join (absent: none). It lets a replay tell a
+	// new entry from a duplicate of a live one without knowing how prev
+	// ended.
+	Prev uint64 `json:"prev,omitempty"`
 }
 
 // Admitted says a shopper left the line with an entry token. It carries the
@@ -112,9 +181,6 @@ func Unmarshal(b []byte, want string, v any) (Envelope, error) {
 	return env, nil
 }
 
-// LeaveSubject is where a shopper's leaving queue q is published.
-func LeaveSubject(q string) string { return "usher.leave." + q }
-
 // Left says a shopper gave up their place (or their unused slot).
 type Left struct {
 	Queue string `json:"queue"`
@@ -134,16 +200,11 @@ type ConfigChanged struct {
 	Previous any    `json:"previous,omitempty"`
 }
 
-// Order subjects, all in stream USHER_ORDERS.
-const (
-	OrderRequestedSubject = "usher.order.requested"
-	OrderCompletedSubject = "usher.order.completed"
-	OrderFailedSubject    = "usher.order.failed"
-)
-
 // OrderRequested says a shopper submitted an order with an entry token the
-// gateway verified. Its id (and Nats-Msg-Id) is the order id, so a double
-// submit is stored once. It carries the token's id, never the token.
+// gateway verified and claimed. Its id (and Nats-Msg-Id) is the order id,
+// so a double submit is stored once. It carries the token's id, never the
+// token. RequestedAt is when the gateway claimed the token (Redis time):
+// the order's deadline counts from it.
 type OrderRequested struct {
 	OrderID        string    `json:"orderId"`
 	TokenID        string    `json:"tokenId"`

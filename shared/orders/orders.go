@@ -42,6 +42,9 @@ const (
 	ReasonTokenExpired = "token_expired"
 	ReasonTokenLeft    = "token_left"
 	ReasonTokenUsed    = "token_used"
+	// ReasonTokenUnconfirmed: the line never confirmed the token's
+	// admission before the order's deadline.
+	ReasonTokenUnconfirmed = "token_unconfirmed"
 )
 
 var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)

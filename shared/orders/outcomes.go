@@ -6,11 +6,9 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// outcomesKey is the hash of a queue's finished orders by final status,
-// beside the queue's other keys (same hash tag).
-func outcomesKey(queue string) string { return "usher:{" + queue + "}:orders" }
+	"usher/shared/keyspace"
+)
 
 // countScript counts a finished order once.
 //
@@ -31,7 +29,8 @@ return 0
 // to the queue's outcome counts, once per order (see countScript). The
 // counts are for dashboards; PostgreSQL remains the truth.
 func (r *Records) CountOutcome(ctx context.Context, queue, id string, status Status) error {
-	keys := []string{outcomesKey(queue), "usher:{" + queue + "}:counted:" + id}
+	k := keyspace.Of(queue)
+	keys := []string{k.Outcomes(), k.Counted(id)}
 	if err := countScript.Run(ctx, r.rdb, keys, string(status), int(r.ttl.Seconds())).Err(); err != nil {
 		return fmt.Errorf("count order outcome %s: %w", id, err)
 	}
@@ -41,7 +40,7 @@ func (r *Records) CountOutcome(ctx context.Context, queue, id string, status Sta
 // Outcomes returns queue's finished orders by final status (only the
 // statuses seen so far).
 func (r *Records) Outcomes(ctx context.Context, queue string) (map[Status]int64, error) {
-	v, err := r.rdb.HGetAll(ctx, outcomesKey(queue)).Result()
+	v, err := r.rdb.HGetAll(ctx, keyspace.Of(queue).Outcomes()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("order outcomes %s: %w", queue, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"usher/shared/keyspace"
 )
 
 // Record is the small copy of an order kept in Redis, so the gateway can
@@ -33,9 +35,11 @@ type Records struct {
 
 // NewRecords returns Records on rdb; records live for a day after their
 // last change.
-func NewRecords(rdb redis.UniversalClient) *Records { return &Records{rdb: rdb, ttl: 24 * time.Hour} }
+func NewRecords(rdb redis.UniversalClient) *Records {
+	return &Records{rdb: rdb, ttl: keyspace.RecordTTL}
+}
 
-func recordKey(id string) string { return "usher:order:{" + id + "}" }
+func recordKey(id string) string { return keyspace.OrderRecord(id) }
 
 var recordFields = []string{"owner", "fp", "queue", "sku", "quantity", "status", "reason", "paymentId"}
 

@@ -16,11 +16,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"usher/shared/keyspace"
 )
 
 // Key is the Redis key of the shared state: present while the payment
 // breaker is open.
-const Key = "usher:breaker:payment"
+const Key = keyspace.Breaker
 
 // Shared reads and writes the shared breaker state.
 type Shared struct {

@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"usher/shared/keyspace"
 )
 
 // MaxRate bounds Rate and Burst: one request per microsecond is the
@@ -125,7 +127,7 @@ func New(run Runner) *Limiter { return &Limiter{run: run} }
 // Key names the limiter key of id in queue q's slot: the hash tag {q} puts
 // it beside the queue's other keys in Redis Cluster. kind and id must not
 // contain what the caller did not validate.
-func Key(q, kind, id string) string { return "usher:{" + q + "}:rl:" + kind + ":" + id }
+func Key(q, kind, id string) string { return keyspace.Of(q).RateLimit(kind, id) }
 
 // gcraScript decides one request against every limit given, atomically.
 //

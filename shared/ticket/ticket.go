@@ -1,12 +1,13 @@
 // Package ticket issues and checks the opaque ticket a shopper gets on
 // joining a queue.
 //
-// A ticket binds a queue, a user and the join's stream sequence (the
-// shopper's place in line) under an HMAC-SHA256. Checking one needs only the
+// A ticket binds a queue, a user, the entries stream's identity (its epoch:
+// a recreated stream numbers its joins from 1 again) and the join's stream
+// sequence (the shopper's place in line) under an HMAC-SHA256. Checking one needs only the
 // secret: no Redis, no database, no password hash — a poll costs
 // microseconds. The ticket is URL-safe so it can sit in a path segment.
 //
-//	t1.<base64url(queue)>.<base64url(user)>.<seq>.<base64url(mac[:16])>
+//	t2.<base64url(queue)>.<base64url(user)>.<epoch>.<seq>.<base64url(mac[:16])>
 package ticket
 
 import (
@@ -37,6 +38,7 @@ var ErrInvalid = errors.New("invalid ticket")
 type Ticket struct {
 	Queue string
 	User  string
+	Epoch string // the entries stream's identity: 1–16 of 0-9 a-z
 	Seq   uint64
 }
 
@@ -72,8 +74,8 @@ type macState struct {
 	sum []byte
 }
 
-// mac writes the first 16 bytes of the HMAC of (q, user, seq) into out.
-func (s *Signer) mac(out *[16]byte, q, user []byte, seq string) {
+// mac writes the first 16 bytes of the HMAC of (q, user, epoch, seq) into out.
+func (s *Signer) mac(out *[16]byte, q, user []byte, epoch, seq string) {
 	st := s.pool.Get().(*macState)
 	defer s.pool.Put(st)
 	st.h.Reset()
@@ -85,6 +87,9 @@ func (s *Signer) mac(out *[16]byte, q, user []byte, seq string) {
 	b = strconv.AppendInt(b, int64(len(user)), 10)
 	b = append(b, ':')
 	b = append(b, user...)
+	b = strconv.AppendInt(b, int64(len(epoch)), 10)
+	b = append(b, ':')
+	b = append(b, epoch...)
 	b = strconv.AppendInt(b, int64(len(seq)), 10)
 	b = append(b, ':')
 	b = append(b, seq...)
@@ -99,15 +104,17 @@ func (s *Signer) Issue(t Ticket) string {
 	seq := strconv.FormatUint(t.Seq, 10)
 	var sb strings.Builder
 	sb.Grow(96)
-	sb.WriteString("t1.")
+	sb.WriteString("t2.")
 	sb.WriteString(b64.EncodeToString([]byte(t.Queue)))
 	sb.WriteByte('.')
 	sb.WriteString(b64.EncodeToString([]byte(t.User)))
 	sb.WriteByte('.')
+	sb.WriteString(t.Epoch)
+	sb.WriteByte('.')
 	sb.WriteString(seq)
 	sb.WriteByte('.')
 	var mac [16]byte
-	s.mac(&mac, []byte(t.Queue), []byte(t.User), seq)
+	s.mac(&mac, []byte(t.Queue), []byte(t.User), t.Epoch, seq)
 	sb.WriteString(b64.EncodeToString(mac[:]))
 	return sb.String()
 }
@@ -116,19 +123,19 @@ func (s *Signer) Issue(t Ticket) string {
 // truncated or forged string yields ErrInvalid. It decodes into stack
 // buffers: the only allocation is the one string holding queue and user.
 func (s *Signer) Parse(str string) (Ticket, error) {
-	if len(str) > MaxLen || !strings.HasPrefix(str, "t1.") {
+	if len(str) > MaxLen || !strings.HasPrefix(str, "t2.") {
 		return Ticket{}, ErrInvalid
 	}
-	var parts [4]string
+	var parts [5]string
 	rest := str[3:]
-	for i := range 3 {
+	for i := range 4 {
 		j := strings.IndexByte(rest, '.')
 		if j < 0 {
 			return Ticket{}, ErrInvalid
 		}
 		parts[i], rest = rest[:j], rest[j+1:]
 	}
-	parts[3] = rest
+	parts[4] = rest
 	if strings.IndexByte(rest, '.') >= 0 {
 		return Ticket{}, ErrInvalid
 	}
@@ -137,21 +144,35 @@ func (s *Signer) Parse(str string) (Ticket, error) {
 	var macBuf [24]byte
 	q, ok1 := decode(qBuf[:], parts[0])
 	user, ok2 := decode(userBuf[:], parts[1])
-	gotMAC, ok3 := decode(macBuf[:], parts[3])
-	seqStr := parts[2]
+	gotMAC, ok3 := decode(macBuf[:], parts[4])
+	epoch, seqStr := parts[2], parts[3]
 	seq, err := strconv.ParseUint(seqStr, 10, 64)
 	// The one spelling Issue writes: no leading zeros.
 	canonical := err == nil && (len(seqStr) == 1 || seqStr[0] != '0')
-	if !ok1 || !ok2 || !ok3 || len(gotMAC) != 16 || !canonical {
+	if !ok1 || !ok2 || !ok3 || len(gotMAC) != 16 || !canonical || !validEpoch(epoch) {
 		return Ticket{}, ErrInvalid
 	}
 	var want [16]byte
-	s.mac(&want, q, user, seqStr)
+	s.mac(&want, q, user, epoch, seqStr)
 	if !hmac.Equal(gotMAC, want[:]) {
 		return Ticket{}, ErrInvalid
 	}
 	both := string(q) + string(user) // one allocation for both strings
-	return Ticket{Queue: both[:len(q)], User: both[len(q):], Seq: seq}, nil
+	return Ticket{Queue: both[:len(q)], User: both[len(q):], Epoch: epoch, Seq: seq}, nil
+}
+
+// validEpoch reports whether e can be an epoch: 1–16 of 0-9 a-z (a
+// base-36 number, as bus.StreamID writes it).
+func validEpoch(e string) bool {
+	if len(e) == 0 || len(e) > 16 {
+		return false
+	}
+	for i := 0; i < len(e); i++ {
+		if c := e[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z') {
+			return false
+		}
+	}
+	return true
 }
 
 // decode base64url-decodes src into dst, which must be large enough.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"usher/shared/keyspace"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -24,15 +25,15 @@ type Ranks struct {
 // instant, a caller can derive later positions from the count alone: in a
 // FIFO line every admission since happened ahead of every waiting entry.
 func (s *Store) Ranks(ctx context.Context, q string, seqs []uint64) (Ranks, error) {
-	k := keysOf(q)
+	k := keyspace.Of(q)
 	var card *redis.IntCmd
 	var st *redis.SliceCmd
 	ranks := make([]*redis.IntCmd, len(seqs))
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		card = p.ZCard(ctx, k.waiting())
-		st = p.HMGet(ctx, k.stats(), "admittedTotal", "rate")
+		card = p.ZCard(ctx, k.Waiting())
+		st = p.HMGet(ctx, k.Stats(), "admittedTotal", "rate")
 		for i, seq := range seqs {
-			ranks[i] = p.ZRank(ctx, k.waiting(), strconv.FormatUint(seq, 10))
+			ranks[i] = p.ZRank(ctx, k.Waiting(), strconv.FormatUint(seq, 10))
 		}
 		return nil
 	})

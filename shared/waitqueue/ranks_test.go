@@ -2,23 +2,16 @@ package waitqueue_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
-	"time"
+	"usher/shared/testenv"
 )
 
 func TestRanksReadsManyPlacesAndTheAdmissionCountAtOnce(t *testing.T) {
 	s, q := newStore(t)
 	ctx := context.Background()
-	for i := 1; i <= 5; i++ {
-		if _, err := s.Ingest(ctx, q, uint64(i), fmt.Sprintf("u%d", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := s.Admit(ctx, q, tick(time.Now(), 2)); err != nil {
-		t.Fatal(err)
-	}
+	joinAll(t, s, q, users(5)...)
+	testenv.Tick(t, s, q, tick(2))
 	got, err := s.Ranks(ctx, q, []uint64{5, 1, 3, 99})
 	if err != nil {
 		t.Fatal(err)

@@ -5,17 +5,83 @@ import (
 	"testing"
 	"time"
 
+	"usher/shared/testenv"
 	"usher/shared/waitqueue"
 )
+
+func TestClaimJudgesTheTokenAtTheRequest(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	joinAll(t, s, q, "alice", "bob", "carol")
+	tk := tick(3)
+	tk.TokenTTL = 400 * time.Millisecond
+	testenv.Tick(t, s, q, tk)
+	tok := func(seq uint64) string { return waitqueue.TokenID(q, epoch, seq) }
+	time.Sleep(tk.TickLength) // every readyAt has passed
+
+	first, err := s.Claim(ctx, q, 1, tok(1), "ord_a", time.Minute)
+	if err != nil || first.Outcome != waitqueue.Redeemed {
+		t.Fatalf("Claim(admitted) = %+v, %v, want claimed", first, err)
+	}
+	tests := []struct {
+		name    string
+		seq     uint64
+		tokenID string
+		orderID string
+		want    waitqueue.Redemption
+	}{
+		{"the same order again is claimed (idempotent)", 1, tok(1), "ord_a", waitqueue.Redeemed},
+		{"another order on a claimed token is refused", 1, tok(1), "ord_b", waitqueue.RedeemConflict},
+		{"a token id that is not the entry's is unknown", 2, tok(9), "ord_c", waitqueue.RedeemUnknown},
+		{"a token of another epoch is unknown", 2, waitqueue.TokenID(q, "e2", 2), "ord_c", waitqueue.RedeemUnknown},
+	}
+	for _, tt := range tests {
+		got, err := s.Claim(ctx, q, tt.seq, tt.tokenID, tt.orderID, time.Minute)
+		if err != nil || got.Outcome != tt.want {
+			t.Errorf("%s: Claim(%d, %s, %s) = %v, %v, want %v", tt.name, tt.seq, tt.tokenID, tt.orderID, got, err, tt.want)
+		}
+	}
+	if again, _ := s.Claim(ctx, q, 1, tok(1), "ord_a", time.Minute); !again.At.Equal(first.At) {
+		t.Errorf("a repeated claim's time = %v, want the first claim's %v (the order's request time)", again.At, first.At)
+	}
+
+	t.Run("a claimed token's slot outlives the token", func(t *testing.T) {
+		time.Sleep(tk.TokenTTL + 50*time.Millisecond)
+		r := testenv.Tick(t, s, q, tk)
+		if r.Expired != 2 || r.Active != 1 {
+			t.Fatalf("tick past the tokens' expiry = %+v, want bob's and carol's expired, alice's held", r)
+		}
+		if e, _ := s.Poll(ctx, q, 1); e.Status != waitqueue.Used {
+			t.Fatalf("alice = %s, want used", e.Status)
+		}
+	})
+	t.Run("an expired token cannot be claimed", func(t *testing.T) {
+		if got, _ := s.Claim(ctx, q, 2, tok(2), "ord_e", time.Minute); got.Outcome != waitqueue.RedeemExpired {
+			t.Fatalf("Claim(expired) = %v, want expired", got.Outcome)
+		}
+	})
+	t.Run("a token before its readyAt is early", func(t *testing.T) {
+		s2, q2 := newStore(t)
+		joinAll(t, s2, q2, "dave")
+		tk2 := tick(1)
+		tk2.TickLength = 10 * time.Second // readyAt somewhere in the next 10 s
+		testenv.Tick(t, s2, q2, tk2)
+		e, _ := s2.Poll(ctx, q2, 1)
+		now, _ := s2.Now(ctx)
+		got, _ := s2.Claim(ctx, q2, 1, waitqueue.TokenID(q2, epoch, 1), "ord_f", time.Minute)
+		if now.Before(e.ReadyAt) && got.Outcome != waitqueue.RedeemEarly {
+			t.Fatalf("Claim before readyAt %v (now %v) = %v, want early", e.ReadyAt, now, got.Outcome)
+		}
+	})
+}
 
 func TestRedeemAndRelease(t *testing.T) {
 	s, q := newStore(t)
 	ctx := context.Background()
-	now := time.UnixMilli(1_800_000_000_000)
-	s.Ingest(ctx, q, 1, "alice")
-	s.Ingest(ctx, q, 2, "bob")
-	s.Admit(ctx, q, tick(now, 1))
-	tok := q + ":1"
+	joinAll(t, s, q, "alice", "bob")
+	testenv.Tick(t, s, q, tick(1))
+	tok := waitqueue.TokenID(q, epoch, 1)
+	now, _ := s.Now(ctx)
 	hold := now.Add(time.Hour) // far past the token's 300 s expiry
 
 	tests := []struct {
@@ -25,11 +91,11 @@ func TestRedeemAndRelease(t *testing.T) {
 		orderID string
 		want    waitqueue.Redemption
 	}{
-		{"an admitted token is redeemed", 1, tok, "ord_a", waitqueue.Redeemed},
+		{"an admitted token nobody claimed (a healed loss) is redeemed", 1, tok, "ord_a", waitqueue.Redeemed},
 		{"the same order again is idempotent", 1, tok, "ord_a", waitqueue.Redeemed},
 		{"another order on a redeemed token is refused", 1, tok, "ord_b", waitqueue.RedeemConflict},
-		{"a token id that is not the entry's is unknown", 1, q + ":9", "ord_c", waitqueue.RedeemUnknown},
-		{"a waiting entry has no token", 2, q + ":2", "ord_d", waitqueue.RedeemUnknown},
+		{"a token id that is not the entry's is unknown", 1, waitqueue.TokenID(q, epoch, 9), "ord_c", waitqueue.RedeemUnknown},
+		{"a waiting entry has no token", 2, waitqueue.TokenID(q, epoch, 2), "ord_d", waitqueue.RedeemUnknown},
 	}
 	for _, tt := range tests {
 		got, err := s.Redeem(ctx, q, tt.seq, tt.tokenID, tt.orderID, hold)
@@ -37,16 +103,6 @@ func TestRedeemAndRelease(t *testing.T) {
 			t.Errorf("%s: Redeem(%d, %s, %s) = %v, %v, want %v", tt.name, tt.seq, tt.tokenID, tt.orderID, got, err, tt.want)
 		}
 	}
-
-	t.Run("a redeemed token is not expired while its order is in flight", func(t *testing.T) {
-		r, _ := s.Admit(ctx, q, tick(now.Add(10*time.Minute), 1))
-		if r.Expired != 0 || r.Active != 1 || r.Admitted != 0 {
-			t.Fatalf("tick past the token's expiry = %+v, want the slot still held", r)
-		}
-		if e, _ := s.Poll(ctx, q, 1); e.Status != waitqueue.Used {
-			t.Fatalf("status = %s, want used", e.Status)
-		}
-	})
 	t.Run("only the order that redeemed it frees the slot", func(t *testing.T) {
 		if freed, _ := s.Release(ctx, q, 1, "ord_b"); freed {
 			t.Fatal("Release by another order freed the slot")
@@ -57,26 +113,21 @@ func TestRedeemAndRelease(t *testing.T) {
 		if freed, _ := s.Release(ctx, q, 1, "ord_a"); freed {
 			t.Fatal("a second Release freed something")
 		}
-		r, _ := s.Admit(ctx, q, tick(now.Add(10*time.Minute), 1))
-		if r.Admitted != 1 {
+		if r := testenv.Tick(t, s, q, tick(1)); r.Admitted != 1 {
 			t.Fatalf("tick after release admitted %d, want the next shopper", r.Admitted)
 		}
 	})
-	t.Run("an expired token cannot be redeemed", func(t *testing.T) {
-		s.Admit(ctx, q, tick(now.Add(time.Hour), 1))
-		if got, _ := s.Redeem(ctx, q, 2, q+":2", "ord_e", hold); got != waitqueue.RedeemExpired {
-			t.Fatalf("Redeem(expired) = %v, want expired", got)
+	t.Run("a claimed token whose hold ran out frees its slot and stays used", func(t *testing.T) {
+		time.Sleep(20 * time.Millisecond) // past readyAt
+		if cl, _ := s.Claim(ctx, q, 2, waitqueue.TokenID(q, epoch, 2), "ord_f", 100*time.Millisecond); cl.Outcome != waitqueue.Redeemed {
+			t.Fatalf("Claim = %+v", cl)
 		}
-	})
-	t.Run("a redeemed token whose hold ran out frees its slot and stays used", func(t *testing.T) {
-		s.Ingest(ctx, q, 3, "carol")
-		s.Admit(ctx, q, tick(now.Add(2*time.Hour), 1))
-		s.Redeem(ctx, q, 3, q+":3", "ord_f", now.Add(2*time.Hour+time.Minute))
-		r, _ := s.Admit(ctx, q, tick(now.Add(3*time.Hour), 1))
+		time.Sleep(200 * time.Millisecond)
+		r := testenv.Tick(t, s, q, tick(1))
 		if r.Active != 0 || r.Expired != 1 {
 			t.Fatalf("tick past the hold = %+v, want the slot freed", r)
 		}
-		if e, _ := s.Poll(ctx, q, 3); e.Status != waitqueue.Used {
+		if e, _ := s.Poll(ctx, q, 2); e.Status != waitqueue.Used {
 			t.Fatalf("status = %s, want used", e.Status)
 		}
 	})
@@ -86,19 +137,27 @@ func TestParseTokenID(t *testing.T) {
 	tests := []struct {
 		in    string
 		q     string
+		epoch string
 		seq   uint64
 		valid bool
 	}{
-		{"demo:42", "demo", 42, true},
-		{"a-b_c:1", "a-b_c", 1, true},
-		{"demo", "", 0, false},
-		{":1", "", 0, false},
-		{"demo:x", "", 0, false},
+		{"demo:lq3k2m1x:42", "demo", "lq3k2m1x", 42, true},
+		{"a-b_c:e1:1", "a-b_c", "e1", 1, true},
+		{"demo:42", "", "", 0, false}, // before epochs
+		{"demo", "", "", 0, false},
+		{":e1:1", "", "", 0, false},
+		{"demo::1", "", "", 0, false},
+		{"demo:e1:x", "", "", 0, false},
+		{"demo:e1:0", "", "", 0, false},
+		{"demo:e1:1:2", "", "", 0, false},
 	}
 	for _, tt := range tests {
-		q, seq, ok := waitqueue.ParseTokenID(tt.in)
-		if q != tt.q || seq != tt.seq || ok != tt.valid {
-			t.Errorf("ParseTokenID(%q) = %q, %d, %v, want %q, %d, %v", tt.in, q, seq, ok, tt.q, tt.seq, tt.valid)
+		q, ep, seq, ok := waitqueue.ParseTokenID(tt.in)
+		if q != tt.q || ep != tt.epoch || seq != tt.seq || ok != tt.valid {
+			t.Errorf("ParseTokenID(%q) = %q, %q, %d, %v, want %q, %q, %d, %v", tt.in, q, ep, seq, ok, tt.q, tt.epoch, tt.seq, tt.valid)
+		}
+		if ok && waitqueue.TokenID(q, ep, seq) != tt.in {
+			t.Errorf("TokenID(ParseTokenID(%q)) = %q", tt.in, waitqueue.TokenID(q, ep, seq))
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"usher/shared/keyspace"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -36,7 +37,7 @@ const Alias Status = "alias"
 
 // restoreScript recreates entry records that Redis lost.
 //
-// KEYS: waiting, active, users, stats. ARGV: prefix, tombstoneTTL, then groups
+// KEYS: stdKeys. ARGV: prefix, tombstoneTTL, then groups
 // of eight: seq, status, user, alias, tokenId, readyAtMs, expiresAtMs, orderId.
 // Invariants: a record that exists is never touched (the gateway and the
 // admitter may be writing the same queue while a rebuild runs, and what they
@@ -72,9 +73,11 @@ for i = 3, #ARGV, 8 do
         redis.call('EXPIRE', e, ttl)
       end
       if user ~= '' then
-        local cur = redis.call('HGET', KEYS[3], user)
+        local uk = prefix .. 'u:' .. user
+        local cur = redis.call('GET', uk)
         if not cur or tonumber(cur) < tonumber(seq) then
-          redis.call('HSET', KEYS[3], user, seq)
+          redis.call('SET', uk, seq)
+          if st ~= 'waiting' and st ~= 'admitted' then redis.call('EXPIRE', uk, ttl) end
         end
       end
     end
@@ -86,9 +89,6 @@ return out
 // restoreBatch is how many records go into one script call: big enough to
 // amortise the round trip, small enough not to block Redis for long.
 const restoreBatch = 256
-
-// tombstoneTTL is how long finished records are kept, as the live scripts do.
-const tombstoneTTL = 86400
 
 // Restore writes records that Redis lost, in the order given, creating each
 // only if it is absent. It is idempotent and safe to run while the gateway
@@ -102,8 +102,8 @@ func (s *Store) Restore(ctx context.Context, q string, recs []Record) (RestoreRe
 	if err := restoreScript.Load(ctx, s.rdb).Err(); err != nil {
 		return res, fmt.Errorf("load restore script: %w", err)
 	}
-	k := keysOf(q)
-	keys := []string{k.waiting(), k.active(), k.users(), k.stats()}
+	k := keyspace.Of(q)
+	keys := stdKeys(k)
 	const pipelined = 16 // script calls per round trip
 	for len(recs) > 0 {
 		var calls [][]Record
@@ -115,7 +115,7 @@ func (s *Store) Restore(ctx context.Context, q string, recs []Record) (RestoreRe
 		cmds := make([]*redis.Cmd, len(calls))
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, batch := range calls {
-				cmds[i] = restoreScript.EvalSha(ctx, p, keys, restoreArgs(k.prefix, batch)...)
+				cmds[i] = restoreScript.EvalSha(ctx, p, keys, restoreArgs(k.Prefix(), s.ttl, batch)...)
 			}
 			return nil
 		})
@@ -142,9 +142,9 @@ func (s *Store) Restore(ctx context.Context, q string, recs []Record) (RestoreRe
 	return res, nil
 }
 
-func restoreArgs(prefix string, batch []Record) []any {
+func restoreArgs(prefix string, ttl int, batch []Record) []any {
 	args := make([]any, 0, 2+8*len(batch))
-	args = append(args, prefix, tombstoneTTL)
+	args = append(args, prefix, ttl)
 	for _, r := range batch {
 		alias, ready, exp := "", "", ""
 		if r.Alias != 0 {
@@ -165,10 +165,10 @@ func (s *Store) Existing(ctx context.Context, q string, seqs []uint64) (int, err
 	if len(seqs) == 0 {
 		return 0, nil
 	}
-	k := keysOf(q)
+	k := keyspace.Of(q)
 	keys := make([]string, len(seqs))
 	for i, sq := range seqs {
-		keys[i] = k.entry(sq)
+		keys[i] = k.Entry(sq)
 	}
 	// One EXISTS per key: a multi-key EXISTS would cross slots on a cluster
 	// only if the hash tag were missing, but one per key keeps it obvious.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"usher/shared/testenv"
 	"usher/shared/waitqueue"
 )
 
@@ -28,18 +29,11 @@ func TestRestoreRecreatesWhatTheLiveScriptsWrote(t *testing.T) {
 	s, live := newStore(t)
 	restored := live + "-r"
 	ctx := context.Background()
-	now := time.UnixMilli(time.Now().UnixMilli())
-	for i := 1; i <= 6; i++ {
-		if _, err := s.Ingest(ctx, live, uint64(i), fmt.Sprintf("u%d", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := s.Ingest(ctx, live, 7, "u4"); err != nil { // u4 joins again: an alias
+	joinAll(t, s, live, users(6)...)
+	if _, err := s.Ingest(ctx, live, epoch, 7, "u4", 0); err != nil { // u4 joins again: an alias
 		t.Fatal(err)
 	}
-	if _, err := s.Admit(ctx, live, tick(now, 2)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Tick(t, s, live, tick(2))
 	if _, err := s.Leave(ctx, live, 6, "u6"); err != nil {
 		t.Fatal(err)
 	}
@@ -86,11 +80,11 @@ func TestRestoreRecreatesWhatTheLiveScriptsWrote(t *testing.T) {
 
 	// The restored line behaves like the live one: a user in line who joins
 	// again becomes an alias, a new user queues at the back.
-	e, err := s.Ingest(ctx, restored, 8, "u3")
+	e, err := s.Ingest(ctx, restored, epoch, 8, "u3", 0)
 	if err != nil || e.Seq != 3 || e.Position != 1 {
 		t.Errorf("Ingest(u3 again) = %+v, %v; want seq 3 at position 1", e, err)
 	}
-	e, err = s.Ingest(ctx, restored, 9, "u9")
+	e, err = s.Ingest(ctx, restored, epoch, 9, "u9", 0)
 	if err != nil || e.Seq != 9 || e.Position != 4 {
 		t.Errorf("Ingest(u9) = %+v, %v; want seq 9 at position 4", e, err)
 	}
@@ -100,7 +94,7 @@ func TestRestoreNeverOverwritesAndIsIdempotent(t *testing.T) {
 	s, q := newStore(t)
 	ctx := context.Background()
 	// A join the gateway ingested while the rebuild ran.
-	if _, err := s.Ingest(ctx, q, 3, "late"); err != nil {
+	if _, err := s.Ingest(ctx, q, epoch, 3, "late", 0); err != nil {
 		t.Fatal(err)
 	}
 	recs := []waitqueue.Record{

@@ -2,62 +2,275 @@ package waitqueue
 
 import "github.com/redis/go-redis/v9"
 
-// Every key of one queue shares the hash tag {q}, so a queue lives in one
-// Redis Cluster slot and each script below runs atomically on one node. The
-// scripts derive per-entry keys (prefix .. 'e:' .. seq) inside the script;
-// they hash to the same slot as the declared keys.
+// Every script below runs on one queue's keys, which share the hash tag {q}
+// (see package keyspace), so each runs atomically on one Redis Cluster node.
+// They derive per-entry and per-user keys from the queue's prefix; those
+// hash to the same slot as the declared keys.
 //
-// An entry record (hash prefix..'e:'..seq) has status waiting | admitted |
-// expired | used | left, or 'alias' naming the entry it duplicates. Records
-// are never deleted while the entry is live, and a finished one is kept for a
-// day as a tombstone so that a redelivered event cannot bring it back.
+// Every mutating script gets the same six keys (stdKeys) and starts with the
+// same two arguments: the queue's prefix and the tombstone TTL in seconds.
+//
+// An entry record (prefix..'e:'..seq) has status waiting | admitted | used |
+// expired | left, or 'alias' naming the live entry a duplicate join resolved
+// to. A live record (waiting, admitted, used while its order runs) has no
+// TTL; a finished one becomes a tombstone that expires after the tombstone
+// TTL, and so does the user's pointer (prefix..'u:'..user) when it names it.
+//
+// One clock: every time decision inside a script reads Redis TIME, never a
+// caller's clock, so a host whose clock is off cannot admit early, expire a
+// token early or free a slot early.
+//
+// The cursor hash (prefix..'cursor') says how far each stream is applied to
+// the line: field <stream> holds the last stream sequence applied and
+// <stream>.id the identity of the stream it counts in (a recreated stream
+// starts again at 1). The scripts that apply stream events advance it in the
+// same atomic step as the events' effects, so whatever Redis loses — its
+// last second, a failover to a lagging replica, everything — it loses the
+// cursor's advance with it, and the followers replay exactly the gap.
 
-// ingestScript puts a joined shopper in line, once.
-//
-// KEYS: waiting, users. ARGV: prefix, seq, user, answer (1: return the
-// place; 0: the admitter's batches, which need no answer).
-// Invariant: a sequence is added at most once (its record is the tombstone)
-// and ZADD NX never moves anyone; a user already in line keeps the place they
-// have and the new sequence becomes an alias of it.
-// Returns {status, seq of the live entry, rank or -1, waiting count}.
-var ingestScript = redis.NewScript(`
-local prefix, seq, user = ARGV[1], ARGV[2], ARGV[3]
-local function answer(s)
-  if ARGV[4] ~= '1' then return {} end
-  local rank = redis.call('ZRANK', KEYS[1], s)
-  local st = redis.call('HGET', prefix .. 'e:' .. s, 'status')
-  return {st or 'unknown', s, rank or -1, redis.call('ZCARD', KEYS[1])}
+// luaLib is the prologue every mutating script starts with.
+const luaLib = `
+local P, TTL = ARGV[1], tonumber(ARGV[2])
+local W, A, O, ST, AD, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local e = prefix .. 'e:' .. seq
-local existing = redis.call('HMGET', e, 'status', 'alias')
-if existing[2] then return answer(existing[2]) end
-if existing[1] then return answer(seq) end
-local cur = redis.call('HGET', KEYS[2], user)
-if cur then
-  local st = redis.call('HGET', prefix .. 'e:' .. cur, 'status')
-  if st == 'waiting' or st == 'admitted' then
-    redis.call('HSET', e, 'alias', cur, 'user', user)
-    return answer(cur)
+-- finish makes a finished entry's record, and its user's pointer when it
+-- names this entry, tombstones.
+local function finish(e, seq, user)
+  redis.call('EXPIRE', e, TTL)
+  if user and user ~= '' then
+    local uk = P .. 'u:' .. user
+    if redis.call('GET', uk) == tostring(seq) then redis.call('EXPIRE', uk, TTL) end
   end
 end
-redis.call('HSET', e, 'status', 'waiting', 'user', user)
-redis.call('ZADD', KEYS[1], 'NX', seq, seq)
-redis.call('HSET', KEYS[2], user, seq)
-return answer(seq)
+-- join puts a joined shopper in line once: a sequence seen before resolves
+-- to its entry; a user whose entry is live keeps it and the new sequence
+-- becomes an alias of it. ZADD NX never moves anyone. prev is the entry the
+-- gateway saw finished when it published the join ('0': none): a replay
+-- that has not yet applied how prev ended must not alias the new join to
+-- it. Returns the sequence of the live entry, or false when the record
+-- names another user (the sequence belongs to another incarnation of the
+-- stream).
+local function join(seq, user, prev)
+  local e = P .. 'e:' .. seq
+  local f = redis.call('HMGET', e, 'status', 'alias', 'user')
+  if f[1] or f[2] then
+    if f[3] and f[3] ~= user then return false end
+    return f[2] or seq
+  end
+  local uk = P .. 'u:' .. user
+  local cur = redis.call('GET', uk)
+  if cur and cur ~= prev then
+    local st = redis.call('HGET', P .. 'e:' .. cur, 'status')
+    if st == 'waiting' or st == 'admitted' then
+      redis.call('HSET', e, 'alias', cur, 'user', user)
+      redis.call('EXPIRE', e, TTL)
+      return cur
+    end
+  end
+  redis.call('HSET', e, 'status', 'waiting', 'user', user)
+  redis.call('ZADD', W, 'NX', seq, seq)
+  redis.call('SET', uk, seq)
+  return seq
+end
+-- leave takes a waiting entry out of line, or frees an admitted one's slot,
+-- in the step that marks it left. An unknown sequence gets a 'left'
+-- tombstone, so its join, still on the way, is not put in line. Returns the
+-- status the entry had.
+local function leave(seq, user)
+  local e = P .. 'e:' .. seq
+  local f = redis.call('HMGET', e, 'status', 'alias')
+  if f[2] then
+    seq = f[2]
+    e = P .. 'e:' .. seq
+    f = redis.call('HMGET', e, 'status')
+  end
+  local st = f[1]
+  if st == 'waiting' then
+    redis.call('ZREM', W, seq)
+  elseif st == 'admitted' then
+    redis.call('ZREM', A, seq)
+  elseif st then
+    return st
+  end
+  redis.call('HSET', e, 'status', 'left', 'user', user)
+  finish(e, seq, user)
+  return st or 'unknown'
+end
+-- pointAt points the user at entry seq unless it points at a later one
+-- (replays restore the pointer as the live scripts left it).
+local function pointAt(user, seq)
+  local uk = P .. 'u:' .. user
+  local cur = redis.call('GET', uk)
+  if not cur or tonumber(cur) <= tonumber(seq) then redis.call('SET', uk, seq) end
+end
+-- cursorAt returns how far stream field is applied, 0 when the cursor
+-- counts in another incarnation of the stream (or none).
+local function cursorAt(field, id)
+  local c = redis.call('HMGET', C, field, field .. '.id')
+  if c[2] ~= id then return 0, c[2] end
+  return tonumber(c[1] or '0'), c[2]
+end
+`
+
+// applyPrologue checks the follower's position: prev is the last stream
+// sequence it applied (or where it started). If the cursor is behind it,
+// Redis lost writes since: the follower must start again from the cursor.
+// ARGV from 3: stream field, stream id, prev, event groups.
+const applyPrologue = `
+local field, sid, prev = ARGV[3], ARGV[4], tonumber(ARGV[5])
+local at, had = cursorAt(field, sid)
+if field == 'entries' and had and had ~= sid then return {'stale', 0, 0} end
+if at < prev then return {'rewound', at, 0} end
+local conflicts = 0
+`
+
+const applyEpilogue = `
+redis.call('HSET', C, field, at, field .. '.id', sid)
+return {'ok', at, conflicts}
+`
+
+// applyEntriesScript applies join and leave events of USHER_ENTRIES in
+// stream order. Groups of five: stream seq, kind (j: join | l: leave | x:
+// nothing, an event that could not be read), entry seq, user, prev (the
+// join's previous entry, see join).
+// Invariant: an event at or below the cursor has been applied and is
+// skipped; the cursor moves to the last event in the same step.
+// Returns {'ok', cursor, conflicts} | {'rewound', cursor, 0} | {'stale', 0, 0}.
+var applyEntriesScript = redis.NewScript(luaLib + applyPrologue + `
+for i = 6, #ARGV, 5 do
+  local s = tonumber(ARGV[i])
+  if s > at then
+    if ARGV[i+1] == 'j' then
+      if not join(ARGV[i+2], ARGV[i+3], ARGV[i+4]) then conflicts = conflicts + 1 end
+    elseif ARGV[i+1] == 'l' then
+      leave(ARGV[i+2], ARGV[i+3])
+    end
+    at = s
+  end
+end
+` + applyEpilogue)
+
+// applyAdmissionsScript applies admission events of USHER_ADMISSIONS.
+// Groups of six: stream seq, entry seq, user, token id, readyAt ms,
+// expiresAt ms. Entry seq 0: nothing (an event that could not be read).
+// Invariant: an admission the stream holds is in the line: an entry Redis
+// lost (absent) or forgot it had admitted (waiting) becomes admitted with
+// the event's token, readyAt and expiresAt — the same token string — and
+// holds its slot until then; an entry that moved on meanwhile (used by an
+// order, left, expired: replayed from the other streams first) keeps its
+// status and gains the admission's record. In the normal case Redis itself
+// made the admission and the event changes nothing.
+var applyAdmissionsScript = redis.NewScript(luaLib + applyPrologue + `
+local n = now()
+for i = 6, #ARGV, 6 do
+  local s = tonumber(ARGV[i])
+  if s > at then
+    local seq, user, tok, exp = ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+5]
+    local e = P .. 'e:' .. seq
+    local f = redis.call('HMGET', e, 'status', 'alias', 'user', 'tokenId', 'readyAt')
+    if seq == '0' or f[2] then
+      -- an event of another incarnation of the entries stream, unreadable,
+      -- or naming a duplicate join (never admitted itself)
+    elseif f[3] and f[3] ~= user then
+      conflicts = conflicts + 1
+    elseif not f[5] and (not f[4] or f[4] == tok) then
+      redis.call('HSET', e, 'user', user, 'tokenId', tok, 'readyAt', ARGV[i+4], 'expiresAt', exp)
+      redis.call('HINCRBY', ST, 'admittedTotal', 1)
+      pointAt(user, seq)
+      if not f[1] or f[1] == 'waiting' then
+        if f[1] == 'waiting' then redis.call('ZREM', W, seq) end
+        if tonumber(exp) <= n then
+          redis.call('HSET', e, 'status', 'expired')
+          finish(e, seq, user)
+        else
+          redis.call('HSET', e, 'status', 'admitted')
+          redis.call('ZADD', A, exp, seq)
+        end
+      end
+    end
+    at = s
+  end
+end
+` + applyEpilogue)
+
+// applyOrdersScript applies order events of USHER_ORDERS. Groups of seven:
+// stream seq, kind (r: requested | f: final), entry seq, token id, order id,
+// user, requestedAt ms (entry seq 0: nothing, an event that could not be
+// read). ARGV[6] (before the groups): the hold in ms.
+// Invariant: a requested order holds its token — used by that order, slot
+// held until requestedAt + hold — whatever Redis remembers of the entry
+// (nothing, waiting, admitted, or expired by a tick that did not know of
+// the order); a final order frees its slot. Both are idempotent, so
+// replaying them after a loss restores the slots exactly.
+var applyOrdersScript = redis.NewScript(luaLib + applyPrologue + `
+local hold = tonumber(ARGV[6])
+local n = now()
+for i = 7, #ARGV, 7 do
+  local s = tonumber(ARGV[i])
+  if s > at then
+    local seq, tok, ord, user = ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
+    local e = P .. 'e:' .. seq
+    local f = redis.call('HMGET', e, 'status', 'tokenId', 'orderId', 'alias')
+    if seq == '0' then
+      -- an event of another incarnation of the entries stream, or unreadable
+    elseif ARGV[i+1] == 'r' then
+      local ours = not f[2] or f[2] == tok
+      if not f[4] and ours and (not f[1] or f[1] == 'waiting' or f[1] == 'admitted' or f[1] == 'expired') then
+        if f[1] == 'waiting' then redis.call('ZREM', W, seq) end
+        local until_ = tonumber(ARGV[i+6]) + hold
+        redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'tokenId', tok, 'user', user, 'claimedAt', ARGV[i+6])
+        pointAt(user, seq)
+        if until_ > n then
+          redis.call('PERSIST', e)
+          redis.call('ZADD', A, until_, seq)
+        else
+          redis.call('ZREM', A, seq)
+          finish(e, seq, user)
+        end
+      end
+    elseif f[1] == 'used' and f[3] == ord then
+      redis.call('ZREM', A, seq)
+      finish(e, seq, user)
+    end
+    at = s
+  end
+end
+` + applyEpilogue)
+
+// ingestScript is the gateway's own ingest of the join it just published,
+// ahead of the admitter's follower, so the answer carries the exact place.
+// It does not move the cursor: only the follower, applying the stream in
+// order, knows everything before a sequence is in line.
+// ARGV from 3: epoch (the entries stream's identity), seq, user, prev.
+// Returns {status, seq of the live entry, rank or -1, waiting count}, or
+// {'stale'} when the line belongs to another incarnation of the stream, or
+// {'conflict'} when the sequence's record names another user.
+var ingestScript = redis.NewScript(luaLib + `
+local had = redis.call('HGET', C, 'entries.id')
+if had and had ~= ARGV[3] then return {'stale'} end
+local live = join(ARGV[4], ARGV[5], ARGV[6])
+if not live then return {'conflict'} end
+local rank = redis.call('ZRANK', W, live)
+local st = redis.call('HGET', P .. 'e:' .. live, 'status')
+return {st or 'unknown', live, rank or -1, redis.call('ZCARD', W)}
 `)
 
-// lookupScript finds the live entry of a user, if any.
-//
-// KEYS: users. ARGV: prefix, user. Returns {seq, status} or {}.
+// lookupScript finds the current entry of a user, if any.
+// KEYS: the user's pointer. ARGV: prefix. Returns {seq, status} or {}.
 var lookupScript = redis.NewScript(`
-local cur = redis.call('HGET', KEYS[1], ARGV[2])
+local cur = redis.call('GET', KEYS[1])
 if not cur then return {} end
 return {cur, redis.call('HGET', ARGV[1] .. 'e:' .. cur, 'status') or 'unknown'}
 `)
 
 // pollScript reads everything a poll answers in one round trip.
-//
-// KEYS: waiting, stats. ARGV: prefix, seq.
+// KEYS: stdKeys. ARGV: prefix, seq.
+// A sequence without a record is 'unknown' while the entries cursor has
+// not reached it (joined, not applied yet) and 'gone' after (its tombstone
+// expired).
 // Returns {status, seq, rank, waiting, readyAt, expiresAt, tokenId, user, rate}.
 var pollScript = redis.NewScript(`
 local prefix, seq = ARGV[1], ARGV[2]
@@ -66,154 +279,182 @@ if f[2] then
   seq = f[2]
   f = redis.call('HMGET', prefix .. 'e:' .. seq, 'status')
 end
+local st = f[1]
+if not st then
+  local c = redis.call('HGET', KEYS[6], 'entries')
+  st = 'unknown'
+  if c and tonumber(seq) <= tonumber(c) then st = 'gone' end
+end
 local r = redis.call('HMGET', prefix .. 'e:' .. seq, 'readyAt', 'expiresAt', 'tokenId', 'user')
 local rank = -1
-if f[1] == 'waiting' then rank = redis.call('ZRANK', KEYS[1], seq) or -1 end
-return {f[1] or 'unknown', seq, rank, redis.call('ZCARD', KEYS[1]),
-  r[1] or '', r[2] or '', r[3] or '', r[4] or '', redis.call('HGET', KEYS[2], 'rate') or '0'}
+if st == 'waiting' then rank = redis.call('ZRANK', KEYS[1], seq) or -1 end
+return {st, seq, rank, redis.call('ZCARD', KEYS[1]),
+  r[1] or '', r[2] or '', r[3] or '', r[4] or '', redis.call('HGET', KEYS[4], 'rate') or '0'}
 `)
 
-// leaveScript takes a shopper out of line or frees their slot.
-//
-// KEYS: waiting, active. ARGV: prefix, seq, user.
-// Invariant: a waiting entry leaves the line and an admitted one frees its
-// slot in the same step that marks it left; an unknown sequence gets a 'left'
-// tombstone so its join event, if it is still on the way, is not ingested.
-// The user's entry pointer stays: a later join sees a finished entry and
-// starts a new one.
-// Returns the status the entry had.
-var leaveScript = redis.NewScript(`
-local prefix, seq, user = ARGV[1], ARGV[2], ARGV[3]
-local e = prefix .. 'e:' .. seq
-local f = redis.call('HMGET', e, 'status', 'alias')
-if f[2] then
-  seq = f[2]
-  e = prefix .. 'e:' .. seq
-  f = redis.call('HMGET', e, 'status')
-end
-local st = f[1]
-if st == 'waiting' then
-  redis.call('ZREM', KEYS[1], seq)
-elseif st == 'admitted' then
-  redis.call('ZREM', KEYS[2], seq)
-elseif st then
-  return st
-end
-redis.call('HSET', e, 'status', 'left', 'user', user)
-redis.call('EXPIRE', e, 86400)
-return st or 'unknown'
-`)
+// leaveScript is the gateway's leave (the follower applies the leave event
+// too; both are idempotent). ARGV from 3: seq, user.
+var leaveScript = redis.NewScript(luaLib + `return leave(ARGV[3], ARGV[4])`)
 
 // admitScript is one admission tick.
 //
-// KEYS: waiting, active, outbox, stats, admits.
-// ARGV: prefix, queue, nowMs, targetActive, maxAdmitPerTick, tickMs, ttlMs,
-// watermark, paused (0|1), offset (0..999, where in its slice each readyAt falls).
+// ARGV from 3: queue, epoch, targetActive, maxAdmitPerTick, tickMs, ttlMs,
+// paused (0|1), offset (0..999: where in its slice each readyAt falls),
+// admissions head (the stream's last admission of this queue, 0: none),
+// admissions stream id, orders head, orders stream id.
 //
-// Invariants, all within one atomic step:
-//   - tokens past expiresAt free their slot (status expired); a redeemed
-//     token's slot is held until its order's hold time (see redeemScript)
-//     and then freed without expiring the token;
-//   - at most targetActive entries are ever in the active set, however many
-//     admitters run this script at once;
+// Invariants, all within one atomic step, on Redis time:
+//   - one tick per tickMs, however many admitters call: a call before the
+//     scheduled tick returns 'early'; the schedule advances by tickMs (not
+//     from the call), so N admitters admit at the configured rate, not N
+//     times it;
+//   - tokens past expiresAt free their slot (status expired); a used token's
+//     slot is held until its order's hold time, then freed;
+//   - at most targetActive entries are in the active set;
+//   - nobody is admitted while the line has not applied every admission and
+//     order event the streams hold (their heads): a Redis that lost
+//     admissions or order claims would otherwise admit on top of slots it
+//     no longer sees ('behind');
+//   - only sequences up to the entries cursor are admitted (every join
+//     before it is in line), in sequence order: admission is FIFO;
 //   - an admitted entry leaves 'waiting' in the same step that puts it in
-//     'active' and in the outbox: there is no instant in which it is in neither;
-//   - only sequences up to the watermark are admitted (every join before it
-//     is already in line), in sequence order, so admission is FIFO;
-//   - readyAt values are spread evenly across the tick (jitter), so a batch
-//     does not reach the order path at one instant.
+//     'active' and in the outbox;
+//   - readyAt values are spread evenly across the tick (jitter).
 //
-// Returns {expired, admitted, active, waiting, rate}, rate in admissions
-// per 1000 s (Redis replies carry integers, not floats).
-var admitScript = redis.NewScript(`
-local prefix, queue = ARGV[1], ARGV[2]
-local now, target, maxTick = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local tick, ttl, watermark = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
+// Returns {'early', msUntilDue} or {'ok', expired, admitted, active,
+// waiting, rate (per 1000 s), behind (0|1), msUntilNext}.
+var admitScript = redis.NewScript(luaLib + `
+local queue, epoch = ARGV[3], ARGV[4]
+local target, maxTick = tonumber(ARGV[5]), tonumber(ARGV[6])
+local tick, ttl = tonumber(ARGV[7]), tonumber(ARGV[8])
 local paused, offset = ARGV[9] == '1', tonumber(ARGV[10]) / 1000
+local head, hid = tonumber(ARGV[11]), ARGV[12]
+local ohead, oid = tonumber(ARGV[13]), ARGV[14]
+local n = now()
 
-local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+local due = tonumber(redis.call('HGET', ST, 'nextTick') or '0')
+if n < due then return {'early', due - n} end
+
+local expired = redis.call('ZRANGEBYSCORE', A, '-inf', n)
 for _, s in ipairs(expired) do
-  local e = prefix .. 'e:' .. s
-  -- A redeemed token (status used) stays used: its order's hold ran out,
-  -- the slot is freed, the token is not expired.
-  if redis.call('HGET', e, 'status') ~= 'used' then
-    redis.call('HSET', e, 'status', 'expired')
-  end
-  redis.call('EXPIRE', e, 86400)
-  redis.call('ZREM', KEYS[2], s)
+  local e = P .. 'e:' .. s
+  local f = redis.call('HMGET', e, 'status', 'user')
+  -- A used token stays used: its order's hold ran out, the slot is freed.
+  if f[1] == 'admitted' then redis.call('HSET', e, 'status', 'expired') end
+  finish(e, s, f[2])
+  redis.call('ZREM', A, s)
 end
 
+local watermark = cursorAt('entries', epoch)
+local behind = 0
+if head > 0 and cursorAt('admissions', hid) < head then behind = 1 end
+if ohead > 0 and cursorAt('orders', oid) < ohead then behind = 1 end
+
 local admitted = 0
-local cap = target - redis.call('ZCARD', KEYS[2])
-if maxTick > 0 and cap > maxTick then cap = maxTick end
-if not paused and cap > 0 then
-  local seqs = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', watermark, 'LIMIT', 0, cap)
-  local n = #seqs
-  for i, s in ipairs(seqs) do
-    local readyAt = now + math.floor(((i - 1) + offset) * tick / n)
-    local expiresAt = readyAt + ttl
-    redis.call('HSET', prefix .. 'e:' .. s, 'status', 'admitted', 'readyAt', readyAt,
-      'expiresAt', expiresAt, 'tokenId', queue .. ':' .. s)
-    redis.call('ZADD', KEYS[2], expiresAt, s)
-    redis.call('ZADD', KEYS[3], s, s)
-    redis.call('ZREM', KEYS[1], s)
-  end
-  admitted = n
-  if n > 0 then
-    redis.call('HINCRBY', KEYS[4], 'admittedTotal', n)
-    redis.call('ZADD', KEYS[5], now, now .. ':' .. n .. ':' .. seqs[1])
+if behind == 0 then
+  local next = due + tick
+  if next <= n then next = n + tick end
+  redis.call('HSET', ST, 'nextTick', next)
+  due = next
+  local cap = target - redis.call('ZCARD', A)
+  if maxTick > 0 and cap > maxTick then cap = maxTick end
+  if not paused and cap > 0 then
+    local seqs = redis.call('ZRANGEBYSCORE', W, '-inf', watermark, 'LIMIT', 0, cap)
+    local k = #seqs
+    for i, s in ipairs(seqs) do
+      local readyAt = n + math.floor(((i - 1) + offset) * tick / k)
+      local expiresAt = readyAt + ttl
+      redis.call('HSET', P .. 'e:' .. s, 'status', 'admitted', 'readyAt', readyAt,
+        'expiresAt', expiresAt, 'tokenId', queue .. ':' .. epoch .. ':' .. s)
+      redis.call('ZADD', A, expiresAt, s)
+      redis.call('ZADD', O, s, s)
+      redis.call('ZREM', W, s)
+    end
+    admitted = k
+    if k > 0 then
+      redis.call('HINCRBY', ST, 'admittedTotal', k)
+      redis.call('ZADD', AD, n, n .. ':' .. k .. ':' .. seqs[1])
+    end
   end
 end
 
 -- The admission rate of the last minute, for ETAs: measured, not configured.
-redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - 60000)
-local window = redis.call('ZRANGE', KEYS[5], 0, -1, 'WITHSCORES')
-local sum, oldest = 0, now
+redis.call('ZREMRANGEBYSCORE', AD, '-inf', n - 60000)
+local window = redis.call('ZRANGE', AD, 0, -1, 'WITHSCORES')
+local sum, oldest = 0, n
 for i = 1, #window, 2 do
   local _, _, count = string.find(window[i], '^%d+:(%d+):')
   sum = sum + tonumber(count)
   local at = tonumber(window[i + 1])
   if at < oldest then oldest = at end
 end
-local span = math.max(now - oldest + tick, tick) / 1000
-redis.call('HSET', KEYS[4], 'rate', string.format('%.3f', sum / span))
-return {#expired, admitted, redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[1]), math.floor(sum * 1000 / span + 0.5)}
+local span = math.max(n - oldest + tick, tick) / 1000
+redis.call('HSET', ST, 'rate', string.format('%.3f', sum / span))
+return {'ok', #expired, admitted, redis.call('ZCARD', A), redis.call('ZCARD', W),
+  math.floor(sum * 1000 / span + 0.5), behind, math.max(due - n, 0)}
 `)
 
-// redeemScript turns an admitted entry's token into an order, once.
-//
-// KEYS: active. ARGV: prefix, seq, tokenId, orderId, holdUntilMs.
-// Invariants: an admitted entry becomes 'used' by exactly one order id, in
-// the same step that re-scores its slot to holdUntil (the order's deadline
-// and then some), so the admission script does not expire a token whose
-// order is in flight; the same order redeeming again is told 'redeemed'
-// (idempotent), another order is told 'conflict'. Expired and left entries
-// cannot be redeemed.
-// Returns {outcome, orderId}: outcome is redeemed | conflict | expired |
-// left | waiting | unknown.
-var redeemScript = redis.NewScript(`
-local prefix, seq, tokenId, orderId = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local e = prefix .. 'e:' .. seq
-local f = redis.call('HMGET', e, 'status', 'tokenId', 'orderId')
-if not f[1] or f[2] ~= tokenId then return {'unknown', ''} end
+// claimScript takes an order for an admitted entry's token at the moment
+// the order is requested (the gateway's intake), on Redis time.
+// ARGV from 3: seq, tokenId, orderId, hold ms.
+// Invariants: a token is used by exactly one order id; it is judged at the
+// request — not expired, past its readyAt — so a backlog behind the request
+// can never turn an accepted order into an expired one; its slot is held
+// until claimedAt + hold (the order's deadline and margin), after which the
+// admission tick frees it if the order never finished. Claiming again with
+// the same order id is 'claimed' with the first claim's time.
+// Returns {outcome, claimedAt ms}: outcome is claimed | conflict | early |
+// expired | waiting | left | unknown.
+var claimScript = redis.NewScript(luaLib + `
+local seq, tok, ord, hold = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
+local n = now()
+local e = P .. 'e:' .. seq
+local f = redis.call('HMGET', e, 'status', 'tokenId', 'orderId', 'readyAt', 'expiresAt', 'claimedAt')
+if not f[1] or f[2] ~= tok then return {'unknown', n} end
 if f[1] == 'used' then
-  if f[3] == orderId then return {'redeemed', orderId} end
-  return {'conflict', f[3] or ''}
+  if f[3] == ord then return {'claimed', tonumber(f[6] or n)} end
+  return {'conflict', n}
+end
+if f[1] ~= 'admitted' then return {f[1], n} end
+if n < tonumber(f[4]) then return {'early', n} end
+if n >= tonumber(f[5]) then return {'expired', n} end
+redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'claimedAt', n)
+redis.call('ZADD', A, 'XX', n + hold, seq)
+return {'claimed', n}
+`)
+
+// redeemScript is the order worker's redemption of the token of its order.
+// ARGV from 3: seq, tokenId, orderId, holdUntil ms.
+// Invariants: the token is used by exactly one order id (normally the
+// gateway's claim did it; after a Redis loss not yet healed, this does);
+// the slot is held at least until holdUntil (never shortened); expired and
+// left entries cannot be redeemed.
+// Returns {outcome, orderId}: redeemed | conflict | expired | left |
+// waiting | unknown.
+var redeemScript = redis.NewScript(luaLib + `
+local seq, tok, ord, hold = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local e = P .. 'e:' .. seq
+local f = redis.call('HMGET', e, 'status', 'tokenId', 'orderId')
+if not f[1] or f[2] ~= tok then return {'unknown', ''} end
+if f[1] == 'used' then
+  if f[3] ~= ord then return {'conflict', f[3] or ''} end
+  redis.call('ZADD', A, 'XX', 'GT', hold, seq)
+  return {'redeemed', ord}
 end
 if f[1] ~= 'admitted' then return {f[1], ''} end
-redis.call('HSET', e, 'status', 'used', 'orderId', orderId)
-redis.call('ZADD', KEYS[1], 'XX', ARGV[5], seq)
-return {'redeemed', orderId}
+redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'claimedAt', now())
+redis.call('ZADD', A, 'XX', 'GT', hold, seq)
+return {'redeemed', ord}
 `)
 
-// releaseScript frees the slot of a redeemed entry once its order is final.
-//
-// KEYS: active. ARGV: prefix, seq, orderId.
-// Invariant: only the order that redeemed the entry frees its slot, and
+// releaseScript frees the slot of a used entry once its order is final.
+// ARGV from 3: seq, orderId.
+// Invariant: only the order that used the entry frees its slot, and
 // freeing twice is harmless. Returns 1 if a slot was freed.
-var releaseScript = redis.NewScript(`
-local e = ARGV[1] .. 'e:' .. ARGV[2]
-if redis.call('HGET', e, 'orderId') ~= ARGV[3] then return 0 end
-redis.call('EXPIRE', e, 86400)
-return redis.call('ZREM', KEYS[1], ARGV[2])
+var releaseScript = redis.NewScript(luaLib + `
+local e = P .. 'e:' .. ARGV[3]
+local f = redis.call('HMGET', e, 'orderId', 'user')
+if f[1] ~= ARGV[4] then return 0 end
+finish(e, ARGV[3], f[2])
+return redis.call('ZREM', A, ARGV[3])
 `)

@@ -2,10 +2,17 @@
 // what order, who holds an admission slot, and what the admitter still has
 // to announce.
 //
-// Redis is a projection here, not the record: every join, leave and
-// admission is an event in JetStream, and the line can be rebuilt from them.
-// Each state change is one Lua script (see scripts.go), so the line's
-// invariants hold however many gateways and admitters touch it at once.
+// Redis is a projection here, not the record: every join, leave, admission
+// and order is an event in JetStream. The admitter's followers apply each
+// stream to the line in order (see Apply*), and the line keeps, per queue, a
+// cursor of how far each stream is applied, moved in the same atomic step as
+// the events' effects. Whatever Redis loses — its last second, a failover to
+// a lagging replica, everything — it loses the cursor's advance with it, and
+// the followers replay exactly the gap: the line heals itself, no operator
+// needed. Each state change is one Lua script (see scripts.go), so the
+// line's invariants hold however many gateways and admitters touch it; every
+// time decision in them reads Redis TIME. The keys are mapped in package
+// keyspace.
 package waitqueue
 
 import (
@@ -18,12 +25,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"usher/shared/keyspace"
 )
 
 // Status is where an entry stands.
 type Status string
 
-// The statuses of an entry. Unknown means Redis has no record of it (yet).
+// The statuses of an entry. Unknown means Redis has no record of it (yet):
+// its join is not applied. Gone means its record was a tombstone that
+// expired: the entry finished long ago.
 const (
 	Unknown  Status = "unknown"
 	Waiting  Status = "waiting"
@@ -31,33 +42,47 @@ const (
 	Expired  Status = "expired"
 	Used     Status = "used"
 	Left     Status = "left"
+	Gone     Status = "gone"
 )
 
 // Live reports whether the entry still holds a place or a slot.
 func (s Status) Live() bool { return s == Waiting || s == Admitted }
+
+// Errors the line returns for states callers branch on.
+var (
+	// ErrStale: the line belongs to another incarnation of the entries
+	// stream (it was recreated); the caller's epoch is out of date.
+	ErrStale = errors.New("waitqueue: the line belongs to another incarnation of the entries stream")
+	// ErrConflict: the sequence's record names another user.
+	ErrConflict = errors.New("waitqueue: the sequence belongs to another user")
+)
 
 // Store reads and changes the waiting lines kept in one Redis (or Redis
 // Cluster). It is safe for concurrent use.
 type Store struct {
 	rdb   redis.UniversalClient
 	calls chan *scriptCall // set by EnableBatching
+	ttl   int              // tombstone TTL in seconds
 }
 
-// New returns a Store on rdb.
-func New(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
+// New returns a Store on rdb whose finished entries live
+// keyspace.TombstoneTTL.
+func New(rdb redis.UniversalClient) *Store {
+	return &Store{rdb: rdb, ttl: int(keyspace.TombstoneTTL.Seconds())}
+}
 
-type keys struct{ prefix string }
+// SetTombstoneTTL changes how long finished entries stay (at least a
+// second). Call it before the Store is used.
+func (s *Store) SetTombstoneTTL(d time.Duration) { s.ttl = max(int(d.Seconds()), 1) }
 
-func keysOf(q string) keys { return keys{prefix: "usher:{" + q + "}:"} }
+// stdKeys are the keys every mutating script gets (see scripts.go).
+func stdKeys(k keyspace.Queue) []string {
+	return []string{k.Waiting(), k.Active(), k.Outbox(), k.Stats(), k.Admits(), k.Cursor()}
+}
 
-func (k keys) waiting() string { return k.prefix + "waiting" }
-func (k keys) active() string  { return k.prefix + "active" }
-func (k keys) outbox() string  { return k.prefix + "outbox" }
-func (k keys) users() string   { return k.prefix + "users" }
-func (k keys) stats() string   { return k.prefix + "stats" }
-func (k keys) admits() string  { return k.prefix + "admits" }
-func (k keys) entry(seq uint64) string {
-	return k.prefix + "e:" + strconv.FormatUint(seq, 10)
+// args starts a mutating script's arguments: prefix and tombstone TTL.
+func (s *Store) args(k keyspace.Queue, rest ...any) []any {
+	return append([]any{k.Prefix(), s.ttl}, rest...)
 }
 
 // Entry is one shopper's place as Redis sees it.
@@ -73,58 +98,32 @@ type Entry struct {
 	Rate      float64 // admissions per second over the last minute
 }
 
-// Ingest puts the shopper who joined with seq in line, unless that sequence
-// was seen before or the user is already in line (then it resolves to the
-// user's current entry). It is idempotent: gateway and admitter both call it.
-func (s *Store) Ingest(ctx context.Context, q string, seq uint64, user string) (Entry, error) {
-	k := keysOf(q)
-	res, err := s.run(ctx, ingestScript, []string{k.waiting(), k.users()}, k.prefix, seq, user, 1).Slice()
+// Ingest puts the shopper who joined with seq in line ahead of the
+// admitter's follower, so the gateway can answer with the exact place
+// (unless that sequence was seen before or the user is already in line:
+// then it resolves to the user's current entry). epoch is the identity of
+// the entries stream the sequence counts in; prev is the entry the gateway
+// saw finished when it published the join (0: none).
+func (s *Store) Ingest(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64) (Entry, error) {
+	k := keyspace.Of(q)
+	res, err := s.run(ctx, ingestScript, stdKeys(k), s.args(k, epoch, seq, user, prev)...).Slice()
 	if err != nil {
 		return Entry{}, fmt.Errorf("ingest %s/%d: %w", q, seq, err)
+	}
+	if len(res) == 1 {
+		if res[0] == "stale" {
+			return Entry{}, fmt.Errorf("ingest %s/%d: %w", q, seq, ErrStale)
+		}
+		return Entry{}, fmt.Errorf("ingest %s/%d for %s: %w", q, seq, user, ErrConflict)
 	}
 	return entryOf(res)
 }
 
-// Joined is one join event for IngestBatch.
-type Joined struct {
-	Queue string
-	Seq   uint64
-	User  string
-}
-
-// IngestBatch ingests many joins in one pipelined round trip, in order.
-// The error is the first one met; entries before it were ingested.
-func (s *Store) IngestBatch(ctx context.Context, joins []Joined) error {
-	if len(joins) == 0 {
-		return nil
-	}
-	// Make sure the script is cached so the pipeline can use EVALSHA alone.
-	if err := ingestScript.Load(ctx, s.rdb).Err(); err != nil {
-		return fmt.Errorf("load ingest script: %w", err)
-	}
-	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, j := range joins {
-			k := keysOf(j.Queue)
-			ingestScript.EvalSha(ctx, p, []string{k.waiting(), k.users()}, k.prefix, j.Seq, j.User, 0)
-		}
-		return nil
-	})
-	if err != nil {
-		for _, c := range cmds {
-			if c.Err() != nil {
-				return fmt.Errorf("ingest batch: %w", c.Err())
-			}
-		}
-		return fmt.Errorf("ingest batch: %w", err)
-	}
-	return nil
-}
-
 // Lookup returns the user's current entry in q, and false when the user has
-// none.
+// none (or it finished long enough ago to be forgotten).
 func (s *Store) Lookup(ctx context.Context, q, user string) (seq uint64, st Status, ok bool, err error) {
-	k := keysOf(q)
-	res, err := s.run(ctx, lookupScript, []string{k.users()}, k.prefix, user).StringSlice()
+	k := keyspace.Of(q)
+	res, err := s.run(ctx, lookupScript, []string{k.User(user)}, k.Prefix()).StringSlice()
 	if err != nil {
 		return 0, "", false, fmt.Errorf("lookup %s/%s: %w", q, user, err)
 	}
@@ -139,11 +138,11 @@ func (s *Store) Lookup(ctx context.Context, q, user string) (seq uint64, st Stat
 }
 
 // Poll returns the entry for seq with its position, in one round trip.
-// A sequence Redis has not seen yet comes back as Unknown with the waiting
-// count, so the caller can answer with an estimate.
+// A sequence Redis has not applied yet comes back as Unknown with the
+// waiting count, so the caller can answer with an estimate.
 func (s *Store) Poll(ctx context.Context, q string, seq uint64) (Entry, error) {
-	k := keysOf(q)
-	res, err := s.run(ctx, pollScript, []string{k.waiting(), k.stats()}, k.prefix, seq).Slice()
+	k := keyspace.Of(q)
+	res, err := s.run(ctx, pollScript, stdKeys(k), k.Prefix(), seq).Slice()
 	if err != nil {
 		return Entry{}, fmt.Errorf("poll %s/%d: %w", q, seq, err)
 	}
@@ -166,87 +165,141 @@ func (s *Store) Poll(ctx context.Context, q string, seq uint64) (Entry, error) {
 // Leave takes the entry out of line, or frees its slot if it was admitted,
 // and returns the status it had. Leaving twice is harmless.
 func (s *Store) Leave(ctx context.Context, q string, seq uint64, user string) (Status, error) {
-	k := keysOf(q)
-	st, err := leaveScript.Run(ctx, s.rdb, []string{k.waiting(), k.active()}, k.prefix, seq, user).Text()
+	k := keyspace.Of(q)
+	st, err := leaveScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, seq, user)...).Text()
 	if err != nil {
 		return "", fmt.Errorf("leave %s/%d: %w", q, seq, err)
 	}
 	return Status(st), nil
 }
 
-// Redemption is what Redeem found.
+// Claim is what Claim found.
+type Claim struct {
+	Outcome Redemption // Redeemed (claimed now or before by this order), or why not
+	// At is when the token was claimed (Redis time): the order's request
+	// time, from which its deadline counts.
+	At time.Time
+}
+
+// Redemption is what a claim or a redemption found.
 type Redemption string
 
-// Redeem's outcomes.
+// Claim and Redeem outcomes.
 const (
 	Redeemed       Redemption = "redeemed" // the token is (now) this order's
 	RedeemConflict Redemption = "conflict" // the token is another order's
+	RedeemEarly    Redemption = "early"    // the token is not valid yet (readyAt)
 	RedeemExpired  Redemption = "expired"  // the token expired unused
 	RedeemLeft     Redemption = "left"     // the shopper gave the slot up
-	RedeemUnknown  Redemption = "unknown"  // Redis has no such admission
+	RedeemUnknown  Redemption = "unknown"  // Redis holds no admission for this token
 )
 
-// Redeem marks the token of entry seq as used by orderID and holds its
-// slot until holdUntil (or until Release). See redeemScript.
+func redemptionOf(s string) Redemption {
+	switch r := Redemption(s); r {
+	case Redeemed, RedeemConflict, RedeemEarly, RedeemExpired, RedeemLeft:
+		return r
+	case "claimed":
+		return Redeemed
+	}
+	return RedeemUnknown // unknown, waiting: no admission for this token
+}
+
+// Claim takes the token of entry seq for orderID at the moment the order is
+// requested, judged on Redis time, and holds its slot for hold (the order's
+// deadline and a margin). See claimScript.
+func (s *Store) Claim(ctx context.Context, q string, seq uint64, tokenID, orderID string, hold time.Duration) (Claim, error) {
+	k := keyspace.Of(q)
+	res, err := claimScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, seq, tokenID, orderID, hold.Milliseconds())...).Slice()
+	if err != nil {
+		return Claim{}, fmt.Errorf("claim %s/%d: %w", q, seq, err)
+	}
+	if len(res) != 2 {
+		return Claim{}, fmt.Errorf("claim %s/%d: reply of %d fields", q, seq, len(res))
+	}
+	out, _ := res[0].(string)
+	at, _ := res[1].(int64)
+	return Claim{Outcome: redemptionOf(out), At: time.UnixMilli(at)}, nil
+}
+
+// Redeem marks the token of entry seq as used by orderID (normally the
+// gateway's Claim already did) and holds its slot at least until holdUntil.
+// See redeemScript.
 func (s *Store) Redeem(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (Redemption, error) {
-	k := keysOf(q)
-	res, err := redeemScript.Run(ctx, s.rdb, []string{k.active()}, k.prefix, seq, tokenID, orderID, holdUntil.UnixMilli()).StringSlice()
+	k := keyspace.Of(q)
+	res, err := redeemScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, seq, tokenID, orderID, holdUntil.UnixMilli())...).StringSlice()
 	if err != nil {
 		return "", fmt.Errorf("redeem %s/%d: %w", q, seq, err)
 	}
 	if len(res) != 2 {
 		return "", fmt.Errorf("redeem %s/%d: reply of %d fields", q, seq, len(res))
 	}
-	switch r := Redemption(res[0]); r {
-	case Redeemed, RedeemConflict, RedeemExpired, RedeemLeft:
-		return r, nil
-	default:
-		return RedeemUnknown, nil
-	}
+	return redemptionOf(res[0]), nil
 }
 
 // Release frees the slot entry seq holds for orderID, once the order is
 // final, so the admitter lets the next shopper in. It is idempotent.
 func (s *Store) Release(ctx context.Context, q string, seq uint64, orderID string) (bool, error) {
-	k := keysOf(q)
-	n, err := releaseScript.Run(ctx, s.rdb, []string{k.active()}, k.prefix, seq, orderID).Int()
+	k := keyspace.Of(q)
+	n, err := releaseScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, seq, orderID)...).Int()
 	if err != nil {
 		return false, fmt.Errorf("release %s/%d: %w", q, seq, err)
 	}
 	return n == 1, nil
 }
 
-// ParseTokenID splits an entry token id (queue:seq) into its queue and
-// sequence.
-func ParseTokenID(id string) (q string, seq uint64, ok bool) {
-	i := strings.LastIndexByte(id, ':')
-	if i <= 0 {
-		return "", 0, false
-	}
-	seq, err := strconv.ParseUint(id[i+1:], 10, 64)
-	if err != nil {
-		return "", 0, false
-	}
-	return id[:i], seq, true
+// TokenID is the id of the entry token of entry seq of queue q in the
+// entries stream whose identity is epoch: "q:epoch:seq". The epoch keeps the
+// tokens (and the orders derived from them) of a recreated stream apart from
+// the old one's.
+func TokenID(q, epoch string, seq uint64) string {
+	return q + ":" + epoch + ":" + strconv.FormatUint(seq, 10)
 }
 
-// Tick is the input of one admission tick.
+// ParseTokenID splits an entry token id into its queue, epoch and sequence.
+func ParseTokenID(id string) (q, epoch string, seq uint64, ok bool) {
+	q, rest, ok1 := strings.Cut(id, ":")
+	epoch, num, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 || q == "" || epoch == "" || strings.IndexByte(num, ':') >= 0 {
+		return "", "", 0, false
+	}
+	seq, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || seq == 0 {
+		return "", "", 0, false
+	}
+	return q, epoch, seq, true
+}
+
+// Head is how far a stream holds events of one queue: the stream sequence
+// of its last such event (0: none) and the stream's identity.
+type Head struct {
+	Seq      uint64
+	StreamID string
+}
+
+// Tick is the input of one admission tick. Its time is Redis's.
 type Tick struct {
-	Now             time.Time
+	Epoch           string // the entries stream's identity (token ids carry it)
 	TargetActive    int
 	MaxAdmitPerTick int // 0: no cap besides targetActive
 	TickLength      time.Duration
 	TokenTTL        time.Duration
-	// Watermark is the highest join sequence before which every join is
-	// known to be in line; later ones wait for the next tick.
-	Watermark uint64
-	Paused    bool
+	Paused          bool
 	// Offset in [0,1000) places each readyAt within its slice of the tick.
 	Offset int
+	// Admissions and Orders are the streams' heads for this queue: nobody
+	// is admitted until the line has applied them (see admitScript).
+	Admissions, Orders Head
 }
 
 // TickResult says what one tick did.
 type TickResult struct {
+	// Early: the queue's tick was not due (another admitter ran it); Next
+	// says when it is.
+	Early bool
+	// Behind: the line has not applied every admission or order event the
+	// streams hold; nobody was admitted.
+	Behind            bool
+	Next              time.Duration
 	Expired, Admitted int
 	Active, Waiting   int64
 	// AdmitRatePerSec is the measured admission rate of the last minute,
@@ -254,27 +307,33 @@ type TickResult struct {
 	AdmitRatePerSec float64
 }
 
-// Admit runs one admission tick: expires stale tokens, admits as many as
-// fit, records them in the outbox. See admitScript for the invariants.
+// Admit runs the queue's admission tick if it is due: expires stale tokens,
+// admits as many as fit, records them in the outbox. See admitScript for
+// the invariants.
 func (s *Store) Admit(ctx context.Context, q string, t Tick) (TickResult, error) {
-	k := keysOf(q)
+	k := keyspace.Of(q)
 	paused := 0
 	if t.Paused {
 		paused = 1
 	}
-	res, err := admitScript.Run(ctx, s.rdb,
-		[]string{k.waiting(), k.active(), k.outbox(), k.stats(), k.admits()},
-		k.prefix, q, t.Now.UnixMilli(), t.TargetActive, t.MaxAdmitPerTick,
-		t.TickLength.Milliseconds(), t.TokenTTL.Milliseconds(), t.Watermark, paused, t.Offset,
-	).Int64Slice()
+	res, err := admitScript.Run(ctx, s.rdb, stdKeys(k), s.args(k,
+		q, t.Epoch, t.TargetActive, t.MaxAdmitPerTick, t.TickLength.Milliseconds(), t.TokenTTL.Milliseconds(),
+		paused, t.Offset, t.Admissions.Seq, t.Admissions.StreamID, t.Orders.Seq, t.Orders.StreamID)...).Slice()
 	if err != nil {
 		return TickResult{}, fmt.Errorf("admit %s: %w", q, err)
 	}
-	if len(res) < 5 {
-		return TickResult{}, fmt.Errorf("admit %s: short script reply", q)
+	ints := make([]int64, len(res))
+	for i := 1; i < len(res); i++ {
+		ints[i], _ = res[i].(int64)
 	}
-	return TickResult{Expired: int(res[0]), Admitted: int(res[1]), Active: res[2], Waiting: res[3],
-		AdmitRatePerSec: float64(res[4]) / 1000}, nil
+	if len(res) == 2 && res[0] == "early" {
+		return TickResult{Early: true, Next: time.Duration(ints[1]) * time.Millisecond}, nil
+	}
+	if len(res) != 8 {
+		return TickResult{}, fmt.Errorf("admit %s: reply of %d fields", q, len(res))
+	}
+	return TickResult{Expired: int(ints[1]), Admitted: int(ints[2]), Active: ints[3], Waiting: ints[4],
+		AdmitRatePerSec: float64(ints[5]) / 1000, Behind: ints[6] == 1, Next: time.Duration(ints[7]) * time.Millisecond}, nil
 }
 
 // Admission is an admitted entry waiting in the outbox to be announced.
@@ -289,15 +348,16 @@ type Admission struct {
 
 // Outbox returns up to max admissions not yet announced, oldest first.
 func (s *Store) Outbox(ctx context.Context, q string, max int) ([]Admission, error) {
-	k := keysOf(q)
-	seqs, err := s.rdb.ZRange(ctx, k.outbox(), 0, int64(max)-1).Result()
+	k := keyspace.Of(q)
+	seqs, err := s.rdb.ZRange(ctx, k.Outbox(), 0, int64(max)-1).Result()
 	if err != nil || len(seqs) == 0 {
 		return nil, err
 	}
 	cmds := make([]*redis.SliceCmd, len(seqs))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, sq := range seqs {
-			cmds[i] = p.HMGet(ctx, k.prefix+"e:"+sq, "user", "tokenId", "readyAt", "expiresAt")
+			seq, _ := strconv.ParseUint(sq, 10, 64)
+			cmds[i] = p.HMGet(ctx, k.Entry(seq), "user", "tokenId", "readyAt", "expiresAt")
 		}
 		return nil
 	})
@@ -313,7 +373,12 @@ func (s *Store) Outbox(ctx context.Context, q string, max int) ([]Admission, err
 		a.TokenID, _ = v[1].(string)
 		a.ReadyAt, a.ExpiresAt = msTime(v[2]), msTime(v[3])
 		if a.TokenID == "" {
-			return nil, fmt.Errorf("outbox %s: entry %d has no token record", q, seq)
+			// Its record went (a leave freed it and expired meanwhile, or
+			// a loss): nothing to announce, nothing anyone can order with.
+			if err := s.Announced(ctx, q, []uint64{seq}); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		out = append(out, a)
 	}
@@ -331,7 +396,7 @@ func (s *Store) Announced(ctx context.Context, q string, seqs []uint64) error {
 	for i, sq := range seqs {
 		members[i] = strconv.FormatUint(sq, 10)
 	}
-	if err := s.rdb.ZRem(ctx, keysOf(q).outbox(), members...).Err(); err != nil {
+	if err := s.rdb.ZRem(ctx, keyspace.Of(q).Outbox(), members...).Err(); err != nil {
 		return fmt.Errorf("trim outbox %s: %w", q, err)
 	}
 	return nil
@@ -345,13 +410,13 @@ type Stats struct {
 
 // Stats reads a queue's live figures in one round trip.
 func (s *Store) Stats(ctx context.Context, q string) (Stats, error) {
-	k := keysOf(q)
+	k := keyspace.Of(q)
 	var w, a *redis.IntCmd
 	var st *redis.SliceCmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		w = p.ZCard(ctx, k.waiting())
-		a = p.ZCard(ctx, k.active())
-		st = p.HMGet(ctx, k.stats(), "admittedTotal", "rate")
+		w = p.ZCard(ctx, k.Waiting())
+		a = p.ZCard(ctx, k.Active())
+		st = p.HMGet(ctx, k.Stats(), "admittedTotal", "rate")
 		return nil
 	})
 	if err != nil {
@@ -365,6 +430,15 @@ func (s *Store) Stats(ctx context.Context, q string) (Stats, error) {
 		out.AdmitRatePerSec, _ = strconv.ParseFloat(v, 64)
 	}
 	return out, nil
+}
+
+// Now returns Redis's time: the one clock every decision uses.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	t, err := s.rdb.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("redis time: %w", err)
+	}
+	return t, nil
 }
 
 func entryOf(res []any) (Entry, error) {
@@ -404,4 +478,33 @@ func ETA(position int64, ratePerSec float64) (seconds int64, ok bool) {
 		return 0, false
 	}
 	return int64(math.Ceil(float64(position) / ratePerSec)), true
+}
+
+// closedSinceScript records when a queue closed, on Redis time.
+// KEYS: stats. ARGV: closed (0|1). Returns the closing time in ms, 0 when open.
+var closedSinceScript = redis.NewScript(`
+if ARGV[1] ~= '1' then
+  redis.call('HDEL', KEYS[1], 'closedAt')
+  return 0
+end
+local t = redis.call('TIME')
+redis.call('HSETNX', KEYS[1], 'closedAt', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+return tonumber(redis.call('HGET', KEYS[1], 'closedAt'))
+`)
+
+// ClosedSince records that q is closed (or forgets it when it is open again)
+// and returns since when, on Redis time; zero while open.
+func (s *Store) ClosedSince(ctx context.Context, q string, closed bool) (time.Time, error) {
+	c := 0
+	if closed {
+		c = 1
+	}
+	ms, err := closedSinceScript.Run(ctx, s.rdb, []string{keyspace.Of(q).Stats()}, c).Int64()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("closed since %s: %w", q, err)
+	}
+	if ms == 0 {
+		return time.Time{}, nil
+	}
+	return time.UnixMilli(ms), nil
 }

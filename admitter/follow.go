@@ -1,0 +1,396 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/shared/bus"
+	"usher/shared/event"
+	"usher/shared/waitqueue"
+)
+
+// A follower applies one stream's events of one queue to the queue's line
+// in Redis, in stream order, from where the line's cursor says it stopped.
+//
+// There is no durable consumer and no ack: the cursor in Redis, moved in the
+// same atomic step as the events' effects, is the only record of progress.
+// So nothing waits for an ack wait: a follower that freezes or dies holds
+// nothing back (another admitter's follower, or its own restart, reads the
+// cursor and goes on at once), and a Redis that loses writes loses the
+// cursor's advance with them — the follower notices (its next apply, or its
+// once-a-second check, finds the cursor behind what it applied) and replays
+// exactly the gap. Several admitters may follow the same queue: an event at
+// or below the cursor is skipped, so each is applied once.
+//
+// Each queue has its own followers, so one queue's trouble (a Redis shard
+// down, an event it cannot apply) never holds back another queue.
+type follower struct {
+	log     *slog.Logger
+	js      jetstream.JetStream
+	line    *waitqueue.Store
+	queue   string
+	stream  string   // JetStream stream name
+	field   string   // the cursor's field (waitqueue.StreamEntries, …)
+	filters []string // the queue's subjects in the stream
+	// apply decodes and applies a batch in one script call.
+	apply func(ctx context.Context, streamID string, prev uint64, msgs []jetstream.Msg) (waitqueue.Applied, error)
+	// onStale is called when the line belongs to another incarnation of
+	// the stream (entries only): it clears the line so it starts afresh.
+	onStale func(ctx context.Context) error
+	batch   int
+	metrics *metrics
+
+	applied atomic.Uint64 // the last stream sequence this follower applied
+	pending atomic.Uint64 // messages in the stream after the last one delivered
+	kick    chan struct{} // check the cursor now (an admission tick found the line behind)
+
+	mu         sync.Mutex
+	stuckSince time.Time // when the current batch first failed to apply (zero: not stuck)
+	stuckAt    uint64    // its first sequence
+}
+
+func newFollower(a *admitter, q, stream, field string, filters ...string) *follower {
+	return &follower{log: a.log.With("queue", q, "stream", stream), js: a.js, line: a.line, queue: q,
+		stream: stream, field: field, filters: filters, batch: 1000, metrics: a.metrics, kick: make(chan struct{}, 1)}
+}
+
+// Kick asks the follower to check the line's cursor at once.
+func (f *follower) Kick() {
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+// errRewound ends one pass of follow: the line's cursor went back.
+var errRewound = errors.New("the line lost writes: its cursor is behind what was applied")
+
+// Run follows the stream until ctx ends, starting again from the line's
+// cursor whenever the line turns out to have lost writes.
+func (f *follower) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := f.follow(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, errRewound):
+			f.metrics.rewinds.WithLabelValues(f.queue, f.field).Inc()
+			backoff = 100 * time.Millisecond
+			continue
+		case err != nil:
+			f.log.Warn("following stream", "err", err)
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}
+	return nil
+}
+
+// follow is one pass: read the cursor, consume from just after it, apply
+// batches until the line turns out to have lost writes or ctx ends.
+func (f *follower) follow(ctx context.Context) error {
+	sid, err := bus.StreamID(ctx, f.js, f.stream)
+	if err != nil {
+		return err
+	}
+	cur, err := f.line.Cursor(ctx, f.queue)
+	if err != nil {
+		return err
+	}
+	pos := cur[f.field]
+	if pos.StreamID != sid {
+		if pos.StreamID != "" && f.onStale != nil {
+			f.log.Warn("the line belongs to an older incarnation of the stream; starting it afresh",
+				"had", pos.StreamID, "now", sid)
+			if err := f.onStale(ctx); err != nil {
+				return err
+			}
+		}
+		pos = waitqueue.Position{StreamID: sid}
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: f.filters, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if pos.Seq > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, pos.Seq+1
+	}
+	cons, err := f.js.OrderedConsumer(ctx, f.stream, cfg)
+	if err != nil {
+		return fmt.Errorf("consumer: %w", err)
+	}
+	msgs := make(chan jetstream.Msg, 2*f.batch)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-ctx.Done():
+		}
+	}, jetstream.PullMaxMessages(f.batch))
+	if err != nil {
+		return fmt.Errorf("consume: %w", err)
+	}
+	defer cc.Stop()
+
+	prev := pos.Seq
+	f.applied.Store(prev)
+	check := time.NewTicker(time.Second)
+	defer check.Stop()
+	batch := make([]jetstream.Msg, 0, f.batch)
+	for {
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-msgs:
+			batch = append(batch, m)
+		case <-f.kick:
+			if err := f.checkCursor(ctx, sid); err != nil {
+				return err
+			}
+			continue
+		case <-check.C:
+			if err := f.checkCursor(ctx, sid); err != nil {
+				return err
+			}
+			continue
+		}
+	fill:
+		for len(batch) < f.batch {
+			select {
+			case m := <-msgs:
+				batch = append(batch, m)
+			default:
+				break fill
+			}
+		}
+		last, err := f.applyBatch(ctx, sid, prev, batch)
+		if err != nil {
+			return err
+		}
+		prev = last
+	}
+}
+
+// applyBatch applies one batch, retrying while Redis cannot take it: the
+// batch is never dropped, and while it waits the follower reports what it
+// holds back.
+func (f *follower) applyBatch(ctx context.Context, sid string, prev uint64, batch []jetstream.Msg) (uint64, error) {
+	first, last := seqOf(batch[0]), seqOf(batch[len(batch)-1])
+	backoff := 50 * time.Millisecond
+	for {
+		res, err := f.apply(ctx, sid, prev, batch)
+		if err == nil {
+			f.unstuck()
+			if res.Rewound {
+				f.log.Warn("the line lost writes; replaying from its cursor", "applied", prev, "cursor", res.Cursor)
+				return 0, errRewound
+			}
+			if res.Conflicts > 0 {
+				f.log.Error("events name another user than the line holds for their entry; skipped",
+					"n", res.Conflicts, "from", first, "to", last)
+			}
+			f.applied.Store(last)
+			if md, err := batch[len(batch)-1].Metadata(); err == nil {
+				f.pending.Store(md.NumPending)
+				f.metrics.behind.WithLabelValues(f.queue, f.field).Set(float64(md.NumPending))
+			}
+			f.metrics.applied.WithLabelValues(f.queue, f.field).Add(float64(len(batch)))
+			return last, nil
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		if errors.Is(err, waitqueue.ErrStale) {
+			return 0, errRewound // follow starts again and clears the line
+		}
+		f.stuck(first, err)
+		sleep(ctx, backoff)
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// checkCursor compares the line's cursor with what this follower applied:
+// a cursor behind it means Redis lost writes (a restart that lost its last
+// second, a failover, a flush) even if no new event has come to show it.
+func (f *follower) checkCursor(ctx context.Context, sid string) error {
+	cur, err := f.line.Cursor(ctx, f.queue)
+	if err != nil {
+		f.stuck(f.applied.Load()+1, err)
+		return nil
+	}
+	pos := cur[f.field]
+	at := pos.Seq
+	if pos.StreamID != sid {
+		at = 0
+	}
+	if applied := f.applied.Load(); at < applied {
+		f.log.Warn("the line lost writes; replaying from its cursor", "applied", applied, "cursor", at)
+		return errRewound
+	}
+	return nil
+}
+
+// stuck records that the batch starting at seq cannot be applied, and
+// says so once a second while it lasts: this is what holds the queue's
+// admission back.
+func (f *follower) stuck(seq uint64, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	if f.stuckSince.IsZero() {
+		f.stuckSince, f.stuckAt = now, seq
+		return
+	}
+	held := now.Sub(f.stuckSince)
+	f.metrics.stalled.WithLabelValues(f.queue, f.field).Set(held.Seconds())
+	if held >= time.Second {
+		f.log.Error("holding back the queue: events cannot be applied to the line",
+			"seq", f.stuckAt, "for", held.Round(time.Millisecond).String(), "err", err)
+	}
+}
+
+func (f *follower) unstuck() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.stuckSince.IsZero() {
+		f.log.Info("events apply again", "seq", f.stuckAt, "after", time.Since(f.stuckSince).Round(time.Millisecond).String())
+		f.stuckSince = time.Time{}
+		f.metrics.stalled.WithLabelValues(f.queue, f.field).Set(0)
+	}
+}
+
+func seqOf(m jetstream.Msg) uint64 {
+	md, err := m.Metadata()
+	if err != nil {
+		return 0
+	}
+	return md.Sequence.Stream
+}
+
+// The three followers of a queue.
+
+func entriesFollower(a *admitter, q string) *follower {
+	f := newFollower(a, q, event.StreamEntries, waitqueue.StreamEntries, event.EnterSubject(q), event.LeaveSubject(q))
+	f.apply = func(ctx context.Context, sid string, prev uint64, msgs []jetstream.Msg) (waitqueue.Applied, error) {
+		evs := make([]waitqueue.EntryEvent, 0, len(msgs))
+		for _, m := range msgs {
+			evs = append(evs, decodeEntry(f.log, m))
+		}
+		return a.line.ApplyEntries(ctx, q, sid, prev, evs)
+	}
+	f.onStale = func(ctx context.Context) error {
+		_, err := a.line.Drop(ctx, q, false)
+		return err
+	}
+	return f
+}
+
+func admissionsFollower(a *admitter, q string) *follower {
+	f := newFollower(a, q, event.StreamAdmissions, waitqueue.StreamAdmissions, event.AdmittedSubject(q))
+	f.apply = func(ctx context.Context, sid string, prev uint64, msgs []jetstream.Msg) (waitqueue.Applied, error) {
+		evs := make([]waitqueue.AdmissionEvent, 0, len(msgs))
+		for _, m := range msgs {
+			evs = append(evs, decodeAdmission(f.log, a.epoch, m))
+		}
+		return a.line.ApplyAdmissions(ctx, q, sid, prev, evs)
+	}
+	return f
+}
+
+func ordersFollower(a *admitter, q string) *follower {
+	f := newFollower(a, q, event.StreamOrders, waitqueue.StreamOrders, event.OrderSubjects(q))
+	f.apply = func(ctx context.Context, sid string, prev uint64, msgs []jetstream.Msg) (waitqueue.Applied, error) {
+		evs := make([]waitqueue.OrderEvent, 0, len(msgs))
+		for _, m := range msgs {
+			evs = append(evs, decodeOrder(f.log, a.epoch, m))
+		}
+		return a.line.ApplyOrders(ctx, q, sid, prev, a.orderHold, evs)
+	}
+	return f
+}
+
+// decodeEntry reads a join or leave. An event that cannot be read is
+// applied as nothing (a leave of entry 0): the cursor passes it, it holds
+// nobody back.
+func decodeEntry(log *slog.Logger, m jetstream.Msg) waitqueue.EntryEvent {
+	seq := seqOf(m)
+	switch {
+	case event.IsEnter(m.Subject()):
+		var j event.Joined
+		if _, err := event.Unmarshal(m.Data(), event.TypeJoined, &j); err == nil && j.User != "" {
+			return waitqueue.EntryEvent{StreamSeq: seq, User: j.User, Prev: j.Prev}
+		} else {
+			log.Error("skipping a malformed join event", "seq", seq, "err", err)
+		}
+	case event.IsLeave(m.Subject()):
+		var l event.Left
+		if _, err := event.Unmarshal(m.Data(), event.TypeLeft, &l); err == nil && l.Seq > 0 {
+			return waitqueue.EntryEvent{StreamSeq: seq, Leave: true, Entry: l.Seq, User: l.User}
+		} else {
+			log.Error("skipping a malformed leave event", "seq", seq, "err", err)
+		}
+	}
+	return waitqueue.EntryEvent{StreamSeq: seq, Leave: true}
+}
+
+// decodeAdmission reads an admission of the current entries stream; any
+// other comes back with Entry 0 (applied as nothing).
+func decodeAdmission(log *slog.Logger, epoch func() string, m jetstream.Msg) waitqueue.AdmissionEvent {
+	seq := seqOf(m)
+	var a event.Admitted
+	if _, err := event.Unmarshal(m.Data(), event.TypeAdmitted, &a); err != nil {
+		log.Error("skipping a malformed admission event", "seq", seq, "err", err)
+		return waitqueue.AdmissionEvent{StreamSeq: seq}
+	}
+	if _, ep, s, ok := waitqueue.ParseTokenID(a.TokenID); !ok || ep != epoch() || s != a.Seq {
+		return waitqueue.AdmissionEvent{StreamSeq: seq}
+	}
+	return waitqueue.AdmissionEvent{StreamSeq: seq, Entry: a.Seq, User: a.User, TokenID: a.TokenID,
+		ReadyAt: a.ReadyAt, ExpiresAt: a.ExpiresAt}
+}
+
+// decodeOrder reads an order request or final order of the current entries
+// stream; any other comes back with Entry 0 (applied as nothing).
+func decodeOrder(log *slog.Logger, epoch func() string, m jetstream.Msg) waitqueue.OrderEvent {
+	seq := seqOf(m)
+	none := waitqueue.OrderEvent{StreamSeq: seq}
+	var o struct {
+		TokenID     string    `json:"tokenId"`
+		OrderID     string    `json:"orderId"`
+		User        string    `json:"user"`
+		RequestedAt time.Time `json:"requestedAt"`
+	}
+	env, err := event.Unmarshal(m.Data(), event.TypeOrderRequested, &o)
+	final := false
+	if errors.Is(err, event.ErrType) && (env.Type == event.TypeOrderCompleted || env.Type == event.TypeOrderFailed) {
+		_, err = event.Unmarshal(m.Data(), env.Type, &o)
+		final = true
+	}
+	if err != nil {
+		log.Error("skipping a malformed order event", "seq", seq, "err", err)
+		return none
+	}
+	_, ep, entry, ok := waitqueue.ParseTokenID(o.TokenID)
+	if !ok || ep != epoch() || o.OrderID == "" {
+		return none
+	}
+	if o.RequestedAt.IsZero() {
+		o.RequestedAt = env.Time
+	}
+	return waitqueue.OrderEvent{StreamSeq: seq, Final: final, Entry: entry, TokenID: o.TokenID, OrderID: o.OrderID,
+		User: o.User, RequestedAt: o.RequestedAt}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/shared/bus"
+	"usher/shared/event"
+	"usher/shared/waitqueue"
+)
+
+// streamHeads reads how far the streams hold a queue's events.
+type streamHeads struct {
+	*bus.Identities
+	js      jetstream.JetStream
+	handles sync.Map // stream name → jetstream.Stream (one STREAM.INFO each, not one per tick)
+}
+
+// Heads returns the last admission and order event of q the streams hold.
+func (s *streamHeads) Heads(ctx context.Context, q string) (admissions, orders waitqueue.Head, err error) {
+	if admissions, err = s.head(ctx, event.StreamAdmissions, event.AdmittedSubject(q)); err != nil {
+		return
+	}
+	orders, err = s.head(ctx, event.StreamOrders, event.OrderSubjects(q))
+	return
+}
+
+func (s *streamHeads) head(ctx context.Context, stream, subject string) (waitqueue.Head, error) {
+	h := waitqueue.Head{StreamID: s.Of(stream)}
+	v, ok := s.handles.Load(stream)
+	if !ok {
+		st, err := s.js.Stream(ctx, stream)
+		if err != nil {
+			return h, fmt.Errorf("stream %s: %w", stream, err)
+		}
+		v, _ = s.handles.LoadOrStore(stream, st)
+	}
+	m, err := v.(jetstream.Stream).GetLastMsgForSubject(ctx, subject)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return h, nil
+	case err != nil:
+		return h, fmt.Errorf("last %s in %s: %w", subject, stream, err)
+	}
+	h.Seq = m.Sequence
+	return h, nil
+}

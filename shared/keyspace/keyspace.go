@@ -1,0 +1,90 @@
+// Package keyspace is the one map of every Redis key usher writes: its
+// name, type, owner, lifetime and hash tag. No other package spells a key;
+// the Lua scripts receive a queue's prefix and derive per-entry keys from it
+// exactly as the functions below do.
+//
+// Every key of a queue carries the hash tag {q}, so one queue lives in one
+// Redis Cluster slot and every script on it runs atomically on one node.
+// Redis is a projection of the JetStream streams: every key below can be
+// lost and is rebuilt from the streams (see waitqueue's followers), except
+// the few marked "derived" (counters, caches) which simply start again.
+//
+//	key                          type    owner (writer)                 lifetime
+//	usher:{q}:waiting            zset    waitqueue (ingest, admit)      while the queue exists; members leave when admitted or gone
+//	usher:{q}:active             zset    waitqueue (admit, claim)       while the queue exists; members leave at expiry / release
+//	usher:{q}:outbox             zset    waitqueue (admit, announce)    members leave once their event is stored
+//	usher:{q}:e:<seq>            hash    waitqueue (every script)       no TTL while waiting or admitted; TombstoneTTL once finished
+//	usher:{q}:u:<user>           string  waitqueue (ingest)             no TTL while the user's entry is live; TombstoneTTL after
+//	usher:{q}:cursor             hash    waitqueue (followers)          while the queue exists: how far each stream is applied
+//	usher:{q}:stats              hash    waitqueue (admit)              while the queue exists (derived: counts, rate, next tick)
+//	usher:{q}:admits             zset    waitqueue (admit)              one minute of admissions, trimmed every tick (derived)
+//	usher:{q}:orders             hash    orders (CountOutcome)          while the queue exists (derived: outcome counts)
+//	usher:{q}:counted:<order>    string  orders (CountOutcome)          RecordTTL
+//	usher:{q}:rl:<kind>:<id>     string  ratelimit                      until the limit's bucket is full again (PEXPIRE)
+//	usher:order:{<order>}        hash    orders (gateway, orderworker)  RecordTTL after its last change
+//	usher:breaker:payment        string  paybreaker (orderworker)       the breaker's open period
+//
+// A closed queue's keys are removed by the admitter ClosedGrace after it
+// closed (waitqueue.Store.Drop), entry records and user pointers included.
+package keyspace
+
+import (
+	"strconv"
+	"time"
+)
+
+// TombstoneTTL is how long a finished entry (expired, used, left) and its
+// user pointer stay: long enough for a shopper's page to read how their
+// turn ended, short enough that a drop of a million shoppers leaves Redis at
+// its baseline within the hour.
+const TombstoneTTL = time.Hour
+
+// RecordTTL is how long an order's Redis record and its counted marker live
+// after their last change.
+const RecordTTL = 24 * time.Hour
+
+// ClosedGrace is how long a closed queue's line stays in Redis: shoppers
+// who were in it can still read CLOSED and their place meanwhile.
+const ClosedGrace = time.Hour
+
+// Queue names the keys of one queue.
+type Queue struct{ prefix string }
+
+// Of returns the keys of queue q (a name catalog.ValidName accepts).
+func Of(q string) Queue { return Queue{prefix: "usher:{" + q + "}:"} }
+
+// Prefix is what every key of the queue starts with; scripts derive entry
+// and user keys from it.
+func (k Queue) Prefix() string { return k.prefix }
+
+// Pattern matches every key of the queue (for SCAN).
+func (k Queue) Pattern() string { return k.prefix + "*" }
+
+func (k Queue) Waiting() string { return k.prefix + "waiting" }
+func (k Queue) Active() string  { return k.prefix + "active" }
+func (k Queue) Outbox() string  { return k.prefix + "outbox" }
+func (k Queue) Cursor() string  { return k.prefix + "cursor" }
+func (k Queue) Stats() string   { return k.prefix + "stats" }
+func (k Queue) Admits() string  { return k.prefix + "admits" }
+func (k Queue) Outcomes() string {
+	return k.prefix + "orders"
+}
+
+// Entry is the record of the entry that joined with stream sequence seq.
+func (k Queue) Entry(seq uint64) string { return k.prefix + "e:" + strconv.FormatUint(seq, 10) }
+
+// User points at the user's current entry.
+func (k Queue) User(user string) string { return k.prefix + "u:" + user }
+
+// Counted marks an order whose outcome was counted.
+func (k Queue) Counted(orderID string) string { return k.prefix + "counted:" + orderID }
+
+// RateLimit is the GCRA state of one limit (kind: ip, user, orders…) for id.
+func (k Queue) RateLimit(kind, id string) string { return k.prefix + "rl:" + kind + ":" + id }
+
+// OrderRecord is the Redis copy of an order (its own hash tag: the order
+// id, so records spread over the cluster).
+func OrderRecord(orderID string) string { return "usher:order:{" + orderID + "}" }
+
+// Breaker is present while the shared payment breaker is open.
+const Breaker = "usher:breaker:payment"
