@@ -18,6 +18,7 @@ type settings struct {
 	paymentURL     string
 	paymentTimeout time.Duration
 	orderDeadline  time.Duration
+	lookupGrace    time.Duration // past the deadline, how long an unknown payment outcome may wait
 	breakerOpen    time.Duration
 	ackWait        time.Duration
 	concurrency    int
@@ -40,6 +41,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		paymentURL:     env.String("USHER_PAYMENT_URL", "http://127.0.0.1:8090"),
 		paymentTimeout: env.Duration("USHER_PAYMENT_TIMEOUT", 2*time.Second),
 		orderDeadline:  env.Duration("USHER_ORDER_DEADLINE", 60*time.Second),
+		lookupGrace:    env.Duration("USHER_PAYMENT_LOOKUP_GRACE", 5*time.Minute),
 		breakerOpen:    env.Duration("USHER_BREAKER_OPEN", 5*time.Second),
 		ackWait:        env.Duration("USHER_ORDER_ACK_WAIT", 30*time.Second),
 		concurrency:    env.Int("USHER_ORDER_CONCURRENCY", 256, 1),

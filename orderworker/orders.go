@@ -49,9 +49,12 @@ type publisher interface {
 	Publish(ctx context.Context, subj string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 }
 
-// payer charges an order.
+// payer charges an order, and asks the payment gateway what it holds
+// under the order's idempotency key (Lookup) or gives that back (Void).
 type payer interface {
 	Charge(ctx context.Context, o orders.Order) (string, error)
+	Lookup(ctx context.Context, orderID string) (gatewayPayment, error)
+	Void(ctx context.Context, orderID string) (gatewayPayment, error)
 }
 
 // hooks let tests stop the worker at its crash points: a hook's error makes
@@ -104,6 +107,11 @@ type worker struct {
 	wait     time.Duration // how long a deferred order waits before its next try
 	hooks    hooks
 	metrics  *metrics
+
+	// lookupGrace is how long past its deadline an order whose payment
+	// outcome is unknown waits for the gateway to answer a lookup; its
+	// admission slot is held through it too.
+	lookupGrace time.Duration
 }
 
 // holdMargin keeps a redeemed token's slot past the order's deadline long
@@ -134,7 +142,7 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 		}
 	}
 	if !found {
-		r, err := w.line.Redeem(ctx, q, seq, o.TokenID, o.ID, o.Deadline.Add(holdMargin))
+		r, err := w.line.Redeem(ctx, q, seq, o.TokenID, o.ID, o.Deadline.Add(w.lookupGrace+holdMargin))
 		if err != nil {
 			return err
 		}
@@ -181,17 +189,30 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 	return w.finish(ctx, o, seq)
 }
 
-// settle pays a pending order and records the outcome (transaction 2), or
-// asks to wait while the payment gateway is unavailable and the order's
-// deadline has not passed.
+// reasonPaymentUnknown fails an order whose payment outcome the gateway
+// could not tell within the lookup grace: the shopper may have been
+// charged, and ops reconcile it against the gateway's ledger.
+const reasonPaymentUnknown = "payment_unknown"
+
+// settle pays a pending order and records the outcome (transaction 2). A
+// charged shopper never ends with a FAILED order while the gateway can say
+// that it charged them.
+//
+// Before its deadline the order is charged (behind the breaker; while the
+// breaker is open it waits). A charge that gets no answer (a timeout, 5xx,
+// the breaker) may have captured all the same, so the gateway is asked
+// what it holds under the order's key (resolve): a capture makes the order
+// PAID, nothing captured lets it wait and be charged again with the same
+// key.
+//
+// From its deadline on no new charge starts: the order is decided by the
+// lookup alone (see resolve).
 func (w *worker) settle(ctx context.Context, o orders.Order) (orders.Order, error) {
-	late := !w.now().Before(o.Deadline)
+	if !w.now().Before(o.Deadline) {
+		return w.resolve(ctx, o)
+	}
 	if w.breaker.Blocked(ctx) {
-		if late {
-			return w.store.Fail(ctx, o.ID, orders.ReasonDeadline)
-		}
-		w.metrics.deferred.Inc()
-		return o, retryLater{w.wait}
+		return w.later(o)
 	}
 	pid, err := w.pay.Charge(ctx, o)
 	switch {
@@ -199,18 +220,87 @@ func (w *worker) settle(ctx context.Context, o orders.Order) (orders.Order, erro
 		if err := w.hooks.call(w.hooks.afterPay, o.ID); err != nil {
 			return o, err
 		}
-		return w.store.Pay(ctx, o.ID, pid)
+		return w.paid(ctx, o, pid)
 	case errors.Is(err, errPaymentDeclined):
 		w.log.Warn("payment declined", "order", o.ID, "err", err)
 		return w.store.Fail(ctx, o.ID, orders.ReasonDeclined)
 	case ctx.Err() != nil:
 		return o, ctx.Err()
-	case late:
-		return w.store.Fail(ctx, o.ID, orders.ReasonDeadline)
-	default:
-		w.metrics.deferred.Inc()
-		return o, retryLater{w.wait}
 	}
+	return w.resolve(ctx, o) // no answer: the money may have moved all the same
+}
+
+// resolve decides a pending order by what the payment gateway holds under
+// its key. A capture makes it PAID (paid). Nothing captured: before the
+// deadline it waits to be charged again, after it it fails (deadline) and
+// its stock goes back. A voided payment fails it: the key can never
+// capture again. When the gateway cannot answer, the order waits rather
+// than fail a shopper who may have been charged — up to lookupGrace past
+// its deadline; then it fails as payment_unknown, for ops to reconcile.
+func (w *worker) resolve(ctx context.Context, o orders.Order) (orders.Order, error) {
+	late := !w.now().Before(o.Deadline)
+	p, err := w.pay.Lookup(ctx, o.ID)
+	switch {
+	case err == nil && p.Status == paymentCaptured:
+		if err := w.hooks.call(w.hooks.afterPay, o.ID); err != nil {
+			return o, err
+		}
+		return w.paid(ctx, o, p.ID)
+	case err == nil:
+		w.log.Warn("the order's payment was voided at the gateway", "order", o.ID, "payment", p.ID)
+		return w.store.Fail(ctx, o.ID, orders.ReasonDeclined)
+	case errors.Is(err, errPaymentNotFound):
+		if late {
+			return w.store.Fail(ctx, o.ID, orders.ReasonDeadline)
+		}
+		return w.later(o)
+	case ctx.Err() != nil:
+		return o, ctx.Err()
+	case w.now().Before(o.Deadline.Add(w.lookupGrace)):
+		return w.later(o)
+	}
+	w.log.Error("payment outcome unknown past the lookup grace; failing the order as payment_unknown: reconcile it with the gateway",
+		"order", o.ID, "deadline", o.Deadline, "err", err)
+	return w.store.Fail(ctx, o.ID, reasonPaymentUnknown)
+}
+
+// paid records a capture (transaction 2: PAID with its payment id). An
+// order that is final already without it — another worker failed it and
+// gave its stock back — cannot be honoured any more: the capture is voided,
+// so no shopper pays for an order they do not get.
+func (w *worker) paid(ctx context.Context, o orders.Order, paymentID string) (orders.Order, error) {
+	got, err := w.store.Pay(ctx, o.ID, paymentID)
+	if err != nil {
+		return o, err
+	}
+	if got.Status == orders.Paid {
+		if got.PaymentID != paymentID {
+			w.log.Error("order paid with another payment id than the gateway holds under its key",
+				"order", o.ID, "payment", got.PaymentID, "gatewayPayment", paymentID)
+		}
+		return got, nil
+	}
+	// Bounded like the lookups: an order's business should be over by then.
+	vctx, cancel := context.WithTimeout(ctx, w.lookupGrace)
+	defer cancel()
+	log := w.log.With("order", o.ID, "payment", paymentID, "status", got.Status, "reason", got.Reason)
+	switch _, err := w.pay.Void(vctx, o.ID); {
+	case err == nil:
+		log.Warn("capture voided: the order was final already")
+	case errors.Is(err, errPaymentNotFound):
+		log.Warn("capture to void is gone from the gateway")
+	case ctx.Err() != nil:
+		return got, ctx.Err() // shutting down: the order is final either way
+	default:
+		log.Error("capture of a final order not voided: reconcile it with the gateway", "err", err)
+	}
+	return got, nil
+}
+
+// later puts the order back to wait for the payment gateway.
+func (w *worker) later(o orders.Order) (orders.Order, error) {
+	w.metrics.deferred.Inc()
+	return o, retryLater{w.wait}
 }
 
 // finish closes the loop on a final order: the Redis record, the event,

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"usher/shared/orders"
@@ -16,12 +18,28 @@ import (
 // Payment errors the order flow branches on.
 var (
 	// errPaymentUnavailable: the gateway did not answer usefully (timeout,
-	// 5xx, outage, breaker open). Nothing is known to be charged; the
-	// order waits and is tried again with the same idempotency key.
+	// 5xx, outage, breaker open). Nothing is known either way: the charge
+	// may have been captured all the same, so the order is not failed on
+	// it before a lookup says what the gateway holds.
 	errPaymentUnavailable = errors.New("payment gateway unavailable")
 	// errPaymentDeclined: the gateway answered no for good. The order fails.
 	errPaymentDeclined = errors.New("payment declined")
+	// errPaymentNotFound: the gateway answered that it holds no payment
+	// under the order's key: no money moved.
+	errPaymentNotFound = errors.New("no payment under the order's key")
 )
+
+// The statuses of a payment the gateway holds.
+const (
+	paymentCaptured = "captured"
+	paymentVoided   = "voided" // given back; the key never captures again
+)
+
+// gatewayPayment is what the gateway holds under an order's key.
+type gatewayPayment struct {
+	ID     string
+	Status string // paymentCaptured or paymentVoided
+}
 
 // backoff is the wait before the second and third try (the seeds' 0.5 s
 // then 1 s).
@@ -107,6 +125,105 @@ func callOutcome(err error) string {
 		return "declined"
 	}
 	return "unavailable"
+}
+
+// Lookup asks the gateway what it holds under the order's idempotency key:
+// the payment (captured or voided), errPaymentNotFound when nothing was
+// captured, or an error wrapping errPaymentUnavailable when the gateway
+// cannot say. The gateway waits for a charge of the key still in flight
+// before it answers, so "not found" means no money moved.
+//
+// One call, not through the breaker. The breaker exists to stop charges
+// piling onto a failing gateway; a lookup is one cheap read per undecided
+// order per wait, and it is the only way to learn whether a shopper was
+// charged. Behind the breaker it would be refused for as long as charges
+// fail, which is exactly when orders wait to be decided; counted by the
+// breaker, a 404 would say nothing about whether charges work. So lookups
+// neither ask the breaker nor count toward it.
+func (p *payments) Lookup(ctx context.Context, orderID string) (gatewayPayment, error) {
+	pay, err := p.ledger(ctx, http.MethodGet, "/v1/payments/"+url.PathEscape(orderID), orderID)
+	switch {
+	case err == nil:
+		p.counted("lookup_found")
+	case errors.Is(err, errPaymentNotFound):
+		p.counted("lookup_not_found")
+	default:
+		p.counted("lookup_unavailable")
+	}
+	return pay, err
+}
+
+// voidBackoff is the wait between unanswered voids: 0.5 s, 1 s, then 2 s.
+var voidBackoff = []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}
+
+// Void gives back the payment captured under the order's key and returns
+// it, voided; errPaymentNotFound when nothing was captured. The gateway's
+// void is idempotent, so an unanswered void is tried again (after 0.5 s,
+// 1 s, then every 2 s) until the gateway answers or ctx ends: the caller
+// bounds how long. Like Lookup it bypasses the breaker: giving money back
+// is not a load to shed.
+func (p *payments) Void(ctx context.Context, orderID string) (gatewayPayment, error) {
+	for try := 0; ; try++ {
+		if try > 0 {
+			if err := p.sleep(ctx, voidBackoff[min(try-1, len(voidBackoff)-1)]); err != nil {
+				return gatewayPayment{}, fmt.Errorf("void %s: %w: %w", orderID, errPaymentUnavailable, err)
+			}
+		}
+		pay, err := p.ledger(ctx, http.MethodPost, "/v1/payments/"+url.PathEscape(orderID)+"/void", orderID)
+		switch {
+		case err == nil && pay.Status != paymentVoided:
+			err = fmt.Errorf("%w: void answered status %q", errPaymentUnavailable, pay.Status)
+		case err == nil:
+			p.counted("voided")
+			return pay, nil
+		case errors.Is(err, errPaymentNotFound):
+			return pay, err
+		}
+		p.counted("void_unavailable")
+		if ctx.Err() != nil {
+			return gatewayPayment{}, err
+		}
+	}
+}
+
+// ledger is one call to the gateway's ledger of the order's key (lookup or
+// void). Only the gateway's own "payment-not-found" problem means nothing
+// was captured: any other 404 (a proxy, a wrong route) says nothing.
+func (p *payments) ledger(ctx context.Context, method, path, orderID string) (gatewayPayment, error) {
+	req, err := http.NewRequestWithContext(ctx, method, p.base+path, nil)
+	if err != nil {
+		return gatewayPayment{}, fmt.Errorf("%w: %v", errPaymentUnavailable, err)
+	}
+	res, err := p.http.Do(req)
+	if err != nil {
+		return gatewayPayment{}, fmt.Errorf("%w: %v", errPaymentUnavailable, err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	if err != nil {
+		return gatewayPayment{}, fmt.Errorf("%w: read answer: %v", errPaymentUnavailable, err)
+	}
+	switch res.StatusCode {
+	case http.StatusOK:
+		var ans struct {
+			PaymentID      string `json:"paymentId"`
+			IdempotencyKey string `json:"idempotencyKey"`
+			Status         string `json:"status"`
+		}
+		if err := json.Unmarshal(raw, &ans); err != nil || ans.PaymentID == "" || ans.IdempotencyKey != orderID ||
+			(ans.Status != paymentCaptured && ans.Status != paymentVoided) {
+			return gatewayPayment{}, fmt.Errorf("%w: not an answer about %s: %s", errPaymentUnavailable, orderID, bytes.TrimSpace(raw))
+		}
+		return gatewayPayment{ID: ans.PaymentID, Status: ans.Status}, nil
+	case http.StatusNotFound:
+		var pr struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(raw, &pr) == nil && strings.HasSuffix(pr.Type, "/payment-not-found") {
+			return gatewayPayment{}, errPaymentNotFound
+		}
+	}
+	return gatewayPayment{}, fmt.Errorf("%w: status %d: %s", errPaymentUnavailable, res.StatusCode, bytes.TrimSpace(raw))
 }
 
 // try is one HTTP call.

@@ -69,7 +69,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	pay.timed = m.observePayment
 	w := &worker{
 		log: log, store: db, records: orders.NewRecords(rdb), line: waitqueue.New(rdb),
-		queues: queues, events: js, breaker: br,
+		queues: queues, events: js, breaker: br, lookupGrace: s.lookupGrace,
 		pay:      pay,
 		now:      time.Now,
 		deadline: s.orderDeadline,

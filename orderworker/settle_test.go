@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"usher/shared/orders"
+	"usher/shared/paybreaker"
+	"usher/shared/testenv"
+)
+
+// These tests hold the worker to one promise: a shopper the payment
+// gateway charged never ends with a FAILED order while the gateway can say
+// so, and a capture that cannot become a PAID order is given back.
+
+// ledger is what pgsim holds under key: the payment id and its status
+// (captured, voided; "" for none).
+func (w *world) ledger(key string) (paymentID, status string) {
+	w.t.Helper()
+	var out struct{ PaymentID, Status string }
+	w.pgsimDo("GET", w.pgsimURL+"/v1/admin/charges?key="+key, "", &out)
+	return out.PaymentID, out.Status
+}
+
+// pgsimCounter reads one series of pgsim's /metrics, e.g.
+// `usher_pgsim_ledger_requests_total{op="lookup",outcome="outage"}`.
+func (w *world) pgsimCounter(series string) int {
+	w.t.Helper()
+	res, err := http.Get(w.pgsimURL + "/metrics")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				w.t.Fatalf("%s = %q", series, v)
+			}
+			return n
+		}
+	}
+	w.t.Fatalf("pgsim exposes no %s", series)
+	return 0
+}
+
+// crashAfterCharge runs a worker that stops right after the gateway
+// captured the order's payment (PENDING in PostgreSQL, captured at the
+// gateway, the answer lost with the process) and returns the order id.
+func (w *world) crashAfterCharge(tok string, env ...string) string {
+	w.t.Helper()
+	crashed := w.start(hooks{afterPay: func(string) error { return errCrash }}, env...)
+	id := w.request(tok, "")
+	select {
+	case err := <-crashed:
+		if !errors.Is(err, errCrash) {
+			w.t.Fatalf("worker returned %v, want the crash", err)
+		}
+	case <-time.After(30 * time.Second):
+		w.t.Fatal("worker did not crash")
+	}
+	if st := w.order(id).Status; st != orders.Pending {
+		w.t.Fatalf("after the crash the order is %s, want PENDING", st)
+	}
+	if _, st := w.ledger(id); st != "captured" {
+		w.t.Fatalf("after the crash the gateway holds %q, want captured", st)
+	}
+	return id
+}
+
+// waitPast waits until t has passed.
+func waitPast(tb testing.TB, t time.Time) {
+	tb.Helper()
+	testenv.Eventually(tb, time.Minute, func() bool { return time.Now().After(t) }, "time past %v", t)
+}
+
+// An order whose payment the gateway captured ends PAID with that payment
+// id, however the answer got lost and whenever it is decided, and the key
+// is captured once.
+func TestACapturedPaymentEndsPaidWithItsPaymentID(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(w *world, tok string) string // returns the order id
+	}{
+		{"the gateway captures and never answers", func(w *world, tok string) string {
+			w.setMode("capture-hang", 0)
+			w.start(hooks{})
+			return w.request(tok, "")
+		}},
+		{"the gateway captures and never answers, and the deadline passes meanwhile", func(w *world, tok string) string {
+			w.setMode("capture-hang", 0)
+			w.start(hooks{}, "USHER_ORDER_DEADLINE", "1s")
+			return w.request(tok, "")
+		}},
+		{"a crash after the charge, redelivered before the deadline while answers hang", func(w *world, tok string) string {
+			id := w.crashAfterCharge(tok)
+			w.setMode("capture-hang", 0)
+			w.start(hooks{})
+			return id
+		}},
+		{"a crash after the charge, redelivered after the deadline with the breaker open", func(w *world, tok string) string {
+			id := w.crashAfterCharge(tok, "USHER_ORDER_DEADLINE", "1s")
+			if err := paybreaker.New(w.rdb).MarkOpen(context.Background(), time.Minute); err != nil {
+				w.t.Fatal(err)
+			}
+			waitPast(w.t, w.order(id).Deadline)
+			w.start(hooks{})
+			return id
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t, queueCfg(20), 10, 5)
+			id := tt.run(w, w.admit(1)[0])
+			w.waitFinal(60*time.Second, id)
+
+			o := w.order(id)
+			pid, st := w.ledger(id)
+			if o.Status != orders.Paid || o.PaymentID != pid || st != "captured" {
+				t.Fatalf("order %s (%s) with payment %q; gateway holds %q %s: want PAID with the captured payment",
+					o.Status, o.Reason, o.PaymentID, pid, st)
+			}
+			if n, stock := w.charges(id), w.stock(); n != 1 || stock != 9 {
+				t.Fatalf("charges %d, stock %d: want one capture and stock 9", n, stock)
+			}
+			if f := w.finished()[id]; f.Status != "PAID" || f.PaymentID != pid {
+				t.Fatalf("completed event = %+v, want PAID with %s", f, pid)
+			}
+		})
+	}
+}
+
+// A capture found for an order that is final already (another worker
+// failed it and gave its stock back) is voided at the gateway: the shopper
+// is not charged for an order they do not get.
+func TestACaptureOfAnOrderFailedMeanwhileIsVoided(t *testing.T) {
+	failIt := func(w *world) func(string) error {
+		return func(id string) error {
+			_, err := w.db.Fail(context.Background(), id, orders.ReasonDeadline)
+			return err
+		}
+	}
+	tests := []struct {
+		name  string
+		mode  string
+		hooks func(w *world) hooks
+	}{
+		{"found by a lookup after the answer never came", "capture-hang", func(w *world) hooks { return hooks{afterPlace: failIt(w)} }},
+		{"answered by the charge", "normal", func(w *world) hooks { return hooks{afterPay: failIt(w)} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t, queueCfg(20), 10, 5)
+			w.setMode(tt.mode, 0)
+			tok := w.admit(1)[0]
+			w.start(tt.hooks(w))
+			id := w.request(tok, "")
+			w.waitFinal(60*time.Second, id)
+			testenv.Eventually(t, 10*time.Second, func() bool { _, st := w.ledger(id); return st == "voided" },
+				"the capture of order %s voided", id)
+
+			if o := w.order(id); o.Status != orders.Failed || o.Reason != orders.ReasonDeadline || o.PaymentID != "" {
+				t.Fatalf("order = %s (%s) payment %q, want FAILED (deadline) as the other worker left it", o.Status, o.Reason, o.PaymentID)
+			}
+			if n, stock := w.charges(id), w.stock(); n != 1 || stock != 10 {
+				t.Fatalf("charges %d, stock %d: want the one capture (voided) and the stock back once", n, stock)
+			}
+		})
+	}
+}
+
+// While the gateway cannot answer a lookup, an order past its deadline is
+// not failed: it waits, and the lookup's answer decides it once the gateway
+// is back — PAID when it captured, FAILED (deadline, stock back) when not.
+func TestAnUnreachableGatewayAtTheDeadlineDefersTheDecision(t *testing.T) {
+	lookupsInOutage := `usher_pgsim_ledger_requests_total{op="lookup",outcome="outage"}`
+	tests := []struct {
+		name       string
+		setup      func(w *world, tok string) string // leaves the order waiting in an outage
+		wantStatus orders.Status
+		wantStock  int64
+	}{
+		{"the gateway had captured", func(w *world, tok string) string {
+			id := w.crashAfterCharge(tok, "USHER_ORDER_DEADLINE", "1s")
+			w.setMode("outage", 0)
+			w.start(hooks{})
+			return id
+		}, orders.Paid, 9},
+		{"the gateway had captured nothing", func(w *world, tok string) string {
+			w.setMode("outage", 0)
+			w.start(hooks{}, "USHER_ORDER_DEADLINE", "1s")
+			return w.request(tok, "")
+		}, orders.Failed, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t, queueCfg(20), 10, 5)
+			id := tt.setup(w, w.admit(1)[0])
+			testenv.Eventually(t, 30*time.Second, func() bool { _, ok, _ := w.db.Get(context.Background(), id); return ok }, "order placed")
+			waitPast(t, w.order(id).Deadline)
+			before := w.pgsimCounter(lookupsInOutage)
+			testenv.Eventually(t, 30*time.Second, func() bool { return w.pgsimCounter(lookupsInOutage) >= before+2 },
+				"two lookups after the deadline")
+			if o := w.order(id); o.Status != orders.Pending {
+				t.Fatalf("past its deadline with the gateway down the order is %s (%s), want PENDING", o.Status, o.Reason)
+			}
+
+			w.setMode("normal", 0)
+			w.waitFinal(30*time.Second, id)
+			o := w.order(id)
+			pid, _ := w.ledger(id)
+			if o.Status != tt.wantStatus || o.PaymentID != pid || w.stock() != tt.wantStock {
+				t.Fatalf("order %s (%s) payment %q, stock %d; gateway holds %q: want %s, stock %d",
+					o.Status, o.Reason, o.PaymentID, w.stock(), pid, tt.wantStatus, tt.wantStock)
+			}
+			if o.Status == orders.Failed && o.Reason != orders.ReasonDeadline {
+				t.Fatalf("reason = %q, want %q", o.Reason, orders.ReasonDeadline)
+			}
+		})
+	}
+}
+
+// When even the lookup grace past the deadline passes without an answer,
+// the order fails as payment_unknown (stock back) for ops to reconcile.
+func TestAPaymentStillUnknownAfterTheGraceFailsAsPaymentUnknown(t *testing.T) {
+	w := newWorld(t, queueCfg(20), 10, 5)
+	w.setMode("outage", 0)
+	tok := w.admit(1)[0]
+	w.start(hooks{}, "USHER_ORDER_DEADLINE", "1s", "USHER_PAYMENT_LOOKUP_GRACE", "2s")
+	id := w.request(tok, "")
+	w.waitFinal(30*time.Second, id)
+
+	if o := w.order(id); o.Status != orders.Failed || o.Reason != reasonPaymentUnknown || w.stock() != 10 {
+		t.Fatalf("order %s (%s), stock %d: want FAILED payment_unknown, stock 10", o.Status, o.Reason, w.stock())
+	}
+	if f := w.finished()[id]; f.Status != "FAILED" || f.Reason != reasonPaymentUnknown {
+		t.Fatalf("failed event = %+v, want payment_unknown", f)
+	}
+	// Placed at about deadline − 1 s, failed no earlier than deadline + 2 s.
+	lat, err := w.db.Latencies(context.Background())
+	if err != nil || len(lat) != 1 {
+		t.Fatalf("Latencies = %v, %v", lat, err)
+	}
+	if lat[0] < 3*time.Second-100*time.Millisecond {
+		t.Fatalf("failed %v after it was placed, before its deadline (1 s) and the grace (2 s) had passed", lat[0])
+	}
+}
