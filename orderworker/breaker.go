@@ -19,9 +19,11 @@ type sharedBreaker interface {
 	Open(ctx context.Context) (bool, error)
 }
 
-// breaker is this worker's circuit breaker around payment calls, with its
-// open state shared: when it opens, every worker defers payments and the
-// admitter pauses admission for the open period.
+// breaker is this worker's circuit breaker around charges, with its open
+// state shared: when it opens, every worker defers payments and the
+// admitter pauses admission for the open period. Lookups and voids do not
+// go through it, neither asking it nor counting toward it: they are how an
+// undecided order learns whether its shopper was charged (payments.Lookup).
 type breaker struct {
 	cb     *gobreaker.CircuitBreaker[string]
 	shared sharedBreaker
