@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// binaries are the programs a run starts: usher's own, built once per run
+// from this checkout, and the servers it runs on.
+type binaries struct {
+	service     map[string]string // kind → path
+	pgsim       string
+	usherctl    string
+	natsServer  string
+	redisServer string
+	redisCLI    string
+	pgBin       string // PostgreSQL's bin folder
+}
+
+// moduleRoot finds the folder of usher's go.mod from the working directory
+// up, so the harness runs from the repository root (go run ./chaos) and
+// from its own folder (go test).
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.HasPrefix(string(b), "module usher\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod of module usher above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// build compiles every service, pgsim, usherctl and nats-server into dir
+// and finds redis-server, redis-cli and PostgreSQL. The services come from
+// the working tree, or from the git revision rev when it is set (a
+// checkout others are editing may not build; a commit does).
+func build(ctx context.Context, dir, rev string) (*binaries, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return nil, err
+	}
+	if rev != "" {
+		src := filepath.Join(dir, "src")
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			return nil, err
+		}
+		archive := exec.CommandContext(ctx, "sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, rev, src)
+		if out, err := archive.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("git archive %s: %v: %s", rev, err, out)
+		}
+		root = src
+	}
+	pkgs := []string{"./gateway", "./admitter", "./notifier", "./orderworker", "./pgsim", "./usherctl"}
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", dir + "/"}, pkgs...)...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build: %v: %s", err, out)
+	}
+	cmd = exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "nats-server"), "github.com/nats-io/nats-server/v2")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build nats-server: %v: %s", err, out)
+	}
+	b := &binaries{service: map[string]string{}, pgsim: filepath.Join(dir, "pgsim"),
+		usherctl: filepath.Join(dir, "usherctl"), natsServer: filepath.Join(dir, "nats-server")}
+	for _, k := range serviceKinds {
+		b.service[k] = filepath.Join(dir, k)
+	}
+	if b.redisServer, err = exec.LookPath("redis-server"); err != nil {
+		return nil, fmt.Errorf("redis-server not found (make deps installs it): %w", err)
+	}
+	if b.redisCLI, err = exec.LookPath("redis-cli"); err != nil {
+		return nil, fmt.Errorf("redis-cli not found (make deps installs it): %w", err)
+	}
+	if b.pgBin, err = postgresBin(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// postgresBin returns the bin folder of the newest installed PostgreSQL.
+func postgresBin() (string, error) {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	major := func(d string) int { n, _ := strconv.Atoi(filepath.Base(filepath.Dir(d))); return n }
+	sort.Slice(dirs, func(i, j int) bool { return major(dirs[i]) < major(dirs[j]) })
+	if len(dirs) > 0 {
+		return dirs[len(dirs)-1], nil
+	}
+	if p, err := exec.LookPath("initdb"); err == nil {
+		return filepath.Dir(p), nil
+	}
+	return "", fmt.Errorf("no PostgreSQL in /usr/lib/postgresql/*/bin or on PATH (make deps installs it)")
+}

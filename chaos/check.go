@@ -1,0 +1,668 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Check outcomes.
+const (
+	statusPass    = "pass"
+	statusFail    = "FAIL"
+	statusSkipped = "skipped"
+)
+
+// maxExamples bounds the exceptions a check lists.
+const maxExamples = 8
+
+// checkResult is one invariant judged on a run's evidence.
+type checkResult struct {
+	Name      string   `json:"name"`
+	Invariant string   `json:"invariant"`
+	Status    string   `json:"status"`
+	Count     int      `json:"count"` // exceptions found
+	Examples  []string `json:"examples,omitempty"`
+	Note      string   `json:"note,omitempty"`
+}
+
+func (c *checkResult) fail(format string, args ...any) {
+	c.Count++
+	if len(c.Examples) < maxExamples {
+		c.Examples = append(c.Examples, fmt.Sprintf(format, args...))
+	}
+}
+
+func (c *checkResult) done() checkResult {
+	if c.Status == "" {
+		c.Status = statusPass
+		if c.Count > 0 {
+			c.Status = statusFail
+		}
+	}
+	return *c
+}
+
+// Tolerances of the checks.
+const (
+	rateTolerance   = 0.10             // admissions per second vs the configured rate
+	recoveryBound   = 10 * time.Second // "delays admission by seconds, never by an ack wait"
+	recoveryWindow  = 3 * time.Second  // the rate is judged over windows this long
+	pendingMargin   = 15 * time.Second // past an order's deadline before PENDING is a violation
+	readyEarlySlack = 100 * time.Millisecond
+)
+
+// figures are the headline numbers of a run.
+type figures struct {
+	JoinsAccepted  int     `json:"joinsAccepted"`
+	Lost           int     `json:"lost"`
+	Duplicated     int     `json:"duplicated"`
+	OverAdmitted   int     `json:"overAdmitted"`  // samples or admissions with more slots held than targetActive
+	DoubleCharges  int     `json:"doubleCharges"` // captures not matched one-to-one with a PAID order
+	RecoverySecs   float64 `json:"recoverySeconds"`
+	Recovered      bool    `json:"recovered"`
+	BaselineRate   float64 `json:"baselineRate"`
+	ConfiguredRate float64 `json:"configuredRate"`
+	Admitted       int     `json:"admitted"`
+	OrdersPaid     int     `json:"ordersPaid"`
+}
+
+// judge runs every check.
+func judge(ev *evidence) ([]checkResult, figures) {
+	var f figures
+	lost := checkLost(ev)
+	twice := checkAdmittedOnce(ev)
+	fifo := checkJoinOrder(ev)
+	over := checkSlots(ev)
+	rate, rec, fr := checkRate(ev)
+	pay := checkPayments(ev)
+	checks := []checkResult{lost, twice, fifo, over, rate, rec, pay,
+		checkStock(ev), checkOrders(ev), checkReady(ev), checkDrained(ev), checkAudits(ev)}
+	f.JoinsAccepted = len(acceptedJoins(ev))
+	f.Lost = lost.Count
+	f.Duplicated = twice.Count
+	f.OverAdmitted = over.Count
+	f.DoubleCharges = pay.Count
+	f.RecoverySecs, f.Recovered, f.BaselineRate, f.ConfiguredRate = fr.recovery.Seconds(), fr.recovered, fr.baseline, fr.configured
+	for _, as := range ev.Admissions {
+		f.Admitted += len(as)
+	}
+	for _, o := range ev.Orders {
+		if o.Status == "PAID" {
+			f.OrdersPaid++
+		}
+	}
+	return checks, f
+}
+
+type qseq struct {
+	q   string
+	seq uint64
+}
+
+// acceptedJoins is every place a shopper was given (202, or 200 with a
+// ticket), by queue and sequence, with the user.
+func acceptedJoins(ev *evidence) map[qseq]string {
+	out := map[qseq]string{}
+	for _, r := range ev.Journal {
+		if r.Kind == recJoin && (r.Code == 202 || r.Code == 200) && r.Seq != 0 {
+			out[qseq{r.Queue, r.Seq}] = r.User
+		}
+	}
+	return out
+}
+
+// leftSeqs is every entry that left: a 204 to the shopper's DELETE, or a
+// leave event on the stream.
+func leftSeqs(ev *evidence) map[qseq]bool {
+	out := map[qseq]bool{}
+	for _, r := range ev.Journal {
+		if r.Kind == recLeave && r.Code == 204 {
+			out[qseq{r.Queue, r.Seq}] = true
+		}
+	}
+	for q, ls := range ev.Leaves {
+		for _, l := range ls {
+			out[qseq{q, l.Seq}] = true
+		}
+	}
+	return out
+}
+
+func admittedSeqs(ev *evidence) map[qseq]admission {
+	out := map[qseq]admission{}
+	for q, as := range ev.Admissions {
+		for _, a := range as {
+			if _, seen := out[qseq{q, a.Seq}]; !seen {
+				out[qseq{q, a.Seq}] = a
+			}
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[qseq]string) []qseq {
+	keys := make([]qseq, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].q != keys[j].q {
+			return keys[i].q < keys[j].q
+		}
+		return keys[i].seq < keys[j].seq
+	})
+	return keys
+}
+
+// checkLost: every join a shopper was given a place for is, at the end,
+// admitted (an admission event), left, or still waiting in Redis's line.
+func checkLost(ev *evidence) checkResult {
+	c := checkResult{Name: "no join lost", Invariant: "every accepted join is admitted, left, or waiting in line"}
+	inStream := map[qseq]bool{}
+	for q, js := range ev.Joins {
+		for _, j := range js {
+			inStream[qseq{q, j.Seq}] = true
+		}
+	}
+	adm, left := admittedSeqs(ev), leftSeqs(ev)
+	joins := acceptedJoins(ev)
+	for _, k := range sortedKeys(joins) {
+		if adm[k].TokenID != "" || adm[k].Seq != 0 || left[k] || ev.Waiting[k.q][k.seq] {
+			continue
+		}
+		switch {
+		case !inStream[k]:
+			c.fail("%s seq %d (%s): accepted, and not in USHER_ENTRIES", k.q, k.seq, joins[k])
+		default:
+			st := ev.EntryStatus[k.q][k.seq]
+			if st == "" {
+				st = "unknown"
+			}
+			c.fail("%s seq %d (%s): never admitted, not left, not in the waiting line (Redis record: %s)", k.q, k.seq, joins[k], st)
+		}
+	}
+	return c.done()
+}
+
+// checkAdmittedOnce: one entry, one admission (one token id), in the
+// stream and in what shoppers were told.
+func checkAdmittedOnce(ev *evidence) checkResult {
+	c := checkResult{Name: "nobody admitted twice", Invariant: "one place in line gets at most one admission (token)"}
+	for _, q := range ev.Queues {
+		tokens := map[uint64]map[string]bool{}
+		var order []uint64
+		for _, a := range ev.Admissions[q.Name] {
+			if tokens[a.Seq] == nil {
+				tokens[a.Seq] = map[string]bool{}
+				order = append(order, a.Seq)
+			}
+			tokens[a.Seq][a.TokenID] = true
+		}
+		for _, r := range ev.Journal {
+			if r.Kind == recReady && r.Queue == q.Name && r.TokenID != "" {
+				if tokens[r.Seq] == nil {
+					tokens[r.Seq] = map[string]bool{}
+					order = append(order, r.Seq)
+				}
+				tokens[r.Seq][r.TokenID] = true
+			}
+		}
+		for _, seq := range order {
+			if n := len(tokens[seq]); n > 1 {
+				var ids []string
+				for id := range tokens[seq] {
+					ids = append(ids, id)
+				}
+				sort.Strings(ids)
+				c.fail("%s seq %d admitted %d times: tokens %v", q.Name, seq, n, ids)
+			}
+		}
+	}
+	return c.done()
+}
+
+// checkJoinOrder: admission follows join order. Nobody still in line (not
+// admitted, not left) is passed by a later joiner, and of two admitted
+// shoppers the earlier joiner is not READY more than a tick after the later.
+func checkJoinOrder(ev *evidence) checkResult {
+	c := checkResult{Name: "admission in join order", Invariant: "FIFO by stream sequence: nobody passed over, no admission out of order"}
+	left := leftSeqs(ev)
+	for _, q := range ev.Queues {
+		tick := time.Duration(q.TickMs) * time.Millisecond
+		first := map[string]uint64{} // a user's first join: later ones are aliases
+		for _, j := range ev.Joins[q.Name] {
+			if _, ok := first[j.User]; !ok {
+				first[j.User] = j.Seq
+			}
+		}
+		adm := map[uint64]admission{}
+		var maxAdmitted uint64
+		for _, a := range ev.Admissions[q.Name] {
+			if _, ok := adm[a.Seq]; !ok {
+				adm[a.Seq] = a
+			}
+			maxAdmitted = max(maxAdmitted, a.Seq)
+		}
+		var seqs []uint64
+		for _, s := range first {
+			seqs = append(seqs, s)
+		}
+		sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+		// Passed over: waiting (or lost) while someone who joined later
+		// was admitted.
+		for _, s := range seqs {
+			if _, ok := adm[s]; ok || left[qseq{q.Name, s}] || s > maxAdmitted {
+				continue
+			}
+			c.fail("%s seq %d never admitted, but seq %d (joined later) was", q.Name, s, maxAdmitted)
+		}
+		// Out of order: READY later than a later joiner by more than a tick.
+		var admitted []admission
+		for _, s := range seqs {
+			if a, ok := adm[s]; ok {
+				admitted = append(admitted, a)
+			}
+		}
+		var latest admission // the latest readyAt among earlier joiners
+		for _, a := range admitted {
+			if !latest.ReadyAt.IsZero() && latest.ReadyAt.After(a.ReadyAt.Add(tick)) {
+				c.fail("%s seq %d READY at %s, after seq %d (joined later) at %s", q.Name, latest.Seq,
+					latest.ReadyAt.UTC().Format("15:04:05.000"), a.Seq, a.ReadyAt.UTC().Format("15:04:05.000"))
+			}
+			if a.ReadyAt.After(latest.ReadyAt) {
+				latest = a
+			}
+		}
+	}
+	return c.done()
+}
+
+// checkSlots: never more than targetActive slots held — as sampled from
+// Redis every tick, and as reconstructed from the streams (a slot held from
+// readyAt until the token expires, its order finishes or its holder
+// leaves: a lower bound of the real hold, so any excess is real).
+func checkSlots(ev *evidence) checkResult {
+	c := checkResult{Name: "active <= targetActive", Invariant: "never more than targetActive slots held"}
+	target := map[string]int{}
+	for _, q := range ev.Queues {
+		target[q.Name] = q.TargetActive
+	}
+	worst := map[string]int64{}
+	for _, s := range ev.Samples {
+		if t := int64(target[s.Queue]); s.Active > t {
+			worst[s.Queue] = max(worst[s.Queue], s.Active)
+			c.fail("%s at %s: ZCARD active = %d, targetActive %d", s.Queue, s.At.UTC().Format("15:04:05.000"), s.Active, t)
+		}
+	}
+	finished := map[string]time.Time{}
+	for _, o := range ev.OrderEvents {
+		if o.Type == "completed" || o.Type == "failed" {
+			if t, ok := finished[o.TokenID]; !ok || o.Stored.Before(t) {
+				finished[o.TokenID] = o.Stored
+			}
+		}
+	}
+	leftAt := map[qseq]time.Time{}
+	for _, r := range ev.Journal {
+		if r.Kind == recLeave && r.Code == 204 {
+			k := qseq{r.Queue, r.Seq}
+			if t, ok := leftAt[k]; !ok || r.T.Before(t) {
+				leftAt[k] = r.T
+			}
+		}
+	}
+	for _, q := range ev.Queues {
+		type edge struct {
+			at    time.Time
+			delta int
+			a     admission
+		}
+		var edges []edge
+		seen := map[uint64]bool{}
+		for _, a := range ev.Admissions[q.Name] {
+			if seen[a.Seq] {
+				continue
+			}
+			seen[a.Seq] = true
+			end := a.ExpiresAt
+			if t, ok := finished[a.TokenID]; ok && t.Before(end) {
+				end = t
+			}
+			if t, ok := leftAt[qseq{q.Name, a.Seq}]; ok && t.Before(end) {
+				end = t
+			}
+			if !end.After(a.ReadyAt) {
+				continue // held for no measurable time on these clocks
+			}
+			edges = append(edges, edge{a.ReadyAt, 1, a}, edge{end, -1, a})
+		}
+		sort.SliceStable(edges, func(i, j int) bool {
+			if !edges[i].at.Equal(edges[j].at) {
+				return edges[i].at.Before(edges[j].at)
+			}
+			return edges[i].delta < edges[j].delta
+		})
+		held := 0
+		for _, e := range edges {
+			held += e.delta
+			if e.delta > 0 && held > q.TargetActive {
+				c.fail("%s at %s: %d slots held per the streams, targetActive %d (seq %d admitted)", q.Name,
+					e.at.UTC().Format("15:04:05.000"), held, q.TargetActive, e.a.Seq)
+			}
+		}
+	}
+	if len(worst) > 0 {
+		c.Note = fmt.Sprintf("highest sampled active per queue: %v", worst)
+	}
+	return c.done()
+}
+
+// rateFigures are what checkRate measured.
+type rateFigures struct {
+	baseline, configured float64
+	recovery             time.Duration
+	recovered            bool
+}
+
+// admissionsIn counts the queue's admissions stored in [from, to).
+func admissionsIn(as []admission, from, to time.Time) int {
+	n := 0
+	for _, a := range as {
+		if !a.Stored.Before(from) && a.Stored.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// demandAbove reports whether every sample of the queue in [from, to) had
+// at least min shoppers waiting: the rate can only be judged while the
+// line is longer than what a tick takes.
+func demandAbove(ev *evidence, q string, from, to time.Time, atLeast int64) bool {
+	n := 0
+	for _, s := range ev.Samples {
+		if s.Queue != q || s.At.Before(from) || !s.At.Before(to) {
+			continue
+		}
+		n++
+		if s.Waiting < atLeast {
+			return false
+		}
+	}
+	return n > 0
+}
+
+// checkRate: with demand above capacity, admissions per second are within
+// 10 % of the configured rate (before the fault, and again at the end);
+// and the rate comes back within recoveryBound of the fault (or of its
+// heal, for a fault that pauses admission by design).
+func checkRate(ev *evidence) (checkResult, checkResult, rateFigures) {
+	c := checkResult{Name: "admission rate", Invariant: fmt.Sprintf("admissions/s within %.0f%% of maxAdmitPerTick/tick while demand exceeds it", rateTolerance*100)}
+	r := checkResult{Name: "recovery", Invariant: fmt.Sprintf("admission back to its normal rate within %v", recoveryBound)}
+	var fr rateFigures
+	var q *queueSpec
+	for i := range ev.Queues {
+		if ev.Queues[i].RateChecked {
+			q = &ev.Queues[i]
+		}
+	}
+	tl := ev.Timeline
+	if q == nil || tl.Inject.IsZero() || tl.LoadStop.IsZero() {
+		c.Status, r.Status = statusSkipped, statusSkipped
+		c.Note, r.Note = "no rate-checked queue or no timeline", "no rate-checked queue or no timeline"
+		return c.done(), r.done(), fr
+	}
+	as := ev.Admissions[q.Name]
+	fr.configured = q.configuredRate()
+	// Admitting faster than configured is a violation whatever the demand;
+	// slower only while the line was long enough to take from.
+	window := func(name string, from, to time.Time) float64 {
+		rate := float64(admissionsIn(as, from, to)) / to.Sub(from).Seconds()
+		dev := (rate - fr.configured) / fr.configured
+		switch {
+		case dev > rateTolerance:
+		case !demandAbove(ev, q.Name, from, to, int64(2*q.MaxAdmitPerTick)):
+			c.Note += fmt.Sprintf("%s window: %.1f/s, demand below capacity (slowness not judged); ", name, rate)
+			return rate
+		case dev >= -rateTolerance:
+			c.Note += fmt.Sprintf("%s window: %.1f/s; ", name, rate)
+			return rate
+		}
+		c.fail("%s %s window %s–%s: %.1f admissions/s, configured %.1f/s (%+.0f%%)", q.Name, name,
+			from.UTC().Format("15:04:05"), to.UTC().Format("15:04:05"), rate, fr.configured, 100*dev)
+		return rate
+	}
+	baseFrom := tl.Start.Add(tl.Inject.Sub(tl.Start) / 3)
+	fr.baseline = window("before the fault", baseFrom, tl.Inject)
+	tailFrom := tl.LoadStop.Add(-tl.Inject.Sub(baseFrom))
+	if tailFrom.After(tl.Heal) {
+		window("at the end", tailFrom, tl.LoadStop)
+	}
+
+	// Recovery: the last moment after the fault at which the admission rate
+	// over the next window was below 90 % of the normal (baseline) rate.
+	normal := fr.baseline
+	if normal <= 0 {
+		r.Status, r.Note = statusSkipped, "no admissions before the fault"
+		return c.done(), r.done(), fr
+	}
+	var lastLow time.Time
+	for t := tl.Inject; !t.Add(recoveryWindow).After(tl.LoadStop); t = t.Add(250 * time.Millisecond) {
+		rate := float64(admissionsIn(as, t, t.Add(recoveryWindow))) / recoveryWindow.Seconds()
+		if rate < 0.9*normal {
+			lastLow = t
+		}
+	}
+	from := tl.Inject
+	if tl.RecoverFromHeal && !tl.Heal.IsZero() {
+		from = tl.Heal
+	}
+	switch {
+	case lastLow.IsZero():
+		fr.recovered = true
+	case !lastLow.Add(recoveryWindow).Before(tl.LoadStop.Add(-250 * time.Millisecond)):
+		fr.recovery = tl.LoadStop.Sub(tl.Inject)
+		r.fail("%s: admission rate still below 90%% of %.1f/s when the load stopped, %.1fs after the fault", q.Name, normal, fr.recovery.Seconds())
+	default:
+		fr.recovered = true
+		fr.recovery = lastLow.Add(recoveryWindow).Sub(tl.Inject)
+		if took := lastLow.Add(recoveryWindow).Sub(from); took > recoveryBound {
+			what := "fault"
+			if from.Equal(tl.Heal) && tl.RecoverFromHeal {
+				what = "heal"
+			}
+			r.fail("%s: admission rate back to 90%% of %.1f/s only %.1fs after the %s", q.Name, normal, took.Seconds(), what)
+		}
+	}
+	r.Note = fmt.Sprintf("normal rate %.1f/s; recovery %.1fs after the fault", normal, fr.recovery.Seconds())
+	return c.done(), r.done(), fr
+}
+
+// checkPayments: every capture belongs to exactly one PAID order and every
+// PAID order has exactly one capture; a voided capture is no capture.
+func checkPayments(ev *evidence) checkResult {
+	c := checkResult{Name: "charges match PAID orders", Invariant: "every capture has one PAID order, every PAID order one capture (voided excepted)"}
+	if ev.PgsimErr != "" || ev.DBErr != "" {
+		c.Status, c.Note = statusSkipped, "records unavailable: "+ev.PgsimErr+ev.DBErr
+		return c.done()
+	}
+	matched := 0
+	for _, o := range ev.Orders {
+		ch := ev.Charges[o.ID]
+		live := ch.Captures
+		if ch.Voided {
+			live = 0
+		}
+		switch {
+		case o.Status == "PAID" && live == 0:
+			c.fail("order %s (%s) PAID with no capture", o.ID, o.Queue)
+		case o.Status == "PAID" && live > 1:
+			c.fail("order %s (%s) PAID, captured %d times", o.ID, o.Queue, live)
+		case o.Status == "PAID":
+			matched++
+		case live > 0:
+			c.fail("order %s (%s) %s (%s) but captured %d time(s)", o.ID, o.Queue, o.Status, o.Reason, live)
+		}
+	}
+	voided := 0
+	known := map[string]bool{}
+	for _, o := range ev.Orders {
+		known[o.ID] = true
+	}
+	for id, ch := range ev.Charges {
+		if ch.Voided {
+			voided++
+		}
+		if !known[id] && ch.Captures > 0 && !ch.Voided {
+			c.fail("capture under key %s, and no such order in PostgreSQL", id)
+		}
+	}
+	if ev.ChargeTotal.MaxPerKey > 1 {
+		c.fail("pgsim holds %d captures under one idempotency key", ev.ChargeTotal.MaxPerKey)
+	}
+	c.Note = fmt.Sprintf("%d captures, %d PAID orders matched, %d voided", ev.ChargeTotal.Total, matched, voided)
+	return c.done()
+}
+
+// checkStock: for every SKU, available + sold (PAID and still PENDING
+// orders hold their units) = the initial stock.
+func checkStock(ev *evidence) checkResult {
+	c := checkResult{Name: "stock conserved", Invariant: "available + sold = initial, per SKU"}
+	if ev.DBErr != "" {
+		c.Status, c.Note = statusSkipped, "PostgreSQL unavailable: "+ev.DBErr
+		return c.done()
+	}
+	for _, q := range ev.Queues {
+		var sold int64
+		for _, o := range ev.Orders {
+			if o.SKU == q.SKU && (o.Status == "PAID" || o.Status == "PENDING") {
+				sold += o.Quantity
+			}
+		}
+		if got := ev.Stock[q.SKU] + sold; got != q.Stock {
+			c.fail("%s: available %d + sold %d = %d, initial %d", q.SKU, ev.Stock[q.SKU], sold, got, q.Stock)
+		}
+	}
+	return c.done()
+}
+
+// checkOrders: every order a shopper was given exists; none is PENDING
+// past its deadline (plus a margin); the final status a shopper read is
+// the one PostgreSQL holds.
+func checkOrders(ev *evidence) checkResult {
+	c := checkResult{Name: "orders final and truthful", Invariant: "no accepted order lost, none PENDING past its deadline, shoppers told the stored outcome"}
+	if ev.DBErr != "" {
+		c.Status, c.Note = statusSkipped, "PostgreSQL unavailable: "+ev.DBErr
+		return c.done()
+	}
+	byID := map[string]dbOrder{}
+	for _, o := range ev.Orders {
+		byID[o.ID] = o
+	}
+	end := ev.Timeline.LoadStop.Add(ev.Settled.Took)
+	for _, o := range ev.Orders {
+		if o.Status == "PENDING" && end.After(o.Deadline.Add(pendingMargin)) {
+			c.fail("order %s (%s) PENDING %.0fs past its deadline", o.ID, o.Queue, end.Sub(o.Deadline).Seconds())
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range ev.Journal {
+		switch {
+		case r.Kind == recOrder && (r.Code == 202 || r.Code == 200) && r.OrderID != "" && !seen[r.OrderID]:
+			seen[r.OrderID] = true
+			if _, ok := byID[r.OrderID]; !ok {
+				c.fail("order %s (%s, %s) accepted with %d, not in PostgreSQL", r.OrderID, r.Queue, r.User, r.Code)
+			}
+		case r.Kind == recOrderFinal:
+			if o, ok := byID[r.OrderID]; ok && o.Status != r.Status {
+				c.fail("order %s: shopper told %s, PostgreSQL holds %s (%s)", r.OrderID, r.Status, o.Status, o.Reason)
+			}
+		}
+	}
+	return c.done()
+}
+
+// checkReady: every READY a shopper saw carries a token the admission
+// stream recorded, and none came before its readyAt.
+func checkReady(ev *evidence) checkResult {
+	c := checkResult{Name: "READY backed by an admission", Invariant: "every token shown has an admission event; none shown before readyAt"}
+	tokens := map[string]bool{}
+	for _, as := range ev.Admissions {
+		for _, a := range as {
+			tokens[a.TokenID] = true
+		}
+	}
+	for _, r := range ev.Journal {
+		if r.Kind != recReady {
+			continue
+		}
+		if !tokens[r.TokenID] {
+			c.fail("%s seq %d (%s): READY with token %q, no admission event", r.Queue, r.Seq, r.User, r.TokenID)
+		}
+		if r.ReadyAt != nil && r.T.Add(readyEarlySlack).Before(*r.ReadyAt) {
+			c.fail("%s seq %d (%s): READY by %s at %s, %.1fs before its readyAt", r.Queue, r.Seq, r.User, r.Via,
+				r.T.UTC().Format("15:04:05.000"), r.ReadyAt.Sub(r.T).Seconds())
+		}
+	}
+	return c.done()
+}
+
+// checkDrained: after the load stopped, the pipeline empties (every join
+// in line, every admission announced, every order final) within the
+// settle deadline.
+func checkDrained(ev *evidence) checkResult {
+	c := checkResult{Name: "pipeline drained", Invariant: "after the load stops, nothing stays in flight"}
+	if !ev.Settled.Drained {
+		c.fail("still in flight %.0fs after the load stopped: %s", ev.Settled.Took.Seconds(), ev.Settled.Detail)
+	} else {
+		c.Note = fmt.Sprintf("drained in %.1fs", ev.Settled.Took.Seconds())
+	}
+	return c.done()
+}
+
+// checkAudits: usherctl audit, the ops tool's own verdict from the streams.
+func checkAudits(ev *evidence) checkResult {
+	c := checkResult{Name: "usherctl audit", Invariant: "the ops audit finds the streams clean"}
+	if len(ev.Audits) == 0 {
+		c.Status, c.Note = statusSkipped, "not run"
+		return c.done()
+	}
+	for _, a := range ev.Audits {
+		if !a.Clean {
+			c.fail("%s: %s", a.Queue, firstLines(a.Output+a.Err, 6))
+		}
+	}
+	return c.done()
+}
+
+func firstLines(s string, n int) string {
+	out := ""
+	lines := 0
+	for _, line := range splitLines(s) {
+		if line == "" {
+			continue
+		}
+		if lines == n {
+			return out + " …"
+		}
+		if out != "" {
+			out += " | "
+		}
+		out += line
+		lines++
+	}
+	return out
+}
+
+func splitLines(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
+}

@@ -1,0 +1,419 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+)
+
+// evidence is everything the checks judge, gathered after the run settled
+// from independent records: the load's journal (what shoppers were told),
+// the JetStream streams (what was recorded), Redis (the line as it stands),
+// PostgreSQL (orders and stock), pgsim (what was charged), and the samples
+// the harness took while the run went on.
+type evidence struct {
+	Queues  []queueSpec
+	Journal []record
+
+	// From the streams, per queue, in stream order.
+	Joins      map[string][]streamJoin
+	Leaves     map[string][]streamLeave
+	Admissions map[string][]admission
+	// Order events (all queues), in stream order.
+	OrderEvents []orderEvent
+
+	// From Redis at the end: who is waiting, and the record status of
+	// every joined sequence that was neither admitted nor left.
+	Waiting     map[string]map[uint64]bool
+	EntryStatus map[string]map[uint64]string
+	RedisErr    string
+
+	// From PostgreSQL at the end.
+	Orders []dbOrder
+	Stock  map[string]int64
+	DBErr  string
+
+	// From pgsim at the end: captures per order id (idempotency key).
+	Charges     map[string]charge
+	ChargeTotal chargeTotals
+	PgsimErr    string
+
+	// Taken while the run went on.
+	Samples []sample
+
+	Timeline timeline
+	Settled  settleState
+	Audits   []auditResult
+}
+
+type streamJoin struct {
+	Seq    uint64    `json:"seq"`
+	User   string    `json:"user"`
+	Stored time.Time `json:"stored"`
+}
+
+type streamLeave struct {
+	Seq    uint64    `json:"seq"` // the entry that left
+	User   string    `json:"user"`
+	Stored time.Time `json:"stored"`
+}
+
+type admission struct {
+	StreamSeq uint64    `json:"streamSeq"`
+	Seq       uint64    `json:"seq"`
+	User      string    `json:"user"`
+	TokenID   string    `json:"tokenId"`
+	ReadyAt   time.Time `json:"readyAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	Stored    time.Time `json:"stored"`
+}
+
+type orderEvent struct {
+	Type    string    `json:"type"` // requested, completed, failed
+	OrderID string    `json:"orderId"`
+	TokenID string    `json:"tokenId"`
+	Queue   string    `json:"queue"`
+	Status  string    `json:"status"`
+	Stored  time.Time `json:"stored"`
+}
+
+type dbOrder struct {
+	ID       string    `json:"id"`
+	TokenID  string    `json:"tokenId"`
+	Queue    string    `json:"queue"`
+	User     string    `json:"user"`
+	SKU      string    `json:"sku"`
+	Quantity int64     `json:"quantity"`
+	Status   string    `json:"status"`
+	Reason   string    `json:"reason"`
+	Payment  string    `json:"paymentId"`
+	Deadline time.Time `json:"deadline"`
+}
+
+// charge is what pgsim holds for one idempotency key.
+type charge struct {
+	Captures int  `json:"captures"`
+	Voided   bool `json:"voided"`
+}
+
+type chargeTotals struct {
+	Total     int `json:"total"`
+	Keys      int `json:"keys"`
+	MaxPerKey int `json:"maxPerKey"`
+}
+
+// sample is one look at a queue's line in Redis during the run.
+type sample struct {
+	At      time.Time `json:"at"`
+	Queue   string    `json:"queue"`
+	Active  int64     `json:"active"`
+	Waiting int64     `json:"waiting"`
+}
+
+// timeline is when the harness did what.
+type timeline struct {
+	Start    time.Time `json:"start"`    // load started
+	Inject   time.Time `json:"inject"`   // fault injected
+	Heal     time.Time `json:"heal"`     // fault undone (process restarted, partition healed…)
+	LoadStop time.Time `json:"loadStop"` // no more joins
+	// RecoverFromHeal: the fault's nature pauses admission by design while
+	// it lasts (payment outage: back-pressure), so recovery is judged from
+	// the heal, not the injection.
+	RecoverFromHeal bool `json:"recoverFromHeal"`
+}
+
+// settleState is whether the pipeline drained after the load stopped.
+type settleState struct {
+	Drained bool          `json:"drained"`
+	Took    time.Duration `json:"took"`
+	Detail  string        `json:"detail,omitempty"` // what was still in flight at the deadline
+}
+
+type auditResult struct {
+	Queue  string `json:"queue"`
+	Clean  bool   `json:"clean"`
+	Output string `json:"output"`
+	Err    string `json:"err,omitempty"`
+}
+
+// sampler looks at every queue's active and waiting counts each period.
+func sampler(ctx context.Context, rdb redis.UniversalClient, queues []queueSpec, period time.Duration, out *[]sample, mu *sync.Mutex) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, q := range queues {
+			cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			a, err1 := rdb.ZCard(cctx, keyActive(q.Name)).Result()
+			w, err2 := rdb.ZCard(cctx, keyWaiting(q.Name)).Result()
+			cancel()
+			if err1 != nil || err2 != nil {
+				continue // Redis is what the fault took away; nothing to see
+			}
+			mu.Lock()
+			*out = append(*out, sample{At: time.Now(), Queue: q.Name, Active: a, Waiting: w})
+			mu.Unlock()
+		}
+	}
+}
+
+// The Redis keys the harness reads (see shared/keyspace): the line, the
+// admitted set, the outbox and an entry's record.
+func keyWaiting(q string) string           { return "usher:{" + q + "}:waiting" }
+func keyActive(q string) string            { return "usher:{" + q + "}:active" }
+func keyOutbox(q string) string            { return "usher:{" + q + "}:outbox" }
+func keyEntry(q string, seq uint64) string { return "usher:{" + q + "}:e:" + strconv.FormatUint(seq, 10) }
+
+// envelope is the part of a CloudEvents envelope the harness reads.
+type envelope struct {
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data"`
+}
+
+// readStream calls f with every message of stream matching subjects, in
+// stream order, up to the last one stored when it began.
+func readStream(ctx context.Context, js jetstream.JetStream, stream string, subjects []string, f func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("stream %s info: %w", stream, err)
+	}
+	last := info.State.LastSeq
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	// An ephemeral, unacknowledged pull consumer of the harness's own,
+	// gone a minute after the last fetch.
+	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		FilterSubjects: subjects, AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
+		InactiveThreshold: time.Minute, MemoryStorage: true, Replicas: 1,
+	})
+	if err != nil {
+		return fmt.Errorf("stream %s consumer: %w", stream, err)
+	}
+	defer st.DeleteConsumer(context.Background(), cons.CachedInfo().Name)
+	if cons.CachedInfo().NumPending == 0 {
+		return nil
+	}
+	for {
+		batch, err := cons.Fetch(2000, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return fmt.Errorf("stream %s fetch: %w", stream, err)
+		}
+		n := 0
+		done := false
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				return err
+			}
+			if err := f(m, md); err != nil {
+				return err
+			}
+			if md.Sequence.Stream >= last || md.NumPending == 0 {
+				done = true
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
+			return fmt.Errorf("stream %s fetch: %w", stream, err)
+		}
+		if done || n == 0 {
+			return nil
+		}
+	}
+}
+
+
+// gatherStreams reads joins, leaves, admissions and order events.
+func gatherStreams(ctx context.Context, js jetstream.JetStream, ev *evidence) error {
+	ev.Joins, ev.Leaves, ev.Admissions = map[string][]streamJoin{}, map[string][]streamLeave{}, map[string][]admission{}
+	for _, q := range ev.Queues {
+		err := readStream(ctx, js, "USHER_ENTRIES", []string{"usher.enter." + q.Name, "usher.leave." + q.Name}, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+			var env envelope
+			if json.Unmarshal(m.Data(), &env) != nil {
+				return nil
+			}
+			var d struct {
+				User string `json:"user"`
+				Seq  uint64 `json:"seq"`
+			}
+			_ = json.Unmarshal(env.Data, &d)
+			if strings.HasPrefix(m.Subject(), "usher.enter.") {
+				ev.Joins[q.Name] = append(ev.Joins[q.Name], streamJoin{Seq: md.Sequence.Stream, User: d.User, Stored: md.Timestamp})
+			} else {
+				ev.Leaves[q.Name] = append(ev.Leaves[q.Name], streamLeave{Seq: d.Seq, User: d.User, Stored: md.Timestamp})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		err = readStream(ctx, js, "USHER_ADMISSIONS", []string{"usher.admitted." + q.Name}, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+			var env envelope
+			if json.Unmarshal(m.Data(), &env) != nil {
+				return nil
+			}
+			var a admission
+			_ = json.Unmarshal(env.Data, &a)
+			a.StreamSeq, a.Stored = md.Sequence.Stream, md.Timestamp
+			ev.Admissions[q.Name] = append(ev.Admissions[q.Name], a)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return readStream(ctx, js, "USHER_ORDERS", []string{"usher.order.>"}, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+		var env envelope
+		if json.Unmarshal(m.Data(), &env) != nil {
+			return nil
+		}
+		var o orderEvent
+		_ = json.Unmarshal(env.Data, &o)
+		o.Type = strings.TrimPrefix(m.Subject(), "usher.order.")
+		o.Stored = md.Timestamp
+		ev.OrderEvents = append(ev.OrderEvents, o)
+		return nil
+	})
+}
+
+// gatherRedis reads the waiting line of every queue and the record status
+// of the joined sequences that were neither admitted nor left.
+func gatherRedis(ctx context.Context, rdb redis.UniversalClient, ev *evidence) error {
+	ev.Waiting, ev.EntryStatus = map[string]map[uint64]bool{}, map[string]map[uint64]string{}
+	admitted := map[string]map[uint64]bool{}
+	for q, as := range ev.Admissions {
+		admitted[q] = map[uint64]bool{}
+		for _, a := range as {
+			admitted[q][a.Seq] = true
+		}
+	}
+	for _, q := range ev.Queues {
+		members, err := rdb.ZRange(ctx, keyWaiting(q.Name), 0, -1).Result()
+		if err != nil {
+			return fmt.Errorf("waiting line of %s: %w", q.Name, err)
+		}
+		w := map[uint64]bool{}
+		for _, m := range members {
+			if n, err := strconv.ParseUint(m, 10, 64); err == nil {
+				w[n] = true
+			}
+		}
+		ev.Waiting[q.Name] = w
+		st := map[uint64]string{}
+		for _, r := range ev.Journal {
+			if r.Kind != recJoin || r.Queue != q.Name || r.Seq == 0 || admitted[q.Name][r.Seq] || w[r.Seq] {
+				continue
+			}
+			if _, seen := st[r.Seq]; seen {
+				continue
+			}
+			s, err := rdb.HGet(ctx, keyEntry(q.Name, r.Seq), "status").Result()
+			switch {
+			case errors.Is(err, redis.Nil):
+				s = "(no record)"
+			case err != nil:
+				return err
+			}
+			st[r.Seq] = s
+		}
+		ev.EntryStatus[q.Name] = st
+	}
+	return nil
+}
+
+// gatherPostgres reads every order and the stock of every SKU.
+func gatherPostgres(ctx context.Context, url string, ev *evidence) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT id, token_id, queue, user_id, sku, quantity, status, reason, payment_id, deadline FROM orders`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var o dbOrder
+		if err := rows.Scan(&o.ID, &o.TokenID, &o.Queue, &o.User, &o.SKU, &o.Quantity, &o.Status, &o.Reason, &o.Payment, &o.Deadline); err != nil {
+			rows.Close()
+			return err
+		}
+		ev.Orders = append(ev.Orders, o)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	ev.Stock = map[string]int64{}
+	rows, err = conn.Query(ctx, `SELECT sku, available FROM stock`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sku string
+		var n int64
+		if err := rows.Scan(&sku, &n); err != nil {
+			return err
+		}
+		ev.Stock[sku] = n
+	}
+	return rows.Err()
+}
+
+// gatherPgsim reads pgsim's ledger: its totals and every payment, by
+// idempotency key (the order id), captured or voided.
+func gatherPgsim(ctx context.Context, base, token string, ev *evidence) error {
+	client := &http.Client{Timeout: 10 * time.Second}
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/admin/charges", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		return fmt.Errorf("GET /v1/admin/charges: %d %s", res.StatusCode, b)
+	}
+	var report struct {
+		chargeTotals
+		Payments []struct {
+			Key    string `json:"idempotencyKey"`
+			Status string `json:"status"`
+		} `json:"payments"`
+	}
+	if err := json.Unmarshal(b, &report); err != nil {
+		return fmt.Errorf("GET /v1/admin/charges: %w", err)
+	}
+	ev.ChargeTotal = report.chargeTotals
+	ev.Charges = map[string]charge{}
+	for _, p := range report.Payments {
+		c := ev.Charges[p.Key]
+		c.Captures++
+		c.Voided = c.Voided || p.Status == "voided"
+		ev.Charges[p.Key] = c
+	}
+	return nil
+}

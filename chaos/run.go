@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// errFailed says some scenario failed; the summary has been printed.
+var errFailed = errors.New("scenarios failed")
+
+// usageError is a bad command line (exit status 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func exitCode(err error) int {
+	var ue usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+// options is the command line.
+type options struct {
+	list        bool
+	all         bool
+	names       []string
+	seed        uint64
+	quick       bool
+	keep        bool
+	out         string
+	reliability string
+	rev         string
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&o.list, "list", false, "list the scenarios and exit")
+	fs.BoolVar(&o.all, "all", false, "run every scenario")
+	scen := fs.String("scenario", "", "run these scenarios (comma-separated names)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of every random choice: which process, which queue, when, the shoppers")
+	fs.BoolVar(&o.quick, "quick", false, "shorter phases and a lighter load (the go test smoke)")
+	fs.BoolVar(&o.keep, "keep", false, "keep every scenario's data folder and logs, pass or fail")
+	fs.StringVar(&o.out, "out", "", "folder for results, journals and the logs of failed scenarios (default .usher/chaos under the module root)")
+	fs.StringVar(&o.reliability, "reliability", "", "write a RELIABILITY.md table of the results to this file")
+	fs.StringVar(&o.rev, "rev", "", "build the services from this git revision (e.g. HEAD) instead of the working tree")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: go run ./chaos -list | -scenario NAME[,NAME…] [-seed N] | -all [-reliability FILE]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return o, usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
+	}
+	if *scen != "" {
+		o.names = strings.Split(*scen, ",")
+	}
+	if !o.list && !o.all && len(o.names) == 0 {
+		fs.Usage()
+		return o, usageError{"name a scenario (-scenario), or -all, or -list"}
+	}
+	return o, nil
+}
+
+// run is the harness: it parses the command line, builds the binaries once
+// and runs the chosen scenarios one after another.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	o, err := parseFlags(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	all := scenarios()
+	if o.list {
+		for _, sc := range all {
+			fmt.Fprintf(stdout, "%-24s %s\n", sc.name, sc.what)
+		}
+		return nil
+	}
+	chosen := all
+	if !o.all {
+		chosen = nil
+		for _, n := range o.names {
+			sc, ok := find(all, strings.TrimSpace(n))
+			if !ok {
+				return usageError{fmt.Sprintf("no scenario %q (go run ./chaos -list)", n)}
+			}
+			chosen = append(chosen, sc)
+		}
+	}
+	level := slog.LevelInfo
+	if getenv("CHAOS_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: level}))
+	if o.out == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			return err
+		}
+		o.out = filepath.Join(root, ".usher", "chaos")
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "usher-chaos-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	// PostgreSQL (as its own user) must reach its folder inside.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	start := time.Now()
+	fmt.Fprintf(stdout, "chaos: building the services, usherctl and nats-server into %s\n", tmp)
+	bins, err := build(ctx, filepath.Join(tmp, "bin"), o.rev)
+	if err != nil {
+		return err
+	}
+	tmpl, err := pgTemplate(ctx, tmp, bins)
+	if err != nil {
+		return err
+	}
+	re := &runEnv{bins: bins, tmp: tmp, pgTmpl: tmpl, out: o.out, log: log, quick: o.quick, keep: o.keep, progress: stdout}
+	var results []result
+	for _, sc := range chosen {
+		if ctx.Err() != nil {
+			break
+		}
+		res := runScenario(ctx, re, sc, o.seed)
+		results = append(results, res)
+		printResult(stdout, res)
+	}
+	fmt.Fprintf(stdout, "\nchaos: %d scenario(s) in %s\n", len(results), time.Since(start).Round(time.Second))
+	printSummary(stdout, results)
+	if o.reliability != "" {
+		if err := writeReliability(o.reliability, results, o); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "chaos: wrote %s\n", o.reliability)
+	}
+	if err := writeJSON(filepath.Join(o.out, "results.json"), results); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for _, r := range results {
+		if r.Verdict != verdictPass {
+			return errFailed
+		}
+	}
+	return nil
+}
+
+func find(all []scenario, name string) (scenario, bool) {
+	for _, sc := range all {
+		if sc.name == name {
+			return sc, true
+		}
+	}
+	return scenario{}, false
+}
+
+// printResult prints one scenario's verdict, its failed checks with their
+// evidence, and on failure the command that reproduces it.
+func printResult(w io.Writer, r result) {
+	fmt.Fprintf(w, "\n== %s (seed %d): %s in %s\n", r.Scenario, r.Seed, r.Verdict, r.Took)
+	for _, f := range r.Faults {
+		fmt.Fprintf(w, "   %s\n", f)
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "   error: %s\n", r.Error)
+	}
+	f := r.Figures
+	if r.Verdict != verdictError {
+		fmt.Fprintf(w, "   joins accepted %d, admitted %d, orders PAID %d; lost %d, admitted twice %d, over-admitted %d, double charges %d, recovery %s\n",
+			f.JoinsAccepted, f.Admitted, f.OrdersPaid, f.Lost, f.Duplicated, f.OverAdmitted, f.DoubleCharges, recoveryText(r))
+	}
+	for _, c := range r.Checks {
+		switch c.Status {
+		case statusFail:
+			fmt.Fprintf(w, "   FAIL %s (%d): %s\n", c.Name, c.Count, c.Invariant)
+			for _, e := range c.Examples {
+				fmt.Fprintf(w, "        %s\n", e)
+			}
+			if c.Note != "" {
+				fmt.Fprintf(w, "        note: %s\n", c.Note)
+			}
+		case statusSkipped:
+			fmt.Fprintf(w, "   skipped %s: %s\n", c.Name, c.Note)
+		default:
+			fmt.Fprintf(w, "   ok   %s\n", c.Name)
+		}
+	}
+	if r.Verdict != verdictPass {
+		fmt.Fprintf(w, "   reproduce: %s\n", r.Command)
+		if r.Dir != "" {
+			fmt.Fprintf(w, "   journal and logs: %s\n", r.Dir)
+		}
+	}
+}
+
+func recoveryText(r result) string {
+	switch {
+	case r.Verdict == verdictError:
+		return "–"
+	case !r.Figures.Recovered:
+		return fmt.Sprintf("not recovered (%.0fs)", r.Figures.RecoverySecs)
+	case r.Figures.RecoverySecs == 0:
+		return "no dip"
+	default:
+		return fmt.Sprintf("%.1fs", r.Figures.RecoverySecs)
+	}
+}
+
+func printSummary(w io.Writer, results []result) {
+	for _, r := range results {
+		line := fmt.Sprintf("  %-24s %-5s", r.Scenario, r.Verdict)
+		var failed []string
+		for _, c := range r.Checks {
+			if c.Status == statusFail {
+				failed = append(failed, c.Name)
+			}
+		}
+		if len(failed) > 0 {
+			line += "  " + strings.Join(failed, ", ")
+		}
+		if r.Error != "" {
+			line += "  " + r.Error
+		}
+		fmt.Fprintln(w, line)
+	}
+}

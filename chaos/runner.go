@@ -1,0 +1,471 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The order worker's deadline and ack wait in every scenario: shorter
+// than production's 60 s and 30 s, so a run of about a minute sees orders
+// through both.
+const (
+	orderDeadline = 20 * time.Second
+	orderAckWait  = 10 * time.Second
+)
+
+// timing is how long each phase of a scenario lasts.
+type timing struct {
+	warm      time.Duration // load before the fault (the baseline)
+	after     time.Duration // load after the heal (recovery)
+	grace     time.Duration // shoppers finish their orders after the joins stop
+	settle    time.Duration // deadline for the pipeline to drain
+	down      time.Duration // a killed process stays down this long
+	outage    time.Duration // payment gateway modes last this long
+	partition time.Duration // a partition lasts this long
+}
+
+var (
+	fullTiming  = timing{warm: 12 * time.Second, after: 15 * time.Second, grace: 4 * time.Second, settle: 60 * time.Second, down: 5 * time.Second, outage: 10 * time.Second, partition: 15 * time.Second}
+	quickTiming = timing{warm: 9 * time.Second, after: 10 * time.Second, grace: 3 * time.Second, settle: 45 * time.Second, down: 3 * time.Second, outage: 8 * time.Second, partition: 10 * time.Second}
+)
+
+// workload returns the queues of a run. Demand exceeds the fixed rate on
+// "rate" (its admissions per second are checked), the slots bind on "cap"
+// (over-admission shows there), and "mix" runs below capacity.
+func workload(quick bool) []queueSpec {
+	if quick {
+		return []queueSpec{
+			{Name: "rate", TargetActive: 2000, MaxAdmitPerTick: 2, TickMs: 100, TokenTTLSeconds: 15, SKU: "sku-rate", Stock: 1_000_000, JoinsPerSecond: 26, Prefill: 100, RateChecked: true},
+			{Name: "cap", TargetActive: 8, MaxAdmitPerTick: 0, TickMs: 100, TokenTTLSeconds: 4, SKU: "sku-cap", Stock: 1_000_000, JoinsPerSecond: 5},
+			{Name: "mix", TargetActive: 40, MaxAdmitPerTick: 2, TickMs: 50, TokenTTLSeconds: 10, SKU: "sku-mix", Stock: 1_000_000, JoinsPerSecond: 8},
+		}
+	}
+	return []queueSpec{
+		{Name: "rate", TargetActive: 2000, MaxAdmitPerTick: 5, TickMs: 100, TokenTTLSeconds: 15, SKU: "sku-rate", Stock: 1_000_000, JoinsPerSecond: 60, Prefill: 300, RateChecked: true},
+		{Name: "cap", TargetActive: 10, MaxAdmitPerTick: 0, TickMs: 100, TokenTTLSeconds: 4, SKU: "sku-cap", Stock: 1_000_000, JoinsPerSecond: 8},
+		{Name: "mix", TargetActive: 40, MaxAdmitPerTick: 2, TickMs: 50, TokenTTLSeconds: 10, SKU: "sku-mix", Stock: 1_000_000, JoinsPerSecond: 20},
+	}
+}
+
+// result is one scenario's outcome, written as JSON.
+type result struct {
+	Scenario string        `json:"scenario"`
+	Seed     uint64        `json:"seed"`
+	Command  string        `json:"command"`
+	Injected string        `json:"injected"`
+	Verdict  string        `json:"verdict"` // pass, FAIL, ERROR
+	Error    string        `json:"error,omitempty"`
+	Started  time.Time     `json:"started"`
+	Took     string        `json:"took"`
+	Timeline timeline      `json:"timeline"`
+	Figures  figures       `json:"figures"`
+	Checks   []checkResult `json:"checks"`
+	Faults   []string      `json:"faults"` // what the journal recorded of the fault
+	Queues   []queueSpec   `json:"queues"`
+	Dir      string        `json:"dir,omitempty"` // where the journal and logs were kept
+}
+
+// Verdicts.
+const (
+	verdictPass  = "pass"
+	verdictFail  = "FAIL"
+	verdictError = "ERROR" // the harness could not run the scenario
+)
+
+// runEnv is what every scenario of one run shares.
+type runEnv struct {
+	bins     *binaries
+	tmp      string // the run's temporary folder (removed at the end)
+	pgTmpl   string
+	out      string // where results go
+	log      *slog.Logger
+	quick    bool
+	keep     bool
+	progress io.Writer
+}
+
+// reproduce is the command that runs one scenario again.
+func reproduce(name string, seed uint64, quick bool) string {
+	cmd := fmt.Sprintf("go run ./chaos -scenario %s -seed %d", name, seed)
+	if quick {
+		cmd += " -quick"
+	}
+	return cmd
+}
+
+func seedFor(name string, seed uint64) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return h.Sum64() ^ seed
+}
+
+// runScenario starts a fresh stack, drives the load, injects the fault,
+// lets the system settle, gathers the evidence and judges it.
+func runScenario(ctx context.Context, re *runEnv, sc scenario, seed uint64) (res result) {
+	started := time.Now()
+	res = result{Scenario: sc.name, Seed: seed, Command: reproduce(sc.name, seed, re.quick), Injected: sc.what, Started: started}
+	defer func() { res.Took = time.Since(started).Round(time.Second).String() }()
+	t := fullTiming
+	if re.quick {
+		t = quickTiming
+	}
+	queues := workload(re.quick)
+	res.Queues = queues
+	dir := filepath.Join(re.tmp, fmt.Sprintf("%s-%d", sc.name, seed))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return errored(res, err)
+	}
+	keepDir := filepath.Join(re.out, fmt.Sprintf("%s-%d", sc.name, seed))
+	_ = os.RemoveAll(keepDir)
+	if err := os.MkdirAll(keepDir, 0o755); err != nil {
+		return errored(res, err)
+	}
+	s := &stack{dir: dir, bins: re.bins, log: re.log, token: "chaos-admin", queues: queues}
+	defer func() {
+		s.close()
+		if res.Verdict == verdictPass && !re.keep {
+			_ = os.RemoveAll(filepath.Join(keepDir, "logs"))
+		} else {
+			_ = copyDir(filepath.Join(dir, "logs"), filepath.Join(keepDir, "logs"))
+			res.Dir = keepDir
+		}
+		if !re.keep {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	rng := rand.New(rand.NewPCG(seedFor(sc.name, seed), 0x6368616f73))
+	jpath := filepath.Join(keepDir, "journal.jsonl")
+	j, err := openJournal(jpath)
+	if err != nil {
+		return errored(res, err)
+	}
+	tl := &timeline{RecoverFromHeal: sc.recoverFromHeal}
+	f := &fault{s: s, rng: rng, j: j, tl: tl, t: t}
+	var p plan
+	if sc.prepare != nil {
+		sc.prepare(f, &p)
+	}
+	fmt.Fprintf(re.progress, "%s (seed %d): starting NATS ×3, Redis ×6, PostgreSQL, pgsim, 8 services\n", sc.name, seed)
+	if err := startStack(ctx, s, p, re.pgTmpl); err != nil {
+		j.close()
+		return errored(res, fmt.Errorf("start the stack: %w", err))
+	}
+	if err := configure(ctx, s, queues); err != nil {
+		j.close()
+		return errored(res, fmt.Errorf("configure queues: %w", err))
+	}
+
+	// Load, with the sampler watching the line.
+	var samples []sample
+	var smu sync.Mutex
+	sctx, stopSampler := context.WithCancel(ctx)
+	sdone := make(chan struct{})
+	go func() { defer close(sdone); sampler(sctx, s.rdb, queues, 100*time.Millisecond, &samples, &smu) }()
+	joinCtx, stopJoins := context.WithCancel(ctx)
+	shopCtx, stopShoppers := context.WithCancel(ctx)
+	l := newLoad(j, s, queues, seed, fmt.Sprintf("u%x", rng.Uint32()))
+	tl.Start = time.Now()
+	l.start(joinCtx, shopCtx)
+	stopLoad := func() {
+		stopJoins()
+		stopShoppers()
+		l.wait()
+		stopSampler()
+		<-sdone
+	}
+	fmt.Fprintf(re.progress, "%s: load running (%s)\n", sc.name, describeLoad(queues))
+	if !sleepCtx(ctx, t.warm) {
+		stopLoad()
+		j.close()
+		return errored(res, ctx.Err())
+	}
+	fmt.Fprintf(re.progress, "%s: injecting: %s\n", sc.name, sc.what)
+	if err := sc.inject(ctx, f); err != nil {
+		stopLoad()
+		j.close()
+		return errored(res, fmt.Errorf("inject: %w", err))
+	}
+	if tl.Heal.IsZero() {
+		tl.Heal = tl.Inject
+	}
+	if !sleepCtx(ctx, time.Until(tl.Heal.Add(t.after))) {
+		stopLoad()
+		j.close()
+		return errored(res, ctx.Err())
+	}
+	tl.LoadStop = time.Now()
+	j.add(record{Kind: recLoadStop})
+	stopJoins()
+	sleepCtx(ctx, t.grace)
+	stopShoppers()
+	l.wait()
+	fmt.Fprintf(re.progress, "%s: load stopped (%d joins accepted, %d refused); pausing the queues and settling\n", sc.name, l.accepted.Load(), l.failed.Load())
+	// Paused queues admit nobody more, so the records gathered next are
+	// one consistent picture rather than a line still moving.
+	if err := pause(ctx, s, queues); err != nil {
+		return errored(res, fmt.Errorf("pause the queues: %w", err))
+	}
+	settled := settle(ctx, s, queues, t.settle)
+	stopSampler()
+	<-sdone
+	if err := j.close(); err != nil {
+		return errored(res, err)
+	}
+
+	ev := &evidence{Queues: queues, Samples: samples, Timeline: *tl, Settled: settled}
+	if err := gather(ctx, s, jpath, ev); err != nil {
+		return errored(res, fmt.Errorf("gather evidence: %w", err))
+	}
+	res.Timeline = *tl
+	for _, r := range ev.Journal {
+		if r.Kind == recFault || r.Kind == recHeal {
+			res.Faults = append(res.Faults, r.Kind+": "+r.Detail)
+		}
+	}
+	res.Checks, res.Figures = judge(ev)
+	res.Verdict = verdictPass
+	for _, c := range res.Checks {
+		if c.Status == statusFail {
+			res.Verdict = verdictFail
+		}
+	}
+	if err := writeJSON(filepath.Join(keepDir, "result.json"), res); err != nil {
+		return errored(res, err)
+	}
+	return res
+}
+
+func errored(res result, err error) result {
+	res.Verdict, res.Error = verdictError, err.Error()
+	return res
+}
+
+func describeLoad(qs []queueSpec) string {
+	var parts []string
+	for _, q := range qs {
+		parts = append(parts, fmt.Sprintf("%s %.0f joins/s", q.Name, q.JoinsPerSecond))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// pause sets every queue's state to paused through a gateway that answers.
+func pause(ctx context.Context, s *stack, queues []queueSpec) error {
+	for _, q := range queues {
+		body := strings.Replace(q.adminBody(), `"state":"open"`, `"state":"paused"`, 1)
+		err := poll(ctx, 30*time.Second, "pause "+q.Name, func() error {
+			var last error
+			for _, gw := range s.servicesOf(kindGateway) {
+				if last = adminPut(ctx, s, gw.url(), "/v1/admin/queues/"+q.Name, body); last == nil {
+					return nil
+				}
+			}
+			return last
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// adminPut sends one admin PUT.
+func adminPut(ctx context.Context, s *stack, base, path, body string) error {
+	req, _ := http.NewRequestWithContext(ctx, "PUT", base+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Admin-User", "chaos")
+	res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode >= 300 {
+		return fmt.Errorf("PUT %s: status %d: %s", path, res.StatusCode, b)
+	}
+	return nil
+}
+
+// configure sets the stock and the queues through the admin API, and
+// waits until both gateways know every queue.
+func configure(ctx context.Context, s *stack, queues []queueSpec) error {
+	gw := s.service(kindGateway, 0).url()
+	client := &http.Client{Timeout: 10 * time.Second}
+	put := func(path, body string) error {
+		return poll(ctx, 30*time.Second, "PUT "+path, func() error { return adminPut(ctx, s, gw, path, body) })
+	}
+	for _, q := range queues {
+		if err := put("/v1/admin/stock/"+q.SKU, fmt.Sprintf(`{"available": %d}`, q.Stock)); err != nil {
+			return err
+		}
+		if err := put("/v1/admin/queues/"+q.Name, q.adminBody()); err != nil {
+			return err
+		}
+	}
+	for _, sv := range s.servicesOf(kindGateway) {
+		for _, q := range queues {
+			err := poll(ctx, 10*time.Second, sv.name()+" knows "+q.Name, func() error {
+				req, _ := http.NewRequestWithContext(ctx, "GET", sv.url()+"/v1/admin/queues/"+q.Name, nil)
+				req.Header.Set("Authorization", "Bearer "+s.token)
+				res, err := client.Do(req)
+				if err != nil {
+					return err
+				}
+				res.Body.Close()
+				if res.StatusCode != 200 {
+					return fmt.Errorf("status %d", res.StatusCode)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// settle waits, up to within, until nothing is in flight: every join and
+// order request consumed and acknowledged, every outbox announced, no
+// order PENDING.
+func settle(ctx context.Context, s *stack, queues []queueSpec, within time.Duration) settleState {
+	start := time.Now()
+	var detail string
+	err := poll(ctx, within, "the pipeline to drain", func() error {
+		var busy []string
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		for _, st := range []string{"USHER_ENTRIES", "USHER_ORDERS"} {
+			n, err := consumersInFlight(cctx, s.js, st)
+			if err != nil {
+				busy = append(busy, fmt.Sprintf("%s consumers: %v", st, err))
+			} else if n > 0 {
+				busy = append(busy, fmt.Sprintf("%d messages of %s not consumed", n, st))
+			}
+		}
+		for _, q := range queues {
+			n, err := s.rdb.ZCard(cctx, keyOutbox(q.Name)).Result()
+			if err != nil {
+				busy = append(busy, fmt.Sprintf("outbox of %s: %v", q.Name, err))
+			} else if n > 0 {
+				busy = append(busy, fmt.Sprintf("%d admissions of %s not announced", n, q.Name))
+			}
+		}
+		if conn, err := pgx.Connect(cctx, s.pg.url); err != nil {
+			busy = append(busy, "PostgreSQL: "+err.Error())
+		} else {
+			var n int
+			if err := conn.QueryRow(cctx, "SELECT count(*) FROM orders WHERE status = 'PENDING'").Scan(&n); err != nil {
+				busy = append(busy, "PostgreSQL: "+err.Error())
+			} else if n > 0 {
+				busy = append(busy, fmt.Sprintf("%d orders PENDING", n))
+			}
+			conn.Close(cctx)
+		}
+		detail = strings.Join(busy, "; ")
+		if len(busy) > 0 {
+			return errors.New(detail)
+		}
+		return nil
+	})
+	return settleState{Drained: err == nil, Took: time.Since(start).Round(100 * time.Millisecond), Detail: detailIf(err, detail)}
+}
+
+func detailIf(err error, detail string) string {
+	if err == nil {
+		return ""
+	}
+	return detail
+}
+
+// gather reads every record the checks judge.
+func gather(ctx context.Context, s *stack, jpath string, ev *evidence) error {
+	var err error
+	if ev.Journal, err = readJournal(jpath); err != nil {
+		return err
+	}
+	gctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := gatherStreams(gctx, s.js, ev); err != nil {
+		return err
+	}
+	if err := gatherRedis(gctx, s.rdb, ev); err != nil {
+		ev.RedisErr = err.Error()
+	}
+	if err := gatherPostgres(gctx, s.pg.url, ev); err != nil {
+		ev.DBErr = err.Error()
+	}
+	if err := gatherPgsim(gctx, s.pgsimURL, s.token, ev); err != nil {
+		ev.PgsimErr = err.Error()
+	}
+	for _, q := range ev.Queues {
+		ev.Audits = append(ev.Audits, audit(gctx, s, q.Name))
+	}
+	return nil
+}
+
+// audit runs usherctl audit on a queue.
+func audit(ctx context.Context, s *stack, q string) auditResult {
+	cmd := exec.CommandContext(ctx, s.bins.usherctl, "audit", "--queue", q, "--show", "10")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "USHER_NATS_URL=" + s.natsURLs(), "USHER_REDIS_URL=" + s.redisSeeds(),
+		"USHER_ADMIN_TOKEN=" + s.token, "USHER_GATEWAY_URL=" + s.service(kindGateway, 0).url()}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := auditResult{Queue: q, Clean: err == nil, Output: out.String()}
+	if err != nil {
+		r.Err = strings.TrimSpace(errb.String())
+		if r.Err == "" {
+			r.Err = err.Error()
+		}
+	}
+	return r
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// copyDir copies the files of src (not recursive) into dst.
+func copyDir(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
