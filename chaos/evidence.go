@@ -175,10 +175,12 @@ func sampler(ctx context.Context, rdb redis.UniversalClient, queues []queueSpec,
 
 // The Redis keys the harness reads (see shared/keyspace): the line, the
 // admitted set, the outbox and an entry's record.
-func keyWaiting(q string) string           { return "usher:{" + q + "}:waiting" }
-func keyActive(q string) string            { return "usher:{" + q + "}:active" }
-func keyOutbox(q string) string            { return "usher:{" + q + "}:outbox" }
-func keyEntry(q string, seq uint64) string { return "usher:{" + q + "}:e:" + strconv.FormatUint(seq, 10) }
+func keyWaiting(q string) string { return "usher:{" + q + "}:waiting" }
+func keyActive(q string) string  { return "usher:{" + q + "}:active" }
+func keyOutbox(q string) string  { return "usher:{" + q + "}:outbox" }
+func keyEntry(q string, seq uint64) string {
+	return "usher:{" + q + "}:e:" + strconv.FormatUint(seq, 10)
+}
 
 // envelope is the part of a CloudEvents envelope the harness reads.
 type envelope struct {
@@ -242,7 +244,6 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, subj
 		}
 	}
 }
-
 
 // gatherStreams reads joins, leaves, admissions and order events.
 func gatherStreams(ctx context.Context, js jetstream.JetStream, ev *evidence) error {
