@@ -99,9 +99,9 @@ func TestCleanRunPassesEveryCheck(t *testing.T) {
 
 func TestEachBreakFailsItsCheck(t *testing.T) {
 	tests := []struct {
-		name  string
-		check string
-		want  string // in the first example
+		name   string
+		check  string
+		want   string // in the first example
 		breaks func(h *history)
 	}{
 		{"a join nobody admitted and Redis forgot", "no join lost", "q seq 3 (c)", func(h *history) {
