@@ -21,6 +21,7 @@ import (
 
 	"usher/shared/bus"
 	"usher/shared/catalog"
+	"usher/shared/event"
 	"usher/shared/ratelimit"
 	"usher/shared/testenv"
 	"usher/shared/ticket"
@@ -71,6 +72,10 @@ func newHarness(t testing.TB) *harness {
 	line := waitqueue.New(testenv.Redis(t))
 	line.EnableBatching()
 	go line.RunBatches(wctx, 4)
+	epoch, err := bus.StreamID(ctx, js, event.StreamEntries)
+	if err != nil {
+		t.Fatal(err)
+	}
 	a := &api{
 		log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		queues:     queues,
@@ -81,6 +86,8 @@ func newHarness(t testing.TB) *harness {
 		adminToken: []byte("secret-admin"),
 		limiter:    ratelimit.New(line),
 		now:        time.Now,
+		epoch:      func() string { return epoch },
+		orderHold:  90 * time.Second,
 		rand:       rand.New(rand.NewPCG(1, 2)),
 		ready:      func(context.Context) error { return nil },
 	}
@@ -142,18 +149,20 @@ func (h *harness) putQueue(q, body string, want int) response {
 	return r
 }
 
-// admit runs one admission tick as the admitter would, with every join in line.
-func (h *harness) admit(now time.Time) waitqueue.TickResult {
+// admit runs one admission tick as the admitter would, once its follower
+// has applied every join (the gateway put them in line already), and waits
+// until every shopper it admitted is READY (readyAt spreads over one tick).
+func (h *harness) admit() waitqueue.TickResult {
 	h.t.Helper()
 	cfg, _ := h.api.queues.Get(h.queue)
-	r, err := h.line.Admit(context.Background(), h.queue, waitqueue.Tick{
-		Now: now, TargetActive: cfg.TargetActive, MaxAdmitPerTick: cfg.MaxAdmitPerTick,
-		TickLength: time.Duration(cfg.TickMs) * time.Millisecond, TokenTTL: time.Duration(cfg.TokenTTLSeconds) * time.Second,
-		Watermark: 1 << 62, Paused: cfg.State != catalog.StateOpen,
+	testenv.Applied(h.t, h.line, h.queue, h.api.epoch(), 1<<40)
+	tickLen := time.Duration(cfg.TickMs) * time.Millisecond
+	r := testenv.Tick(h.t, h.line, h.queue, waitqueue.Tick{
+		Epoch: h.api.epoch(), TargetActive: cfg.TargetActive, MaxAdmitPerTick: cfg.MaxAdmitPerTick,
+		TickLength: tickLen, TokenTTL: time.Duration(cfg.TokenTTLSeconds) * time.Second,
+		Paused: cfg.State != catalog.StateOpen,
 	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	time.Sleep(tickLen)
 	return r
 }
 

@@ -22,7 +22,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/redis/go-redis/v9"
 
+	"usher/shared/bus"
 	"usher/shared/catalog"
+	"usher/shared/event"
 	"usher/shared/testenv"
 	"usher/shared/ticket"
 	"usher/shared/token"
@@ -76,9 +78,10 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	adminToken := "admin-token-" + strings.Repeat("a", 24)
+	natsURL := testenv.NATS(t)
 	env := map[string]string{
 		"USHER_GATEWAY_ADDR":         fmt.Sprintf("127.0.0.1:%d", port),
-		"USHER_NATS_URL":             testenv.NATS(t),
+		"USHER_NATS_URL":             natsURL,
 		"USHER_REDIS_URL":            testenv.RedisURL(t),
 		"USHER_DATA_DIR":             dir,
 		"USHER_ADMIN_TOKEN":          adminToken,
@@ -132,10 +135,18 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 		t.Fatalf("join = %v", joined)
 	}
 	line := waitqueue.New(testenv.Redis(t))
-	if _, err := line.Admit(ctx, q, waitqueue.Tick{Now: time.Now().Add(-time.Second), TargetActive: 2, TickLength: 100 * time.Millisecond,
-		TokenTTL: time.Minute, Watermark: 1 << 62}); err != nil {
+	nc, js, err := bus.Open(ctx, []string{natsURL}, "hostile-test", 1)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer nc.Close()
+	epoch, err := bus.StreamID(ctx, js, event.StreamEntries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Applied(t, line, q, epoch, 1<<40)
+	testenv.Tick(t, line, q, waitqueue.Tick{Epoch: epoch, TargetActive: 2, TickLength: 10 * time.Millisecond, TokenTTL: time.Minute})
+	time.Sleep(10 * time.Millisecond)
 	_, ready := call("GET", "/v1/queues/"+q+"/tickets/"+tk, "", nil)
 	entry, _ := ready["token"].(string)
 	if entry == "" {
@@ -204,7 +215,8 @@ func TestForgedEntryTokensAtTheOrderEndpoint(t *testing.T) {
 	h := newOrderHarness(t)
 	now := time.Now()
 	h.putQueue(h.queue+"-b", `{"targetActive": 5, "sku": "sku-b"}`, 201)
-	valid := h.entryToken("alice", 1, now.Add(-time.Second), now.Add(time.Minute))
+	valid := h.ready("alice")[0]
+	jti := h.tokenID(valid)
 	parts := strings.Split(valid, ".")
 	enc := base64.RawURLEncoding.EncodeToString
 	header := func(h map[string]string) string { b, _ := json.Marshal(h); return enc(b) }
@@ -220,13 +232,13 @@ func TestForgedEntryTokensAtTheOrderEndpoint(t *testing.T) {
 	var set struct{ Keys []struct{ X string } }
 	json.Unmarshal(pub, &set)
 	x, _ := base64.RawURLEncoding.DecodeString(set.Keys[0].X)
-	confused := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": token.Issuer, "sub": "alice", "aud": h.queue, "jti": h.queue + ":1",
+	confused := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": token.Issuer, "sub": "alice", "aud": h.queue, "jti": jti,
 		"nbf": now.Add(-time.Second).Unix(), "exp": now.Add(time.Minute).Unix()})
 	confused.Header["kid"] = kid
 	confusedTok, _ := confused.SignedString(x)
-	otherQueue, _ := h.api.keys.Sign(token.Claims{ID: h.queue + "-b:1", Queue: h.queue + "-b", User: "alice", ReadyAt: now.Add(-time.Second), ExpiresAt: now.Add(time.Minute)})
+	otherQueue, _ := h.api.keys.Sign(token.Claims{ID: waitqueue.TokenID(h.queue+"-b", h.api.epoch(), 1), Queue: h.queue + "-b", User: "alice", ReadyAt: now.Add(-time.Second), ExpiresAt: now.Add(time.Minute)})
 	_, wrongPriv, _ := ed25519.GenerateKey(nil)
-	wrongKey := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": token.Issuer, "sub": "alice", "aud": h.queue, "jti": h.queue + ":1",
+	wrongKey := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": token.Issuer, "sub": "alice", "aud": h.queue, "jti": jti,
 		"nbf": now.Add(-time.Second).Unix(), "exp": now.Add(time.Minute).Unix()})
 	wrongKey.Header["kid"] = kid
 	wrongKeyTok, _ := wrongKey.SignedString(wrongPriv)

@@ -132,7 +132,7 @@ func TestOpsStreamSendsQueueSnapshots(t *testing.T) {
 		st, _ := h.line.Stats(context.Background(), h.queue)
 		return st.Waiting == 3
 	}, "3 joins in line")
-	h.admit(time.Now())
+	h.admit()
 	ctx := context.Background()
 	for i, st := range []orders.Status{orders.Paid, orders.Paid, orders.Failed} {
 		if err := records.CountOutcome(ctx, h.queue, strconv.Itoa(i), st); err != nil {
@@ -259,7 +259,7 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 		st, _ := h.line.Stats(context.Background(), h.queue)
 		return st.Waiting == 4
 	}, "4 joins in line")
-	h.admit(time.Now())
+	h.admit()
 	records.CountOutcome(context.Background(), h.queue, "o1", orders.Paid)
 	base := h.serve()
 

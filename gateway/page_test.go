@@ -157,7 +157,7 @@ func TestWaitingRoomInABrowser(t *testing.T) {
 	n.start()
 	waitFor("conn", "live") // the page's EventSource came back by itself
 
-	h.admit(time.Now())
+	h.admit()
 	publishAdmissions(t, h)
 	waitFor("status", "READY")
 	if left := text("#left"); !strings.Contains(left, "min") {

@@ -124,11 +124,12 @@ func TestLimitsOffCostNothing(t *testing.T) {
 func TestOrdersPerSecondCap(t *testing.T) {
 	h := newOrderHarness(t)
 	h.putQueue(h.queue, `{"targetActive": 5, "sku": "sku-1", "rateLimit": {"perIpPerSecond": 0, "perUserPerSecond": 0, "ordersPerSecond": 2}}`, 200)
+	toks := h.ready("buyer-0", "buyer-1", "buyer-2")
 	now := time.Now()
 	h.api.now = func() time.Time { return now }
 	for i := range 3 {
 		user := fmt.Sprint("buyer-", i)
-		tok := h.entryToken(user, i+1, now.Add(-time.Second), now.Add(time.Minute))
+		tok := toks[i]
 		r := h.order(user, tok, `{"sku": "sku-1"}`)
 		want := 202
 		if i == 2 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sort"
@@ -67,7 +68,7 @@ func TestJoiningAgainKeepsThePlace(t *testing.T) {
 func TestPollBeforeTheLineHasSeenTheJoin(t *testing.T) {
 	h := newHarness(t)
 	h.join("alice")
-	tk := h.api.tickets.Issue(ticket.Ticket{Queue: h.queue, User: "bob", Seq: 1 << 40})
+	tk := h.api.tickets.Issue(ticket.Ticket{Queue: h.queue, User: "bob", Epoch: h.api.epoch(), Seq: 1 << 40})
 	r := h.poll(tk)
 	if r.status != 200 || r.str("status") != "WAITING" || r.num("position") != 2 || r.num("pollAfterMs") == 0 {
 		t.Fatalf("poll = %d %s, want WAITING at position 2 (behind alice)", r.status, r.raw)
@@ -77,17 +78,21 @@ func TestPollBeforeTheLineHasSeenTheJoin(t *testing.T) {
 func TestReadyOnlyOnceReadyAtHasPassed(t *testing.T) {
 	h := newHarness(t)
 	tk := h.join("alice").str("ticket")
-	now := time.Now()
-	h.admit(now.Add(time.Hour)) // readyAt lies an hour ahead
+	h.admit()
+	seq, _, _, _ := h.line.Lookup(context.Background(), h.queue, "alice")
+	e, _ := h.line.Poll(context.Background(), h.queue, seq)
+	// The gateway's clock a moment before readyAt, then a moment after.
+	h.api.now = func() time.Time { return e.ReadyAt.Add(-time.Millisecond) }
 	if r := h.poll(tk); r.str("status") != "WAITING" || r.num("position") != 1 || r.body["token"] != nil {
 		t.Fatalf("poll before readyAt = %s, want WAITING at 1 without a token", r.raw)
 	}
-	h.api.now = func() time.Time { return now.Add(time.Hour + time.Second) }
+	after := e.ReadyAt.Add(time.Second)
+	h.api.now = func() time.Time { return after }
 	r := h.poll(tk)
 	if r.str("status") != "READY" || r.str("token") == "" || r.str("readyAt") == "" || r.str("expiresAt") == "" {
 		t.Fatalf("poll after readyAt = %s, want READY with token", r.raw)
 	}
-	c, err := h.api.keys.Verify(r.str("token"), now.Add(time.Hour+time.Second))
+	c, err := h.api.keys.Verify(r.str("token"), after)
 	if err != nil || c.User != "alice" || c.Queue != h.queue || c.ID == "" {
 		t.Fatalf("token claims = %+v, %v", c, err)
 	}
@@ -101,10 +106,10 @@ func TestExpiredTokenThenJoinAgainGoesToTheBack(t *testing.T) {
 	h := newHarness(t)
 	tk := h.join("alice").str("ticket")
 	h.join("bob")
-	now := time.Now()
 	h.putQueue(h.queue, `{"targetActive": 1, "tokenTtlSeconds": 1}`, 200)
-	h.admit(now)
-	h.admit(now.Add(2 * time.Second)) // alice's token expires, bob admitted
+	h.admit()
+	time.Sleep(1100 * time.Millisecond)
+	h.admit() // alice's token expires (Redis time), bob admitted
 	if r := h.poll(tk); r.str("status") != "EXPIRED" {
 		t.Fatalf("poll = %s, want EXPIRED", r.raw)
 	}
@@ -150,7 +155,7 @@ func TestPausedQueueAcceptsJoinsAndAdmitsNobody(t *testing.T) {
 	h := newHarness(t)
 	h.putQueue(h.queue, `{"state": "paused"}`, 200)
 	tk := h.join("alice").str("ticket")
-	if r := h.admit(time.Now()); r.Admitted != 0 {
+	if r := h.admit(); r.Admitted != 0 {
 		t.Fatalf("tick while paused admitted %d", r.Admitted)
 	}
 	if r := h.poll(tk); r.str("status") != "WAITING" {
@@ -161,7 +166,7 @@ func TestPausedQueueAcceptsJoinsAndAdmitsNobody(t *testing.T) {
 func TestClientErrorsAreProblems(t *testing.T) {
 	h := newHarness(t)
 	good := h.join("alice").str("ticket")
-	otherTk := h.api.tickets.Issue(ticket.Ticket{Queue: h.queue + "-other", User: "alice", Seq: 1})
+	otherTk := h.api.tickets.Issue(ticket.Ticket{Queue: h.queue + "-other", User: "alice", Epoch: h.api.epoch(), Seq: 1})
 	q := "/v1/queues/" + h.queue
 	admin := map[string]string{"Authorization": "Bearer secret-admin"}
 	tests := []struct {

@@ -47,6 +47,7 @@ type world struct {
 	line    *waitqueue.Store
 	tickets *ticket.Signer
 	queue   string
+	epoch   string // the entries stream's identity
 }
 
 func newWorld(t testing.TB) *world {
@@ -69,6 +70,9 @@ func newWorld(t testing.TB) *world {
 	}
 	t.Cleanup(nc.Close)
 	w.js = js
+	if w.epoch, err = bus.StreamID(ctx, js, event.StreamEntries); err != nil {
+		t.Fatal(err)
+	}
 	if w.queues, err = catalog.Open(ctx, js, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -146,23 +150,27 @@ func (n *notifier) url(q, tkt string) string {
 // join puts a shopper at seq in line and returns their ticket.
 func (w *world) join(seq uint64, user string) string {
 	w.t.Helper()
-	if _, err := w.line.Ingest(context.Background(), w.queue, seq, user); err != nil {
+	if _, err := w.line.Ingest(context.Background(), w.queue, w.epoch, seq, user, 0); err != nil {
 		w.t.Fatal(err)
 	}
-	return w.tickets.Issue(ticket.Ticket{Queue: w.queue, User: user, Seq: seq})
+	return w.tickets.Issue(ticket.Ticket{Queue: w.queue, User: user, Epoch: w.epoch, Seq: seq})
 }
 
-// admit runs one admission tick at now for up to n shoppers and publishes
-// the admissions as the admitter does. It returns them.
-func (w *world) admit(now time.Time, n int) []waitqueue.Admission {
+// tick runs one admission tick (on Redis time) for up to n shoppers whose
+// tokens live ttl, their readyAt spread over tickLen, as the admitter does
+// once its follower has applied every join.
+func (w *world) tick(n int, ttl, tickLen time.Duration) waitqueue.TickResult {
 	w.t.Helper()
-	ctx := context.Background()
-	if _, err := w.line.Admit(ctx, w.queue, waitqueue.Tick{
-		Now: now, TargetActive: n, TickLength: 100 * time.Millisecond,
-		TokenTTL: 300 * time.Second, Watermark: 1 << 62,
-	}); err != nil {
-		w.t.Fatal(err)
-	}
+	testenv.Applied(w.t, w.line, w.queue, w.epoch, 1<<40)
+	return testenv.Tick(w.t, w.line, w.queue, waitqueue.Tick{Epoch: w.epoch, TargetActive: n, TickLength: tickLen, TokenTTL: ttl})
+}
+
+// admit runs one admission tick for up to n shoppers (300 s tokens, ready
+// within tickLen) and publishes the admissions as the admitter does. It
+// returns them.
+func (w *world) admit(n int, tickLen time.Duration) []waitqueue.Admission {
+	w.t.Helper()
+	w.tick(n, 300*time.Second, tickLen)
 	return w.announce()
 }
 

@@ -116,7 +116,7 @@ func TestSSELoad(t *testing.T) {
 	time.Sleep(3 * time.Second) // a fixed settle time before a measurement, not a synchronisation
 	rss1, heap1, gor := rssKB(t, cmd.Process.Pid), metric(t, addr, "go_memstats_heap_inuse_bytes"), metric(t, addr, "go_goroutines")
 
-	w.line.Admit(context.Background(), w.queue, tickAt(time.Now(), n, 300*time.Second))
+	w.tick(n, 300*time.Second, 100*time.Millisecond)
 	w.announce()
 	done.Wait()
 	slices.Sort(latencies)

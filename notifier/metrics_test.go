@@ -18,7 +18,7 @@ func TestMetricsAfterReady(t *testing.T) {
 	tk := w.join(1, "metrics-alice")
 	s := open(t, n.url(w.queue, tk), "")
 	s.until("position", 5*time.Second)
-	ads := w.admit(time.Now(), 1)
+	ads := w.admit(1, 100*time.Millisecond)
 	s.until("ready", 10*time.Second)
 
 	m := testenv.Scrape(t, "http://"+n.addr+"/metrics")

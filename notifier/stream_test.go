@@ -82,11 +82,16 @@ func TestReadyArrivesAtReadyAtNeverBefore(t *testing.T) {
 	tk := w.join(1, "alice")
 	s := open(t, n.url(w.queue, tk), "")
 	s.until("position", 5*time.Second)
-	ads := w.admit(time.Now().Add(700*time.Millisecond), 1)
-	if p := decode[positionData](t, s.until("position", 5*time.Second)); p.Position != 1 || p.ETASeconds == nil || *p.ETASeconds != 0 {
-		t.Errorf("position after admission = %+v, want 1 with eta 0", p)
+	ads := w.admit(1, 1500*time.Millisecond) // readyAt somewhere in the next 1.5 s
+	var ev sseEvent
+	for ev = s.next(10 * time.Second); ev.typ == "position"; ev = s.next(10 * time.Second) {
+		if p := decode[positionData](t, ev); p.Position != 1 || p.ETASeconds == nil || *p.ETASeconds != 0 {
+			t.Errorf("position after admission = %+v, want 1 with eta 0", p)
+		}
 	}
-	ev := s.until("ready", 10*time.Second)
+	if ev.typ != "ready" {
+		t.Fatalf("event after admission = %+v, want position 1 then ready", ev)
+	}
 	got := time.Now()
 	readyAt := ads[0].ReadyAt
 	if got.Before(readyAt) {
@@ -113,7 +118,7 @@ func TestReconnectAfterReadyGetsReadyAgain(t *testing.T) {
 	n := w.start()
 	tk := w.join(1, "alice")
 	s := open(t, n.url(w.queue, tk), "")
-	w.admit(time.Now(), 1)
+	w.admit(1, 100*time.Millisecond)
 	first := s.until("ready", 10*time.Second)
 	s.close()
 	again := open(t, n.url(w.queue, tk), first.id)
@@ -139,7 +144,7 @@ func TestRestartedNotifierStillDeliversReady(t *testing.T) {
 	if _, ok := <-drainEvents(s); ok {
 		t.Fatal("stream still open after the notifier stopped")
 	}
-	w.admit(time.Now(), 1) // nobody listens
+	w.admit(1, 100*time.Millisecond) // nobody listens
 	n2 := w.start("USHER_NOTIFIER_ADDR", n.addr)
 	again := open(t, n2.url(w.queue, tk), pos.id)
 	if ev := again.until("ready", 10*time.Second); decode[readyData](t, ev).Token == "" {
@@ -174,7 +179,7 @@ func TestPositionsFollowTheHead(t *testing.T) {
 	if p := decode[positionData](t, s.until("position", 5*time.Second)); p.Position != 5 {
 		t.Fatalf("position = %+v, want 5", p)
 	}
-	w.admit(time.Now(), 2)
+	w.admit(2, 100*time.Millisecond)
 	waitPosition(t, s, 3)
 	if _, err := w.line.Leave(context.Background(), w.queue, 4, "u4"); err != nil {
 		t.Fatal(err)
@@ -220,11 +225,7 @@ func TestUnusedTokenExpires(t *testing.T) {
 	w := newWorld(t)
 	n := w.start()
 	s := open(t, n.url(w.queue, w.join(1, "alice")), "")
-	ctx := context.Background()
-	now := time.Now()
-	if _, err := w.line.Admit(ctx, w.queue, tickAt(now, 1, time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	w.tick(1, time.Second, 100*time.Millisecond)
 	w.announce()
 	s.until("ready", 10*time.Second)
 	if ev := s.until("expired", 10*time.Second); decode[expiredData](t, ev).ExpiresAt == nil {
@@ -239,15 +240,13 @@ func TestAFinishedOrderEndsTheStream(t *testing.T) {
 	n := w.start()
 	s := open(t, n.url(w.queue, w.join(1, "alice")), "")
 	ctx := context.Background()
-	if _, err := w.line.Admit(ctx, w.queue, tickAt(time.Now(), 1, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
+	w.tick(1, time.Hour, 100*time.Millisecond)
 	w.announce()
 	s.until("ready", 10*time.Second)
-	tokenID := w.queue + ":1"
+	tokenID := waitqueue.TokenID(w.queue, w.epoch, 1)
 	body, _ := event.Marshal("completed/ord_x", event.TypeOrderCompleted, "alice", time.Now(), event.OrderFinished{
 		OrderID: "ord_x", TokenID: tokenID, Queue: w.queue, User: "alice", SKU: "s", Quantity: 1, Status: "PAID"})
-	if _, err := w.js.Publish(ctx, event.OrderCompletedSubject, body); err != nil {
+	if _, err := w.js.Publish(ctx, event.OrderCompletedSubject(w.queue), body); err != nil {
 		t.Fatal(err)
 	}
 	if r := decode[closedData](t, s.until("closed", 10*time.Second)); r.Reason != "used" {
@@ -266,10 +265,10 @@ func TestDecodeFinished(t *testing.T) {
 		wantOK  bool
 		wantErr bool
 	}{
-		{"completed", fin(event.TypeOrderCompleted, "demo:7", "demo"), true, false},
-		{"failed", fin(event.TypeOrderFailed, "demo:7", "demo"), true, false},
-		{"a request is not an ending", fin(event.TypeOrderRequested, "demo:7", "demo"), false, false},
-		{"token of another queue", fin(event.TypeOrderCompleted, "other:7", "demo"), false, true},
+		{"completed", fin(event.TypeOrderCompleted, "demo:e1:7", "demo"), true, false},
+		{"failed", fin(event.TypeOrderFailed, "demo:e1:7", "demo"), true, false},
+		{"a request is not an ending", fin(event.TypeOrderRequested, "demo:e1:7", "demo"), false, false},
+		{"token of another queue", fin(event.TypeOrderCompleted, "other:e1:7", "demo"), false, true},
 		{"garbage", []byte("{"), false, true},
 	}
 	for _, tt := range tests {
@@ -285,7 +284,7 @@ func TestClientErrorsAreProblems(t *testing.T) {
 	w := newWorld(t)
 	n := w.start()
 	good := w.join(1, "alice")
-	other := w.tickets.Issue(ticket.Ticket{Queue: w.queue + "-x", User: "alice", Seq: 1})
+	other := w.tickets.Issue(ticket.Ticket{Queue: w.queue + "-x", User: "alice", Epoch: w.epoch, Seq: 1})
 	base := "http://" + n.addr
 	tests := []struct {
 		name, method, path string
@@ -411,10 +410,7 @@ func TestThousandClientsEachGetReadyExactlyOnce(t *testing.T) {
 	}
 	testenv.Eventually(t, 60*time.Second, func() bool { return connected.Load() == clients },
 		"%d of %d clients connected", connected.Load(), clients)
-	ctx := context.Background()
-	if _, err := w.line.Admit(ctx, w.queue, tickAt(time.Now(), clients, 3*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	w.tick(clients, 3*time.Second, 100*time.Millisecond)
 	w.announce()
 	wg.Wait() // each stream ends with expired once its short-lived token is over
 	if errs.Load() != 0 {
@@ -455,9 +451,4 @@ func countReadies(hc *http.Client, url string, connected *atomic.Int64) (int, er
 			return readies, nil
 		}
 	}
-}
-
-// tickAt is an admission tick of up to n shoppers whose tokens live ttl.
-func tickAt(now time.Time, n int, ttl time.Duration) waitqueue.Tick {
-	return waitqueue.Tick{Now: now, TargetActive: n, TickLength: 100 * time.Millisecond, TokenTTL: ttl, Watermark: 1 << 62}
 }

@@ -10,6 +10,7 @@ import (
 	"usher/shared/catalog"
 	"usher/shared/event"
 	"usher/shared/testenv"
+	"usher/shared/waitqueue"
 )
 
 func TestAuditPassesAFairHistoryAndCatchesBrokenOnes(t *testing.T) {
@@ -28,8 +29,8 @@ func TestAuditPassesAFairHistoryAndCatchesBrokenOnes(t *testing.T) {
 			history: func(q string, s []uint64) {
 				w.admit(q, s[0], "u0", ms(0), ms(1000))
 				w.admit(q, s[1], "u1", ms(10), ms(5000))
-				w.order(event.TypeOrderRequested, q, fmt.Sprintf("%s:%d", q, s[1]), "o1", ms(400))
-				w.order(event.TypeOrderCompleted, q, fmt.Sprintf("%s:%d", q, s[1]), "o1", ms(500))
+				w.order(event.TypeOrderRequested, q, waitqueue.TokenID(q, w.epoch, s[1]), "o1", ms(400))
+				w.order(event.TypeOrderCompleted, q, waitqueue.TokenID(q, w.epoch, s[1]), "o1", ms(500))
 				w.admit(q, s[2], "u2", ms(600), ms(5000))  // after u1's order freed its slot
 				w.admit(q, s[3], "u3", ms(1000), ms(5000)) // when u0's token expired
 			},
@@ -66,7 +67,7 @@ func TestAuditPassesAFairHistoryAndCatchesBrokenOnes(t *testing.T) {
 		{
 			name: "a token redeemed twice",
 			history: func(q string, s []uint64) {
-				tok := fmt.Sprintf("%s:%d", q, s[0])
+				tok := waitqueue.TokenID(q, w.epoch, s[0])
 				w.admit(q, s[0], "u0", ms(0), ms(5000))
 				w.order(event.TypeOrderRequested, q, tok, "o1", ms(100))
 				w.order(event.TypeOrderRequested, q, tok, "o1", ms(101)) // a double submit: the same order
@@ -156,7 +157,7 @@ func TestAuditCatchesAnOverAdmissionByTheLiveScripts(t *testing.T) {
 	for i := range 4 {
 		l.join(fmt.Sprintf("u%d", i))
 	}
-	l.tick(time.Now(), 3, time.Minute) // an admitter with a stale targetActive of 3
+	l.tick(3, time.Minute) // an admitter with a stale targetActive of 3
 	r := l.usherctl("audit", "--queue", l.q)
 	if r.code != exitFailure || !strings.Contains(r.stdout, "3 slots held, targetActive 2") {
 		t.Fatalf("audit = exit %d\n%s\nwant the third slot reported", r.code, r.stdout)

@@ -15,6 +15,7 @@ import (
 	"usher/shared/bus"
 	"usher/shared/event"
 	"usher/shared/testenv"
+	"usher/shared/waitqueue"
 )
 
 func TestMain(m *testing.M) {
@@ -31,6 +32,7 @@ type world struct {
 	redisURL string
 	nc       *nats.Conn
 	js       jetstream.JetStream
+	epoch    string // the entries stream's identity, as token ids carry it
 }
 
 func newWorld(t testing.TB) *world {
@@ -42,6 +44,9 @@ func newWorld(t testing.TB) *world {
 	}
 	t.Cleanup(nc.Close)
 	w.nc, w.js = nc, js
+	if w.epoch, err = bus.StreamID(context.Background(), js, event.StreamEntries); err != nil {
+		t.Fatal(err)
+	}
 	return w
 }
 
@@ -117,7 +122,7 @@ func (w *world) leave(q string, seq uint64, user string) uint64 {
 // admit publishes an admission as the admitter announces its outbox.
 func (w *world) admit(q string, seq uint64, user string, readyAt, expiresAt time.Time) uint64 {
 	w.t.Helper()
-	tok := fmt.Sprintf("%s:%d", q, seq)
+	tok := waitqueue.TokenID(q, w.epoch, seq)
 	return w.publish(event.AdmittedSubject(q), tok, event.TypeAdmitted, readyAt, event.Admitted{
 		Queue: q, User: user, Seq: seq, TokenID: tok, ReadyAt: readyAt.UTC(), ExpiresAt: expiresAt.UTC()})
 }
@@ -125,7 +130,7 @@ func (w *world) admit(q string, seq uint64, user string, readyAt, expiresAt time
 // order publishes an order event for a token, as the order path will.
 func (w *world) order(typ, q, tokenID, orderID string, at time.Time) uint64 {
 	w.t.Helper()
-	subj := "usher.order." + strings.TrimSuffix(strings.TrimPrefix(typ, "usher.order."), ".v1")
+	subj := "usher.order." + strings.TrimSuffix(strings.TrimPrefix(typ, "usher.order."), ".v1") + "." + q
 	data := map[string]any{"queue": q, "tokenId": tokenID, "orderId": orderID}
 	return w.publish(subj, fmt.Sprintf("%s/%s/%d", typ, orderID, time.Now().UnixNano()), typ, at, data)
 }

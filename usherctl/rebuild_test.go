@@ -22,6 +22,7 @@ type liveLine struct {
 	rdb   redis.UniversalClient
 	store *waitqueue.Store
 	q     string
+	epoch string
 	seqs  []uint64          // every join, in order
 	users map[string]bool   // every user who joined
 	owner map[uint64]string // join sequence → user
@@ -39,7 +40,7 @@ func newLiveLine(t *testing.T) *liveLine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	return &liveLine{world: w, rdb: rdb, store: waitqueue.New(rdb), q: testenv.Name(t),
+	return &liveLine{world: w, rdb: rdb, store: waitqueue.New(rdb), q: testenv.Name(t), epoch: w.epoch,
 		users: map[string]bool{}, owner: map[uint64]string{}}
 }
 
@@ -47,7 +48,7 @@ func newLiveLine(t *testing.T) *liveLine {
 func (l *liveLine) join(user string) uint64 {
 	l.t.Helper()
 	seq := l.world.join(l.q, user)
-	if _, err := l.store.Ingest(context.Background(), l.q, seq, user); err != nil {
+	if _, err := l.store.Ingest(context.Background(), l.q, l.epoch, seq, user, 0); err != nil {
 		l.t.Fatal(err)
 	}
 	l.seqs = append(l.seqs, seq)
@@ -65,16 +66,14 @@ func (l *liveLine) leave(seq uint64) {
 	}
 }
 
-// tick runs one admission tick at now and announces the outbox, as the
-// admitter does.
-func (l *liveLine) tick(now time.Time, target int, ttl time.Duration) {
+// tick runs one admission tick (on Redis time) and announces the outbox,
+// as the admitter does once its follower has applied every join.
+func (l *liveLine) tick(target int, ttl time.Duration) {
 	l.t.Helper()
 	ctx := context.Background()
-	_, err := l.store.Admit(ctx, l.q, waitqueue.Tick{Now: now, TargetActive: target, TickLength: 100 * time.Millisecond,
-		TokenTTL: ttl, Watermark: 1 << 62, Offset: 500})
-	if err != nil {
-		l.t.Fatal(err)
-	}
+	testenv.Applied(l.t, l.store, l.q, l.epoch, 1<<40)
+	testenv.Tick(l.t, l.store, l.q, waitqueue.Tick{Epoch: l.epoch, TargetActive: target, TickLength: 10 * time.Millisecond,
+		TokenTTL: ttl, Offset: 500})
 	pending, err := l.store.Outbox(ctx, l.q, 1000)
 	if err != nil {
 		l.t.Fatal(err)
@@ -140,17 +139,18 @@ func (l *liveLine) history() {
 		l.join(fmt.Sprintf("u%02d", i))
 	}
 	l.alias = l.join("u03") // u03 joins again while in line: an alias of the first join
-	// An hour ago three were admitted with ten-minute tokens: expired now.
-	l.tick(time.Now().Add(-time.Hour), 3, 10*time.Minute)
+	// Three are admitted with tokens that live 300 ms, and expire.
+	l.tick(3, 300*time.Millisecond)
+	time.Sleep(400 * time.Millisecond)
 	// Now: those three expire and six more are admitted.
-	l.tick(time.Now(), 6, 5*time.Minute)
+	l.tick(6, 5*time.Minute)
 	l.join("u00")       // u00's token expired: this is a new entry at the back
 	l.leave(l.seqs[20]) // left while waiting
 	l.leave(l.seqs[4])  // left after admission: frees the slot
 	// u05 ordered: the order path redeems the token, publishes the order's
 	// end and releases the slot, as the orderworker does.
 	used := l.seqs[5]
-	tok := fmt.Sprintf("%s:%d", l.q, used)
+	tok := waitqueue.TokenID(l.q, l.epoch, used)
 	l.usedOrder = "order-" + tok
 	if r, err := l.store.Redeem(ctx, l.q, used, tok, l.usedOrder, time.Now().Add(time.Minute)); err != nil || r != waitqueue.Redeemed {
 		l.t.Fatalf("Redeem = %v, %v", r, err)
@@ -204,7 +204,7 @@ func TestRebuildRestoresEveryShopperToTheSamePlace(t *testing.T) {
 	}
 	// The redeemed token keeps its order id: the same order redeeming again
 	// is told it is redeemed, another order is refused.
-	tok := fmt.Sprintf("%s:%d", l.q, l.seqs[5])
+	tok := waitqueue.TokenID(l.q, l.epoch, l.seqs[5])
 	for _, tt := range []struct {
 		order string
 		want  waitqueue.Redemption
