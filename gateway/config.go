@@ -53,7 +53,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		logLevel:       env.String("USHER_LOG_LEVEL", "info"),
 		shutdown:       env.Duration("USHER_SHUTDOWN_TIMEOUT", 5*time.Second),
 		protect:        loadProtectSettings(env),
-		orderHold:      env.Duration("USHER_ORDER_HOLD", 90*time.Second),
+		orderHold:      env.Duration("USHER_ORDER_HOLD", 6*time.Minute+30*time.Second),
 		tombstones:     env.Duration("USHER_TOMBSTONE_TTL", keyspace.TombstoneTTL),
 		local:          env.LocalClock(),
 	}

@@ -94,7 +94,7 @@ func BenchmarkOrderTransactions(b *testing.B) {
 						if i > int64(b.N) {
 							return
 						}
-						tok := fmt.Sprintf("%s:%d", sku, i)
+						tok := fmt.Sprintf("%s:e1:%d", sku, i)
 						o, err := db.Place(ctx, orders.Order{ID: orders.ID(tok), TokenID: tok, Queue: sku, User: "u",
 							SKU: sku, Quantity: 1, Deadline: time.Now().Add(time.Minute)})
 						if err != nil || o.Status != orders.Pending {

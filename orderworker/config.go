@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"usher/shared/config"
+	"usher/shared/keyspace"
 )
 
 type settings struct {
@@ -19,6 +20,8 @@ type settings struct {
 	paymentTimeout time.Duration
 	orderDeadline  time.Duration
 	lookupGrace    time.Duration // past the deadline, how long an unknown payment outcome may wait
+	tombstones     time.Duration
+	local          func() time.Time
 	breakerOpen    time.Duration
 	ackWait        time.Duration
 	concurrency    int
@@ -42,6 +45,8 @@ func loadSettings(env *config.Env) (settings, error) {
 		paymentTimeout: env.Duration("USHER_PAYMENT_TIMEOUT", 2*time.Second),
 		orderDeadline:  env.Duration("USHER_ORDER_DEADLINE", 60*time.Second),
 		lookupGrace:    env.Duration("USHER_PAYMENT_LOOKUP_GRACE", 5*time.Minute),
+		tombstones:     env.Duration("USHER_TOMBSTONE_TTL", keyspace.TombstoneTTL),
+		local:          env.LocalClock(),
 		breakerOpen:    env.Duration("USHER_BREAKER_OPEN", 5*time.Second),
 		ackWait:        env.Duration("USHER_ORDER_ACK_WAIT", 30*time.Second),
 		concurrency:    env.Int("USHER_ORDER_CONCURRENCY", 256, 1),

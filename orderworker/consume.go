@@ -41,7 +41,7 @@ type consumer struct {
 func ensureConsumer(ctx context.Context, js jetstream.JetStream, ackWait time.Duration, maxPending int) (jetstream.Consumer, error) {
 	return js.CreateOrUpdateConsumer(ctx, event.StreamOrders, jetstream.ConsumerConfig{
 		Durable:       consumerName,
-		FilterSubject: event.OrderRequestedSubject,
+		FilterSubject: event.OrderRequestedSubject(event.All),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       ackWait,
 		MaxDeliver:    -1,
@@ -89,9 +89,9 @@ func (c *consumer) handle(ctx context.Context, m delivery) {
 		_ = m.Term()
 		return
 	}
-	redelivered := false
-	if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
-		redelivered = true
+	redelivered, stored := false, time.Now()
+	if md, err := m.Metadata(); err == nil {
+		redelivered, stored = md.NumDelivered > 1, md.Timestamp
 	}
 	done := make(chan struct{})
 	go func() {
@@ -107,7 +107,7 @@ func (c *consumer) handle(ctx context.Context, m delivery) {
 		}
 	}()
 	start := time.Now()
-	err := c.w.process(ctx, req, redelivered)
+	err := c.w.process(ctx, req, redelivered, stored)
 	close(done)
 	log := c.log.With("order", req.OrderID, "queue", req.Queue)
 	var later retryLater

@@ -184,43 +184,60 @@ func (w *world) start(h hooks, env ...string) <-chan error {
 }
 
 // admit puts n shoppers in line and admits them all, as the admitter
-// would, and returns their token ids.
-func (w *world) admit(n int) []string {
+// would, and returns their token ids once every one is past its readyAt.
+func (w *world) admit(n int) []string { return w.admitFor(n, 5*time.Minute) }
+
+// admitFor is admit with tokens that live ttl.
+func (w *world) admitFor(n int, ttl time.Duration) []string {
 	w.t.Helper()
 	ctx := context.Background()
 	stats, _ := w.line.Stats(ctx, w.queue)
 	first := uint64(stats.AdmittedTotal + stats.Waiting + 1)
 	for i := range n {
 		seq := first + uint64(i)
-		if _, err := w.line.Ingest(ctx, w.queue, seq, fmt.Sprintf("user-%d", seq)); err != nil {
+		if _, err := w.line.Ingest(ctx, w.queue, testenv.Epoch, seq, fmt.Sprintf("user-%d", seq), 0); err != nil {
 			w.t.Fatal(err)
 		}
 	}
-	if _, err := w.line.Admit(ctx, w.queue, waitqueue.Tick{Now: time.Now().Add(-time.Second), TargetActive: 1 << 20,
-		TickLength: time.Millisecond, TokenTTL: 5 * time.Minute, Watermark: 1 << 62}); err != nil {
-		w.t.Fatal(err)
-	}
+	testenv.Applied(w.t, w.line, w.queue, testenv.Epoch, first+uint64(n))
+	testenv.Tick(w.t, w.line, w.queue, waitqueue.Tick{Epoch: testenv.Epoch, TargetActive: 1 << 20,
+		TickLength: 10 * time.Millisecond, TokenTTL: ttl})
+	time.Sleep(10 * time.Millisecond)
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("%s:%d", w.queue, first+uint64(i))
+		ids[i] = waitqueue.TokenID(w.queue, testenv.Epoch, first+uint64(i))
 	}
 	return ids
 }
 
-// request publishes an order for the token as the gateway does (msgID ""
-// means the order id, the gateway's dedup) and returns the order id.
+// request takes an order for the token as the gateway does — claims the
+// token in the line, then publishes the request (msgID "" means the order
+// id, the gateway's dedup) — and returns the order id.
 func (w *world) request(tokenID string, msgID string) string {
 	w.t.Helper()
-	_, seq, _ := waitqueue.ParseTokenID(tokenID)
+	_, _, seq, _ := waitqueue.ParseTokenID(tokenID)
+	id := orders.ID(tokenID)
+	cl, err := w.line.Claim(context.Background(), w.queue, seq, tokenID, id, 6*time.Minute)
+	if err != nil || cl.Outcome != waitqueue.Redeemed {
+		w.t.Fatalf("Claim(%s) = %+v, %v", tokenID, cl, err)
+	}
+	w.publishRequest(tokenID, msgID, cl.At)
+	return id
+}
+
+// publishRequest publishes an order request for the token, claimed or not.
+func (w *world) publishRequest(tokenID, msgID string, requestedAt time.Time) string {
+	w.t.Helper()
+	_, _, seq, _ := waitqueue.ParseTokenID(tokenID)
 	id := orders.ID(tokenID)
 	if msgID == "" {
 		msgID = id
 	}
-	body, _ := event.Marshal(msgID, event.TypeOrderRequested, "", time.Now(), event.OrderRequested{
+	body, _ := event.Marshal(msgID, event.TypeOrderRequested, "", requestedAt, event.OrderRequested{
 		OrderID: id, TokenID: tokenID, Queue: w.queue, User: fmt.Sprintf("user-%d", seq), SKU: w.sku(), Quantity: 1,
-		TokenExpiresAt: time.Now().Add(5 * time.Minute), RequestedAt: time.Now(),
+		TokenExpiresAt: time.Now().Add(5 * time.Minute), RequestedAt: requestedAt,
 	})
-	if _, err := w.js.Publish(context.Background(), event.OrderRequestedSubject, body, jetstream.WithMsgID(msgID)); err != nil {
+	if _, err := w.js.Publish(context.Background(), event.OrderRequestedSubject(w.queue), body, jetstream.WithMsgID(msgID)); err != nil {
 		w.t.Fatal(err)
 	}
 	return id
@@ -300,7 +317,7 @@ func (w *world) pgsimDo(method, url, body string, out any) {
 func (w *world) finished() map[string]event.OrderFinished {
 	w.t.Helper()
 	cons, err := w.js.OrderedConsumer(context.Background(), event.StreamOrders, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{event.OrderCompletedSubject, event.OrderFailedSubject},
+		FilterSubjects: []string{event.OrderCompletedSubject(w.queue), event.OrderFailedSubject(w.queue)},
 	})
 	if err != nil {
 		w.t.Fatal(err)

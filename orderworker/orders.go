@@ -123,11 +123,18 @@ const holdMargin = 30 * time.Second
 // retryLater when it waits for the payment gateway, errPoison for a
 // message that can never succeed, a hookError to crash, any other error to
 // be redelivered.
-func (w *worker) process(ctx context.Context, req event.OrderRequested, redelivered bool) error {
-	q, seq, ok := waitqueue.ParseTokenID(req.TokenID)
+//
+// stored is when the stream stored the request: a bound no publisher can
+// forge on how long a request may wait for the line to confirm its token.
+func (w *worker) process(ctx context.Context, req event.OrderRequested, redelivered bool, stored time.Time) error {
+	q, _, seq, ok := waitqueue.ParseTokenID(req.TokenID)
 	if !ok || q != req.Queue || req.OrderID != orders.ID(req.TokenID) || req.Quantity < 1 {
 		return errPoison
 	}
+	// The deadline (how long the order may wait for the payment gateway)
+	// counts from the first attempt, on the line's clock: a backlog in
+	// front of the worker fails nobody. The token was judged at the
+	// request, by the gateway's claim.
 	o := orders.Order{ID: req.OrderID, TokenID: req.TokenID, Queue: req.Queue, User: req.User,
 		SKU: req.SKU, Quantity: req.Quantity, Deadline: w.now().Add(w.deadline)}
 	found := false
@@ -148,10 +155,21 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 		}
 		switch r {
 		case waitqueue.Redeemed:
-		case waitqueue.RedeemUnknown:
-			// Redis lost the entry (it is a projection): the store's unique
-			// key on the token id still guards one token, one order.
-			w.log.Warn("redeeming a token Redis does not know", "order", o.ID, "token", o.TokenID)
+		case waitqueue.RedeemUnknown, waitqueue.RedeemEarly:
+			// The line holds no admission for this token. The gateway
+			// confirmed it when it took the order, so Redis lost it and
+			// its followers are replaying it from the streams (seconds):
+			// wait for them. A token the line never confirms — minted
+			// outside it — orders nothing.
+			if w.now().Before(stored.Add(w.deadline)) {
+				w.log.Warn("the line does not confirm the order's token yet; waiting", "order", o.ID, "token", o.TokenID)
+				return retryLater{time.Second}
+			}
+			w.log.Error("rejecting an order whose token the line never confirmed", "order", o.ID, "token", o.TokenID)
+			if o, err = w.store.Reject(ctx, o, orders.ReasonTokenUnconfirmed); err != nil {
+				return err
+			}
+			return w.finish(ctx, o, seq)
 		case waitqueue.RedeemConflict:
 			// Another order holds this token. Nothing of ours to record.
 			w.log.Warn("token redeemed by another order", "order", o.ID, "token", o.TokenID)
@@ -311,9 +329,9 @@ func (w *worker) finish(ctx context.Context, o orders.Order, seq uint64) error {
 	if err := w.putRecord(ctx, o); err != nil {
 		return err
 	}
-	typ, subj, id := event.TypeOrderCompleted, event.OrderCompletedSubject, "completed/"+o.ID
+	typ, subj, id := event.TypeOrderCompleted, event.OrderCompletedSubject(o.Queue), "completed/"+o.ID
 	if o.Status != orders.Paid {
-		typ, subj, id = event.TypeOrderFailed, event.OrderFailedSubject, "failed/"+o.ID
+		typ, subj, id = event.TypeOrderFailed, event.OrderFailedSubject(o.Queue), "failed/"+o.ID
 	}
 	body, err := event.Marshal(id, typ, o.User, w.now(), event.OrderFinished{
 		OrderID: o.ID, TokenID: o.TokenID, Queue: o.Queue, User: o.User, SKU: o.SKU, Quantity: o.Quantity,

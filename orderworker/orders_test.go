@@ -42,7 +42,7 @@ func TestAnOrderIsPaidRecordedAnnouncedAndItsSlotFreed(t *testing.T) {
 	if f := w.finished()[id]; f.Status != "PAID" || f.PaymentID != o.PaymentID || f.TokenID != tok {
 		t.Errorf("completed event = %+v, want PAID with the payment id", f)
 	}
-	_, seq, _ := waitqueue.ParseTokenID(tok)
+	_, _, seq, _ := waitqueue.ParseTokenID(tok)
 	if e, _ := w.line.Poll(context.Background(), w.queue, seq); e.Status != waitqueue.Used {
 		t.Errorf("entry status = %s, want used", e.Status)
 	}
@@ -206,21 +206,19 @@ func TestTheNextShopperIsAdmittedOnlyWhenTheOrderFinishes(t *testing.T) {
 	w := newWorld(t, queueCfg(1), 10, 5)
 	ctx := context.Background()
 	tick := func() waitqueue.TickResult {
-		r, err := w.line.Admit(ctx, w.queue, waitqueue.Tick{Now: time.Now(), TargetActive: 1, TickLength: 100 * time.Millisecond,
-			TokenTTL: 5 * time.Minute, Watermark: 1 << 62})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return testenv.Tick(t, w.line, w.queue, waitqueue.Tick{Epoch: testenv.Epoch, TargetActive: 1, TickLength: 10 * time.Millisecond,
+			TokenTTL: 5 * time.Minute})
 	}
-	w.line.Ingest(ctx, w.queue, 1, "user-1")
-	w.line.Ingest(ctx, w.queue, 2, "user-2")
+	w.line.Ingest(ctx, w.queue, testenv.Epoch, 1, "user-1", 0)
+	w.line.Ingest(ctx, w.queue, testenv.Epoch, 2, "user-2", 0)
+	testenv.Applied(t, w.line, w.queue, testenv.Epoch, 2)
 	if r := tick(); r.Admitted != 1 {
 		t.Fatalf("first tick admitted %d, want 1", r.Admitted)
 	}
 	placed, proceed := make(chan struct{}), make(chan struct{})
 	w.start(hooks{afterPlace: func(string) error { close(placed); <-proceed; return nil }})
-	id := w.request(w.queue+":1", "")
+	time.Sleep(10 * time.Millisecond) // past readyAt
+	id := w.request(waitqueue.TokenID(w.queue, testenv.Epoch, 1), "")
 	<-placed
 	if r := tick(); r.Admitted != 0 || r.Active != 1 {
 		t.Fatalf("tick while the order is in flight = %+v, want nobody admitted", r)
@@ -232,15 +230,46 @@ func TestTheNextShopperIsAdmittedOnlyWhenTheOrderFinishes(t *testing.T) {
 	}
 }
 
-func TestAnExpiredTokenIsRejected(t *testing.T) {
+// An order is judged at its request: a token claimed before it expired is
+// honoured however long the worker takes to get to it (issue #10, item 7).
+func TestAnOrderAcceptedBeforeTheTokenExpiredIsHonouredLate(t *testing.T) {
 	w := newWorld(t, queueCfg(20), 10, 5)
-	tok := w.admit(1)[0]
-	// The token expires before the worker gets to it.
-	w.line.Admit(context.Background(), w.queue, waitqueue.Tick{Now: time.Now().Add(time.Hour), TargetActive: 1, TickLength: time.Millisecond, TokenTTL: time.Second, Watermark: 0})
+	tok := w.admitFor(1, time.Second)[0]
+	id := w.request(tok, "") // the gateway's 202
+	// The worker is backlogged past the token's expiry; ticks run meanwhile.
+	time.Sleep(1200 * time.Millisecond)
+	testenv.Tick(t, w.line, w.queue, waitqueue.Tick{Epoch: testenv.Epoch, TargetActive: 20, TickLength: 10 * time.Millisecond, TokenTTL: time.Second})
 	w.start(hooks{})
-	id := w.request(tok, "")
+	w.waitFinal(20*time.Second, id)
+	if o := w.order(id); o.Status != orders.Paid || w.stock() != 9 {
+		t.Fatalf("order %s (%s), stock %d: want PAID, stock 9", o.Status, o.Reason, w.stock())
+	}
+}
+
+// A request for a token that expired unclaimed (never through a gateway's
+// claim) orders nothing.
+func TestAnUnclaimedExpiredTokenIsRejected(t *testing.T) {
+	w := newWorld(t, queueCfg(20), 10, 5)
+	tok := w.admitFor(1, time.Second)[0]
+	time.Sleep(1200 * time.Millisecond)
+	testenv.Tick(t, w.line, w.queue, waitqueue.Tick{Epoch: testenv.Epoch, TargetActive: 20, TickLength: 10 * time.Millisecond, TokenTTL: time.Second})
+	w.start(hooks{})
+	id := w.publishRequest(tok, "", time.Now())
 	testenv.Eventually(t, 20*time.Second, func() bool { return w.order(id).Status.Final() }, "order final")
 	if o := w.order(id); o.Status != orders.Rejected || o.Reason != orders.ReasonTokenExpired || w.stock() != 10 {
 		t.Fatalf("order %s (%s), stock %d: want REJECTED token_expired, stock 10", o.Status, o.Reason, w.stock())
+	}
+}
+
+// A request naming a token the line holds no admission for — forged by
+// someone who can publish on the broker — orders nothing: the worker waits
+// for the line to confirm it until the order's deadline, then rejects it.
+func TestARequestForATokenTheLineNeverHeldIsRejected(t *testing.T) {
+	w := newWorld(t, queueCfg(20), 10, 5)
+	w.start(hooks{}, "USHER_ORDER_DEADLINE", "2s")
+	id := w.publishRequest(waitqueue.TokenID(w.queue, testenv.Epoch, 999), "", time.Now())
+	testenv.Eventually(t, 20*time.Second, func() bool { return w.order(id).Status.Final() }, "order final")
+	if o := w.order(id); o.Status != orders.Rejected || o.Reason != orders.ReasonTokenUnconfirmed || w.stock() != 10 || w.charges(id) != 0 {
+		t.Fatalf("order %s (%s), stock %d, charges %d: want REJECTED token_unconfirmed, stock 10, no charge", o.Status, o.Reason, w.stock(), w.charges(id))
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"usher/shared/bus"
 	"usher/shared/catalog"
+	"usher/shared/clock"
 	"usher/shared/config"
 	"usher/shared/event"
 	"usher/shared/opshttp"
@@ -59,6 +60,12 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		return err
 	}
 	defer rdb.Close()
+	line := waitqueue.New(rdb)
+	line.SetTombstoneTTL(s.tombstones)
+	clk := clock.New(line, s.local, log)
+	if err := clk.Sync(ctx); err != nil {
+		return err
+	}
 	cons, err := ensureConsumer(ctx, js, s.ackWait, 4*s.concurrency)
 	if err != nil {
 		return err
@@ -68,10 +75,10 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	pay := newPayments(s.paymentURL, s.paymentTimeout, br, func(o string) { m.payments.WithLabelValues(o).Inc() })
 	pay.timed = m.observePayment
 	w := &worker{
-		log: log, store: db, records: orders.NewRecords(rdb), line: waitqueue.New(rdb),
+		log: log, store: db, records: orders.NewRecords(rdb), line: line,
 		queues: queues, events: js, breaker: br, lookupGrace: s.lookupGrace,
 		pay:      pay,
-		now:      time.Now,
+		now:      clk.Now,
 		deadline: s.orderDeadline,
 		wait:     s.breakerOpen / 2,
 		hooks:    h,
@@ -96,6 +103,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return queues.Run(gctx) })
+	g.Go(func() error { return clk.Run(gctx, time.Second) })
 	g.Go(func() error { return c.Run(gctx, workCtx, cons) })
 	g.Go(func() error { return opshttp.Serve(gctx, ln, mux, s.shutdown) })
 	g.Go(func() error {
