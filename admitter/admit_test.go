@@ -40,6 +40,21 @@ type world struct {
 func newWorld(t *testing.T, cfg catalog.Config) *world {
 	t.Helper()
 	w := &world{t: t, natsURL: testenv.NATS(t), redisURL: testenv.RedisURL(t), queue: testenv.Name(t)}
+	w.init(cfg)
+	return w
+}
+
+// newWorldOn is another queue on the servers of w.
+func newWorldOn(t *testing.T, w *world, cfg catalog.Config) *world {
+	t.Helper()
+	o := &world{t: t, natsURL: w.natsURL, redisURL: w.redisURL, queue: testenv.Name(t) + "-2"}
+	o.init(cfg)
+	return o
+}
+
+func (w *world) init(cfg catalog.Config) {
+	t := w.t
+	t.Helper()
 	nc, js, err := bus.Open(context.Background(), []string{w.natsURL}, "admitter-test", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -49,10 +64,14 @@ func newWorld(t *testing.T, cfg catalog.Config) *world {
 	if w.queues, err = catalog.Open(context.Background(), js, 1); err != nil {
 		t.Fatal(err)
 	}
-	w.line = waitqueue.New(testenv.Redis(t))
+	rdb, err := waitqueue.Dial(w.redisURL, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	w.line = waitqueue.New(rdb)
 	cfg.Name = w.queue
 	w.configure(cfg)
-	return w
 }
 
 func (w *world) configure(cfg catalog.Config) {

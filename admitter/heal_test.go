@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"usher/shared/catalog"
+	"usher/shared/event"
+	"usher/shared/testenv"
+	"usher/shared/waitqueue"
+)
+
+// newPrivateWorld is a world whose Redis is its own, so the test can wipe it.
+func newPrivateWorld(t *testing.T, cfg catalog.Config) (*world, func()) {
+	t.Helper()
+	url, stop := testenv.RedisServer(t)
+	w := &world{t: t, natsURL: testenv.NATS(t), redisURL: url, queue: testenv.Name(t)}
+	w.init(cfg)
+	return w, stop
+}
+
+// Redis losing everything under a running admitter heals itself, without
+// an operator: every acked join is back at its place, every admitted
+// shopper is admitted again with the same token (same id, readyAt and
+// expiresAt), the held slots are held again, and nobody is admitted twice
+// or on top of the slots the loss hid — while joins continue.
+func TestALineWipedUnderTheAdmitterHealsItself(t *testing.T) {
+	w, _ := newPrivateWorld(t, cfg(5, 20, 300))
+	rdb, err := waitqueue.Dial(w.redisURL, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	var seqs []uint64
+	for i := range 12 {
+		seqs = append(seqs, w.join(fmt.Sprintf("u%d", i)))
+	}
+	w.start(hooks{})
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(w.admissions()) == 5 }, "5 admissions")
+	before := map[uint64]waitqueue.Entry{}
+	for _, s := range seqs {
+		e, _ := w.line.Poll(context.Background(), w.queue, s)
+		e.Rate = 0
+		before[s] = e
+	}
+
+	if err := rdb.FlushAll(context.Background()).Err(); err != nil { // total loss
+		t.Fatal(err)
+	}
+	for i := 12; i < 15; i++ { // joins continue
+		seqs = append(seqs, w.join(fmt.Sprintf("u%d", i)))
+	}
+
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		st, err := w.line.Stats(context.Background(), w.queue)
+		return err == nil && st.Active == 5 && st.Waiting == 10
+	}, "the line back: 5 slots held, 10 waiting")
+	for _, s := range seqs[:12] {
+		e, err := w.line.Poll(context.Background(), w.queue, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Rate = 0
+		want := before[s]
+		want.Waiting += 3 // the joins made after the wipe
+		if e != want {
+			t.Errorf("seq %d after the wipe = %+v, want %+v", s, e, want)
+		}
+	}
+	for i, s := range seqs[12:] {
+		if e, _ := w.line.Poll(context.Background(), w.queue, s); e.Status != waitqueue.Waiting || e.Position != int64(8+i) {
+			t.Errorf("join %d made after the wipe = %+v, want waiting at %d", s, e, 8+i)
+		}
+	}
+	// Some ticks later still nobody is admitted on top of the healed slots.
+	time.Sleep(200 * time.Millisecond)
+	if got := w.admissions(); len(got) != 5 {
+		t.Fatalf("%d admissions after the wipe, want still the 5 from before", len(got))
+	}
+}
+
+// One queue's unreadable events never stop another queue, nor the queue
+// itself: the follower passes them.
+func TestAPoisonEventHoldsNobodyBack(t *testing.T) {
+	w := newWorld(t, cfg(5, 20, 300))
+	other := newWorldOn(t, w, cfg(5, 20, 300))
+	if _, err := w.js.Publish(context.Background(), event.EnterSubject(w.queue), []byte("not an event")); err != nil {
+		t.Fatal(err)
+	}
+	a := w.join("alice")
+	b := other.join("bob")
+	w.start(hooks{})
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		return w.status(a) == waitqueue.Admitted && other.status(b) == waitqueue.Admitted
+	}, "alice (behind a poison event) and bob (another queue) admitted")
+}
