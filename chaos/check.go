@@ -441,8 +441,14 @@ func checkRate(ev *evidence) (checkResult, checkResult, rateFigures) {
 	}
 
 	// Recovery: the last moment after the fault at which the admission rate
-	// over the next window was below 90 % of the normal (baseline) rate.
+	// over the next window was below 90 % of the normal rate: the rate
+	// before the fault, or the configured one if that was higher than it
+	// should have been (a fault that empties the line leaves only the
+	// joins to admit, which fall short of an over-fast baseline).
 	normal := fr.baseline
+	if fr.configured > 0 && fr.configured < normal {
+		normal = fr.configured
+	}
 	if normal <= 0 {
 		r.Status, r.Note = statusSkipped, "no admissions before the fault"
 		return c.done(), r.done(), fr

@@ -216,8 +216,15 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, subj
 	if cons.CachedInfo().NumPending == 0 {
 		return nil
 	}
+	retries := 0
 	for {
-		batch, err := cons.Fetch(2000, jetstream.FetchMaxWait(2*time.Second))
+		var batch jetstream.MessageBatch
+		// A new consumer of a clustered stream may not answer at once.
+		err := poll(ctx, 20*time.Second, stream+" fetch", func() error {
+			var err error
+			batch, err = cons.Fetch(2000, jetstream.FetchMaxWait(2*time.Second))
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("stream %s fetch: %w", stream, err)
 		}
@@ -237,6 +244,11 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, subj
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
+			if n == 0 && errors.Is(err, nats.ErrNoResponders) && retries < 50 {
+				retries++
+				sleepCtx(ctx, 200*time.Millisecond)
+				continue // the same: ask again
+			}
 			return fmt.Errorf("stream %s fetch: %w", stream, err)
 		}
 		if done || n == 0 {

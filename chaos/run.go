@@ -140,7 +140,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	re := &runEnv{bins: bins, tmp: tmp, pgTmpl: tmpl, out: o.out, log: log, quick: o.quick, keep: o.keep, progress: stdout}
+	re := &runEnv{bins: bins, tmp: tmp, pgTmpl: tmpl, out: o.out, log: log, quick: o.quick, keep: o.keep, progress: stdout, began: start}
 	var results []result
 	for _, sc := range chosen {
 		if ctx.Err() != nil {

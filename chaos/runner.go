@@ -98,6 +98,13 @@ type runEnv struct {
 	quick    bool
 	keep     bool
 	progress io.Writer
+	began    time.Time
+}
+
+// say prints a progress line, stamped with the time since the run began.
+func (re *runEnv) say(format string, args ...any) {
+	d := time.Since(re.began).Round(time.Second)
+	fmt.Fprintf(re.progress, "[%02d:%02d] "+format, append([]any{int(d.Minutes()), int(d.Seconds()) % 60}, args...)...)
 }
 
 // reproduce is the command that runs one scenario again.
@@ -161,7 +168,7 @@ func runScenario(ctx context.Context, re *runEnv, sc scenario, seed uint64) (res
 	if sc.prepare != nil {
 		sc.prepare(f, &p)
 	}
-	fmt.Fprintf(re.progress, "%s (seed %d): starting NATS ×3, Redis ×6, PostgreSQL, pgsim, 8 services\n", sc.name, seed)
+	re.say("%s (seed %d): starting NATS ×3, Redis ×6, PostgreSQL, pgsim, 8 services\n", sc.name, seed)
 	if err := startStack(ctx, s, p, re.pgTmpl); err != nil {
 		j.close()
 		return errored(res, fmt.Errorf("start the stack: %w", err))
@@ -189,13 +196,13 @@ func runScenario(ctx context.Context, re *runEnv, sc scenario, seed uint64) (res
 		stopSampler()
 		<-sdone
 	}
-	fmt.Fprintf(re.progress, "%s: load running (%s)\n", sc.name, describeLoad(queues))
+	re.say("%s: load running (%s)\n", sc.name, describeLoad(queues))
 	if !sleepCtx(ctx, t.warm) {
 		stopLoad()
 		j.close()
 		return errored(res, ctx.Err())
 	}
-	fmt.Fprintf(re.progress, "%s: injecting: %s\n", sc.name, sc.what)
+	re.say("%s: injecting: %s\n", sc.name, sc.what)
 	if err := sc.inject(ctx, f); err != nil {
 		stopLoad()
 		j.close()
@@ -215,7 +222,7 @@ func runScenario(ctx context.Context, re *runEnv, sc scenario, seed uint64) (res
 	sleepCtx(ctx, t.grace)
 	stopShoppers()
 	l.wait()
-	fmt.Fprintf(re.progress, "%s: load stopped (%d joins accepted, %d refused); pausing the queues and settling\n", sc.name, l.accepted.Load(), l.failed.Load())
+	re.say("%s: load stopped (%d joins accepted, %d refused); pausing the queues and settling\n", sc.name, l.accepted.Load(), l.failed.Load())
 	// Paused queues admit nobody more, so the records gathered next are
 	// one consistent picture rather than a line still moving.
 	if err := pause(ctx, s, queues); err != nil {
