@@ -67,7 +67,7 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 	prev, _ := a.queues.Get(name)
 	created, err := a.queues.Put(c.UserContext(), cfg)
 	if err != nil {
-		return err
+		return unavailable(err, "the configuration could not be stored; retry")
 	}
 	a.publishConfigChange(c, prev, cfg)
 	status := fiber.StatusOK
@@ -121,7 +121,7 @@ func (a *api) listQueues(c *fiber.Ctx) error {
 func (a *api) view(c *fiber.Ctx, cfg catalog.Config) (queueView, error) {
 	st, err := a.line.Stats(c.UserContext(), cfg.Name)
 	if err != nil {
-		return queueView{}, err
+		return queueView{}, lineDown(err)
 	}
 	return viewOf(cfg, st), nil
 }

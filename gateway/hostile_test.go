@@ -196,8 +196,8 @@ func TestFailedRequestsLogNoTicket(t *testing.T) {
 	broken := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	broken.Close()
 	h.api.line = waitqueue.New(broken)
-	if r := h.poll(tk); r.status != 500 || !isProblem(r) {
-		t.Fatalf("poll with Redis gone = %d %s, want a 500 problem", r.status, r.raw)
+	if r := h.poll(tk); r.status != 503 || !isProblem(r) {
+		t.Fatalf("poll with Redis gone = %d %s, want a 503 problem", r.status, r.raw)
 	}
 	out := logs.String()
 	if !strings.Contains(out, "request failed") || !strings.Contains(out, "/v1/queues/:queue/tickets/:ticket") {

@@ -167,7 +167,7 @@ func (a *api) opsAsset(c *fiber.Ctx) error {
 func (a *api) opsSnapshotJSON(c *fiber.Ctx) error {
 	snap, err := a.snapshot(c.UserContext())
 	if err != nil {
-		return err
+		return lineDown(err)
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	return c.JSON(snap)

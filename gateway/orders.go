@@ -186,7 +186,7 @@ func (a *api) placeOrder(c *fiber.Ctx) error {
 	// A final order is answered as it stands, long after its token's
 	// admission has left Redis.
 	if rec, found, err := a.orders.Get(ctx, id); err != nil {
-		return err
+		return lineDown(err)
 	} else if found && rec.Status.Final() {
 		if rec.Fingerprint != orders.Fingerprint(sku, quantity) || rec.Owner != user {
 			return problem.New(fiber.StatusConflict, "order-conflict", "this entry token was already used for an order with another body")
@@ -202,7 +202,7 @@ func (a *api) placeOrder(c *fiber.Ctx) error {
 	outcome, rec, err := a.orders.Create(ctx, orders.Record{ID: id, Owner: user, Fingerprint: orders.Fingerprint(sku, quantity),
 		Queue: cfg.Name, SKU: sku, Quantity: quantity})
 	if err != nil {
-		return err
+		return unavailable(err, "the order could not be recorded; retry with the same token")
 	}
 	if outcome == orders.Conflict {
 		return problem.New(fiber.StatusConflict, "order-conflict", "this entry token was already used for an order with another body")
@@ -244,7 +244,7 @@ func (a *api) getOrder(c *fiber.Ctx) error {
 	}
 	rec, found, err := a.orders.Get(c.UserContext(), id)
 	if err != nil {
-		return err
+		return lineDown(err)
 	}
 	if !found || rec.Owner != user {
 		return notFound

@@ -190,7 +190,7 @@ func (a *api) limit(c *fiber.Ctx, checks ...ratelimit.Check) error {
 	}
 	d, err := a.limiter.Allow(c.UserContext(), a.now(), checks...)
 	if err != nil {
-		return err
+		return lineDown(err)
 	}
 	if len(d.Results) == 0 {
 		return nil

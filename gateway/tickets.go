@@ -93,12 +93,12 @@ func (a *api) join(c *fiber.Ctx) error {
 	epoch := a.epoch()
 	prev, st, found, err := a.line.Lookup(ctx, cfg.Name, user)
 	if err != nil {
-		return err
+		return lineDown(err)
 	}
 	if found && st.Live() {
 		e, err := a.line.Poll(ctx, cfg.Name, prev)
 		if err != nil {
-			return err
+			return lineDown(err)
 		}
 		return a.answer(c, fiber.StatusOK, cfg, ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: e.Seq}, e)
 	}
@@ -126,7 +126,8 @@ func (a *api) join(c *fiber.Ctx) error {
 		// it in line. Ask the shopper to come back in a moment.
 		return unavailable(err, "the line is being reset; retry in a moment")
 	case err != nil:
-		return err
+		// The join is recorded in the stream: the follower puts it in line.
+		return unavailable(err, "the join is recorded but its place cannot be read now; join again to see it")
 	}
 	status := fiber.StatusAccepted
 	if ack.Duplicate || e.Seq != ack.Sequence {
@@ -168,6 +169,11 @@ func unavailable(cause error, detail string) error {
 		Title: "Service Unavailable", Status: fiber.StatusServiceUnavailable, Detail: detail, RetryAfter: 1}}
 }
 
+// lineDown answers 503 for a failed read or write of the line (Redis).
+func lineDown(err error) error {
+	return unavailable(err, "the line cannot be read right now; retry")
+}
+
 // unavailableError is a 503 with the failure behind it.
 type unavailableError struct {
 	cause error
@@ -190,7 +196,7 @@ func (a *api) poll(c *fiber.Ctx) error {
 	}
 	e, err := a.line.Poll(c.UserContext(), cfg.Name, t.Seq)
 	if err != nil {
-		return err
+		return lineDown(err)
 	}
 	if err := ofTicket(t, e); err != nil {
 		return err
@@ -220,7 +226,8 @@ func (a *api) leave(c *fiber.Ctx) error {
 		return unavailable(fmt.Errorf("publish leave to %s: %w", cfg.Name, err), "the leave could not be recorded; retry")
 	}
 	if _, err := a.line.Leave(ctx, cfg.Name, t.Seq, t.User); err != nil {
-		return err
+		// The leave is recorded in the stream: the follower applies it.
+		return unavailable(err, "the leave is recorded; it takes effect in a moment")
 	}
 	return c.SendStatus(fiber.StatusNoContent)
 }

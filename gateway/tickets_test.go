@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
@@ -10,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"usher/shared/testenv"
 	"usher/shared/ticket"
+	"usher/shared/waitqueue"
 )
 
 func TestConcurrentJoinsGetDistinctPlaces(t *testing.T) {
@@ -270,5 +273,32 @@ func TestMetricsUseRouteTemplates(t *testing.T) {
 	}
 	if strings.Contains(body, tk) || strings.Contains(body, "alice") {
 		t.Error("metrics contain a ticket or a user id")
+	}
+}
+
+// A Redis or broker failure on the request path is a 503 problem with
+// Retry-After, logged once with its cause (never a silent 503, never a 500).
+func TestAFailedDependencyIsA503LoggedOnceWithItsCause(t *testing.T) {
+	h := newHarness(t)
+	tk := h.join("alice").str("ticket")
+	url, stop := testenv.RedisServer(t)
+	rdb, err := waitqueue.Dial(url, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	var logs testenv.Buffer
+	h.api.line = waitqueue.New(rdb)
+	h.api.log = slog.New(slog.NewJSONHandler(&logs, nil))
+	h.app = h.api.app()
+	stop() // Redis is gone
+
+	r := h.poll(tk)
+	if r.status != 503 || !isProblem(r) || r.header.Get("Retry-After") == "" {
+		t.Fatalf("poll with Redis down = %d %s, want a 503 problem with Retry-After", r.status, r.raw)
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "dependency unavailable") || !strings.Contains(lines[0], "connect") {
+		t.Fatalf("log = %q, want one line naming the failure and its cause", logs.String())
 	}
 }
