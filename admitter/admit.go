@@ -41,6 +41,8 @@ type heads interface {
 	// Epoch is the identity of the entries stream: the sequence space of
 	// places in line, carried by every token id.
 	Epoch() string
+	// StreamID is the identity of a stream (see bus.StreamID).
+	StreamID(stream string) string
 }
 
 // hooks let tests stop the admitter at its crash points.

@@ -46,6 +46,10 @@ type follower struct {
 	onStale func(ctx context.Context) error
 	batch   int
 	metrics *metrics
+	// streamID is the stream's identity as the admitter last read it: a
+	// stream deleted and recreated under a running follower (whose ordered
+	// consumer would carry on at its old sequence) is noticed by it.
+	streamID func() string
 
 	applied atomic.Uint64 // the last stream sequence this follower applied
 	pending atomic.Uint64 // messages in the stream after the last one delivered
@@ -58,7 +62,8 @@ type follower struct {
 
 func newFollower(a *admitter, q, stream, field string, filters ...string) *follower {
 	return &follower{log: a.log.With("queue", q, "stream", stream), js: a.js, line: a.line, queue: q,
-		stream: stream, field: field, filters: filters, batch: 1000, metrics: a.metrics, kick: make(chan struct{}, 1)}
+		stream: stream, field: field, filters: filters, batch: 1000, metrics: a.metrics, kick: make(chan struct{}, 1),
+		streamID: func() string { return a.streams.StreamID(stream) }}
 }
 
 // Kick asks the follower to check the line's cursor at once.
@@ -218,6 +223,10 @@ func (f *follower) applyBatch(ctx context.Context, sid string, prev uint64, batc
 // a cursor behind it means Redis lost writes (a restart that lost its last
 // second, a failover, a flush) even if no new event has come to show it.
 func (f *follower) checkCursor(ctx context.Context, sid string) error {
+	if now := f.streamID(); now != "" && now != sid {
+		f.log.Warn("the stream was recreated; following the new one", "was", sid, "now", now)
+		return errRewound
+	}
 	cur, err := f.line.Cursor(ctx, f.queue)
 	if err != nil {
 		f.stuck(f.applied.Load()+1, err)

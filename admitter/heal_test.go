@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"usher/shared/bus"
 	"usher/shared/catalog"
 	"usher/shared/event"
 	"usher/shared/testenv"
@@ -95,4 +96,33 @@ func TestAPoisonEventHoldsNobodyBack(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		return w.status(a) == waitqueue.Admitted && other.status(b) == waitqueue.Admitted
 	}, "alice (behind a poison event) and bob (another queue) admitted")
+}
+
+// A recreated entries stream numbers its joins from 1 again: the line of
+// the old one is cleared, never mixed with the new one, and the new
+// entries' token ids carry the new stream's identity, so nobody is handed
+// another's place (nor an old order's id).
+func TestARecreatedEntriesStreamNeverHandsOneUserAnothersPlace(t *testing.T) {
+	w := newWorld(t, cfg(5, 20, 300))
+	ctx := context.Background()
+	alice := w.join("alice")
+	w.start(hooks{})
+	testenv.Eventually(t, 10*time.Second, func() bool { return w.status(alice) == waitqueue.Admitted }, "alice admitted")
+	old, _ := bus.StreamID(ctx, w.js, event.StreamEntries)
+
+	if err := w.js.DeleteStream(ctx, event.StreamEntries); err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.EnsureStreams(ctx, w.js, 1); err != nil {
+		t.Fatal(err)
+	}
+	bob := w.join("bob")
+	if bob != alice {
+		t.Fatalf("the new stream gave bob seq %d; the test needs it to reuse alice's %d", bob, alice)
+	}
+	now, _ := bus.StreamID(ctx, w.js, event.StreamEntries)
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		e, err := w.line.Poll(ctx, w.queue, bob)
+		return err == nil && e.User == "bob" && e.Status == waitqueue.Admitted && e.TokenID == waitqueue.TokenID(w.queue, now, bob)
+	}, "bob admitted at seq %d with a token id of the new stream (%s, not %s)", bob, now, old)
 }

@@ -81,7 +81,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return queues.Run(ctx) })
 	g.Go(func() error { return clk.Run(ctx, time.Second) })
-	g.Go(func() error { return streams.Run(ctx, 5*time.Second) })
+	g.Go(func() error { return streams.Run(ctx, time.Second) })
 	g.Go(func() error { return adm.Run(ctx) })
 	g.Go(func() error { return opshttp.Serve(ctx, ln, mux, s.shutdown) })
 	return g.Wait()

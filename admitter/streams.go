@@ -20,6 +20,9 @@ type streamHeads struct {
 	handles sync.Map // stream name → jetstream.Stream (one STREAM.INFO each, not one per tick)
 }
 
+// StreamID is the identity of a stream as last read.
+func (s *streamHeads) StreamID(stream string) string { return s.Of(stream) }
+
 // Heads returns the last admission and order event of q the streams hold.
 func (s *streamHeads) Heads(ctx context.Context, q string) (admissions, orders waitqueue.Head, err error) {
 	if admissions, err = s.head(ctx, event.StreamAdmissions, event.AdmittedSubject(q)); err != nil {

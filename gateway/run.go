@@ -114,7 +114,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return queues.Run(ctx) })
 	g.Go(func() error { return clk.Run(ctx, time.Second) })
-	g.Go(func() error { return ids.Run(ctx, 5*time.Second) })
+	g.Go(func() error { return ids.Run(ctx, time.Second) })
 	g.Go(func() error { return line.RunBatches(ctx, s.redisPipelines) })
 	g.Go(func() error { return opshttp.ServeProfiles(ctx, s.pprofAddr) })
 	if refreshUsers != nil {

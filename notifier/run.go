@@ -102,7 +102,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return queues.Run(ctx) })
 	g.Go(func() error { return clk.Run(ctx, time.Second) })
-	g.Go(func() error { return ids.Run(ctx, 5*time.Second) })
+	g.Go(func() error { return ids.Run(ctx, time.Second) })
 	g.Go(func() error { return h.Run(ctx) })
 	g.Go(func() error { return opshttp.Serve(ctx, ln, mux, s.shutdown) })
 	return g.Wait()
