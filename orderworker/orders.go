@@ -198,13 +198,45 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 			w.putRecord(ctx, o)
 		}
 	}
-	if o.Status == orders.Pending {
+	switch o.Status {
+	case orders.Pending:
 		var err error
 		if o, err = w.settle(ctx, o); err != nil {
 			return err
 		}
+	case orders.Failed:
+		// Found FAILED in the store (a redelivery, a second worker): a
+		// crash may have fallen between finding its capture and voiding
+		// it, so make sure no capture is left behind.
+		if err := w.voidStray(ctx, o); err != nil {
+			return err
+		}
 	}
 	return w.finish(ctx, o, seq)
+}
+
+// voidStray voids a capture the gateway holds under a FAILED order's key.
+// While the gateway cannot say (down), the order waits, up to its lookup
+// grace; after that the failure to check is logged for ops to reconcile.
+func (w *worker) voidStray(ctx context.Context, o orders.Order) error {
+	p, err := w.pay.Lookup(ctx, o.ID)
+	switch {
+	case errors.Is(err, errPaymentNotFound), err == nil && p.Status != paymentCaptured:
+		return nil
+	case err != nil:
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if w.now().Before(o.Deadline.Add(w.lookupGrace)) {
+			return retryLater{w.wait}
+		}
+		w.log.Error("a FAILED order's payment could not be checked at the gateway: reconcile it", "order", o.ID, "err", err)
+		return nil
+	}
+	if _, err := w.paid(ctx, o, p.ID); err != nil { // the store says FAILED: paid voids
+		return err
+	}
+	return nil
 }
 
 // reasonPaymentUnknown fails an order whose payment outcome the gateway

@@ -252,3 +252,22 @@ func TestAPaymentStillUnknownAfterTheGraceFailsAsPaymentUnknown(t *testing.T) {
 		t.Fatalf("failed %v after it was placed, before its deadline (1 s) and the grace (2 s) had passed", lat[0])
 	}
 }
+
+// A crash between a FAILED order's capture being found and its void leaves
+// no capture behind: the next delivery finds the order FAILED, asks the
+// gateway, and voids what it holds.
+func TestAStrayCaptureOfAFailedOrderIsVoidedOnItsNextDelivery(t *testing.T) {
+	w := newWorld(t, queueCfg(20), 10, 5)
+	tok := w.admit(1)[0]
+	id := w.crashAfterCharge(tok)
+	// Another worker failed it meanwhile and died before voiding.
+	if _, err := w.db.Fail(context.Background(), id, orders.ReasonDeadline); err != nil {
+		t.Fatal(err)
+	}
+	w.start(hooks{})
+	w.waitFinal(30*time.Second, id)
+	testenv.Eventually(t, 10*time.Second, func() bool { _, st := w.ledger(id); return st == "voided" }, "the stray capture of %s voided", id)
+	if o, n, stock := w.order(id), w.charges(id), w.stock(); o.Status != orders.Failed || n != 1 || stock != 10 {
+		t.Fatalf("order %s, charges %d, stock %d: want FAILED, the one capture voided, stock back", o.Status, n, stock)
+	}
+}
