@@ -65,12 +65,12 @@ func build(ctx context.Context, dir, rev string) (*binaries, error) {
 		root = src
 	}
 	pkgs := []string{"./gateway", "./admitter", "./notifier", "./orderworker", "./pgsim", "./usherctl"}
-	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", dir + "/"}, pkgs...)...)
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath", "-o", dir + "/"}, pkgs...)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build: %v: %s", err, out)
 	}
-	cmd = exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "nats-server"), "github.com/nats-io/nats-server/v2")
+	cmd = exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(dir, "nats-server"), "github.com/nats-io/nats-server/v2")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build nats-server: %v: %s", err, out)

@@ -220,7 +220,7 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, subj
 	for {
 		var batch jetstream.MessageBatch
 		// A new consumer of a clustered stream may not answer at once.
-		err := poll(ctx, 20*time.Second, stream+" fetch", func() error {
+		err := poll(ctx, 20*time.Second, stream+" fetch", func(ctx context.Context) error {
 			var err error
 			batch, err = cons.Fetch(2000, jetstream.FetchMaxWait(2*time.Second))
 			return err

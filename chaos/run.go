@@ -54,7 +54,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep every scenario's data folder and logs, pass or fail")
 	fs.StringVar(&o.out, "out", "", "folder for results, journals and the logs of failed scenarios (default .usher/chaos under the module root)")
 	fs.StringVar(&o.reliability, "reliability", "", "write a RELIABILITY.md table of the results to this file")
-	fs.StringVar(&o.rev, "rev", "", "build the services from this git revision (e.g. HEAD) instead of the working tree")
+	fs.StringVar(&o.rev, "rev", "", "build the services from this git revision (e.g. HEAD) instead of the working tree (default $CHAOS_REV)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./chaos -list | -scenario NAME[,NAME…] [-seed N] | -all [-reliability FILE]\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -87,6 +87,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	if err != nil {
 		return err
+	}
+	if o.rev == "" {
+		o.rev = getenv("CHAOS_REV")
 	}
 	all := scenarios()
 	if o.list {

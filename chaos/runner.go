@@ -41,8 +41,8 @@ type timing struct {
 }
 
 var (
-	fullTiming  = timing{warm: 12 * time.Second, after: 15 * time.Second, grace: 4 * time.Second, settle: 60 * time.Second, down: 5 * time.Second, outage: 10 * time.Second, partition: 15 * time.Second}
-	quickTiming = timing{warm: 9 * time.Second, after: 10 * time.Second, grace: 3 * time.Second, settle: 45 * time.Second, down: 3 * time.Second, outage: 8 * time.Second, partition: 10 * time.Second}
+	fullTiming  = timing{warm: 10 * time.Second, after: 12 * time.Second, grace: 3 * time.Second, settle: 60 * time.Second, down: 5 * time.Second, outage: 10 * time.Second, partition: 12 * time.Second}
+	quickTiming = timing{warm: 6 * time.Second, after: 6 * time.Second, grace: 2 * time.Second, settle: 30 * time.Second, down: 2 * time.Second, outage: 5 * time.Second, partition: 6 * time.Second}
 )
 
 // workload returns the queues of a run. Demand exceeds the fixed rate on
@@ -275,7 +275,7 @@ func describeLoad(qs []queueSpec) string {
 func pause(ctx context.Context, s *stack, queues []queueSpec) error {
 	for _, q := range queues {
 		body := strings.Replace(q.adminBody(), `"state":"open"`, `"state":"paused"`, 1)
-		err := poll(ctx, 30*time.Second, "pause "+q.Name, func() error {
+		err := poll(ctx, 30*time.Second, "pause "+q.Name, func(ctx context.Context) error {
 			var last error
 			for _, gw := range s.servicesOf(kindGateway) {
 				if last = adminPut(ctx, s, gw.url(), "/v1/admin/queues/"+q.Name, body); last == nil {
@@ -315,7 +315,7 @@ func configure(ctx context.Context, s *stack, queues []queueSpec) error {
 	gw := s.service(kindGateway, 0).url()
 	client := &http.Client{Timeout: 10 * time.Second}
 	put := func(path, body string) error {
-		return poll(ctx, 30*time.Second, "PUT "+path, func() error { return adminPut(ctx, s, gw, path, body) })
+		return poll(ctx, 30*time.Second, "PUT "+path, func(ctx context.Context) error { return adminPut(ctx, s, gw, path, body) })
 	}
 	for _, q := range queues {
 		if err := put("/v1/admin/stock/"+q.SKU, fmt.Sprintf(`{"available": %d}`, q.Stock)); err != nil {
@@ -327,7 +327,7 @@ func configure(ctx context.Context, s *stack, queues []queueSpec) error {
 	}
 	for _, sv := range s.servicesOf(kindGateway) {
 		for _, q := range queues {
-			err := poll(ctx, 10*time.Second, sv.name()+" knows "+q.Name, func() error {
+			err := poll(ctx, 10*time.Second, sv.name()+" knows "+q.Name, func(ctx context.Context) error {
 				req, _ := http.NewRequestWithContext(ctx, "GET", sv.url()+"/v1/admin/queues/"+q.Name, nil)
 				req.Header.Set("Authorization", "Bearer "+s.token)
 				res, err := client.Do(req)
@@ -354,7 +354,7 @@ func configure(ctx context.Context, s *stack, queues []queueSpec) error {
 func settle(ctx context.Context, s *stack, queues []queueSpec, within time.Duration) settleState {
 	start := time.Now()
 	var detail string
-	err := poll(ctx, within, "the pipeline to drain", func() error {
+	err := poll(ctx, within, "the pipeline to drain", func(ctx context.Context) error {
 		var busy []string
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()

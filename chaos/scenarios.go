@@ -99,7 +99,7 @@ func freeze(kind string, d func(timing) time.Duration) func(context.Context, *fa
 // streamLeader is the NATS node leading a stream's RAFT group.
 func (s *stack) streamLeader(ctx context.Context, stream string) (*natsNode, error) {
 	var leader string
-	err := poll(ctx, 30*time.Second, stream+" has a leader", func() error {
+	err := poll(ctx, 30*time.Second, stream+" has a leader", func(ctx context.Context) error {
 		st, err := s.js.Stream(ctx, stream)
 		if err != nil {
 			return err
@@ -127,7 +127,7 @@ func (s *stack) streamLeader(ctx context.Context, stream string) (*natsNode, err
 
 // streamCurrent waits until every replica of a stream is current again.
 func (s *stack) streamCurrent(ctx context.Context, stream string, within time.Duration) error {
-	return poll(ctx, within, stream+" replicas current", func() error {
+	return poll(ctx, within, stream+" replicas current", func(ctx context.Context) error {
 		st, err := s.js.Stream(ctx, stream)
 		if err != nil {
 			return err

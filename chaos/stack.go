@@ -274,7 +274,7 @@ cluster {
 		return err
 	}
 	s.js = js
-	return poll(ctx, 60*time.Second, "JetStream cluster has a meta leader", func() error {
+	return poll(ctx, 60*time.Second, "JetStream cluster has a meta leader", func(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		_, err := js.AccountInfo(cctx)
@@ -337,7 +337,7 @@ func (s *stack) startRedis(ctx context.Context) error {
 // waitRedisCluster waits until every running node says cluster_state:ok
 // and knows 3 masters.
 func (s *stack) waitRedisCluster(ctx context.Context) error {
-	return poll(ctx, 60*time.Second, "Redis Cluster state ok on every node", func() error {
+	return poll(ctx, 60*time.Second, "Redis Cluster state ok on every node", func(ctx context.Context) error {
 		for _, n := range s.redis {
 			if !n.proc.running() {
 				continue
@@ -361,7 +361,7 @@ func (s *stack) waitRedisCluster(ctx context.Context) error {
 func waitRedisPing(ctx context.Context, addr string) error {
 	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second})
 	defer c.Close()
-	return poll(ctx, 30*time.Second, "redis "+addr+" answers PING", func() error {
+	return poll(ctx, 30*time.Second, "redis "+addr+" answers PING", func(ctx context.Context) error {
 		return c.Ping(ctx).Err()
 	})
 }
@@ -434,7 +434,7 @@ func (s *stack) startPostgres(ctx context.Context, template string) error {
 		return err
 	}
 	admin := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-	return poll(ctx, 60*time.Second, "PostgreSQL accepts connections", func() error {
+	return poll(ctx, 60*time.Second, "PostgreSQL accepts connections", func(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(cctx, admin)
@@ -455,7 +455,7 @@ func (s *stack) startPostgres(ctx context.Context, template string) error {
 
 // waitPostgres waits until the usher database answers again.
 func (s *stack) waitPostgres(ctx context.Context) error {
-	return poll(ctx, 60*time.Second, "PostgreSQL answers", func() error {
+	return poll(ctx, 60*time.Second, "PostgreSQL answers", func(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(cctx, s.pg.url)
@@ -595,7 +595,7 @@ func (s *stack) restart(ctx context.Context, sv *service) error {
 // waitHTTP waits until url answers 200.
 func waitHTTP(ctx context.Context, url string, within time.Duration) error {
 	client := &http.Client{Timeout: 2 * time.Second}
-	return poll(ctx, within, url+" answers 200", func() error {
+	return poll(ctx, within, url+" answers 200", func(ctx context.Context) error {
 		res, err := client.Get(url)
 		if err != nil {
 			return err
@@ -610,12 +610,17 @@ func waitHTTP(ctx context.Context, url string, within time.Duration) error {
 }
 
 // poll calls f until it succeeds, ctx ends or within passes: the harness
-// waits for effects this way, never by sleeping and hoping.
-func poll(ctx context.Context, within time.Duration, what string, f func() error) error {
+// waits for effects this way, never by sleeping and hoping. Each attempt
+// gets at most 5 s, so a call that hangs on a dead server is only one
+// failed attempt.
+func poll(ctx context.Context, within time.Duration, what string, f func(ctx context.Context) error) error {
 	deadline := time.Now().Add(within)
 	var err error
 	for {
-		if err = f(); err == nil {
+		actx, cancel := context.WithTimeout(ctx, min(5*time.Second, max(time.Until(deadline), 100*time.Millisecond)))
+		err = f(actx)
+		cancel()
+		if err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
