@@ -2,7 +2,7 @@
 SERVICES := gateway admitter notifier orderworker pgsim
 GO ?= go
 
-.PHONY: run test deps build bench fuzz clean
+.PHONY: run test deps build bench chaos fuzz clean
 
 run: deps build
 	@scripts/run.sh
@@ -20,6 +20,12 @@ build:
 
 bench: deps build
 	@scripts/bench.sh
+
+# Every fault scenario on a 3-node JetStream cluster and a Redis Cluster
+# (about 20 minutes); writes RELIABILITY.md. One scenario:
+#   go run ./chaos -scenario kill-admitter -seed 7   (go run ./chaos -list)
+chaos: deps
+	@$(GO) run ./chaos -all -reliability RELIABILITY.md
 
 clean:
 	rm -rf bin .usher
