@@ -272,6 +272,9 @@ func TestTicketSeqAndTokenID(t *testing.T) {
 	if seq, ok := ticketSeq("t1.ZGVtbw.YWxpY2U.42.CQWNfqj6CMVBVMQX-afmZw"); !ok || seq != 42 {
 		t.Errorf("ticketSeq = %d, %v; want 42", seq, ok)
 	}
+	if seq, ok := ticketSeq("t2.ZGVtbw.YWxpY2U.Q0ZYV.43.CQWNfqj6CMVBVMQX-afmZw"); !ok || seq != 43 {
+		t.Errorf("ticketSeq(t2) = %d, %v; want 43", seq, ok)
+	}
 	if _, ok := ticketSeq("garbage"); ok {
 		t.Error("ticketSeq(garbage) ok")
 	}

@@ -103,14 +103,21 @@ func readJournal(path string) ([]record, error) {
 	return out, sc.Err()
 }
 
-// ticketSeq reads the place in line out of a ticket
-// (t1.<queue>.<user>.<seq>.<mac>). The checks trust it only as what the
+// ticketSeq reads the place in line out of a ticket —
+// t1.<queue>.<user>.<seq>.<mac>, or t2.<queue>.<user>.<epoch>.<seq>.<mac>
+// where the epoch names the stream. The checks trust it only as what the
 // shopper was told.
 func ticketSeq(t string) (uint64, bool) {
 	parts := strings.Split(t, ".")
-	if len(parts) != 5 || parts[0] != "t1" {
+	var s string
+	switch {
+	case len(parts) == 5 && parts[0] == "t1":
+		s = parts[3]
+	case len(parts) == 6 && parts[0] == "t2":
+		s = parts[4]
+	default:
 		return 0, false
 	}
-	n, err := strconv.ParseUint(parts[3], 10, 64)
+	n, err := strconv.ParseUint(s, 10, 64)
 	return n, err == nil
 }
