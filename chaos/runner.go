@@ -229,6 +229,7 @@ func runScenario(ctx context.Context, re *runEnv, sc scenario, seed uint64) (res
 		return errored(res, fmt.Errorf("pause the queues: %w", err))
 	}
 	settled := settle(ctx, s, queues, t.settle)
+	re.say("%s: drained %v in %v; gathering the records\n", sc.name, settled.Drained, settled.Took)
 	stopSampler()
 	<-sdone
 	if err := j.close(); err != nil {
@@ -421,9 +422,16 @@ func gather(ctx context.Context, s *stack, jpath string, ev *evidence) error {
 	if err := gatherPgsim(gctx, s.pgsimURL, s.token, ev); err != nil {
 		ev.PgsimErr = err.Error()
 	}
-	for _, q := range ev.Queues {
-		ev.Audits = append(ev.Audits, audit(gctx, s, q.Name))
+	ev.Audits = make([]auditResult, len(ev.Queues))
+	var wg sync.WaitGroup
+	for i, q := range ev.Queues {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ev.Audits[i] = audit(gctx, s, q.Name)
+		}()
 	}
+	wg.Wait()
 	return nil
 }
 
