@@ -55,7 +55,7 @@ func newWorldOn(t *testing.T, w *world, cfg catalog.Config) *world {
 func (w *world) init(cfg catalog.Config) {
 	t := w.t
 	t.Helper()
-	nc, js, err := bus.Open(context.Background(), []string{w.natsURL}, "admitter-test", 1)
+	nc, js, err := bus.Open(context.Background(), bus.Settings{URLs: []string{w.natsURL}, Replicas: 1}, "admitter-test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func (w *world) init(cfg catalog.Config) {
 	if w.queues, err = catalog.Open(context.Background(), js, 1); err != nil {
 		t.Fatal(err)
 	}
-	rdb, err := waitqueue.Dial(w.redisURL, 8)
+	rdb, err := waitqueue.DialURL(w.redisURL, 8)
 	if err != nil {
 		t.Fatal(err)
 	}

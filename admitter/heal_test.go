@@ -29,7 +29,7 @@ func newPrivateWorld(t *testing.T, cfg catalog.Config) (*world, func()) {
 // or on top of the slots the loss hid — while joins continue.
 func TestALineWipedUnderTheAdmitterHealsItself(t *testing.T) {
 	w, _ := newPrivateWorld(t, cfg(5, 20, 300))
-	rdb, err := waitqueue.Dial(w.redisURL, 4)
+	rdb, err := waitqueue.DialURL(w.redisURL, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,14 +12,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
-	"usher/shared/bus"
-	"usher/shared/catalog"
-	"usher/shared/clock"
 	"usher/shared/config"
 	"usher/shared/event"
 	"usher/shared/opshttp"
 	"usher/shared/paybreaker"
-	"usher/shared/waitqueue"
+	"usher/shared/service"
 )
 
 // run wires the admitter and works until ctx ends.
@@ -32,57 +29,31 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if err != nil {
 		return err
 	}
-	log, err := config.Logger(stdout, s.logLevel)
+	d, err := service.Open(ctx, s.Settings, "admitter", stdout)
 	if err != nil {
 		return err
 	}
-	nc, js, err := bus.Open(ctx, s.natsURLs, "usher-admitter", s.replicas)
-	if err != nil {
-		return err
-	}
-	defer nc.Drain()
-	queues, err := catalog.Open(ctx, js, s.replicas)
-	if err != nil {
-		return err
-	}
-	rdb, err := waitqueue.Connect(ctx, s.redisURL, s.redisPool)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	line := waitqueue.New(rdb)
-	line.SetTombstoneTTL(s.tombstones)
-	clk := clock.New(line, s.local, log)
-	if err := clk.Sync(ctx); err != nil {
-		return err
-	}
-	ids, err := bus.NewIdentities(ctx, js, log)
-	if err != nil {
-		return err
-	}
-	streams := &streamHeads{Identities: ids, js: js}
+	defer d.Close()
 	// Before the followers, admission had one durable consumer; it holds
 	// nothing anyone needs any more.
-	if err := js.DeleteConsumer(ctx, event.StreamEntries, "admitter"); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		log.Warn("remove the old ingest consumer", "err", err)
+	if err := d.JS.DeleteConsumer(ctx, event.StreamEntries, "admitter"); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		d.Log.Warn("remove the old ingest consumer", "err", err)
 	}
 	m := newMetrics()
 	adm := &admitter{
-		log: log, queues: queues, line: line, js: js, events: js, streams: streams, breaker: paybreaker.New(rdb),
-		now: clk.Now, rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x61646d)),
+		log: d.Log, queues: d.Queues, line: d.Line, js: d.JS, events: d.JS,
+		streams: &streamHeads{Identities: d.Streams, js: d.JS}, breaker: paybreaker.New(d.Redis),
+		now: d.Clock.Now, rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x61646d)),
 		orderHold: s.orderHold, hooks: h, metrics: m,
 	}
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.addr, err)
 	}
-	mux := opshttp.Mux(m.reg, opshttp.All(opshttp.NATS(nc), opshttp.Redis(rdb)))
-	log.Info("admitter running", "addr", ln.Addr().String(), "nats", s.natsURLs, "epoch", streams.Epoch())
+	d.Log.Info("admitter running", "addr", ln.Addr().String(), "nats", s.NATS.URLs, "epoch", d.Streams.Epoch())
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return queues.Run(ctx) })
-	g.Go(func() error { return clk.Run(ctx, time.Second) })
-	g.Go(func() error { return streams.Run(ctx, time.Second) })
+	d.Go(ctx, g)
 	g.Go(func() error { return adm.Run(ctx) })
-	g.Go(func() error { return opshttp.Serve(ctx, ln, mux, s.shutdown) })
+	g.Go(func() error { return opshttp.Serve(ctx, ln, opshttp.Mux(m.reg, d.Ready()), s.Shutdown) })
 	return g.Wait()
 }

@@ -48,7 +48,7 @@ type harness struct {
 func newHarness(t testing.TB) *harness {
 	t.Helper()
 	ctx := context.Background()
-	nc, js, err := bus.Open(ctx, []string{testenv.NATS(t)}, "gateway-test", 1)
+	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{testenv.NATS(t)}, Replicas: 1}, "gateway-test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,7 +135,7 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 		t.Fatalf("join = %v", joined)
 	}
 	line := waitqueue.New(testenv.Redis(t))
-	nc, js, err := bus.Open(ctx, []string{natsURL}, "hostile-test", 1)
+	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{natsURL}, Replicas: 1}, "hostile-test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,26 +11,19 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"usher/shared/bus"
-	"usher/shared/catalog"
-	"usher/shared/clock"
 	"usher/shared/config"
 	"usher/shared/opshttp"
 	"usher/shared/orders"
 	"usher/shared/paybreaker"
 	"usher/shared/ratelimit"
+	"usher/shared/service"
 	"usher/shared/ticket"
 	"usher/shared/token"
-	"usher/shared/waitqueue"
 )
 
 // run wires the gateway and serves until ctx ends.
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
 	s, err := loadSettings(config.New(getenv))
-	if err != nil {
-		return err
-	}
-	log, err := config.Logger(stdout, s.logLevel)
 	if err != nil {
 		return err
 	}
@@ -42,21 +35,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	nc, js, err := bus.Open(ctx, s.natsURLs, "usher-gateway", s.replicas)
+	d, err := service.Open(ctx, s.Settings, "gateway", stdout)
 	if err != nil {
 		return err
 	}
-	defer nc.Drain()
-	queues, err := catalog.Open(ctx, js, s.replicas)
-	if err != nil {
-		return err
-	}
-	rdb, err := waitqueue.Connect(ctx, s.redisURL, s.redisPool)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-
+	defer d.Close()
 	// PostgreSQL serves the admin stock endpoint only, never the hot path;
 	// the pool connects on first use, so the gateway starts without it.
 	db, err := orders.Open(s.databaseURL, orders.Options{MaxConns: 4})
@@ -72,50 +55,38 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	// Joins and polls are single script calls; batching coalesces the
 	// concurrent ones into pipelines.
-	line := waitqueue.New(rdb)
-	line.SetTombstoneTTL(s.tombstones)
-	line.EnableBatching()
-	clk := clock.New(line, s.local, log)
-	if err := clk.Sync(ctx); err != nil {
-		return err
-	}
-	ids, err := bus.NewIdentities(ctx, js, log)
-	if err != nil {
-		return err
-	}
+	d.Line.EnableBatching()
 	api := &api{
-		log:         log,
-		queues:      queues,
-		line:        line,
-		events:      js,
+		log:         d.Log,
+		queues:      d.Queues,
+		line:        d.Line,
+		events:      d.JS,
 		tickets:     tickets,
 		keys:        keys,
-		orders:      orders.NewRecords(rdb),
+		orders:      orders.NewRecords(d.Redis),
 		stock:       &migratedStock{store: db},
 		adminToken:  []byte(s.adminToken),
 		notifierURL: s.notifierURL,
 		pageCSS:     s.pageCSS,
-		now:         clk.Now,
-		epoch:       ids.Epoch,
+		now:         d.Clock.Now,
+		epoch:       d.Streams.Epoch,
 		orderHold:   s.orderHold,
 		rand:        rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x75736865)),
-		ready:       opshttp.All(opshttp.NATS(nc), opshttp.Redis(rdb)),
+		ready:       d.Ready(),
 	}
-	users, refreshUsers, err := newUserAuth(s.protect.users, clk.Now, log)
+	users, refreshUsers, err := newUserAuth(s.protect.users, d.Clock.Now, d.Log)
 	if err != nil {
 		return err
 	}
 	api.users, api.ips, api.http = users, s.protect.ips, s.protect.http
-	api.limiter = ratelimit.New(line) // its script calls share the line's pipelines
-	api.ops = opsDeps{breaker: paybreaker.New(rdb), outcomes: orders.NewRecords(rdb)}
+	api.limiter = ratelimit.New(d.Line) // its script calls share the line's pipelines
+	api.ops = opsDeps{breaker: paybreaker.New(d.Redis), outcomes: orders.NewRecords(d.Redis)}
 	app := api.app()
-	log.Info("gateway listening", "addr", ln.Addr().String(), "nats", s.natsURLs, "redis", redactURL(s.redisURL))
+	d.Log.Info("gateway listening", "addr", ln.Addr().String(), "nats", s.NATS.URLs, "redis", redactURL(s.Redis.URL))
 
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return queues.Run(ctx) })
-	g.Go(func() error { return clk.Run(ctx, time.Second) })
-	g.Go(func() error { return ids.Run(ctx, time.Second) })
-	g.Go(func() error { return line.RunBatches(ctx, s.redisPipelines) })
+	d.Go(ctx, g)
+	g.Go(func() error { return d.Line.RunBatches(ctx, s.redisPipelines) })
 	g.Go(func() error { return opshttp.ServeProfiles(ctx, s.pprofAddr) })
 	if refreshUsers != nil {
 		g.Go(func() error { return refreshUsers(ctx) })
@@ -123,7 +94,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g.Go(func() error { return app.Listener(ln) })
 	g.Go(func() error {
 		<-ctx.Done()
-		return app.ShutdownWithTimeout(s.shutdown)
+		return app.ShutdownWithTimeout(s.Shutdown)
 	})
 	return g.Wait()
 }

@@ -282,7 +282,7 @@ func TestAFailedDependencyIsA503LoggedOnceWithItsCause(t *testing.T) {
 	h := newHarness(t)
 	tk := h.join("alice").str("ticket")
 	url, stop := testenv.RedisServer(t)
-	rdb, err := waitqueue.Dial(url, 2)
+	rdb, err := waitqueue.DialURL(url, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

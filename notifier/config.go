@@ -5,24 +5,19 @@ import (
 	"time"
 
 	"usher/shared/config"
+	"usher/shared/service"
 )
 
 // settings are the notifier's environment. The names and defaults it
 // shares with the gateway (data folder, keys, ticket secret, NATS, Redis)
 // are the gateway's, so one environment serves both.
 type settings struct {
+	service.Settings
 	addr           string
-	natsURLs       []string
-	redisURL       string
-	redisPool      int
-	replicas       int
 	signingKeyFile string
 	verifyKeyFiles []string
 	ticketSecret   string
 	corsOrigins    []string
-	logLevel       string
-	shutdown       time.Duration
-	local          func() time.Time
 	timing         timing
 }
 
@@ -38,18 +33,12 @@ type timing struct {
 func loadSettings(env *config.Env) (settings, error) {
 	data := env.String("USHER_DATA_DIR", ".usher")
 	s := settings{
+		Settings:       service.Load(env, 64),
 		addr:           env.String("USHER_NOTIFIER_ADDR", "127.0.0.1:8081"),
-		natsURLs:       env.List("USHER_NATS_URL", "nats://127.0.0.1:4222"),
-		redisURL:       env.String("USHER_REDIS_URL", "redis://127.0.0.1:6379/0"),
-		redisPool:      env.Int("USHER_REDIS_POOL", 64, 1),
-		replicas:       env.Int("USHER_STREAM_REPLICAS", 1, 1),
 		signingKeyFile: env.String("USHER_SIGNING_KEY_FILE", filepath.Join(data, "signing.key")),
 		verifyKeyFiles: env.List("USHER_VERIFY_KEY_FILES", ""),
 		ticketSecret:   env.String("USHER_TICKET_SECRET_FILE", filepath.Join(data, "ticket.secret")),
 		corsOrigins:    env.List("USHER_NOTIFIER_CORS_ORIGINS", "*"),
-		logLevel:       env.String("USHER_LOG_LEVEL", "info"),
-		shutdown:       env.Duration("USHER_SHUTDOWN_TIMEOUT", 5*time.Second),
-		local:          env.LocalClock(),
 		timing: timing{
 			positions:    env.Duration("USHER_NOTIFIER_POSITION_INTERVAL", time.Second),
 			heartbeat:    env.Duration("USHER_NOTIFIER_HEARTBEAT", 15*time.Second),

@@ -64,7 +64,7 @@ func newWorld(t testing.TB) *world {
 	}}
 	ctx, cancel := context.WithCancel(context.Background()) // ends the catalog's watch
 	t.Cleanup(cancel)
-	nc, js, err := bus.Open(ctx, []string{w.env["USHER_NATS_URL"]}, "notifier-test", 1)
+	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{w.env["USHER_NATS_URL"]}, Replicas: 1}, "notifier-test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,28 +5,19 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
 
-	"usher/shared/bus"
-	"usher/shared/catalog"
-	"usher/shared/clock"
 	"usher/shared/config"
 	"usher/shared/opshttp"
+	"usher/shared/service"
 	"usher/shared/ticket"
 	"usher/shared/token"
-	"usher/shared/waitqueue"
 )
 
 // run wires the notifier and serves until ctx ends.
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
 	s, err := loadSettings(config.New(getenv))
-	if err != nil {
-		return err
-	}
-	log, err := config.Logger(stdout, s.logLevel)
 	if err != nil {
 		return err
 	}
@@ -38,37 +29,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	nc, js, err := bus.Open(ctx, s.natsURLs, "usher-notifier", s.replicas)
+	d, err := service.Open(ctx, s.Settings, "notifier", stdout)
 	if err != nil {
 		return err
 	}
-	defer drain(nc, s.shutdown)
-	// The watch lives until run returns, not until ctx ends: ending both at
-	// once races catalog.Run into reporting a closed watch as an error.
-	watchCtx, endWatch := context.WithCancel(context.WithoutCancel(ctx))
-	defer endWatch()
-	queues, err := catalog.Open(watchCtx, js, s.replicas)
-	if err != nil {
-		return err
-	}
-	rdb, err := waitqueue.Connect(ctx, s.redisURL, s.redisPool)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	wq := waitqueue.New(rdb)
-	clk := clock.New(wq, s.local, log)
-	if err := clk.Sync(ctx); err != nil {
-		return err
-	}
-	ids, err := bus.NewIdentities(ctx, js, log)
-	if err != nil {
-		return err
-	}
+	defer d.Close()
 	m := newMetrics()
-	h := newHub(log, wq, queues, clk.Now, s.timing, m)
-
-	sub, err := nc.Subscribe(admissionsSubject, admissionHandler(log, h))
+	h := newHub(d.Log, d.Line, d.Queues, d.Clock.Now, s.timing, m)
+	sub, err := d.NC.Subscribe(admissionsSubject, admissionHandler(d.Log, h))
 	if err != nil {
 		return fmt.Errorf("subscribe %s: %w", admissionsSubject, err)
 	}
@@ -76,50 +44,28 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err := sub.SetPendingLimits(1<<20, 256<<20); err != nil {
 		return err
 	}
-	defer sub.Unsubscribe()
-	orders, err := nc.Subscribe(ordersSubject, orderHandler(log, h))
+	orders, err := d.NC.Subscribe(ordersSubject, orderHandler(d.Log, h))
 	if err != nil {
 		return fmt.Errorf("subscribe %s: %w", ordersSubject, err)
 	}
 	if err := orders.SetPendingLimits(1<<20, 256<<20); err != nil {
 		return err
 	}
-	defer orders.Unsubscribe()
-
 	// Listen before serving, so a taken port fails start-up synchronously.
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.addr, err)
 	}
-	mux := opshttp.Mux(m.reg, opshttp.All(opshttp.NATS(nc), opshttp.Redis(rdb)))
+	mux := opshttp.Mux(m.reg, d.Ready())
 	st := &streams{
-		log: log, hub: h, line: wq, queues: queues, tickets: tickets, epoch: ids.Epoch, keys: keys,
-		origins: s.corsOrigins, now: clk.Now, timing: s.timing, metrics: m,
+		log: d.Log, hub: h, line: d.Line, queues: d.Queues, tickets: tickets, epoch: d.Streams.Epoch, keys: keys,
+		origins: s.corsOrigins, now: d.Clock.Now, timing: s.timing, metrics: m,
 	}
 	st.routes(mux)
-	log.Info("notifier listening", "addr", ln.Addr().String(), "nats", s.natsURLs)
-
+	d.Log.Info("notifier listening", "addr", ln.Addr().String(), "nats", s.NATS.URLs)
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return queues.Run(ctx) })
-	g.Go(func() error { return clk.Run(ctx, time.Second) })
-	g.Go(func() error { return ids.Run(ctx, time.Second) })
+	d.Go(ctx, g)
 	g.Go(func() error { return h.Run(ctx) })
-	g.Go(func() error { return opshttp.Serve(ctx, ln, mux, s.shutdown) })
+	g.Go(func() error { return opshttp.Serve(ctx, ln, mux, s.Shutdown) })
 	return g.Wait()
-}
-
-// drain drains the NATS connection and waits (within timeout) until it has
-// closed, so no subscription goroutine outlives run.
-func drain(nc *nats.Conn, timeout time.Duration) {
-	closed := make(chan struct{})
-	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	if err := nc.Drain(); err != nil {
-		nc.Close()
-		return
-	}
-	select {
-	case <-closed:
-	case <-time.After(timeout):
-		nc.Close()
-	}
 }

@@ -121,7 +121,7 @@ func newWorld(t testing.TB, cfg catalog.Config, stock int64, latencyMs int) *wor
 		"USHER_PAYMENT_URL": w.pgsimURL, "USHER_ORDERWORKER_ADDR": "127.0.0.1:0", "USHER_LOG_LEVEL": "error",
 		"USHER_ORDER_ACK_WAIT": "1s", "USHER_BREAKER_OPEN": "500ms", "USHER_PAYMENT_TIMEOUT": "500ms",
 	}
-	nc, js, err := bus.Open(ctx, []string{natsURL}, "orderworker-test", 1)
+	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{natsURL}, Replicas: 1}, "orderworker-test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func newWorld(t testing.TB, cfg catalog.Config, stock int64, latencyMs int) *wor
 	qctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	go w.queues.Run(qctx)
-	if w.rdb, err = waitqueue.Dial(redisURL, 16); err != nil {
+	if w.rdb, err = waitqueue.DialURL(redisURL, 16); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.rdb.Close() })

@@ -10,14 +10,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"usher/shared/bus"
-	"usher/shared/catalog"
-	"usher/shared/clock"
 	"usher/shared/config"
 	"usher/shared/event"
 	"usher/shared/opshttp"
 	"usher/shared/orders"
 	"usher/shared/paybreaker"
-	"usher/shared/waitqueue"
+	"usher/shared/service"
 )
 
 // run wires the order worker and works until ctx ends.
@@ -27,10 +25,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, h hooks) error {
 	s, err := loadSettings(config.New(getenv))
-	if err != nil {
-		return err
-	}
-	log, err := config.Logger(stdout, s.logLevel)
 	if err != nil {
 		return err
 	}
@@ -46,39 +40,24 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if err := db.Migrate(ctx); err != nil {
 		return err
 	}
-	nc, js, err := bus.Open(ctx, s.natsURLs, "usher-orderworker", s.replicas)
+	d, err := service.Open(ctx, s.Settings, "orderworker", stdout)
 	if err != nil {
 		return err
 	}
-	defer nc.Drain()
-	queues, err := catalog.Open(ctx, js, s.replicas)
-	if err != nil {
-		return err
-	}
-	rdb, err := waitqueue.Connect(ctx, s.redisURL, s.redisPool)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	line := waitqueue.New(rdb)
-	line.SetTombstoneTTL(s.tombstones)
-	clk := clock.New(line, s.local, log)
-	if err := clk.Sync(ctx); err != nil {
-		return err
-	}
-	cons, err := ensureConsumer(ctx, js, s.ackWait, 4*s.concurrency)
+	defer d.Close()
+	cons, err := ensureConsumer(ctx, d.JS, s.ackWait, 4*s.concurrency)
 	if err != nil {
 		return err
 	}
 	m.reg.MustRegister(bus.NewLagCollector(event.StreamOrders, consumerName, cons, time.Second))
-	br := newBreaker(log, paybreaker.New(rdb), s.breakerOpen, m.breaker.Set)
+	br := newBreaker(d.Log, paybreaker.New(d.Redis), s.breakerOpen, m.breaker.Set)
 	pay := newPayments(s.paymentURL, s.paymentTimeout, br, func(o string) { m.payments.WithLabelValues(o).Inc() })
 	pay.timed = m.observePayment
 	w := &worker{
-		log: log, store: db, records: orders.NewRecords(rdb), line: line,
-		queues: queues, events: js, breaker: br, lookupGrace: s.lookupGrace,
+		log: d.Log, store: db, records: orders.NewRecords(d.Redis), line: d.Line,
+		queues: d.Queues, events: d.JS, breaker: br, lookupGrace: s.lookupGrace,
 		pay:      pay,
-		now:      clk.Now,
+		now:      d.Clock.Now,
 		deadline: s.orderDeadline,
 		wait:     s.breakerOpen / 2,
 		hooks:    h,
@@ -89,8 +68,8 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.addr, err)
 	}
-	mux := opshttp.Mux(m.reg, opshttp.All(opshttp.NATS(nc), opshttp.Redis(rdb), db.Ping))
-	log.Info("orderworker running", "addr", ln.Addr().String(), "nats", s.natsURLs, "payment", s.paymentURL)
+	mux := opshttp.Mux(m.reg, d.Ready(db.Ping))
+	d.Log.Info("orderworker running", "addr", ln.Addr().String(), "nats", s.NATS.URLs, "payment", s.paymentURL)
 
 	ctx, crash := context.WithCancelCause(ctx)
 	defer crash(nil)
@@ -98,17 +77,16 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	// a crash.
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
-	c := &consumer{log: log, w: w, ackWait: s.ackWait, sem: make(chan struct{}, s.concurrency),
+	c := &consumer{log: d.Log, w: w, ackWait: s.ackWait, sem: make(chan struct{}, s.concurrency),
 		crash: func(err error) { stopWork(); crash(err) }}
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return queues.Run(gctx) })
-	g.Go(func() error { return clk.Run(gctx, time.Second) })
+	d.Go(gctx, g)
 	g.Go(func() error { return c.Run(gctx, workCtx, cons) })
-	g.Go(func() error { return opshttp.Serve(gctx, ln, mux, s.shutdown) })
+	g.Go(func() error { return opshttp.Serve(gctx, ln, mux, s.Shutdown) })
 	g.Go(func() error {
 		<-gctx.Done()
-		time.AfterFunc(s.shutdown, stopWork) // the bound on draining
+		time.AfterFunc(s.Shutdown, stopWork) // the bound on draining
 		return nil
 	})
 	err = g.Wait()

@@ -102,7 +102,7 @@ func publishJoins(b *testing.B, js jetstream.JetStream, q string, n int) {
 
 func flush(b *testing.B, url string) {
 	b.Helper()
-	rdb, err := waitqueue.Dial(url, 1)
+	rdb, err := waitqueue.DialURL(url, 1)
 	if err != nil {
 		b.Fatal(err)
 	}

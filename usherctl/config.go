@@ -15,8 +15,8 @@ import (
 
 // settings is usherctl's environment, the same variables the services read.
 type settings struct {
-	natsURLs   []string
-	redisURL   string
+	nats       bus.Settings
+	redis      waitqueue.Settings
 	gatewayURL string
 	adminToken string
 	adminUser  string
@@ -25,8 +25,8 @@ type settings struct {
 func (c *cli) settings() (settings, error) {
 	env := config.New(c.getenv)
 	s := settings{
-		natsURLs:   env.List("USHER_NATS_URL", "nats://127.0.0.1:4222"),
-		redisURL:   env.String("USHER_REDIS_URL", "redis://127.0.0.1:6379/0"),
+		nats:       bus.LoadSettings(env),
+		redis:      waitqueue.LoadSettings(env, 8),
 		gatewayURL: env.String("USHER_GATEWAY_URL", "http://127.0.0.1:8080"),
 		adminToken: env.String("USHER_ADMIN_TOKEN", "dev-admin-token"),
 		adminUser:  env.String("USER", "usherctl"),
@@ -42,7 +42,7 @@ func (c *cli) jetStream(ctx context.Context) (*nats.Conn, jetstream.JetStream, e
 	if err != nil {
 		return nil, nil, err
 	}
-	nc, err := bus.Connect(s.natsURLs, "usherctl")
+	nc, err := bus.Connect(s.nats, "usherctl")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -60,7 +60,7 @@ func (c *cli) redisStore(ctx context.Context) (redis.UniversalClient, *waitqueue
 	if err != nil {
 		return nil, nil, err
 	}
-	rdb, err := waitqueue.Dial(s.redisURL, 8)
+	rdb, err := waitqueue.Dial(s.redis)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -68,5 +68,7 @@ func (c *cli) redisStore(ctx context.Context) (redis.UniversalClient, *waitqueue
 		rdb.Close()
 		return nil, nil, fmt.Errorf("redis: %w", err)
 	}
-	return rdb, waitqueue.New(rdb), nil
+	st := waitqueue.New(rdb)
+	st.SetTombstoneTTL(s.redis.Tombstones)
+	return rdb, st, nil
 }

@@ -38,7 +38,7 @@ type world struct {
 func newWorld(t testing.TB) *world {
 	t.Helper()
 	w := &world{t: t, natsURL: testenv.NATS(t)}
-	nc, js, err := bus.Open(context.Background(), []string{w.natsURL}, "usherctl-test", 1)
+	nc, js, err := bus.Open(context.Background(), bus.Settings{URLs: []string{w.natsURL}, Replicas: 1}, "usherctl-test")
 	if err != nil {
 		t.Fatal(err)
 	}

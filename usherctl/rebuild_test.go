@@ -35,7 +35,7 @@ func newLiveLine(t *testing.T) *liveLine {
 	t.Helper()
 	w := newWorld(t)
 	w.redisURL, _ = testenv.RedisServer(t) // private: this test flushes it
-	rdb, err := waitqueue.Dial(w.redisURL, 4)
+	rdb, err := waitqueue.DialURL(w.redisURL, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestTheExampleFollowsAdmissionsAndVerifiesTokens(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	url := testenv.NATS(t)
-	nc, js, err := bus.Open(ctx, []string{url}, "example-test", 1)
+	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{url}, Replicas: 1}, "example-test")
 	if err != nil {
 		t.Fatal(err)
 	}

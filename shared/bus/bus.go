@@ -26,20 +26,37 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"usher/shared/config"
 	"usher/shared/event"
 )
 
-// Connect dials any of the comma-separated NATS URLs (a cluster's seeds) and
-// keeps reconnecting forever.
-func Connect(urls []string, name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(strings.Join(urls, ","),
+// Settings say how a process reaches NATS.
+type Settings struct {
+	URLs []string // a server's or a cluster's seeds
+	// Replicas is the replica count of the streams and the KV bucket (1 on
+	// one server, 3 on a cluster).
+	Replicas int
+}
+
+// LoadSettings reads USHER_NATS_URL and USHER_STREAM_REPLICAS.
+func LoadSettings(env *config.Env) Settings {
+	return Settings{
+		URLs:     env.List("USHER_NATS_URL", "nats://127.0.0.1:4222"),
+		Replicas: env.Int("USHER_STREAM_REPLICAS", 1, 1),
+	}
+}
+
+// Connect dials any of the NATS URLs (a cluster's seeds) as name and keeps
+// reconnecting forever.
+func Connect(s Settings, name string) (*nats.Conn, error) {
+	nc, err := nats.Connect(strings.Join(s.URLs, ","),
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond),
 		nats.RetryOnFailedConnect(false),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("connect nats %v: %w", urls, err)
+		return nil, fmt.Errorf("connect nats %v: %w", s.URLs, err)
 	}
 	return nc, nil
 }
@@ -73,8 +90,8 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int) er
 
 // Open connects to NATS, declares the streams and returns the connection
 // and its JetStream context. The caller drains the connection.
-func Open(ctx context.Context, urls []string, name string, replicas int) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := Connect(urls, name)
+func Open(ctx context.Context, s Settings, name string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := Connect(s, name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -83,7 +100,7 @@ func Open(ctx context.Context, urls []string, name string, replicas int) (*nats.
 		nc.Close()
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
-	if err := EnsureStreams(ctx, js, replicas); err != nil {
+	if err := EnsureStreams(ctx, js, s.Replicas); err != nil {
 		nc.Close()
 		return nil, nil, err
 	}

@@ -32,7 +32,7 @@ func gauges(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // time: stored but undelivered, and delivered but unacknowledged.
 func TestLagCollectorReportsTheConsumerBacklog(t *testing.T) {
 	ctx := context.Background()
-	nc, err := Connect([]string{testenv.NATS(t)}, "lag-test")
+	nc, err := Connect(Settings{URLs: []string{testenv.NATS(t)}}, "lag-test")
 	if err != nil {
 		t.Fatal(err)
 	}

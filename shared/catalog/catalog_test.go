@@ -55,7 +55,7 @@ func withLimits(rl catalog.RateLimit) catalog.Config {
 func TestOldConfigurationsTakeNewDefaults(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	nc, js, err := bus.Open(ctx, []string{testenv.NATS(t)}, "catalog-test", 1)
+	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{testenv.NATS(t)}, Replicas: 1}, "catalog-test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestChangesReachEveryCatalog(t *testing.T) {
 	defer cancel()
 	url := testenv.NATS(t)
 	open := func() *catalog.Catalog {
-		nc, js, err := bus.Open(ctx, []string{url}, "catalog-test", 1)
+		nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{url}, Replicas: 1}, "catalog-test")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 func TestSharedState(t *testing.T) {
 	// Its own server: the key is global, other tests may mark it.
 	url, _ := testenv.RedisServer(t)
-	rdb, err := waitqueue.Dial(url, 4)
+	rdb, err := waitqueue.DialURL(url, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

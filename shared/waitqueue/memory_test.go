@@ -28,7 +28,7 @@ func BenchmarkShoppersLeaveRedisAtItsBaseline(b *testing.B) {
 		n = v
 	}
 	url, _ := testenv.RedisServer(b)
-	rdb, err := waitqueue.Dial(url, 8)
+	rdb, err := waitqueue.DialURL(url, 8)
 	if err != nil {
 		b.Fatal(err)
 	}

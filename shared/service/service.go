@@ -1,0 +1,154 @@
+// Package service is the start and the end every usher service shares: the
+// settings they all read alike, the logger, the broker with its streams,
+// the queue catalog, the Redis line, the one clock and the streams'
+// identities — connected in that order, run in the background under the
+// service's errgroup, and closed in reverse within the shutdown bound.
+//
+// A service's run reads its own settings beside Settings, calls Open, wires
+// its own pieces on Deps, starts Deps.Go and its own loops in one errgroup,
+// and defers Deps.Close: every service starts and stops the same way.
+package service
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"usher/shared/bus"
+	"usher/shared/catalog"
+	"usher/shared/clock"
+	"usher/shared/config"
+	"usher/shared/opshttp"
+	"usher/shared/waitqueue"
+)
+
+// Settings are what every service reads alike.
+type Settings struct {
+	NATS     bus.Settings
+	Redis    waitqueue.Settings
+	LogLevel string
+	// Shutdown bounds how long stopping may take (HTTP servers, draining
+	// the broker connection).
+	Shutdown time.Duration
+	// Local is the host's clock (shifted in fault tests); decisions follow
+	// Deps.Clock, Redis's.
+	Local func() time.Time
+}
+
+// Load reads the shared settings; redisPool is the service's default pool.
+func Load(env *config.Env, redisPool int) Settings {
+	return Settings{
+		NATS:     bus.LoadSettings(env),
+		Redis:    waitqueue.LoadSettings(env, redisPool),
+		LogLevel: env.String("USHER_LOG_LEVEL", "info"),
+		Shutdown: env.Duration("USHER_SHUTDOWN_TIMEOUT", 5*time.Second),
+		Local:    env.LocalClock(),
+	}
+}
+
+// Deps are what every service is connected to.
+type Deps struct {
+	Log     *slog.Logger
+	NC      *nats.Conn
+	JS      jetstream.JetStream
+	Queues  *catalog.Catalog
+	Redis   redis.UniversalClient
+	Line    *waitqueue.Store
+	Clock   *clock.Synced
+	Streams *bus.Identities
+
+	shutdown  time.Duration
+	stopWatch context.CancelFunc
+}
+
+// Open connects the service called name (it names its broker connection)
+// to NATS (declaring the streams), the catalog and Redis, syncs the clock
+// to Redis's and reads the streams' identities. On error, what was opened
+// is closed.
+func Open(ctx context.Context, s Settings, name string, stdout io.Writer) (d *Deps, err error) {
+	d = &Deps{shutdown: s.Shutdown}
+	defer func() {
+		if err != nil {
+			d.Close()
+			d = nil
+		}
+	}()
+	if d.Log, err = config.Logger(stdout, s.LogLevel); err != nil {
+		return d, err
+	}
+	if d.NC, d.JS, err = bus.Open(ctx, s.NATS, "usher-"+name); err != nil {
+		return d, err
+	}
+	// The catalog's watch lives until Close, not until ctx ends: the
+	// service's loops may still read the catalog while they wind down.
+	watchCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	d.stopWatch = stop
+	if d.Queues, err = catalog.Open(watchCtx, d.JS, s.NATS.Replicas); err != nil {
+		return d, err
+	}
+	if d.Redis, err = waitqueue.Connect(ctx, s.Redis); err != nil {
+		return d, err
+	}
+	d.Line = waitqueue.New(d.Redis)
+	d.Line.SetTombstoneTTL(s.Redis.Tombstones)
+	d.Clock = clock.New(d.Line, s.Local, d.Log)
+	if err = d.Clock.Sync(ctx); err != nil {
+		return d, fmt.Errorf("sync the clock to redis: %w", err)
+	}
+	if d.Streams, err = bus.NewIdentities(ctx, d.JS, d.Log); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+// Go runs what keeps Deps current — the catalog's watch, the clock's
+// sync, the streams' identities — in g until ctx ends.
+func (d *Deps) Go(ctx context.Context, g *errgroup.Group) {
+	g.Go(func() error { return d.Queues.Run(ctx) })
+	g.Go(func() error { return d.Clock.Run(ctx, time.Second) })
+	g.Go(func() error { return d.Streams.Run(ctx, time.Second) })
+}
+
+// Ready is the readiness check every service answers on /readyz: NATS and
+// Redis reachable, plus the service's own checks.
+func (d *Deps) Ready(more ...opshttp.Check) func(context.Context) error {
+	return opshttp.All(append([]opshttp.Check{opshttp.NATS(d.NC), opshttp.Redis(d.Redis)}, more...)...)
+}
+
+// Close stops the catalog's watch, drains the broker connection (waiting
+// at most the shutdown bound for it to close) and closes Redis. It is safe
+// on a partly opened Deps.
+func (d *Deps) Close() {
+	if d.stopWatch != nil {
+		d.stopWatch()
+	}
+	if d.NC != nil {
+		drain(d.NC, d.shutdown)
+	}
+	if d.Redis != nil {
+		d.Redis.Close()
+	}
+}
+
+// drain drains the NATS connection and waits (within timeout) until it has
+// closed, so no subscription goroutine outlives the service.
+func drain(nc *nats.Conn, timeout time.Duration) {
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return
+	}
+	select {
+	case <-closed:
+	case <-time.After(timeout):
+		nc.Close()
+	}
+}
