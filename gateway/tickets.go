@@ -13,19 +13,9 @@ import (
 	"usher/shared/catalog"
 	"usher/shared/event"
 	"usher/shared/problem"
+	"usher/shared/shopper"
 	"usher/shared/ticket"
-	"usher/shared/token"
 	"usher/shared/waitqueue"
-)
-
-// Statuses a shopper's client sees.
-const (
-	statusWaiting = "WAITING"
-	statusReady   = "READY"
-	statusExpired = "EXPIRED"
-	statusUsed    = "USED"
-	statusLeft    = "LEFT"
-	statusClosed  = "CLOSED"
 )
 
 // place is the body of join and poll answers.
@@ -232,57 +222,26 @@ func (a *api) leave(c *fiber.Ctx) error {
 	return c.SendStatus(fiber.StatusNoContent)
 }
 
-// answer writes a shopper's place. READY is only said once readyAt has
-// passed; until then an admitted shopper is first in line.
+// answer writes a shopper's place (see shopper.Of: the one view the
+// gateway and the notifier share).
 func (a *api) answer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, e waitqueue.Entry) error {
+	v, err := shopper.Of(e, cfg, t.User, a.now(), a.keys)
+	if err != nil {
+		return err
+	}
 	str := a.tickets.Issue(t)
-	p := place{Ticket: str, Queue: cfg.Name, Waiting: e.Waiting, Events: a.eventsURL(cfg.Name, str)}
-	now := a.now()
-	switch e.Status {
-	case waitqueue.Gone:
-		// Finished long enough ago that Redis forgot how.
-		p.Status = statusExpired
-		if cfg.State == catalog.StateClosed {
-			p.Status, p.Reason = statusClosed, closedReason(cfg)
-		}
-	case waitqueue.Unknown, waitqueue.Waiting:
-		p.Status = statusWaiting
-		p.Position = e.Position
-		if e.Status == waitqueue.Unknown {
-			// Joined, not yet seen by Redis: at the back of the line.
-			p.Position = e.Waiting + 1
-		}
-		if cfg.State == catalog.StateClosed {
-			p.Status, p.Position, p.Reason = statusClosed, 0, closedReason(cfg)
-			break
-		}
-		secs, known := waitqueue.ETA(p.Position, e.Rate)
-		if known {
-			p.ETASeconds = &secs
-		}
-		p.PollAfterMs = pollAfter(p.Position, secs, known, a.jitter()).Milliseconds()
-	case waitqueue.Admitted:
-		if now.Before(e.ReadyAt) {
-			p.Status, p.Position = statusWaiting, 1
-			var zero int64
-			p.ETASeconds = &zero
-			p.PollAfterMs = max(e.ReadyAt.Sub(now).Milliseconds(), 1)
-			break
-		}
-		tok, err := a.keys.Sign(token.Claims{ID: e.TokenID, Queue: cfg.Name, User: t.User, ReadyAt: e.ReadyAt, ExpiresAt: e.ExpiresAt})
-		if err != nil {
-			return err
-		}
-		p.Status, p.Token = statusReady, tok
-		p.ReadyAt, p.ExpiresAt = &e.ReadyAt, &e.ExpiresAt
-	case waitqueue.Expired:
-		p.Status = statusExpired
-	case waitqueue.Used:
-		p.Status = statusUsed
-	case waitqueue.Left:
-		p.Status = statusLeft
-	default:
-		return errors.New("unexpected entry status " + string(e.Status))
+	p := place{Ticket: str, Queue: cfg.Name, Status: string(v.Status), Position: v.Position, Waiting: v.Waiting,
+		Events: a.eventsURL(cfg.Name, str), Token: v.Token, Reason: v.Reason}
+	if v.ETAKnown {
+		p.ETASeconds = &v.ETA
+	}
+	switch {
+	case v.Admitted:
+		p.PollAfterMs = max(v.ReadyAt.Sub(a.now()).Milliseconds(), 1)
+	case v.Status == shopper.Waiting:
+		p.PollAfterMs = pollAfter(v.Position, v.ETA, v.ETAKnown, a.jitter()).Milliseconds()
+	case v.Status == shopper.Ready:
+		p.ReadyAt, p.ExpiresAt = &v.ReadyAt, &v.ExpiresAt
 	}
 	c.Set(fiber.HeaderLocation, "/v1/queues/"+cfg.Name+"/tickets/"+str)
 	c.Set(fiber.HeaderCacheControl, "no-store")
@@ -293,13 +252,4 @@ func (a *api) answer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Tick
 func (a *api) eventsURL(q, t string) string {
 	path := "/v1/queues/" + q + "/tickets/" + url.PathEscape(t) + "/events"
 	return a.notifierURL + path
-}
-
-// closedReason is what a shopper waiting in a closed queue is told: the
-// catalog's reason (sold_out when the SKU ran out), or just closed.
-func closedReason(cfg catalog.Config) string {
-	if cfg.ClosedReason != "" {
-		return cfg.ClosedReason
-	}
-	return "closed"
 }

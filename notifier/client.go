@@ -2,7 +2,6 @@ package main
 
 import (
 	"sync"
-	"time"
 
 	"usher/shared/waitqueue"
 )
@@ -12,12 +11,6 @@ type view struct {
 	position, waiting int64
 	eta               int64
 	etaKnown          bool
-}
-
-// admission is a client's entry token record.
-type admission struct {
-	tokenID            string
-	readyAt, expiresAt time.Time
 }
 
 // ending is a stream's last event: "expired", or "closed" with a reason.
@@ -36,8 +29,13 @@ type client struct {
 	rank int64 // 0-based rank when base was read
 	base int64 // the queue's admittedTotal at that read; -1: not read yet
 	view view
-	adm  *admission
-	end  ending
+	// adm is the client's admission as the line holds it (read from
+	// Redis, never taken from an event): the token is minted from it.
+	adm *waitqueue.Entry
+	// stale: an admission event named this client's entry; the stream
+	// reads the line afresh before it says anything more.
+	stale bool
+	end   ending
 }
 
 func newClient(q string, seq uint64) *client {
@@ -53,20 +51,41 @@ func (c *client) signal() {
 }
 
 // state is a copy of what the stream needs.
-func (c *client) state() (view, *admission, ending) {
+func (c *client) state() (view, *waitqueue.Entry, ending) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.view, c.adm, c.end
 }
 
-// admit records the client's admission (the first one wins: it is one token).
-func (c *client) admit(a admission) {
+// admit records the client's admission as the line holds it (the first
+// one wins: it is one token).
+func (c *client) admit(e waitqueue.Entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.adm == nil && c.end.event == "" {
-		c.adm = &a
+		c.adm = &e
 		c.signal()
 	}
+}
+
+// recheck asks the stream to read the line afresh: an event says
+// something changed, and only the line is believed.
+func (c *client) recheck() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.adm == nil && c.end.event == "" {
+		c.stale = true
+		c.signal()
+	}
+}
+
+// takeStale reports (and clears) whether the stream must read the line.
+func (c *client) takeStale() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.stale
+	c.stale = false
+	return st
 }
 
 // close ends a waiting client's stream with reason. An admitted shopper
@@ -146,7 +165,7 @@ func (c *client) apply(e waitqueue.Entry) {
 		}
 		c.mu.Unlock()
 	case waitqueue.Admitted:
-		c.admit(admission{tokenID: e.TokenID, readyAt: e.ReadyAt, expiresAt: e.ExpiresAt})
+		c.admit(e)
 	case waitqueue.Expired, waitqueue.Gone:
 		c.finish(ending{event: "expired"})
 	case waitqueue.Used:

@@ -8,6 +8,7 @@ import (
 
 	"usher/shared/catalog"
 	"usher/shared/event"
+	"usher/shared/shopper"
 	"usher/shared/waitqueue"
 )
 
@@ -136,10 +137,12 @@ func (h *hub) clientsOf(q string, seq uint64) []*client {
 	return nil
 }
 
-// onAdmitted hands an admission to the clients waiting for it.
+// onAdmitted wakes the clients of the admitted entry: each reads its
+// entry from the line and is READY from what the line holds. The event
+// itself mints nothing (see package shopper).
 func (h *hub) onAdmitted(a event.Admitted) {
 	for _, c := range h.clientsOf(a.Queue, a.Seq) {
-		c.admit(admission{tokenID: a.TokenID, readyAt: a.ReadyAt, expiresAt: a.ExpiresAt})
+		c.recheck()
 	}
 }
 
@@ -190,7 +193,7 @@ func (h *hub) refresh(ctx context.Context, q string) {
 
 	if cfg, ok := h.queues.Get(q); ok && cfg.State == catalog.StateClosed {
 		for _, c := range all {
-			c.close(closedReason(cfg))
+			c.close(shopper.ClosedReason(cfg))
 		}
 		return
 	}
@@ -231,12 +234,4 @@ func (h *hub) refresh(ctx context.Context, q string) {
 		}
 		c.apply(e)
 	}
-}
-
-// closedReason is why a closed queue closed, as the gateway says it.
-func closedReason(cfg catalog.Config) string {
-	if cfg.ClosedReason != "" {
-		return cfg.ClosedReason
-	}
-	return "closed"
 }

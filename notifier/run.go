@@ -34,6 +34,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	defer d.Close()
+	// Each admission event makes its clients read the line (one Poll
+	// each): batching coalesces a burst of them into pipelines.
+	d.Line.EnableBatching()
 	m := newMetrics()
 	h := newHub(d.Log, d.Line, d.Queues, d.Clock.Now, s.timing, m)
 	sub, err := d.NC.Subscribe(admissionsSubject, admissionHandler(d.Log, h))
@@ -65,6 +68,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	d.Log.Info("notifier listening", "addr", ln.Addr().String(), "nats", s.NATS.URLs)
 	g, ctx := errgroup.WithContext(ctx)
 	d.Go(ctx, g)
+	g.Go(func() error { return d.Line.RunBatches(ctx, 2) })
 	g.Go(func() error { return h.Run(ctx) })
 	g.Go(func() error { return opshttp.Serve(ctx, ln, mux, s.Shutdown) })
 	return g.Wait()

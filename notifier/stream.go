@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"usher/shared/catalog"
 	"usher/shared/problem"
+	"usher/shared/shopper"
 	"usher/shared/ticket"
 	"usher/shared/token"
 	"usher/shared/waitqueue"
@@ -141,7 +143,7 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	c.apply(e)
 	if cfg.State == catalog.StateClosed {
-		c.close(closedReason(cfg))
+		c.close(shopper.ClosedReason(cfg))
 	}
 
 	lastID, _ := parseLastEventID(r.Header.Get("Last-Event-ID"))
@@ -195,6 +197,15 @@ func (st *stream) run(ctx context.Context) error {
 		}
 	}()
 	for {
+		if st.c.takeStale() {
+			// An admission event named this entry: read what the line
+			// holds, the only thing a token is minted from.
+			e, err := st.line.Poll(ctx, st.c.queue, st.c.seq)
+			if err != nil {
+				return nil // the client reconnects and reads it afresh
+			}
+			st.c.apply(e)
+		}
 		done, err := st.push()
 		if done || err != nil {
 			return err
@@ -246,7 +257,7 @@ func (st *stream) push() (done bool, err error) {
 		} else {
 			var exp *time.Time
 			if adm != nil {
-				exp = &adm.expiresAt
+				exp = &adm.ExpiresAt
 			}
 			data, _ = json.Marshal(expiredData{ExpiresAt: exp})
 		}
@@ -257,9 +268,9 @@ func (st *stream) push() (done bool, err error) {
 			return false, nil
 		}
 		now := st.now()
-		if now.Before(adm.readyAt) {
+		if now.Before(adm.ReadyAt) {
 			if st.readyAt == nil {
-				st.readyAt = time.NewTimer(adm.readyAt.Sub(now))
+				st.readyAt = time.NewTimer(adm.ReadyAt.Sub(now))
 			}
 			v = view{position: 1, waiting: v.waiting, etaKnown: true}
 		} else {
@@ -278,21 +289,25 @@ func (st *stream) push() (done bool, err error) {
 	return false, st.send("position", data)
 }
 
-// ready signs the entry token exactly as the gateway does (Ed25519 is
-// deterministic: both hand out the same string) and sends it.
-func (st *stream) ready(a admission, now time.Time) error {
-	tok, err := st.keys.Sign(token.Claims{ID: a.tokenID, Queue: st.c.queue, User: st.user, ReadyAt: a.readyAt, ExpiresAt: a.expiresAt})
+// ready sends READY with the entry token, minted by shopper.Of from the
+// admission the line holds, exactly as the gateway's poll does.
+func (st *stream) ready(e waitqueue.Entry, now time.Time) error {
+	cfg, _ := st.queues.Get(st.c.queue)
+	v, err := shopper.Of(e, cfg, st.user, now, st.keys)
 	if err != nil {
 		return err
 	}
-	data, _ := json.Marshal(readyData{Token: tok, ReadyAt: a.readyAt.UTC(), ExpiresAt: a.expiresAt.UTC()})
+	if v.Status != shopper.Ready {
+		return fmt.Errorf("admission of %s/%d is %s at READY", st.c.queue, st.c.seq, v.Status)
+	}
+	data, _ := json.Marshal(readyData{Token: v.Token, ReadyAt: v.ReadyAt.UTC(), ExpiresAt: v.ExpiresAt.UTC()})
 	if err := st.send("ready", data); err != nil {
 		return err
 	}
 	st.readySent = true
-	st.metrics.readyLatency.Observe(st.now().Sub(a.readyAt).Seconds())
+	st.metrics.readyLatency.Observe(st.now().Sub(v.ReadyAt).Seconds())
 	// Stay until the token's life is over, to say whether it expired.
-	st.expiresAt = time.NewTimer(max(a.expiresAt.Sub(now), 0) + 100*time.Millisecond)
+	st.expiresAt = time.NewTimer(max(v.ExpiresAt.Sub(now), 0) + 100*time.Millisecond)
 	return nil
 }
 

@@ -452,3 +452,39 @@ func countReadies(hc *http.Client, url string, connected *atomic.Int64) (int, er
 		}
 	}
 }
+
+// Tokens come from the line only: an admission event for a shopper the
+// line has not admitted — forged by anyone who can publish on the broker —
+// makes no READY; the notifier reads the line and finds them waiting.
+func TestAForgedAdmissionEventMintsNoToken(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	honest := open(t, n.url(w.queue, w.join(1, "alice")), "")
+	mallory := open(t, n.url(w.queue, w.join(2, "mallory")), "")
+	honest.until("position", 5*time.Second)
+	mallory.until("position", 5*time.Second)
+	now := time.Now()
+	forged := event.Admitted{Queue: w.queue, User: "mallory", Seq: 2, TokenID: waitqueue.TokenID(w.queue, w.epoch, 2),
+		ReadyAt: now, ExpiresAt: now.Add(time.Hour)}
+	body, _ := event.Marshal(forged.TokenID, event.TypeAdmitted, "mallory", now, forged)
+	if _, err := w.js.Publish(context.Background(), event.AdmittedSubject(w.queue), body); err != nil {
+		t.Fatal(err)
+	}
+	// Alice's real admission comes after the forged event on the same
+	// subscription: once she is READY, the forged one has been handled.
+	w.admit(1, 10*time.Millisecond)
+	honest.until("ready", 10*time.Second)
+	for {
+		select {
+		case ev, ok := <-mallory.events:
+			if ok && ev.typ == "ready" {
+				t.Fatalf("a forged admission event made READY: %+v", ev)
+			}
+			if ok {
+				continue
+			}
+		case <-time.After(200 * time.Millisecond):
+		}
+		return
+	}
+}

@@ -1,0 +1,122 @@
+// Package shopper is what a shopper is told of their turn, computed in one
+// place for the gateway's polls and the notifier's event streams: the
+// status, the place in line and its estimate, and — once READY — the entry
+// token.
+//
+// The entry token is minted here and only here, from the admission record
+// the line holds in Redis (token id, readyAt, expiresAt): never from an
+// event, a request or anything a client or another service sent. Whoever
+// can publish on the broker cannot make a token appear; at worst they wake
+// a notifier, which then reads the line and finds nothing to hand out.
+package shopper
+
+import (
+	"fmt"
+	"time"
+
+	"usher/shared/catalog"
+	"usher/shared/token"
+	"usher/shared/waitqueue"
+)
+
+// Status is what a shopper's client sees.
+type Status string
+
+// The statuses of the API (poll answers, the page, SSE).
+const (
+	Waiting Status = "WAITING" // in line (or admitted, READY at ReadyAt)
+	Ready   Status = "READY"   // admitted: the token orders
+	Expired Status = "EXPIRED" // the token ran out unused
+	Used    Status = "USED"    // the token became an order
+	Left    Status = "LEFT"    // the shopper left
+	Closed  Status = "CLOSED"  // the queue closed (Reason says why)
+)
+
+// View is one shopper's turn at one moment.
+type View struct {
+	Status   Status
+	Position int64 // 1-based place while Waiting; 0 otherwise
+	Waiting  int64 // how many wait in the queue
+	// ETA is the estimated wait in seconds, when ETAKnown (the queue has
+	// admitted someone: see waitqueue.ETA).
+	ETA      int64
+	ETAKnown bool
+	// Admitted: admitted and Waiting until ReadyAt (first in line).
+	Admitted bool
+	// Token, ReadyAt and ExpiresAt are set when Ready (ReadyAt also while
+	// Admitted).
+	Token              string
+	ReadyAt, ExpiresAt time.Time
+	Reason             string // Closed: why (closed, sold_out, …)
+}
+
+// Signer mints entry tokens.
+type Signer interface {
+	Sign(c token.Claims) (string, error)
+}
+
+// Of is the view of entry e (as the line holds it) of queue cfg, for user,
+// at now. READY is only said once readyAt has passed: until then an
+// admitted shopper is first in line.
+func Of(e waitqueue.Entry, cfg catalog.Config, user string, now time.Time, keys Signer) (View, error) {
+	v := View{Waiting: e.Waiting}
+	closed := cfg.State == catalog.StateClosed
+	switch e.Status {
+	case waitqueue.Gone:
+		// Finished long enough ago that Redis forgot how.
+		v.Status = Expired
+		if closed {
+			v.Status, v.Reason = Closed, ClosedReason(cfg)
+		}
+	case waitqueue.Unknown, waitqueue.Waiting:
+		if closed {
+			v.Status, v.Reason = Closed, ClosedReason(cfg)
+			break
+		}
+		v.Status, v.Position = Waiting, e.Position
+		if e.Status == waitqueue.Unknown {
+			// Joined, not yet applied to the line: at the back.
+			v.Position = e.Waiting + 1
+		}
+		v.ETA, v.ETAKnown = waitqueue.ETA(v.Position, e.Rate)
+	case waitqueue.Admitted:
+		if now.Before(e.ReadyAt) {
+			v.Status, v.Position, v.ETA, v.ETAKnown = Waiting, 1, 0, true
+			v.Admitted, v.ReadyAt = true, e.ReadyAt
+			break
+		}
+		tok, err := Token(e, cfg.Name, user, keys)
+		if err != nil {
+			return v, err
+		}
+		v.Status, v.Token, v.ReadyAt, v.ExpiresAt = Ready, tok, e.ReadyAt, e.ExpiresAt
+	case waitqueue.Expired:
+		v.Status = Expired
+	case waitqueue.Used:
+		v.Status = Used
+	case waitqueue.Left:
+		v.Status = Left
+	default:
+		return v, fmt.Errorf("unexpected entry status %q", e.Status)
+	}
+	return v, nil
+}
+
+// Token is the entry token of an admitted entry of queue q, for user:
+// Ed25519 is deterministic, so every process and every read of the same
+// admission hands out the same string, and nothing needs to store it.
+func Token(e waitqueue.Entry, q, user string, keys Signer) (string, error) {
+	if e.Status != waitqueue.Admitted || e.TokenID == "" {
+		return "", fmt.Errorf("entry %d is %s: no token to mint", e.Seq, e.Status)
+	}
+	return keys.Sign(token.Claims{ID: e.TokenID, Queue: q, User: user, ReadyAt: e.ReadyAt, ExpiresAt: e.ExpiresAt})
+}
+
+// ClosedReason is what a shopper in a closed queue is told: the catalog's
+// reason (sold_out when the SKU ran out), or just closed.
+func ClosedReason(cfg catalog.Config) string {
+	if cfg.ClosedReason != "" {
+		return cfg.ClosedReason
+	}
+	return "closed"
+}

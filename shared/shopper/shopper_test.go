@@ -1,0 +1,71 @@
+package shopper_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"usher/shared/catalog"
+	"usher/shared/shopper"
+	"usher/shared/token"
+	"usher/shared/waitqueue"
+)
+
+func TestOfSaysWhatTheLineHolds(t *testing.T) {
+	keys, err := token.LoadKeyring(filepath.Join(t.TempDir(), "k"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(1_800_000_000_000)
+	open, closed := catalog.Defaults("q"), catalog.Defaults("q")
+	closed.State, closed.ClosedReason = catalog.StateClosed, catalog.ReasonSoldOut
+	admitted := waitqueue.Entry{Seq: 7, Status: waitqueue.Admitted, Waiting: 3, TokenID: "q:e1:7",
+		ReadyAt: now.Add(-time.Second), ExpiresAt: now.Add(time.Minute)}
+	early := admitted
+	early.ReadyAt = now.Add(time.Second)
+	tests := []struct {
+		name string
+		e    waitqueue.Entry
+		cfg  catalog.Config
+		want shopper.View
+	}{
+		{"waiting, the rate measured", waitqueue.Entry{Status: waitqueue.Waiting, Position: 4, Waiting: 9, Rate: 2}, open,
+			shopper.View{Status: shopper.Waiting, Position: 4, Waiting: 9, ETA: 2, ETAKnown: true}},
+		{"waiting, nobody admitted yet: no promise", waitqueue.Entry{Status: waitqueue.Waiting, Position: 4, Waiting: 9}, open,
+			shopper.View{Status: shopper.Waiting, Position: 4, Waiting: 9}},
+		{"joined, not applied yet: at the back", waitqueue.Entry{Status: waitqueue.Unknown, Waiting: 9}, open,
+			shopper.View{Status: shopper.Waiting, Position: 10, Waiting: 9}},
+		{"waiting in a closed queue", waitqueue.Entry{Status: waitqueue.Waiting, Position: 4, Waiting: 9}, closed,
+			shopper.View{Status: shopper.Closed, Waiting: 9, Reason: "sold_out"}},
+		{"admitted, before readyAt: first in line", early, open,
+			shopper.View{Status: shopper.Waiting, Position: 1, Waiting: 3, ETAKnown: true, Admitted: true, ReadyAt: early.ReadyAt}},
+		{"expired", waitqueue.Entry{Status: waitqueue.Expired}, open, shopper.View{Status: shopper.Expired}},
+		{"used", waitqueue.Entry{Status: waitqueue.Used}, open, shopper.View{Status: shopper.Used}},
+		{"left", waitqueue.Entry{Status: waitqueue.Left}, open, shopper.View{Status: shopper.Left}},
+		{"forgotten", waitqueue.Entry{Status: waitqueue.Gone}, open, shopper.View{Status: shopper.Expired}},
+		{"forgotten in a closed queue", waitqueue.Entry{Status: waitqueue.Gone}, closed, shopper.View{Status: shopper.Closed, Reason: "sold_out"}},
+	}
+	for _, tt := range tests {
+		got, err := shopper.Of(tt.e, tt.cfg, "alice", now, keys)
+		if err != nil || got != tt.want {
+			t.Errorf("%s: Of = %+v, %v; want %+v", tt.name, got, err, tt.want)
+		}
+	}
+
+	// READY: the token is the admission's, whichever process reads it.
+	v, err := shopper.Of(admitted, closed, "alice", now, keys) // an admitted shopper keeps their token
+	if err != nil || v.Status != shopper.Ready || v.Token == "" || !v.ReadyAt.Equal(admitted.ReadyAt) || !v.ExpiresAt.Equal(admitted.ExpiresAt) {
+		t.Fatalf("Of(admitted) = %+v, %v; want READY with the admission's token", v, err)
+	}
+	again, _ := shopper.Of(admitted, open, "alice", now.Add(time.Second), keys)
+	if again.Token != v.Token {
+		t.Error("two reads of one admission minted two tokens")
+	}
+	c, err := keys.Verify(v.Token, now)
+	if err != nil || c.ID != admitted.TokenID || c.User != "alice" || c.Queue != "q" {
+		t.Errorf("token claims = %+v, %v", c, err)
+	}
+	if _, err := shopper.Token(waitqueue.Entry{Status: waitqueue.Waiting}, "q", "alice", keys); err == nil {
+		t.Error("Token minted for an entry that is not admitted")
+	}
+}
