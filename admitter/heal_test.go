@@ -54,9 +54,12 @@ func TestALineWipedUnderTheAdmitterHealsItself(t *testing.T) {
 		seqs = append(seqs, w.join(fmt.Sprintf("u%d", i)))
 	}
 
-	testenv.Eventually(t, 10*time.Second, func() bool {
+	testenv.Eventually(t, 10*time.Second, func() error {
 		st, err := w.line.Stats(context.Background(), w.queue)
-		return err == nil && st.Active == 5 && st.Waiting == 10
+		if err == nil && (st.Active != 5 || st.Waiting != 10) {
+			err = fmt.Errorf("%d active, %d waiting", st.Active, st.Waiting)
+		}
+		return err
 	}, "the line back: 5 slots held, 10 waiting")
 	for _, s := range seqs[:12] {
 		e, err := w.line.Poll(context.Background(), w.queue, s)

@@ -110,12 +110,16 @@ func addr(t *testing.T) string {
 func waitReady(t *testing.T, within time.Duration, bases ...string) {
 	t.Helper()
 	for _, u := range bases {
-		testenv.Eventually(t, within, func() bool {
+		testenv.Eventually(t, within, func() error {
 			res, err := http.Get(u + "/readyz")
-			if err == nil {
-				res.Body.Close()
+			if err != nil {
+				return err
 			}
-			return err == nil && res.StatusCode == 200
+			res.Body.Close()
+			if res.StatusCode != 200 {
+				return fmt.Errorf("readyz %d", res.StatusCode)
+			}
+			return nil
 		}, "%s not ready", u)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -203,14 +204,40 @@ func Name(t testing.TB) string {
 }
 
 // Eventually polls cond until it holds or the deadline passes: tests wait
-// for asynchronous effects this way, never by sleeping and hoping.
-func Eventually(t testing.TB, within time.Duration, cond func() bool, format string, args ...any) {
+// for asynchronous effects this way, never by sleeping and hoping. cond is
+// a func() bool, or a func() error that says why it does not hold yet — the
+// last such error is in the failure message, so a test that times out says
+// what it was waiting on.
+func Eventually[C func() bool | func() error](t testing.TB, within time.Duration, cond C, format string, args ...any) {
 	t.Helper()
+	check := func() error {
+		switch c := any(cond).(type) {
+		case func() bool:
+			if c() {
+				return nil
+			}
+			return errNotYet
+		case func() error:
+			return c()
+		}
+		return nil
+	}
 	deadline := time.Now().Add(within)
-	for !cond() {
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %v: "+format, append([]any{within}, args...)...)
+			msg := fmt.Sprintf("after %v: "+format, append([]any{within}, args...)...)
+			if err != errNotYet {
+				msg += ": last: " + err.Error()
+			}
+			t.Fatal(msg)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// errNotYet is a func() bool condition's "no".
+var errNotYet = errors.New("not yet")
