@@ -303,13 +303,23 @@ func checkSlots(ev *evidence) checkResult {
 			}
 		}
 	}
+	// A leave frees its slot no later than the shopper heard 204, and the
+	// gateway stores the leave event before it frees the slot: the earlier
+	// of the two keeps the reconstruction a lower bound.
 	leftAt := map[qseq]time.Time{}
+	earliest := func(k qseq, t time.Time) {
+		if cur, ok := leftAt[k]; !ok || t.Before(cur) {
+			leftAt[k] = t
+		}
+	}
 	for _, r := range ev.Journal {
 		if r.Kind == recLeave && r.Code == 204 {
-			k := qseq{r.Queue, r.Seq}
-			if t, ok := leftAt[k]; !ok || r.T.Before(t) {
-				leftAt[k] = r.T
-			}
+			earliest(qseq{r.Queue, r.Seq}, r.T)
+		}
+	}
+	for q, ls := range ev.Leaves {
+		for _, l := range ls {
+			earliest(qseq{q, l.Seq}, l.Stored)
 		}
 	}
 	for _, q := range ev.Queues {
