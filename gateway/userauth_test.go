@@ -1,0 +1,153 @@
+package main
+
+import (
+	"encoding/base64"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"usher/shared/config"
+)
+
+var userSecret = []byte(strings.Repeat("s", 32))
+
+func userJWT(t testing.TB, method jwt.SigningMethod, key any, kid string, claims jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(method, claims)
+	if kid != "" {
+		tok.Header["kid"] = kid
+	}
+	s, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (h *harness) joinAs(tok string) response {
+	h.t.Helper()
+	return h.do("POST", "/v1/queues/"+h.queue+"/tickets", "", map[string]string{headerUserToken: tok})
+}
+
+func TestUserJWTHS256(t *testing.T) {
+	h := newHarness(t)
+	now := time.Now()
+	h.api.users = newJWTAuth([]string{"HS256"}, hs256Key(userSecret), "https://shop.example", "usher", func() time.Time { return now })
+	good := jwt.MapClaims{"sub": "alice", "iss": "https://shop.example", "aud": "usher", "exp": now.Add(time.Hour).Unix()}
+	with := func(k string, v any) jwt.MapClaims {
+		c := jwt.MapClaims{}
+		for k, v := range good {
+			c[k] = v
+		}
+		if v == nil {
+			delete(c, k)
+		} else {
+			c[k] = v
+		}
+		return c
+	}
+	sign := func(c jwt.MapClaims) string { return userJWT(t, jwt.SigningMethodHS256, userSecret, "", c) }
+	valid := sign(good)
+	parts := strings.Split(valid, ".")
+	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + parts[1] + "."
+	tests := []struct {
+		name   string
+		header string
+		want   int
+	}{
+		{"valid", valid, 202},
+		{"valid with the Bearer scheme", "bearer " + valid, 200},
+		{"missing", "", 401},
+		{"garbage", "a.b.c", 401},
+		{"alg none", none, 401},
+		{"signed with another secret", userJWT(t, jwt.SigningMethodHS256, []byte(strings.Repeat("x", 32)), "", good), 401},
+		{"HS512 with the right secret", userJWT(t, jwt.SigningMethodHS512, userSecret, "", good), 401},
+		{"tampered claims", parts[0] + "." + base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"mallory","exp":9999999999}`)) + "." + parts[2], 401},
+		{"expired", sign(with("exp", now.Add(-time.Minute).Unix())), 401},
+		{"expired within the leeway", sign(with("exp", now.Add(-time.Second).Unix())), 200},
+		{"not yet valid", sign(with("nbf", now.Add(time.Hour).Unix())), 401},
+		{"without an expiry", sign(with("exp", nil)), 401},
+		{"another issuer", sign(with("iss", "https://evil.example")), 401},
+		{"another audience", sign(with("aud", "someone-else")), 401},
+		{"a sub that is no user id", sign(with("sub", "alice smith")), 401},
+		{"a sub too long", sign(with("sub", strings.Repeat("a", 65))), 401},
+		{"without a sub", sign(with("sub", nil)), 401},
+		{"oversized", valid + strings.Repeat("A", maxUserTokenLen), 401},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := h.joinAs(tt.header)
+			if r.status != tt.want || (tt.want >= 400 && !isProblem(r)) {
+				t.Fatalf("join with %s = %d %s, want %d", tt.name, r.status, r.raw, tt.want)
+			}
+			if tt.want < 400 {
+				tk, err := h.api.tickets.Parse(r.str("ticket"))
+				if err != nil || tk.User != "alice" {
+					t.Fatalf("ticket = %+v, %v; want alice's", tk, err)
+				}
+			}
+		})
+	}
+	// X-User-Id means nothing once user JWTs are on.
+	if r := h.join("alice"); r.status != 401 {
+		t.Errorf("join with X-User-Id only = %d, want 401", r.status)
+	}
+}
+func TestUserAuthSettings(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		ok   bool
+	}{
+		{"the default trusts X-User-Id", nil, true},
+		{"hs256 without a secret", map[string]string{"USHER_USER_AUTH": "jwt-hs256"}, false},
+		{"hs256 with a secret file", map[string]string{"USHER_USER_AUTH": "jwt-hs256", "USHER_USER_JWT_SECRET_FILE": "/run/secrets/user-jwt"}, true},
+		{"jwks without a URL", map[string]string{"USHER_USER_AUTH": "jwt-jwks"}, false},
+		{"jwks with a file URL", map[string]string{"USHER_USER_AUTH": "jwt-jwks", "USHER_USER_JWKS_URL": "file:///etc/keys"}, false},
+		{"jwks with a URL", map[string]string{"USHER_USER_AUTH": "jwt-jwks", "USHER_USER_JWKS_URL": "https://shop.example/.well-known/jwks.json"}, true},
+		{"an unknown mode", map[string]string{"USHER_USER_AUTH": "basic"}, false},
+		{"a client IP header without proxies", map[string]string{"USHER_CLIENT_IP_HEADER": "X-Forwarded-For"}, false},
+		{"proxies and a header", map[string]string{"USHER_TRUSTED_PROXIES": "10.0.0.0/8, 173.245.48.0/20", "USHER_CLIENT_IP_HEADER": "CF-Connecting-IP"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := config.New(func(k string) string { return tt.env[k] })
+			loadProtectSettings(env)
+			if err := env.Err(); (err == nil) != tt.ok {
+				t.Fatalf("settings error = %v, want ok %v", err, tt.ok)
+			}
+		})
+	}
+}
+
+// A short secret is refused at start, not used.
+func TestUserJWTSecretTooShort(t *testing.T) {
+	s := userAuthSettings{mode: authJWTHS256, secretFile: "x", secretLoader: func(string) ([]byte, error) { return []byte("short\n"), nil }}
+	if _, _, err := newUserAuth(s, time.Now, slog.Default()); err == nil {
+		t.Fatal("newUserAuth with a 5-byte secret = nil error")
+	}
+}
+
+// No header a client sends makes user authentication panic or answer
+// anything but a user or a 401.
+func FuzzUserToken(f *testing.F) {
+	h := newHarness(f)
+	now := time.Now()
+	h.api.users = newJWTAuth([]string{"HS256"}, hs256Key(userSecret), "", "", func() time.Time { return now })
+	f.Add(userJWT(f, jwt.SigningMethodHS256, userSecret, "", jwt.MapClaims{"sub": "alice", "exp": now.Add(time.Hour).Unix()}))
+	f.Add("Bearer eyJhbGciOiJub25lIn0.e30.")
+	f.Add("bearer ")
+	f.Fuzz(func(t *testing.T, tok string) {
+		if !validHeaderValue(tok) {
+			return
+		}
+		h := h.with(t)
+		r := h.joinAs(tok)
+		if r.status != 202 && r.status != 200 && !(r.status == 401 && isProblem(r)) {
+			t.Fatalf("join with %q = %d %s, want a place or a 401 problem", tok, r.status, r.raw)
+		}
+	})
+}
