@@ -117,7 +117,16 @@ func Stop() {
 // function, for tests that kill or flush their own server.
 func RedisServer(t testing.TB) (url string, stop func()) {
 	t.Helper()
-	url, cmd, err := startRedis()
+	return RedisServerWith(t)
+}
+
+// RedisServerWith starts a fresh redis-server with extra command-line
+// arguments (say --aclfile, or TLS ports and files) and returns its URL and
+// a stop function. The server counts as up once it answers, even if only
+// to refuse an unauthenticated client.
+func RedisServerWith(t testing.TB, args ...string) (url string, stop func()) {
+	t.Helper()
+	url, cmd, err := startRedis(args...)
 	if err != nil {
 		t.Fatalf("redis: %v", err)
 	}
@@ -126,7 +135,7 @@ func RedisServer(t testing.TB) (url string, stop func()) {
 	return url, stop
 }
 
-func startRedis() (string, *exec.Cmd, error) {
+func startRedis(extra ...string) (string, *exec.Cmd, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return "", nil, fmt.Errorf("redis-server not found (the Makefile installs it: make deps): %w", err)
@@ -139,8 +148,9 @@ func startRedis() (string, *exec.Cmd, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--loglevel", "warning")
+	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--loglevel", "warning"}, extra...)
+	cmd := exec.Command(bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", nil, err
@@ -163,13 +173,18 @@ func startRedis() (string, *exec.Cmd, error) {
 	defer rdb.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if err := rdb.Ping(context.Background()).Err(); err == nil {
+		if err := rdb.Ping(context.Background()).Err(); err == nil || isAuthError(err) {
 			return url, cmd, nil
 		} else if time.Now().After(deadline) {
 			return "", nil, fmt.Errorf("redis-server on %d: not answering: %w", port, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// isAuthError reports a server that answers but wants credentials.
+func isAuthError(err error) bool {
+	return strings.HasPrefix(err.Error(), "NOAUTH") || strings.HasPrefix(err.Error(), "WRONGPASS")
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.

@@ -2,8 +2,14 @@ package waitqueue
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -14,10 +20,16 @@ import (
 )
 
 // Settings say how a process reaches Redis and keeps its line.
+//
+// With no user, password or TLS setting a process connects as it always
+// did: as Redis's default user, in plain text (what the fault suite and a
+// laptop's Redis expect). In production each service connects as its own
+// ACL user (see redis-users.acl at the repository's root), over TLS when
+// the network is not the host's own.
 type Settings struct {
 	// URL is a redis:// or rediss:// URL (or a bare host:port) of one
 	// server, or a comma-separated list of host:port seeds of a Redis
-	// Cluster.
+	// Cluster (each may carry redis:// or rediss://).
 	URL  string
 	Pool int
 	// AddrMap maps Redis Cluster node addresses to the ones this process
@@ -28,48 +40,235 @@ type Settings struct {
 	AddrMap map[string]string
 	// Tombstones is how long finished entries stay (USHER_TOMBSTONE_TTL).
 	Tombstones time.Duration
+	// User is the ACL user every connection authenticates as
+	// (USHER_REDIS_USER); empty: Redis's default user.
+	User string
+	// Password authenticates User (USHER_REDIS_PASSWORD_FILE, or
+	// USHER_REDIS_PASSWORD). It never appears in logs or errors.
+	Password Password
+	// TLS holds the PEM files of a TLS connection (USHER_REDIS_TLS_CA,
+	// USHER_REDIS_TLS_CERT, USHER_REDIS_TLS_KEY). Any of them, or a
+	// rediss:// URL, turns TLS on; without a CA the host's roots verify the
+	// server.
+	TLS TLSFiles
 }
 
+// TLSFiles are the PEM files of a TLS connection to Redis.
+type TLSFiles struct {
+	// CA verifies the server's certificate (empty: the host's roots).
+	CA string
+	// Cert and Key are the client's certificate and key, for a Redis that
+	// requires them (tls-auth-clients yes); both or neither.
+	Cert, Key string
+}
+
+func (f TLSFiles) set() bool { return f.CA != "" || f.Cert != "" || f.Key != "" }
+
+// Password is a Redis password, read from a file on every new connection
+// (so a rotated file takes effect without a restart) or given as a value.
+// Its String, GoString, LogValue and JSON forms are "[redacted]": printing
+// Settings never shows it.
+type Password struct {
+	file  string
+	value string
+}
+
+// PasswordFile is the password held in the file at path.
+func PasswordFile(path string) Password { return Password{file: path} }
+
+// PasswordValue is the password v.
+func PasswordValue(v string) Password { return Password{value: v} }
+
+// IsSet reports whether there is a password.
+func (p Password) IsSet() bool { return p.file != "" || p.value != "" }
+
+// Reveal returns the password: the file's contents without the trailing
+// line break, or the value. An empty or unreadable file is an error that
+// names the file, never its contents.
+func (p Password) Reveal() (string, error) {
+	if p.file == "" {
+		return p.value, nil
+	}
+	b, err := os.ReadFile(p.file)
+	if err != nil {
+		return "", fmt.Errorf("redis password file: %w", err)
+	}
+	pw := strings.TrimRight(string(b), "\r\n")
+	if pw == "" {
+		return "", fmt.Errorf("redis password file %s: empty", p.file)
+	}
+	return pw, nil
+}
+
+const redacted = "[redacted]"
+
+func (Password) String() string               { return redacted }
+func (Password) GoString() string             { return redacted }
+func (Password) LogValue() slog.Value         { return slog.StringValue(redacted) }
+func (Password) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+
 // LoadSettings reads the Redis settings; pool is the service's default
-// pool size.
+// pool size. A password file and the TLS files are read once here, so a
+// missing or unreadable one is reported with every other problem.
 func LoadSettings(env *config.Env, pool int) Settings {
 	s := Settings{
 		URL:        env.String("USHER_REDIS_URL", "redis://127.0.0.1:6379/0"),
 		Pool:       env.Int("USHER_REDIS_POOL", pool, 1),
 		Tombstones: env.Duration("USHER_TOMBSTONE_TTL", keyspace.TombstoneTTL),
+		User:       env.String("USHER_REDIS_USER", ""),
+		TLS: TLSFiles{
+			CA:   env.String("USHER_REDIS_TLS_CA", ""),
+			Cert: env.String("USHER_REDIS_TLS_CERT", ""),
+			Key:  env.String("USHER_REDIS_TLS_KEY", ""),
+		},
 	}
 	if spec := env.String("USHER_REDIS_ADDR_MAP", ""); spec != "" {
 		m, err := parseAddrMap(spec)
 		env.Check(err)
 		s.AddrMap = m
 	}
+	file, value := env.String("USHER_REDIS_PASSWORD_FILE", ""), env.String("USHER_REDIS_PASSWORD", "")
+	switch {
+	case file != "" && value != "":
+		env.Check(errors.New("USHER_REDIS_PASSWORD_FILE and USHER_REDIS_PASSWORD are both set: set one"))
+	case file != "":
+		s.Password = PasswordFile(file)
+		if _, err := s.Password.Reveal(); err != nil {
+			env.Check(fmt.Errorf("USHER_REDIS_PASSWORD_FILE: %w", err))
+		}
+	case value != "":
+		s.Password = PasswordValue(value)
+	}
+	env.Check(s.check())
 	return s
 }
 
-// Dial connects to Redis (see Settings.URL).
+// check lists what is wrong with the authentication and TLS settings.
+func (s Settings) check() error {
+	var errs []error
+	if s.User != "" && !s.Password.IsSet() {
+		errs = append(errs, fmt.Errorf("USHER_REDIS_USER=%q needs USHER_REDIS_PASSWORD_FILE (or USHER_REDIS_PASSWORD)", s.User))
+	}
+	if (s.User != "" || s.Password.IsSet()) && urlHasCredentials(s.URL) {
+		errs = append(errs, errors.New("USHER_REDIS_URL carries credentials and USHER_REDIS_USER or USHER_REDIS_PASSWORD(_FILE) is set: set them in one place"))
+	}
+	if (s.TLS.Cert == "") != (s.TLS.Key == "") {
+		errs = append(errs, errors.New("USHER_REDIS_TLS_CERT and USHER_REDIS_TLS_KEY go together: set both or neither"))
+	} else if s.TLS.set() {
+		if _, err := s.TLS.config(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// config builds the TLS configuration of the files.
+func (f TLSFiles) config() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.CA != "" {
+		pem, err := os.ReadFile(f.CA)
+		if err != nil {
+			return nil, fmt.Errorf("USHER_REDIS_TLS_CA: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("USHER_REDIS_TLS_CA %s: no PEM certificate in it", f.CA)
+		}
+	}
+	if f.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+		if err != nil {
+			return nil, fmt.Errorf("USHER_REDIS_TLS_CERT/USHER_REDIS_TLS_KEY: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// urlHasCredentials reports whether a single server's URL names a user or
+// a password.
+func urlHasCredentials(u string) bool {
+	if strings.Contains(u, ",") || !strings.Contains(u, "://") {
+		return false
+	}
+	p, err := url.Parse(u)
+	return err == nil && p.User != nil
+}
+
+// Dial connects to Redis (see Settings): as User with Password when they
+// are set, over TLS when the URL is rediss:// or TLS files are set, to one
+// server or to a Redis Cluster alike.
 func Dial(s Settings) (redis.UniversalClient, error) {
+	var tlsConfig *tls.Config
+	if s.TLS.set() {
+		cfg, err := s.TLS.config()
+		if err != nil {
+			return nil, err
+		}
+		tlsConfig = cfg
+	}
+	creds := s.credentials()
 	if strings.Contains(s.URL, ",") {
 		var addrs []string
 		for _, a := range strings.Split(s.URL, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				addrs = append(addrs, strings.TrimPrefix(a, "redis://"))
+			a = strings.TrimSpace(a)
+			if rest, ok := strings.CutPrefix(a, "rediss://"); ok {
+				a = rest
+				if tlsConfig == nil {
+					tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+				}
+			}
+			if a = strings.TrimPrefix(a, "redis://"); a != "" {
+				addrs = append(addrs, a)
 			}
 		}
 		if len(addrs) == 0 {
 			return nil, fmt.Errorf("redis address %q: empty", s.URL)
 		}
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: s.Pool, Dialer: mapDialer(s.AddrMap)}), nil
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: addrs, PoolSize: s.Pool,
+			// The dialer does the TLS handshake itself, naming each
+			// node by its own address.
+			Dialer:                     mapDialer(s.AddrMap, tlsConfig),
+			CredentialsProviderContext: creds,
+		}), nil
 	}
-	url := s.URL
-	if !strings.Contains(url, "://") {
-		url = "redis://" + url
+	u := s.URL
+	if !strings.Contains(u, "://") {
+		u = "redis://" + u
 	}
-	opt, err := redis.ParseURL(url)
+	opt, err := redis.ParseURL(u)
 	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
+		var ue *url.Error // it quotes the whole URL, password and all
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("redis url %s: %w", redact(u), err)
 	}
 	opt.PoolSize = s.Pool
+	if tlsConfig != nil {
+		if opt.TLSConfig != nil {
+			tlsConfig.ServerName = opt.TLSConfig.ServerName
+		}
+		opt.TLSConfig = tlsConfig
+	}
+	if creds != nil {
+		opt.CredentialsProviderContext = creds
+	}
 	return redis.NewClient(opt), nil
+}
+
+// credentials is the provider of User and Password, asked on every new
+// connection (nil: none set; a URL's own credentials apply).
+func (s Settings) credentials() func(context.Context) (string, string, error) {
+	if !s.Password.IsSet() {
+		return nil
+	}
+	user, pw := s.User, s.Password
+	return func(context.Context) (string, string, error) {
+		p, err := pw.Reveal()
+		return user, p, err
+	}
 }
 
 // DialURL connects to the Redis at url with a pool of pool connections.
@@ -79,7 +278,8 @@ func DialURL(url string, pool int) (redis.UniversalClient, error) {
 
 // Connect dials Redis (see Dial) and waits until it answers PING — a Redis
 // that is still loading its data set at start-up answers LOADING — for at
-// most 30 seconds or until ctx ends.
+// most 30 seconds or until ctx ends. Refused credentials end the wait at
+// once: they will not get better by waiting.
 func Connect(ctx context.Context, s Settings) (redis.UniversalClient, error) {
 	rdb, err := Dial(s)
 	if err != nil {
@@ -92,6 +292,10 @@ func Connect(ctx context.Context, s Settings) (redis.UniversalClient, error) {
 		if err == nil {
 			return rdb, nil
 		}
+		if refused(err) {
+			rdb.Close()
+			return nil, fmt.Errorf("redis %s refused user %q (USHER_REDIS_USER, USHER_REDIS_PASSWORD_FILE, USHER_REDIS_TLS_*): %w", redact(s.URL), userName(s.User), err)
+		}
 		select {
 		case <-ctx.Done():
 			rdb.Close()
@@ -101,17 +305,57 @@ func Connect(ctx context.Context, s Settings) (redis.UniversalClient, error) {
 	}
 }
 
-// mapDialer dials the address m maps addr to (nil: go-redis's own dialer).
-func mapDialer(m map[string]string) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	if len(m) == 0 {
+// refused reports whether err is Redis turning the credentials down, or
+// either side of a TLS handshake refusing the other's certificate.
+func refused(err error) bool {
+	var cv *tls.CertificateVerificationError
+	if errors.As(err, &cv) {
+		return true
+	}
+	msg := err.Error()
+	for _, p := range []string{"WRONGPASS", "NOAUTH", "NOPERM", "remote error: tls:"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func userName(u string) string {
+	if u == "" {
+		return "default"
+	}
+	return u
+}
+
+// mapDialer dials the address m maps addr to, with TLS when tlsConfig is
+// set, verifying the server as the node's own address (not the mapped
+// one: a proxy in between is not who the certificate names); nil when
+// there is neither: go-redis's own dialer.
+func mapDialer(m map[string]string, tlsConfig *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if len(m) == 0 && tlsConfig == nil {
 		return nil
 	}
 	var d net.Dialer
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if to, ok := m[addr]; ok {
-			addr = to
+		to := addr
+		if mapped, ok := m[addr]; ok {
+			to = mapped
 		}
-		return d.DialContext(ctx, network, addr)
+		conn, err := d.DialContext(ctx, network, to)
+		if err != nil || tlsConfig == nil {
+			return conn, err
+		}
+		cfg := tlsConfig.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return tc, nil
 	}
 }
 
@@ -137,7 +381,7 @@ func parseAddrMap(spec string) (map[string]string, error) {
 
 // redact hides a password in a Redis URL before it is shown.
 func redact(u string) string {
-	if i := strings.Index(u, "@"); i >= 0 {
+	if i := strings.LastIndex(u, "@"); i >= 0 {
 		if j := strings.Index(u, "://"); j >= 0 && j < i {
 			return u[:j+3] + "***" + u[i:]
 		}
