@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -14,12 +15,15 @@ import (
 	"usher/shared/catalog"
 	"usher/shared/event"
 	"usher/shared/keyspace"
+	"usher/shared/orders"
 	"usher/shared/waitqueue"
 )
 
-// queueLister is the part of the catalog the admitter reads.
+// queueLister is the part of the catalog the admitter reads, and the one
+// write it makes: closing a sold-out queue.
 type queueLister interface {
 	List() []catalog.Config
+	Update(ctx context.Context, name string, change func(*catalog.Config) bool) (before, after catalog.Config, err error)
 }
 
 // asyncPublisher is the part of JetStream the admitter publishes with.
@@ -45,6 +49,11 @@ type heads interface {
 	StreamID(stream string) string
 }
 
+// stockReader reads the SKUs' stock from the store (PostgreSQL).
+type stockReader interface {
+	Stocks(ctx context.Context, skus []string) ([]orders.Stock, error)
+}
+
 // hooks let tests stop the admitter at its crash points.
 type hooks struct {
 	afterAdmit   func(q string) error // after the script, before publishing
@@ -61,6 +70,7 @@ type admitter struct {
 	events    asyncPublisher
 	streams   heads
 	breaker   breakerState // nil: never paused by the payment breaker
+	stock     stockReader  // nil: the line's stock comes from the order path alone
 	now       func() time.Time
 	rand      *rand.Rand
 	randMu    sync.Mutex
@@ -149,6 +159,9 @@ func (a *admitter) loop(ctx context.Context, q string, kick func()) error {
 			if err := a.dropIfClosedLong(ctx, cfg); err != nil && ctx.Err() == nil {
 				log.Warn("closed queue cleanup", "err", err)
 			}
+			if err := a.refreshStock(ctx, cfg); err != nil && ctx.Err() == nil {
+				log.Warn("read the stock", "err", err)
+			}
 		}
 		timer.Reset(next)
 	}
@@ -177,7 +190,7 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 	if err := a.announce(ctx, cfg.Name); err != nil {
 		return tickLen, err
 	}
-	admissions, orders, err := a.streams.Heads(ctx, cfg.Name)
+	admissions, ordersHead, err := a.streams.Heads(ctx, cfg.Name)
 	if err != nil {
 		return tickLen, err
 	}
@@ -206,10 +219,14 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 		Paused:          paused,
 		Offset:          offset,
 		Admissions:      admissions,
-		Orders:          orders,
+		Orders:          ordersHead,
+		StockAware:      cfg.StockAwareness(),
 	})
 	if err != nil {
 		return tickLen, err
+	}
+	if res.Stock == waitqueue.StockSoldOut && cfg.State != catalog.StateClosed {
+		a.closeSoldOut(ctx, cfg.Name)
 	}
 	if res.Early {
 		// Another admitter ran this tick; come back when the next is due.
@@ -311,4 +328,54 @@ func (a *admitter) dropIfClosedLong(ctx context.Context, cfg catalog.Config) err
 		a.log.Info("closed queue's line removed from Redis", "queue", cfg.Name, "keys", n, "closedSince", since)
 	}
 	return err
+}
+
+// refreshStock copies the stock of the queue's SKUs from the store into
+// the line every second. The order path reports every change as it makes
+// it; this covers what it cannot (a Redis that lost its copy, an operator's
+// change in the database) — versions keep an older figure from winning.
+func (a *admitter) refreshStock(ctx context.Context, cfg catalog.Config) error {
+	skus := cfg.Products()
+	if a.stock == nil || !cfg.StockAwareness() || len(skus) == 0 {
+		return nil
+	}
+	st, err := a.stock.Stocks(ctx, skus)
+	if err != nil {
+		return err
+	}
+	levels := make([]waitqueue.StockLevel, len(st))
+	for i, s := range st {
+		levels[i] = waitqueue.StockLevel{SKU: s.SKU, Available: s.Available, Version: s.Version}
+	}
+	return a.line.SetStock(ctx, cfg.Name, true, levels...)
+}
+
+// closeSoldOut closes a queue whose stock is gone — nothing left, held by
+// a shopper or pending — so waiting shoppers hear sold_out at once and new
+// joins get 410. The close is a compare-and-set on the stored
+// configuration: an operator's concurrent change is never overwritten, and
+// a queue an operator closed or reopened meanwhile is left as they left it.
+func (a *admitter) closeSoldOut(ctx context.Context, q string) {
+	prev, now, err := a.queues.Update(ctx, q, func(c *catalog.Config) bool {
+		if c.State == catalog.StateClosed {
+			return false
+		}
+		c.State, c.ClosedReason = catalog.StateClosed, catalog.ReasonSoldOut
+		return true
+	})
+	switch {
+	case errors.Is(err, catalog.ErrUnchanged):
+		return
+	case err != nil:
+		a.log.Error("close a sold-out queue", "queue", q, "err", err)
+		return
+	}
+	a.log.Info("queue sold out and closed", "queue", q, "skus", now.Products())
+	id, body, err := event.NewConfigChanged(q, "admitter (sold out)", now, &prev, a.now())
+	if err == nil {
+		_, err = a.js.Publish(ctx, event.ConfigChangedSubject, body, jetstream.WithMsgID(id))
+	}
+	if err != nil {
+		a.log.Error("sold-out close not recorded on the ops stream", "queue", q, "err", err)
+	}
 }

@@ -10,6 +10,9 @@ import (
 type settings struct {
 	service.Settings
 	addr string
+	// databaseURL is where the admitter reads the SKUs' stock (SELECT on
+	// stock only).
+	databaseURL string
 	// orderHold is how long a requested order holds its slot: the gateway's
 	// setting of the same name; a line healed from the orders stream holds
 	// it as long.
@@ -18,9 +21,10 @@ type settings struct {
 
 func loadSettings(env *config.Env) (settings, error) {
 	s := settings{
-		Settings:  service.Load(env, 32),
-		addr:      env.String("USHER_ADMITTER_ADDR", "127.0.0.1:8082"),
-		orderHold: env.Duration("USHER_ORDER_HOLD", 6*time.Minute+30*time.Second),
+		Settings:    service.Load(env, 32),
+		addr:        env.String("USHER_ADMITTER_ADDR", "127.0.0.1:8082"),
+		databaseURL: env.String("USHER_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/usher?sslmode=disable"),
+		orderHold:   env.Duration("USHER_ORDER_HOLD", 6*time.Minute+30*time.Second),
 	}
 	return s, env.Err()
 }

@@ -373,6 +373,9 @@ func decodeOrder(log *slog.Logger, epoch func() string, m jetstream.Msg) waitque
 		OrderID     string    `json:"orderId"`
 		User        string    `json:"user"`
 		RequestedAt time.Time `json:"requestedAt"`
+		SKU         string    `json:"sku"`
+		Quantity    int       `json:"quantity"`
+		Status      string    `json:"status"`
 	}
 	env, err := event.Unmarshal(m.Data(), event.TypeOrderRequested, &o)
 	final := false
@@ -391,8 +394,9 @@ func decodeOrder(log *slog.Logger, epoch func() string, m jetstream.Msg) waitque
 	if o.RequestedAt.IsZero() {
 		o.RequestedAt = env.Time
 	}
-	return waitqueue.OrderEvent{StreamSeq: seq, Final: final, Entry: entry, TokenID: o.TokenID, OrderID: o.OrderID,
-		User: o.User, RequestedAt: o.RequestedAt}
+	return waitqueue.OrderEvent{StreamSeq: seq, Final: final, Paid: final && env.Type == event.TypeOrderCompleted,
+		Entry: entry, TokenID: o.TokenID, OrderID: o.OrderID, User: o.User, RequestedAt: o.RequestedAt,
+		SKU: o.SKU, Quantity: o.Quantity}
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -15,6 +15,7 @@ import (
 	"usher/shared/config"
 	"usher/shared/event"
 	"usher/shared/opshttp"
+	"usher/shared/orders"
 	"usher/shared/paybreaker"
 	"usher/shared/service"
 )
@@ -39,10 +40,18 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if err := d.JS.DeleteConsumer(ctx, event.StreamEntries, "admitter"); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		d.Log.Warn("remove the old ingest consumer", "err", err)
 	}
+	// The stock of the queues' SKUs, read every second; the pool connects
+	// on first use, so the admitter starts (and admits, for queues that
+	// sell nothing) without the database.
+	db, err := orders.Open(s.databaseURL, orders.Options{MaxConns: 2})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
 	m := newMetrics()
 	adm := &admitter{
 		log: d.Log, queues: d.Queues, line: d.Line, js: d.JS, events: d.JS,
-		streams: &streamHeads{Identities: d.Streams, js: d.JS}, breaker: paybreaker.New(d.Redis),
+		streams: &streamHeads{Identities: d.Streams, js: d.JS}, breaker: paybreaker.New(d.Redis), stock: db,
 		now: d.Clock.Now, rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x61646d)),
 		orderHold: s.orderHold, hooks: h, metrics: m,
 	}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"usher/shared/catalog"
 	"usher/shared/event"
@@ -78,15 +80,18 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 }
 
 func (a *api) publishConfigChange(c *fiber.Ctx, prev, cfg catalog.Config) {
-	by := c.Get("X-Admin-User", "admin")
-	change := event.ConfigChanged{Queue: cfg.Name, By: by, Config: cfg}
+	a.audit(c.UserContext(), c.Get("X-Admin-User", "admin"), prev, cfg)
+}
+
+// audit records a change of a queue's configuration on the ops stream.
+func (a *api) audit(ctx context.Context, by string, prev, cfg catalog.Config) {
+	var previous any
 	if prev.Name != "" {
-		change.Previous = &prev
+		previous = &prev
 	}
-	id := "config/" + cfg.Name + "/" + strconv.FormatInt(a.now().UnixNano(), 10)
-	body, err := event.Marshal(id, event.TypeConfigChanged, cfg.Name, a.now(), change)
+	id, body, err := event.NewConfigChanged(cfg.Name, by, cfg, previous, a.now())
 	if err == nil {
-		_, err = a.events.Publish(c.UserContext(), event.ConfigChangedSubject, body)
+		_, err = a.events.Publish(ctx, event.ConfigChangedSubject, body, jetstream.WithMsgID(id))
 	}
 	if err != nil {
 		// The change itself is stored; only its audit record is missing.

@@ -33,6 +33,7 @@ type queueCatalog interface {
 	Get(name string) (catalog.Config, bool)
 	List() []catalog.Config
 	Put(ctx context.Context, cfg catalog.Config) (bool, error)
+	Update(ctx context.Context, name string, change func(*catalog.Config) bool) (before, after catalog.Config, err error)
 }
 
 // api holds the gateway's dependencies; its methods are the handlers.
@@ -57,9 +58,9 @@ type api struct {
 	// orderHold is how long a requested order holds its admission slot:
 	// the order's deadline and a margin for its last payment try.
 	orderHold time.Duration
-	pageCSS     string // a shop's stylesheet for the waiting-room page
-	now         func() time.Time
-	ready       func(context.Context) error
+	pageCSS   string // a shop's stylesheet for the waiting-room page
+	now       func() time.Time
+	ready     func(context.Context) error
 
 	randMu sync.Mutex
 	rand   *rand.Rand

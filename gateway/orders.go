@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 	"io"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,7 +31,7 @@ type orderRecords interface {
 
 // stockSetter sets a SKU's available stock (admin only; PostgreSQL).
 type stockSetter interface {
-	SetStock(ctx context.Context, sku string, available int64) error
+	SetStock(ctx context.Context, sku string, available int64) (orders.Stock, error)
 }
 
 // orderBody is the body of POST /v1/orders.
@@ -126,9 +126,13 @@ func (a *api) entryToken(c *fiber.Ctx, user string) (token.Claims, catalog.Confi
 // claim takes the token for the order at this moment, on the line's clock:
 // the order is judged at its request, whatever backlog follows. It returns
 // when the token was claimed (the order's request time).
-func (a *api) claim(ctx context.Context, claims token.Claims, orderID string) (time.Time, error) {
+func (a *api) claim(ctx context.Context, cfg catalog.Config, claims token.Claims, o waitqueue.Order) (time.Time, error) {
 	q, _, seq, _ := waitqueue.ParseTokenID(claims.ID)
-	cl, err := a.line.Claim(ctx, q, seq, claims.ID, orderID, a.orderHold)
+	o.TokenID, o.User = claims.ID, claims.User
+	if len(cfg.Products()) > 0 {
+		o.MaxPerUser = cfg.UserLimit()
+	}
+	cl, err := a.line.Claim(ctx, q, seq, o, a.orderHold)
 	if err != nil {
 		return time.Time{}, unavailable(err, "the order could not be recorded; retry with the same token")
 	}
@@ -145,6 +149,9 @@ func (a *api) claim(ctx context.Context, claims token.Claims, orderID string) (t
 		return cl.At, problem.New(fiber.StatusConflict, "token-left", "the shopper left the line with this token; it can no longer order")
 	case waitqueue.RedeemConflict:
 		return cl.At, problem.New(fiber.StatusConflict, "order-conflict", "this entry token was already used for another order")
+	case waitqueue.RedeemLimit:
+		return cl.At, problem.New(fiber.StatusForbidden, "already-purchased",
+			"this order would take the user past "+strconv.Itoa(cfg.UserLimit())+" unit(s) in this queue, the most one user may buy")
 	default:
 		// Valid signature, but the line holds no admission for it: Redis
 		// lost it and is healing from the streams (seconds), or the token
@@ -175,8 +182,8 @@ func (a *api) placeOrder(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if cfg.SKU == "" || sku != cfg.SKU {
-		return problem.New(fiber.StatusUnprocessableEntity, "wrong-sku", "this entry token orders "+strconv.Quote(cfg.SKU)+" only")
+	if !cfg.Sells(sku) {
+		return problem.New(fiber.StatusUnprocessableEntity, "wrong-sku", "this entry token orders "+strings.Join(cfg.Products(), ", ")+" only")
 	}
 	if quantity > cfg.OrderLimit() {
 		return problem.New(fiber.StatusUnprocessableEntity, "too-many", "an order in this queue takes at most "+strconv.Itoa(cfg.OrderLimit())+" unit(s)")
@@ -195,7 +202,7 @@ func (a *api) placeOrder(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderCacheControl, "no-store")
 		return c.Status(fiber.StatusOK).JSON(viewOfRecord(rec))
 	}
-	requestedAt, err := a.claim(ctx, claims, id)
+	requestedAt, err := a.claim(ctx, cfg, claims, waitqueue.Order{ID: id, SKU: sku, Quantity: quantity})
 	if err != nil {
 		return err
 	}
@@ -270,10 +277,49 @@ func (a *api) putStock(c *fiber.Ctx) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return problem.New(fiber.StatusBadRequest, "invalid-body", "unexpected data after the JSON object")
 	}
-	if err := a.stock.SetStock(c.UserContext(), sku, *body.Available); err != nil {
+	ctx := c.UserContext()
+	st, err := a.stock.SetStock(ctx, sku, *body.Available)
+	if err != nil {
 		return unavailable(fmt.Errorf("set stock %s: %w", sku, err), "the stock could not be stored; retry")
 	}
-	return c.JSON(fiber.Map{"sku": sku, "available": *body.Available})
+	reopened := a.restocked(ctx, c.Get("X-Admin-User", "admin"), st)
+	return c.JSON(fiber.Map{"sku": sku, "available": st.Available, "reopened": reopened})
+}
+
+// restocked tells every queue that sells the SKU its new stock at once (the
+// admitters would read it within a second anyway) and reopens those that
+// closed because it had sold out: their line is as they left it, the
+// shoppers who waited are admitted first. It returns the queues reopened.
+func (a *api) restocked(ctx context.Context, by string, st orders.Stock) []string {
+	reopened := []string{}
+	for _, cfg := range a.queues.List() {
+		if !cfg.Sells(st.SKU) {
+			continue
+		}
+		if err := a.line.SetStock(ctx, cfg.Name, false, waitqueue.StockLevel{SKU: st.SKU, Available: st.Available, Version: st.Version}); err != nil {
+			a.log.Warn("stock not mirrored to the line; the admitter will", "queue", cfg.Name, "sku", st.SKU, "err", err)
+		}
+		if st.Available <= 0 || cfg.State != catalog.StateClosed || cfg.ClosedReason != catalog.ReasonSoldOut {
+			continue
+		}
+		prev, now, err := a.queues.Update(ctx, cfg.Name, func(c *catalog.Config) bool {
+			if c.State != catalog.StateClosed || c.ClosedReason != catalog.ReasonSoldOut {
+				return false // an operator changed it meanwhile: theirs stands
+			}
+			c.State, c.ClosedReason = catalog.StateOpen, ""
+			return true
+		})
+		if err != nil {
+			if !errors.Is(err, catalog.ErrUnchanged) {
+				a.log.Error("reopen after restock", "queue", cfg.Name, "err", err)
+			}
+			continue
+		}
+		a.audit(ctx, by+" (restock of "+st.SKU+")", prev, now)
+		a.log.Info("queue reopened: its SKU is back in stock", "queue", cfg.Name, "sku", st.SKU, "available", st.Available)
+		reopened = append(reopened, cfg.Name)
+	}
+	return reopened
 }
 
 // migratedStock sets stock on a store whose schema it brings up to date
@@ -285,12 +331,12 @@ type migratedStock struct {
 	done  bool
 }
 
-func (m *migratedStock) SetStock(ctx context.Context, sku string, available int64) error {
+func (m *migratedStock) SetStock(ctx context.Context, sku string, available int64) (orders.Stock, error) {
 	m.mu.Lock()
 	if !m.done {
 		if err := m.store.Migrate(ctx); err != nil {
 			m.mu.Unlock()
-			return err
+			return orders.Stock{}, err
 		}
 		m.done = true
 	}

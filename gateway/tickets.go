@@ -32,6 +32,10 @@ type place struct {
 	ReadyAt     *time.Time `json:"readyAt,omitempty"`
 	ExpiresAt   *time.Time `json:"expiresAt,omitempty"`
 	Reason      string     `json:"reason,omitempty"`
+	// Stock is available, held or sold_out while waiting in a queue that
+	// follows its stock; SKUs lists its SKUs with units left.
+	Stock string   `json:"stock,omitempty"`
+	SKUs  []string `json:"skusAvailable,omitempty"`
 }
 
 // validUser reports whether id is an acceptable user id (X-User-Id or a
@@ -81,16 +85,21 @@ func (a *api) join(c *fiber.Ctx) error {
 	}
 	ctx := c.UserContext()
 	epoch := a.epoch()
-	prev, st, found, err := a.line.Lookup(ctx, cfg.Name, user)
+	cur, err := a.line.Lookup(ctx, cfg.Name, user)
 	if err != nil {
 		return lineDown(err)
 	}
-	if found && st.Live() {
+	prev := cur.Seq
+	if cur.Found && cur.Status.Live() {
 		e, err := a.line.Poll(ctx, cfg.Name, prev)
 		if err != nil {
 			return lineDown(err)
 		}
 		return a.answer(c, fiber.StatusOK, cfg, ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: e.Seq}, e)
+	}
+	if limit := cfg.UserLimit(); len(cfg.Products()) > 0 && cur.Bought >= limit {
+		return problem.New(fiber.StatusForbidden, "already-purchased",
+			"this user bought "+strconv.Itoa(cur.Bought)+" unit(s) in this queue, the most one user may")
 	}
 	// The id names this user's attempt after their previous entry, so two
 	// concurrent joins (a double click) dedupe to one place in line.
@@ -231,7 +240,7 @@ func (a *api) answer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Tick
 	}
 	str := a.tickets.Issue(t)
 	p := place{Ticket: str, Queue: cfg.Name, Status: string(v.Status), Position: v.Position, Waiting: v.Waiting,
-		Events: a.eventsURL(cfg.Name, str), Token: v.Token, Reason: v.Reason}
+		Events: a.eventsURL(cfg.Name, str), Token: v.Token, Reason: v.Reason, Stock: v.Stock, SKUs: v.SKUs}
 	if v.ETAKnown {
 		p.ETASeconds = &v.ETA
 	}

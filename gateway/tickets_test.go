@@ -82,7 +82,8 @@ func TestReadyOnlyOnceReadyAtHasPassed(t *testing.T) {
 	h := newHarness(t)
 	tk := h.join("alice").str("ticket")
 	h.admit()
-	seq, _, _, _ := h.line.Lookup(context.Background(), h.queue, "alice")
+	cur, _ := h.line.Lookup(context.Background(), h.queue, "alice")
+	seq := cur.Seq
 	e, _ := h.line.Poll(context.Background(), h.queue, seq)
 	// The gateway's clock a moment before readyAt, then a moment after.
 	h.api.now = func() time.Time { return e.ReadyAt.Add(-time.Millisecond) }

@@ -73,7 +73,7 @@ func BenchmarkOrderTransactions(b *testing.B) {
 				b.Fatal(err)
 			}
 			sku := fmt.Sprintf("hot-%d-%d", workers, time.Now().UnixNano())
-			if err := db.SetStock(ctx, sku, 1<<40); err != nil {
+			if _, err := db.SetStock(ctx, sku, 1<<40); err != nil {
 				b.Fatal(err)
 			}
 			// Warm the pool so connection set-up is not measured as hold.

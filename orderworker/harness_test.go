@@ -149,7 +149,7 @@ func newWorld(t testing.TB, cfg catalog.Config, stock int64, latencyMs int) *wor
 	if _, err := w.queues.Put(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.db.SetStock(ctx, cfg.SKU, stock); err != nil {
+	if _, err := w.db.SetStock(ctx, cfg.SKU, stock); err != nil {
 		t.Fatal(err)
 	}
 	return w
@@ -217,7 +217,7 @@ func (w *world) request(tokenID string, msgID string) string {
 	w.t.Helper()
 	_, _, seq, _ := waitqueue.ParseTokenID(tokenID)
 	id := orders.ID(tokenID)
-	cl, err := w.line.Claim(context.Background(), w.queue, seq, tokenID, id, 6*time.Minute)
+	cl, err := w.line.Claim(context.Background(), w.queue, seq, waitqueue.Order{ID: id, TokenID: tokenID, User: fmt.Sprintf("user-%d", seq), SKU: w.sku(), Quantity: 1}, 6*time.Minute)
 	if err != nil || cl.Outcome != waitqueue.Redeemed {
 		w.t.Fatalf("Claim(%s) = %+v, %v", tokenID, cl, err)
 	}

@@ -35,13 +35,13 @@ type recordWriter interface {
 type slots interface {
 	Redeem(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (waitqueue.Redemption, error)
 	Release(ctx context.Context, q string, seq uint64, orderID string) (bool, error)
+	Placed(ctx context.Context, q string, seq uint64, orderID string, l waitqueue.StockLevel) error
+	SetStock(ctx context.Context, q string, only bool, levels ...waitqueue.StockLevel) error
 }
 
-// queueCatalog is the part of the catalog the worker reads and writes (to
-// close a sold-out queue).
+// queueCatalog is the part of the catalog the worker reads.
 type queueCatalog interface {
 	Get(name string) (catalog.Config, bool)
-	Put(ctx context.Context, cfg catalog.Config) (bool, error)
 }
 
 // publisher is the part of JetStream the worker publishes with.
@@ -187,8 +187,24 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 		if err := w.hooks.call(w.hooks.afterRedeem, o.ID); err != nil {
 			return err
 		}
+		if cfg, ok := w.queues.Get(q); ok && len(cfg.Products()) > 0 {
+			o.MaxPerUser = cfg.UserLimit()
+		}
 		if o, err = w.store.Place(ctx, o); err != nil {
 			return err
+		}
+		// The store took the order's units (or said why not): the line
+		// holds them no more, and learns the stock they left.
+		if o.StockVersion > 0 {
+			level := waitqueue.StockLevel{SKU: o.SKU, Available: o.Available, Version: o.StockVersion}
+			if o.Status == orders.Pending {
+				err = w.line.Placed(ctx, q, seq, o.ID, level)
+			} else {
+				err = w.line.SetStock(ctx, q, false, level)
+			}
+			if err != nil {
+				return err
+			}
 		}
 		if err := w.hooks.call(w.hooks.afterPlace, o.ID); err != nil {
 			return err
@@ -353,8 +369,9 @@ func (w *worker) later(o orders.Order) (orders.Order, error) {
 	return o, retryLater{w.wait}
 }
 
-// finish closes the loop on a final order: the Redis record, the event,
-// the sold-out close, and last the admission slot. Every step is
+// finish closes the loop on a final order: the Redis record, the stock a
+// failure gave back, the event, and last the admission slot (the admitter
+// sees what is left and closes a sold-out queue). Every step is
 // idempotent, so a redelivery after a crash anywhere here repeats them
 // harmlessly.
 func (w *worker) finish(ctx context.Context, o orders.Order, seq uint64) error {
@@ -375,8 +392,9 @@ func (w *worker) finish(ctx context.Context, o orders.Order, seq uint64) error {
 	if _, err := w.events.Publish(ctx, subj, body, jetstream.WithMsgID(id)); err != nil {
 		return fmt.Errorf("publish %s: %w", typ, err)
 	}
-	if o.Available == 0 || o.Reason == orders.ReasonSoldOut {
-		if err := w.closeSoldOut(ctx, o.Queue); err != nil {
+	if o.Status == orders.Failed && o.StockVersion > 0 {
+		l := waitqueue.StockLevel{SKU: o.SKU, Available: o.Available, Version: o.StockVersion}
+		if err := w.line.SetStock(ctx, o.Queue, false, l); err != nil {
 			return err
 		}
 	}
@@ -396,19 +414,4 @@ func (w *worker) finish(ctx context.Context, o orders.Order, seq uint64) error {
 
 func (w *worker) putRecord(ctx context.Context, o orders.Order) error {
 	return w.records.Put(ctx, orders.RecordOf(o))
-}
-
-// closeSoldOut closes the queue whose SKU ran out: waiting shoppers are
-// told CLOSED (sold_out) and new joins get 410.
-func (w *worker) closeSoldOut(ctx context.Context, q string) error {
-	cfg, ok := w.queues.Get(q)
-	if !ok || cfg.State == catalog.StateClosed {
-		return nil
-	}
-	cfg.State, cfg.ClosedReason = catalog.StateClosed, catalog.ReasonSoldOut
-	if _, err := w.queues.Put(ctx, cfg); err != nil {
-		return err
-	}
-	w.log.Info("queue sold out and closed", "queue", q, "sku", cfg.SKU)
-	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -98,7 +99,7 @@ func TestQueueCommandsChangeOnlyWhatTheyName(t *testing.T) {
 			t.Fatalf("usherctl %v: %v", s.args, err)
 		}
 		s.change(&want)
-		if got := api.queues["drop"]; got != want {
+		if got := api.queues["drop"]; !reflect.DeepEqual(got, want) {
 			t.Fatalf("after usherctl %v: config %+v, want %+v", s.args, got, want)
 		}
 	}

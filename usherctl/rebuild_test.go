@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -108,7 +109,8 @@ func (l *liveLine) state() state {
 		s.entries[seq] = e
 	}
 	for u := range l.users {
-		seq, st, ok, err := l.store.Lookup(ctx, l.q, u)
+		c, err := l.store.Lookup(ctx, l.q, u)
+		seq, st, ok := c.Seq, c.Status, c.Found
 		if err != nil {
 			l.t.Fatal(err)
 		}
@@ -190,7 +192,7 @@ func TestRebuildRestoresEveryShopperToTheSamePlace(t *testing.T) {
 	}
 	got := l.state()
 	for _, seq := range l.seqs {
-		if got.entries[seq] != want.entries[seq] {
+		if !reflect.DeepEqual(got.entries[seq], want.entries[seq]) {
 			t.Errorf("seq %d after rebuild = %+v, want %+v", seq, got.entries[seq], want.entries[seq])
 		}
 	}
@@ -236,7 +238,7 @@ func TestRebuildRefusesAnIntactQueueAndIsIdempotentWhenForced(t *testing.T) {
 	}
 	got := l.state()
 	for _, seq := range l.seqs {
-		if got.entries[seq] != want.entries[seq] {
+		if !reflect.DeepEqual(got.entries[seq], want.entries[seq]) {
 			t.Errorf("seq %d after forced rebuild = %+v, want %+v (untouched)", seq, got.entries[seq], want.entries[seq])
 		}
 	}
@@ -263,7 +265,7 @@ func TestAJoinDuringTheRebuildIsNotLost(t *testing.T) {
 	got := l.state()
 	for seq, w := range want.entries {
 		w.Waiting++ // the late joiner is waiting too
-		if got.entries[seq] != w {
+		if !reflect.DeepEqual(got.entries[seq], w) {
 			t.Errorf("seq %d after rebuild = %+v, want %+v", seq, got.entries[seq], w)
 		}
 	}

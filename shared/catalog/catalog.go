@@ -41,11 +41,21 @@ type Config struct {
 	// ran out); waiting shoppers see it.
 	ClosedReason string `json:"closedReason,omitempty"`
 	// SKU is the product the queue sells: an entry token of this queue
-	// orders this SKU only.
-	SKU string `json:"sku,omitempty"`
+	// orders this SKU only. SKUs, when set, replaces it: the variants the
+	// queue sells (sizes of one sneaker), an order names one of them.
+	SKU  string   `json:"sku,omitempty"`
+	SKUs []string `json:"skus,omitempty"`
 	// MaxQuantity is the most units one order may take (0, as in
 	// configurations stored before it existed, means 1).
 	MaxQuantity int `json:"maxQuantity"`
+	// MaxPerUser bounds a user's units across all orders of the queue's
+	// SKUs (0: MaxQuantity). A user who reached it is refused at join.
+	MaxPerUser int `json:"maxPerUser,omitempty"`
+	// StockAware (default true for a queue that sells something) admits
+	// only against units that could still be sold, holds the line while
+	// the last units are with shoppers ahead, and closes it as sold_out
+	// the moment nothing is left. false turns that off (a comparison run).
+	StockAware *bool `json:"stockAware,omitempty"`
 	// RateLimit refuses bots and refresh storms with 429 before they
 	// reach the line.
 	RateLimit RateLimit `json:"rateLimit"`
@@ -83,6 +93,41 @@ const maxRate = 1_000_000
 
 // OrderLimit is the most units one order may take.
 func (c Config) OrderLimit() int { return max(c.MaxQuantity, 1) }
+
+// UserLimit is the most units of the queue's SKUs one user may buy.
+func (c Config) UserLimit() int {
+	if c.MaxPerUser > 0 {
+		return c.MaxPerUser
+	}
+	return c.OrderLimit()
+}
+
+// Products is the SKUs the queue sells (SKUs, or the one SKU).
+func (c Config) Products() []string {
+	if len(c.SKUs) > 0 {
+		return c.SKUs
+	}
+	if c.SKU != "" {
+		return []string{c.SKU}
+	}
+	return nil
+}
+
+// Sells reports whether sku is one of the queue's.
+func (c Config) Sells(sku string) bool {
+	for _, s := range c.Products() {
+		if s == sku {
+			return true
+		}
+	}
+	return false
+}
+
+// StockAwareness reports whether admission follows the stock: on unless
+// turned off, for a queue that sells something.
+func (c Config) StockAwareness() bool {
+	return len(c.Products()) > 0 && (c.StockAware == nil || *c.StockAware)
+}
 
 // Defaults returns the seeds' defaults: half of a 40-connection pool active,
 // no per-tick cap, 100 ms ticks, five-minute tokens, open, one unit per
@@ -134,6 +179,20 @@ func (c Config) Validate() []FieldError {
 	if c.State != StateOpen && c.State != StatePaused && c.State != StateClosed {
 		add("state", "must be open, paused or closed")
 	}
+	if len(c.SKUs) > 100 {
+		add("skus", "must list at most 100 SKUs")
+	}
+	seen := map[string]bool{}
+	for _, sku := range c.SKUs {
+		if !ValidSKU(sku) || seen[sku] {
+			add("skus", "must be distinct SKUs of 1-64 of A-Z a-z 0-9 . _ -")
+			break
+		}
+		seen[sku] = true
+	}
+	if c.MaxPerUser < 0 || c.MaxPerUser > 1_000_000 {
+		add("maxPerUser", "must be 0..1000000 (0 = maxQuantity)")
+	}
 	if c.SKU != "" && !ValidSKU(c.SKU) {
 		add("sku", "must be 1-64 of A-Z a-z 0-9 . _ -")
 	}
@@ -169,8 +228,18 @@ type Catalog struct {
 	watchCtx  context.Context
 	stopWatch context.CancelFunc
 
-	mu     sync.RWMutex
-	queues map[string]Config
+	mu       sync.RWMutex
+	queues   map[string]Config
+	onChange func(Config) // see OnChange
+}
+
+// OnChange has f called with every configuration this process learns of
+// (from its watch or its own Put), right after the live copy has it. Set it
+// before Run; f must not block.
+func (c *Catalog) OnChange(f func(Config)) {
+	c.mu.Lock()
+	c.onChange = f
+	c.mu.Unlock()
 }
 
 // Open creates the bucket if needed, loads every queue and starts following
@@ -225,17 +294,24 @@ func (c *Catalog) Run(ctx context.Context) error {
 }
 
 func (c *Catalog) apply(e jetstream.KeyValueEntry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if e.Operation() != jetstream.KeyValuePut {
+		c.mu.Lock()
 		delete(c.queues, e.Key())
+		c.mu.Unlock()
 		return
 	}
 	// Fields a stored configuration lacks (it was written before they
 	// existed) take their defaults, as they do in an admin PUT.
 	cfg := Defaults(e.Key())
-	if err := json.Unmarshal(e.Value(), &cfg); err == nil {
-		c.queues[e.Key()] = cfg
+	if err := json.Unmarshal(e.Value(), &cfg); err != nil {
+		return
+	}
+	c.mu.Lock()
+	c.queues[e.Key()] = cfg
+	f := c.onChange
+	c.mu.Unlock()
+	if f != nil {
+		f(cfg)
 	}
 }
 
@@ -277,6 +353,57 @@ func (c *Catalog) Put(ctx context.Context, cfg Config) (created bool, err error)
 	}
 	c.mu.Lock()
 	c.queues[cfg.Name] = cfg
+	f := c.onChange
 	c.mu.Unlock()
+	if f != nil {
+		f(cfg)
+	}
 	return created, nil
+}
+
+// ErrUnchanged is Update's answer when change made no change.
+var ErrUnchanged = errors.New("configuration unchanged")
+
+// Update changes queue name's stored configuration with change, as a
+// compare-and-set on the bucket's revision: change sees the configuration
+// as stored (never a stale copy), and a concurrent writer's change is never
+// overwritten — change runs again on what they wrote. change returns false
+// to leave the queue as it is (ErrUnchanged). It returns the configuration
+// before and after.
+func (c *Catalog) Update(ctx context.Context, name string, change func(*Config) bool) (before, after Config, err error) {
+	for attempt := 0; attempt < 10; attempt++ {
+		e, err := c.kv.Get(ctx, name)
+		if err != nil {
+			return before, after, fmt.Errorf("update queue %s: %w", name, err)
+		}
+		before = Defaults(name)
+		if err := json.Unmarshal(e.Value(), &before); err != nil {
+			return before, after, fmt.Errorf("update queue %s: %w", name, err)
+		}
+		after = before
+		after.SKUs = append([]string(nil), before.SKUs...)
+		if !change(&after) {
+			return before, after, ErrUnchanged
+		}
+		b, err := json.Marshal(after)
+		if err != nil {
+			return before, after, err
+		}
+		_, err = c.kv.Update(ctx, name, b, e.Revision())
+		if err == nil {
+			c.mu.Lock()
+			c.queues[name] = after
+			f := c.onChange
+			c.mu.Unlock()
+			if f != nil {
+				f(after)
+			}
+			return before, after, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return before, after, fmt.Errorf("update queue %s: %w", name, err)
+		}
+		// Someone wrote in between: read their change and try again.
+	}
+	return before, after, fmt.Errorf("update queue %s: too many concurrent writers", name)
 }

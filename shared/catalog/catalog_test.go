@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -113,5 +114,46 @@ func TestChangesReachEveryCatalog(t *testing.T) {
 	// A catalog opened later loads the current state.
 	if got, ok := open().Get("drop"); !ok || got.TargetActive != 99 {
 		t.Fatalf("late catalog Get = %+v, %v", got, ok)
+	}
+}
+
+// Update is a compare-and-set: a writer that changed the queue in between
+// is never overwritten; the change runs again on what they wrote.
+func TestUpdateNeverOverwritesAConcurrentChange(t *testing.T) {
+	ctx := context.Background()
+	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{testenv.NATS(t)}, Replicas: 1}, "catalog-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	a, err := catalog.Open(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := catalog.Open(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Put(ctx, catalog.Defaults("q")); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	_, after, err := a.Update(ctx, "q", func(c *catalog.Config) bool {
+		calls++
+		if calls == 1 { // an operator's change lands between the read and the write
+			op := catalog.Defaults("q")
+			op.TargetActive = 77
+			if _, err := b.Put(ctx, op); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.State, c.ClosedReason = catalog.StateClosed, catalog.ReasonSoldOut
+		return true
+	})
+	if err != nil || calls != 2 || after.TargetActive != 77 || after.State != catalog.StateClosed {
+		t.Fatalf("Update = %+v, %v after %d calls; want the operator's targetActive 77 kept and the queue closed", after, err, calls)
+	}
+	if _, _, err := a.Update(ctx, "q", func(c *catalog.Config) bool { return false }); !errors.Is(err, catalog.ErrUnchanged) {
+		t.Fatalf("Update without a change = %v, want ErrUnchanged", err)
 	}
 }

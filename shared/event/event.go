@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -229,4 +230,12 @@ type OrderFinished struct {
 	Status    string `json:"status"`
 	Reason    string `json:"reason,omitempty"`
 	PaymentID string `json:"paymentId,omitempty"`
+}
+
+// NewConfigChanged is the id and body of the audit record of a change of
+// queue's configuration made by by at at (previous: nil for a new queue).
+func NewConfigChanged(queue, by string, cfg, previous any, at time.Time) (id string, body []byte, err error) {
+	id = "config/" + queue + "/" + strconv.FormatInt(at.UnixNano(), 10)
+	body, err = Marshal(id, TypeConfigChanged, queue, at, ConfigChanged{Queue: queue, By: by, Config: cfg, Previous: previous})
+	return id, body, err
 }

@@ -18,6 +18,8 @@
 //	usher:{q}:cursor             hash    waitqueue (followers)          while the queue exists: how far each stream is applied
 //	usher:{q}:stats              hash    waitqueue (admit)              while the queue exists (derived: counts, rate, next tick)
 //	usher:{q}:admits             zset    waitqueue (admit)              one minute of admissions, trimmed every tick (derived)
+//	usher:{q}:stock              hash    waitqueue (worker, admitter)   while the queue exists: each SKU's units as the store last reported them, with their version
+//	usher:{q}:b:<user>           string  waitqueue (orders follower)    BoughtTTL after the user's last paid order: units bought, for maxPerUser
 //	usher:{q}:orders             hash    orders (CountOutcome)          while the queue exists (derived: outcome counts)
 //	usher:{q}:counted:<order>    string  orders (CountOutcome)          RecordTTL
 //	usher:{q}:rl:<kind>:<id>     string  ratelimit                      until the limit's bucket is full again (PEXPIRE)
@@ -43,6 +45,10 @@ const TombstoneTTL = time.Hour
 // after their last change.
 const RecordTTL = 24 * time.Hour
 
+// BoughtTTL is how long a user's bought units are remembered (the streams'
+// retention: a replay restores them as far back).
+const BoughtTTL = 7 * 24 * time.Hour
+
 // ClosedGrace is how long a closed queue's line stays in Redis: shoppers
 // who were in it can still read CLOSED and their place meanwhile.
 const ClosedGrace = time.Hour
@@ -66,6 +72,7 @@ func (k Queue) Outbox() string  { return k.prefix + "outbox" }
 func (k Queue) Cursor() string  { return k.prefix + "cursor" }
 func (k Queue) Stats() string   { return k.prefix + "stats" }
 func (k Queue) Admits() string  { return k.prefix + "admits" }
+func (k Queue) Stock() string   { return k.prefix + "stock" }
 func (k Queue) Outcomes() string {
 	return k.prefix + "orders"
 }
@@ -75,6 +82,9 @@ func (k Queue) Entry(seq uint64) string { return k.prefix + "e:" + strconv.Forma
 
 // User points at the user's current entry.
 func (k Queue) User(user string) string { return k.prefix + "u:" + user }
+
+// Bought counts the units user bought in the queue.
+func (k Queue) Bought(user string) string { return k.prefix + "b:" + user }
 
 // Counted marks an order whose outcome was counted.
 func (k Queue) Counted(orderID string) string { return k.prefix + "counted:" + orderID }

@@ -36,6 +36,12 @@ func (s Status) Final() bool { return s == Paid || s == Failed || s == Rejected 
 // Reasons an order did not go through.
 const (
 	ReasonSoldOut      = "sold_out"
+	// ReasonInsufficientStock: fewer units remain than the order asked
+	// for (but some do: the line stays open).
+	ReasonInsufficientStock = "insufficient_stock"
+	// ReasonMaxPerUser: the order would take the user past the queue's
+	// maxPerUser units of the SKU.
+	ReasonMaxPerUser = "max_per_user"
 	ReasonUnknownSKU   = "unknown_sku"
 	ReasonDeadline     = "deadline"
 	ReasonDeclined     = "payment_declined"
@@ -90,6 +96,19 @@ type Order struct {
 	PaymentID string
 	Deadline  time.Time // after it a pending order fails and its stock goes back
 	// Available is the SKU's stock right after this order took its share
-	// (set by Place only; -1 when unknown).
+	// or gave it back (set by Place and Fail; -1 when unknown), and
+	// StockVersion that stock's version (see Stock).
+	Available    int64
+	StockVersion int64
+	// MaxPerUser is what Place enforces: the most units of the SKU the
+	// user may hold in PENDING and PAID orders (0: no limit).
+	MaxPerUser int
+}
+
+// Stock is a SKU's units available in the store and the version of that
+// figure: every change bumps it, so copies apply changes in order.
+type Stock struct {
+	SKU       string
 	Available int64
+	Version   int64
 }

@@ -106,22 +106,37 @@ func scanOrder(row pgx.Row) (Order, error) {
 
 // placeSQL is transaction 1. One statement: take the stock with one
 // conditional update and insert the order, PENDING when the stock was
-// there and REJECTED when not. If the order exists already (a redelivery,
-// a second worker) the insert violates the primary or the token key and the
-// whole statement, stock update included, rolls back: stock is taken once.
+// there and REJECTED when not (sold_out: none left; insufficient_stock:
+// fewer than asked; max_per_user: the user's PENDING and PAID units of the
+// SKU plus these would pass $8, when $8 > 0), judged on the stock row as
+// it stands once locked (FOR UPDATE), so concurrent orders each see the
+// last one's result. If the order exists already
+// (a redelivery, a second worker) the insert violates the primary or the
+// token key and the whole statement, stock update included, rolls back:
+// stock is taken once. The stock's version is bumped with it.
 const placeSQL = `
-WITH s AS (
-  UPDATE stock SET available = available - $6::int, updated_at = now()
-  WHERE sku = $5 AND available >= $6::int
-  RETURNING available, price)
+WITH cur AS (
+  SELECT available, version FROM stock WHERE sku = $5 FOR UPDATE),
+mine AS (
+  SELECT coalesce(sum(quantity), 0) AS units FROM orders
+  WHERE sku = $5 AND user_id = $4 AND status IN ('PENDING', 'PAID')),
+s AS (
+  UPDATE stock SET available = available - $6::int, version = version + 1, updated_at = now()
+  WHERE sku = $5 AND (SELECT available FROM cur) >= $6::int
+    AND ($8::int = 0 OR (SELECT units FROM mine) + $6::int <= $8::int)
+  RETURNING available, price, version)
 INSERT INTO orders (id, token_id, queue, user_id, sku, quantity, amount, status, reason, deadline)
 SELECT $1, $2, $3, $4, $5, $6::int, coalesce((SELECT price FROM s), 0) * $6::int,
   CASE WHEN EXISTS (SELECT 1 FROM s) THEN 'PENDING' ELSE 'REJECTED' END,
   CASE WHEN EXISTS (SELECT 1 FROM s) THEN ''
-       WHEN EXISTS (SELECT 1 FROM stock WHERE sku = $5) THEN 'sold_out'
-       ELSE 'unknown_sku' END,
+       WHEN NOT EXISTS (SELECT 1 FROM cur) THEN 'unknown_sku'
+       WHEN $8::int > 0 AND (SELECT units FROM mine) + $6::int > $8::int THEN 'max_per_user'
+       WHEN (SELECT available FROM cur) > 0 THEN 'insufficient_stock'
+       ELSE 'sold_out' END,
   $7
-RETURNING status, reason, amount, coalesce((SELECT available FROM s), -1)`
+RETURNING status, reason, amount,
+  coalesce((SELECT available FROM s), (SELECT available FROM cur), -1),
+  coalesce((SELECT version FROM s), (SELECT version FROM cur), 0)`
 
 // Place records the order and takes its stock, or rejects it when there
 // is not enough. Placing an order that exists returns it as it stands and
@@ -129,8 +144,8 @@ RETURNING status, reason, amount, coalesce((SELECT available FROM s), -1)`
 func (s *Store) Place(ctx context.Context, o Order) (Order, error) {
 	var st string
 	err := s.write(ctx, func() error {
-		return s.pool.QueryRow(ctx, placeSQL, o.ID, o.TokenID, o.Queue, o.User, o.SKU, o.Quantity, o.Deadline).
-			Scan(&st, &o.Reason, &o.Amount, &o.Available)
+		return s.pool.QueryRow(ctx, placeSQL, o.ID, o.TokenID, o.Queue, o.User, o.SKU, o.Quantity, o.Deadline, o.MaxPerUser).
+			Scan(&st, &o.Reason, &o.Amount, &o.Available, &o.StockVersion)
 	})
 	if isUniqueViolation(err) {
 		got, found, err := s.Get(ctx, o.ID)
@@ -200,15 +215,20 @@ RETURNING `+orderColumns, id, paymentID))
 func (s *Store) Fail(ctx context.Context, id, reason string) (Order, error) {
 	var o Order
 	err := s.write(ctx, func() (err error) {
-		o, err = scanOrder(s.pool.QueryRow(ctx, `
+		row := s.pool.QueryRow(ctx, `
 WITH o AS (
   UPDATE orders SET status = 'FAILED', reason = $2, updated_at = now()
   WHERE id = $1 AND status = 'PENDING'
   RETURNING `+orderColumns+`),
 s AS (
-  UPDATE stock SET available = available + o.quantity, updated_at = now()
-  FROM o WHERE stock.sku = o.sku)
-SELECT `+orderColumns+` FROM o`, id, reason))
+  UPDATE stock SET available = available + o.quantity, version = version + 1, updated_at = now()
+  FROM o WHERE stock.sku = o.sku
+  RETURNING stock.available, stock.version)
+SELECT `+orderColumns+`, coalesce((SELECT available FROM s), -1), coalesce((SELECT version FROM s), 0) FROM o`, id, reason)
+		var st string
+		err = row.Scan(&o.ID, &o.TokenID, &o.Queue, &o.User, &o.SKU, &o.Quantity, &o.Amount, &st, &o.Reason, &o.PaymentID, &o.Deadline,
+			&o.Available, &o.StockVersion)
+		o.Status = Status(st)
 		return err
 	})
 	return s.orCurrent(ctx, id, o, err)
@@ -228,15 +248,35 @@ func (s *Store) orCurrent(ctx context.Context, id string, o Order, err error) (O
 	return o, nil
 }
 
-// SetStock sets how many units of sku are available, creating the SKU.
-func (s *Store) SetStock(ctx context.Context, sku string, available int64) error {
-	_, err := s.pool.Exec(ctx, `
+// SetStock sets how many units of sku are available, creating the SKU,
+// and returns the stock as it now stands.
+func (s *Store) SetStock(ctx context.Context, sku string, available int64) (Stock, error) {
+	st := Stock{SKU: sku}
+	err := s.pool.QueryRow(ctx, `
 INSERT INTO stock (sku, available) VALUES ($1, $2)
-ON CONFLICT (sku) DO UPDATE SET available = excluded.available, updated_at = now()`, sku, available)
+ON CONFLICT (sku) DO UPDATE SET available = excluded.available, version = stock.version + 1, updated_at = now()
+RETURNING available, version`, sku, available).Scan(&st.Available, &st.Version)
 	if err != nil {
-		return fmt.Errorf("set stock %s: %w", sku, err)
+		return st, fmt.Errorf("set stock %s: %w", sku, err)
 	}
-	return nil
+	return st, nil
+}
+
+// Stocks returns the stock of each of skus the store knows.
+func (s *Store) Stocks(ctx context.Context, skus []string) ([]Stock, error) {
+	rows, err := s.pool.Query(ctx, `SELECT sku, available, version FROM stock WHERE sku = ANY($1)`, skus)
+	if err != nil {
+		return nil, fmt.Errorf("stocks: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Stock, error) {
+		var st Stock
+		err := r.Scan(&st.SKU, &st.Available, &st.Version)
+		return st, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stocks: %w", err)
+	}
+	return out, nil
 }
 
 // Stock returns how many units of sku are available, and false when the

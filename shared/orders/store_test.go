@@ -60,7 +60,7 @@ func TestOrderLifecycle(t *testing.T) {
 	}{
 		{"placing takes the stock", func() (orders.Order, error) { return s.Place(ctx, order(1, "sku", 2)) }, orders.Pending, "", 1, 2000},
 		{"placing again takes nothing", func() (orders.Order, error) { return s.Place(ctx, order(1, "sku", 2)) }, orders.Pending, "", 1, 2000},
-		{"not enough stock rejects", func() (orders.Order, error) { return s.Place(ctx, order(2, "sku", 2)) }, orders.Rejected, "sold_out", 1, 0},
+		{"fewer units than asked reject, the line open", func() (orders.Order, error) { return s.Place(ctx, order(2, "sku", 2)) }, orders.Rejected, "insufficient_stock", 1, 0},
 		{"an unknown SKU rejects", func() (orders.Order, error) { return s.Place(ctx, order(3, "nope", 1)) }, orders.Rejected, "unknown_sku", 1, 0},
 		{"paying records the payment", func() (orders.Order, error) { return s.Pay(ctx, order(1, "", 0).ID, "pay_1") }, orders.Paid, "", 1, 2000},
 		{"failing a paid order changes nothing", func() (orders.Order, error) { return s.Fail(ctx, order(1, "", 0).ID, "deadline") }, orders.Paid, "", 1, 2000},
@@ -196,5 +196,36 @@ func TestCappedWritersPlaceCorrectly(t *testing.T) {
 	wg.Wait()
 	if n, _, _ := s.Stock(ctx, "hot"); n != 0 || placed.Load() != 25 {
 		t.Fatalf("stock = %d with %d placed, want 0 and 25", n, placed.Load())
+	}
+}
+
+// Every change of a SKU's stock reports its new figure with a higher
+// version (copies apply them in order), and a user's units are bounded
+// by the queue's maxPerUser across all their orders.
+func TestStockVersionsAndTheLimitPerUser(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	st, err := s.SetStock(ctx, "sku", 5)
+	if err != nil || st.Available != 5 {
+		t.Fatalf("SetStock = %+v, %v", st, err)
+	}
+	o := order(1, "sku", 2)
+	o.MaxPerUser = 3
+	placed, err := s.Place(ctx, o)
+	if err != nil || placed.Status != orders.Pending || placed.Available != 3 || placed.StockVersion <= st.Version {
+		t.Fatalf("Place = %+v, %v; want PENDING, 3 left at a later version than %d", placed, err, st.Version)
+	}
+	more := order(2, "sku", 2)
+	more.User, more.MaxPerUser = o.User, 3 // the same user: 2 + 2 > 3
+	if got, err := s.Place(ctx, more); err != nil || got.Status != orders.Rejected || got.Reason != orders.ReasonMaxPerUser {
+		t.Fatalf("Place past maxPerUser = %+v, %v; want REJECTED max_per_user", got, err)
+	}
+	failed, err := s.Fail(ctx, placed.ID, orders.ReasonDeadline)
+	if err != nil || failed.Available != 5 || failed.StockVersion <= placed.StockVersion {
+		t.Fatalf("Fail = %+v, %v; want the units back (5) at a later version than %d", failed, err, placed.StockVersion)
+	}
+	levels, err := s.Stocks(ctx, []string{"sku", "nope"})
+	if err != nil || len(levels) != 1 || levels[0] != (orders.Stock{SKU: "sku", Available: 5, Version: failed.StockVersion}) {
+		t.Fatalf("Stocks = %+v, %v; want sku at 5, version %d", levels, err, failed.StockVersion)
 	}
 }

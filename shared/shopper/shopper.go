@@ -48,6 +48,12 @@ type View struct {
 	Token              string
 	ReadyAt, ExpiresAt time.Time
 	Reason             string // Closed: why (closed, sold_out, …)
+	// Stock is the queue's stock state for a shopper still waiting:
+	// available, held (the last units are with shoppers ahead and may come
+	// back) or sold_out; "" when the queue does not follow stock. SKUs
+	// lists the queue's SKUs that have units left.
+	Stock string
+	SKUs  []string
 }
 
 // Signer mints entry tokens.
@@ -79,6 +85,9 @@ func Of(e waitqueue.Entry, cfg catalog.Config, user string, now time.Time, keys 
 			v.Position = e.Waiting + 1
 		}
 		v.ETA, v.ETAKnown = waitqueue.ETA(v.Position, e.Rate)
+		if e.Stock != waitqueue.StockUnknown {
+			v.Stock, v.SKUs = e.Stock, e.SKUs
+		}
 	case waitqueue.Admitted:
 		if now.Before(e.ReadyAt) {
 			v.Status, v.Position, v.ETA, v.ETAKnown = Waiting, 1, 0, true

@@ -2,6 +2,7 @@ package shopper_test
 
 import (
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -33,6 +34,9 @@ func TestOfSaysWhatTheLineHolds(t *testing.T) {
 			shopper.View{Status: shopper.Waiting, Position: 4, Waiting: 9, ETA: 2, ETAKnown: true}},
 		{"waiting, nobody admitted yet: no promise", waitqueue.Entry{Status: waitqueue.Waiting, Position: 4, Waiting: 9}, open,
 			shopper.View{Status: shopper.Waiting, Position: 4, Waiting: 9}},
+		{"waiting while the last units are held ahead", waitqueue.Entry{Status: waitqueue.Waiting, Position: 4, Waiting: 9,
+			Stock: waitqueue.StockHeld, SKUs: []string{"shoe-41"}}, open,
+			shopper.View{Status: shopper.Waiting, Position: 4, Waiting: 9, Stock: "held", SKUs: []string{"shoe-41"}}},
 		{"joined, not applied yet: at the back", waitqueue.Entry{Status: waitqueue.Unknown, Waiting: 9}, open,
 			shopper.View{Status: shopper.Waiting, Position: 10, Waiting: 9}},
 		{"waiting in a closed queue", waitqueue.Entry{Status: waitqueue.Waiting, Position: 4, Waiting: 9}, closed,
@@ -47,7 +51,7 @@ func TestOfSaysWhatTheLineHolds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, err := shopper.Of(tt.e, tt.cfg, "alice", now, keys)
-		if err != nil || got != tt.want {
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: Of = %+v, %v; want %+v", tt.name, got, err, tt.want)
 		}
 	}

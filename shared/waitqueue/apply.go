@@ -84,11 +84,14 @@ type AdmissionEvent struct {
 type OrderEvent struct {
 	StreamSeq   uint64
 	Final       bool
+	Paid        bool // a final order that is PAID
 	Entry       uint64
 	TokenID     string
 	OrderID     string
 	User        string
 	RequestedAt time.Time
+	SKU         string
+	Quantity    int
 }
 
 // ApplyEntries applies joins and leaves in stream order. prev is the last
@@ -126,13 +129,16 @@ func (s *Store) ApplyAdmissions(ctx context.Context, q, streamID string, prev ui
 // holds its slot until its request time plus hold (see applyOrdersScript).
 func (s *Store) ApplyOrders(ctx context.Context, q, streamID string, prev uint64, hold time.Duration, evs []OrderEvent) (Applied, error) {
 	k := keyspace.Of(q)
-	args := s.args(k, StreamOrders, streamID, prev, hold.Milliseconds())
+	args := s.args(k, StreamOrders, streamID, prev, hold.Milliseconds(), int(keyspace.BoughtTTL.Seconds()))
 	for _, e := range evs {
 		kind := "r"
-		if e.Final {
+		switch {
+		case e.Final && e.Paid:
+			kind = "p"
+		case e.Final:
 			kind = "f"
 		}
-		args = append(args, e.StreamSeq, kind, e.Entry, e.TokenID, e.OrderID, e.User, e.RequestedAt.UnixMilli())
+		args = append(args, e.StreamSeq, kind, e.Entry, e.TokenID, e.OrderID, e.User, e.RequestedAt.UnixMilli(), e.SKU, max(e.Quantity, 1))
 	}
 	return s.apply(ctx, q, applyOrdersScript, stdKeys(k), args)
 }

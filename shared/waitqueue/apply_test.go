@@ -3,6 +3,7 @@ package waitqueue_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"fmt"
 	"testing"
 	"time"
@@ -65,7 +66,7 @@ func live(t *testing.T, s *waitqueue.Store, q string) *history {
 		final bool
 	}{{1, "ord_1", true}, {2, "ord_2", false}} {
 		tok := waitqueue.TokenID(q, epoch, o.seq)
-		cl, err := s.Claim(ctx, q, o.seq, tok, o.order, time.Minute)
+		cl, err := s.Claim(ctx, q, o.seq, waitqueue.Order{ID: o.order, TokenID: tok, User: fmt.Sprintf("u%d", o.seq)}, time.Minute)
 		if err != nil || cl.Outcome != waitqueue.Redeemed {
 			t.Fatalf("Claim(%d) = %+v, %v", o.seq, cl, err)
 		}
@@ -113,8 +114,8 @@ func observe(t *testing.T, s *waitqueue.Store, q string, h *history) state {
 		}
 		got.Rate = 0 // measured, not projected
 		st.entries[e.StreamSeq] = got
-		if seq, _, ok, _ := s.Lookup(ctx, q, e.User); ok {
-			st.users[e.User] = seq
+		if c, _ := s.Lookup(ctx, q, e.User); c.Found {
+			st.users[e.User] = c.Seq
 		}
 	}
 	stats, err := s.Stats(ctx, q)
@@ -128,7 +129,7 @@ func observe(t *testing.T, s *waitqueue.Store, q string, h *history) state {
 func compare(t *testing.T, got, want state) {
 	t.Helper()
 	for seq, w := range want.entries {
-		if g := got.entries[seq]; g != w {
+		if g := got.entries[seq]; !reflect.DeepEqual(g, w) {
 			t.Errorf("entry %d after replay = %+v, want %+v", seq, g, w)
 		}
 	}

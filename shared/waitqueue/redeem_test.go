@@ -9,6 +9,11 @@ import (
 	"usher/shared/waitqueue"
 )
 
+// order is an order of one unit for token tok.
+func order(tok, id string) waitqueue.Order {
+	return waitqueue.Order{ID: id, TokenID: tok, User: "u", SKU: "sku", Quantity: 1}
+}
+
 func TestClaimJudgesTheTokenAtTheRequest(t *testing.T) {
 	s, q := newStore(t)
 	ctx := context.Background()
@@ -19,7 +24,7 @@ func TestClaimJudgesTheTokenAtTheRequest(t *testing.T) {
 	tok := func(seq uint64) string { return waitqueue.TokenID(q, epoch, seq) }
 	time.Sleep(tk.TickLength) // every readyAt has passed
 
-	first, err := s.Claim(ctx, q, 1, tok(1), "ord_a", time.Minute)
+	first, err := s.Claim(ctx, q, 1, order(tok(1), "ord_a"), time.Minute)
 	if err != nil || first.Outcome != waitqueue.Redeemed {
 		t.Fatalf("Claim(admitted) = %+v, %v, want claimed", first, err)
 	}
@@ -36,12 +41,12 @@ func TestClaimJudgesTheTokenAtTheRequest(t *testing.T) {
 		{"a token of another epoch is unknown", 2, waitqueue.TokenID(q, "e2", 2), "ord_c", waitqueue.RedeemUnknown},
 	}
 	for _, tt := range tests {
-		got, err := s.Claim(ctx, q, tt.seq, tt.tokenID, tt.orderID, time.Minute)
+		got, err := s.Claim(ctx, q, tt.seq, order(tt.tokenID, tt.orderID), time.Minute)
 		if err != nil || got.Outcome != tt.want {
 			t.Errorf("%s: Claim(%d, %s, %s) = %v, %v, want %v", tt.name, tt.seq, tt.tokenID, tt.orderID, got, err, tt.want)
 		}
 	}
-	if again, _ := s.Claim(ctx, q, 1, tok(1), "ord_a", time.Minute); !again.At.Equal(first.At) {
+	if again, _ := s.Claim(ctx, q, 1, order(tok(1), "ord_a"), time.Minute); !again.At.Equal(first.At) {
 		t.Errorf("a repeated claim's time = %v, want the first claim's %v (the order's request time)", again.At, first.At)
 	}
 
@@ -56,7 +61,7 @@ func TestClaimJudgesTheTokenAtTheRequest(t *testing.T) {
 		}
 	})
 	t.Run("an expired token cannot be claimed", func(t *testing.T) {
-		if got, _ := s.Claim(ctx, q, 2, tok(2), "ord_e", time.Minute); got.Outcome != waitqueue.RedeemExpired {
+		if got, _ := s.Claim(ctx, q, 2, order(tok(2), "ord_e"), time.Minute); got.Outcome != waitqueue.RedeemExpired {
 			t.Fatalf("Claim(expired) = %v, want expired", got.Outcome)
 		}
 	})
@@ -68,7 +73,7 @@ func TestClaimJudgesTheTokenAtTheRequest(t *testing.T) {
 		testenv.Tick(t, s2, q2, tk2)
 		e, _ := s2.Poll(ctx, q2, 1)
 		now, _ := s2.Now(ctx)
-		got, _ := s2.Claim(ctx, q2, 1, waitqueue.TokenID(q2, epoch, 1), "ord_f", time.Minute)
+		got, _ := s2.Claim(ctx, q2, 1, order(waitqueue.TokenID(q2, epoch, 1), "ord_f"), time.Minute)
 		if now.Before(e.ReadyAt) && got.Outcome != waitqueue.RedeemEarly {
 			t.Fatalf("Claim before readyAt %v (now %v) = %v, want early", e.ReadyAt, now, got.Outcome)
 		}
@@ -119,7 +124,7 @@ func TestRedeemAndRelease(t *testing.T) {
 	})
 	t.Run("a claimed token whose hold ran out frees its slot and stays used", func(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // past readyAt
-		if cl, _ := s.Claim(ctx, q, 2, waitqueue.TokenID(q, epoch, 2), "ord_f", 100*time.Millisecond); cl.Outcome != waitqueue.Redeemed {
+		if cl, _ := s.Claim(ctx, q, 2, order(waitqueue.TokenID(q, epoch, 2), "ord_f"), 100*time.Millisecond); cl.Outcome != waitqueue.Redeemed {
 			t.Fatalf("Claim = %+v", cl)
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -3,6 +3,7 @@ package waitqueue_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -62,15 +63,15 @@ func TestRestoreRecreatesWhatTheLiveScriptsWrote(t *testing.T) {
 	}
 	got := snapshot(t, s, restored, seqs)
 	for _, sq := range seqs {
-		if got[sq] != want[sq] {
+		if !reflect.DeepEqual(got[sq], want[sq]) {
 			t.Errorf("seq %d restored = %+v, want %+v", sq, got[sq], want[sq])
 		}
 	}
 	for _, u := range []string{"u1", "u4", "u6"} {
-		gs, gst, gok, _ := s.Lookup(ctx, restored, u)
-		ws, wst, wok, _ := s.Lookup(ctx, live, u)
-		if gs != ws || gst != wst || gok != wok {
-			t.Errorf("Lookup(%s) restored = %d %s %v, want %d %s %v", u, gs, gst, gok, ws, wst, wok)
+		g, _ := s.Lookup(ctx, restored, u)
+		w, _ := s.Lookup(ctx, live, u)
+		if g != w {
+			t.Errorf("Lookup(%s) restored = %+v, want %+v", u, g, w)
 		}
 	}
 	gotStats, _ := s.Stats(ctx, restored)

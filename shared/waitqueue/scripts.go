@@ -106,6 +106,13 @@ local function pointAt(user, seq)
   local cur = redis.call('GET', uk)
   if not cur or tonumber(cur) <= tonumber(seq) then redis.call('SET', uk, seq) end
 end
+-- setStock records a SKU's stock as the store reported it, unless a later
+-- version is recorded already (reports race; versions order them).
+local function setStock(sku, avail, ver)
+  local k = P .. 'stock'
+  local cur = tonumber(redis.call('HGET', k, sku .. ':v') or '0')
+  if tonumber(ver) > cur then redis.call('HSET', k, sku, avail, sku .. ':v', ver) end
+end
 -- cursorAt returns how far stream field is applied, 0 when the cursor
 -- counts in another incarnation of the stream (or none).
 local function cursorAt(field, id)
@@ -196,19 +203,21 @@ for i = 6, #ARGV, 6 do
 end
 ` + applyEpilogue)
 
-// applyOrdersScript applies order events of USHER_ORDERS. Groups of seven:
-// stream seq, kind (r: requested | f: final), entry seq, token id, order id,
-// user, requestedAt ms (entry seq 0: nothing, an event that could not be
-// read). ARGV[6] (before the groups): the hold in ms.
+// applyOrdersScript applies order events of USHER_ORDERS. Groups of nine:
+// stream seq, kind (r: requested | f: final, not paid | p: final, paid),
+// entry seq, token id, order id, user, requestedAt ms, sku, quantity
+// (entry seq 0: nothing, an event that could not be read). ARGV[6] (before
+// the groups): the hold in ms; ARGV[7]: how long a user's bought units are
+// remembered, in seconds.
 // Invariant: a requested order holds its token — used by that order, slot
 // held until requestedAt + hold — whatever Redis remembers of the entry
 // (nothing, waiting, admitted, or expired by a tick that did not know of
 // the order); a final order frees its slot. Both are idempotent, so
 // replaying them after a loss restores the slots exactly.
 var applyOrdersScript = redis.NewScript(luaLib + applyPrologue + `
-local hold = tonumber(ARGV[6])
+local hold, keep = tonumber(ARGV[6]), tonumber(ARGV[7])
 local n = now()
-for i = 7, #ARGV, 7 do
+for i = 8, #ARGV, 9 do
   local s = tonumber(ARGV[i])
   if s > at then
     local seq, tok, ord, user = ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
@@ -221,7 +230,8 @@ for i = 7, #ARGV, 7 do
       if not f[4] and ours and (not f[1] or f[1] == 'waiting' or f[1] == 'admitted' or f[1] == 'expired') then
         if f[1] == 'waiting' then redis.call('ZREM', W, seq) end
         local until_ = tonumber(ARGV[i+6]) + hold
-        redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'tokenId', tok, 'user', user, 'claimedAt', ARGV[i+6])
+        redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'tokenId', tok, 'user', user, 'claimedAt', ARGV[i+6],
+          'sku', ARGV[i+7], 'qty', ARGV[i+8])
         pointAt(user, seq)
         if until_ > n then
           redis.call('PERSIST', e)
@@ -231,9 +241,17 @@ for i = 7, #ARGV, 7 do
           finish(e, seq, user)
         end
       end
-    elseif f[1] == 'used' and f[3] == ord then
-      redis.call('ZREM', A, seq)
-      finish(e, seq, user)
+    else
+      if f[1] == 'used' and f[3] == ord then
+        redis.call('ZREM', A, seq)
+        finish(e, seq, user)
+      end
+      if ARGV[i+1] == 'p' then
+        -- What the user bought, for the queue's maxPerUser.
+        local bk = P .. 'b:' .. user
+        redis.call('INCRBY', bk, tonumber(ARGV[i+8]))
+        redis.call('EXPIRE', bk, keep)
+      end
     end
     at = s
   end
@@ -258,12 +276,15 @@ local st = redis.call('HGET', P .. 'e:' .. live, 'status')
 return {st or 'unknown', live, rank or -1, redis.call('ZCARD', W)}
 `)
 
-// lookupScript finds the current entry of a user, if any.
-// KEYS: the user's pointer. ARGV: prefix. Returns {seq, status} or {}.
+// lookupScript finds the current entry of a user, if any, and how many
+// units the user bought in the queue.
+// KEYS: the user's pointer, the user's bought count. ARGV: prefix.
+// Returns {seq or '', status or '', bought}.
 var lookupScript = redis.NewScript(`
+local bought = tonumber(redis.call('GET', KEYS[2]) or '0')
 local cur = redis.call('GET', KEYS[1])
-if not cur then return {} end
-return {cur, redis.call('HGET', ARGV[1] .. 'e:' .. cur, 'status') or 'unknown'}
+if not cur then return {'', '', bought} end
+return {cur, redis.call('HGET', ARGV[1] .. 'e:' .. cur, 'status') or 'unknown', bought}
 `)
 
 // pollScript reads everything a poll answers in one round trip.
@@ -271,7 +292,8 @@ return {cur, redis.call('HGET', ARGV[1] .. 'e:' .. cur, 'status') or 'unknown'}
 // A sequence without a record is 'unknown' while the entries cursor has
 // not reached it (joined, not applied yet) and 'gone' after (its tombstone
 // expired).
-// Returns {status, seq, rank, waiting, readyAt, expiresAt, tokenId, user, rate}.
+// Returns {status, seq, rank, waiting, readyAt, expiresAt, tokenId, user,
+// rate, stock state, SKUs with units left}.
 var pollScript = redis.NewScript(`
 local prefix, seq = ARGV[1], ARGV[2]
 local f = redis.call('HMGET', prefix .. 'e:' .. seq, 'status', 'alias')
@@ -288,8 +310,9 @@ end
 local r = redis.call('HMGET', prefix .. 'e:' .. seq, 'readyAt', 'expiresAt', 'tokenId', 'user')
 local rank = -1
 if st == 'waiting' then rank = redis.call('ZRANK', KEYS[1], seq) or -1 end
+local stats = redis.call('HMGET', KEYS[4], 'rate', 'stock', 'skus')
 return {st, seq, rank, redis.call('ZCARD', KEYS[1]),
-  r[1] or '', r[2] or '', r[3] or '', r[4] or '', redis.call('HGET', KEYS[4], 'rate') or '0'}
+  r[1] or '', r[2] or '', r[3] or '', r[4] or '', stats[1] or '0', stats[2] or '', stats[3] or ''}
 `)
 
 // leaveScript is the gateway's leave (the follower applies the leave event
@@ -301,7 +324,7 @@ var leaveScript = redis.NewScript(luaLib + `return leave(ARGV[3], ARGV[4])`)
 // ARGV from 3: queue, epoch, targetActive, maxAdmitPerTick, tickMs, ttlMs,
 // paused (0|1), offset (0..999: where in its slice each readyAt falls),
 // admissions head (the stream's last admission of this queue, 0: none),
-// admissions stream id, orders head, orders stream id.
+// admissions stream id, orders head, orders stream id, stock-aware (0|1).
 //
 // Invariants, all within one atomic step, on Redis time:
 //   - one tick per tickMs, however many admitters call: a call before the
@@ -319,10 +342,20 @@ var leaveScript = redis.NewScript(luaLib + `return leave(ARGV[3], ARGV[4])`)
 //     before it is in line), in sequence order: admission is FIFO;
 //   - an admitted entry leaves 'waiting' in the same step that puts it in
 //     'active' and in the outbox;
-//   - readyAt values are spread evenly across the tick (jitter).
+//   - readyAt values are spread evenly across the tick (jitter);
+//   - stock-aware: never more unordered shoppers admitted than units that
+//     could still be sold — the stock the store reported (prefix..'stock')
+//     minus the units held: one per admitted shopper who has not ordered,
+//     and the quantity of each claimed order the store has not placed yet
+//     (a placed order's units are out of the store's figure already). The
+//     line's stock state follows: available (units left), held (none left
+//     but some held or pending: they may come back) or sold_out (nothing
+//     left, held or pending); unknown while the store has reported nothing
+//     (nobody is admitted then).
 //
 // Returns {'early', msUntilDue} or {'ok', expired, admitted, active,
-// waiting, rate (per 1000 s), behind (0|1), msUntilNext}.
+// waiting, rate (per 1000 s), behind (0|1), msUntilNext, stock state,
+// sellable units}.
 var admitScript = redis.NewScript(luaLib + `
 local queue, epoch = ARGV[3], ARGV[4]
 local target, maxTick = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -330,6 +363,7 @@ local tick, ttl = tonumber(ARGV[7]), tonumber(ARGV[8])
 local paused, offset = ARGV[9] == '1', tonumber(ARGV[10]) / 1000
 local head, hid = tonumber(ARGV[11]), ARGV[12]
 local ohead, oid = tonumber(ARGV[13]), ARGV[14]
+local stockAware = ARGV[15] == '1'
 local n = now()
 
 local due = tonumber(redis.call('HGET', ST, 'nextTick') or '0')
@@ -350,6 +384,48 @@ local behind = 0
 if head > 0 and cursorAt('admissions', hid) < head then behind = 1 end
 if ohead > 0 and cursorAt('orders', oid) < ohead then behind = 1 end
 
+-- What could still be sold (see the stock invariant above).
+local stockState, sellable, pending, skuList = '', 0, 0, {}
+if stockAware then
+  local rows = redis.call('HGETALL', P .. 'stock')
+  local avail, known = {}, false
+  for i = 1, #rows, 2 do
+    if string.sub(rows[i], -2) ~= ':v' then
+      avail[rows[i]] = tonumber(rows[i + 1])
+      known = true
+    end
+  end
+  local held, claims = 0, {}
+  for _, s in ipairs(redis.call('ZRANGE', A, 0, -1)) do
+    local f = redis.call('HMGET', P .. 'e:' .. s, 'status', 'placed', 'qty', 'sku')
+    if f[1] == 'admitted' then
+      held = held + 1
+    elseif f[1] == 'used' then
+      if f[2] then
+        pending = pending + 1
+      else
+        local q = tonumber(f[3] or '1')
+        held = held + q
+        if f[4] then claims[f[4]] = (claims[f[4]] or 0) + q end
+      end
+    end
+  end
+  if known then
+    local total = 0
+    for sku, a in pairs(avail) do
+      total = total + a
+      if a - (claims[sku] or 0) > 0 then skuList[#skuList + 1] = sku end
+    end
+    table.sort(skuList)
+    sellable = total - held
+    if sellable > 0 then stockState = 'available'
+    elseif held + pending > 0 then stockState = 'held'
+    else stockState = 'sold_out' end
+  else
+    stockState = 'unknown'
+  end
+end
+
 local admitted = 0
 if behind == 0 then
   local next = due + tick
@@ -358,6 +434,7 @@ if behind == 0 then
   due = next
   local cap = target - redis.call('ZCARD', A)
   if maxTick > 0 and cap > maxTick then cap = maxTick end
+  if stockAware and cap > sellable then cap = sellable end
   if not paused and cap > 0 then
     local seqs = redis.call('ZRANGEBYSCORE', W, '-inf', watermark, 'LIMIT', 0, cap)
     local k = #seqs
@@ -374,8 +451,15 @@ if behind == 0 then
     if k > 0 then
       redis.call('HINCRBY', ST, 'admittedTotal', k)
       redis.call('ZADD', AD, n, n .. ':' .. k .. ':' .. seqs[1])
+      sellable = sellable - k
+      if stockAware and sellable <= 0 then stockState = 'held' end
     end
   end
+end
+if stockAware then
+  redis.call('HSET', ST, 'stock', stockState, 'sellable', sellable, 'skus', table.concat(skuList, ','))
+else
+  redis.call('HDEL', ST, 'stock', 'sellable', 'skus')
 end
 
 -- The admission rate of the last minute, for ETAs: measured, not configured.
@@ -391,22 +475,27 @@ end
 local span = math.max(n - oldest + tick, tick) / 1000
 redis.call('HSET', ST, 'rate', string.format('%.3f', sum / span))
 return {'ok', #expired, admitted, redis.call('ZCARD', A), redis.call('ZCARD', W),
-  math.floor(sum * 1000 / span + 0.5), behind, math.max(due - n, 0)}
+  math.floor(sum * 1000 / span + 0.5), behind, math.max(due - n, 0), stockState, sellable}
 `)
 
 // claimScript takes an order for an admitted entry's token at the moment
 // the order is requested (the gateway's intake), on Redis time.
-// ARGV from 3: seq, tokenId, orderId, hold ms.
-// Invariants: a token is used by exactly one order id; it is judged at the
+// ARGV from 3: seq, tokenId, orderId, hold ms, sku, quantity, user,
+// maxPerUser (0: none).
+// Invariants: a token is used by exactly one order id; a user who bought
+// maxPerUser units of the queue cannot order more ('limit'); the claimed
+// sku and quantity are held against the stock until the store places the
+// order (see admitScript); it is judged at the
 // request — not expired, past its readyAt — so a backlog behind the request
 // can never turn an accepted order into an expired one; its slot is held
 // until claimedAt + hold (the order's deadline and margin), after which the
 // admission tick frees it if the order never finished. Claiming again with
 // the same order id is 'claimed' with the first claim's time.
-// Returns {outcome, claimedAt ms}: outcome is claimed | conflict | early |
-// expired | waiting | left | unknown.
+// Returns {outcome, claimedAt ms}: outcome is claimed | conflict | limit |
+// early | expired | waiting | left | unknown.
 var claimScript = redis.NewScript(luaLib + `
 local seq, tok, ord, hold = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
+local sku, qty, user, maxPer = ARGV[7], tonumber(ARGV[8]), ARGV[9], tonumber(ARGV[10])
 local n = now()
 local e = P .. 'e:' .. seq
 local f = redis.call('HMGET', e, 'status', 'tokenId', 'orderId', 'readyAt', 'expiresAt', 'claimedAt')
@@ -418,7 +507,10 @@ end
 if f[1] ~= 'admitted' then return {f[1], n} end
 if n < tonumber(f[4]) then return {'early', n} end
 if n >= tonumber(f[5]) then return {'expired', n} end
-redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'claimedAt', n)
+if maxPer > 0 and tonumber(redis.call('GET', P .. 'b:' .. user) or '0') + qty > maxPer then
+  return {'limit', n}
+end
+redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'claimedAt', n, 'sku', sku, 'qty', qty)
 redis.call('ZADD', A, 'XX', n + hold, seq)
 return {'claimed', n}
 `)
@@ -457,4 +549,36 @@ local f = redis.call('HMGET', e, 'orderId', 'user')
 if f[1] ~= ARGV[4] then return 0 end
 finish(e, ARGV[3], f[2])
 return redis.call('ZREM', A, ARGV[3])
+`)
+
+// placedScript records that the store placed the order of entry seq (its
+// units are out of the store's stock figure now, no longer held by the
+// line) together with the stock the store reported, in one step.
+// ARGV from 3: seq, orderId, sku, available, version.
+var placedScript = redis.NewScript(luaLib + `
+local e = P .. 'e:' .. ARGV[3]
+if redis.call('HGET', e, 'orderId') == ARGV[4] then redis.call('HSET', e, 'placed', 1) end
+setStock(ARGV[5], ARGV[6], ARGV[7])
+return 1
+`)
+
+// stockScript records the stock of SKUs as the store reported them (see
+// setStock). ARGV from 3: only (1: these are all the queue's SKUs; others
+// recorded are dropped), then groups of three: sku, available, version.
+var stockScript = redis.NewScript(luaLib + `
+local k = P .. 'stock'
+local keepSkus = {}
+for i = 4, #ARGV, 3 do
+  setStock(ARGV[i], ARGV[i + 1], ARGV[i + 2])
+  keepSkus[ARGV[i]] = true
+end
+if ARGV[3] == '1' then
+  local rows = redis.call('HKEYS', k)
+  for _, f in ipairs(rows) do
+    local sku = f
+    if string.sub(f, -2) == ':v' then sku = string.sub(f, 1, -3) end
+    if not keepSkus[sku] then redis.call('HDEL', k, f) end
+  end
+end
+return 1
 `)

@@ -96,7 +96,20 @@ type Entry struct {
 	ReadyAt   time.Time
 	ExpiresAt time.Time
 	Rate      float64 // admissions per second over the last minute
+	// Stock is the queue's stock state (StockAvailable, StockHeld,
+	// StockSoldOut; "" for a queue that does not follow stock) and SKUs
+	// the queue's SKUs with units left, as the last tick saw them.
+	Stock string
+	SKUs  []string
 }
+
+// The stock states of a stock-aware queue (see admitScript).
+const (
+	StockAvailable = "available" // units left for the next in line
+	StockHeld      = "held"      // none left, but some held by shoppers ahead or pending: they may come back
+	StockSoldOut   = "sold_out"  // nothing left, held or pending
+	StockUnknown   = "unknown"   // the store has reported nothing yet: nobody is admitted
+)
 
 // Ingest puts the shopper who joined with seq in line ahead of the
 // admitter's follower, so the gateway can answer with the exact place
@@ -119,22 +132,35 @@ func (s *Store) Ingest(ctx context.Context, q, epoch string, seq uint64, user st
 	return entryOf(res)
 }
 
-// Lookup returns the user's current entry in q, and false when the user has
-// none (or it finished long enough ago to be forgotten).
-func (s *Store) Lookup(ctx context.Context, q, user string) (seq uint64, st Status, ok bool, err error) {
+// Current is a user's current entry in a queue, as Lookup finds it.
+type Current struct {
+	Found  bool // false: no entry (or it finished long enough ago to be forgotten)
+	Seq    uint64
+	Status Status
+	Bought int // units the user bought in the queue (for maxPerUser)
+}
+
+// Lookup returns the user's current entry in q and what they bought there.
+func (s *Store) Lookup(ctx context.Context, q, user string) (Current, error) {
 	k := keyspace.Of(q)
-	res, err := s.run(ctx, lookupScript, []string{k.User(user)}, k.Prefix()).StringSlice()
+	res, err := s.run(ctx, lookupScript, []string{k.User(user), k.Bought(user)}, k.Prefix()).Slice()
 	if err != nil {
-		return 0, "", false, fmt.Errorf("lookup %s/%s: %w", q, user, err)
+		return Current{}, fmt.Errorf("lookup %s/%s: %w", q, user, err)
 	}
-	if len(res) != 2 {
-		return 0, "", false, nil
+	if len(res) != 3 {
+		return Current{}, fmt.Errorf("lookup %s/%s: reply of %d fields", q, user, len(res))
 	}
-	seq, err = strconv.ParseUint(res[0], 10, 64)
-	if err != nil {
-		return 0, "", false, fmt.Errorf("lookup %s/%s: bad seq %q", q, user, res[0])
+	var c Current
+	bought, _ := res[2].(int64)
+	c.Bought = int(bought)
+	if seq, _ := res[0].(string); seq != "" {
+		if c.Seq, err = strconv.ParseUint(seq, 10, 64); err != nil {
+			return Current{}, fmt.Errorf("lookup %s/%s: bad seq %q", q, user, seq)
+		}
+		st, _ := res[1].(string)
+		c.Found, c.Status = true, Status(st)
 	}
-	return seq, Status(res[1]), true, nil
+	return c, nil
 }
 
 // Poll returns the entry for seq with its position, in one round trip.
@@ -146,7 +172,7 @@ func (s *Store) Poll(ctx context.Context, q string, seq uint64) (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("poll %s/%d: %w", q, seq, err)
 	}
-	if len(res) != 9 {
+	if len(res) != 11 {
 		return Entry{}, fmt.Errorf("poll %s/%d: reply of %d fields", q, seq, len(res))
 	}
 	e, err := entryOf(res[:4])
@@ -159,6 +185,10 @@ func (s *Store) Poll(ctx context.Context, q string, seq uint64) (Entry, error) {
 	e.User, _ = res[7].(string)
 	rate, _ := res[8].(string)
 	e.Rate, _ = strconv.ParseFloat(rate, 64)
+	e.Stock, _ = res[9].(string)
+	if skus, _ := res[10].(string); skus != "" {
+		e.SKUs = strings.Split(skus, ",")
+	}
 	return e, nil
 }
 
@@ -191,12 +221,13 @@ const (
 	RedeemEarly    Redemption = "early"    // the token is not valid yet (readyAt)
 	RedeemExpired  Redemption = "expired"  // the token expired unused
 	RedeemLeft     Redemption = "left"     // the shopper gave the slot up
+	RedeemLimit    Redemption = "limit"    // the user bought the queue's maxPerUser units
 	RedeemUnknown  Redemption = "unknown"  // Redis holds no admission for this token
 )
 
 func redemptionOf(s string) Redemption {
 	switch r := Redemption(s); r {
-	case Redeemed, RedeemConflict, RedeemEarly, RedeemExpired, RedeemLeft:
+	case Redeemed, RedeemConflict, RedeemEarly, RedeemExpired, RedeemLeft, RedeemLimit:
 		return r
 	case "claimed":
 		return Redeemed
@@ -204,12 +235,24 @@ func redemptionOf(s string) Redemption {
 	return RedeemUnknown // unknown, waiting: no admission for this token
 }
 
-// Claim takes the token of entry seq for orderID at the moment the order is
+// Order is what an order claims of its token's entry.
+type Order struct {
+	ID       string
+	TokenID  string
+	User     string
+	SKU      string
+	Quantity int
+	// MaxPerUser is the queue's limit of units per user (0: none).
+	MaxPerUser int
+}
+
+// Claim takes the token of entry seq for order o at the moment the order is
 // requested, judged on Redis time, and holds its slot for hold (the order's
 // deadline and a margin). See claimScript.
-func (s *Store) Claim(ctx context.Context, q string, seq uint64, tokenID, orderID string, hold time.Duration) (Claim, error) {
+func (s *Store) Claim(ctx context.Context, q string, seq uint64, o Order, hold time.Duration) (Claim, error) {
 	k := keyspace.Of(q)
-	res, err := claimScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, seq, tokenID, orderID, hold.Milliseconds())...).Slice()
+	res, err := claimScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, seq, o.TokenID, o.ID, hold.Milliseconds(),
+		o.SKU, max(o.Quantity, 1), o.User, o.MaxPerUser)...).Slice()
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim %s/%d: %w", q, seq, err)
 	}
@@ -289,6 +332,8 @@ type Tick struct {
 	// Admissions and Orders are the streams' heads for this queue: nobody
 	// is admitted until the line has applied them (see admitScript).
 	Admissions, Orders Head
+	// StockAware admits only against units that could still be sold.
+	StockAware bool
 }
 
 // TickResult says what one tick did.
@@ -305,6 +350,10 @@ type TickResult struct {
 	// AdmitRatePerSec is the measured admission rate of the last minute,
 	// the one Stats reports and ETAs use.
 	AdmitRatePerSec float64
+	// Stock is the stock state after the tick (see Entry.Stock) and
+	// Sellable the units that could still go to the next in line.
+	Stock    string
+	Sellable int64
 }
 
 // Admit runs the queue's admission tick if it is due: expires stale tokens,
@@ -312,13 +361,9 @@ type TickResult struct {
 // the invariants.
 func (s *Store) Admit(ctx context.Context, q string, t Tick) (TickResult, error) {
 	k := keyspace.Of(q)
-	paused := 0
-	if t.Paused {
-		paused = 1
-	}
 	res, err := admitScript.Run(ctx, s.rdb, stdKeys(k), s.args(k,
 		q, t.Epoch, t.TargetActive, t.MaxAdmitPerTick, t.TickLength.Milliseconds(), t.TokenTTL.Milliseconds(),
-		paused, t.Offset, t.Admissions.Seq, t.Admissions.StreamID, t.Orders.Seq, t.Orders.StreamID)...).Slice()
+		flag(t.Paused), t.Offset, t.Admissions.Seq, t.Admissions.StreamID, t.Orders.Seq, t.Orders.StreamID, flag(t.StockAware))...).Slice()
 	if err != nil {
 		return TickResult{}, fmt.Errorf("admit %s: %w", q, err)
 	}
@@ -329,11 +374,54 @@ func (s *Store) Admit(ctx context.Context, q string, t Tick) (TickResult, error)
 	if len(res) == 2 && res[0] == "early" {
 		return TickResult{Early: true, Next: time.Duration(ints[1]) * time.Millisecond}, nil
 	}
-	if len(res) != 8 {
+	if len(res) != 10 {
 		return TickResult{}, fmt.Errorf("admit %s: reply of %d fields", q, len(res))
 	}
+	stock, _ := res[8].(string)
 	return TickResult{Expired: int(ints[1]), Admitted: int(ints[2]), Active: ints[3], Waiting: ints[4],
-		AdmitRatePerSec: float64(ints[5]) / 1000, Behind: ints[6] == 1, Next: time.Duration(ints[7]) * time.Millisecond}, nil
+		AdmitRatePerSec: float64(ints[5]) / 1000, Behind: ints[6] == 1, Next: time.Duration(ints[7]) * time.Millisecond,
+		Stock: stock, Sellable: ints[9]}, nil
+}
+
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// StockLevel is a SKU's units as the store reports them, with the
+// version that orders the reports.
+type StockLevel struct {
+	SKU       string
+	Available int64
+	Version   int64
+}
+
+// SetStock records the stock of SKUs of queue q as the store reported
+// them; an older version than the one recorded changes nothing. With only,
+// these are all of the queue's SKUs and any other recorded is dropped.
+func (s *Store) SetStock(ctx context.Context, q string, only bool, levels ...StockLevel) error {
+	k := keyspace.Of(q)
+	args := s.args(k, flag(only))
+	for _, l := range levels {
+		args = append(args, l.SKU, l.Available, l.Version)
+	}
+	if err := stockScript.Run(ctx, s.rdb, stdKeys(k), args...).Err(); err != nil {
+		return fmt.Errorf("set stock of %s: %w", q, err)
+	}
+	return nil
+}
+
+// Placed records that the store placed the order of entry seq — its units
+// are out of the store's stock now, no longer held by the line — together
+// with the stock the store reported, in one step.
+func (s *Store) Placed(ctx context.Context, q string, seq uint64, orderID string, l StockLevel) error {
+	k := keyspace.Of(q)
+	if err := placedScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, seq, orderID, l.SKU, l.Available, l.Version)...).Err(); err != nil {
+		return fmt.Errorf("placed %s/%d: %w", q, seq, err)
+	}
+	return nil
 }
 
 // Admission is an admitted entry waiting in the outbox to be announced.

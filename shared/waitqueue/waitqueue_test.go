@@ -332,8 +332,8 @@ func TestLeave(t *testing.T) {
 		}
 	})
 	t.Run("leaving ends the entry, so joining again starts a new one", func(t *testing.T) {
-		if _, st, _, _ := s.Lookup(ctx, q, "bob"); st.Live() {
-			t.Fatalf("Lookup(bob) = %s after leaving, want a finished entry", st)
+		if c, _ := s.Lookup(ctx, q, "bob"); c.Status.Live() {
+			t.Fatalf("Lookup(bob) = %+v after leaving, want a finished entry", c)
 		}
 	})
 }
@@ -382,9 +382,9 @@ func TestBatchedCallsAnswerLikeDirectOnes(t *testing.T) {
 		if err != nil || e.Position != int64(i) || e.Waiting != 300 {
 			t.Fatalf("Poll(%d) = %+v, %v; want position %d of 300", i, e, err, i)
 		}
-		seq, st, ok, err := s.Lookup(ctx, q, fmt.Sprintf("u%d", i))
-		if err != nil || !ok || seq != uint64(i) || st != waitqueue.Waiting {
-			t.Fatalf("Lookup(u%d) = %d %s %v %v", i, seq, st, ok, err)
+		c, err := s.Lookup(ctx, q, fmt.Sprintf("u%d", i))
+		if err != nil || !c.Found || c.Seq != uint64(i) || c.Status != waitqueue.Waiting {
+			t.Fatalf("Lookup(u%d) = %+v %v", i, c, err)
 		}
 	}
 }
