@@ -105,3 +105,27 @@ func postgresBin() (string, error) {
 	}
 	return "", fmt.Errorf("no PostgreSQL in /usr/lib/postgresql/*/bin or on PATH (make deps installs it)")
 }
+
+// describeSource names what the services were built from: a revision, or
+// the working tree at its HEAD (noting uncommitted changes).
+func describeSource(ctx context.Context, rev string) string {
+	root, err := moduleRoot()
+	if err != nil {
+		return "unknown"
+	}
+	git := func(args ...string) string {
+		out, err := exec.CommandContext(ctx, "git", append([]string{"-C", root}, args...)...).Output()
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if rev != "" {
+		return "commit " + git("rev-parse", "--short", rev+"^{commit}")
+	}
+	desc := "the working tree at " + git("rev-parse", "--short", "HEAD")
+	if git("status", "--porcelain", "--untracked-files=no") != "" {
+		desc += " with uncommitted changes"
+	}
+	return desc
+}

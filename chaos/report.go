@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -11,8 +12,8 @@ import (
 func writeReliability(path string, results []result, o options) error {
 	var b strings.Builder
 	b.WriteString("# Reliability: usher under injected faults\n\n")
-	fmt.Fprintf(&b, "Written by `go run ./chaos -all -reliability %s` (`make chaos`) on %s, seed %d",
-		path, time.Now().UTC().Format("2006-01-02 15:04 UTC"), o.seed)
+	fmt.Fprintf(&b, "Written by `go run ./chaos -all -reliability %s` (`make chaos`) on %s, seed %d, services built from %s",
+		filepath.Base(path), time.Now().UTC().Format("2006-01-02 15:04 UTC"), o.seed, o.source)
 	if o.quick {
 		b.WriteString(", quick timings")
 	}

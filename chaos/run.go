@@ -40,6 +40,7 @@ type options struct {
 	out         string
 	reliability string
 	rev         string
+	source      string // what the services were built from
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -143,6 +144,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	o.source = describeSource(ctx, o.rev)
+	fmt.Fprintf(stdout, "chaos: services built from %s\n", o.source)
 	re := &runEnv{bins: bins, tmp: tmp, pgTmpl: tmpl, out: o.out, log: log, quick: o.quick, keep: o.keep, progress: stdout, began: start}
 	var results []result
 	for _, sc := range chosen {
