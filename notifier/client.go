@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"sync"
 
 	"usher/shared/waitqueue"
@@ -35,7 +36,38 @@ type client struct {
 	// stale: an admission event named this client's entry; the stream
 	// reads the line afresh before it says anything more.
 	stale bool
+	// stock is the queue's stock state and SKUs with units left, as last
+	// read ("" while the queue does not follow stock).
+	stock stockView
 	end   ending
+}
+
+// stockView is what a stock event says.
+type stockView struct {
+	state string
+	skus  string // comma-separated
+}
+
+// setStock records the queue's stock as read, and wakes the stream when
+// it changed for a shopper still waiting.
+func (c *client) setStock(state string, skus []string) {
+	if state == waitqueue.StockUnknown {
+		return
+	}
+	s := stockView{state: state, skus: strings.Join(skus, ",")}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s != c.stock && c.adm == nil && c.end.event == "" {
+		c.stock = s
+		c.signal()
+	}
+}
+
+// stockState is the stock as last read.
+func (c *client) stockState() stockView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stock
 }
 
 func newClient(q string, seq uint64) *client {
@@ -150,6 +182,7 @@ func (c *client) advance(admittedTotal, waiting int64, rate float64) {
 
 // apply takes the state of a fresh read of the client's entry.
 func (c *client) apply(e waitqueue.Entry) {
+	c.setStock(e.Stock, e.SKUs)
 	switch e.Status {
 	case waitqueue.Waiting, waitqueue.Unknown:
 		c.mu.Lock()

@@ -146,6 +146,24 @@ func (h *hub) onAdmitted(a event.Admitted) {
 	}
 }
 
+// onConfig hears every change of a queue's configuration: a queue that
+// closed (sold out, say) ends its waiting clients' streams at once, not at
+// the next position tick.
+func (h *hub) onConfig(cfg catalog.Config) {
+	if cfg.State != catalog.StateClosed {
+		return
+	}
+	h.mu.Lock()
+	var all []*client
+	if r := h.rooms[cfg.Name]; r != nil {
+		all = append(all, r.clients...)
+	}
+	h.mu.Unlock()
+	for _, c := range all {
+		c.close(shopper.ClosedReason(cfg))
+	}
+}
+
 // onUsed ends the streams of the entry whose token became a final order.
 func (h *hub) onUsed(q string, seq uint64) {
 	for _, c := range h.clientsOf(q, seq) {
@@ -223,6 +241,7 @@ func (h *hub) refresh(ctx context.Context, q string) {
 	}
 	for _, c := range all {
 		c.advance(rk.AdmittedTotal, rk.Waiting, rk.Rate)
+		c.setStock(rk.Stock, rk.SKUs)
 	}
 	for i, c := range gone {
 		if i == maxPollsPerTick {

@@ -39,6 +39,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	d.Line.EnableBatching()
 	m := newMetrics()
 	h := newHub(d.Log, d.Line, d.Queues, d.Clock.Now, s.timing, m)
+	d.Queues.OnChange(h.onConfig)
 	sub, err := d.NC.Subscribe(admissionsSubject, admissionHandler(d.Log, h))
 	if err != nil {
 		return fmt.Errorf("subscribe %s: %w", admissionsSubject, err)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"usher/shared/catalog"
@@ -47,6 +48,10 @@ type (
 	}
 	closedData struct {
 		Reason string `json:"reason"`
+	}
+	stockData struct {
+		Stock string   `json:"stock"`
+		SKUs  []string `json:"skusAvailable,omitempty"`
 	}
 	expiredData struct {
 		ExpiresAt *time.Time `json:"expiresAt,omitempty"`
@@ -175,6 +180,7 @@ type stream struct {
 
 	sent      view
 	sentAny   bool
+	sentStock stockView
 	readySent bool
 	readyAt   *time.Timer
 	expiresAt *time.Timer
@@ -277,16 +283,29 @@ func (st *stream) push() (done bool, err error) {
 			return false, st.ready(*adm, now)
 		}
 	}
-	if st.sentAny && v == st.sent {
-		return false, nil
+	if !st.sentAny || v != st.sent {
+		p := positionData{Position: v.position, Waiting: v.waiting}
+		if v.etaKnown {
+			p.ETASeconds = &v.eta
+		}
+		data, _ := json.Marshal(p)
+		st.sent, st.sentAny = v, true
+		if err := st.send("position", data); err != nil {
+			return false, err
+		}
 	}
-	p := positionData{Position: v.position, Waiting: v.waiting}
-	if v.etaKnown {
-		p.ETASeconds = &v.eta
+	// The queue's stock, for a shopper still waiting: whether units are
+	// left for them, held by shoppers ahead, or gone.
+	if s := st.c.stockState(); s != st.sentStock && adm == nil {
+		sd := stockData{Stock: s.state}
+		if s.skus != "" {
+			sd.SKUs = strings.Split(s.skus, ",")
+		}
+		data, _ := json.Marshal(sd)
+		st.sentStock = s
+		return false, st.send("stock", data)
 	}
-	data, _ := json.Marshal(p)
-	st.sent, st.sentAny = v, true
-	return false, st.send("position", data)
+	return false, nil
 }
 
 // ready sends READY with the entry token, minted by shopper.Of from the

@@ -488,3 +488,30 @@ func TestAForgedAdmissionEventMintsNoToken(t *testing.T) {
 		return
 	}
 }
+
+// A shopper waiting in a stock-aware queue hears the stock (held: the last
+// units are with shoppers ahead), and hears the queue close as sold out the
+// moment it does — not at the next position tick (an hour here).
+func TestStockEventsAndAnImmediateSoldOutClose(t *testing.T) {
+	w := newWorld(t)
+	w.configure(func(c *catalog.Config) { c.SKU = "sku-" + w.queue })
+	n := w.start("USHER_NOTIFIER_POSITION_INTERVAL", "1h")
+	ctx := context.Background()
+	if err := w.line.SetStock(ctx, w.queue, true, waitqueue.StockLevel{SKU: "sku-" + w.queue, Available: 1, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	w.join(1, "alice")
+	testenv.Applied(t, w.line, w.queue, w.epoch, 1<<40)
+	if r := testenv.Tick(t, w.line, w.queue, waitqueue.Tick{Epoch: w.epoch, TargetActive: 5, TickLength: 10 * time.Millisecond,
+		TokenTTL: time.Minute, StockAware: true}); r.Admitted != 1 || r.Stock != waitqueue.StockHeld {
+		t.Fatalf("tick = %+v, want alice admitted for the one unit and the stock held", r)
+	}
+	bob := open(t, n.url(w.queue, w.join(2, "bob")), "")
+	if got := decode[stockData](t, bob.until("stock", 5*time.Second)); got.Stock != "held" {
+		t.Fatalf("stock = %+v, want held", got)
+	}
+	w.configure(func(c *catalog.Config) { c.State, c.ClosedReason = catalog.StateClosed, catalog.ReasonSoldOut })
+	if got := decode[closedData](t, bob.until("closed", 5*time.Second)); got.Reason != "sold_out" {
+		t.Fatalf("closed = %+v, want sold_out", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"usher/shared/keyspace"
 
 	"github.com/redis/go-redis/v9"
@@ -14,6 +15,10 @@ type Ranks struct {
 	Waiting       int64   // how many are waiting in the queue
 	AdmittedTotal int64   // how many the queue has ever admitted
 	Rate          float64 // admissions per second over the last minute
+	// Stock and SKUs are the queue's stock state and its SKUs with units
+	// left, as the last tick saw them (see Entry).
+	Stock string
+	SKUs  []string
 	// Rank holds, for each sequence asked about, its 0-based place in line,
 	// or -1 when it is not waiting (admitted, gone, or not ingested yet).
 	Rank []int64
@@ -31,7 +36,7 @@ func (s *Store) Ranks(ctx context.Context, q string, seqs []uint64) (Ranks, erro
 	ranks := make([]*redis.IntCmd, len(seqs))
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		card = p.ZCard(ctx, k.Waiting())
-		st = p.HMGet(ctx, k.Stats(), "admittedTotal", "rate")
+		st = p.HMGet(ctx, k.Stats(), "admittedTotal", "rate", "stock", "skus")
 		for i, seq := range seqs {
 			ranks[i] = p.ZRank(ctx, k.Waiting(), strconv.FormatUint(seq, 10))
 		}
@@ -46,6 +51,10 @@ func (s *Store) Ranks(ctx context.Context, q string, seqs []uint64) (Ranks, erro
 	}
 	if v, ok := st.Val()[1].(string); ok {
 		out.Rate, _ = strconv.ParseFloat(v, 64)
+	}
+	out.Stock, _ = st.Val()[2].(string)
+	if v, ok := st.Val()[3].(string); ok && v != "" {
+		out.SKUs = strings.Split(v, ",")
 	}
 	for i, c := range ranks {
 		r, err := c.Result()
