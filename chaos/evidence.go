@@ -81,7 +81,7 @@ type admission struct {
 }
 
 type orderEvent struct {
-	Type    string    `json:"type"` // requested, completed, failed
+	Type    string    `json:"type"` // requested, completed, failed (the subject's kind)
 	OrderID string    `json:"orderId"`
 	TokenID string    `json:"tokenId"`
 	Queue   string    `json:"queue"`
@@ -303,7 +303,8 @@ func gatherStreams(ctx context.Context, js jetstream.JetStream, ev *evidence) er
 		}
 		var o orderEvent
 		_ = json.Unmarshal(env.Data, &o)
-		o.Type = strings.TrimPrefix(m.Subject(), "usher.order.")
+		// usher.order.<kind> or usher.order.<kind>.<queue>
+		o.Type, _, _ = strings.Cut(strings.TrimPrefix(m.Subject(), "usher.order."), ".")
 		o.Stored = md.Timestamp
 		ev.OrderEvents = append(ev.OrderEvents, o)
 		return nil
