@@ -14,7 +14,7 @@ import (
 
 // consumerName is the durable consumer every order worker shares: the
 // stream's order requests are split among them (a work queue).
-const consumerName = "orderworker"
+const consumerName = event.ConsumerOrderWorker
 
 // delivery is the part of a JetStream message the consumer uses.
 type delivery interface {

@@ -42,7 +42,7 @@ func (c *cli) jetStream(ctx context.Context) (*nats.Conn, jetstream.JetStream, e
 	if err != nil {
 		return nil, nil, err
 	}
-	nc, err := bus.Connect(s.nats, "usherctl")
+	nc, err := bus.Connect(s.nats.As(bus.Usherctl, nil), "usherctl")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -60,7 +60,7 @@ func (c *cli) redisStore(ctx context.Context) (redis.UniversalClient, *waitqueue
 	if err != nil {
 		return nil, nil, err
 	}
-	rdb, err := waitqueue.Dial(s.redis)
+	rdb, err := waitqueue.Dial(s.redis.As("usherctl"))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -71,12 +71,20 @@ Usage:
   usherctl replay --stream entries|admissions|orders|ops --queue Q [flags]
   usherctl rebuild --queue Q [--force]
   usherctl audit --queue Q
+  usherctl migrate
+  usherctl redis-acl --dir DIR
+  usherctl nats-auth --dir DIR [--base nats.conf] [--downstream NAME,...]
 
 Run "usherctl COMMAND --help" for a command's flags.
 
 Environment:
   USHER_NATS_URL      NATS server URLs, comma-separated (default nats://127.0.0.1:4222)
+  USHER_NATS_NKEY_FILE  usherctl's NKey seed (default $USHER_DATA_DIR/nats/usherctl.nk when it exists;
+                      USHER_DATA_DIR defaults to .usher); USHER_NATS_TLS_CA/_CERT/_KEY for TLS
   USHER_REDIS_URL     Redis URL or cluster seeds (default redis://127.0.0.1:6379/0)
+  USHER_REDIS_USER, USHER_REDIS_PASSWORD_FILE  Redis ACL user and its password (default: usher-usherctl
+                      with $USHER_DATA_DIR/redis/usher-usherctl.pass when it exists); USHER_REDIS_TLS_CA/_CERT/_KEY
+  USHER_DATABASE_MIGRATE_URL  PostgreSQL URL of the schema's owner, for migrate (default USHER_DATABASE_URL)
   USHER_GATEWAY_URL   gateway base URL for the admin API (default http://127.0.0.1:8080)
   USHER_ADMIN_TOKEN   bearer token of the admin API (default dev-admin-token)
   USHER_LOG_LEVEL     diagnostics on stderr: debug, info, warn, error (default warn)
@@ -117,6 +125,12 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.rebuild(ctx, args[1:])
 	case "audit":
 		return c.audit(ctx, args[1:])
+	case "migrate":
+		return c.migrate(ctx, args[1:])
+	case "redis-acl":
+		return c.redisACL(ctx, args[1:])
+	case "nats-auth":
+		return c.natsAuth(ctx, args[1:])
 	default:
 		fmt.Fprint(c.stderr, usage)
 		return usagef("unknown command %q", args[0])

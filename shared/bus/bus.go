@@ -1,8 +1,20 @@
-// Package bus connects to NATS and declares usher's JetStream streams.
+// Package bus connects to NATS and declares usher's JetStream streams, and
+// says what each process may do on the broker.
 //
-// Streams are created or updated idempotently at start-up by every service,
-// so a fresh cluster, a restarted one and a rolling upgrade all converge on
-// the same definitions. Retention and dedup windows:
+// Every process connects as a Role: with its own NKey (the seed in
+// USHER_NATS_NKEY_FILE, by default <USHER_DATA_DIR>/nats/<role>.nk), its own
+// reply subjects (Role.Inbox) and, on a broker configured from Policy, only
+// the permissions Policy.Permissions derives for it from the subjects and
+// streams in package event. USHER_NATS_TLS_CA, USHER_NATS_TLS_CERT and
+// USHER_NATS_TLS_KEY turn on TLS (and client certificates).
+//
+// Streams (and the catalog's bucket) are created or updated idempotently at
+// start-up by the one role that owns them, the admitter, so a fresh cluster,
+// a restarted one and a rolling upgrade all converge on the same
+// definitions; every other role waits until they exist and never changes
+// them. On a broker that authenticates nobody (unit tests, the fault
+// harness) every process declares them, as any of them may. Retention and
+// dedup windows:
 //
 //	USHER_ENTRIES     usher.enter.<q>, usher.leave.<q>   7 days, dedup 2 min
 //	USHER_ADMISSIONS  usher.admitted.<q>                 7 days, dedup 2 min
@@ -16,11 +28,14 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -30,36 +45,132 @@ import (
 	"usher/shared/event"
 )
 
-// Settings say how a process reaches NATS.
+// Settings say how a process reaches NATS and who it is there.
 type Settings struct {
 	URLs []string // a server's or a cluster's seeds
 	// Replicas is the replica count of the streams and the KV bucket (1 on
 	// one server, 3 on a cluster).
 	Replicas int
+	// Role is who the process is on the broker (set with As): it names the
+	// reply subjects (Role.Inbox) and the default NKey file. Empty: the
+	// default inbox and no default key (tests' own connections).
+	Role Role
+	// NKeyFile holds the seed of the process's NKey (USHER_NATS_NKEY_FILE).
+	// Empty: the role's file in the data folder, <dataDir>/nats/<role>.nk,
+	// when it exists — and only when the server asks for NKeys — else none.
+	NKeyFile string
+	// TLS is the client side of TLS; zero: plain TCP (unless the URL says
+	// tls://).
+	TLS TLS
+	// Log is where Open says that it waits for the streams (nil: nowhere).
+	Log *slog.Logger
+
+	dataDir string
 }
 
-// LoadSettings reads USHER_NATS_URL and USHER_STREAM_REPLICAS.
+// TLS is the client side of TLS to NATS: a CA to verify the server with
+// (empty: the system's roots) and, for a server that verifies clients, a
+// certificate and its key.
+type TLS struct {
+	CA, Cert, Key string
+}
+
+// LoadSettings reads USHER_NATS_URL, USHER_STREAM_REPLICAS,
+// USHER_NATS_NKEY_FILE, USHER_DATA_DIR (for the default key) and
+// USHER_NATS_TLS_CA, USHER_NATS_TLS_CERT, USHER_NATS_TLS_KEY.
 func LoadSettings(env *config.Env) Settings {
-	return Settings{
+	s := Settings{
 		URLs:     env.List("USHER_NATS_URL", "nats://127.0.0.1:4222"),
 		Replicas: env.Int("USHER_STREAM_REPLICAS", 1, 1),
+		NKeyFile: env.String("USHER_NATS_NKEY_FILE", ""),
+		TLS: TLS{
+			CA:   env.String("USHER_NATS_TLS_CA", ""),
+			Cert: env.String("USHER_NATS_TLS_CERT", ""),
+			Key:  env.String("USHER_NATS_TLS_KEY", ""),
+		},
+		dataDir: env.String("USHER_DATA_DIR", ".usher"),
 	}
+	if (s.TLS.Cert == "") != (s.TLS.Key == "") {
+		env.Check(errors.New("USHER_NATS_TLS_CERT and USHER_NATS_TLS_KEY: set both (a client certificate and its key) or neither"))
+	}
+	return s
+}
+
+// As returns s for a process of role r, logging to log.
+func (s Settings) As(r Role, log *slog.Logger) Settings {
+	s.Role, s.Log = r, log
+	return s
+}
+
+// keyFile returns the NKey seed file to connect with and whether it was
+// configured explicitly ("" when none).
+func (s Settings) keyFile() (path string, explicit bool) {
+	if s.NKeyFile != "" {
+		return s.NKeyFile, true
+	}
+	if s.Role == "" {
+		return "", false
+	}
+	p := DefaultKeyFile(s.dataDir, s.Role)
+	if _, err := os.Stat(p); err != nil {
+		return "", false
+	}
+	return p, false
+}
+
+// DefaultKeyFile is where a role's NKey seed lives in a data folder:
+// <dataDir>/nats/<role>.nk, as make run generates it.
+func DefaultKeyFile(dataDir string, r Role) string {
+	return filepath.Join(dataDir, "nats", string(r)+".nk")
 }
 
 // Connect dials any of the NATS URLs (a cluster's seeds) as name and keeps
-// reconnecting forever.
+// reconnecting forever. It authenticates with the role's NKey when it has
+// one; the key found by default in the data folder is left out when the
+// server authenticates nobody (it asks for no NKey), an explicit one never
+// is.
 func Connect(s Settings, name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(strings.Join(s.URLs, ","),
+	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(false),
-	)
+	}
+	if s.Role != "" {
+		opts = append(opts, nats.CustomInboxPrefix(s.Role.Inbox()))
+	}
+	if s.TLS.CA != "" {
+		opts = append(opts, nats.RootCAs(s.TLS.CA))
+	}
+	if s.TLS.Cert != "" {
+		opts = append(opts, nats.ClientCert(s.TLS.Cert, s.TLS.Key))
+	}
+	url := strings.Join(s.URLs, ",")
+	key, explicit := s.keyFile()
+	if key == "" {
+		return dial(url, s.URLs, opts)
+	}
+	withKey, err := nats.NkeyOptionFromSeed(key)
 	if err != nil {
-		return nil, fmt.Errorf("connect nats %v: %w", s.URLs, err)
+		return nil, fmt.Errorf("nats credentials %s: %w", key, err)
+	}
+	nc, err := dial(url, s.URLs, append(opts, withKey))
+	if errors.Is(err, nats.ErrNkeysNotSupported) && !explicit {
+		return dial(url, s.URLs, opts)
+	}
+	return nc, err
+}
+
+func dial(url string, urls []string, opts []nats.Option) (*nats.Conn, error) {
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect nats %v: %w", urls, err)
 	}
 	return nc, nil
 }
+
+// authenticated reports whether nc proved an identity to the server.
+func authenticated(nc *nats.Conn) bool { return nc.Opts.Nkey != "" }
 
 // Streams returns the names, subjects and retention of usher's streams.
 func Streams() []jetstream.StreamConfig {
@@ -88,8 +199,11 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int) er
 	return nil
 }
 
-// Open connects to NATS, declares the streams and returns the connection
-// and its JetStream context. The caller drains the connection.
+// Open connects to NATS as s.Role and returns the connection and its
+// JetStream context once the streams exist. It declares them (EnsureStreams)
+// when the role owns them (Role.Declares) or the broker authenticated
+// nobody; otherwise it waits until they exist (WaitStreams), the catalog's
+// bucket included, changing nothing. The caller drains the connection.
 func Open(ctx context.Context, s Settings, name string) (*nats.Conn, jetstream.JetStream, error) {
 	nc, err := Connect(s, name)
 	if err != nil {
@@ -100,11 +214,23 @@ func Open(ctx context.Context, s Settings, name string) (*nats.Conn, jetstream.J
 		nc.Close()
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
-	if err := EnsureStreams(ctx, js, s.Replicas); err != nil {
+	if s.Declares(nc) {
+		err = EnsureStreams(ctx, js, s.Replicas)
+	} else {
+		err = WaitStreams(ctx, js, s.Log)
+	}
+	if err != nil {
 		nc.Close()
 		return nil, nil, err
 	}
 	return nc, js, nil
+}
+
+// Declares reports whether the process connected as nc declares the
+// streams and the catalog's bucket: its role owns them, it has no role, or
+// the broker authenticated nobody (so nobody is refused anything).
+func (s Settings) Declares(nc *nats.Conn) bool {
+	return s.Role == "" || s.Role.Declares() || !authenticated(nc)
 }
 
 // StreamID is the identity of one incarnation of a stream: its creation

@@ -109,6 +109,31 @@ func StreamSubjects() map[string][]string {
 // OpsSubjects matches every ops event.
 const OpsSubjects = "usher.ops.>"
 
+// The queue catalog is a JetStream KV bucket: JetStream keeps it in a
+// stream of its own, one subject per queue.
+const (
+	BucketQueues = "USHER_QUEUES"
+	// StreamQueues is the stream JetStream keeps the bucket in.
+	StreamQueues = "KV_" + BucketQueues
+	// QueueConfigSubjects matches every queue's configuration in the
+	// bucket: a publish there is a write to the catalog.
+	QueueConfigSubjects = "$KV." + BucketQueues + ".>"
+)
+
+// ConsumerOrderWorker is the durable consumer of order requests on
+// USHER_ORDERS that every order worker shares.
+const ConsumerOrderWorker = "orderworker"
+
+// ReplaySubjects is where usherctl replay --republish may re-send events
+// under broker auth: replay.<reader>.<anything>, for the downstream reader
+// that lost its state. It is outside every usher stream, so a republish
+// can never write into the record.
+const ReplaySubjects = "replay.>"
+
+// ReplaySubject is the republish subject of downstream reader name (and
+// the subjects below it).
+func ReplaySubject(name string) string { return "replay." + name + ".>" }
+
 // Envelope is a CloudEvents 1.0 structured-mode JSON event.
 type Envelope struct {
 	SpecVersion     string          `json:"specversion"`

@@ -68,8 +68,9 @@ type Deps struct {
 	stopWatch context.CancelFunc
 }
 
-// Open connects the service called name (it names its broker connection)
-// to NATS (declaring the streams), the catalog and Redis, syncs the clock
+// Open connects the service called name (it names its broker connection
+// and its role, see bus.Role) to NATS (declaring the streams, or waiting for
+// the admitter to), the catalog and Redis, syncs the clock
 // to Redis's and reads the streams' identities. On error, what was opened
 // is closed.
 func Open(ctx context.Context, s Settings, name string, stdout io.Writer) (d *Deps, err error) {
@@ -83,17 +84,25 @@ func Open(ctx context.Context, s Settings, name string, stdout io.Writer) (d *De
 	if d.Log, err = config.Logger(stdout, s.LogLevel); err != nil {
 		return d, err
 	}
-	if d.NC, d.JS, err = bus.Open(ctx, s.NATS, "usher-"+name); err != nil {
+	// The service's role on the broker is its name: its key, its inbox, and
+	// whether it declares the streams and the catalog or waits for them.
+	broker := s.NATS.As(bus.Role(name), d.Log)
+	if d.NC, d.JS, err = bus.Open(ctx, broker, "usher-"+name); err != nil {
 		return d, err
 	}
 	// The catalog's watch lives until Close, not until ctx ends: the
 	// service's loops may still read the catalog while they wind down.
 	watchCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	d.stopWatch = stop
-	if d.Queues, err = catalog.Open(watchCtx, d.JS, s.NATS.Replicas); err != nil {
+	if broker.Declares(d.NC) {
+		d.Queues, err = catalog.Open(watchCtx, d.JS, s.NATS.Replicas)
+	} else {
+		d.Queues, err = catalog.Attach(watchCtx, d.JS)
+	}
+	if err != nil {
 		return d, err
 	}
-	if d.Redis, err = waitqueue.Connect(ctx, s.Redis); err != nil {
+	if d.Redis, err = waitqueue.Connect(ctx, s.Redis.As(name)); err != nil {
 		return d, err
 	}
 	d.Line = waitqueue.New(d.Redis)

@@ -1,0 +1,50 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/shared/event"
+)
+
+// WaitStreams returns once every usher stream and the catalog's bucket
+// exist, as the role that declares them (the admitter) creates them,
+// checking twice a second and telling log every ten seconds what it still
+// waits for (log may be nil). It changes nothing. It returns ctx's error
+// when ctx ends first, and at once any error other than a missing stream
+// (a broker that refuses the lookup, say).
+func WaitStreams(ctx context.Context, js jetstream.JetStream, log *slog.Logger) error {
+	names := append(streamNames(), event.StreamQueues)
+	start := time.Now()
+	lastSaid := start
+	for {
+		var missing []string
+		for _, name := range names {
+			_, err := js.Stream(ctx, name)
+			switch {
+			case errors.Is(err, jetstream.ErrStreamNotFound):
+				missing = append(missing, name)
+			case err != nil && ctx.Err() == nil:
+				return fmt.Errorf("stream %s: %w", name, err)
+			}
+		}
+		if len(missing) == 0 && ctx.Err() == nil {
+			return nil
+		}
+		if log != nil && time.Since(lastSaid) >= 10*time.Second {
+			lastSaid = time.Now()
+			log.Warn("waiting for the streams: the admitter declares them", "missing", missing,
+				"for", time.Since(start).Round(time.Second).String())
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for streams %v: %w", missing, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
