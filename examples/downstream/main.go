@@ -6,8 +6,18 @@
 //	go run ./examples/downstream -queue demo                  # follow admissions
 //	go run ./examples/downstream -verify "$TOKEN" -queue demo # check a token
 //
-// It uses nothing of usher's code: only the event schema and the JWKS, as a
-// service in another repository would.
+// On a broker with authentication (make run's, compose's) it connects as
+// the downstream reader named like its durable consumer, with that
+// reader's NKey (make run writes .usher/nats/downstream-example-downstream.nk),
+// and may then read USHER_ADMISSIONS through that consumer and nothing
+// else; its replies come under _INBOX_downstream-<durable>, the only inbox
+// it may read:
+//
+//	go run ./examples/downstream -nkey .usher/nats/downstream-example-downstream.nk
+//
+// It uses nothing of usher's code: only the event schema, the JWKS and the
+// broker's naming of a downstream reader, as a service in another
+// repository would.
 package main
 
 import (
@@ -47,6 +57,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	queue := fs.String("queue", "demo", "queue to follow")
 	durable := fs.String("durable", "example-downstream", "durable consumer name")
 	verify := fs.String("verify", "", "verify this entry token and exit")
+	var c creds
+	fs.StringVar(&c.nkey, "nkey", "", "NKey seed file of this downstream reader (a broker with authentication)")
+	fs.StringVar(&c.ca, "tls-ca", "", "CA of the broker's TLS certificate")
+	fs.StringVar(&c.cert, "tls-cert", "", "client certificate (a broker that verifies clients)")
+	fs.StringVar(&c.key, "tls-key", "", "the client certificate's key")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -58,7 +73,36 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "valid: user %s, token %s, usable until %s\n", claims.Sub, claims.Jti, time.Unix(claims.Exp, 0).UTC().Format(time.RFC3339))
 		return nil
 	}
-	return follow(ctx, *natsURL, *queue, *durable, stdout)
+	nc, err := connect(*natsURL, *durable, c)
+	if err != nil {
+		return err
+	}
+	defer nc.Drain()
+	return follow(ctx, nc, *queue, *durable, stdout)
+}
+
+// creds are how the reader proves who it is, and checks who the broker is.
+type creds struct{ nkey, ca, cert, key string }
+
+// connect dials NATS as the downstream reader called durable: its replies
+// under its own inbox prefix (the broker lets it read no other), with its
+// NKey and TLS when given.
+func connect(url, durable string, c creds) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name("downstream-" + durable), nats.CustomInboxPrefix("_INBOX_downstream-" + durable)}
+	if c.nkey != "" {
+		o, err := nats.NkeyOptionFromSeed(c.nkey)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, o)
+	}
+	if c.ca != "" {
+		opts = append(opts, nats.RootCAs(c.ca))
+	}
+	if c.cert != "" {
+		opts = append(opts, nats.ClientCert(c.cert, c.key))
+	}
+	return nats.Connect(url, opts...)
 }
 
 // admitted is the data of a usher.admitted.v1 event.
@@ -73,12 +117,7 @@ type admitted struct {
 
 // follow prints each admission of the queue until ctx ends. The durable
 // consumer remembers where it stopped: a restart resumes there.
-func follow(ctx context.Context, url, queue, durable string, stdout io.Writer) error {
-	nc, err := nats.Connect(url)
-	if err != nil {
-		return err
-	}
-	defer nc.Drain()
+func follow(ctx context.Context, nc *nats.Conn, queue, durable string, stdout io.Writer) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
