@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	bins = dir
-	build := exec.Command("go", "build", "-o", dir+"/", "../gateway", "../admitter", "../notifier", "../orderworker", "../pgsim")
+	build := exec.Command("go", "build", "-o", dir+"/", "../gateway", "../admitter", "../notifier", "../orderworker", "../pgsim", "../usherctl")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build:", err)

@@ -1,0 +1,182 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/shared/bus"
+	"usher/shared/event"
+	"usher/shared/testenv"
+)
+
+// The whole journey on make run's broker — nats.conf with the auth.conf
+// `usherctl nats-auth` writes — with every service connecting with its own
+// NKey, found in the data folder where make run puts it, and holding only
+// its own permissions: a shopper joins, is admitted, gets READY (polled
+// and pushed), orders and pays, and the next shopper is admitted. The
+// broker refuses the services nothing; it refuses a connection without
+// credentials, and an admission forged with any key but the admitter's.
+func TestJourneyUnderLeastPrivilege(t *testing.T) {
+	data := t.TempDir()
+	natsDir := filepath.Join(data, "nats")
+	gen := exec.Command(filepath.Join(bins, "usherctl"), "nats-auth",
+		"--dir", natsDir, "--base", "../nats.conf", "--downstream", "example-downstream")
+	if out, err := gen.CombinedOutput(); err != nil {
+		t.Fatalf("usherctl nats-auth: %v\n%s", err, out)
+	}
+	brokerLog := &testenv.NATSLog{}
+	natsURL := testenv.NATSFromConfig(t, filepath.Join(natsDir, "nats.conf"), brokerLog).ClientURL()
+
+	gw, adm, nt, ow, pg := addr(t), addr(t), addr(t), addr(t), addr(t)
+	env := map[string]string{
+		"USHER_NATS_URL":         natsURL,
+		"USHER_REDIS_URL":        testenv.RedisURL(t),
+		"USHER_DATABASE_URL":     testenv.PostgresURL(t),
+		"USHER_DATA_DIR":         data, // each service's key: <data>/nats/<service>.nk
+		"USHER_GATEWAY_ADDR":     gw,
+		"USHER_ADMITTER_ADDR":    adm,
+		"USHER_NOTIFIER_ADDR":    nt,
+		"USHER_ORDERWORKER_ADDR": ow,
+		"USHER_PAYMENT_URL":      "http://" + pg,
+		"PGSIM_ADDR":             pg,
+		"PGSIM_LATENCY_MEAN_MS":  "5",
+		"USHER_ADMIN_TOKEN":      "e2e-admin",
+	}
+	// The admitter starts last: the others wait for the streams it declares.
+	for _, name := range []string{"pgsim", "gateway", "notifier", "orderworker", "admitter"} {
+		start(t, name, env)
+	}
+	base := "http://" + gw
+	waitReady(t, 30*time.Second, base, "http://"+adm, "http://"+nt, "http://"+ow)
+	admin := map[string]string{"Authorization": "Bearer e2e-admin"}
+	if code, body := call(t, "PUT", base+"/v1/admin/stock/e2e-sku", `{"available": 5}`, admin); code >= 300 {
+		t.Fatalf("stock = %d %v", code, body)
+	}
+	q := testenv.Name(t)
+	if code, body := call(t, "PUT", base+"/v1/admin/queues/"+q, `{"targetActive": 1, "tickMs": 20, "sku": "e2e-sku"}`, admin); code != 201 {
+		t.Fatalf("create queue = %d %v", code, body)
+	}
+	var tickets [2]string
+	for i, u := range []string{"ann", "ben"} {
+		code, body := call(t, "POST", base+"/v1/queues/"+q+"/tickets", "", map[string]string{"X-User-Id": u})
+		if code != 202 {
+			t.Fatalf("join %s = %d %v", u, code, body)
+		}
+		tickets[i] = body["ticket"].(string)
+	}
+	// READY pushed by the notifier, then polled from the gateway.
+	if err := awaitSSE(t, "http://"+nt+"/v1/queues/"+q+"/tickets/"+tickets[0]+"/events", "ready", 15*time.Second); err != nil {
+		t.Fatalf("ann's event stream: %v", err)
+	}
+	var token string
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		_, body := call(t, "GET", base+"/v1/queues/"+q+"/tickets/"+tickets[0], "", nil)
+		token, _ = body["token"].(string)
+		return body["status"] == "READY"
+	}, "ann READY")
+	code, order := call(t, "POST", base+"/v1/orders", `{"sku": "e2e-sku", "quantity": 1}`,
+		map[string]string{"X-User-Id": "ann", "Authorization": "Bearer " + token})
+	if code != 202 {
+		t.Fatalf("order = %d %v", code, order)
+	}
+	id, _ := order["orderId"].(string)
+	testenv.Eventually(t, 15*time.Second, func() bool {
+		_, body := call(t, "GET", base+"/v1/orders/"+id, "", map[string]string{"X-User-Id": "ann"})
+		return body["status"] == "PAID"
+	}, "ann's order PAID")
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		_, body := call(t, "GET", base+"/v1/queues/"+q+"/tickets/"+tickets[1], "", nil)
+		return body["status"] == "READY"
+	}, "ben admitted once ann's order finished")
+	if v := brokerLog.Violations(); len(v) > 0 {
+		t.Fatalf("the broker refused the services what they need:\n%s", strings.Join(v, "\n"))
+	}
+
+	// Nobody gets in without credentials.
+	if _, err := nats.Connect(natsURL); !errors.Is(err, nats.ErrAuthorization) {
+		t.Errorf("connect without credentials = %v, want an authorization violation", err)
+	}
+	// An admission forged with the gateway's (or the notifier's, or the
+	// order worker's) key is refused, and the stream holds only the two
+	// the admitter published.
+	for _, r := range []bus.Role{bus.Gateway, bus.Notifier, bus.OrderWorker} {
+		s := bus.Settings{URLs: []string{natsURL}, Role: r, NKeyFile: bus.DefaultKeyFile(data, r)}
+		nc, err := bus.Connect(s, "forger")
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused := make(chan error, 8)
+		nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { refused <- err })
+		js, _ := jetstream.New(nc)
+		body, _ := event.Marshal("forged", event.TypeAdmitted, "mallory", time.Now(),
+			event.Admitted{Queue: q, User: "mallory", TokenID: "forged"})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err = js.Publish(ctx, event.AdmittedSubject(q), body)
+		cancel()
+		if err == nil {
+			t.Errorf("%s published a forged admission", r)
+		}
+		select {
+		case err := <-refused:
+			if !errors.Is(err, nats.ErrPermissionViolation) {
+				t.Errorf("%s's forged admission: %v, want a permissions violation", r, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s's forged admission: the broker did not refuse it", r)
+		}
+		nc.Close()
+	}
+	ctl, err := bus.Connect(bus.Settings{URLs: []string{natsURL}, Role: bus.Usherctl, NKeyFile: bus.DefaultKeyFile(data, bus.Usherctl)}, "audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	js, _ := jetstream.New(ctl)
+	st, err := js.Stream(context.Background(), event.StreamAdmissions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background(), jetstream.WithSubjectFilter(event.AdmittedSubject(q)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects[event.AdmittedSubject(q)]; n != 2 {
+		t.Errorf("USHER_ADMISSIONS holds %d admissions of %s, want ann's and ben's", n, q)
+	}
+}
+
+// awaitSSE reads an event stream until an event named want arrives.
+func awaitSSE(t *testing.T, url, want string, within time.Duration) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return errors.New(res.Status)
+	}
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if sc.Text() == "event: "+want {
+			return nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return errors.New("stream ended without " + want)
+}
