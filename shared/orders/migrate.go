@@ -3,6 +3,7 @@ package orders
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed migrations/*.sql
@@ -19,14 +21,57 @@ var migrations embed.FS
 // that services starting side by side apply each one exactly once.
 const migrationLock = 0x75736865720001
 
-// Migrate applies every embedded migration not applied yet, in file-name
-// order, each in its own transaction together with its bookkeeping row.
-func (s *Store) Migrate(ctx context.Context) error {
+// ErrSchemaBehind says the schema lacks a migration that the connected
+// role may not apply: the schema's owner must migrate first (usherctl
+// migrate, with USHER_DATABASE_MIGRATE_URL).
+var ErrSchemaBehind = errors.New("the database schema is behind and this role may not change it: run `usherctl migrate` as the schema's owner (USHER_DATABASE_MIGRATE_URL) first")
+
+// migration is one embedded migration file.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func embedded() ([]migration, error) {
 	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var out []migration
+	for _, name := range names {
+		base := strings.TrimPrefix(name, "migrations/")
+		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: name must start with its version number", base)
+		}
+		sql, err := migrations.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version, base, string(sql)})
+	}
+	return out, nil
+}
+
+// Migrate brings the schema up to date: it applies every embedded
+// migration not applied yet, in file-name order, each in its own
+// transaction together with its bookkeeping row, under an advisory lock.
+//
+// It changes nothing that is current: when every migration is applied it
+// returns after one read, taking no lock and creating nothing — so a
+// service connected as a role that may only use the tables (see
+// migrations/0003_roles.sql) starts on a migrated database, and on one that
+// is behind fails with ErrSchemaBehind instead of half-migrating.
+func (s *Store) Migrate(ctx context.Context) error {
+	all, err := embedded()
 	if err != nil {
 		return err
 	}
-	sort.Strings(names)
+	if current, err := s.current(ctx, all); err == nil && current {
+		return nil
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -38,29 +83,56 @@ func (s *Store) Migrate(ctx context.Context) error {
 	defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", migrationLock)
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return fmt.Errorf("migrate: %w", behind(err))
 	}
-	for _, name := range names {
-		base := strings.TrimPrefix(name, "migrations/")
-		version, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migration %s: name must start with its version number", base)
-		}
-		sql, err := migrations.ReadFile(name)
-		if err != nil {
-			return err
-		}
+	for _, m := range all {
 		err = pgx.BeginFunc(ctx, conn.Conn(), func(tx pgx.Tx) error {
-			tag, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2) ON CONFLICT DO NOTHING", version, base)
+			tag, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2) ON CONFLICT DO NOTHING", m.version, m.name)
 			if err != nil || tag.RowsAffected() == 0 {
 				return err // applied before
 			}
-			_, err = tx.Exec(ctx, string(sql))
+			_, err = tx.Exec(ctx, m.sql)
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("migration %s: %w", base, err)
+			return fmt.Errorf("migration %s: %w", m.name, behind(err))
 		}
 	}
 	return nil
+}
+
+// current reports whether every migration in all is applied.
+func (s *Store) current(ctx context.Context, all []migration) (bool, error) {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+		return false, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return false, err
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return false, err
+	}
+	have := map[int]bool{}
+	for _, v := range applied {
+		have[int(v)] = true
+	}
+	for _, m := range all {
+		if !have[m.version] {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// behind marks a refusal for want of privilege (SQLSTATE 42501: permission
+// denied, must be owner) as ErrSchemaBehind.
+func behind(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42501" {
+		return fmt.Errorf("%w (%s)", ErrSchemaBehind, pe.Message)
+	}
+	return err
 }

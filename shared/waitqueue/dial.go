@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,15 +18,16 @@ import (
 
 	"usher/shared/config"
 	"usher/shared/keyspace"
+	"usher/shared/redisacl"
 )
 
 // Settings say how a process reaches Redis and keeps its line.
 //
-// With no user, password or TLS setting a process connects as it always
-// did: as Redis's default user, in plain text (what the fault suite and a
-// laptop's Redis expect). In production each service connects as its own
-// ACL user (see redis-users.acl at the repository's root), over TLS when
-// the network is not the host's own.
+// With no user, password or TLS setting (and no password file in the data
+// folder, see As) a process connects as it always did: as Redis's default
+// user, in plain text (what the fault suite and a laptop's Redis expect).
+// In production each service connects as its own ACL user (package
+// redisacl), over TLS when the network is not the host's own.
 type Settings struct {
 	// URL is a redis:// or rediss:// URL (or a bare host:port) of one
 	// server, or a comma-separated list of host:port seeds of a Redis
@@ -51,7 +53,31 @@ type Settings struct {
 	// rediss:// URL, turns TLS on; without a CA the host's roots verify the
 	// server.
 	TLS TLSFiles
+
+	dataDir string // USHER_DATA_DIR: where As looks for a role's password
 }
+
+// As returns s for a process of role (see package redisacl): when neither
+// a user nor a password is set and the role's password file exists in the
+// data folder (<USHER_DATA_DIR>/redis/usher-<role>.pass, as make run writes
+// it), the process connects as the role's user with it. Explicit settings
+// always win; without either, nothing changes.
+func (s Settings) As(role string) Settings {
+	if s.User != "" || s.Password.IsSet() || urlHasCredentials(s.URL) || role == "" || s.dataDir == "" {
+		return s
+	}
+	user := redisacl.UserOf(role)
+	path := redisacl.PasswordFile(DefaultPasswordDir(s.dataDir), user)
+	if _, err := os.Stat(path); err != nil {
+		return s
+	}
+	s.User, s.Password = user, PasswordFile(path)
+	return s
+}
+
+// DefaultPasswordDir is where the users' password files live in a data
+// folder: <dataDir>/redis.
+func DefaultPasswordDir(dataDir string) string { return filepath.Join(dataDir, "redis") }
 
 // TLSFiles are the PEM files of a TLS connection to Redis.
 type TLSFiles struct {
@@ -116,6 +142,7 @@ func LoadSettings(env *config.Env, pool int) Settings {
 		Pool:       env.Int("USHER_REDIS_POOL", pool, 1),
 		Tombstones: env.Duration("USHER_TOMBSTONE_TTL", keyspace.TombstoneTTL),
 		User:       env.String("USHER_REDIS_USER", ""),
+		dataDir:    env.String("USHER_DATA_DIR", ".usher"),
 		TLS: TLSFiles{
 			CA:   env.String("USHER_REDIS_TLS_CA", ""),
 			Cert: env.String("USHER_REDIS_TLS_CERT", ""),
