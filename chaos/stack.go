@@ -484,8 +484,8 @@ func (s *stack) startPgsim(ctx context.Context) error {
 }
 
 // startServices starts two of each service. The first gateway starts
-// alone: it generates the signing key and ticket secret in the shared data
-// folder that every other gateway and notifier then reads.
+// before the other gateways and the notifiers: it generates the signing
+// key and ticket secret in the shared data folder that they then read.
 func (s *stack) startServices(ctx context.Context, p plan) error {
 	ports, err := freePorts(2 * len(serviceKinds))
 	if err != nil {
@@ -528,11 +528,17 @@ func (s *stack) startServices(ctx context.Context, p plan) error {
 			s.services = append(s.services, sv)
 		}
 	}
+	// The admitters first (they may be the ones that declare the streams
+	// and the catalog), then the first gateway alone, then the rest.
 	first := s.service(kindGateway, 0)
-	if err := first.proc.start(); err != nil {
-		return err
+	started := map[*service]bool{}
+	for _, sv := range append(s.servicesOf(kindAdmitter), first) {
+		if err := sv.proc.start(); err != nil {
+			return err
+		}
+		started[sv] = true
 	}
-	if err := waitHTTP(ctx, first.url()+"/readyz", 60*time.Second); err != nil {
+	if err := waitHTTP(ctx, first.url()+"/readyz", 90*time.Second); err != nil {
 		return fmt.Errorf("%s: %w", first.name(), err)
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -540,8 +546,10 @@ func (s *stack) startServices(ctx context.Context, p plan) error {
 		if sv == first {
 			continue
 		}
-		if err := sv.proc.start(); err != nil {
-			return err
+		if !started[sv] {
+			if err := sv.proc.start(); err != nil {
+				return err
+			}
 		}
 		g.Go(func() error {
 			if err := waitHTTP(gctx, sv.url()+"/readyz", 90*time.Second); err != nil {
