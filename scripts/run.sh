@@ -51,13 +51,19 @@ wait_for() { # what, HOST:PORT
   exit 1
 }
 
+# NATS with authentication: every service connects with an NKey of its own
+# (generated on first start, <data>/nats/<service>.nk, the default of
+# USHER_NATS_NKEY_FILE) and holds only its role's permissions, written from
+# the code into <data>/nats/auth.conf at every start.
 nats_addr=$(hostport "${USHER_NATS_URL%%,*}")
+natsdir=$USHER_DATA_DIR/nats
 if answers "$nats_addr"; then
   echo "nats:        using the server at $nats_addr"
 else
-  start nats-server bin/nats-server -c nats.conf
+  bin/usherctl nats-auth --dir "$natsdir" --base nats.conf --downstream example-downstream >>"$logs/nats-auth.log"
+  start nats-server bin/nats-server -c "$natsdir/nats.conf"
   wait_for nats "$nats_addr"
-  echo "nats:        started on $nats_addr (JetStream in .usher/nats, monitor http://127.0.0.1:8222)"
+  echo "nats:        started on $nats_addr (NKey auth: keys in $natsdir; JetStream in .usher/nats, monitor http://127.0.0.1:8222)"
 fi
 
 redis_addr=$(hostport "$USHER_REDIS_URL")
@@ -124,6 +130,7 @@ usher is running.
   orderworker  http://$USHER_ORDERWORKER_ADDR      (/metrics, /readyz)
   pgsim        http://$PGSIM_ADDR      (payment-gateway simulator)
   admin token  $USHER_ADMIN_TOKEN
+  nats keys    $USHER_DATA_DIR/nats/<role>.nk   (bin/usherctl and examples/downstream -nkey use theirs)
   logs         $logs/
 
 Queue "demo" is open and sells demo-sku (1000 in stock). Try:
