@@ -222,7 +222,8 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, subj
 		// A new consumer of a clustered stream may not answer at once.
 		err := poll(ctx, 20*time.Second, stream+" fetch", func(ctx context.Context) error {
 			var err error
-			batch, err = cons.Fetch(2000, jetstream.FetchMaxWait(2*time.Second))
+			// NoWait: what is stored now, without waiting for a full batch.
+			batch, err = cons.FetchNoWait(2000)
 			return err
 		})
 		if err != nil {
