@@ -486,7 +486,8 @@ return {'ok', #expired, admitted, redis.call('ZCARD', A), redis.call('ZCARD', W)
 // maxPerUser units of the queue cannot order more ('limit'); the claimed
 // sku and quantity are held against the stock until the store places the
 // order (see admitScript); it is judged at the
-// request — not expired, past its readyAt — so a backlog behind the request
+// request — not expired, past its readyAt (give or take the half second by
+// which a service's synced clock may lead Redis's) — so a backlog behind the request
 // can never turn an accepted order into an expired one; its slot is held
 // until claimedAt + hold (the order's deadline and margin), after which the
 // admission tick frees it if the order never finished. Claiming again with
@@ -505,7 +506,9 @@ if f[1] == 'used' then
   return {'conflict', n}
 end
 if f[1] ~= 'admitted' then return {f[1], n} end
-if n < tonumber(f[4]) then return {'early', n} end
+-- Early by less than the clocks' agreement (a service saw readyAt pass on
+-- its Redis-synced clock a moment before Redis did) is not early.
+if n + 500 < tonumber(f[4]) then return {'early', n} end
 if n >= tonumber(f[5]) then return {'expired', n} end
 if maxPer > 0 and tonumber(redis.call('GET', P .. 'b:' .. user) or '0') + qty > maxPer then
   return {'limit', n}

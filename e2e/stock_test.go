@@ -1,0 +1,308 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"usher/shared/testenv"
+)
+
+// shop is the whole of usher with the order path: every service as its
+// binary, on real NATS, Redis and PostgreSQL, and pgsim.
+type shop struct {
+	t     *testing.T
+	base  string
+	admin map[string]string
+	queue string
+}
+
+func newShop(t *testing.T, extra ...string) *shop {
+	t.Helper()
+	gw, adm, nt, ow, pg := addr(t), addr(t), addr(t), addr(t), addr(t)
+	env := map[string]string{
+		"USHER_NATS_URL":         testenv.NATS(t),
+		"USHER_REDIS_URL":        testenv.RedisURL(t),
+		"USHER_DATABASE_URL":     testenv.PostgresURL(t),
+		"USHER_DATA_DIR":         t.TempDir(),
+		"USHER_GATEWAY_ADDR":     gw,
+		"USHER_ADMITTER_ADDR":    adm,
+		"USHER_NOTIFIER_ADDR":    nt,
+		"USHER_ORDERWORKER_ADDR": ow,
+		"USHER_PAYMENT_URL":      "http://" + pg,
+		"PGSIM_ADDR":             pg,
+		"PGSIM_LATENCY_MEAN_MS":  "5",
+		"USHER_ADMIN_TOKEN":      "e2e-admin",
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		env[extra[i]] = extra[i+1]
+	}
+	for _, name := range []string{"pgsim", "gateway", "admitter", "notifier", "orderworker"} {
+		start(t, name, env)
+	}
+	s := &shop{t: t, base: "http://" + gw, admin: map[string]string{"Authorization": "Bearer e2e-admin"}, queue: testenv.Name(t)}
+	waitReady(t, 30*time.Second, s.base, "http://"+adm, "http://"+nt, "http://"+ow)
+	return s
+}
+
+// stock sets a SKU's units and returns the answer.
+func (s *shop) stock(sku string, n int) map[string]any {
+	s.t.Helper()
+	code, body := call(s.t, "PUT", s.base+"/v1/admin/stock/"+sku, fmt.Sprintf(`{"available": %d}`, n), s.admin)
+	if code != 200 {
+		s.t.Fatalf("stock %s = %d %v", sku, code, body)
+	}
+	return body
+}
+
+func (s *shop) configure(cfg string) {
+	s.t.Helper()
+	if code, body := call(s.t, "PUT", s.base+"/v1/admin/queues/"+s.queue, cfg, s.admin); code >= 300 {
+		s.t.Fatalf("configure %s = %d %v", s.queue, code, body)
+	}
+}
+
+func (s *shop) join(user string) (int, map[string]any) {
+	s.t.Helper()
+	return call(s.t, "POST", s.base+"/v1/queues/"+s.queue+"/tickets", "", map[string]string{"X-User-Id": user})
+}
+
+func (s *shop) mustJoin(user string) string {
+	s.t.Helper()
+	code, body := s.join(user)
+	if code != 202 {
+		s.t.Fatalf("join %s = %d %v", user, code, body)
+	}
+	return body["ticket"].(string)
+}
+
+func (s *shop) poll(tk string) map[string]any {
+	s.t.Helper()
+	_, body := call(s.t, "GET", s.base+"/v1/queues/"+s.queue+"/tickets/"+tk, "", nil)
+	return body
+}
+
+// ready waits until the ticket is READY and returns its token.
+func (s *shop) ready(tk, who string) string {
+	s.t.Helper()
+	var tok string
+	testenv.Eventually(s.t, 15*time.Second, func() error {
+		body := s.poll(tk)
+		if tok, _ = body["token"].(string); body["status"] != "READY" {
+			return fmt.Errorf("%v", body)
+		}
+		return nil
+	}, "%s READY", who)
+	return tok
+}
+
+func (s *shop) order(user, tok, body string) (int, map[string]any) {
+	s.t.Helper()
+	return call(s.t, "POST", s.base+"/v1/orders", body, map[string]string{"X-User-Id": user, "Authorization": "Bearer " + tok})
+}
+
+// final waits until the order is final and returns it.
+func (s *shop) final(user, id string) map[string]any {
+	s.t.Helper()
+	var out map[string]any
+	testenv.Eventually(s.t, 20*time.Second, func() error {
+		_, out = call(s.t, "GET", s.base+"/v1/orders/"+id, "", map[string]string{"X-User-Id": user})
+		if st := out["status"]; st == "PENDING" || st == nil {
+			return fmt.Errorf("%v", out)
+		}
+		return nil
+	}, "order %s final", id)
+	return out
+}
+
+// buy orders with the token and waits for the outcome.
+func (s *shop) buy(user, tok, body string) map[string]any {
+	s.t.Helper()
+	code, o := s.order(user, tok, body)
+	if code != 202 {
+		s.t.Fatalf("order of %s = %d %v", user, code, o)
+	}
+	return s.final(user, o["orderId"].(string))
+}
+
+// waitStatus waits until the ticket's poll answers status (and stock, when
+// given).
+func (s *shop) waitStatus(tk, status, stock string) map[string]any {
+	s.t.Helper()
+	var body map[string]any
+	testenv.Eventually(s.t, 10*time.Second, func() error {
+		body = s.poll(tk)
+		if body["status"] != status || (stock != "" && body["stock"] != stock) {
+			return fmt.Errorf("%v", body)
+		}
+		return nil
+	}, "ticket %s… %s %s", tk[:12], status, stock)
+	return body
+}
+
+// The issue's story: two units, one slot, three shoppers. The first two
+// buy the two units; the third, still waiting, is never admitted: the line
+// closes as sold out the moment the last unit is paid, she is told so, and
+// new joins get 410.
+func TestSoldOutClosesTheLineAtOnce(t *testing.T) {
+	s := newShop(t)
+	sku := "sku-" + s.queue
+	s.stock(sku, 2)
+	s.configure(fmt.Sprintf(`{"targetActive": 1, "tickMs": 20, "sku": %q}`, sku))
+	ann, ben, cal := s.mustJoin("ann"), s.mustJoin("ben"), s.mustJoin("cal")
+	if o := s.buy("ann", s.ready(ann, "ann"), fmt.Sprintf(`{"sku": %q}`, sku)); o["status"] != "PAID" {
+		t.Fatalf("ann's order = %v", o)
+	}
+	benTok := s.ready(ben, "ben")
+	// One unit left and it is ben's: cal waits with the stock held, not
+	// admitted, although the slot count would let her in.
+	s.waitStatus(cal, "WAITING", "held")
+	if o := s.buy("ben", benTok, fmt.Sprintf(`{"sku": %q}`, sku)); o["status"] != "PAID" {
+		t.Fatalf("ben's order = %v", o)
+	}
+	body := s.waitStatus(cal, "CLOSED", "")
+	if body["reason"] != "sold_out" || body["token"] != nil {
+		t.Fatalf("cal = %v, want CLOSED sold_out and never a token", body)
+	}
+	if code, body := s.join("dan"); code != 410 {
+		t.Fatalf("join after sold out = %d %v, want 410", code, body)
+	}
+}
+
+// Held is not gone: a unit comes back when a token expires unused or a
+// shopper leaves, and the next shopper in line is admitted for it; a
+// restock while held admits more.
+func TestHeldUnitsComeBackToTheNextInLine(t *testing.T) {
+	s := newShop(t)
+	sku := "sku-" + s.queue
+	s.stock(sku, 1)
+	s.configure(fmt.Sprintf(`{"targetActive": 5, "tickMs": 20, "tokenTtlSeconds": 2, "sku": %q}`, sku))
+	ann, ben, cal := s.mustJoin("ann"), s.mustJoin("ben"), s.mustJoin("cal")
+	s.ready(ann, "ann")
+	s.waitStatus(ben, "WAITING", "held")
+	// ann lets her token expire: the unit comes back, ben gets it.
+	s.waitStatus(ann, "EXPIRED", "")
+	s.ready(ben, "ben")
+	s.waitStatus(cal, "WAITING", "held")
+	// ben leaves: the unit comes back, cal gets it.
+	if code, _ := call(t, "DELETE", s.base+"/v1/queues/"+s.queue+"/tickets/"+ben, "", nil); code != 204 {
+		t.Fatalf("leave = %d", code)
+	}
+	calTok := s.ready(cal, "cal")
+	// Restocked while held: the next shopper is admitted at once.
+	dan := s.mustJoin("dan")
+	s.waitStatus(dan, "WAITING", "held")
+	s.stock(sku, 3) // cal holds one of them
+	s.ready(dan, "dan")
+	if o := s.buy("cal", calTok, fmt.Sprintf(`{"sku": %q}`, sku)); o["status"] != "PAID" {
+		t.Fatalf("cal's order = %v", o)
+	}
+}
+
+// A queue closed because it sold out reopens when its SKU is restocked:
+// the shoppers who were in line are admitted first.
+func TestARestockReopensASoldOutQueue(t *testing.T) {
+	s := newShop(t)
+	sku := "sku-" + s.queue
+	s.stock(sku, 1)
+	s.configure(fmt.Sprintf(`{"targetActive": 1, "tickMs": 20, "sku": %q}`, sku))
+	ann, ben := s.mustJoin("ann"), s.mustJoin("ben")
+	s.buy("ann", s.ready(ann, "ann"), fmt.Sprintf(`{"sku": %q}`, sku))
+	s.waitStatus(ben, "CLOSED", "")
+	if body := s.stock(sku, 1); fmt.Sprint(body["reopened"]) != "["+s.queue+"]" {
+		t.Fatalf("restock = %v, want the queue reopened", body)
+	}
+	eve := s.mustJoin("eve") // joins after the reopening: behind ben
+	s.ready(ben, "ben")
+	if body := s.poll(eve); body["status"] != "WAITING" {
+		t.Fatalf("eve = %v, want WAITING behind ben", body)
+	}
+}
+
+// Quantities: an order for more units than remain is REJECTED
+// insufficient_stock and the line stays open while units remain; a user
+// who bought maxPerUser units is refused at join (403 already-purchased).
+func TestQuantitiesAndTheLimitPerUser(t *testing.T) {
+	s := newShop(t)
+	sku := "sku-" + s.queue
+	s.stock(sku, 2)
+	s.configure(fmt.Sprintf(`{"targetActive": 1, "tickMs": 20, "sku": %q, "maxQuantity": 3, "maxPerUser": 2}`, sku))
+	ann := s.mustJoin("ann")
+	o := s.buy("ann", s.ready(ann, "ann"), fmt.Sprintf(`{"sku": %q, "quantity": 2}`, sku))
+	if o["status"] != "PAID" {
+		t.Fatalf("ann's order of 2 = %v", o)
+	}
+	if code, body := s.join("ann"); code != 403 || !strings.Contains(fmt.Sprint(body["type"]), "already-purchased") {
+		t.Fatalf("ann joining again = %d %v, want 403 already-purchased", code, body)
+	}
+	s.configure(fmt.Sprintf(`{"targetActive": 1, "tickMs": 20, "sku": %q, "maxQuantity": 3, "maxPerUser": 5}`, sku))
+	s.stock(sku, 2)
+	ben := s.mustJoin("ben")
+	o = s.buy("ben", s.ready(ben, "ben"), fmt.Sprintf(`{"sku": %q, "quantity": 3}`, sku))
+	if o["status"] != "REJECTED" || o["reason"] != "insufficient_stock" {
+		t.Fatalf("ben's order of 3 with 2 left = %v, want REJECTED insufficient_stock", o)
+	}
+	cal := s.mustJoin("cal")
+	if code, _ := s.join("dan"); code != 202 {
+		t.Fatalf("a join after the insufficient order = %d, want the line still open", code)
+	}
+	s.ready(cal, "cal")
+}
+
+// Two shoppers order the last unit at once: one is PAID, the other is
+// REJECTED sold_out, and nobody is charged twice or for nothing.
+func TestTwoShoppersOrderingTheLastUnit(t *testing.T) {
+	s := newShop(t)
+	sku := "sku-" + s.queue
+	s.stock(sku, 2)
+	s.configure(fmt.Sprintf(`{"targetActive": 2, "tickMs": 20, "sku": %q}`, sku))
+	ann, ben := s.mustJoin("ann"), s.mustJoin("ben")
+	toks := map[string]string{"ann": s.ready(ann, "ann"), "ben": s.ready(ben, "ben")}
+	s.stock(sku, 1) // an operator takes one unit away
+	var wg sync.WaitGroup
+	outcomes := map[string]map[string]any{}
+	var mu sync.Mutex
+	for user, tok := range toks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := s.buy(user, tok, fmt.Sprintf(`{"sku": %q}`, sku))
+			mu.Lock()
+			outcomes[user] = o
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	paid, rejected := 0, 0
+	for _, o := range outcomes {
+		switch {
+		case o["status"] == "PAID":
+			paid++
+		case o["status"] == "REJECTED" && o["reason"] == "sold_out":
+			rejected++
+		}
+	}
+	if paid != 1 || rejected != 1 {
+		t.Fatalf("outcomes = %v, want one PAID and one REJECTED sold_out", outcomes)
+	}
+}
+
+// A token that expires while its order is on its way (the payment gateway
+// is slow) is judged at the order's request: the order is PAID, and the
+// slot stays held meanwhile (nobody is admitted for the unit).
+func TestATokenExpiringWhileItsShopperOrders(t *testing.T) {
+	s := newShop(t, "PGSIM_LATENCY_MEAN_MS", "1500", "PGSIM_LATENCY_TAIL", "0")
+	sku := "sku-" + s.queue
+	s.stock(sku, 1)
+	s.configure(fmt.Sprintf(`{"targetActive": 1, "tickMs": 20, "tokenTtlSeconds": 1, "sku": %q}`, sku))
+	ann, ben := s.mustJoin("ann"), s.mustJoin("ben")
+	o := s.buy("ann", s.ready(ann, "ann"), fmt.Sprintf(`{"sku": %q}`, sku))
+	if o["status"] != "PAID" {
+		t.Fatalf("ann's order = %v, want PAID although her token expired while it was paid", o)
+	}
+	if body := s.waitStatus(ben, "CLOSED", ""); body["reason"] != "sold_out" {
+		t.Fatalf("ben = %v, want CLOSED sold_out, never admitted for the unit ann held", body)
+	}
+}
