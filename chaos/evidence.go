@@ -189,7 +189,8 @@ type envelope struct {
 }
 
 // readStream calls f with every message of stream matching subjects, in
-// stream order, up to the last one stored when it began.
+// stream order, up to the last one stored when it began; it fails rather
+// than return fewer.
 func readStream(ctx context.Context, js jetstream.JetStream, stream string, subjects []string, f func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
@@ -199,7 +200,6 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, subj
 	if err != nil {
 		return fmt.Errorf("stream %s info: %w", stream, err)
 	}
-	last := info.State.LastSeq
 	if info.State.Msgs == 0 {
 		return nil
 	}
@@ -213,49 +213,42 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, subj
 		return fmt.Errorf("stream %s consumer: %w", stream, err)
 	}
 	defer st.DeleteConsumer(context.Background(), cons.CachedInfo().Name)
-	if cons.CachedInfo().NumPending == 0 {
-		return nil
-	}
-	retries := 0
-	for {
-		var batch jetstream.MessageBatch
-		// A new consumer of a clustered stream may not answer at once.
-		err := poll(ctx, 20*time.Second, stream+" fetch", func(ctx context.Context) error {
-			var err error
-			// NoWait: what is stored now, without waiting for a full batch.
-			batch, err = cons.FetchNoWait(2000)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("stream %s fetch: %w", stream, err)
+	// Every message that matched when the consumer was made, and no
+	// fewer: a short read would make admitted shoppers look lost.
+	want := cons.CachedInfo().NumPending
+	var got uint64
+	deadline := time.Now().Add(60 * time.Second)
+	for got < want {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("stream %s: read %d of %d messages matching %v", stream, got, want, subjects)
 		}
-		n := 0
-		done := false
+		// NoWait: what is stored now, without waiting for a full batch.
+		batch, err := cons.FetchNoWait(2000)
+		if err != nil {
+			sleepCtx(ctx, 200*time.Millisecond)
+			continue
+		}
 		for m := range batch.Messages() {
-			n++
 			md, err := m.Metadata()
 			if err != nil {
 				return err
 			}
+			if got == want {
+				break // stored after the consumer was made
+			}
+			got++
 			if err := f(m, md); err != nil {
 				return err
 			}
-			if md.Sequence.Stream >= last || md.NumPending == 0 {
-				done = true
-			}
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
-			if n == 0 && errors.Is(err, nats.ErrNoResponders) && retries < 50 {
-				retries++
-				sleepCtx(ctx, 200*time.Millisecond)
-				continue // the same: ask again
-			}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) {
 			return fmt.Errorf("stream %s fetch: %w", stream, err)
 		}
-		if done || n == 0 {
-			return nil
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 	}
+	return nil
 }
 
 // gatherStreams reads joins, leaves, admissions and order events.
