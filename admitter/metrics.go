@@ -31,6 +31,10 @@ type metrics struct {
 	// behindTicks counts ticks that admitted nobody because the line had
 	// not applied every admission or order the streams hold.
 	behindTicks *prometheus.CounterVec
+	// Stock-aware queues: the units that could go to the next in line, and
+	// the stock state (1 for the current one).
+	sellable   *prometheus.GaugeVec
+	stockState *prometheus.GaugeVec
 }
 
 func newMetrics() *metrics {
@@ -66,12 +70,18 @@ func newMetrics() *metrics {
 		rewinds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "usher_projection_rewinds_total", Help: "Times Redis turned out to have lost writes and the follower replayed the gap.",
 		}, qs),
+		sellable: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "usher_stock_sellable_units", Help: "Units of a stock-aware queue that could still go to the next in line.",
+		}, q),
+		stockState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "usher_stock_state", Help: "1 for a stock-aware queue's current stock state (available, held, sold_out, unknown).",
+		}, []string{"queue", "state"}),
 		behindTicks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "usher_admission_ticks_behind_total", Help: "Ticks that admitted nobody because the line had not applied every admission and order the streams hold.",
 		}, q),
 	}
 	m.reg.MustRegister(m.tickDuration, m.admitted, m.expired, m.waiting, m.active, m.target, m.rate, m.breakerOpen,
-		m.announced, m.applied, m.behind, m.stalled, m.rewinds, m.behindTicks,
+		m.announced, m.applied, m.behind, m.stalled, m.rewinds, m.behindTicks, m.sellable, m.stockState,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -86,6 +96,16 @@ func (m *metrics) observeTick(cfg catalog.Config, r waitqueue.TickResult, d time
 	m.rate.WithLabelValues(cfg.Name).Set(r.AdmitRatePerSec)
 	if r.Behind {
 		m.behindTicks.WithLabelValues(cfg.Name).Inc()
+	}
+	if r.Stock != "" {
+		m.sellable.WithLabelValues(cfg.Name).Set(float64(r.Sellable))
+		for _, st := range []string{waitqueue.StockAvailable, waitqueue.StockHeld, waitqueue.StockSoldOut, waitqueue.StockUnknown} {
+			v := 0.0
+			if st == r.Stock {
+				v = 1
+			}
+			m.stockState.WithLabelValues(cfg.Name, st).Set(v)
+		}
 	}
 }
 

@@ -169,6 +169,16 @@ func TestSoldOutClosesTheLineAtOnce(t *testing.T) {
 	if code, body := s.join("dan"); code != 410 {
 		t.Fatalf("join after sold out = %d %v, want 410", code, body)
 	}
+	// Ops see it per SKU: nothing available, held or pending; two sold.
+	_, q := call(t, "GET", s.base+"/v1/admin/queues/"+s.queue, "", s.admin)
+	stock, _ := q["stock"].(map[string]any)
+	skus, _ := stock["skus"].([]any)
+	if stock["state"] != "sold_out" || len(skus) != 1 {
+		t.Fatalf("admin view stock = %v, want sold_out with one SKU", q["stock"])
+	}
+	if k := skus[0].(map[string]any); k["available"] != 0.0 || k["held"] != 0.0 || k["pending"] != 0.0 || k["sold"] != 2.0 {
+		t.Fatalf("SKU figures = %v, want 0 available, held, pending and 2 sold", k)
+	}
 }
 
 // Held is not gone: a unit comes back when a token expires unused or a

@@ -24,6 +24,28 @@ type queueView struct {
 	Active          int64   `json:"active"`
 	AdmittedTotal   int64   `json:"admittedTotal"`
 	AdmitRatePerSec float64 `json:"admitRatePerSec"`
+	// Stock is set for a stock-aware queue.
+	Stock *stockView `json:"stock,omitempty"`
+}
+
+// stockView is a stock-aware queue's stock, as its last tick saw it.
+type stockView struct {
+	State    string `json:"state"`    // available | held | sold_out | unknown
+	Sellable int64  `json:"sellable"` // units that could go to the next in line
+	// HeldByAdmitted is the units held by admitted shoppers who have not
+	// ordered yet (one each, of any SKU).
+	HeldByAdmitted int64     `json:"heldByAdmitted"`
+	SKUs           []skuView `json:"skus"`
+}
+
+// skuView is one SKU: available in the store, held by orders the store has
+// not placed yet, pending (placed, not final), sold (PAID).
+type skuView struct {
+	SKU       string `json:"sku"`
+	Available int64  `json:"available"`
+	Held      int64  `json:"held"`
+	Pending   int64  `json:"pending"`
+	Sold      int64  `json:"sold"`
 }
 
 // decodeQueueConfig reads a PUT body over the defaults: omitted fields take
@@ -124,14 +146,33 @@ func (a *api) listQueues(c *fiber.Ctx) error {
 }
 
 func (a *api) view(c *fiber.Ctx, cfg catalog.Config) (queueView, error) {
-	st, err := a.line.Stats(c.UserContext(), cfg.Name)
+	ctx := c.UserContext()
+	st, err := a.line.Stats(ctx, cfg.Name)
 	if err != nil {
 		return queueView{}, lineDown(err)
 	}
-	return viewOf(cfg, st), nil
+	v := viewOf(cfg, st)
+	if v.Stock != nil && a.sales != nil {
+		sold, err := a.sales.Sold(ctx, cfg.Name)
+		if err != nil {
+			// The sold figure is the database's; the rest stands without it.
+			a.log.Warn("read the units sold", "queue", cfg.Name, "err", err)
+		}
+		for i := range v.Stock.SKUs {
+			v.Stock.SKUs[i].Sold = sold[v.Stock.SKUs[i].SKU]
+		}
+	}
+	return v, nil
 }
 
 func viewOf(cfg catalog.Config, st waitqueue.Stats) queueView {
-	return queueView{Config: cfg, Waiting: st.Waiting, Active: st.Active,
+	v := queueView{Config: cfg, Waiting: st.Waiting, Active: st.Active,
 		AdmittedTotal: st.AdmittedTotal, AdmitRatePerSec: st.AdmitRatePerSec}
+	if cfg.StockAwareness() && st.Stock != "" {
+		v.Stock = &stockView{State: st.Stock, Sellable: st.Sellable, HeldByAdmitted: st.HeldAdmitted, SKUs: []skuView{}}
+		for _, s := range st.SKUs {
+			v.Stock.SKUs = append(v.Stock.SKUs, skuView{SKU: s.SKU, Available: s.Available, Held: s.Claimed, Pending: s.Pending})
+		}
+	}
+	return v
 }

@@ -46,6 +46,7 @@ type api struct {
 	keys        *token.Keyring
 	orders      orderRecords
 	stock       stockSetter
+	sales       salesReader // nil: no sold figures
 	adminToken  []byte
 	users       userAuth           // nil: X-User-Id
 	limiter     *ratelimit.Limiter // nil: no rate limits

@@ -29,6 +29,11 @@ type orderRecords interface {
 	Get(ctx context.Context, id string) (orders.Record, bool, error)
 }
 
+// salesReader reads what a queue sold, per SKU (admin only; PostgreSQL).
+type salesReader interface {
+	Sold(ctx context.Context, q string) (map[string]int64, error)
+}
+
 // stockSetter sets a SKU's available stock (admin only; PostgreSQL).
 type stockSetter interface {
 	SetStock(ctx context.Context, sku string, available int64) (orders.Stock, error)

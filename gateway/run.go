@@ -65,6 +65,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		keys:        keys,
 		orders:      orders.NewRecords(d.Redis),
 		stock:       &migratedStock{store: db},
+		sales:       db,
 		adminToken:  []byte(s.adminToken),
 		notifierURL: s.notifierURL,
 		pageCSS:     s.pageCSS,

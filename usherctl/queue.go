@@ -116,6 +116,18 @@ type queueRow struct {
 	Active          int64   `json:"active"`
 	AdmittedTotal   int64   `json:"admittedTotal"`
 	AdmitRatePerSec float64 `json:"admitRatePerSec"`
+	Stock           *struct {
+		State    string `json:"state"`
+		Sellable int64  `json:"sellable"`
+	} `json:"stock"`
+}
+
+// stock is the row's stock state and sellable units, or "-".
+func (r queueRow) stock() string {
+	if r.Stock == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s(%d)", r.Stock.State, r.Stock.Sellable)
 }
 
 func (a *adminClient) list(ctx context.Context) ([]queueRow, json.RawMessage, error) {
@@ -249,10 +261,10 @@ func (c *cli) queue(ctx context.Context, args []string) error {
 			return printJSON(c.stdout, raw)
 		}
 		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "QUEUE\tSTATE\tTARGET\tMAX/TICK\tTICK\tTTL\tWAITING\tACTIVE\tADMITTED\tRATE/S")
+		fmt.Fprintln(tw, "QUEUE\tSTATE\tTARGET\tMAX/TICK\tTICK\tTTL\tWAITING\tACTIVE\tADMITTED\tRATE/S\tSTOCK")
 		for _, r := range rows {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%dms\t%ds\t%d\t%d\t%d\t%.1f\n", r.Name, r.State, r.TargetActive,
-				r.MaxAdmitPerTick, r.TickMs, r.TokenTTLSeconds, r.Waiting, r.Active, r.AdmittedTotal, r.AdmitRatePerSec)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%dms\t%ds\t%d\t%d\t%d\t%.1f\t%s\n", r.Name, r.State, r.TargetActive,
+				r.MaxAdmitPerTick, r.TickMs, r.TokenTTLSeconds, r.Waiting, r.Active, r.AdmittedTotal, r.AdmitRatePerSec, r.stock())
 		}
 		return tw.Flush()
 	case "get":

@@ -201,7 +201,7 @@ func TestRebuildRestoresEveryShopperToTheSamePlace(t *testing.T) {
 			t.Errorf("Lookup(%s) after rebuild = %s, want %s", u, got.lookups[u], w)
 		}
 	}
-	if got.stats != want.stats {
+	if !reflect.DeepEqual(got.stats, want.stats) {
 		t.Errorf("Stats after rebuild = %+v, want %+v", got.stats, want.stats)
 	}
 	// The redeemed token keeps its order id: the same order redeeming again

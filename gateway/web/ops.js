@@ -9,7 +9,7 @@
   var root = document.getElementById('ops');
   var KEY = 'usher-admin-token', WHO = 'usher-admin-user';
   var HISTORY_MS = 10 * 60 * 1000; // what the sparklines show
-  var LIVE = ['waiting', 'active', 'admittedTotal', 'admitRatePerSec']; // not configuration
+  var LIVE = ['waiting', 'active', 'admittedTotal', 'admitRatePerSec', 'stock']; // not configuration
   var history = {};   // queue -> [{t, waiting, active, target, rate}]
   var cards = {};     // queue -> element
   var stopStream = null, pollTimer = null, retryTimer = null;
@@ -175,10 +175,23 @@
     var o = q.orders || {}, parts = [];
     ['PAID', 'FAILED', 'REJECTED'].forEach(function (s) { if (o[s]) { parts.push(fmt(o[s]) + ' ' + s.toLowerCase()); } });
     field(el, 'orders', parts.length ? parts.join(' · ') : 'none yet');
+    field(el, 'stock', stockText(q.stock));
     el.querySelectorAll('[data-action]').forEach(function (b) { b.disabled = b.dataset.action === q.state; });
     spark(el, 'waiting', h, [['v', 'waiting']]);
     spark(el, 'active', h, [['v', 'active'], ['t', 'target']]);
     spark(el, 'rate', h, [['v', 'rate']]);
+  }
+
+  // stockText is a stock-aware queue's stock: its state, then each SKU's
+  // available / held / pending / sold units.
+  function stockText(st) {
+    if (!st) { return '—'; }
+    var skus = (st.skus || []).map(function (k) {
+      return k.sku + ': ' + fmt(k.available) + ' available, ' + fmt(k.held) + ' held, ' +
+        fmt(k.pending) + ' pending, ' + fmt(k.sold) + ' sold';
+    });
+    return st.state.replace('_', ' ') + ' (' + fmt(st.sellable) + ' for the next in line, ' +
+      fmt(st.heldByAdmitted) + ' held by admitted shoppers)' + (skus.length ? ' · ' + skus.join(' · ') : '');
   }
 
   // spark draws lines of h's fields into the card's inline SVG, all on one

@@ -81,6 +81,19 @@
     $('bar').setAttribute('aria-valuenow', String(pct));
   }
 
+  // showStock says whether units are left for the shopper: held means the
+  // last ones are with shoppers ahead and may come back.
+  function showStock(st, skus) {
+    const el = $('stock');
+    const texts = {
+      available: skus && skus.length > 1 ? 'Still available: ' + skus.join(', ') + '.' : '',
+      held: 'The last units are with shoppers ahead of you. Some may come back: keep your place.',
+      sold_out: 'Sold out.',
+    };
+    el.textContent = texts[st] || '';
+    el.hidden = !el.textContent;
+  }
+
   function showReady(r) {
     root.dataset.status = 'READY';
     token = r.token;
@@ -123,7 +136,7 @@
     if (p.pollAfterMs) pollAfter = p.pollAfterMs;
     localStorage.setItem(key, ticket);
     switch (p.status) {
-      case 'WAITING': showPosition(p); break;
+      case 'WAITING': showPosition(p); showStock(p.stock, p.skusAvailable); break;
       case 'READY': showReady(p); break;
       default: end(p.status, p.reason);
     }
@@ -209,6 +222,7 @@
     };
     const data = (e) => JSON.parse(e.data);
     es.addEventListener('position', (e) => showPosition(data(e)));
+    es.addEventListener('stock', (e) => { const d = data(e); showStock(d.stock, d.skusAvailable); });
     es.addEventListener('ready', (e) => {
       showReady(data(e));
       stopStream();

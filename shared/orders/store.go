@@ -307,3 +307,19 @@ func (s *Store) Latencies(ctx context.Context) ([]time.Duration, error) {
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[time.Duration])
 }
+
+// Sold returns the units of each SKU sold (PAID) through queue q.
+func (s *Store) Sold(ctx context.Context, q string) (map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT sku, sum(quantity) FROM orders WHERE queue = $1 AND status = 'PAID' GROUP BY sku`, q)
+	if err != nil {
+		return nil, fmt.Errorf("sold %s: %w", q, err)
+	}
+	out := map[string]int64{}
+	var sku string
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&sku, &n}, func() error { out[sku] = n; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("sold %s: %w", q, err)
+	}
+	return out, nil
+}

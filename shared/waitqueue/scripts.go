@@ -395,28 +395,34 @@ if stockAware then
       known = true
     end
   end
-  local held, claims = 0, {}
+  local held, heldAdmitted, claims, placed = 0, 0, {}, {}
   for _, s in ipairs(redis.call('ZRANGE', A, 0, -1)) do
     local f = redis.call('HMGET', P .. 'e:' .. s, 'status', 'placed', 'qty', 'sku')
     if f[1] == 'admitted' then
       held = held + 1
+      heldAdmitted = heldAdmitted + 1
     elseif f[1] == 'used' then
+      local q, sku = tonumber(f[3] or '1'), f[4] or ''
       if f[2] then
         pending = pending + 1
+        placed[sku] = (placed[sku] or 0) + q
       else
-        local q = tonumber(f[3] or '1')
         held = held + q
-        if f[4] then claims[f[4]] = (claims[f[4]] or 0) + q end
+        claims[sku] = (claims[sku] or 0) + q
       end
     end
   end
   if known then
-    local total = 0
+    local total, figures = 0, {}
     for sku, a in pairs(avail) do
       total = total + a
       if a - (claims[sku] or 0) > 0 then skuList[#skuList + 1] = sku end
+      -- sku:available:claimed (ordered, not placed yet):pending (placed, not final)
+      figures[#figures + 1] = sku .. ':' .. a .. ':' .. (claims[sku] or 0) .. ':' .. (placed[sku] or 0)
     end
     table.sort(skuList)
+    table.sort(figures)
+    redis.call('HSET', ST, 'skustock', table.concat(figures, ','), 'heldAdmitted', heldAdmitted)
     sellable = total - held
     if sellable > 0 then stockState = 'available'
     elseif held + pending > 0 then stockState = 'held'
@@ -459,7 +465,7 @@ end
 if stockAware then
   redis.call('HSET', ST, 'stock', stockState, 'sellable', sellable, 'skus', table.concat(skuList, ','))
 else
-  redis.call('HDEL', ST, 'stock', 'sellable', 'skus')
+  redis.call('HDEL', ST, 'stock', 'sellable', 'skus', 'skustock', 'heldAdmitted')
 end
 
 -- The admission rate of the last minute, for ETAs: measured, not configured.

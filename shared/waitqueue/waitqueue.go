@@ -494,6 +494,22 @@ func (s *Store) Announced(ctx context.Context, q string, seqs []uint64) error {
 type Stats struct {
 	Waiting, Active, AdmittedTotal int64
 	AdmitRatePerSec                float64
+	// Stock is the stock state of a stock-aware queue ("" otherwise),
+	// Sellable the units that could go to the next in line, HeldAdmitted
+	// the units held by admitted shoppers who have not ordered (one each),
+	// and SKUs each SKU's figures — as the last tick saw them.
+	Stock        string
+	Sellable     int64
+	HeldAdmitted int64
+	SKUs         []SKUStock
+}
+
+// SKUStock is one SKU's stock as the line sees it.
+type SKUStock struct {
+	SKU       string `json:"sku"`
+	Available int64  `json:"available"` // in the store, as last reported
+	Claimed   int64  `json:"claimed"`   // ordered, not placed by the store yet (held)
+	Pending   int64  `json:"pending"`   // placed, not final yet
 }
 
 // Stats reads a queue's live figures in one round trip.
@@ -504,18 +520,30 @@ func (s *Store) Stats(ctx context.Context, q string) (Stats, error) {
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		w = p.ZCard(ctx, k.Waiting())
 		a = p.ZCard(ctx, k.Active())
-		st = p.HMGet(ctx, k.Stats(), "admittedTotal", "rate")
+		st = p.HMGet(ctx, k.Stats(), "admittedTotal", "rate", "stock", "sellable", "heldAdmitted", "skustock")
 		return nil
 	})
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats %s: %w", q, err)
 	}
 	out := Stats{Waiting: w.Val(), Active: a.Val()}
-	if v, ok := st.Val()[0].(string); ok {
-		out.AdmittedTotal, _ = strconv.ParseInt(v, 10, 64)
-	}
-	if v, ok := st.Val()[1].(string); ok {
-		out.AdmitRatePerSec, _ = strconv.ParseFloat(v, 64)
+	v := st.Val()
+	str := func(i int) string { s, _ := v[i].(string); return s }
+	out.AdmittedTotal, _ = strconv.ParseInt(str(0), 10, 64)
+	out.AdmitRatePerSec, _ = strconv.ParseFloat(str(1), 64)
+	out.Stock = str(2)
+	out.Sellable, _ = strconv.ParseInt(str(3), 10, 64)
+	out.HeldAdmitted, _ = strconv.ParseInt(str(4), 10, 64)
+	for _, f := range strings.Split(str(5), ",") {
+		p := strings.Split(f, ":")
+		if len(p) != 4 {
+			continue
+		}
+		s := SKUStock{SKU: p[0]}
+		s.Available, _ = strconv.ParseInt(p[1], 10, 64)
+		s.Claimed, _ = strconv.ParseInt(p[2], 10, 64)
+		s.Pending, _ = strconv.ParseInt(p[3], 10, 64)
+		out.SKUs = append(out.SKUs, s)
 	}
 	return out, nil
 }
