@@ -406,8 +406,12 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 		if _, err := c.js.StreamNameBySubject(ctx, "replay."+reader+".x"); !errors.Is(err, jetstream.ErrStreamNotFound) {
 			t.Fatalf("which stream stores a republish subject = %v, want none", err)
 		}
-		sub, err := b.as(t, bus.Downstream(reader)).nc.SubscribeSync(event.ReplaySubject(reader))
+		rd := b.as(t, bus.Downstream(reader))
+		sub, err := rd.nc.SubscribeSync(event.ReplaySubject(reader))
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rd.nc.Flush(); err != nil { // the server has the subscription
 			t.Fatal(err)
 		}
 		if err := c.nc.Publish("replay."+reader+".admissions", []byte("{}")); err != nil {
