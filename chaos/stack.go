@@ -274,11 +274,17 @@ cluster {
 		return err
 	}
 	s.js = js
-	return poll(ctx, 60*time.Second, "JetStream cluster has a meta leader", func(ctx context.Context) error {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		_, err := js.AccountInfo(cctx)
-		return err
+	// Ready means an R3 stream can be made: a meta leader and three
+	// current peers.
+	return poll(ctx, 60*time.Second, "JetStream cluster takes an R3 stream", func(ctx context.Context) error {
+		if _, err := js.AccountInfo(ctx); err != nil {
+			return err
+		}
+		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "CHAOS_PROBE", Subjects: []string{"chaos.probe"},
+			Replicas: 3, Storage: jetstream.MemoryStorage}); err != nil {
+			return err
+		}
+		return js.DeleteStream(ctx, "CHAOS_PROBE")
 	})
 }
 
@@ -528,18 +534,20 @@ func (s *stack) startServices(ctx context.Context, p plan) error {
 			s.services = append(s.services, sv)
 		}
 	}
-	// The admitters first (they may be the ones that declare the streams
-	// and the catalog), then the first gateway alone, then the rest.
+	// One admitter alone first (it may be the one that declares the
+	// streams and the catalog, and services declaring them at once on a
+	// fresh cluster can time out), then the first gateway alone, then the
+	// rest at once.
 	first := s.service(kindGateway, 0)
 	started := map[*service]bool{}
-	for _, sv := range append(s.servicesOf(kindAdmitter), first) {
+	for _, sv := range []*service{s.service(kindAdmitter, 0), first} {
 		if err := sv.proc.start(); err != nil {
 			return err
 		}
 		started[sv] = true
-	}
-	if err := waitHTTP(ctx, first.url()+"/readyz", 90*time.Second); err != nil {
-		return fmt.Errorf("%s: %w", first.name(), err)
+		if err := waitHTTP(ctx, sv.url()+"/readyz", 90*time.Second); err != nil {
+			return fmt.Errorf("%s: %w", sv.name(), err)
+		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, sv := range s.services {
