@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,11 +109,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			chosen = append(chosen, sc)
 		}
 	}
-	level := slog.LevelInfo
-	if getenv("CHAOS_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: level}))
 	if o.out == "" {
 		root, err := moduleRoot()
 		if err != nil {
@@ -146,7 +140,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	o.source = describeSource(ctx, o.rev)
 	fmt.Fprintf(stdout, "chaos: services built from %s\n", o.source)
-	re := &runEnv{bins: bins, tmp: tmp, pgTmpl: tmpl, out: o.out, log: log, quick: o.quick, keep: o.keep, progress: stdout, began: start}
+	re := &runEnv{bins: bins, tmp: tmp, pgTmpl: tmpl, out: o.out, quick: o.quick, keep: o.keep, progress: stdout, began: start}
 	var results []result
 	for _, sc := range chosen {
 		if ctx.Err() != nil {

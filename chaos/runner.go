@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -94,7 +93,6 @@ type runEnv struct {
 	tmp      string // the run's temporary folder (removed at the end)
 	pgTmpl   string
 	out      string // where results go
-	log      *slog.Logger
 	quick    bool
 	keep     bool
 	progress io.Writer
@@ -143,7 +141,7 @@ func runScenario(ctx context.Context, re *runEnv, sc scenario, seed uint64) (res
 	if err := os.MkdirAll(keepDir, 0o755); err != nil {
 		return errored(res, err)
 	}
-	s := &stack{dir: dir, bins: re.bins, log: re.log, token: "chaos-admin", queues: queues}
+	s := &stack{dir: dir, bins: re.bins, token: "chaos-admin", queues: queues}
 	defer func() {
 		s.close()
 		if res.Verdict == verdictPass && !re.keep {

@@ -37,7 +37,6 @@ type fault struct {
 	tl     *timeline
 	t      timing
 	victim string // chosen in prepare
-	mu     sync.Mutex
 }
 
 func (f *fault) injected(format string, args ...any) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -49,7 +48,6 @@ var addrVar = map[string]string{
 type stack struct {
 	dir   string // this scenario's folder: stores, configuration, logs
 	bins  *binaries
-	log   *slog.Logger
 	token string // the admin token of usher and pgsim
 	// queues is the workload's queues (faults choose among them).
 	queues []queueSpec
