@@ -102,10 +102,13 @@ func (p Policy) Permissions(r Role) (Permissions, bool) {
 		g.writeCatalog()
 	case Admitter:
 		g.declare()
-		g.publish(event.AdmittedSubject(event.All))
+		// Admissions, and the one configuration change it makes: closing a
+		// sold-out queue (a compare-and-set on the catalog), audited.
+		g.publish(event.AdmittedSubject(event.All), event.ConfigChangedSubject)
 		g.read(event.StreamEntries, event.StreamAdmissions, event.StreamOrders)
 		g.identities()
 		g.watchCatalog()
+		g.writeCatalog()
 	case Notifier:
 		// The notifier's two core subscriptions, spelled as it spells them.
 		g.subscribe(event.AdmittedSubject(">"), event.OrderSubjects(event.All))
@@ -116,7 +119,6 @@ func (p Policy) Permissions(r Role) (Permissions, bool) {
 		g.durable(event.StreamOrders, event.ConsumerOrderWorker)
 		g.identities()
 		g.watchCatalog()
-		g.writeCatalog()
 	case Usherctl:
 		g.read(streamNames()...)
 		g.readCatalog()

@@ -142,7 +142,7 @@ func TestEachRoleIsRefusedWhatItMustNot(t *testing.T) {
 		{bus.Gateway, "read the entries stream", createConsumer(event.StreamEntries, "peek", ""), "$JS.API.CONSUMER.CREATE." + event.StreamEntries + ".peek"},
 		{bus.Admitter, "request an order", publish(event.OrderRequestedSubject(q)), event.OrderRequestedSubject(q)},
 		{bus.Admitter, "join a shopper", publish(event.EnterSubject(q)), event.EnterSubject(q)},
-		{bus.Admitter, "write the catalog", publish("$KV." + event.BucketQueues + "." + q), "$KV." + event.BucketQueues + "." + q},
+		{bus.OrderWorker, "write the catalog (the admitter closes sold-out queues now)", publish("$KV." + event.BucketQueues + "." + q), "$KV." + event.BucketQueues + "." + q},
 		{bus.Admitter, "purge a stream", request(func(ctx context.Context, js jetstream.JetStream) error {
 			st, err := js.Stream(ctx, event.StreamEntries)
 			if err != nil {
@@ -326,6 +326,18 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 		if err := admJS.DeleteConsumer(ctx, event.StreamEntries, "admitter"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			t.Fatalf("delete the old ingest consumer = %v, want not found", err)
 		}
+		// It closes a sold-out queue (compare-and-set) and audits it.
+		cat, err := catalog.Attach(ctx, admJS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := cat.Update(ctx, q, func(c *catalog.Config) bool {
+			c.State, c.ClosedReason = catalog.StateClosed, catalog.ReasonSoldOut
+			return true
+		}); err != nil {
+			t.Fatalf("admitter closes a sold-out queue: %v", err)
+		}
+		pub(bus.Admitter, admJS, event.ConfigChangedSubject)
 	})
 	t.Run("notifier hears admissions and orders", func(t *testing.T) {
 		for _, want := range []string{event.AdmittedSubject(q)} {
@@ -345,10 +357,8 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := catalog.Defaults(q)
-		cfg.State, cfg.ClosedReason = catalog.StateClosed, catalog.ReasonSoldOut
-		if _, err := cat.Put(ctx, cfg); err != nil {
-			t.Fatalf("orderworker closes a sold-out queue: %v", err)
+		if _, ok := cat.Get(q); !ok {
+			t.Fatalf("orderworker reads queue %s", q)
 		}
 		cons, err := js.CreateOrUpdateConsumer(ctx, event.StreamOrders, jetstream.ConsumerConfig{
 			Durable: event.ConsumerOrderWorker, FilterSubject: event.OrderRequestedSubject(event.All),
