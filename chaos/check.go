@@ -65,6 +65,11 @@ type figures struct {
 	ConfiguredRate float64 `json:"configuredRate"`
 	Admitted       int     `json:"admitted"`
 	OrdersPaid     int     `json:"ordersPaid"`
+	// JoinsRefused: shoppers whose every join attempt failed; of them,
+	// RefusedButStored are in USHER_ENTRIES all the same (told "error",
+	// yet in line).
+	JoinsRefused     int `json:"joinsRefused"`
+	RefusedButStored int `json:"refusedButStored"`
 }
 
 // judge runs every check.
@@ -92,7 +97,41 @@ func judge(ev *evidence) ([]checkResult, figures) {
 			f.OrdersPaid++
 		}
 	}
+	f.JoinsRefused, f.RefusedButStored = refusedJoins(ev)
 	return checks, f
+}
+
+// refusedJoins counts the shoppers never given a ticket, and those of them
+// the stream holds a join of.
+func refusedJoins(ev *evidence) (refused, stored int) {
+	type key struct{ q, user string }
+	ticketed, tried := map[key]bool{}, map[key]bool{}
+	for _, r := range ev.Journal {
+		if r.Kind != recJoin {
+			continue
+		}
+		k := key{r.Queue, r.User}
+		tried[k] = true
+		if r.Ticket != "" {
+			ticketed[k] = true
+		}
+	}
+	inStream := map[key]bool{}
+	for q, js := range ev.Joins {
+		for _, j := range js {
+			inStream[key{q, j.User}] = true
+		}
+	}
+	for k := range tried {
+		if ticketed[k] {
+			continue
+		}
+		refused++
+		if inStream[k] {
+			stored++
+		}
+	}
+	return refused, stored
 }
 
 type qseq struct {

@@ -193,8 +193,8 @@ func printResult(w io.Writer, r result) {
 	}
 	f := r.Figures
 	if r.Verdict != verdictError {
-		fmt.Fprintf(w, "   joins accepted %d, admitted %d, orders PAID %d; lost %d, admitted twice %d, over-admitted %d, double charges %d, recovery %s\n",
-			f.JoinsAccepted, f.Admitted, f.OrdersPaid, f.Lost, f.Duplicated, f.OverAdmitted, f.DoubleCharges, recoveryText(r))
+		fmt.Fprintf(w, "   joins accepted %d (refused %d, of which %d stored anyway), admitted %d, orders PAID %d; lost %d, admitted twice %d, over-admitted %d, double charges %d, recovery %s\n",
+			f.JoinsAccepted, f.JoinsRefused, f.RefusedButStored, f.Admitted, f.OrdersPaid, f.Lost, f.Duplicated, f.OverAdmitted, f.DoubleCharges, recoveryText(r))
 	}
 	for _, c := range r.Checks {
 		switch c.Status {
