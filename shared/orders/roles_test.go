@@ -164,6 +164,9 @@ func TestTheStockRoles(t *testing.T) {
 	if _, err := gw.Place(ctx, order(1, "sku", 1)); !refused(err) {
 		t.Errorf("Place as the gateway = %v, want refused", err)
 	}
+	if sold, err := gw.Sold(ctx, "q"); err != nil || len(sold) != 0 {
+		t.Errorf("Sold as the gateway = %v, %v; want the (empty) sums of the sales view", sold, err)
+	}
 	ad := open(t, r.admitter)
 	if st, err := ad.Stocks(ctx, []string{"sku"}); err != nil || len(st) != 1 || st[0].Available != 3 {
 		t.Fatalf("Stocks as the admitter = %+v, %v; want 3 of sku", st, err)
