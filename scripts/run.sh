@@ -66,20 +66,33 @@ else
   echo "nats:        started on $nats_addr (NKey auth: keys in $natsdir; JetStream in .usher/nats, monitor http://127.0.0.1:8222)"
 fi
 
+# Redis with ACL users: every service connects as its own user
+# (usher-<service>, with a password generated on first start in
+# <data>/redis/usher-<service>.pass, where the service finds it) holding only
+# its commands and keys; users.acl is written from the code (shared/redisacl)
+# at every start, and the default user is off. People use usher-admin.
 redis_addr=$(hostport "$USHER_REDIS_URL")
+redisdir=$USHER_DATA_DIR/redis
+redis_admin() { REDISCLI_AUTH=$(cat "$redisdir/usher-admin.pass" 2>/dev/null) redis-cli --user usher-admin \
+  -h "${redis_addr%:*}" -p "${redis_addr##*:}" "$@"; }
 if answers "$redis_addr"; then
+  if [ -f "$redisdir/usher-admin.pass" ] && [ "$(redis_admin ping 2>/dev/null)" != PONG ]; then
+    echo "redis:       the server at $redis_addr does not know usher's users, whose passwords are in $redisdir:" >&2
+    echo "             stop it (make run starts its own, with $redisdir/users.acl), or move $redisdir/*.pass away" >&2
+    exit 1
+  fi
   echo "redis:       using the server at $redis_addr"
 else
-  mkdir -p "$USHER_DATA_DIR/redis"
+  bin/usherctl redis-acl --dir "$redisdir" >>"$logs/redis-acl.log"
   start redis-server redis-server --bind "${redis_addr%:*}" --port "${redis_addr##*:}" \
-    --dir "$USHER_DATA_DIR/redis" --appendonly yes --save ""
+    --dir "$redisdir" --appendonly yes --save "" --aclfile "$redisdir/users.acl"
   wait_for redis "$redis_addr"
   # Answering TCP is not enough: a Redis replaying its AOF answers LOADING.
   for _ in $(seq 1 300); do
-    [ "$(redis-cli -h "${redis_addr%:*}" -p "${redis_addr##*:}" ping 2>/dev/null)" = PONG ] && break
+    [ "$(redis_admin ping 2>/dev/null)" = PONG ] && break
     sleep 0.1
   done
-  echo "redis:       started on $redis_addr (AOF in .usher/redis)"
+  echo "redis:       started on $redis_addr (ACL users: passwords in $redisdir; AOF in .usher/redis)"
 fi
 
 # PostgreSQL: a throwaway cluster in the data folder, trust auth on loopback.
@@ -101,16 +114,43 @@ elif [ -n "$pgbin" ]; then
   as_pg "$pgbin/psql" -h "${pg_addr%:*}" -p "${pg_addr##*:}" -U postgres -tAc \
     "SELECT 1 FROM pg_database WHERE datname='usher'" | grep -q 1 ||
     as_pg "$pgbin/createdb" -h "${pg_addr%:*}" -p "${pg_addr##*:}" -U postgres usher
-  echo "postgresql:  started on $pg_addr (cluster in .usher/pg)"
+  # Least privilege, set up as a DBA would: usher_owner owns the schema and
+  # migrates it (bin/usherctl migrate); each service connects as its own
+  # role, which may only do its rows' work (shared/orders/migrations/
+  # 0003_roles.sql). Tables an older data folder made as postgres move to
+  # the owner. Trust auth on loopback: this cluster is for development.
+  as_pg "$pgbin/psql" -q -v ON_ERROR_STOP=1 -h "${pg_addr%:*}" -p "${pg_addr##*:}" -U postgres -d usher >>"$logs/pg-roles.log" <<'SQL'
+DO $$
+DECLARE r text; t text;
+BEGIN
+  FOREACH r IN ARRAY ARRAY['usher_owner', 'usher_orderworker', 'usher_gateway', 'usher_admitter'] LOOP
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = r) THEN
+      EXECUTE format('CREATE ROLE %I', r);
+    END IF;
+    EXECUTE format('ALTER ROLE %I LOGIN', r);
+  END LOOP;
+  FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tableowner <> 'usher_owner' LOOP
+    EXECUTE format('ALTER TABLE public.%I OWNER TO usher_owner', t);
+  END LOOP;
+END
+$$;
+ALTER DATABASE usher OWNER TO usher_owner;
+SQL
+  pg_role_url() { echo "postgres://$1@$pg_addr/usher?sslmode=disable"; }
+  export USHER_DATABASE_MIGRATE_URL=${USHER_DATABASE_MIGRATE_URL:-$(pg_role_url usher_owner)}
+  bin/usherctl migrate >>"$logs/migrate.log"
+  db_gateway=$(pg_role_url usher_gateway) db_admitter=$(pg_role_url usher_admitter)
+  db_orderworker=$(pg_role_url usher_orderworker)
+  echo "postgresql:  started on $pg_addr (cluster in .usher/pg; schema owned by usher_owner, services as their own roles)"
 else
   echo "postgresql:  not installed; the order path will not be ready" >&2
 fi
 
 start pgsim bin/pgsim
-start admitter bin/admitter
-start orderworker bin/orderworker
+start admitter env USHER_DATABASE_URL="${db_admitter:-$USHER_DATABASE_URL}" bin/admitter
+start orderworker env USHER_DATABASE_URL="${db_orderworker:-$USHER_DATABASE_URL}" bin/orderworker
 start notifier bin/notifier
-start gateway bin/gateway
+start gateway env USHER_DATABASE_URL="${db_gateway:-$USHER_DATABASE_URL}" bin/gateway
 wait_for gateway "$USHER_GATEWAY_ADDR"
 wait_for notifier "$USHER_NOTIFIER_ADDR"
 
@@ -131,6 +171,7 @@ usher is running.
   pgsim        http://$PGSIM_ADDR      (payment-gateway simulator)
   admin token  $USHER_ADMIN_TOKEN
   nats keys    $USHER_DATA_DIR/nats/<role>.nk   (bin/usherctl and examples/downstream -nkey use theirs)
+  redis users  $USHER_DATA_DIR/redis/<user>.pass   (redis-cli: REDISCLI_AUTH=\$(cat $USHER_DATA_DIR/redis/usher-admin.pass) redis-cli --user usher-admin)
   logs         $logs/
 
 Queue "demo" is open and sells demo-sku (1000 in stock). Try:

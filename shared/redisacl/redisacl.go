@@ -11,7 +11,7 @@
 //	usher-admitter     queues; the breaker read-only                    the line's scripts and reads; SCAN, UNLINK (a closed queue's drop)
 //	usher-notifier     queues                                           reads only, in scripts too
 //	usher-orderworker  queues, order records, the breaker               the line's scripts and reads; DEL of the breaker's key only
-//	usher-usherctl     queues                                           the line's scripts and reads, SCRIPT LOAD (rebuild)
+//	usher-usherctl     queues                                           the line's scripts and reads (rebuild)
 //	usher-admin        everything                                       everything: for people (redis-cli), never a service
 //
 // and Redis's default user is off: a connection without credentials is
@@ -71,8 +71,9 @@ const (
 
 // Commands every process runs: the clock (TIME), readiness (PING), a
 // cluster's slot map and redirections, a database other than 0 (SELECT),
-// and scripts (EVALSHA; EVAL loads a script Redis does not hold yet).
-var base = []string{"ping", "time", "select", "cluster|slots", "asking", "evalsha", "eval"}
+// and scripts (EVALSHA; SCRIPT LOAD when batching starts or a rebuild
+// begins, EVAL when Redis lost a script meanwhile).
+var base = []string{"ping", "time", "select", "cluster|slots", "asking", "evalsha", "eval", "script|load"}
 
 // lineReads are the reading commands the line's scripts and clients call.
 var lineReads = []string{
@@ -119,7 +120,7 @@ func Users() []User {
 		{Name: UserOf(Notifier), Keys: []string{queueKeys}, Commands: commands(base, lineReads)},
 		{Name: UserOf(OrderWorker), Keys: []string{queueKeys, orderKeys, breakerRW}, Commands: line,
 			Selectors: []string{breakerRW + " +del"}}, // closing the breaker deletes its key, and only that key
-		{Name: UserOf(Usherctl), Keys: []string{queueKeys}, Commands: commands(line, []string{"script|load"})},
+		{Name: UserOf(Usherctl), Keys: []string{queueKeys}, Commands: line},
 		{Name: Admin, All: true},
 	}
 }

@@ -163,7 +163,9 @@ func str(v any) string { s, _ := v.(string); return s }
 // same library calls — and the server logs no denial.
 func TestEachServiceCanDoItsWork(t *testing.T) {
 	a := startACL(t)
-	ctx := context.Background()
+	// A refused call must fail the test, not hang it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	must := func(t *testing.T, what string, err error) {
 		t.Helper()
 		if err != nil {
@@ -174,9 +176,26 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 	tick := waitqueue.Tick{TargetActive: 1, TickLength: 10 * time.Millisecond, TokenTTL: time.Minute}
 	var admitted waitqueue.Admission
 
+	// batched is a line that sends its scripts in pipelines, as the gateway
+	// and the notifier run it (batching starts by loading every script).
+	batched := func(t *testing.T, rdb redis.UniversalClient) *waitqueue.Store {
+		line := waitqueue.New(rdb)
+		line.EnableBatching()
+		bctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := line.RunBatches(bctx, 2); err != nil && bctx.Err() == nil {
+				t.Errorf("batching: %v", err)
+				cancel() // every call waiting on the batcher gives up
+			}
+		}()
+		t.Cleanup(func() { stop(); <-done })
+		return line
+	}
 	t.Run("gateway", func(t *testing.T) {
 		rdb := a.connect(t, redisacl.UserOf(redisacl.Gateway))
-		line := waitqueue.New(rdb)
+		line := batched(t, rdb)
 		for seq, user := range map[uint64]string{1: "ann", 2: "ben"} {
 			_, err := line.Ingest(ctx, q, testenv.Epoch, seq, user, 0)
 			must(t, "ingest", err)
@@ -227,7 +246,7 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 	})
 	t.Run("notifier", func(t *testing.T) {
 		rdb := a.connect(t, redisacl.UserOf(redisacl.Notifier))
-		line := waitqueue.New(rdb)
+		line := batched(t, rdb)
 		_, err := line.Poll(ctx, q, admitted.Seq)
 		must(t, "poll", err)
 		_, err = line.Ranks(ctx, q, []uint64{1, 2})
