@@ -5,6 +5,7 @@ package problem
 import (
 	"encoding/json"
 	"net/http"
+	"sort"
 )
 
 // ContentType is the media type of a problem document.
@@ -27,6 +28,10 @@ type Problem struct {
 	InvalidParams []Param `json:"invalid-params,omitempty"`
 	// RetryAfter, when set, is also sent as the Retry-After header (seconds).
 	RetryAfter int `json:"-"`
+	// Extensions are further members (RFC 9457 section 3.2), written after
+	// the standard ones in key order: a 428 carries a fresh challenge. A
+	// key that names a standard member is ignored.
+	Extensions map[string]any `json:"-"`
 }
 
 // New returns a problem of the given status whose type is a stable usher URI
@@ -43,8 +48,30 @@ func New(status int, slug, detail string) Problem {
 // JSON encodes p.
 func (p Problem) JSON() []byte {
 	b, _ := json.Marshal(p)
-	return b
+	if len(p.Extensions) == 0 {
+		return b
+	}
+	keys := make([]string, 0, len(p.Extensions))
+	for k := range p.Extensions {
+		if !standard[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	b = b[:len(b)-1] // reopen the object
+	for _, k := range keys {
+		v, err := json.Marshal(p.Extensions[k])
+		if err != nil {
+			continue
+		}
+		name, _ := json.Marshal(k)
+		b = append(append(append(append(b, ','), name...), ':'), v...)
+	}
+	return append(b, '}')
 }
+
+// standard are the members Problem writes itself.
+var standard = map[string]bool{"type": true, "title": true, "status": true, "detail": true, "instance": true, "invalid-params": true}
 
 // Error lets a Problem travel as an error to the one place that writes it.
 func (p Problem) Error() string { return p.Title + ": " + p.Detail }
