@@ -59,6 +59,34 @@ type Config struct {
 	// RateLimit refuses bots and refresh storms with 429 before they
 	// reach the line.
 	RateLimit RateLimit `json:"rateLimit"`
+	// Adaptive, when enabled, has the admitter find targetActive by
+	// measuring the order path (package adaptive); nil or disabled: the
+	// configured targetActive holds.
+	Adaptive *Adaptive `json:"adaptive,omitempty"`
+}
+
+// Adaptive is a queue's adaptive admission: the limit the admission tick
+// uses moves within [Min, Max], starting at TargetActive, one decision per
+// window (WindowMs, 0 = DefaultAdaptiveWindowMs).
+type Adaptive struct {
+	Enabled  bool `json:"enabled"`
+	Min      int  `json:"min"`
+	Max      int  `json:"max"`
+	WindowMs int  `json:"windowMs,omitempty"`
+}
+
+// DefaultAdaptiveWindowMs is the adaptive controller's decision window.
+const DefaultAdaptiveWindowMs = 1000
+
+// AdaptiveOn reports whether the queue's targetActive is adaptive.
+func (c Config) AdaptiveOn() bool { return c.Adaptive != nil && c.Adaptive.Enabled }
+
+// AdaptiveWindow is the adaptive controller's decision window.
+func (c Config) AdaptiveWindow() int {
+	if c.Adaptive == nil || c.Adaptive.WindowMs == 0 {
+		return DefaultAdaptiveWindowMs
+	}
+	return c.Adaptive.WindowMs
 }
 
 // RateLimit is a queue's request limits (GCRA: a burst at once, then a
@@ -201,6 +229,17 @@ func (c Config) Validate() []FieldError {
 	}
 	if len(c.ClosedReason) > 64 {
 		add("closedReason", "must be at most 64 characters")
+	}
+	if a := c.Adaptive; a != nil {
+		switch {
+		case a.Min < 0 || a.Max < 0 || a.Max > 100_000 || (a.Enabled && a.Min < 1):
+			add("adaptive", "min and max must be 1..100000")
+		case a.Enabled && (a.Min > c.TargetActive || c.TargetActive > a.Max):
+			add("adaptive", "must have min <= targetActive <= max (the controller starts at targetActive)")
+		}
+		if a.WindowMs != 0 && (a.WindowMs < 100 || a.WindowMs > 60_000) {
+			add("adaptive.windowMs", "must be 100..60000 (0 = 1000)")
+		}
 	}
 	rl := c.RateLimit
 	for _, f := range []struct {
@@ -382,6 +421,10 @@ func (c *Catalog) Update(ctx context.Context, name string, change func(*Config) 
 		}
 		after = before
 		after.SKUs = append([]string(nil), before.SKUs...)
+		if before.Adaptive != nil {
+			a := *before.Adaptive
+			after.Adaptive = &a
+		}
 		if !change(&after) {
 			return before, after, ErrUnchanged
 		}

@@ -29,6 +29,12 @@ func TestValidate(t *testing.T) {
 			[]string{"rateLimit.perIpBurst", "rateLimit.perUserBurst"}},
 		{"negative and huge limits", withLimits(catalog.RateLimit{PerIPPerSecond: -1, PerUserPerSecond: 2_000_000, PerUserBurst: 1, OrdersPerSecond: -5}),
 			[]string{"rateLimit.perIpPerSecond", "rateLimit.perUserPerSecond", "rateLimit.ordersPerSecond"}},
+		{"adaptive within its bounds", withAdaptive(catalog.Adaptive{Enabled: true, Min: 5, Max: 160}), nil},
+		{"adaptive off ignores its bounds", withAdaptive(catalog.Adaptive{Min: 50, Max: 10}), nil},
+		{"adaptive with no floor", withAdaptive(catalog.Adaptive{Enabled: true, Min: 0, Max: 40}), []string{"adaptive"}},
+		{"adaptive must start within its bounds", withAdaptive(catalog.Adaptive{Enabled: true, Min: 30, Max: 40}), []string{"adaptive"}},
+		{"adaptive beyond its ceiling and a tiny window", withAdaptive(catalog.Adaptive{Enabled: true, Min: 1, Max: 200_000, WindowMs: 50}),
+			[]string{"adaptive", "adaptive.windowMs"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,6 +49,12 @@ func TestValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withAdaptive(a catalog.Adaptive) catalog.Config {
+	c := catalog.Defaults("q") // targetActive 20
+	c.Adaptive = &a
+	return c
 }
 
 func withLimits(rl catalog.RateLimit) catalog.Config {

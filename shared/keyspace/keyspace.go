@@ -23,6 +23,8 @@
 //	usher:{q}:orders             hash    orders (CountOutcome)          while the queue exists (derived: outcome counts)
 //	usher:{q}:counted:<order>    string  orders (CountOutcome)          RecordTTL
 //	usher:{q}:rl:<kind>:<id>     string  ratelimit                      until the limit's bucket is full again (PEXPIRE)
+//	usher:{q}:limit              hash    adaptive (admitter)            LimitTTL after its last decision (derived: the adaptive limit, its reason, the controller's state)
+//	usher:{q}:ow:<window>        hash    adaptive (orderworker)         OrderWindowTTL (derived: one decision window of the order path's figures)
 //	usher:order:{<order>}        hash    orders (gateway, orderworker)  RecordTTL after its last change
 //	usher:breaker:payment        string  paybreaker (orderworker)       the breaker's open period
 //
@@ -53,6 +55,17 @@ const BoughtTTL = 7 * 24 * time.Hour
 // who were in it can still read CLOSED and their place meanwhile.
 const ClosedGrace = time.Hour
 
+// LimitTTL is how long an adaptive queue's controller state outlives its
+// last decision: a queue whose adaptive admission was turned off, or whose
+// admitters all stopped, forgets it within the hour and starts again at
+// its configured targetActive.
+const LimitTTL = time.Hour
+
+// OrderWindowTTL is how long one decision window of the order path's
+// figures lives: three windows, at least ten seconds — the controller
+// reads the last finished one.
+func OrderWindowTTL(window time.Duration) time.Duration { return max(3*window, 10*time.Second) }
+
 // Queue names the keys of one queue.
 type Queue struct{ prefix string }
 
@@ -76,6 +89,14 @@ func (k Queue) Stock() string   { return k.prefix + "stock" }
 func (k Queue) Outcomes() string {
 	return k.prefix + "orders"
 }
+
+// Limit is the adaptive admission's state: the current limit, why, and
+// the controller's memory.
+func (k Queue) Limit() string { return k.prefix + "limit" }
+
+// OrderWindow holds the order path's figures of decision window w (Redis
+// time in ms ÷ the window's length); scripts derive it from the prefix.
+func (k Queue) OrderWindow(w int64) string { return k.prefix + "ow:" + strconv.FormatInt(w, 10) }
 
 // Entry is the record of the entry that joined with stream sequence seq.
 func (k Queue) Entry(seq uint64) string { return k.prefix + "e:" + strconv.FormatUint(seq, 10) }

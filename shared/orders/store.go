@@ -28,6 +28,10 @@ type Options struct {
 	// Hold, when set, is told how long each connection was held, from the
 	// moment the pool hands it out to the moment it is given back.
 	Hold func(time.Duration)
+	// HoldOf, when set, is told the same, with the context the connection
+	// was acquired with: a caller learns what its own statements held
+	// (the adaptive admission's per-order figures).
+	HoldOf func(ctx context.Context, d time.Duration)
 	// MaxWriters caps the writing statements (place, reject, pay, fail) in
 	// flight at once; 0 = no cap beyond the pool. Orders of one hot SKU all
 	// update the same stock row: past a handful of writers the extra ones
@@ -48,17 +52,28 @@ func Open(url string, opt Options) (*Store, error) {
 	if opt.MaxConns > 0 {
 		cfg.MaxConns = opt.MaxConns
 	}
-	if opt.Hold != nil {
+	if opt.Hold != nil || opt.HoldOf != nil {
 		// The pool calls PrepareConn as it hands a connection out and
 		// AfterRelease as it takes it back: the time between is the hold.
-		var since sync.Map // *pgx.Conn → time.Time
-		cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
-			since.Store(c, time.Now())
+		type held struct {
+			at  time.Time
+			ctx context.Context
+		}
+		var since sync.Map // *pgx.Conn → held
+		cfg.PrepareConn = func(ctx context.Context, c *pgx.Conn) (bool, error) {
+			since.Store(c, held{time.Now(), ctx})
 			return true, nil
 		}
 		cfg.AfterRelease = func(c *pgx.Conn) bool {
-			if t, ok := since.LoadAndDelete(c); ok {
-				opt.Hold(time.Since(t.(time.Time)))
+			if v, ok := since.LoadAndDelete(c); ok {
+				h := v.(held)
+				d := time.Since(h.at)
+				if opt.Hold != nil {
+					opt.Hold(d)
+				}
+				if opt.HoldOf != nil {
+					opt.HoldOf(h.ctx, d)
+				}
 			}
 			return true
 		}

@@ -1,0 +1,333 @@
+// Package adaptive finds a queue's targetActive by measuring the order
+// path, instead of having an operator guess it.
+//
+// The order worker adds what every order cost to the queue's current
+// decision window in Redis (Store.Record): how many finished, their
+// latency from request to final status, payment calls left unanswered,
+// orders failed or put back to wait, and database connection holds. Once
+// per window the admitter that claims the window (Store.Step, an atomic
+// script: N admitters, one decision) hands the last finished window to
+// Decide, and the new limit becomes the targetActive of every admission
+// tick (Store.Commit, a compare-and-set on the window).
+//
+// Decide is a pure function: the controller's state and one window in,
+// the next state and a reason out. It borrows from TCP Vegas and Netflix's
+// concurrency-limits (Vegas, Gradient2): a no-load latency baseline that
+// snaps down and drifts up slowly, an additive raise while latency stays
+// near it and the limit is what holds the line back, and a multiplicative
+// cut — at once, in the window it is seen — when latency rises, payments
+// go unanswered, orders fail or wait, database holds grow, or the payment
+// breaker opens.
+package adaptive
+
+import "math"
+
+// Tuning. The values are the controller's contract; the simulation tests
+// (controller_test.go) pin what they give.
+const (
+	// MinOrders is the fewest finished orders a window needs for its
+	// latency to be judged; below it the limit holds.
+	MinOrders = 3
+	// Tolerance: a smoothed latency above Tolerance × baseline is
+	// queueing, and the limit is cut by baseline/latency (at most by
+	// half) — back to where queueing started, if latency grows with the
+	// limit.
+	Tolerance = 1.5
+	// RaiseBelow: at or below RaiseBelow × baseline the order path has
+	// room; the limit rises by the larger of 1, √limit and RaiseShare of
+	// it while it binds.
+	RaiseBelow = 1.2
+	RaiseShare = 0.1
+	// Backoff is the cut for a window in which payments went unanswered,
+	// orders failed or waited, or database holds grew.
+	Backoff = 0.7
+	// BreakerBackoff is the cut for a window that ends with the payment
+	// breaker open.
+	BreakerBackoff = 0.5
+	// MaxCut bounds a latency cut to half the limit per window: one
+	// outlier window cannot throw the limit to the floor.
+	MaxCut = 0.5
+	// Smoothing is the least weight of a window's mean latency in the
+	// smoothed latency the controller compares (the rest is the previous
+	// one); a window of FullWeight orders or more counts in full.
+	Smoothing = 0.5
+	// FullWeight is the order count at which a window's mean latency is
+	// trusted in full for the smoothed latency; fewer orders count less.
+	FullWeight = 20
+	// BaselineWeight is the order count at which a window's latency moves
+	// the baseline in full (a drain's all the way, any other's by Settle
+	// of the way, downwards only); fewer orders move it less: a minimum
+	// of noisy small windows would bias it low.
+	BaselineWeight = 100
+	Settle         = 0.5
+	// Drift is how far the baseline moves up towards a higher latency per
+	// window while the limit is too low to drain (at most twice its
+	// floor): a lasting slowdown that pinned the limit there becomes the
+	// new normal in ≈ 20 windows. Above it, drains measure the baseline.
+	Drift = 0.05
+	// SettleDrop: after a cut, a window whose mean latency is below
+	// SettleDrop × the last one's is settling — orders admitted before
+	// the cut are still finishing — and is not cut again.
+	SettleDrop = 0.85
+	// Drains: a baseline measured while orders queue (a start above what
+	// the order path takes) would make that queue look normal, and one
+	// measured long ago may no longer be true. So, like Vegas probing its
+	// no-load round trip, the controller drains: for one window it halves
+	// the limit (DrainDepth) and takes that window's latency as the
+	// baseline (weighted by its orders, as FullWeight says). If latency
+	// fell by more than Tolerance, the limit it came from was queueing
+	// beyond it: it is cut to where a queue that grows with the limit
+	// would be at RaiseBelow, and the next drain comes FirstDrain windows
+	// later to check again. The first drain comes FirstDrain judged windows
+	// after the start, then one every DrainEvery, only while the limit
+	// binds.
+	DrainDepth = 0.5
+	FirstDrain = 3
+	DrainEvery = 30
+	// SlowHold is a database connection hold the order path should never
+	// need: when more than SlowHoldShare of a window's holds take longer
+	// (its p99 is above SlowHold), the limit is cut. Half the design's
+	// 20 ms bound, so the limit moves before the bound is hurt.
+	SlowHoldMs    = 10
+	SlowHoldShare = 0.01
+	// Binding: the limit holds the line back when shoppers wait and at
+	// least this share of it is in use; only then may it rise (the way
+	// Gradient2 does not grow an app-limited limit).
+	Binding = 0.9
+)
+
+// Bounds are the limits a queue's configuration sets.
+type Bounds struct {
+	Min, Max int
+	// Start is where the controller starts: the configured targetActive.
+	Start int
+}
+
+// Clamp puts limit within the bounds, rounded to whole slots.
+func (b Bounds) Clamp(limit float64) int {
+	n := int(math.Round(limit))
+	return max(b.Min, min(b.Max, n))
+}
+
+// Sample is what the order path did: what Store.Record adds to a window.
+// Latencies are in milliseconds.
+type Sample struct {
+	Orders    int64   // orders that reached their final status
+	LatencyMs float64 // their latencies from request to final status, summed
+	MaxMs     float64 // the longest of them
+	Failed    int64   // orders FAILED by the order path (a declined card is the shopper's, not counted)
+	Deferred  int64   // attempts put back to wait (payment gateway, breaker, a healing line)
+	Timeouts  int64   // payment calls left unanswered (timeout, 5xx, refused)
+	Holds     int64   // database connection holds
+	SlowHolds int64   // holds longer than SlowHoldMs
+	HoldMaxMs float64 // the longest hold
+}
+
+// Add adds o to s.
+func (s *Sample) Add(o Sample) {
+	s.Orders += o.Orders
+	s.LatencyMs += o.LatencyMs
+	s.MaxMs = max(s.MaxMs, o.MaxMs)
+	s.Failed += o.Failed
+	s.Deferred += o.Deferred
+	s.Timeouts += o.Timeouts
+	s.Holds += o.Holds
+	s.SlowHolds += o.SlowHolds
+	s.HoldMaxMs = max(s.HoldMaxMs, o.HoldMaxMs)
+}
+
+// MeanMs is the window's mean order latency (0 without orders).
+func (s Sample) MeanMs() float64 {
+	if s.Orders == 0 {
+		return 0
+	}
+	return s.LatencyMs / float64(s.Orders)
+}
+
+// Window is one finished decision window: what the order path did, and
+// how the line and the payment breaker stood when it was judged.
+type Window struct {
+	Sample
+	BreakerOpen     bool
+	Waiting, Active int64
+}
+
+// State is the controller's memory between windows.
+type State struct {
+	Limit      float64 // the limit, unrounded (ticks use Bounds.Clamp of it)
+	BaselineMs float64 // the no-load latency estimate; 0 until the first judged window
+	LatencyMs  float64 // the smoothed latency of the windows so far; 0 until the first
+	MeanMs     float64 // the last judged window's own mean latency
+	LastCut    bool    // the last decision lowered the limit
+	// Resume is the limit to go back to after a drain window (0: not
+	// draining); SinceDrain counts judged windows since the last drain,
+	// Drained whether there was one.
+	Resume     float64
+	SinceDrain int
+	Drained    bool
+}
+
+// Start is the state of a controller that starts at b.Start.
+func Start(b Bounds) State { return State{Limit: float64(b.Clamp(float64(b.Start)))} }
+
+// Reason says why a decision left the limit where it is.
+type Reason string
+
+// The reasons. Lowered reports which of them cut the limit.
+const (
+	ReasonStart       Reason = "start"            // (re)started at the configured targetActive
+	ReasonWarmingUp   Reason = "warming_up"       // the first judged window: it sets the baseline
+	ReasonFewOrders   Reason = "few_orders"       // too few orders finished to judge latency
+	ReasonRaise       Reason = "raise"            // latency near baseline and the limit binds: raised
+	ReasonIdle        Reason = "idle"             // latency near baseline, but the limit does not hold the line back
+	ReasonSteady      Reason = "steady"           // latency above baseline, within tolerance: held
+	ReasonSettling    Reason = "settling"         // latency high but falling since the last cut: held
+	ReasonDrain       Reason = "drain"            // halved for one window to measure the no-load latency
+	ReasonDrained     Reason = "drained"          // back from a drain window, the baseline measured
+	ReasonLatency     Reason = "latency"          // latency beyond tolerance: cut
+	ReasonTimeouts    Reason = "payment_timeouts" // payment calls went unanswered: cut
+	ReasonFailures    Reason = "order_failures"   // orders failed: cut
+	ReasonDeferred    Reason = "orders_waiting"   // orders were put back to wait: cut
+	ReasonDBHold      Reason = "db_hold"          // database holds grew: cut
+	ReasonBreakerOpen Reason = "breaker_open"     // the payment breaker is open: cut
+)
+
+// Reasons lists every reason, for metrics.
+var Reasons = []Reason{ReasonStart, ReasonWarmingUp, ReasonFewOrders, ReasonRaise, ReasonIdle, ReasonSteady,
+	ReasonSettling, ReasonDrain, ReasonDrained, ReasonLatency, ReasonTimeouts, ReasonFailures, ReasonDeferred,
+	ReasonDBHold, ReasonBreakerOpen}
+
+// Lowered reports whether r is a reason that cuts the limit (a drain
+// lowers it for one window only, and is not a cut).
+func (r Reason) Lowered() bool {
+	switch r {
+	case ReasonLatency, ReasonTimeouts, ReasonFailures, ReasonDeferred, ReasonDBHold, ReasonBreakerOpen:
+		return true
+	}
+	return false
+}
+
+// Decision is one window's verdict.
+type Decision struct {
+	Limit  int     // the limit ticks use from now on (within the bounds)
+	Reason Reason  // why
+	Ratio  float64 // smoothed latency ÷ baseline (0 when not judged)
+}
+
+// Decide is one window's decision: the next state and why. It is pure:
+// the same inputs give the same output, whatever the clock or the process.
+//
+// Guarantees: the limit stays within b; it is cut — multiplicatively, in
+// this window — when the breaker is open, an order failed, a payment call
+// went unanswered, an order waited, more than 1 % of database holds took
+// over SlowHoldMs, or the smoothed latency is beyond Tolerance × baseline
+// and not already falling after a cut; it rises only while the smoothed
+// latency is within RaiseBelow × baseline and the limit binds (shoppers
+// wait and it is in use); a drain lowers it for one window and restores
+// it in the next.
+func Decide(b Bounds, s State, w Window) (State, Decision) {
+	limit := s.Limit
+	if s.Resume > 0 {
+		limit = s.Resume // back from a drain, whatever it measured
+	}
+	if limit <= 0 {
+		limit = float64(b.Start)
+	}
+	limit = max(float64(b.Min), min(float64(b.Max), limit))
+	next := s
+	next.Resume = 0
+	judged := w.Orders >= MinOrders
+	mean := w.MeanMs()
+	var ratio float64
+	switch {
+	case judged && s.Resume > 0:
+		// A drain window: its latency is the no-load one; the smoothed
+		// latency goes on from before it.
+		ratio = mean / s.LatencyMs
+		next.BaselineMs = s.BaselineMs + min(1, float64(w.Orders)/FullWeight)*(mean-s.BaselineMs)
+		next.SinceDrain, next.Drained = 0, true
+	case judged:
+		weight := max(Smoothing, min(1, float64(w.Orders)/FullWeight))
+		next.LatencyMs = mean
+		if s.LatencyMs > 0 {
+			next.LatencyMs = s.LatencyMs + weight*(mean-s.LatencyMs)
+		}
+		next.MeanMs = mean
+		next.BaselineMs = baseline(s.BaselineMs, next.LatencyMs, w.Orders, limit < 2*float64(b.Min))
+		next.SinceDrain++
+		if s.BaselineMs > 0 {
+			ratio = next.LatencyMs / s.BaselineMs
+		}
+	}
+	cut := func(f float64, r Reason) (State, Decision) {
+		next.Limit = max(float64(b.Min), limit*f)
+		next.LastCut = true
+		return next, Decision{Limit: b.Clamp(next.Limit), Reason: r, Ratio: ratio}
+	}
+	hold := func(r Reason) (State, Decision) {
+		next.Limit = limit
+		next.LastCut = false
+		return next, Decision{Limit: b.Clamp(limit), Reason: r, Ratio: ratio}
+	}
+	binds := w.Waiting > 0 && float64(w.Active) >= Binding*float64(b.Clamp(limit))
+	switch {
+	case w.BreakerOpen:
+		return cut(BreakerBackoff, ReasonBreakerOpen)
+	case w.Failed > 0:
+		return cut(Backoff, ReasonFailures)
+	case w.Timeouts > 0:
+		return cut(Backoff, ReasonTimeouts)
+	case w.Deferred > 0:
+		return cut(Backoff, ReasonDeferred)
+	case w.Holds > 0 && float64(w.SlowHolds) > SlowHoldShare*float64(w.Holds):
+		return cut(Backoff, ReasonDBHold)
+	case s.Resume > 0:
+		if judged && ratio > 0 && ratio*Tolerance < 1 {
+			// Half the load, latency down beyond the tolerance: the limit
+			// it came from was queueing. Check again soon.
+			next.Drained = false
+			return cut(max(MaxCut, ratio*RaiseBelow), ReasonLatency)
+		}
+		return hold(ReasonDrained)
+	case !judged:
+		return hold(ReasonFewOrders)
+	case s.BaselineMs == 0:
+		return hold(ReasonWarmingUp)
+	case ratio > Tolerance:
+		if s.LastCut && s.MeanMs > 0 && mean < SettleDrop*s.MeanMs {
+			// Orders admitted before the last cut are still finishing:
+			// latency is falling already, cutting again would overshoot.
+			next.Limit, next.LastCut = limit, true
+			return next, Decision{Limit: b.Clamp(limit), Reason: ReasonSettling, Ratio: ratio}
+		}
+		return cut(max(MaxCut, 1/ratio), ReasonLatency)
+	case binds && limit >= 2*float64(b.Min) && !s.LastCut &&
+		((!s.Drained && next.SinceDrain >= FirstDrain) || next.SinceDrain >= DrainEvery):
+		next.Resume, next.Limit, next.LastCut = limit, max(float64(b.Min), limit*DrainDepth), false
+		return next, Decision{Limit: b.Clamp(next.Limit), Reason: ReasonDrain, Ratio: ratio}
+	case ratio > RaiseBelow:
+		return hold(ReasonSteady)
+	case !binds:
+		return hold(ReasonIdle)
+	}
+	next.Limit = min(float64(b.Max), limit+max(1, math.Sqrt(limit), RaiseShare*limit))
+	next.LastCut = false
+	return next, Decision{Limit: b.Clamp(next.Limit), Reason: ReasonRaise, Ratio: ratio}
+}
+
+// baseline is the no-load latency estimate after a window whose smoothed
+// latency is lat: lower latencies pull it down (by Settle of the way from
+// BaselineWeight orders on); higher ones push it up by Drift only while the
+// limit is too low to drain (floored).
+func baseline(prev, lat float64, orders int64, floored bool) float64 {
+	switch {
+	case prev == 0:
+		return lat
+	case lat < prev:
+		w := Settle * min(1, float64(orders)/BaselineWeight)
+		return prev + w*(lat-prev)
+	case floored:
+		return prev + Drift*(lat-prev)
+	}
+	return prev
+}
