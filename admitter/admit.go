@@ -77,6 +77,9 @@ type admitter struct {
 	orderHold time.Duration // how long a requested order holds its slot (the gateway's claim)
 	hooks     hooks
 	metrics   *metrics
+	// adaptive gives adaptive queues their targetActive (nil: every
+	// queue's is as configured).
+	adaptive *adaptiveLimits
 }
 
 // epoch is the entries stream's identity as the followers decode with it.
@@ -212,7 +215,7 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 	}
 	res, err := a.line.Admit(ctx, cfg.Name, waitqueue.Tick{
 		Epoch:           a.epoch(),
-		TargetActive:    cfg.TargetActive,
+		TargetActive:    a.targetActive(ctx, cfg),
 		MaxAdmitPerTick: cfg.MaxAdmitPerTick,
 		TickLength:      tickLen,
 		TokenTTL:        time.Duration(cfg.TokenTTLSeconds) * time.Second,

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"usher/shared/adaptive"
 	"usher/shared/config"
 	"usher/shared/event"
 	"usher/shared/opshttp"
@@ -55,6 +56,8 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		now: d.Clock.Now, rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x61646d)),
 		orderHold: s.orderHold, hooks: h, metrics: m,
 	}
+	// Adaptive queues' targetActive: the controller's limit, kept in Redis.
+	adm.adaptive = newAdaptiveLimits(adaptive.NewStore(d.Redis), adm.breaker, d.JS, d.Log, d.Clock.Now, m.reg)
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.addr, err)

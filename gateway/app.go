@@ -68,6 +68,7 @@ type api struct {
 
 	metrics *metrics
 	ops     opsDeps // the ops dashboard's extra reads
+	door    *door   // proof of work at the door (challenge.go); nil: a random secret
 }
 
 // app builds the fiber application with every route.
@@ -76,6 +77,7 @@ func (a *api) app() *fiber.App {
 		a.metrics = newMetrics()
 	}
 	a.opsDefaults()
+	a.doorDefaults()
 	lim := a.http.orDefault() // against oversized and slow clients
 	app := fiber.New(fiber.Config{
 		AppName:               "usher-gateway",
@@ -106,9 +108,10 @@ func (a *api) app() *fiber.App {
 	app.Get("/ops/static/:file", a.opsAsset)
 
 	v1 := app.Group("/v1")
+	v1.Get("/queues/:queue/challenge", a.challenge)
 	v1.Post("/queues/:queue/tickets", a.join)
-	v1.Get("/queues/:queue/tickets/:ticket", a.poll)
-	v1.Delete("/queues/:queue/tickets/:ticket", a.leave)
+	v1.Get("/queues/:queue/tickets/:ticket", a.shadowTicket, a.poll)
+	v1.Delete("/queues/:queue/tickets/:ticket", a.shadowTicket, a.leave)
 	v1.Post("/orders", a.placeOrder)
 	v1.Get("/orders/:id", a.getOrder)
 

@@ -17,6 +17,7 @@ type settings struct {
 	signingKeyFile string
 	verifyKeyFiles []string
 	ticketSecret   string
+	powSecret      string // proof of work at the door: challenges and shadow tickets
 	notifierURL    string
 	pageCSS        string
 	pprofAddr      string
@@ -37,6 +38,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		signingKeyFile: env.String("USHER_SIGNING_KEY_FILE", filepath.Join(data, "signing.key")),
 		verifyKeyFiles: env.List("USHER_VERIFY_KEY_FILES", ""),
 		ticketSecret:   env.String("USHER_TICKET_SECRET_FILE", filepath.Join(data, "ticket.secret")),
+		powSecret:      env.String("USHER_CHALLENGE_SECRET_FILE", filepath.Join(data, "challenge.secret")),
 		notifierURL:    env.String("USHER_NOTIFIER_PUBLIC_URL", ""),
 		pageCSS:        env.String("USHER_PAGE_CSS_URL", ""),
 		pprofAddr:      env.String("USHER_PPROF_ADDR", ""),

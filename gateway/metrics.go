@@ -20,6 +20,7 @@ type metrics struct {
 	joins    prometheus.Counter
 	polls    prometheus.Counter
 	limited  *prometheus.CounterVec
+	pow      *powMetrics // proof of work at the door (challenge.go)
 }
 
 func newMetrics() *metrics {
@@ -40,6 +41,7 @@ func newMetrics() *metrics {
 			Name: "usher_rate_limited_total", Help: "Requests refused with 429, by the policy that refused them.",
 		}, []string{"policy"}),
 	}
+	m.pow = newPowMetrics(m.reg)
 	m.reg.MustRegister(m.requests, m.joins, m.polls, m.limited,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

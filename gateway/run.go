@@ -15,6 +15,7 @@ import (
 	"usher/shared/opshttp"
 	"usher/shared/orders"
 	"usher/shared/paybreaker"
+	"usher/shared/pow"
 	"usher/shared/ratelimit"
 	"usher/shared/service"
 	"usher/shared/ticket"
@@ -32,6 +33,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	tickets, err := ticket.LoadOrCreateSigner(s.ticketSecret)
+	if err != nil {
+		return err
+	}
+	challenges, err := pow.LoadOrCreateIssuer(s.powSecret, 0)
 	if err != nil {
 		return err
 	}
@@ -82,6 +87,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	api.users, api.ips, api.http = users, s.protect.ips, s.protect.http
 	api.limiter = ratelimit.New(d.Line) // its script calls share the line's pipelines
 	api.ops = opsDeps{breaker: paybreaker.New(d.Redis), outcomes: orders.NewRecords(d.Redis)}
+	api.door = newDoor(challenges, d.Line)
 	app := api.app()
 	d.Log.Info("gateway listening", "addr", ln.Addr().String(), "nats", s.NATS.URLs, "redis", redactURL(s.Redis.URL))
 

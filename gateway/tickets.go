@@ -83,6 +83,9 @@ func (a *api) join(c *fiber.Ctx) error {
 	if cfg.State == catalog.StateClosed {
 		return problem.New(fiber.StatusGone, "queue-closed", "queue "+cfg.Name+" is closed")
 	}
+	if done, err := a.checkProof(c, cfg, user); done || err != nil {
+		return err
+	}
 	ctx := c.UserContext()
 	epoch := a.epoch()
 	cur, err := a.line.Lookup(ctx, cfg.Name, user)

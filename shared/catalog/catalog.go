@@ -59,6 +59,9 @@ type Config struct {
 	// RateLimit refuses bots and refresh storms with 429 before they
 	// reach the line.
 	RateLimit RateLimit `json:"rateLimit"`
+	// Challenge asks every join for a proof of work (off by default):
+	// see Challenge and package pow.
+	Challenge Challenge `json:"challenge"`
 	// Adaptive, when enabled, has the admitter find targetActive by
 	// measuring the order path (package adaptive); nil or disabled: the
 	// configured targetActive holds.
@@ -162,7 +165,7 @@ func (c Config) StockAwareness() bool {
 // order.
 func Defaults(name string) Config {
 	return Config{Name: name, TargetActive: 20, TickMs: 100, TokenTTLSeconds: 300, State: StateOpen, MaxQuantity: 1,
-		RateLimit: DefaultRateLimit()}
+		RateLimit: DefaultRateLimit(), Challenge: DefaultChallenge()}
 }
 
 // ReasonSoldOut is the ClosedReason of a queue whose SKU ran out.
@@ -241,6 +244,7 @@ func (c Config) Validate() []FieldError {
 			add("adaptive.windowMs", "must be 100..60000 (0 = 1000)")
 		}
 	}
+	errs = append(errs, c.Challenge.validate()...)
 	rl := c.RateLimit
 	for _, f := range []struct {
 		name        string

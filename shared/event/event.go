@@ -35,6 +35,7 @@ const (
 	TypeOrderCompleted = "usher.order.completed.v1"
 	TypeOrderFailed    = "usher.order.failed.v1"
 	TypeConfigChanged  = "usher.ops.config_changed.v1"
+	TypeLimitChanged   = "usher.ops.limit_changed.v1"
 )
 
 // Source is the CloudEvents source of every event usher publishes.
@@ -255,6 +256,45 @@ type OrderFinished struct {
 	Status    string `json:"status"`
 	Reason    string `json:"reason,omitempty"`
 	PaymentID string `json:"paymentId,omitempty"`
+}
+
+// LimitChangedSubject is where large moves of a queue's adaptive
+// admission limit are recorded.
+const LimitChangedSubject = "usher.ops.limit_changed"
+
+// LimitChanged records a large move of a queue's adaptive limit (the
+// targetActive its admission ticks use) and what the controller saw in
+// the window that made it: one event per such decision, published by the
+// admitter that made it.
+type LimitChanged struct {
+	Queue    string `json:"queue"`
+	Limit    int    `json:"limit"`
+	Previous int    `json:"previous"` // the limit last recorded
+	Reason   string `json:"reason"`
+	Min      int    `json:"min"`
+	Max      int    `json:"max"`
+	// Window is the decision window (Redis time in ms ÷ WindowMs); the
+	// figures are of the window before it.
+	Window      int64   `json:"window"`
+	WindowMs    int     `json:"windowMs"`
+	Orders      int64   `json:"orders"`
+	LatencyMs   float64 `json:"latencyMs"`  // smoothed order latency, request to final
+	BaselineMs  float64 `json:"baselineMs"` // the no-load latency it was judged against
+	Timeouts    int64   `json:"paymentTimeouts"`
+	Failed      int64   `json:"failedOrders"`
+	Deferred    int64   `json:"waitingOrders"`
+	SlowHolds   int64   `json:"slowDbHolds"`
+	Holds       int64   `json:"dbHolds"`
+	BreakerOpen bool    `json:"breakerOpen"`
+}
+
+// NewLimitChanged is the id and body of the record of a limit change
+// decided at at. The id names the queue's decision window, so the one
+// decision of a window is stored once.
+func NewLimitChanged(c LimitChanged, at time.Time) (id string, body []byte, err error) {
+	id = "limit/" + c.Queue + "/" + strconv.FormatInt(c.Window, 10)
+	body, err = Marshal(id, TypeLimitChanged, c.Queue, at, c)
+	return id, body, err
 }
 
 // NewConfigChanged is the id and body of the audit record of a change of

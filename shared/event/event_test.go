@@ -41,6 +41,10 @@ func TestGolden(t *testing.T) {
 			OrderID: "ord_abc", TokenID: "demo:42", Queue: "demo", User: "alice", SKU: "demo-sku", Quantity: 1,
 			Status: "REJECTED", Reason: "sold_out",
 		}},
+		{"ops.limit_changed.v1", "limit/demo/1795942800", event.TypeLimitChanged, "demo", event.LimitChanged{
+			Queue: "demo", Limit: 28, Previous: 40, Reason: "latency", Min: 5, Max: 160, Window: 1795942800, WindowMs: 1000,
+			Orders: 131, LatencyMs: 412.5, BaselineMs: 251.25, Holds: 262,
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

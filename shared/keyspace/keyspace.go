@@ -23,6 +23,7 @@
 //	usher:{q}:orders             hash    orders (CountOutcome)          while the queue exists (derived: outcome counts)
 //	usher:{q}:counted:<order>    string  orders (CountOutcome)          RecordTTL
 //	usher:{q}:rl:<kind>:<id>     string  ratelimit                      until the limit's bucket is full again (PEXPIRE)
+//	usher:{q}:pow:<id>           string  gateway (proof of work)        until the spent challenge's expiry (PX): a proof is single-use
 //	usher:{q}:limit              hash    adaptive (admitter)            LimitTTL after its last decision (derived: the adaptive limit, its reason, the controller's state)
 //	usher:{q}:ow:<window>        hash    adaptive (orderworker)         OrderWindowTTL (derived: one decision window of the order path's figures)
 //	usher:order:{<order>}        hash    orders (gateway, orderworker)  RecordTTL after its last change
@@ -109,6 +110,10 @@ func (k Queue) Bought(user string) string { return k.prefix + "b:" + user }
 
 // Counted marks an order whose outcome was counted.
 func (k Queue) Counted(orderID string) string { return k.prefix + "counted:" + orderID }
+
+// Proof marks the challenge id (pow.Proof.ID: 16 base64url characters)
+// as spent.
+func (k Queue) Proof(id string) string { return k.prefix + "pow:" + id }
 
 // RateLimit is the GCRA state of one limit (kind: ip, user, orders…) for id.
 func (k Queue) RateLimit(kind, id string) string { return k.prefix + "rl:" + kind + ":" + id }

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"usher/shared/catalog"
+	"usher/shared/keyspace"
+	"usher/shared/pow"
+	"usher/shared/problem"
+	"usher/shared/ticket"
+	"usher/shared/waitqueue"
+)
+
+// Proof of work at the door (issue #14): a queue whose challenge mode is
+// log or enforce asks every join for a solved challenge (package pow). A
+// challenge is issued statelessly — no Redis write — and a proof is spent
+// with one SET NX, so a place in line costs a client real work and the
+// gateway almost none.
+
+// scriptRunner runs a Lua script on a queue's slot: the line's pipelines.
+type scriptRunner interface {
+	RunScript(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd
+}
+
+// statsReader reads a queue's live figures.
+type statsReader interface {
+	Stats(ctx context.Context, q string) (waitqueue.Stats, error)
+}
+
+// door is the gateway's proof of work: it issues challenges, checks and
+// spends proofs, sets each queue's difficulty (difficulty.go) and keeps
+// the shadow line (shadow.go). It is safe for concurrent use.
+type door struct {
+	issuer *pow.Issuer
+	shadow *ticket.Signer // shadow tickets, keyed apart from real ones
+	seqKey []byte         // places a shadow ticket's sequence (shadow.go)
+	spent  scriptRunner
+	line   statsReader
+	// asked counts the challenges issued per address and per subnet,
+	// failed the joins refused per address, both fading by half every
+	// sketchHalfLife.
+	asked, failed *sketch
+	metrics       *powMetrics
+
+	mu     sync.Mutex
+	queues map[string]*pressure
+}
+
+// newDoor returns a door issuing with issuer, spending proofs and reading
+// figures on line.
+func newDoor(issuer *pow.Issuer, line interface {
+	scriptRunner
+	statsReader
+}) *door {
+	shadow, err := ticket.NewSigner(issuer.Derive("shadow tickets"))
+	if err != nil {
+		panic(err) // Derive returns 32 bytes, all NewSigner asks for
+	}
+	return &door{issuer: issuer, shadow: shadow, seqKey: issuer.Derive("shadow sequences"), spent: line, line: line,
+		asked: newSketch(sketchHalfLife), failed: newSketch(sketchHalfLife), queues: map[string]*pressure{}}
+}
+
+// doorDefaults gives a gateway built without one (a test's) a door with a
+// random secret, and the door its metrics.
+func (a *api) doorDefaults() {
+	if a.door == nil {
+		secret := make([]byte, 32)
+		_, _ = rand.Read(secret)
+		issuer, err := pow.NewIssuer(secret, 0)
+		if err != nil {
+			panic(err)
+		}
+		a.door = newDoor(issuer, a.line)
+	}
+	if a.door.metrics == nil {
+		a.door.metrics = a.metrics.pow
+	}
+}
+
+// Outcomes of a proof check, the result label of usher_pow_checks_total
+// and the reason member of a 428.
+const (
+	proofOK        = "ok"
+	proofMissing   = "missing"   // no Usher-PoW header
+	proofMalformed = "malformed" // not <challenge>:<nonce>
+	proofInvalid   = "invalid"   // forged, or another queue's or address's
+	proofExpired   = "expired"
+	proofUnsolved  = "unsolved" // the nonce misses the challenge's difficulty
+	proofTooEasy   = "too_easy" // solved, but easier than the queue asks now
+	proofReused    = "reused"   // spent already
+)
+
+var proofDetail = map[string]string{
+	proofMissing:   "this queue asks for a proof of work: solve the challenge and join with Usher-PoW: <challenge>:<nonce>",
+	proofMalformed: "the Usher-PoW header is not <challenge>:<nonce>; solve this challenge",
+	proofInvalid:   "the proof's challenge was not issued for this queue and address; solve this one",
+	proofExpired:   "the proof's challenge expired; solve this one",
+	proofUnsolved:  "the nonce does not solve the challenge; solve this one",
+	proofTooEasy:   "the queue asks for more work now; solve this challenge",
+	proofReused:    "that proof was used already; solve this challenge",
+}
+
+// shadowAfter is how many refused joins from one address (within about a
+// sketch half-life) make it a suspect.
+const shadowAfter = 6
+
+// challenge answers GET /v1/queues/{q}/challenge: a fresh challenge for
+// this client and queue. It writes nothing anywhere; a queue whose
+// challenge is off answers difficulty 0, so a client can always ask.
+func (a *api) challenge(c *fiber.Ctx) error {
+	cfg, err := a.queue(c)
+	if err != nil {
+		return err
+	}
+	ch, err := a.issue(c.UserContext(), cfg, a.clientIP(c))
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.JSON(ch)
+}
+
+// issue makes a challenge for client: the queue's difficulty, plus, under
+// auto, the client's own extra bits for asking often.
+func (a *api) issue(ctx context.Context, cfg catalog.Config, client netip.Addr) (pow.Challenge, error) {
+	now := a.now()
+	if !cfg.Challenge.On() {
+		return a.door.issuer.Issue(cfg.Name, client, 0, now), nil
+	}
+	d, err := a.door.difficulty(ctx, cfg, now)
+	if err != nil {
+		return pow.Challenge{}, lineDown(err)
+	}
+	if cfg.Challenge.Difficulty == catalog.DifficultyAuto {
+		d = min(d+a.door.clientBits(cfg.Name, client, now), cfg.Challenge.Max)
+	}
+	a.door.noteIssued(cfg.Name, client, now)
+	a.door.metrics.issued.WithLabelValues(cfg.Name).Inc()
+	return a.door.issuer.Issue(cfg.Name, client, d, now), nil
+}
+
+// checkProof lets a join through when its queue asks for no proof, or its
+// Usher-PoW proof is valid, unexpired, hard enough and unused — and then
+// spends it. Under log a join that enforce would refuse passes and is
+// counted. Under enforce it is refused with 428 and a fresh challenge; in
+// a queue with suspects "shadow", a client whose address keeps failing is
+// answered with a ticket in the shadow line instead (done: the answer is
+// written).
+func (a *api) checkProof(c *fiber.Ctx, cfg catalog.Config, user string) (done bool, err error) {
+	ch := cfg.Challenge
+	if !ch.On() {
+		return false, nil
+	}
+	ctx, now, client := c.UserContext(), a.now(), a.clientIP(c)
+	result, err := a.proofResult(ctx, cfg, c.Get(pow.Header), client, now)
+	if err != nil {
+		return false, err
+	}
+	a.door.metrics.checks.WithLabelValues(cfg.Name, ch.Mode, result).Inc()
+	if result == proofOK {
+		return false, nil
+	}
+	fails := a.door.noteFailed(cfg.Name, client, now)
+	if ch.Mode != catalog.ChallengeEnforce {
+		return false, nil
+	}
+	if ch.Shadow() && fails >= shadowAfter {
+		return true, a.shadowJoin(c, cfg, user)
+	}
+	fresh, err := a.issue(ctx, cfg, client)
+	if err != nil {
+		return false, err
+	}
+	p := problem.New(fiber.StatusPreconditionRequired, "challenge-required", proofDetail[result])
+	p.Extensions = map[string]any{"challenge": fresh, "reason": result}
+	return false, p
+}
+
+// proofResult checks value and, when it holds, spends it.
+func (a *api) proofResult(ctx context.Context, cfg catalog.Config, value string, client netip.Addr, now time.Time) (string, error) {
+	proof, err := a.door.issuer.Verify(value, cfg.Name, client, now)
+	switch {
+	case errors.Is(err, pow.ErrMissing):
+		return proofMissing, nil
+	case errors.Is(err, pow.ErrMalformed):
+		return proofMalformed, nil
+	case errors.Is(err, pow.ErrForged):
+		return proofInvalid, nil
+	case errors.Is(err, pow.ErrExpired):
+		return proofExpired, nil
+	case errors.Is(err, pow.ErrUnsolved):
+		return proofUnsolved, nil
+	case err != nil:
+		return "", err
+	}
+	want, err := a.door.required(ctx, cfg, now)
+	if err != nil {
+		return "", lineDown(err)
+	}
+	if proof.Difficulty < want {
+		return proofTooEasy, nil
+	}
+	fresh, err := a.door.spend(ctx, cfg.Name, proof, now)
+	if err != nil {
+		return "", lineDown(err)
+	}
+	if !fresh {
+		return proofReused, nil
+	}
+	return proofOK, nil
+}
+
+// spendScript marks a challenge spent. KEYS: the proof's key. ARGV: ms
+// until the challenge expires. Returns 1 the first time, 0 after: a proof
+// buys one join, and its mark is gone when the challenge could not be used
+// anyway.
+var spendScript = redis.NewScript(`return redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) and 1 or 0`)
+
+// spend records p as used and reports whether it was unused.
+func (d *door) spend(ctx context.Context, q string, p pow.Proof, now time.Time) (bool, error) {
+	ttl := max(p.ExpiresAt.Sub(now).Milliseconds(), 1)
+	n, err := d.spent.RunScript(ctx, spendScript, []string{keyspace.Of(q).Proof(p.ID)}, ttl).Int()
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
+// powMetrics are the door's metrics, labelled by queue (names ops
+// configure), mode and outcome.
+type powMetrics struct {
+	issued     *prometheus.CounterVec
+	checks     *prometheus.CounterVec
+	shadowed   *prometheus.CounterVec
+	difficulty *prometheus.GaugeVec
+}
+
+func newPowMetrics(reg prometheus.Registerer) *powMetrics {
+	m := &powMetrics{
+		issued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usher_pow_challenges_issued_total", Help: "Proof-of-work challenges issued (GET challenge and 428s), by queue.",
+		}, []string{"queue"}),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usher_pow_checks_total",
+			Help: "Joins checked for a proof of work, by queue, mode (log, enforce) and result (ok, missing, malformed, invalid, expired, unsolved, too_easy, reused); under log every result but ok is a join enforce would refuse.",
+		}, []string{"queue", "mode", "result"}),
+		shadowed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "usher_pow_shadowed_total", Help: "Joins answered with a ticket in the shadow line, by queue.",
+		}, []string{"queue"}),
+		difficulty: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "usher_pow_difficulty", Help: "The queue's current proof-of-work difficulty (leading zero bits), before any client's own extra bits.",
+		}, []string{"queue"}),
+	}
+	reg.MustRegister(m.issued, m.checks, m.shadowed, m.difficulty)
+	return m
+}

@@ -1,0 +1,432 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"usher/shared/event"
+	"usher/shared/keyspace"
+	"usher/shared/pow"
+	"usher/shared/testenv"
+)
+
+// clock is a test's clock: it moves only when told to.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// value reads one counter's or gauge's value.
+func value(t testing.TB, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Gauge != nil {
+		return d.Gauge.GetValue()
+	}
+	return d.Counter.GetValue()
+}
+
+// clientHeader carries a test request's client address: the harness's
+// in-memory requests all come from one peer, trusted here as a proxy.
+const clientHeader = "X-Client-IP"
+
+// powHarness is the harness with a queue whose challenge is cfg, client
+// addresses taken from clientHeader, and a clock the test moves.
+func powHarness(t *testing.T, challenge string) (*harness, *clock) {
+	t.Helper()
+	h := newHarness(t)
+	h.api.ips = mustClientIPs(t, []string{"0.0.0.0/0", "::/0"}, clientHeader)
+	clk := &clock{t: time.Now()}
+	h.api.now = clk.Now
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "challenge": `+challenge+`}`, 200)
+	return h, clk
+}
+
+// challengeFor asks the gateway for a challenge as client.
+func (h *harness) challengeFor(client string) pow.Challenge {
+	h.t.Helper()
+	r := h.do("GET", "/v1/queues/"+h.queue+"/challenge", "", map[string]string{clientHeader: client})
+	if r.status != 200 {
+		h.t.Fatalf("GET challenge = %d %s", r.status, r.raw)
+	}
+	var c pow.Challenge
+	if err := json.Unmarshal(r.raw, &c); err != nil {
+		h.t.Fatal(err)
+	}
+	return c
+}
+
+// joinAs joins as user from client with an Usher-PoW value ("" for none).
+func (h *harness) joinWithProof(user, client, proof string) response {
+	h.t.Helper()
+	hdr := map[string]string{"X-User-Id": user, clientHeader: client}
+	if proof != "" {
+		hdr[pow.Header] = proof
+	}
+	return h.do("POST", "/v1/queues/"+h.queue+"/tickets", "", hdr)
+}
+
+func solved(t testing.TB, c pow.Challenge) string {
+	t.Helper()
+	nonce, err := pow.Solve(context.Background(), c.Challenge, c.Difficulty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pow.Value(c.Challenge, nonce)
+}
+
+// challengeOf is the fresh challenge a 428 carries.
+func challengeOf(t testing.TB, r response) pow.Challenge {
+	t.Helper()
+	var body struct {
+		Challenge pow.Challenge `json:"challenge"`
+	}
+	if err := json.Unmarshal(r.raw, &body); err != nil || body.Challenge.Challenge == "" {
+		t.Fatalf("428 without a challenge: %s", r.raw)
+	}
+	return body.Challenge
+}
+
+func (h *harness) queueKeys() []string {
+	h.t.Helper()
+	keys, err := testenv.Redis(h.t).Keys(context.Background(), keyspace.Of(h.queue).Pattern()).Result()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return keys
+}
+
+// Issuing a challenge stores nothing; a queue whose challenge is off
+// answers one of difficulty 0, so a client may always ask.
+func TestChallengeIsStateless(t *testing.T) {
+	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": 9}`)
+	before := h.queueKeys()
+	for i := range 50 {
+		c := h.challengeFor(fmt.Sprintf("198.51.100.%d", i))
+		if c.Algorithm != "sha256" || c.Difficulty != 9 || len(c.Challenge) != pow.ChallengeLen {
+			t.Fatalf("challenge = %+v, want sha256 at 9 bits", c)
+		}
+	}
+	if after := h.queueKeys(); len(after) != len(before) {
+		t.Errorf("issuing 50 challenges changed the queue's keys from %v to %v", before, after)
+	}
+	r := h.do("GET", "/v1/queues/"+h.queue+"/challenge", "", nil)
+	if r.header.Get("Cache-Control") != "no-store" {
+		t.Errorf("Cache-Control = %q, want no-store", r.header.Get("Cache-Control"))
+	}
+	if r := h.do("GET", "/v1/queues/no-such-queue/challenge", "", nil); r.status != 404 || !isProblem(r) {
+		t.Errorf("challenge of an unknown queue = %d %s, want a 404 problem", r.status, r.raw)
+	}
+	h.putQueue(h.queue, `{"rateLimit": `+limitsOff+`}`, 200)
+	if c := h.challengeFor("198.51.100.1"); c.Difficulty != 0 {
+		t.Errorf("challenge of a queue with challenges off = %d bits, want 0", c.Difficulty)
+	}
+}
+
+// Under enforce, a join needs a valid, unexpired, unused proof of this
+// queue and address, at the queue's difficulty; anything else is a 428
+// problem with a fresh challenge, which does let the client in.
+func TestEnforceRefusesEveryBadProof(t *testing.T) {
+	h, clk := powHarness(t, `{"mode": "enforce", "difficulty": 8}`)
+	const ip = "198.51.100.7"
+	addr := netip.MustParseAddr(ip)
+	issue := func(q, client string, d int, at time.Time) pow.Challenge {
+		return h.api.door.issuer.Issue(q, netip.MustParseAddr(client), d, at)
+	}
+	other, err := pow.NewIssuer([]byte(strings.Repeat("z", 32)), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent := solved(t, h.challengeFor(ip))
+	if r := h.joinWithProof("first", ip, spent); r.status != 202 {
+		t.Fatalf("join with a valid proof = %d %s, want 202", r.status, r.raw)
+	}
+	unsolved := func() string {
+		c := h.challengeFor(ip)
+		for n := 0; ; n++ {
+			if v := pow.Value(c.Challenge, fmt.Sprint(n)); pow.LeadingZeroBits(v) < c.Difficulty {
+				return v
+			}
+		}
+	}()
+	tests := []struct {
+		name, client, proof, reason string
+	}{
+		{"no proof", ip, "", "missing"},
+		{"garbage", ip, "let me in", "malformed"},
+		{"forged: another secret's challenge", ip, solved(t, other.Issue(h.queue, addr, 8, clk.Now())), "invalid"},
+		{"expired", ip, solved(t, issue(h.queue, ip, 8, clk.Now().Add(-3*time.Minute))), "expired"},
+		{"reused", ip, spent, "reused"},
+		{"wrong queue", ip, solved(t, issue("another-queue", ip, 8, clk.Now())), "invalid"},
+		{"wrong IP", "198.51.100.8", solved(t, h.challengeFor(ip)), "invalid"},
+		{"too easy: the nonce misses the difficulty", ip, unsolved, "unsolved"},
+		{"too easy: a challenge easier than the queue asks", ip, solved(t, issue(h.queue, ip, 4, clk.Now())), "too_easy"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := h.with(t)
+			user := fmt.Sprintf("shopper-%d", i)
+			r := h.joinWithProof(user, tt.client, tt.proof)
+			if r.status != 428 || !isProblem(r) || r.str("type") != "https://usher.dev/problems/challenge-required" || r.str("reason") != tt.reason {
+				t.Fatalf("join = %d %s, want a 428 challenge-required problem, reason %s", r.status, r.raw, tt.reason)
+			}
+			fresh := challengeOf(t, r)
+			if fresh.Difficulty != 8 {
+				t.Errorf("the 428's challenge asks %d bits, want the queue's 8", fresh.Difficulty)
+			}
+			if r := h.joinWithProof(user, tt.client, solved(t, fresh)); r.status != 202 {
+				t.Errorf("join with the 428's challenge solved = %d %s, want 202", r.status, r.raw)
+			}
+		})
+	}
+	if n := value(t, h.api.metrics.pow.checks.WithLabelValues(h.queue, "enforce", "reused")); n != 1 {
+		t.Errorf("usher_pow_checks_total{result=reused} = %v, want 1", n)
+	}
+}
+
+// log refuses nothing and counts what enforce would refuse, so ops can
+// see the numbers before they switch; then enforce refuses it.
+func TestLogCountsWhatEnforceWouldRefuse(t *testing.T) {
+	h, _ := powHarness(t, `{"mode": "log", "difficulty": 8}`)
+	const ip = "203.0.113.9"
+	good := solved(t, h.challengeFor(ip))
+	joins := []struct{ user, proof string }{{"a", ""}, {"b", "nonsense"}, {"c", good}, {"d", good}}
+	for _, j := range joins {
+		if r := h.joinWithProof(j.user, ip, j.proof); r.status != 202 {
+			t.Fatalf("join %s under log = %d %s, want 202", j.user, r.status, r.raw)
+		}
+	}
+	m := h.api.metrics.pow.checks
+	for result, want := range map[string]float64{"ok": 1, "missing": 1, "malformed": 1, "reused": 1} {
+		if got := value(t, m.WithLabelValues(h.queue, "log", result)); got != want {
+			t.Errorf("usher_pow_checks_total{mode=log,result=%s} = %v, want %v", result, got, want)
+		}
+	}
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "challenge": {"mode": "enforce", "difficulty": 8}}`, 200)
+	if r := h.joinWithProof("e", ip, ""); r.status != 428 {
+		t.Errorf("join without a proof under enforce = %d %s, want 428", r.status, r.raw)
+	}
+	if got := value(t, m.WithLabelValues(h.queue, "enforce", "missing")); got != 1 {
+		t.Errorf("usher_pow_checks_total{mode=enforce,result=missing} = %v, want 1", got)
+	}
+}
+
+// auto: a scripted burst of joins (from many addresses, as a botnet's)
+// raises the queue's difficulty within a second; once it passes, the
+// difficulty falls back to min, one bit at a time. A proof of a challenge
+// issued before the rise is refused as too easy.
+func TestAutoDifficultyFollowsPressure(t *testing.T) {
+	h, clk := powHarness(t, `{"mode": "enforce", "difficulty": "auto", "min": 2, "max": 12}`)
+	gauge := func() int {
+		return int(value(t, h.api.metrics.pow.difficulty.WithLabelValues(h.queue)))
+	}
+	asked := 0
+	ask := func() int { // from a new network each time: no client's own bits
+		t.Helper()
+		asked++
+		return h.challengeFor(fmt.Sprintf("172.%d.%d.1", 16+asked/250, asked%250)).Difficulty
+	}
+	if d := ask(); d != 2 {
+		t.Fatalf("calm queue: difficulty %d, want min 2", d)
+	}
+	early := solved(t, h.challengeFor("192.0.2.201"))
+	// The burst: 40 joins in one second from 40 addresses. The admitter
+	// admits nobody yet (an admission rate under 1/s counts as 1/s).
+	for i := range 40 {
+		ip := fmt.Sprintf("10.%d.0.1", i)
+		if r := h.joinWithProof(fmt.Sprintf("bot-%d", i), ip, solved(t, h.challengeFor(ip))); r.status != 202 {
+			t.Fatalf("burst join %d = %d %s", i, r.status, r.raw)
+		}
+	}
+	clk.Advance(time.Second)
+	// 40 joins/s against 1 admission/s: floor(log2 40) = 5 bits over min.
+	if d := ask(); d != 7 || gauge() != 7 {
+		t.Fatalf("after the burst: difficulty %d (gauge %d), want 7", d, gauge())
+	}
+	if r := h.joinWithProof("early-bird", "192.0.2.201", early); r.status != 428 || r.str("reason") != "too_easy" {
+		t.Errorf("join with a challenge from before the burst = %d %s, want 428 too_easy", r.status, r.raw)
+	}
+	// Quiet: no joins. The difficulty steps down, never up, to min.
+	last, steps := 7, 0
+	for range 120 {
+		clk.Advance(time.Second)
+		d := ask()
+		if d > last {
+			t.Fatalf("difficulty rose from %d to %d while the queue was quiet", last, d)
+		}
+		if d < last {
+			steps++
+		}
+		last = d
+	}
+	if last != 2 || steps != 5 {
+		t.Errorf("after two quiet minutes: difficulty %d in %d steps, want min 2 in 5 one-bit steps", last, steps)
+	}
+}
+
+// auto: an address that keeps asking pays more than its neighbours; a
+// /24 that keeps asking pays more too; another network does not.
+func TestAutoDifficultyForRepeatCustomers(t *testing.T) {
+	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": "auto", "min": 4, "max": 16}`)
+	var got []int
+	for range 70 {
+		got = append(got, h.challengeFor("198.51.100.7").Difficulty)
+	}
+	// 16 free, then one bit per doubling of the address's count.
+	if got[16] != 4 || got[17] != 5 || got[32] != 5 || got[33] != 6 || got[64] != 6 || got[65] != 7 {
+		t.Errorf("difficulties of one address's challenges = %v, want 4 for 16, then a bit per doubling", got)
+	}
+	if d := h.challengeFor("198.51.100.8").Difficulty; d != 5 {
+		t.Errorf("a neighbour in the same /24 (71 challenges there) = %d bits, want 5", d)
+	}
+	if d := h.challengeFor("203.0.113.8").Difficulty; d != 4 {
+		t.Errorf("an address elsewhere = %d bits, want min 4", d)
+	}
+	if d := h.challengeFor("2001:db8:1:2::1").Difficulty; d != 4 {
+		t.Errorf("an IPv6 client = %d bits, want min 4", d)
+	}
+}
+
+// suspects "shadow": a client that keeps failing gets a real-looking
+// WAITING answer in a line that never moves, takes no place and never
+// reaches the stream, while everyone else goes on as before.
+func TestShadowLine(t *testing.T) {
+	h, clk := powHarness(t, `{"mode": "enforce", "difficulty": 6, "suspects": "shadow"}`)
+	h.putQueue(h.queue, `{"targetActive": 2, "rateLimit": `+limitsOff+`, "challenge": {"mode": "enforce", "difficulty": 6, "suspects": "shadow"}}`, 200)
+	const bot, shopper = "192.0.2.66", "198.51.100.7"
+	h.joinWithProof("real-1", shopper, solved(t, h.challengeFor(shopper)))
+	h.joinWithProof("real-2", shopper, solved(t, h.challengeFor(shopper)))
+	lastSeq := func() uint64 {
+		s, err := h.js.Stream(context.Background(), event.StreamEntries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.LastSeq
+	}
+	waiting := func() int64 {
+		st, err := h.line.Stats(context.Background(), h.queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Waiting
+	}
+	seqBefore := lastSeq()
+	var r response
+	for i := range shadowAfter {
+		r = h.joinWithProof("bot", bot, "")
+		if i < shadowAfter-1 && r.status != 428 {
+			t.Fatalf("refused join %d = %d %s, want 428", i+1, r.status, r.raw)
+		}
+	}
+	if r.status != 202 || r.str("status") != "WAITING" || r.num("position") != 3 || r.num("waiting") != 3 || r.str("ticket") == "" {
+		t.Fatalf("join %d of a failing client = %d %s, want 202 WAITING at place 3 of 3 (the back of the line)", shadowAfter, r.status, r.raw)
+	}
+	for _, k := range []string{"events", "pollAfterMs"} {
+		if _, ok := r.body[k]; !ok {
+			t.Errorf("shadow answer lacks %q, which a real one has: %s", k, r.raw)
+		}
+	}
+	tkt := r.str("ticket")
+	if loc := r.header.Get("Location"); loc != "/v1/queues/"+h.queue+"/tickets/"+tkt {
+		t.Errorf("Location = %q", loc)
+	}
+	if got := lastSeq(); got != seqBefore {
+		t.Errorf("USHER_ENTRIES went from sequence %d to %d: the shadow join must not reach the stream", seqBefore, got)
+	}
+	if got := waiting(); got != 2 {
+		t.Errorf("%d waiting after the shadow join, want the 2 real shoppers only", got)
+	}
+	// The line goes on: three more real joins, the head two admitted.
+	for i := range 3 {
+		h.joinWithProof(fmt.Sprintf("later-%d", i), shopper, solved(t, h.challengeFor(shopper)))
+	}
+	h.admit()
+	clk.Advance(2 * time.Second) // past the line figures' one-second cache
+	p := h.poll(tkt)
+	if p.status != 200 || p.str("status") != "WAITING" || p.num("position") != 3 || p.num("waiting") != 3 || p.str("ticket") != tkt {
+		t.Errorf("poll of the shadow ticket = %d %s, want the same ticket WAITING still at 3, with the real line's 3 waiting", p.status, p.raw)
+	}
+	if r := h.do("DELETE", "/v1/queues/"+h.queue+"/tickets/"+tkt, "", nil); r.status != 204 {
+		t.Errorf("leave of a shadow ticket = %d %s, want 204", r.status, r.raw)
+	}
+	if got := waiting(); got != 3 {
+		t.Errorf("%d waiting, want the 3 real shoppers not admitted", got)
+	}
+	// Another client is not a suspect: its failures are its own.
+	if r := h.joinWithProof("honest", shopper, ""); r.status != 428 {
+		t.Errorf("a first failure of another address = %d %s, want 428", r.status, r.raw)
+	}
+	// A shadow ticket in a queue without the shadow line is no ticket.
+	h.putQueue(h.queue, `{"rateLimit": `+limitsOff+`, "challenge": {"mode": "enforce", "difficulty": 6}}`, 200)
+	if p := h.poll(tkt); p.status != 401 {
+		t.Errorf("poll of a shadow ticket once shadow is off = %d %s, want 401", p.status, p.raw)
+	}
+	if n := value(t, h.api.metrics.pow.shadowed.WithLabelValues(h.queue)); n != 1 {
+		t.Errorf("usher_pow_shadowed_total = %v, want 1", n)
+	}
+}
+
+// The door's metrics are on /metrics, labelled by queue, never by user or
+// address.
+func TestMetricsAfterProofs(t *testing.T) {
+	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": 4}`)
+	h.joinWithProof("metrics-user-3", "198.51.100.77", solved(t, h.challengeFor("198.51.100.77")))
+	h.joinWithProof("metrics-user-4", "198.51.100.77", "")
+	s := testenv.Scrape(t, h.serve()+"/metrics")
+	s.Check(t, []string{"usher_pow_challenges_issued_total", "usher_pow_checks_total", "usher_pow_difficulty"},
+		"metrics-user", "198.51.100")
+}
+
+// No Usher-PoW value, however odd, gets anything but a 202 or a 428
+// problem.
+func FuzzProofHeader(f *testing.F) {
+	h := newHarness(f)
+	h.putQueue(h.queue, `{"rateLimit": `+limitsOff+`, "challenge": {"mode": "enforce", "difficulty": 1}}`, 200)
+	var c pow.Challenge
+	if err := json.Unmarshal(h.do("GET", "/v1/queues/"+h.queue+"/challenge", "", nil).raw, &c); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(solved(f, c))
+	f.Add(c.Challenge + ":")
+	f.Add(":")
+	f.Add(strings.Repeat("A", 40) + ":0")
+	f.Add(c.Challenge + ":99999999999999999999")
+	f.Fuzz(func(t *testing.T, v string) {
+		if !validHeaderValue(v) || len(v) > 2048 {
+			return
+		}
+		h := h.with(t)
+		r := h.do("POST", "/v1/queues/"+h.queue+"/tickets", "", map[string]string{"X-User-Id": "fuzz", pow.Header: v})
+		if !(r.status == 202 || r.status == 200 || (r.status == 428 && isProblem(r))) {
+			t.Fatalf("join with Usher-PoW %q = %d %s", v, r.status, r.raw)
+		}
+	})
+}

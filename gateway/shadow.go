@@ -1,0 +1,120 @@
+package main
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+
+	"github.com/gofiber/fiber/v2"
+
+	"usher/shared/catalog"
+	"usher/shared/problem"
+	"usher/shared/shopper"
+	"usher/shared/ticket"
+	"usher/shared/waitqueue"
+)
+
+// The shadow line. In a queue with challenge suspects "shadow", a client
+// whose address keeps failing the proof of work (shadowAfter refused joins
+// within about a sketch half-life) is not told so: its join answers 202
+// WAITING like any other, with a ticket in a line that never moves. The
+// shadow line stores nothing — no Redis key, no stream event, no place:
+//
+//   - A shadow ticket has the real ticket's format, queue, user and epoch,
+//     signed with a key derived from the challenge secret instead of the
+//     ticket secret, so the real handlers refuse it and the gateway knows
+//     it from a real one by its signature alone.
+//   - Its sequence is the position it was given (the back of the real line
+//     at that moment) plus an offset derived from the secret, the queue
+//     and the stream's epoch: a plausible sequence number that tells the
+//     gateway the position again on every poll.
+//   - A poll answers that position, frozen, with the real line's length
+//     and admission rate (so waiting and the ETA look alive), through the
+//     same view real polls use (shopper.Of); a leave answers 204.
+//
+// What a careful bot could still notice: its position never changes, its
+// ticket's events URL is refused by the notifier (which knows no shadow
+// key: clients then poll, as the page does), and a shadow poll answers
+// faster than a real one, which reads Redis (shadow polls read the line's
+// figures at most once a second per queue).
+
+// shadowJoin answers a suspect's join: 202 and a shadow ticket at the back
+// of the line as it stands now.
+func (a *api) shadowJoin(c *fiber.Ctx, cfg catalog.Config, user string) error {
+	st, _, err := a.door.sample(c.UserContext(), cfg.Name, a.now())
+	if err != nil {
+		return lineDown(err)
+	}
+	pos := st.Waiting + 1
+	epoch := a.epoch()
+	t := ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: a.door.shadowOffset(cfg.Name, epoch) + uint64(pos)}
+	a.door.metrics.shadowed.WithLabelValues(cfg.Name).Inc()
+	return a.shadowAnswer(c, fiber.StatusAccepted, cfg, t, pos, st)
+}
+
+// shadowTicket stands in front of poll and leave: a shadow ticket of a
+// queue with suspects "shadow" gets its shadow answer; anything else goes
+// on to the real handler.
+func (a *api) shadowTicket(c *fiber.Ctx) error {
+	cfg, ok := a.queues.Get(c.Params("queue"))
+	if !ok || cfg.Challenge.Suspects != catalog.SuspectsShadow {
+		return c.Next()
+	}
+	t, err := a.door.shadow.Parse(c.Params("ticket"))
+	if err != nil {
+		return c.Next()
+	}
+	// As the real handlers answer a ticket of another queue or epoch.
+	if t.Queue != cfg.Name {
+		return problem.New(fiber.StatusNotFound, "ticket-not-found", "the ticket belongs to another queue")
+	}
+	if t.Epoch != a.epoch() {
+		return problem.New(fiber.StatusGone, "ticket-stale", "the line this ticket was for has been reset; join again")
+	}
+	off := a.door.shadowOffset(cfg.Name, t.Epoch)
+	if t.Seq <= off {
+		return problem.New(fiber.StatusUnauthorized, "invalid-ticket", "the ticket is not one this queue issued")
+	}
+	if c.Method() == fiber.MethodDelete {
+		return c.SendStatus(fiber.StatusNoContent)
+	}
+	st, _, err := a.door.sample(c.UserContext(), cfg.Name, a.now())
+	if err != nil {
+		return lineDown(err)
+	}
+	return a.shadowAnswer(c, fiber.StatusOK, cfg, t, int64(t.Seq-off), st)
+}
+
+// shadowAnswer writes a shadow ticket's place, shaped as answer writes a
+// real one: position pos, the line's real length and pace.
+func (a *api) shadowAnswer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, pos int64, st waitqueue.Stats) error {
+	now := a.now()
+	e := waitqueue.Entry{Status: waitqueue.Waiting, Position: pos, Waiting: max(st.Waiting, pos), Rate: st.AdmitRatePerSec, Stock: st.Stock}
+	v, err := shopper.Of(e, cfg, t.User, now, a.keys)
+	if err != nil {
+		return err
+	}
+	str := a.door.shadow.Issue(t)
+	p := place{Ticket: str, Queue: cfg.Name, Status: string(v.Status), Position: v.Position, Waiting: v.Waiting,
+		Events: a.eventsURL(cfg.Name, str), Reason: v.Reason, Stock: v.Stock}
+	if v.ETAKnown {
+		p.ETASeconds = &v.ETA
+	}
+	if v.Status == shopper.Waiting {
+		p.PollAfterMs = pollAfter(v.Position, v.ETA, v.ETAKnown, a.jitter()).Milliseconds()
+	}
+	c.Set(fiber.HeaderLocation, "/v1/queues/"+cfg.Name+"/tickets/"+str)
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.Status(status).JSON(p)
+}
+
+// shadowOffset is what a shadow ticket's sequence adds to its position:
+// 2^20 to 2^23+2^20, fixed per queue and epoch, unknowable without the
+// secret.
+func (d *door) shadowOffset(q, epoch string) uint64 {
+	m := hmac.New(sha256.New, d.seqKey)
+	m.Write([]byte(q))
+	m.Write([]byte{0})
+	m.Write([]byte(epoch))
+	return 1<<20 + binary.BigEndian.Uint64(m.Sum(nil))%(1<<23)
+}
