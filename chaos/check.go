@@ -70,6 +70,10 @@ type figures struct {
 	// yet in line).
 	JoinsRefused     int `json:"joinsRefused"`
 	RefusedButStored int `json:"refusedButStored"`
+	// AdmissionsPerSecond is the fixed-rate queue's admissions in each
+	// second from the load's start (by the time the stream stored them):
+	// the curve the recovery is read from.
+	AdmissionsPerSecond []int `json:"admissionsPerSecond,omitempty"`
 }
 
 // judge runs every check.
@@ -98,7 +102,30 @@ func judge(ev *evidence) ([]checkResult, figures) {
 		}
 	}
 	f.JoinsRefused, f.RefusedButStored = refusedJoins(ev)
+	f.AdmissionsPerSecond = perSecond(ev)
 	return checks, f
+}
+
+// perSecond buckets the rate-checked queue's admissions by second since
+// the load started, until it stopped.
+func perSecond(ev *evidence) []int {
+	tl := ev.Timeline
+	if tl.Start.IsZero() || tl.LoadStop.IsZero() {
+		return nil
+	}
+	for _, q := range ev.Queues {
+		if !q.RateChecked {
+			continue
+		}
+		out := make([]int, int(tl.LoadStop.Sub(tl.Start).Seconds())+1)
+		for _, a := range ev.Admissions[q.Name] {
+			if i := int(a.Stored.Sub(tl.Start).Seconds()); a.Stored.After(tl.Start) && i < len(out) {
+				out[i]++
+			}
+		}
+		return out
+	}
+	return nil
 }
 
 // refusedJoins counts the shoppers never given a ticket, and those of them

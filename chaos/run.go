@@ -196,6 +196,10 @@ func printResult(w io.Writer, r result) {
 		fmt.Fprintf(w, "   joins accepted %d (refused %d, of which %d stored anyway), admitted %d, orders PAID %d; lost %d, admitted twice %d, over-admitted %d, double charges %d, recovery %s\n",
 			f.JoinsAccepted, f.JoinsRefused, f.RefusedButStored, f.Admitted, f.OrdersPaid, f.Lost, f.Duplicated, f.OverAdmitted, f.DoubleCharges, recoveryText(r))
 	}
+	if r.Verdict == verdictFail && len(f.AdmissionsPerSecond) > 0 {
+		fmt.Fprintf(w, "   admissions/s of the fixed-rate queue from the load's start (fault at %.0fs, heal at %.0fs): %v\n",
+			r.Timeline.Inject.Sub(r.Timeline.Start).Seconds(), r.Timeline.Heal.Sub(r.Timeline.Start).Seconds(), f.AdmissionsPerSecond)
+	}
 	for _, c := range r.Checks {
 		switch c.Status {
 		case statusFail:
