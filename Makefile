@@ -22,7 +22,7 @@ bench: deps build
 	@scripts/bench.sh
 
 # Every fault scenario on a 3-node JetStream cluster and a Redis Cluster
-# (about 20 minutes); writes RELIABILITY.md. One scenario:
+# (about 15 minutes); writes RELIABILITY.md. One scenario:
 #   go run ./chaos -scenario kill-admitter -seed 7   (go run ./chaos -list)
 chaos: deps
 	@$(GO) run ./chaos -all -reliability RELIABILITY.md

@@ -28,9 +28,18 @@ func TestSmoke(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	out := t.TempDir()
+	// Results, journals and the logs of failed scenarios outlive the test
+	// (.usher/ is ignored by git and removed by make clean).
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(root, ".usher", "chaos-smoke")
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
 	var log testenv.Buffer
-	err := run(ctx, []string{"-scenario", strings.Join(smokeScenarios, ","), "-seed", "1", "-quick", "-out", out}, os.Getenv, &log)
+	err = run(ctx, []string{"-scenario", strings.Join(smokeScenarios, ","), "-seed", "1", "-quick", "-out", out}, os.Getenv, &log)
 	b, rerr := os.ReadFile(filepath.Join(out, "results.json"))
 	if rerr != nil {
 		t.Fatalf("no results (run: %v): %v\n%s", err, rerr, log.String())
