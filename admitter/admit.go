@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +19,7 @@ import (
 	"usher/shared/catalog"
 	"usher/shared/event"
 	"usher/shared/keyspace"
+	"usher/shared/lottery"
 	"usher/shared/orders"
 	"usher/shared/waitqueue"
 )
@@ -47,6 +52,8 @@ type heads interface {
 	Epoch() string
 	// StreamID is the identity of a stream (see bus.StreamID).
 	StreamID(stream string) string
+	// EntriesHead returns the last join or leave of q the stream holds.
+	EntriesHead(ctx context.Context, q string) (waitqueue.Head, error)
 }
 
 // stockReader reads the SKUs' stock from the store (PostgreSQL).
@@ -193,6 +200,9 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 	if err := a.announce(ctx, cfg.Name); err != nil {
 		return tickLen, err
 	}
+	if err := a.drawIfDue(ctx, cfg); err != nil {
+		return tickLen, err
+	}
 	admissions, ordersHead, err := a.streams.Heads(ctx, cfg.Name)
 	if err != nil {
 		return tickLen, err
@@ -213,9 +223,13 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 		a.metrics.observeBreaker(open)
 		paused = paused || open
 	}
+	target := a.targetActive(ctx, cfg)
+	if cfg.QueueMode() == catalog.ModePassthrough {
+		target = passthroughTarget // a dry run: nobody waits, everything is counted
+	}
 	res, err := a.line.Admit(ctx, cfg.Name, waitqueue.Tick{
 		Epoch:           a.epoch(),
-		TargetActive:    a.targetActive(ctx, cfg),
+		TargetActive:    target,
 		MaxAdmitPerTick: cfg.MaxAdmitPerTick,
 		TickLength:      tickLen,
 		TokenTTL:        time.Duration(cfg.TokenTTLSeconds) * time.Second,
@@ -224,6 +238,7 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 		Admissions:      admissions,
 		Orders:          ordersHead,
 		StockAware:      cfg.StockAwareness(),
+		AwaitDraw:       cfg.Lottery != nil && cfg.OpensAt != nil,
 	})
 	if err != nil {
 		return tickLen, err
@@ -380,5 +395,100 @@ func (a *admitter) closeSoldOut(ctx context.Context, q string) {
 	}
 	if err != nil {
 		a.log.Error("sold-out close not recorded on the ops stream", "queue", q, "err", err)
+	}
+}
+
+// passthroughTarget is a passthrough queue's targetActive: no cap.
+const passthroughTarget = 1 << 30
+
+// drawGrace is how long after opensAt the draw waits, so that every join
+// the gateways took into the pre-queue before the opening is in the stream.
+const drawGrace = time.Second
+
+// drawIfDue draws a scheduled drop's pre-queue once it has opened: the
+// lottery order (package lottery) from the committed seed, placed in one
+// atomic step, then the seed revealed in the catalog and on USHER_OPS. It
+// waits until the line has applied every join the stream holds for the
+// queue, so nobody pre-queued is left out. Drawing is idempotent: a second
+// admitter, or a line rebuilt after a loss, draws the same order again.
+func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
+	if cfg.Lottery == nil || cfg.OpensAt == nil || a.now().Before(cfg.OpensAt.Add(drawGrace)) {
+		return nil
+	}
+	entries, drawn, err := a.line.PreQueue(ctx, cfg.Name)
+	if err != nil || drawn {
+		return err
+	}
+	head, err := a.streams.EntriesHead(ctx, cfg.Name)
+	if err != nil {
+		return err
+	}
+	cur, err := a.line.Cursor(ctx, cfg.Name)
+	if err != nil {
+		return err
+	}
+	if at := cur[waitqueue.StreamEntries]; at.StreamID != head.StreamID || at.Seq < head.Seq {
+		return nil // the follower is still applying joins: next tick
+	}
+	seed, err := lottery.Reveal(cfg.Lottery.Seed, cfg.Lottery.Commitment)
+	if err != nil {
+		return fmt.Errorf("draw %s: %w", cfg.Name, err)
+	}
+	list := make([]lottery.Entry, len(entries))
+	for i, e := range entries {
+		list[i] = lottery.Entry{Seq: e.Seq, User: e.User}
+	}
+	order := lottery.Order(seed, list)
+	start := time.Now()
+	n, mine, err := a.line.Draw(ctx, cfg.Name, order)
+	if err != nil || !mine {
+		return err
+	}
+	a.log.Info("pre-queue drawn", "queue", cfg.Name, "entries", n, "took", time.Since(start).String())
+	a.revealDraw(ctx, cfg.Name, n, order)
+	return nil
+}
+
+// revealDraw marks the catalog's lottery drawn (which reveals the seed in
+// the public view) and records the draw on USHER_OPS.
+func (a *admitter) revealDraw(ctx context.Context, q string, n int, order []uint64) {
+	at := a.now().UTC()
+	prev, now, err := a.queues.Update(ctx, q, func(c *catalog.Config) bool {
+		if c.Lottery == nil || c.Lottery.Drawn {
+			return false
+		}
+		l := *c.Lottery
+		l.Drawn, l.DrawnAt, l.Entries = true, &at, n
+		c.Lottery = &l
+		return true
+	})
+	if err != nil {
+		if !errors.Is(err, catalog.ErrUnchanged) {
+			a.log.Error("reveal the draw in the catalog", "queue", q, "err", err)
+		}
+		return
+	}
+	var digest strings.Builder
+	for _, seq := range order {
+		digest.WriteString(strconv.FormatUint(seq, 10))
+		digest.WriteByte('\n')
+	}
+	sum := sha256.Sum256([]byte(digest.String()))
+	body, err := event.Marshal("lottery/"+q+"/"+now.Lottery.Commitment, event.TypeLotteryDrawn, q, at, event.LotteryDrawn{
+		Queue: q, Seed: now.Lottery.Seed, Commitment: now.Lottery.Commitment, OpensAt: now.OpensAt.UTC(),
+		Entries: n, OrderDigest: hex.EncodeToString(sum[:]),
+	})
+	if err == nil {
+		_, err = a.js.Publish(ctx, event.LotteryDrawnSubject, body, jetstream.WithMsgID("lottery/"+q+"/"+now.Lottery.Commitment))
+	}
+	if err != nil {
+		a.log.Error("draw not recorded on the ops stream", "queue", q, "err", err)
+	}
+	id, cbody, err := event.NewConfigChanged(q, "admitter (lottery drawn)", now, &prev, at)
+	if err == nil {
+		_, err = a.js.Publish(ctx, event.ConfigChangedSubject, cbody, jetstream.WithMsgID(id))
+	}
+	if err != nil {
+		a.log.Error("reveal not recorded on the ops stream", "queue", q, "err", err)
 	}
 }

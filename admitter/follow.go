@@ -332,7 +332,14 @@ func decodeEntry(log *slog.Logger, m jetstream.Msg) waitqueue.EntryEvent {
 	case event.IsEnter(m.Subject()):
 		var j event.Joined
 		if _, err := event.Unmarshal(m.Data(), event.TypeJoined, &j); err == nil && j.User != "" {
-			return waitqueue.EntryEvent{StreamSeq: seq, User: j.User, Prev: j.Prev}
+			kind := waitqueue.InLine
+			switch {
+			case j.Priority:
+				kind = waitqueue.Priority
+			case j.PreQueue:
+				kind = waitqueue.PreQueue
+			}
+			return waitqueue.EntryEvent{StreamSeq: seq, User: j.User, Prev: j.Prev, Kind: kind}
 		} else {
 			log.Error("skipping a malformed join event", "seq", seq, "err", err)
 		}

@@ -23,6 +23,11 @@ type streamHeads struct {
 // StreamID is the identity of a stream as last read.
 func (s *streamHeads) StreamID(stream string) string { return s.Of(stream) }
 
+// EntriesHead returns the last join or leave of q the entries stream holds.
+func (s *streamHeads) EntriesHead(ctx context.Context, q string) (waitqueue.Head, error) {
+	return s.head(ctx, event.StreamEntries, event.EntrySubjects(q))
+}
+
 // Heads returns the last admission and order event of q the streams hold.
 func (s *streamHeads) Heads(ctx context.Context, q string) (admissions, orders waitqueue.Head, err error) {
 	if admissions, err = s.head(ctx, event.StreamAdmissions, event.AdmittedSubject(q)); err != nil {

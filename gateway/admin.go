@@ -26,6 +26,8 @@ type queueView struct {
 	AdmitRatePerSec float64 `json:"admitRatePerSec"`
 	// Stock is set for a stock-aware queue.
 	Stock *stockView `json:"stock,omitempty"`
+	// PreQueue is how many wait in a scheduled drop's pre-queue.
+	PreQueue int64 `json:"preQueue"`
 }
 
 // stockView is a stock-aware queue's stock, as its last tick saw it.
@@ -88,8 +90,31 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	prev, _ := a.queues.Get(name)
-	created, err := a.queues.Put(c.UserContext(), cfg)
+	ctx := c.UserContext()
+	var prev catalog.Config
+	created := false
+	if _, exists := a.queues.Get(name); exists {
+		// A compare-and-set, so the lottery's seed — committed to once — is
+		// carried over from what is stored, never from a stale copy.
+		var lotErr error
+		prev, cfg, err = a.queues.Update(ctx, name, func(c *catalog.Config) bool {
+			next, err := withLottery(cfg, *c)
+			if err != nil {
+				lotErr = err
+				return false
+			}
+			*c = next
+			return true
+		})
+		if lotErr != nil {
+			return lotErr
+		}
+	} else {
+		if cfg, err = withLottery(cfg, catalog.Config{}); err != nil {
+			return err
+		}
+		created, err = a.queues.Put(ctx, cfg)
+	}
 	if err != nil {
 		return unavailable(err, "the configuration could not be stored; retry")
 	}
@@ -98,15 +123,17 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 	if created {
 		status = fiber.StatusCreated
 	}
-	return c.Status(status).JSON(cfg)
+	return c.Status(status).JSON(redactedConfig(cfg))
 }
 
 func (a *api) publishConfigChange(c *fiber.Ctx, prev, cfg catalog.Config) {
 	a.audit(c.UserContext(), c.Get("X-Admin-User", "admin"), prev, cfg)
 }
 
-// audit records a change of a queue's configuration on the ops stream.
+// audit records a change of a queue's configuration on the ops stream (a
+// lottery's seed never: it stays secret until the draw reveals it).
 func (a *api) audit(ctx context.Context, by string, prev, cfg catalog.Config) {
+	prev, cfg = redactedConfig(prev), redactedConfig(cfg)
 	var previous any
 	if prev.Name != "" {
 		previous = &prev
@@ -166,8 +193,8 @@ func (a *api) view(c *fiber.Ctx, cfg catalog.Config) (queueView, error) {
 }
 
 func viewOf(cfg catalog.Config, st waitqueue.Stats) queueView {
-	v := queueView{Config: cfg, Waiting: st.Waiting, Active: st.Active,
-		AdmittedTotal: st.AdmittedTotal, AdmitRatePerSec: st.AdmitRatePerSec}
+	v := queueView{Config: redactedConfig(cfg), Waiting: st.Waiting, Active: st.Active,
+		AdmittedTotal: st.AdmittedTotal, AdmitRatePerSec: st.AdmitRatePerSec, PreQueue: st.PreQueue}
 	if cfg.StockAwareness() && st.Stock != "" {
 		v.Stock = &stockView{State: st.Stock, Sellable: st.Sellable, HeldByAdmitted: st.HeldAdmitted, SKUs: []skuView{}}
 		for _, s := range st.SKUs {

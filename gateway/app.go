@@ -108,6 +108,7 @@ func (a *api) app() *fiber.App {
 	app.Get("/ops/static/:file", a.opsAsset)
 
 	v1 := app.Group("/v1")
+	v1.Get("/queues/:queue", a.getPublicQueue)
 	v1.Get("/queues/:queue/challenge", a.challenge)
 	v1.Post("/queues/:queue/tickets", a.join)
 	v1.Get("/queues/:queue/tickets/:ticket", a.shadowTicket, a.poll)
@@ -119,6 +120,7 @@ func (a *api) app() *fiber.App {
 	admin.Get("/queues", a.listQueues)
 	admin.Put("/queues/:queue", a.putQueue)
 	admin.Get("/queues/:queue", a.getQueue)
+	admin.Post("/queues/:queue/invites", a.createInvites)
 	admin.Put("/stock/:sku", a.putStock)
 	admin.Get("/ops", a.opsSnapshotJSON)
 	admin.Get("/ops/stream", a.opsStream)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -36,6 +37,8 @@ type place struct {
 	// follows its stock; SKUs lists its SKUs with units left.
 	Stock string   `json:"stock,omitempty"`
 	SKUs  []string `json:"skusAvailable,omitempty"`
+	// OpensAt is when a PRE_QUEUE shopper's drop opens.
+	OpensAt *time.Time `json:"opensAt,omitempty"`
 }
 
 // validUser reports whether id is an acceptable user id (X-User-Id or a
@@ -86,6 +89,16 @@ func (a *api) join(c *fiber.Ctx) error {
 	if done, err := a.checkProof(c, cfg, user); done || err != nil {
 		return err
 	}
+	now := a.now()
+	if cfg.Ended(now) {
+		p := problem.New(fiber.StatusGone, "queue-ended", "the sale in queue "+cfg.Name+" has ended")
+		p.Extensions = map[string]any{"reason": catalog.ReasonEnded}
+		return p
+	}
+	if cfg.QueueMode() == catalog.ModeReject {
+		return problem.Problem{Type: "https://usher.dev/problems/maintenance", Title: "Service Unavailable",
+			Status: fiber.StatusServiceUnavailable, Detail: "queue " + cfg.Name + " is in maintenance; come back later", RetryAfter: 60}
+	}
 	ctx := c.UserContext()
 	epoch := a.epoch()
 	cur, err := a.line.Lookup(ctx, cfg.Name, user)
@@ -104,23 +117,35 @@ func (a *api) join(c *fiber.Ctx) error {
 		return problem.New(fiber.StatusForbidden, "already-purchased",
 			"this user bought "+strconv.Itoa(cur.Bought)+" unit(s) in this queue, the most one user may")
 	}
+	// Before a scheduled drop opens, a join enters the pre-queue (the
+	// lottery places it); an allow-listed user or an invite code passes the
+	// line.
+	kind, invite, err := a.joinKind(c, cfg, user, now)
+	if err != nil {
+		return err
+	}
 	// The id names this user's attempt after their previous entry, so two
 	// concurrent joins (a double click) dedupe to one place in line.
 	id := cfg.Name + "/" + user + "/" + strconv.FormatUint(prev, 10)
-	body, err := event.Marshal(id, event.TypeJoined, user, a.now(), event.Joined{Queue: cfg.Name, User: user,
-		JoinedAt: a.now().UTC(), Prev: prev})
+	body, err := event.Marshal(id, event.TypeJoined, user, now, event.Joined{Queue: cfg.Name, User: user,
+		JoinedAt: now.UTC(), Prev: prev, PreQueue: kind == waitqueue.PreQueue, Priority: kind == waitqueue.Priority})
 	if err != nil {
 		return err
 	}
 	ack, err := a.events.Publish(ctx, event.EnterSubject(cfg.Name), body, jetstream.WithMsgID(id))
 	if err != nil {
+		if invite != "" {
+			if err := a.line.ReturnInvite(context.WithoutCancel(ctx), cfg.Name, invite); err != nil {
+				a.log.Error("invite code lost with a join that was not recorded", "queue", cfg.Name, "err", err)
+			}
+		}
 		return unavailable(fmt.Errorf("publish join to %s: %w", cfg.Name, err), "the line could not record the join; retry")
 	}
 	a.metrics.joins.Inc()
 	// The admitter's follower applies the event too (and is what
 	// guarantees it); doing it here as well lets the answer carry the
 	// exact place in line.
-	e, err := a.line.Ingest(ctx, cfg.Name, epoch, ack.Sequence, user, prev)
+	e, err := a.line.IngestAs(ctx, cfg.Name, epoch, ack.Sequence, user, prev, kind)
 	switch {
 	case errors.Is(err, waitqueue.ErrStale), errors.Is(err, waitqueue.ErrConflict):
 		// The entries stream was recreated and this gateway or the line
@@ -134,6 +159,9 @@ func (a *api) join(c *fiber.Ctx) error {
 	status := fiber.StatusAccepted
 	if ack.Duplicate || e.Seq != ack.Sequence {
 		status = fiber.StatusOK
+	}
+	if e.Seq == ack.Sequence {
+		e = a.admitAtOnce(ctx, cfg, epoch, e)
 	}
 	return a.answer(c, status, cfg, ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: e.Seq}, e)
 }
@@ -243,7 +271,7 @@ func (a *api) answer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Tick
 	}
 	str := a.tickets.Issue(t)
 	p := place{Ticket: str, Queue: cfg.Name, Status: string(v.Status), Position: v.Position, Waiting: v.Waiting,
-		Events: a.eventsURL(cfg.Name, str), Token: v.Token, Reason: v.Reason, Stock: v.Stock, SKUs: v.SKUs}
+		Events: a.eventsURL(cfg.Name, str), Token: v.Token, Reason: v.Reason, Stock: v.Stock, SKUs: v.SKUs, OpensAt: v.OpensAt}
 	if v.ETAKnown {
 		p.ETASeconds = &v.ETA
 	}
@@ -254,6 +282,11 @@ func (a *api) answer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Tick
 		p.PollAfterMs = pollAfter(v.Position, v.ETA, v.ETAKnown, a.jitter()).Milliseconds()
 	case v.Status == shopper.Ready:
 		p.ReadyAt, p.ExpiresAt = &v.ReadyAt, &v.ExpiresAt
+	case v.Status == shopper.PreQueue && v.OpensAt != nil:
+		// Come back around the opening (spread over two seconds), at most
+		// every 30 s meanwhile.
+		wait := v.OpensAt.Sub(a.now()) + time.Duration(a.jitter()*2000)*time.Millisecond
+		p.PollAfterMs = min(max(wait, time.Second), 30*time.Second).Milliseconds()
 	}
 	c.Set(fiber.HeaderLocation, "/v1/queues/"+cfg.Name+"/tickets/"+str)
 	c.Set(fiber.HeaderCacheControl, "no-store")

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"sync"
+	"time"
 
 	"usher/shared/waitqueue"
 )
@@ -39,7 +40,11 @@ type client struct {
 	// stock is the queue's stock state and SKUs with units left, as last
 	// read ("" while the queue does not follow stock).
 	stock stockView
-	end   ending
+	// pre: the client waits in a scheduled drop's pre-queue (no place
+	// until the draw); opensAt is when the drop opens.
+	pre     bool
+	opensAt time.Time
+	end     ending
 }
 
 // stockView is what a stock event says.
@@ -146,7 +151,32 @@ func (c *client) finish(e ending) {
 func (c *client) wantsRank(due bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.adm == nil && c.end.event == "" && (c.base < 0 || due)
+	return c.adm == nil && c.end.event == "" && !c.pre && (c.base < 0 || due)
+}
+
+// preQueued records that the client waits in the pre-queue.
+func (c *client) preQueued(opensAt time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.pre && c.end.event == "" {
+		c.pre, c.opensAt = true, opensAt
+		c.signal()
+	}
+}
+
+// drawn ends the pre-queue: the next position tick reads the client's
+// place from the line.
+func (c *client) drawn() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pre, c.base = false, -1
+}
+
+// preQueue says whether the client waits in the pre-queue, and until when.
+func (c *client) preQueue() (bool, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pre, c.opensAt
 }
 
 // rebase sets the client's exact rank, read together with admittedTotal.
@@ -184,6 +214,9 @@ func (c *client) advance(admittedTotal, waiting int64, rate float64) {
 func (c *client) apply(e waitqueue.Entry) {
 	c.setStock(e.Stock, e.SKUs)
 	switch e.Status {
+	case waitqueue.PreQueued:
+		// The hub says when the draw happened; nothing else to tell till then.
+		return
 	case waitqueue.Waiting, waitqueue.Unknown:
 		c.mu.Lock()
 		pos := e.Position

@@ -149,8 +149,12 @@ func (h *hub) onAdmitted(a event.Admitted) {
 // onConfig hears every change of a queue's configuration: a queue that
 // closed (sold out, say) ends its waiting clients' streams at once, not at
 // the next position tick.
+//
+// A drop whose pre-queue was drawn has every client's place read at the
+// next position tick: the pre-queued learn their place at once.
 func (h *hub) onConfig(cfg catalog.Config) {
-	if cfg.State != catalog.StateClosed {
+	drawn := cfg.Lottery != nil && cfg.Lottery.Drawn
+	if cfg.State != catalog.StateClosed && !drawn {
 		return
 	}
 	h.mu.Lock()
@@ -160,7 +164,11 @@ func (h *hub) onConfig(cfg catalog.Config) {
 	}
 	h.mu.Unlock()
 	for _, c := range all {
-		c.close(shopper.ClosedReason(cfg))
+		if cfg.State == catalog.StateClosed {
+			c.close(shopper.ClosedReason(cfg))
+		} else {
+			c.drawn()
+		}
 	}
 }
 

@@ -49,6 +49,9 @@ type (
 	closedData struct {
 		Reason string `json:"reason"`
 	}
+	preQueueData struct {
+		OpensAt time.Time `json:"opensAt"`
+	}
 	stockData struct {
 		Stock string   `json:"stock"`
 		SKUs  []string `json:"skusAvailable,omitempty"`
@@ -147,6 +150,9 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.apply(e)
+	if e.Status == waitqueue.PreQueued && cfg.OpensAt != nil && (cfg.Lottery == nil || !cfg.Lottery.Drawn) {
+		c.preQueued(*cfg.OpensAt)
+	}
 	if cfg.State == catalog.StateClosed {
 		c.close(shopper.ClosedReason(cfg))
 	}
@@ -181,6 +187,7 @@ type stream struct {
 	sent      view
 	sentAny   bool
 	sentStock stockView
+	sentPre   bool
 	readySent bool
 	readyAt   *time.Timer
 	expiresAt *time.Timer
@@ -282,6 +289,15 @@ func (st *stream) push() (done bool, err error) {
 		} else {
 			return false, st.ready(*adm, now)
 		}
+	}
+	if pre, opensAt := st.c.preQueue(); pre {
+		// In a scheduled drop's pre-queue: no place until the draw.
+		if st.sentPre {
+			return false, nil
+		}
+		st.sentPre = true
+		data, _ := json.Marshal(preQueueData{OpensAt: opensAt.UTC()})
+		return false, st.send("prequeue", data)
 	}
 	if !st.sentAny || v != st.sent {
 		p := positionData{Position: v.position, Waiting: v.waiting}

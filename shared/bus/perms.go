@@ -104,7 +104,7 @@ func (p Policy) Permissions(r Role) (Permissions, bool) {
 		g.declare()
 		// Admissions, and the one configuration change it makes: closing a
 		// sold-out queue (a compare-and-set on the catalog), audited.
-		g.publish(event.AdmittedSubject(event.All), event.ConfigChangedSubject)
+		g.publish(event.AdmittedSubject(event.All), event.ConfigChangedSubject, event.LotteryDrawnSubject)
 		// Large moves of a queue's adaptive limit, recorded.
 		g.publish(event.LimitChangedSubject)
 		g.read(event.StreamEntries, event.StreamAdmissions, event.StreamOrders)

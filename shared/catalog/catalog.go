@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -56,6 +57,24 @@ type Config struct {
 	// the last units are with shoppers ahead, and closes it as sold_out
 	// the moment nothing is left. false turns that off (a comparison run).
 	StockAware *bool `json:"stockAware,omitempty"`
+	// OpensAt schedules the drop: before it, joins enter a pre-queue (no
+	// place yet); at it, everyone in the pre-queue gets a place by a
+	// lottery anyone can verify (see Lottery), and later joins go FIFO
+	// behind them. ClosesAt ends the drop: joins after it get 410 (ended).
+	OpensAt  *time.Time `json:"opensAt,omitempty"`
+	ClosesAt *time.Time `json:"closesAt,omitempty"`
+	// Mode is queue (the default), passthrough (every join READY at once,
+	// no cap, everything counted as if queued: a dry run to size a drop)
+	// or reject (maintenance: joins get 503 with Retry-After).
+	Mode string `json:"mode,omitempty"`
+	// Allow names users who pass the line into the next free slot
+	// (counted against targetActive). Single-use invite codes do the same
+	// (POST /v1/admin/queues/{q}/invites).
+	Allow []string `json:"allow,omitempty"`
+	// Lottery is usher's, not the operator's: the commitment to the
+	// pre-queue's draw, set when opensAt is and never changed after, and
+	// the seed once drawn.
+	Lottery *Lottery `json:"lottery,omitempty"`
 	// RateLimit refuses bots and refresh storms with 429 before they
 	// reach the line.
 	RateLimit RateLimit `json:"rateLimit"`
@@ -171,6 +190,61 @@ func Defaults(name string) Config {
 // ReasonSoldOut is the ClosedReason of a queue whose SKU ran out.
 const ReasonSoldOut = "sold_out"
 
+// The queue modes.
+const (
+	ModeQueue       = "queue"
+	ModePassthrough = "passthrough"
+	ModeReject      = "reject"
+)
+
+// Lottery is the pre-queue's draw: SHA-256 of a secret 32-byte seed is
+// published (Commitment, lowercase hex) when the drop is scheduled; at
+// opensAt the pre-queued shoppers are sorted ascending by
+// HMAC-SHA256(key = seed, message = user id), compared as bytes, and the
+// seed is revealed, so anyone can recompute the order.
+type Lottery struct {
+	Commitment string `json:"commitment"`
+	// Seed is the seed in lowercase hex: secret until Drawn (the API never
+	// shows it before).
+	Seed    string     `json:"seed,omitempty"`
+	Drawn   bool       `json:"drawn,omitempty"`
+	DrawnAt *time.Time `json:"drawnAt,omitempty"`
+	// Entries is how many pre-queued shoppers the draw placed.
+	Entries int `json:"entries,omitempty"`
+}
+
+// QueueMode is the queue's mode (ModeQueue when unset).
+func (c Config) QueueMode() string {
+	if c.Mode == "" {
+		return ModeQueue
+	}
+	return c.Mode
+}
+
+// PreQueue reports whether a join at now enters the pre-queue: the drop is
+// scheduled and not open yet.
+func (c Config) PreQueue(now time.Time) bool {
+	return c.OpensAt != nil && now.Before(*c.OpensAt)
+}
+
+// Ended reports whether the drop is over at now (closesAt passed).
+func (c Config) Ended(now time.Time) bool {
+	return c.ClosesAt != nil && !now.Before(*c.ClosesAt)
+}
+
+// Allows reports whether user may pass the line.
+func (c Config) Allows(user string) bool {
+	for _, u := range c.Allow {
+		if u == user {
+			return true
+		}
+	}
+	return false
+}
+
+// ReasonEnded is the reason a join after closesAt is refused.
+const ReasonEnded = "ended"
+
 var skuRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // ValidSKU reports whether s can name a SKU: 1–64 of A-Z a-z 0-9 . _ -.
@@ -220,6 +294,17 @@ func (c Config) Validate() []FieldError {
 			break
 		}
 		seen[sku] = true
+	}
+	switch c.Mode {
+	case "", ModeQueue, ModePassthrough, ModeReject:
+	default:
+		add("mode", "must be queue, passthrough or reject")
+	}
+	if c.OpensAt != nil && c.ClosesAt != nil && !c.ClosesAt.After(*c.OpensAt) {
+		add("closesAt", "must be after opensAt")
+	}
+	if len(c.Allow) > 10_000 {
+		add("allow", "must list at most 10000 users")
 	}
 	if c.MaxPerUser < 0 || c.MaxPerUser > 1_000_000 {
 		add("maxPerUser", "must be 0..1000000 (0 = maxQuantity)")

@@ -36,6 +36,7 @@ const (
 	TypeOrderFailed    = "usher.order.failed.v1"
 	TypeConfigChanged  = "usher.ops.config_changed.v1"
 	TypeLimitChanged   = "usher.ops.limit_changed.v1"
+	TypeLotteryDrawn   = "usher.lottery.drawn.v1"
 )
 
 // Source is the CloudEvents source of every event usher publishes.
@@ -74,6 +75,9 @@ func OrderCompletedSubject(q string) string { return orderCompletedPrefix + q }
 
 // OrderFailedSubject is where a FAILED or REJECTED order of queue q is announced.
 func OrderFailedSubject(q string) string { return orderFailedPrefix + q }
+
+// EntrySubjects matches the joins and leaves of queue q in USHER_ENTRIES.
+func EntrySubjects(q string) string { return "usher.*." + q }
 
 // OrderSubjects matches every order event of queue q (All: of every queue).
 func OrderSubjects(q string) string { return "usher.order.*." + q }
@@ -158,6 +162,11 @@ type Joined struct {
 	// new entry from a duplicate of a live one without knowing how prev
 	// ended.
 	Prev uint64 `json:"prev,omitempty"`
+	// PreQueue: joined before the scheduled drop opened (its place comes
+	// from the lottery). Priority: allowed past the line (an allow-listed
+	// user or an invite code), into the next free slot.
+	PreQueue bool `json:"preQueue,omitempty"`
+	Priority bool `json:"priority,omitempty"`
 }
 
 // Admitted says a shopper left the line with an entry token. It carries the
@@ -217,6 +226,23 @@ type Left struct {
 
 // ConfigChangedSubject is where configuration changes are recorded.
 const ConfigChangedSubject = "usher.ops.config_changed"
+
+// LotteryDrawnSubject is where a scheduled drop's draw is recorded.
+const LotteryDrawnSubject = "usher.ops.lottery_drawn"
+
+// LotteryDrawn records the draw of a scheduled drop's pre-queue: the
+// revealed seed (lowercase hex) and its commitment, published before the
+// drop opened, so anyone can recompute the order from USHER_ENTRIES (the
+// joins marked preQueue) — see package lottery. OrderDigest is SHA-256 (hex)
+// of the drawn sequences, decimal, one per line, in order.
+type LotteryDrawn struct {
+	Queue       string    `json:"queue"`
+	Seed        string    `json:"seed"`
+	Commitment  string    `json:"commitment"`
+	OpensAt     time.Time `json:"opensAt"`
+	Entries     int       `json:"entries"`
+	OrderDigest string    `json:"orderDigest"`
+}
 
 // ConfigChanged records who changed a queue's configuration, and how.
 // Config and Previous hold the queue configuration as JSON objects.

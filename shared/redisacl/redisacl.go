@@ -77,7 +77,7 @@ var base = []string{"ping", "time", "select", "cluster|slots", "asking", "evalsh
 
 // lineReads are the reading commands the line's scripts and clients call.
 var lineReads = []string{
-	"exists", "get", "hget", "hgetall", "hkeys", "hmget",
+	"exists", "get", "hexists", "hget", "hgetall", "hkeys", "hmget",
 	"zcard", "zrange", "zrangebyscore", "zrank",
 	"multi", "exec", "discard", // an atomic read of several keys (Store.Ranks)
 }
@@ -89,6 +89,7 @@ var lineWrites = []string{
 	"expire", "persist", "set", "incrby",
 	"hset", "hsetnx", "hdel", "hincrby",
 	"zadd", "zrem", "zremrangebyscore",
+	"sadd", "srem", // a drop's invite codes (Store.AddInvites, UseInvite)
 }
 
 // User is one Redis ACL user.

@@ -24,7 +24,8 @@ type Status string
 
 // The statuses of the API (poll answers, the page, SSE).
 const (
-	Waiting Status = "WAITING" // in line (or admitted, READY at ReadyAt)
+	PreQueue Status = "PRE_QUEUE" // joined before a scheduled drop opened: the lottery gives the place
+	Waiting  Status = "WAITING"   // in line (or admitted, READY at ReadyAt)
 	Ready   Status = "READY"   // admitted: the token orders
 	Expired Status = "EXPIRED" // the token ran out unused
 	Used    Status = "USED"    // the token became an order
@@ -54,6 +55,8 @@ type View struct {
 	// lists the queue's SKUs that have units left.
 	Stock string
 	SKUs  []string
+	// OpensAt is when a PRE_QUEUE shopper's drop opens (and is drawn).
+	OpensAt *time.Time
 }
 
 // Signer mints entry tokens.
@@ -74,6 +77,12 @@ func Of(e waitqueue.Entry, cfg catalog.Config, user string, now time.Time, keys 
 		if closed {
 			v.Status, v.Reason = Closed, ClosedReason(cfg)
 		}
+	case waitqueue.PreQueued:
+		if closed {
+			v.Status, v.Reason = Closed, ClosedReason(cfg)
+			break
+		}
+		v.Status, v.OpensAt = PreQueue, cfg.OpensAt
 	case waitqueue.Unknown, waitqueue.Waiting:
 		if closed {
 			v.Status, v.Reason = Closed, ClosedReason(cfg)

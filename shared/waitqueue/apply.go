@@ -68,6 +68,7 @@ type EntryEvent struct {
 	Entry     uint64 // the entry a leave leaves (a join's is StreamSeq)
 	User      string
 	Prev      uint64 // a join's previous entry as the gateway saw it (0: none)
+	Kind      JoinKind
 }
 
 // AdmissionEvent is an admission of USHER_ADMISSIONS.
@@ -103,6 +104,9 @@ func (s *Store) ApplyEntries(ctx context.Context, q, epoch string, prev uint64, 
 	args := s.args(k, StreamEntries, epoch, prev)
 	for _, e := range evs {
 		kind, entry := "j", e.StreamSeq
+		if e.Kind != InLine {
+			kind = string(e.Kind)
+		}
 		switch {
 		case e.Leave && e.Entry == 0, !e.Leave && e.User == "":
 			kind, entry = "x", 0

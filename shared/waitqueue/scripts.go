@@ -53,7 +53,10 @@ end
 -- it. Returns the sequence of the live entry, or false when the record
 -- names another user (the sequence belongs to another incarnation of the
 -- stream).
-local function join(seq, user, prev)
+-- kind: '' (in line, FIFO), 'p' (the pre-queue, placed by the draw; once
+-- drawn, a late one queues FIFO) or 'a' (allowed past the line: ahead of
+-- everyone, FIFO among themselves).
+local function join(seq, user, prev, kind)
   local e = P .. 'e:' .. seq
   local f = redis.call('HMGET', e, 'status', 'alias', 'user')
   if f[1] or f[2] then
@@ -64,14 +67,21 @@ local function join(seq, user, prev)
   local cur = redis.call('GET', uk)
   if cur and cur ~= prev then
     local st = redis.call('HGET', P .. 'e:' .. cur, 'status')
-    if st == 'waiting' or st == 'admitted' then
+    if st == 'waiting' or st == 'admitted' or st == 'pre' then
       redis.call('HSET', e, 'alias', cur, 'user', user)
       redis.call('EXPIRE', e, TTL)
       return cur
     end
   end
-  redis.call('HSET', e, 'status', 'waiting', 'user', user)
-  redis.call('ZADD', W, 'NX', seq, seq)
+  if kind == 'p' and not redis.call('HGET', ST, 'drawn') then
+    redis.call('HSET', e, 'status', 'pre', 'user', user)
+    redis.call('ZADD', P .. 'pre', 'NX', 0, seq)
+  else
+    local score = tonumber(seq)
+    if kind == 'a' then score = score - 4503599627370496 end -- 2^52: ahead of every place
+    redis.call('HSET', e, 'status', 'waiting', 'user', user)
+    redis.call('ZADD', W, 'NX', score, seq)
+  end
   redis.call('SET', uk, seq)
   return seq
 end
@@ -90,6 +100,8 @@ local function leave(seq, user)
   local st = f[1]
   if st == 'waiting' then
     redis.call('ZREM', W, seq)
+  elseif st == 'pre' then
+    redis.call('ZREM', P .. 'pre', seq)
   elseif st == 'admitted' then
     redis.call('ZREM', A, seq)
   elseif st then
@@ -140,9 +152,10 @@ return {'ok', at, conflicts}
 `
 
 // applyEntriesScript applies join and leave events of USHER_ENTRIES in
-// stream order. Groups of five: stream seq, kind (j: join | l: leave | x:
-// nothing, an event that could not be read), entry seq, user, prev (the
-// join's previous entry, see join).
+// stream order. Groups of five: stream seq, kind (j: join | p: join into
+// the pre-queue | a: join allowed past the line | l: leave | x: nothing, an
+// event that could not be read), entry seq, user, prev (the join's
+// previous entry, see join).
 // Invariant: an event at or below the cursor has been applied and is
 // skipped; the cursor moves to the last event in the same step.
 // Returns {'ok', cursor, conflicts} | {'rewound', cursor, 0} | {'stale', 0, 0}.
@@ -150,9 +163,11 @@ var applyEntriesScript = redis.NewScript(luaLib + applyPrologue + `
 for i = 6, #ARGV, 5 do
   local s = tonumber(ARGV[i])
   if s > at then
-    if ARGV[i+1] == 'j' then
-      if not join(ARGV[i+2], ARGV[i+3], ARGV[i+4]) then conflicts = conflicts + 1 end
-    elseif ARGV[i+1] == 'l' then
+    local kind = ARGV[i+1]
+    if kind == 'j' or kind == 'p' or kind == 'a' then
+      if kind == 'j' then kind = '' end
+      if not join(ARGV[i+2], ARGV[i+3], ARGV[i+4], kind) then conflicts = conflicts + 1 end
+    elseif kind == 'l' then
       leave(ARGV[i+2], ARGV[i+3])
     end
     at = s
@@ -187,8 +202,9 @@ for i = 6, #ARGV, 6 do
       redis.call('HSET', e, 'user', user, 'tokenId', tok, 'readyAt', ARGV[i+4], 'expiresAt', exp)
       redis.call('HINCRBY', ST, 'admittedTotal', 1)
       pointAt(user, seq)
-      if not f[1] or f[1] == 'waiting' then
+      if not f[1] or f[1] == 'waiting' or f[1] == 'pre' then
         if f[1] == 'waiting' then redis.call('ZREM', W, seq) end
+        if f[1] == 'pre' then redis.call('ZREM', P .. 'pre', seq) end
         if tonumber(exp) <= n then
           redis.call('HSET', e, 'status', 'expired')
           finish(e, seq, user)
@@ -262,14 +278,15 @@ end
 // ahead of the admitter's follower, so the answer carries the exact place.
 // It does not move the cursor: only the follower, applying the stream in
 // order, knows everything before a sequence is in line.
-// ARGV from 3: epoch (the entries stream's identity), seq, user, prev.
+// ARGV from 3: epoch (the entries stream's identity), seq, user, prev,
+// kind (see join).
 // Returns {status, seq of the live entry, rank or -1, waiting count}, or
 // {'stale'} when the line belongs to another incarnation of the stream, or
 // {'conflict'} when the sequence's record names another user.
 var ingestScript = redis.NewScript(luaLib + `
 local had = redis.call('HGET', C, 'entries.id')
 if had and had ~= ARGV[3] then return {'stale'} end
-local live = join(ARGV[4], ARGV[5], ARGV[6])
+local live = join(ARGV[4], ARGV[5], ARGV[6], ARGV[7])
 if not live then return {'conflict'} end
 local rank = redis.call('ZRANK', W, live)
 local st = redis.call('HGET', P .. 'e:' .. live, 'status')
@@ -324,7 +341,8 @@ var leaveScript = redis.NewScript(luaLib + `return leave(ARGV[3], ARGV[4])`)
 // ARGV from 3: queue, epoch, targetActive, maxAdmitPerTick, tickMs, ttlMs,
 // paused (0|1), offset (0..999: where in its slice each readyAt falls),
 // admissions head (the stream's last admission of this queue, 0: none),
-// admissions stream id, orders head, orders stream id, stock-aware (0|1).
+// admissions stream id, orders head, orders stream id, stock-aware (0|1),
+// scheduled (0|1: nobody is admitted until the pre-queue is drawn).
 //
 // Invariants, all within one atomic step, on Redis time:
 //   - one tick per tickMs, however many admitters call: a call before the
@@ -364,6 +382,7 @@ local paused, offset = ARGV[9] == '1', tonumber(ARGV[10]) / 1000
 local head, hid = tonumber(ARGV[11]), ARGV[12]
 local ohead, oid = tonumber(ARGV[13]), ARGV[14]
 local stockAware = ARGV[15] == '1'
+local awaitDraw = ARGV[16] == '1'
 local n = now()
 
 local due = tonumber(redis.call('HGET', ST, 'nextTick') or '0')
@@ -380,6 +399,9 @@ for _, s in ipairs(expired) do
 end
 
 local watermark = cursorAt('entries', epoch)
+-- A scheduled drop admits nobody until its pre-queue is drawn: the
+-- pre-queued get their places first.
+if awaitDraw and not redis.call('HGET', ST, 'drawn') then watermark = 0 end
 local behind = 0
 if head > 0 and cursorAt('admissions', hid) < head then behind = 1 end
 if ohead > 0 and cursorAt('orders', oid) < ohead then behind = 1 end
@@ -462,6 +484,7 @@ if behind == 0 then
     end
   end
 end
+redis.call('HSET', ST, 'lastTick', n, 'behind', behind)
 if stockAware then
   redis.call('HSET', ST, 'stock', stockState, 'sellable', sellable, 'skus', table.concat(skuList, ','))
 else
@@ -590,4 +613,78 @@ if ARGV[3] == '1' then
   end
 end
 return 1
+`)
+
+// drawScript places the pre-queue by the lottery, all at once: a crash
+// leaves either no draw or all of it.
+// ARGV from 3: the pre-queued sequences in lottery order.
+// Invariant: the pre-queued get places 1..n in the order given, ahead of
+// every join made after the drop opened (scores below 1, where a FIFO
+// place's score is its sequence); anyone pre-queued but not in the list
+// (joined as the list was read) follows in join order; the draw happens
+// once.
+// Returns the number placed, or -1 when the queue was drawn already.
+var drawScript = redis.NewScript(luaLib + `
+if redis.call('HGET', ST, 'drawn') then return -1 end
+local pre, n, placed = P .. 'pre', #ARGV - 2, 0
+for i = 3, #ARGV do
+  local seq = ARGV[i]
+  local e = P .. 'e:' .. seq
+  if redis.call('HGET', e, 'status') == 'pre' then
+    redis.call('HSET', e, 'status', 'waiting')
+    redis.call('ZADD', W, (i - 2) / (n + 1), seq)
+    placed = placed + 1
+  end
+  redis.call('ZREM', pre, seq)
+end
+for _, seq in ipairs(redis.call('ZRANGE', pre, 0, -1)) do
+  redis.call('HSET', P .. 'e:' .. seq, 'status', 'waiting')
+  redis.call('ZADD', W, tonumber(seq), seq)
+  redis.call('ZREM', pre, seq)
+  placed = placed + 1
+end
+redis.call('HSET', ST, 'drawn', placed)
+return placed
+`)
+
+// admitNowScript admits the head of the line at once, outside the ticks: a
+// join into an empty line with a slot free (no crowd, no wait), or every
+// join of a passthrough queue.
+// ARGV from 3: queue, epoch, targetActive (0: no cap), ttlMs, tickMs,
+// stock-aware (0|1).
+// Invariants: those of admitScript — FIFO up to the entries cursor, never
+// over targetActive or the sellable units, in one atomic step with the
+// outbox — and nothing while the last tick found the line behind the
+// streams or is older than two ticks (the guards only a tick runs).
+// Returns the sequences admitted.
+var admitNowScript = redis.NewScript(luaLib + `
+local queue, epoch = ARGV[3], ARGV[4]
+local target, ttl, tick = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local stockAware = ARGV[8] == '1'
+local n = now()
+local st = redis.call('HMGET', ST, 'lastTick', 'behind', 'sellable')
+if not st[1] or n - tonumber(st[1]) > 2 * tick or st[2] ~= '0' then return {} end
+local cap = 1000 -- passthrough: everyone up to the cursor (a join's own is there)
+if target > 0 then cap = target - redis.call('ZCARD', A) end
+if stockAware then
+  local sellable = tonumber(st[3] or '0')
+  if cap > sellable then cap = sellable end
+end
+if cap <= 0 then return {} end
+local watermark = cursorAt('entries', epoch)
+local seqs = redis.call('ZRANGEBYSCORE', W, '-inf', watermark, 'LIMIT', 0, cap)
+for _, s in ipairs(seqs) do
+  local expiresAt = n + ttl
+  redis.call('HSET', P .. 'e:' .. s, 'status', 'admitted', 'readyAt', n,
+    'expiresAt', expiresAt, 'tokenId', queue .. ':' .. epoch .. ':' .. s)
+  redis.call('ZADD', A, expiresAt, s)
+  redis.call('ZADD', O, s, s)
+  redis.call('ZREM', W, s)
+end
+if #seqs > 0 then
+  redis.call('HINCRBY', ST, 'admittedTotal', #seqs)
+  redis.call('ZADD', AD, n, n .. ':' .. #seqs .. ':' .. seqs[1])
+  if stockAware then redis.call('HINCRBY', ST, 'sellable', -#seqs) end
+end
+return seqs
 `)

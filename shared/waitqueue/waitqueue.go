@@ -43,10 +43,23 @@ const (
 	Used     Status = "used"
 	Left     Status = "left"
 	Gone     Status = "gone"
+	// PreQueued: joined before a scheduled drop opened; the draw gives
+	// the place.
+	PreQueued Status = "pre"
 )
 
 // Live reports whether the entry still holds a place or a slot.
-func (s Status) Live() bool { return s == Waiting || s == Admitted }
+func (s Status) Live() bool { return s == Waiting || s == Admitted || s == PreQueued }
+
+// JoinKind is how a join enters the line.
+type JoinKind string
+
+// The kinds of join.
+const (
+	InLine   JoinKind = ""  // FIFO, at the back
+	PreQueue JoinKind = "p" // a scheduled drop's pre-queue, placed by the draw
+	Priority JoinKind = "a" // allowed past the line: into the next free slot
+)
 
 // Errors the line returns for states callers branch on.
 var (
@@ -118,8 +131,13 @@ const (
 // the entries stream the sequence counts in; prev is the entry the gateway
 // saw finished when it published the join (0: none).
 func (s *Store) Ingest(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64) (Entry, error) {
+	return s.IngestAs(ctx, q, epoch, seq, user, prev, InLine)
+}
+
+// IngestAs is Ingest of a join of the given kind.
+func (s *Store) IngestAs(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64, kind JoinKind) (Entry, error) {
 	k := keyspace.Of(q)
-	res, err := s.run(ctx, ingestScript, stdKeys(k), s.args(k, epoch, seq, user, prev)...).Slice()
+	res, err := s.run(ctx, ingestScript, stdKeys(k), s.args(k, epoch, seq, user, prev, string(kind))...).Slice()
 	if err != nil {
 		return Entry{}, fmt.Errorf("ingest %s/%d: %w", q, seq, err)
 	}
@@ -334,6 +352,9 @@ type Tick struct {
 	Admissions, Orders Head
 	// StockAware admits only against units that could still be sold.
 	StockAware bool
+	// AwaitDraw: the queue is a scheduled drop; nobody is admitted until
+	// its pre-queue is drawn.
+	AwaitDraw bool
 }
 
 // TickResult says what one tick did.
@@ -363,7 +384,8 @@ func (s *Store) Admit(ctx context.Context, q string, t Tick) (TickResult, error)
 	k := keyspace.Of(q)
 	res, err := admitScript.Run(ctx, s.rdb, stdKeys(k), s.args(k,
 		q, t.Epoch, t.TargetActive, t.MaxAdmitPerTick, t.TickLength.Milliseconds(), t.TokenTTL.Milliseconds(),
-		flag(t.Paused), t.Offset, t.Admissions.Seq, t.Admissions.StreamID, t.Orders.Seq, t.Orders.StreamID, flag(t.StockAware))...).Slice()
+		flag(t.Paused), t.Offset, t.Admissions.Seq, t.Admissions.StreamID, t.Orders.Seq, t.Orders.StreamID, flag(t.StockAware),
+		flag(t.AwaitDraw))...).Slice()
 	if err != nil {
 		return TickResult{}, fmt.Errorf("admit %s: %w", q, err)
 	}
@@ -502,6 +524,10 @@ type Stats struct {
 	Sellable     int64
 	HeldAdmitted int64
 	SKUs         []SKUStock
+	// PreQueue is how many wait in a scheduled drop's pre-queue; Drawn
+	// whether it has been drawn.
+	PreQueue int64
+	Drawn    bool
 }
 
 // SKUStock is one SKU's stock as the line sees it.
@@ -515,19 +541,21 @@ type SKUStock struct {
 // Stats reads a queue's live figures in one round trip.
 func (s *Store) Stats(ctx context.Context, q string) (Stats, error) {
 	k := keyspace.Of(q)
-	var w, a *redis.IntCmd
+	var w, a, pre *redis.IntCmd
 	var st *redis.SliceCmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		w = p.ZCard(ctx, k.Waiting())
 		a = p.ZCard(ctx, k.Active())
-		st = p.HMGet(ctx, k.Stats(), "admittedTotal", "rate", "stock", "sellable", "heldAdmitted", "skustock")
+		pre = p.ZCard(ctx, k.PreQueue())
+		st = p.HMGet(ctx, k.Stats(), "admittedTotal", "rate", "stock", "sellable", "heldAdmitted", "skustock", "drawn")
 		return nil
 	})
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats %s: %w", q, err)
 	}
-	out := Stats{Waiting: w.Val(), Active: a.Val()}
+	out := Stats{Waiting: w.Val(), Active: a.Val(), PreQueue: pre.Val()}
 	v := st.Val()
+	out.Drawn = v[6] != nil
 	str := func(i int) string { s, _ := v[i].(string); return s }
 	out.AdmittedTotal, _ = strconv.ParseInt(str(0), 10, 64)
 	out.AdmitRatePerSec, _ = strconv.ParseFloat(str(1), 64)
@@ -623,4 +651,115 @@ func (s *Store) ClosedSince(ctx context.Context, q string, closed bool) (time.Ti
 		return time.Time{}, nil
 	}
 	return time.UnixMilli(ms), nil
+}
+
+// Draw places the pre-queue of q in the order given (the lottery's), all in
+// one step; see drawScript. It returns how many were placed, and false when
+// the queue was drawn already.
+func (s *Store) Draw(ctx context.Context, q string, order []uint64) (int, bool, error) {
+	k := keyspace.Of(q)
+	args := s.args(k)
+	for _, seq := range order {
+		args = append(args, seq)
+	}
+	n, err := drawScript.Run(ctx, s.rdb, stdKeys(k), args...).Int()
+	if err != nil {
+		return 0, false, fmt.Errorf("draw %s: %w", q, err)
+	}
+	if n < 0 {
+		return 0, false, nil
+	}
+	return n, true, nil
+}
+
+// PreEntry is one shopper in a pre-queue.
+type PreEntry struct {
+	Seq  uint64
+	User string
+}
+
+// PreQueue reads the pre-queue of q (for the draw) and whether q was drawn.
+func (s *Store) PreQueue(ctx context.Context, q string) ([]PreEntry, bool, error) {
+	k := keyspace.Of(q)
+	drawn, err := s.rdb.HExists(ctx, k.Stats(), "drawn").Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("pre-queue %s: %w", q, err)
+	}
+	seqs, err := s.rdb.ZRange(ctx, k.PreQueue(), 0, -1).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("pre-queue %s: %w", q, err)
+	}
+	out := make([]PreEntry, 0, len(seqs))
+	for len(seqs) > 0 {
+		chunk := seqs[:min(len(seqs), 10_000)]
+		seqs = seqs[len(chunk):]
+		cmds := make([]*redis.StringCmd, len(chunk))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, sq := range chunk {
+				seq, _ := strconv.ParseUint(sq, 10, 64)
+				cmds[i] = p.HGet(ctx, k.Entry(seq), "user")
+			}
+			return nil
+		})
+		if err != nil && err != redis.Nil {
+			return nil, false, fmt.Errorf("pre-queue %s: %w", q, err)
+		}
+		for i, sq := range chunk {
+			seq, _ := strconv.ParseUint(sq, 10, 64)
+			out = append(out, PreEntry{Seq: seq, User: cmds[i].Val()})
+		}
+	}
+	return out, drawn, nil
+}
+
+// AdmitNow admits the head of q's line at once, outside the ticks (see
+// admitNowScript), and returns the sequences admitted. target 0 admits
+// with no cap (passthrough).
+func (s *Store) AdmitNow(ctx context.Context, q, epoch string, target int, ttl, tick time.Duration, stockAware bool) ([]uint64, error) {
+	k := keyspace.Of(q)
+	res, err := admitNowScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, q, epoch, target, ttl.Milliseconds(), tick.Milliseconds(),
+		flag(stockAware))...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("admit now %s: %w", q, err)
+	}
+	out := make([]uint64, len(res))
+	for i, r := range res {
+		out[i], _ = strconv.ParseUint(r, 10, 64)
+	}
+	return out, nil
+}
+
+// AddInvites records single-use invite codes of q, valid for ttl.
+func (s *Store) AddInvites(ctx context.Context, q string, codes []string, ttl time.Duration) error {
+	k := keyspace.Of(q)
+	members := make([]any, len(codes))
+	for i, c := range codes {
+		members[i] = c
+	}
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.SAdd(ctx, k.Invites(), members...)
+		p.Expire(ctx, k.Invites(), ttl)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("add invites %s: %w", q, err)
+	}
+	return nil
+}
+
+// UseInvite takes invite code of q, once: false when it is unknown or used.
+func (s *Store) UseInvite(ctx context.Context, q, code string) (bool, error) {
+	n, err := s.rdb.SRem(ctx, keyspace.Of(q).Invites(), code).Result()
+	if err != nil {
+		return false, fmt.Errorf("use invite %s: %w", q, err)
+	}
+	return n == 1, nil
+}
+
+// ReturnInvite gives back a code whose join could not be recorded.
+func (s *Store) ReturnInvite(ctx context.Context, q, code string) error {
+	if err := s.rdb.SAdd(ctx, keyspace.Of(q).Invites(), code).Err(); err != nil {
+		return fmt.Errorf("return invite %s: %w", q, err)
+	}
+	return nil
 }

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"usher/shared/catalog"
+	"usher/shared/lottery"
+	"usher/shared/problem"
+	"usher/shared/waitqueue"
+)
+
+// headerInvite carries a single-use invite code on a join.
+const headerInvite = "Usher-Invite"
+
+// joinKind decides how a join enters the line: before a scheduled drop
+// opens, the pre-queue; an allow-listed user, or one with a valid invite
+// code (taken here, once), past the line; anyone else at the back. It
+// returns the invite code taken, so a join that cannot be recorded gives
+// it back.
+func (a *api) joinKind(c *fiber.Ctx, cfg catalog.Config, user string, now time.Time) (waitqueue.JoinKind, string, error) {
+	if cfg.PreQueue(now) && (cfg.Lottery == nil || !cfg.Lottery.Drawn) {
+		return waitqueue.PreQueue, "", nil
+	}
+	if cfg.Allows(user) {
+		return waitqueue.Priority, "", nil
+	}
+	code := c.Get(headerInvite)
+	if code == "" {
+		return waitqueue.InLine, "", nil
+	}
+	ok, err := a.line.UseInvite(c.UserContext(), cfg.Name, code)
+	if err != nil {
+		return "", "", lineDown(err)
+	}
+	if !ok {
+		return "", "", problem.New(fiber.StatusForbidden, "invalid-invite", "the invite code is unknown or used")
+	}
+	return waitqueue.Priority, code, nil
+}
+
+// admitAtOnce answers a join with READY in the join's own answer when it
+// can — no tick, no second request: every join of a passthrough queue, and
+// a join into an empty line with a slot free (no crowd, no wait). The
+// admission is the line's (waitqueue.Store.AdmitNow: FIFO, capped, one
+// atomic step), taken once the admitter's follower has applied the join
+// (a few milliseconds), so nobody who joined first is passed. Otherwise the
+// entry is answered as it is.
+func (a *api) admitAtOnce(ctx context.Context, cfg catalog.Config, epoch string, e waitqueue.Entry) waitqueue.Entry {
+	passthrough := cfg.QueueMode() == catalog.ModePassthrough
+	alone := e.Status == waitqueue.Waiting && e.Position == 1 && e.Waiting == 1
+	if cfg.State != catalog.StateOpen || e.Status != waitqueue.Waiting || !(passthrough || alone) {
+		return e
+	}
+	deadline := time.Now().Add(100 * time.Millisecond)
+	for {
+		cur, err := a.line.Cursor(ctx, cfg.Name)
+		if err != nil {
+			return e
+		}
+		if p := cur[waitqueue.StreamEntries]; p.StreamID == epoch && p.Seq >= e.Seq {
+			break
+		}
+		if time.Now().After(deadline) {
+			return e // the follower is behind: the next tick admits
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	target := cfg.TargetActive
+	if passthrough {
+		target = 0
+	}
+	tick := time.Duration(cfg.TickMs) * time.Millisecond
+	if _, err := a.line.AdmitNow(ctx, cfg.Name, epoch, target, time.Duration(cfg.TokenTTLSeconds)*time.Second, tick,
+		cfg.StockAwareness()); err != nil {
+		a.log.Warn("admit at once", "queue", cfg.Name, "err", err)
+		return e
+	}
+	if now, err := a.line.Poll(ctx, cfg.Name, e.Seq); err == nil {
+		return now
+	}
+	return e
+}
+
+// publicQueue is what anyone may read of a queue: GET /v1/queues/{q}.
+type publicQueue struct {
+	Name     string         `json:"name"`
+	State    string         `json:"state"`
+	Mode     string         `json:"mode"`
+	OpensAt  *time.Time     `json:"opensAt,omitempty"`
+	ClosesAt *time.Time     `json:"closesAt,omitempty"`
+	Lottery  *publicLottery `json:"lottery,omitempty"`
+	Waiting  int64          `json:"waiting"`
+	PreQueue int64          `json:"preQueue"`
+}
+
+// publicLottery is the lottery as anyone may see it: the commitment from
+// the start, the seed only once drawn.
+type publicLottery struct {
+	Commitment string     `json:"commitment"`
+	Seed       string     `json:"seed,omitempty"`
+	DrawnAt    *time.Time `json:"drawnAt,omitempty"`
+	Entries    int        `json:"entries,omitempty"`
+}
+
+// getPublicQueue answers GET /v1/queues/{q}: no auth, no secret.
+func (a *api) getPublicQueue(c *fiber.Ctx) error {
+	cfg, err := a.queue(c)
+	if err != nil {
+		return err
+	}
+	st, err := a.line.Stats(c.UserContext(), cfg.Name)
+	if err != nil {
+		return lineDown(err)
+	}
+	v := publicQueue{Name: cfg.Name, State: cfg.State, Mode: cfg.QueueMode(), OpensAt: cfg.OpensAt, ClosesAt: cfg.ClosesAt,
+		Waiting: st.Waiting, PreQueue: st.PreQueue, Lottery: publicLotteryOf(cfg.Lottery)}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.JSON(v)
+}
+
+func publicLotteryOf(l *catalog.Lottery) *publicLottery {
+	if l == nil {
+		return nil
+	}
+	p := &publicLottery{Commitment: l.Commitment}
+	if l.Drawn {
+		p.Seed, p.DrawnAt, p.Entries = l.Seed, l.DrawnAt, l.Entries
+	}
+	return p
+}
+
+// withLottery gives a scheduled queue its lottery: the one it had (a seed,
+// once committed to, never changes), or a new seed and its commitment the
+// first time opensAt is set. Whatever lottery a request carried is not
+// the operator's to set.
+func withLottery(cfg, prev catalog.Config) (catalog.Config, error) {
+	cfg.Lottery = prev.Lottery
+	if cfg.Lottery != nil || cfg.OpensAt == nil {
+		return cfg, nil
+	}
+	seed, err := lottery.NewSeed()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Lottery = &catalog.Lottery{Commitment: lottery.Commitment(seed), Seed: fmt.Sprintf("%x", seed)}
+	return cfg, nil
+}
+
+// redactedConfig is a configuration as the admin API shows it: the
+// lottery's seed stays secret until the draw, even to admins (an accidental
+// screenshot must not leak it).
+func redactedConfig(cfg catalog.Config) catalog.Config {
+	if cfg.Lottery != nil && !cfg.Lottery.Drawn {
+		l := *cfg.Lottery
+		l.Seed = ""
+		cfg.Lottery = &l
+	}
+	return cfg
+}
+
+// maxInvites bounds one request for invite codes.
+const maxInvites = 10_000
+
+// createInvites answers POST /v1/admin/queues/{q}/invites {"count": n,
+// "ttlSeconds": s}: n single-use codes that let their holder pass the line
+// into the next free slot. Audited (the count, never the codes).
+func (a *api) createInvites(c *fiber.Ctx) error {
+	cfg, err := a.queue(c)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Count      int `json:"count"`
+		TTLSeconds int `json:"ttlSeconds"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(c.Body())))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil || body.Count < 1 || body.Count > maxInvites || body.TTLSeconds < 0 {
+		return problem.New(fiber.StatusBadRequest, "invalid-body", fmt.Sprintf(`the body must be {"count": 1..%d, "ttlSeconds": s}`, maxInvites))
+	}
+	ttl := time.Duration(body.TTLSeconds) * time.Second
+	if ttl == 0 {
+		ttl = 7 * 24 * time.Hour
+	}
+	codes := make([]string, body.Count)
+	for i := range codes {
+		var b [10]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return err
+		}
+		codes[i] = strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+	}
+	if err := a.line.AddInvites(c.UserContext(), cfg.Name, codes, ttl); err != nil {
+		return lineDown(err)
+	}
+	by := c.Get("X-Admin-User", "admin") + fmt.Sprintf(" (%d invite codes, valid %s)", body.Count, ttl)
+	a.audit(c.UserContext(), by, cfg, cfg)
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.Status(fiber.StatusCreated).JSON(fiber.Map{"queue": cfg.Name, "codes": codes,
+		"expiresAt": a.now().Add(ttl).UTC()})
+}

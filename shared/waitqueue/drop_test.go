@@ -1,0 +1,203 @@
+package waitqueue_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"usher/shared/testenv"
+	"usher/shared/waitqueue"
+)
+
+// applyKind applies joins of one kind at the given stream sequences.
+func applyKind(t *testing.T, s *waitqueue.Store, q string, prev uint64, kind waitqueue.JoinKind, seqs ...uint64) {
+	t.Helper()
+	evs := make([]waitqueue.EntryEvent, len(seqs))
+	for i, seq := range seqs {
+		evs[i] = waitqueue.EntryEvent{StreamSeq: seq, User: fmt.Sprintf("u%d", seq), Kind: kind}
+	}
+	if _, err := s.ApplyEntries(context.Background(), q, epoch, prev, evs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// line reads the waiting line front to back as sequences.
+func line(t *testing.T, s *waitqueue.Store, q string, seqs ...uint64) []uint64 {
+	t.Helper()
+	out := make([]uint64, 0, len(seqs))
+	for pos := int64(1); pos <= int64(len(seqs)); pos++ {
+		for _, seq := range seqs {
+			e, err := s.Poll(context.Background(), q, seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Status == waitqueue.Waiting && e.Position == pos {
+				out = append(out, seq)
+			}
+		}
+	}
+	return out
+}
+
+func TestThePreQueueHasNoPlaceUntilTheDrawGivesOne(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	applyKind(t, s, q, 0, waitqueue.PreQueue, 1, 2, 3, 4)
+
+	e, err := s.Poll(ctx, q, 3)
+	if err != nil || e.Status != waitqueue.PreQueued || e.Position != 0 {
+		t.Fatalf("Poll of a pre-queued shopper = %+v, %v; want status pre, no position", e, err)
+	}
+	// Rejoining (a refresh, a second tab) changes nothing: it resolves to
+	// the same entry, still without a place.
+	again, err := s.IngestAs(ctx, q, epoch, 9, "u3", 0, waitqueue.PreQueue)
+	if err != nil || again.Seq != 3 || again.Status != waitqueue.PreQueued {
+		t.Fatalf("rejoin = %+v, %v; want entry 3, pre-queued", again, err)
+	}
+	// Nobody is admitted before the draw, however many slots are free.
+	tk := tick(100)
+	tk.AwaitDraw = true
+	if r := testenv.Tick(t, s, q, tk); r.Admitted != 0 {
+		t.Fatalf("tick before the draw = %+v, want nobody admitted", r)
+	}
+	st, _ := s.Stats(ctx, q)
+	if st.PreQueue != 4 || st.Waiting != 0 || st.Drawn {
+		t.Fatalf("Stats before the draw = %+v, want 4 pre-queued, none waiting, not drawn", st)
+	}
+	pre, drawn, err := s.PreQueue(ctx, q)
+	if err != nil || drawn || len(pre) != 4 || pre[0].User != "u1" {
+		t.Fatalf("PreQueue = %+v, %v, %v", pre, drawn, err)
+	}
+
+	// The draw places them in the order given, ahead of every later join.
+	n, ok, err := s.Draw(ctx, q, []uint64{3, 1, 4, 2})
+	if err != nil || !ok || n != 4 {
+		t.Fatalf("Draw = %d, %v, %v; want 4 placed", n, ok, err)
+	}
+	applyKind(t, s, q, 4, waitqueue.PreQueue, 5) // after the opening: FIFO
+	applyKind(t, s, q, 5, waitqueue.InLine, 6)
+	if got := line(t, s, q, 1, 2, 3, 4, 5, 6); fmt.Sprint(got) != "[3 1 4 2 5 6]" {
+		t.Fatalf("line after the draw = %v, want [3 1 4 2 5 6]", got)
+	}
+	// It happens once.
+	if _, ok, err := s.Draw(ctx, q, []uint64{1, 2, 3, 4}); ok || err != nil {
+		t.Fatalf("second Draw = %v, %v; want refused", ok, err)
+	}
+	if got := line(t, s, q, 1, 2, 3, 4, 5, 6); fmt.Sprint(got) != "[3 1 4 2 5 6]" {
+		t.Fatalf("line after a second draw = %v, want it unchanged", got)
+	}
+	// The ticks admit in the drawn order.
+	tk.TargetActive = 2
+	r := testenv.Tick(t, s, q, tk)
+	if r.Admitted != 2 {
+		t.Fatalf("tick after the draw = %+v, want 2 admitted", r)
+	}
+	for _, seq := range []uint64{3, 1} {
+		if e, _ := s.Poll(ctx, q, seq); e.Status != waitqueue.Admitted {
+			t.Fatalf("entry %d = %s, want admitted first (drawn first)", seq, e.Status)
+		}
+	}
+}
+
+func TestTheDrawPlacesAPreQueuedShopperItWasNotGivenAfterTheDrawn(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	applyKind(t, s, q, 0, waitqueue.PreQueue, 1, 2, 3)
+	// 2 left before the draw; 3 joined as the list was read (not in it).
+	if _, err := s.ApplyEntries(ctx, q, epoch, 3, []waitqueue.EntryEvent{{StreamSeq: 4, Leave: true, Entry: 2, User: "u2"}}); err != nil {
+		t.Fatal(err)
+	}
+	n, ok, err := s.Draw(ctx, q, []uint64{2, 1})
+	if err != nil || !ok || n != 2 {
+		t.Fatalf("Draw = %d, %v, %v; want 2 placed (1, then 3 not in the list)", n, ok, err)
+	}
+	if got := line(t, s, q, 1, 2, 3); fmt.Sprint(got) != "[1 3]" {
+		t.Fatalf("line = %v, want [1 3]", got)
+	}
+	if e, _ := s.Poll(ctx, q, 2); e.Status != waitqueue.Left {
+		t.Fatalf("entry 2 = %s, want left (a draw does not bring anyone back)", e.Status)
+	}
+	st, _ := s.Stats(ctx, q)
+	if st.PreQueue != 0 || !st.Drawn || st.Waiting != 2 {
+		t.Fatalf("Stats = %+v, want the pre-queue empty, drawn, 2 waiting", st)
+	}
+}
+
+func TestAnAllowedJoinPassesTheLineIntoTheNextFreeSlot(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	joinAll(t, s, q, users(3)...)
+	applyKind(t, s, q, 3, waitqueue.Priority, 4, 5)
+	if got := line(t, s, q, 1, 2, 3, 4, 5); fmt.Sprint(got) != "[4 5 1 2 3]" {
+		t.Fatalf("line = %v, want the allowed (4, 5) first, in join order", got)
+	}
+	// Counted against targetActive like anyone: one slot, one admission.
+	r := testenv.Tick(t, s, q, tick(1))
+	if r.Admitted != 1 {
+		t.Fatalf("tick = %+v, want 1", r)
+	}
+	if e, _ := s.Poll(ctx, q, 4); e.Status != waitqueue.Admitted {
+		t.Fatalf("entry 4 = %s, want admitted", e.Status)
+	}
+}
+
+func TestAdmitNowNeedsARecentTickThatWasNotBehind(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	joinAll(t, s, q, "u1")
+	ttl, tl := 300*time.Second, 20*time.Millisecond
+	if got, err := s.AdmitNow(ctx, q, epoch, 5, ttl, tl, false); err != nil || len(got) != 0 {
+		t.Fatalf("AdmitNow before any tick = %v, %v; want nobody (the guards only a tick runs)", got, err)
+	}
+	tk := tick(5)
+	tk.Paused = true // a tick that admits nobody but records that the line is current
+	testenv.Tick(t, s, q, tk)
+	got, err := s.AdmitNow(ctx, q, epoch, 5, ttl, tl, false)
+	if err != nil || fmt.Sprint(got) != "[1]" {
+		t.Fatalf("AdmitNow = %v, %v; want [1]", got, err)
+	}
+	e, _ := s.Poll(ctx, q, 1)
+	if e.Status != waitqueue.Admitted || e.TokenID == "" {
+		t.Fatalf("entry 1 = %+v, want admitted with a token id", e)
+	}
+	// Capped by targetActive: a second joiner with the one slot taken waits.
+	applyKind(t, s, q, 1, waitqueue.InLine, 2)
+	if got, _ := s.AdmitNow(ctx, q, epoch, 1, ttl, tl, false); len(got) != 0 {
+		t.Fatalf("AdmitNow with no slot free = %v, want nobody", got)
+	}
+	// Passthrough (target 0): no cap.
+	applyKind(t, s, q, 2, waitqueue.InLine, 3)
+	if got, _ := s.AdmitNow(ctx, q, epoch, 0, ttl, tl, false); fmt.Sprint(got) != "[2 3]" {
+		t.Fatalf("AdmitNow passthrough = %v, want [2 3]", got)
+	}
+	// A line whose last tick is old (the admitter is down) admits nobody.
+	applyKind(t, s, q, 3, waitqueue.InLine, 4)
+	time.Sleep(3 * tl)
+	if got, _ := s.AdmitNow(ctx, q, epoch, 0, ttl, tl, false); len(got) != 0 {
+		t.Fatalf("AdmitNow after two ticks with none = %v, want nobody", got)
+	}
+}
+
+func TestAnInviteIsTakenOnce(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	if err := s.AddInvites(ctx, q, []string{"a", "b"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.UseInvite(ctx, q, "a"); !ok || err != nil {
+		t.Fatalf("first use = %v, %v; want taken", ok, err)
+	}
+	if ok, _ := s.UseInvite(ctx, q, "a"); ok {
+		t.Fatal("second use of one code taken")
+	}
+	if ok, _ := s.UseInvite(ctx, q, "zzz"); ok {
+		t.Fatal("an unknown code taken")
+	}
+	if err := s.ReturnInvite(ctx, q, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := s.UseInvite(ctx, q, "a"); !ok {
+		t.Fatal("a returned code not usable again")
+	}
+}
