@@ -26,11 +26,11 @@ type Status string
 const (
 	PreQueue Status = "PRE_QUEUE" // joined before a scheduled drop opened: the lottery gives the place
 	Waiting  Status = "WAITING"   // in line (or admitted, READY at ReadyAt)
-	Ready   Status = "READY"   // admitted: the token orders
-	Expired Status = "EXPIRED" // the token ran out unused
-	Used    Status = "USED"    // the token became an order
-	Left    Status = "LEFT"    // the shopper left
-	Closed  Status = "CLOSED"  // the queue closed (Reason says why)
+	Ready    Status = "READY"     // admitted: the token orders
+	Expired  Status = "EXPIRED"   // the token ran out unused
+	Used     Status = "USED"      // the token became an order
+	Left     Status = "LEFT"      // the shopper left
+	Closed   Status = "CLOSED"    // the queue closed (Reason says why)
 )
 
 // View is one shopper's turn at one moment.

@@ -3,8 +3,8 @@ package waitqueue_test
 import (
 	"context"
 	"errors"
-	"reflect"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 

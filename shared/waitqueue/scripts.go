@@ -296,7 +296,7 @@ return {st or 'unknown', live, rank or -1, redis.call('ZCARD', W)}
 // lookupScript finds the current entry of a user, if any, and how many
 // units the user bought in the queue.
 // KEYS: the user's pointer, the user's bought count. ARGV: prefix.
-// Returns {seq or '', status or '', bought}.
+// Returns {seq or the empty string, status or the empty string, bought}.
 var lookupScript = redis.NewScript(`
 local bought = tonumber(redis.call('GET', KEYS[2]) or '0')
 local cur = redis.call('GET', KEYS[1])
