@@ -34,6 +34,7 @@ type consumer struct {
 	ackWait time.Duration
 	sem     chan struct{}
 	wg      sync.WaitGroup
+	feed    *windowFeed // nil: no adaptive admission figures
 	crash   func(error) // a test hook fired: stop everything now
 }
 
@@ -107,8 +108,10 @@ func (c *consumer) handle(ctx context.Context, m delivery) {
 		}
 	}()
 	start := time.Now()
-	err := c.w.process(ctx, req, redelivered, stored)
+	actx, att := withAttempt(ctx)
+	err := c.w.process(actx, req, redelivered, stored)
 	close(done)
+	c.feed.observe(req.Queue, req.RequestedAt, c.w.now(), att, err)
 	log := c.log.With("order", req.OrderID, "queue", req.Queue)
 	var later retryLater
 	var hook hookError

@@ -375,6 +375,7 @@ func (w *worker) later(o orders.Order) (orders.Order, error) {
 // idempotent, so a redelivery after a crash anywhere here repeats them
 // harmlessly.
 func (w *worker) finish(ctx context.Context, o orders.Order, seq uint64) error {
+	noteFinal(ctx, o)
 	if err := w.putRecord(ctx, o); err != nil {
 		return err
 	}

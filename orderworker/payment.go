@@ -95,6 +95,7 @@ func (p *payments) Charge(ctx context.Context, o orders.Order) (string, error) {
 			start := time.Now()
 			id, err := p.try(ctx, o)
 			p.timed(callOutcome(err), time.Since(start))
+			notePaymentCall(ctx, callOutcome(err))
 			return id, err
 		})
 		switch {

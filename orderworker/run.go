@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"usher/shared/adaptive"
 	"usher/shared/bus"
 	"usher/shared/config"
 	"usher/shared/event"
@@ -32,7 +33,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	// The pool stays at the seed's 40, but only a few order statements run
 	// at once: on a hot SKU more would only queue on the stock row's lock
 	// while holding a connection (orders.Options.MaxWriters).
-	db, err := orders.Open(s.databaseURL, orders.Options{MaxConns: int32(s.dbPool), MaxWriters: s.dbWriters, Hold: m.observeHold})
+	db, err := orders.Open(s.databaseURL, orders.Options{MaxConns: int32(s.dbPool), MaxWriters: s.dbWriters, Hold: m.observeHold, HoldOf: noteHold})
 	if err != nil {
 		return err
 	}
@@ -79,10 +80,13 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	defer stopWork()
 	c := &consumer{log: d.Log, w: w, ackWait: s.ackWait, sem: make(chan struct{}, s.concurrency),
 		crash: func(err error) { stopWork(); crash(err) }}
+	// What each order cost, for queues whose admission is adaptive.
+	c.feed = newWindowFeed(adaptive.NewStore(d.Redis), d.Queues, d.Log)
 
 	g, gctx := errgroup.WithContext(ctx)
 	d.Go(gctx, g)
 	g.Go(func() error { return c.Run(gctx, workCtx, cons) })
+	g.Go(func() error { return c.feed.Run(gctx) })
 	g.Go(func() error { return opshttp.Serve(gctx, ln, mux, s.Shutdown) })
 	g.Go(func() error {
 		<-gctx.Done()
