@@ -11,6 +11,7 @@ import (
 type settings struct {
 	service.Settings
 	addr           string
+	adminAddr      string // the admin API's own listener; empty: the public one
 	databaseURL    string
 	redisPipelines int
 	adminToken     string
@@ -32,9 +33,10 @@ func loadSettings(env *config.Env) (settings, error) {
 	s := settings{
 		Settings:       service.Load(env, 32),
 		addr:           env.String("USHER_GATEWAY_ADDR", "127.0.0.1:8080"),
+		adminAddr:      env.String("USHER_ADMIN_ADDR", ""),
 		redisPipelines: env.Int("USHER_REDIS_PIPELINES", 4, 1),
 		databaseURL:    env.String("USHER_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/usher?sslmode=disable"),
-		adminToken:     env.String("USHER_ADMIN_TOKEN", "dev-admin-token"),
+		adminToken:     env.String("USHER_ADMIN_TOKEN", devAdminToken),
 		signingKeyFile: env.String("USHER_SIGNING_KEY_FILE", filepath.Join(data, "signing.key")),
 		verifyKeyFiles: env.List("USHER_VERIFY_KEY_FILES", ""),
 		ticketSecret:   env.String("USHER_TICKET_SECRET_FILE", filepath.Join(data, "ticket.secret")),
@@ -45,5 +47,6 @@ func loadSettings(env *config.Env) (settings, error) {
 		protect:        loadProtectSettings(env),
 		orderHold:      env.Duration("USHER_ORDER_HOLD", 6*time.Minute+30*time.Second),
 	}
+	env.Check(s.unsafe()) // refused where others can connect: see safedefaults.go
 	return s, env.Err()
 }

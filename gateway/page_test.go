@@ -97,12 +97,14 @@ func TestWaitingRoomInABrowser(t *testing.T) {
 	if h.api.tickets, err = ticket.LoadOrCreateSigner(filepath.Join(dir, "ticket.secret")); err != nil {
 		t.Fatal(err)
 	}
+	base := h.serve() // before FreePort: the kernel could hand out its port again
 	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := &notifierProc{t: t, bin: buildNotifier(t), env: append(os.Environ(),
 		"USHER_NOTIFIER_ADDR=127.0.0.1:"+fmt.Sprint(port),
+		"USHER_GATEWAY_PUBLIC_URL="+base, // the page's origin: the notifier lets it open streams
 		"USHER_NATS_URL="+h.js.Conn().ConnectedUrl(),
 		"USHER_REDIS_URL="+testenv.RedisURL(t),
 		"USHER_DATA_DIR="+dir,
@@ -111,7 +113,6 @@ func TestWaitingRoomInABrowser(t *testing.T) {
 	)}
 	n.start()
 	h.api.notifierURL = fmt.Sprintf("http://127.0.0.1:%d", port)
-	base := h.serve()
 	h.join("first")
 	h.join("second")
 

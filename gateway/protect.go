@@ -32,6 +32,7 @@ func loadProtectSettings(env *config.Env) protectSettings {
 	ips, err := parseClientIPs(env.List("USHER_TRUSTED_PROXIES", ""), env.String("USHER_CLIENT_IP_HEADER", ""))
 	env.Check(err)
 	p.ips = ips
+	p.users.proxies = ips // X-User-Id is believed from these only
 	p.http = httpLimits{
 		body:   env.Int("USHER_HTTP_BODY_LIMIT", defaultHTTPLimits.body, 1024),
 		header: env.Int("USHER_HTTP_HEADER_LIMIT", defaultHTTPLimits.header, 1024),

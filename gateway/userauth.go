@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -17,7 +18,9 @@ import (
 
 // Who a shopper is. usher has no accounts: the shop says who its user is,
 // either by a header its own edge sets (USHER_USER_AUTH=header, the
-// default: X-User-Id, trusted because nothing else can reach the gateway),
+// default: X-User-Id, believed only from the proxies in
+// USHER_TRUSTED_PROXIES when there are any, and a gateway listening beyond
+// loopback refuses to start without them — see safedefaults.go),
 // or by the shop's own signed user JWT, which the gateway verifies itself:
 // jwt-hs256 with a shared secret, or jwt-jwks with the shop's public keys
 // (RS256, ES256 or EdDSA) fetched from its JWKS URL. The user id is the
@@ -54,10 +57,22 @@ func (a *api) user(c *fiber.Ctx) (string, error) {
 	return a.users.identify(c)
 }
 
-// headerAuth trusts X-User-Id.
-type headerAuth struct{}
+// headerAuth trusts X-User-Id: from any peer when no proxy is trusted (a
+// gateway on loopback, behind a proxy on the same host), else only from a
+// trusted proxy, so a client that reaches the gateway around the shop's
+// proxy names nobody.
+type headerAuth struct {
+	proxies clientIPs
+}
 
-func (headerAuth) identify(c *fiber.Ctx) (string, error) {
+func (h headerAuth) identify(c *fiber.Ctx) (string, error) {
+	if len(h.proxies.trusted) > 0 {
+		peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
+		if !h.proxies.isTrusted(peer.Unmap()) {
+			return "", problem.New(fiber.StatusUnauthorized, "untrusted-user-header",
+				"X-User-Id is believed only from the shop's proxy; this request did not come through it")
+		}
+	}
 	id := c.Get(headerUserID)
 	if !validUser(id) {
 		return "", problem.New(fiber.StatusBadRequest, "invalid-user",
@@ -135,6 +150,7 @@ type userAuthSettings struct {
 	audience     string
 	jwksRefresh  time.Duration
 	secretLoader func(string) ([]byte, error)
+	proxies      clientIPs // USHER_TRUSTED_PROXIES: who may set X-User-Id (mode header)
 }
 
 // User authentication modes.
@@ -182,5 +198,5 @@ func newUserAuth(s userAuthSettings, now func() time.Time, log *slog.Logger) (au
 		keys := newJWKSKeys(s.jwksURL, s.jwksRefresh, now, log)
 		return newJWTAuth(jwksMethods, keys.key, s.issuer, s.audience, now), keys.Run, nil
 	}
-	return headerAuth{}, nil, nil
+	return headerAuth{proxies: s.proxies}, nil, nil
 }

@@ -38,7 +38,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		signingKeyFile: env.String("USHER_SIGNING_KEY_FILE", filepath.Join(data, "signing.key")),
 		verifyKeyFiles: env.List("USHER_VERIFY_KEY_FILES", ""),
 		ticketSecret:   env.String("USHER_TICKET_SECRET_FILE", filepath.Join(data, "ticket.secret")),
-		corsOrigins:    env.List("USHER_NOTIFIER_CORS_ORIGINS", "*"),
+		corsOrigins:    loadCORSOrigins(env),
 		timing: timing{
 			positions:    env.Duration("USHER_NOTIFIER_POSITION_INTERVAL", time.Second),
 			heartbeat:    env.Duration("USHER_NOTIFIER_HEARTBEAT", 15*time.Second),
@@ -47,5 +47,6 @@ func loadSettings(env *config.Env) (settings, error) {
 			resyncEvery:  env.Int("USHER_NOTIFIER_RESYNC_TICKS", 30, 1),
 		},
 	}
+	env.Check(unsafeCORS(s.addr, s.corsOrigins)) // refused where others can connect: see cors.go
 	return s, env.Err()
 }

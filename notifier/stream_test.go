@@ -25,7 +25,7 @@ import (
 // proxy need, and starts with a retry hint and the current state.
 func TestStreamFramingFollowsTheSpec(t *testing.T) {
 	w := newWorld(t)
-	n := w.start("USHER_NOTIFIER_HEARTBEAT", "50ms")
+	n := w.start("USHER_NOTIFIER_HEARTBEAT", "50ms", "USHER_NOTIFIER_CORS_ORIGINS", "*") // any origin: fine on loopback
 	w.join(1, "alice")
 	tk := w.join(2, "bob")
 	req, _ := http.NewRequest("GET", n.url(w.queue, tk), nil)
