@@ -2,14 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -409,15 +405,28 @@ const drawGrace = time.Second
 // lottery order (package lottery) from the committed seed, placed in one
 // atomic step, then the seed revealed in the catalog and on USHER_OPS. It
 // waits until the line has applied every join the stream holds for the
-// queue, so nobody pre-queued is left out. Drawing is idempotent: a second
-// admitter, or a line rebuilt after a loss, draws the same order again.
+// queue, so nobody pre-queued is left out. A second admitter finds it
+// drawn; a draw the catalog does not show yet (a crash between the two) is
+// revealed at the next tick; a line rebuilt after a loss draws the same
+// order again.
 func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 	if cfg.Lottery == nil || cfg.OpensAt == nil || a.now().Before(cfg.OpensAt.Add(drawGrace)) {
 		return nil
 	}
 	entries, drawn, err := a.line.PreQueue(ctx, cfg.Name)
-	if err != nil || drawn {
+	if err != nil {
 		return err
+	}
+	if drawn {
+		if cfg.Lottery.Drawn {
+			return nil
+		}
+		d, err := a.line.Drawing(ctx, cfg.Name)
+		if err != nil {
+			return err
+		}
+		a.revealDraw(ctx, cfg.Name, d)
+		return nil
 	}
 	head, err := a.streams.EntriesHead(ctx, cfg.Name)
 	if err != nil {
@@ -438,27 +447,38 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 	for i, e := range entries {
 		list[i] = lottery.Entry{Seq: e.Seq, User: e.User}
 	}
-	order := lottery.Order(seed, list)
+	sorted := lottery.Sorted(seed, list)
+	order := make([]uint64, len(sorted))
+	for i, e := range sorted {
+		order[i] = e.Seq
+	}
 	start := time.Now()
-	n, mine, err := a.line.Draw(ctx, cfg.Name, order)
-	if err != nil || !mine {
+	n, err := a.line.Draw(ctx, cfg.Name, a.epoch(), order, lottery.Digest(sorted))
+	switch {
+	case errors.Is(err, waitqueue.ErrDrawn), errors.Is(err, waitqueue.ErrDrawChanged):
+		return nil // another admitter drew, or someone joined or left: next tick
+	case err != nil:
 		return err
 	}
 	a.log.Info("pre-queue drawn", "queue", cfg.Name, "entries", n, "took", time.Since(start).String())
-	a.revealDraw(ctx, cfg.Name, n, order)
+	d, err := a.line.Drawing(ctx, cfg.Name)
+	if err != nil {
+		return err
+	}
+	a.revealDraw(ctx, cfg.Name, d)
 	return nil
 }
 
 // revealDraw marks the catalog's lottery drawn (which reveals the seed in
 // the public view) and records the draw on USHER_OPS.
-func (a *admitter) revealDraw(ctx context.Context, q string, n int, order []uint64) {
+func (a *admitter) revealDraw(ctx context.Context, q string, d waitqueue.Drawing) {
 	at := a.now().UTC()
 	prev, now, err := a.queues.Update(ctx, q, func(c *catalog.Config) bool {
 		if c.Lottery == nil || c.Lottery.Drawn {
 			return false
 		}
 		l := *c.Lottery
-		l.Drawn, l.DrawnAt, l.Entries = true, &at, n
+		l.Drawn, l.DrawnAt, l.Entries = true, &at, d.Entries
 		c.Lottery = &l
 		return true
 	})
@@ -468,18 +488,13 @@ func (a *admitter) revealDraw(ctx context.Context, q string, n int, order []uint
 		}
 		return
 	}
-	var digest strings.Builder
-	for _, seq := range order {
-		digest.WriteString(strconv.FormatUint(seq, 10))
-		digest.WriteByte('\n')
-	}
-	sum := sha256.Sum256([]byte(digest.String()))
-	body, err := event.Marshal("lottery/"+q+"/"+now.Lottery.Commitment, event.TypeLotteryDrawn, q, at, event.LotteryDrawn{
+	msgID := "lottery/" + q + "/" + now.Lottery.Commitment
+	body, err := event.Marshal(msgID, event.TypeLotteryDrawn, q, at, event.LotteryDrawn{
 		Queue: q, Seed: now.Lottery.Seed, Commitment: now.Lottery.Commitment, OpensAt: now.OpensAt.UTC(),
-		Entries: n, OrderDigest: hex.EncodeToString(sum[:]),
+		Entries: d.Entries, EntriesCursor: d.Cursor, OrderDigest: d.Digest,
 	})
 	if err == nil {
-		_, err = a.js.Publish(ctx, event.LotteryDrawnSubject, body, jetstream.WithMsgID("lottery/"+q+"/"+now.Lottery.Commitment))
+		_, err = a.js.Publish(ctx, event.LotteryDrawnSubject, body, jetstream.WithMsgID(msgID))
 	}
 	if err != nil {
 		a.log.Error("draw not recorded on the ops stream", "queue", q, "err", err)

@@ -232,16 +232,19 @@ const LotteryDrawnSubject = "usher.ops.lottery_drawn"
 
 // LotteryDrawn records the draw of a scheduled drop's pre-queue: the
 // revealed seed (lowercase hex) and its commitment, published before the
-// drop opened, so anyone can recompute the order from USHER_ENTRIES (the
-// joins marked preQueue) — see package lottery. OrderDigest is SHA-256 (hex)
-// of the drawn sequences, decimal, one per line, in order.
+// drop opened, so anyone can recompute the order (see package lottery).
+// The pre-queue drawn is every live join marked preQueue in USHER_ENTRIES
+// up to stream sequence EntriesCursor, none after; OrderDigest is SHA-256
+// (lowercase hex) of their user ids in lottery order, each followed by a
+// newline.
 type LotteryDrawn struct {
-	Queue       string    `json:"queue"`
-	Seed        string    `json:"seed"`
-	Commitment  string    `json:"commitment"`
-	OpensAt     time.Time `json:"opensAt"`
-	Entries     int       `json:"entries"`
-	OrderDigest string    `json:"orderDigest"`
+	Queue         string    `json:"queue"`
+	Seed          string    `json:"seed"`
+	Commitment    string    `json:"commitment"`
+	OpensAt       time.Time `json:"opensAt"`
+	Entries       int       `json:"entries"`
+	EntriesCursor uint64    `json:"entriesCursor"`
+	OrderDigest   string    `json:"orderDigest"`
 }
 
 // ConfigChanged records who changed a queue's configuration, and how.

@@ -72,23 +72,45 @@ type Entry struct {
 // Order returns the sequences of entries in lottery order. Two entries of
 // one user (which the line never holds) keep their join order.
 func Order(seed []byte, entries []Entry) []uint64 {
+	sorted := Sorted(seed, entries)
+	out := make([]uint64, len(sorted))
+	for i, e := range sorted {
+		out[i] = e.Seq
+	}
+	return out
+}
+
+// Digest is SHA-256 (lowercase hex) of the user ids of entries in the
+// order given, each followed by a newline: what "sha256sum" prints for the
+// list anyone recomputes (see the README).
+func Digest(entries []Entry) string {
+	h := sha256.New()
+	for _, e := range entries {
+		h.Write([]byte(e.User))
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Sorted returns entries in lottery order.
+func Sorted(seed []byte, entries []Entry) []Entry {
 	type drawn struct {
 		ticket []byte
-		seq    uint64
+		e      Entry
 	}
 	d := make([]drawn, len(entries))
 	for i, e := range entries {
-		d[i] = drawn{Ticket(seed, e.User), e.Seq}
+		d[i] = drawn{Ticket(seed, e.User), e}
 	}
-	sort.SliceStable(d, func(i, j int) bool {
+	sort.Slice(d, func(i, j int) bool {
 		if c := bytes.Compare(d[i].ticket, d[j].ticket); c != 0 {
 			return c < 0
 		}
-		return d[i].seq < d[j].seq
+		return d[i].e.Seq < d[j].e.Seq
 	})
-	out := make([]uint64, len(d))
+	out := make([]Entry, len(d))
 	for i, x := range d {
-		out[i] = x.seq
+		out[i] = x.e
 	}
 	return out
 }

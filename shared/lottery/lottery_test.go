@@ -65,3 +65,14 @@ func TestRevealChecksTheCommitment(t *testing.T) {
 		t.Fatal("Reveal(not hex) accepted")
 	}
 }
+
+// The digest is what sha256sum prints for the ordered user ids, one per
+// line.
+func TestDigestIsSha256sumOfTheOrderedUsers(t *testing.T) {
+	entries := []lottery.Entry{{Seq: 1, User: "alice"}, {Seq: 2, User: "bob"}}
+	// printf 'alice\nbob\n' | sha256sum
+	sum := sha256.Sum256([]byte("alice\nbob\n"))
+	if got := lottery.Digest(entries); got != hex.EncodeToString(sum[:]) {
+		t.Fatalf("Digest = %s, want %x", got, sum)
+	}
+}

@@ -2,6 +2,7 @@ package waitqueue_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -71,9 +72,18 @@ func TestThePreQueueHasNoPlaceUntilTheDrawGivesOne(t *testing.T) {
 	}
 
 	// The draw places them in the order given, ahead of every later join.
-	n, ok, err := s.Draw(ctx, q, []uint64{3, 1, 4, 2})
-	if err != nil || !ok || n != 4 {
-		t.Fatalf("Draw = %d, %v, %v; want 4 placed", n, ok, err)
+	// A list that is not the pre-queue is refused: read it again.
+	for _, wrong := range [][]uint64{{3, 1, 4}, {3, 1, 4, 2, 7}, {3, 1, 4, 9}} {
+		if _, err := s.Draw(ctx, q, epoch, wrong, "d"); !errors.Is(err, waitqueue.ErrDrawChanged) {
+			t.Fatalf("Draw(%v) = %v, want ErrDrawChanged", wrong, err)
+		}
+	}
+	n, err := s.Draw(ctx, q, epoch, []uint64{3, 1, 4, 2}, "digest")
+	if err != nil || n != 4 {
+		t.Fatalf("Draw = %d, %v; want 4 placed", n, err)
+	}
+	if d, _ := s.Drawing(ctx, q); !d.Drawn || d.Entries != 4 || d.Cursor != 4 || d.Digest != "digest" {
+		t.Fatalf("Drawing = %+v, want 4 drawn at cursor 4 with the digest", d)
 	}
 	applyKind(t, s, q, 4, waitqueue.PreQueue, 5) // after the opening: FIFO
 	applyKind(t, s, q, 5, waitqueue.InLine, 6)
@@ -81,8 +91,8 @@ func TestThePreQueueHasNoPlaceUntilTheDrawGivesOne(t *testing.T) {
 		t.Fatalf("line after the draw = %v, want [3 1 4 2 5 6]", got)
 	}
 	// It happens once.
-	if _, ok, err := s.Draw(ctx, q, []uint64{1, 2, 3, 4}); ok || err != nil {
-		t.Fatalf("second Draw = %v, %v; want refused", ok, err)
+	if _, err := s.Draw(ctx, q, epoch, nil, "d"); !errors.Is(err, waitqueue.ErrDrawn) {
+		t.Fatalf("second Draw = %v; want ErrDrawn", err)
 	}
 	if got := line(t, s, q, 1, 2, 3, 4, 5, 6); fmt.Sprint(got) != "[3 1 4 2 5 6]" {
 		t.Fatalf("line after a second draw = %v, want it unchanged", got)
@@ -100,27 +110,40 @@ func TestThePreQueueHasNoPlaceUntilTheDrawGivesOne(t *testing.T) {
 	}
 }
 
-func TestTheDrawPlacesAPreQueuedShopperItWasNotGivenAfterTheDrawn(t *testing.T) {
+func TestTheDrawPlacesExactlyThePreQueueOfTheEntriesCursor(t *testing.T) {
 	s, q := newStore(t)
 	ctx := context.Background()
 	applyKind(t, s, q, 0, waitqueue.PreQueue, 1, 2, 3)
-	// 2 left before the draw; 3 joined as the list was read (not in it).
+	// 2 left before the draw.
 	if _, err := s.ApplyEntries(ctx, q, epoch, 3, []waitqueue.EntryEvent{{StreamSeq: 4, Leave: true, Entry: 2, User: "u2"}}); err != nil {
 		t.Fatal(err)
 	}
-	n, ok, err := s.Draw(ctx, q, []uint64{2, 1})
-	if err != nil || !ok || n != 2 {
-		t.Fatalf("Draw = %d, %v, %v; want 2 placed (1, then 3 not in the list)", n, ok, err)
+	// The gateway put 5 in the pre-queue ahead of the follower: the draw
+	// waits for the follower, so that the drawn pre-queue is the stream's
+	// up to the cursor.
+	if _, err := s.IngestAs(ctx, q, epoch, 5, "u5", 0, waitqueue.PreQueue); err != nil {
+		t.Fatal(err)
 	}
-	if got := line(t, s, q, 1, 2, 3); fmt.Sprint(got) != "[1 3]" {
-		t.Fatalf("line = %v, want [1 3]", got)
+	pre, _, _ := s.PreQueue(ctx, q)
+	if len(pre) != 3 || pre[0].Seq != 1 || pre[1].Seq != 3 || pre[2].Seq != 5 {
+		t.Fatalf("PreQueue = %+v, want 1, 3, 5 in join order", pre)
+	}
+	if _, err := s.Draw(ctx, q, epoch, []uint64{5, 3, 1}, "d"); !errors.Is(err, waitqueue.ErrDrawChanged) {
+		t.Fatalf("Draw ahead of the follower = %v, want ErrDrawChanged", err)
+	}
+	applyKind(t, s, q, 4, waitqueue.PreQueue, 5)
+	if n, err := s.Draw(ctx, q, epoch, []uint64{5, 3, 1}, "d"); err != nil || n != 3 {
+		t.Fatalf("Draw = %d, %v; want 3", n, err)
+	}
+	if got := line(t, s, q, 1, 3, 5); fmt.Sprint(got) != "[5 3 1]" {
+		t.Fatalf("line = %v, want [5 3 1]", got)
 	}
 	if e, _ := s.Poll(ctx, q, 2); e.Status != waitqueue.Left {
 		t.Fatalf("entry 2 = %s, want left (a draw does not bring anyone back)", e.Status)
 	}
 	st, _ := s.Stats(ctx, q)
-	if st.PreQueue != 0 || !st.Drawn || st.Waiting != 2 {
-		t.Fatalf("Stats = %+v, want the pre-queue empty, drawn, 2 waiting", st)
+	if st.PreQueue != 0 || !st.Drawn || st.Waiting != 3 {
+		t.Fatalf("Stats = %+v, want the pre-queue empty, drawn, 3 waiting", st)
 	}
 }
 

@@ -75,7 +75,7 @@ local function join(seq, user, prev, kind)
   end
   if kind == 'p' and not redis.call('HGET', ST, 'drawn') then
     redis.call('HSET', e, 'status', 'pre', 'user', user)
-    redis.call('ZADD', P .. 'pre', 'NX', 0, seq)
+    redis.call('ZADD', P .. 'pre', 'NX', seq, seq)
   else
     local score = tonumber(seq)
     if kind == 'a' then score = score - 4503599627370496 end -- 2^52: ahead of every place
@@ -617,34 +617,34 @@ return 1
 
 // drawScript places the pre-queue by the lottery, all at once: a crash
 // leaves either no draw or all of it.
-// ARGV from 3: the pre-queued sequences in lottery order.
-// Invariant: the pre-queued get places 1..n in the order given, ahead of
-// every join made after the drop opened (scores below 1, where a FIFO
-// place's score is its sequence); anyone pre-queued but not in the list
-// (joined as the list was read) follows in join order; the draw happens
-// once.
-// Returns the number placed, or -1 when the queue was drawn already.
+// ARGV from 3: epoch (the entries stream's identity), the order's digest
+// (kept for the reveal), then the pre-queued sequences in lottery order.
+// Invariants: the draw happens once; it places exactly the pre-queue of
+// the entries cursor — every pre-queue join the follower applied, nothing
+// the gateway put in ahead of it — so that anyone can recompute it from
+// the stream up to that cursor: a list that is not exactly the pre-queue
+// (someone joined or left since it was read) is refused and read again.
+// The drawn get places 1..n in the order given, ahead of every join made
+// after the drop opened (scores below 1, where a FIFO place's score is its
+// sequence).
+// Returns the number placed, -1 when the queue was drawn already, -2 when
+// the list is not the pre-queue of the cursor (read it again).
 var drawScript = redis.NewScript(luaLib + `
 if redis.call('HGET', ST, 'drawn') then return -1 end
-local pre, n, placed = P .. 'pre', #ARGV - 2, 0
-for i = 3, #ARGV do
-  local seq = ARGV[i]
-  local e = P .. 'e:' .. seq
-  if redis.call('HGET', e, 'status') == 'pre' then
-    redis.call('HSET', e, 'status', 'waiting')
-    redis.call('ZADD', W, (i - 2) / (n + 1), seq)
-    placed = placed + 1
-  end
-  redis.call('ZREM', pre, seq)
+local pre, n = P .. 'pre', #ARGV - 4
+local cursor = cursorAt('entries', ARGV[3])
+if redis.call('ZCARD', pre) ~= n then return -2 end
+if #redis.call('ZRANGEBYSCORE', pre, '(' .. cursor, '+inf', 'LIMIT', 0, 1) > 0 then return -2 end
+for i = 5, #ARGV do
+  if not redis.call('ZSCORE', pre, ARGV[i]) then return -2 end
 end
-for _, seq in ipairs(redis.call('ZRANGE', pre, 0, -1)) do
-  redis.call('HSET', P .. 'e:' .. seq, 'status', 'waiting')
-  redis.call('ZADD', W, tonumber(seq), seq)
-  redis.call('ZREM', pre, seq)
-  placed = placed + 1
+for i = 5, #ARGV do
+  redis.call('HSET', P .. 'e:' .. ARGV[i], 'status', 'waiting')
+  redis.call('ZADD', W, (i - 4) / (n + 1), ARGV[i])
 end
-redis.call('HSET', ST, 'drawn', placed)
-return placed
+redis.call('ZREMRANGEBYSCORE', pre, '-inf', '+inf')
+redis.call('HSET', ST, 'drawn', n, 'drawCursor', cursor, 'drawDigest', ARGV[4])
+return n
 `)
 
 // admitNowScript admits the head of the line at once, outside the ticks: a

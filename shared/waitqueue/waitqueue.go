@@ -653,23 +653,57 @@ func (s *Store) ClosedSince(ctx context.Context, q string, closed bool) (time.Ti
 	return time.UnixMilli(ms), nil
 }
 
+// The draw's refusals.
+var (
+	// ErrDrawn: the queue's pre-queue was drawn already.
+	ErrDrawn = errors.New("the pre-queue was drawn already")
+	// ErrDrawChanged: the list given is not the pre-queue of the entries
+	// cursor (someone joined or left since it was read): read it again.
+	ErrDrawChanged = errors.New("the pre-queue changed since it was read")
+)
+
 // Draw places the pre-queue of q in the order given (the lottery's), all in
-// one step; see drawScript. It returns how many were placed, and false when
-// the queue was drawn already.
-func (s *Store) Draw(ctx context.Context, q string, order []uint64) (int, bool, error) {
+// one step, and keeps digest (the order's, see lottery.Digest) for the
+// reveal; see drawScript. It returns how many were placed.
+func (s *Store) Draw(ctx context.Context, q, epoch string, order []uint64, digest string) (int, error) {
 	k := keyspace.Of(q)
-	args := s.args(k)
+	args := s.args(k, epoch, digest)
 	for _, seq := range order {
 		args = append(args, seq)
 	}
 	n, err := drawScript.Run(ctx, s.rdb, stdKeys(k), args...).Int()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("draw %s: %w", q, err)
+	case n == -1:
+		return 0, ErrDrawn
+	case n == -2:
+		return 0, ErrDrawChanged
+	}
+	return n, nil
+}
+
+// Drawing is what the line recorded of a drop's draw.
+type Drawing struct {
+	Drawn   bool
+	Entries int
+	// Cursor is the entries cursor the draw placed the pre-queue of:
+	// every pre-queue join up to it, none after.
+	Cursor uint64
+	Digest string
+}
+
+// Drawing reads what the line recorded of q's draw.
+func (s *Store) Drawing(ctx context.Context, q string) (Drawing, error) {
+	v, err := s.rdb.HMGet(ctx, keyspace.Of(q).Stats(), "drawn", "drawCursor", "drawDigest").Result()
 	if err != nil {
-		return 0, false, fmt.Errorf("draw %s: %w", q, err)
+		return Drawing{}, fmt.Errorf("drawing %s: %w", q, err)
 	}
-	if n < 0 {
-		return 0, false, nil
-	}
-	return n, true, nil
+	str := func(i int) string { s, _ := v[i].(string); return s }
+	d := Drawing{Drawn: v[0] != nil, Digest: str(2)}
+	d.Entries, _ = strconv.Atoi(str(0))
+	d.Cursor, _ = strconv.ParseUint(str(1), 10, 64)
+	return d, nil
 }
 
 // PreEntry is one shopper in a pre-queue.
