@@ -430,3 +430,24 @@ func FuzzProofHeader(f *testing.F) {
 		}
 	})
 }
+
+// The ops dashboard's snapshot carries each queue's current difficulty
+// (none while its challenge is off).
+func TestOpsSnapshotShowsDifficulty(t *testing.T) {
+	h, _ := powHarness(t, `{"mode": "log", "difficulty": "auto", "min": 11, "max": 20}`)
+	r := h.do("GET", "/v1/admin/ops", "", map[string]string{"Authorization": "Bearer secret-admin"})
+	var snap struct {
+		Queues []struct {
+			Name          string `json:"name"`
+			PowDifficulty *int   `json:"powDifficulty"`
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal(r.raw, &snap); err != nil {
+		t.Fatalf("GET /v1/admin/ops = %d %s", r.status, r.raw)
+	}
+	for _, q := range snap.Queues {
+		if q.Name == h.queue && (q.PowDifficulty == nil || *q.PowDifficulty != 11) {
+			t.Errorf("ops snapshot powDifficulty = %v, want 11 (auto's min on a calm queue)", q.PowDifficulty)
+		}
+	}
+}

@@ -71,6 +71,9 @@ type opsQueue struct {
 	// nobody is being admitted (no pace to measure).
 	EtaLastSeconds *float64                `json:"etaLastSeconds"`
 	Orders         map[orders.Status]int64 `json:"orders"`
+	// PowDifficulty is the queue's proof-of-work difficulty as this
+	// gateway sets it now (nil while its challenge is off).
+	PowDifficulty *int `json:"powDifficulty,omitempty"`
 }
 
 // opsSnapshot is one `queues` event: every queue at one instant.
@@ -121,6 +124,13 @@ func (a *api) opsQueueOf(ctx context.Context, cfg catalog.Config) (opsQueue, err
 		q.EtaLastSeconds = new(0.0)
 	case st.AdmitRatePerSec > 0:
 		q.EtaLastSeconds = new(float64(st.Waiting) / st.AdmitRatePerSec)
+	}
+	if cfg.Challenge.On() {
+		d, err := a.door.difficulty(ctx, cfg, a.now())
+		if err != nil {
+			return opsQueue{}, err
+		}
+		q.PowDifficulty = &d
 	}
 	if a.ops.outcomes != nil {
 		if q.Orders, err = a.ops.outcomes.Outcomes(ctx, cfg.Name); err != nil {

@@ -15,7 +15,7 @@ import (
 // embedded so the binary serves them with no build step and no files to
 // deploy.
 //
-//go:embed web/page.html web/page.css web/page.js
+//go:embed web/page.html web/page.css web/page.js web/pow.js
 var web embed.FS
 
 var pageTemplate = template.Must(template.ParseFS(web, "web/page.html"))
@@ -47,6 +47,7 @@ func (a *api) page(c *fiber.Ctx) error {
 var pageAssets = map[string]string{
 	"page.css": "text/css; charset=utf-8",
 	"page.js":  "text/javascript; charset=utf-8",
+	"pow.js":   "text/javascript; charset=utf-8", // the proof-of-work solver, for apps too
 }
 
 // asset serves the page's stylesheet and script: GET /q/static/{file}.

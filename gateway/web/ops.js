@@ -176,10 +176,23 @@
     ['PAID', 'FAILED', 'REJECTED'].forEach(function (s) { if (o[s]) { parts.push(fmt(o[s]) + ' ' + s.toLowerCase()); } });
     field(el, 'orders', parts.length ? parts.join(' · ') : 'none yet');
     field(el, 'stock', stockText(q.stock));
+    field(el, 'pow', powText(q));
     el.querySelectorAll('[data-action]').forEach(function (b) { b.disabled = b.dataset.action === q.state; });
     spark(el, 'waiting', h, [['v', 'waiting']]);
     spark(el, 'active', h, [['v', 'active'], ['t', 'target']]);
     spark(el, 'rate', h, [['v', 'rate']]);
+  }
+
+  // powText is the queue's proof of work at the door: off, or the bits a
+  // join costs now (auto: within its bounds), and whether it is enforced.
+  function powText(q) {
+    var ch = q.challenge || {};
+    if (!ch.mode || ch.mode === 'off' || q.powDifficulty == null) { return 'off'; }
+    var s = q.powDifficulty + ' bits';
+    if (ch.difficulty === 'auto') { s += ' (auto, ' + ch.min + '–' + ch.max + ')'; }
+    s += ch.mode === 'log' ? ' · log only: nothing refused' : ' · enforced';
+    if (ch.suspects === 'shadow') { s += ' · shadow line for suspects'; }
+    return s;
   }
 
   // stockText is a stock-aware queue's stock: its state, then each SKU's

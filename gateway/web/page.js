@@ -46,7 +46,7 @@
   }
 
   function show(section) {
-    for (const id of ['waiting', 'ready', 'ended']) $(id).hidden = id !== section;
+    for (const id of ['solving', 'waiting', 'ready', 'ended']) $(id).hidden = id !== section;
   }
 
   function fail(msg) {
@@ -149,8 +149,49 @@
     return { status: res.status, ok: res.ok, data };
   }
 
+  // challenge asks for a proof-of-work challenge; null when the gateway
+  // has none to give (the join then goes without a proof).
+  async function challenge() {
+    try {
+      const r = await call('GET', '/v1/queues/' + encodeURIComponent(queue) + '/challenge');
+      return r.ok && r.data && r.data.challenge ? r.data : null;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  // prove solves a challenge in a Web Worker (pow.js), showing progress,
+  // and returns the Usher-PoW header value.
+  async function prove(ch) {
+    if (!ch.difficulty) return window.UsherPoW.header(ch.challenge, '0');
+    root.dataset.status = 'SOLVING';
+    show('solving');
+    const paint = (frac) => {
+      const pct = Math.round(Math.min(Math.max(frac, 0), 1) * 100);
+      $('work-fill').style.transform = 'scaleX(' + pct / 100 + ')';
+      $('work').setAttribute('aria-valuenow', String(pct));
+    };
+    paint(0);
+    const nonce = await window.UsherPoW.solve(ch.challenge, ch.difficulty, {
+      worker: '/q/static/pow.js',
+      onProgress: paint,
+    });
+    return window.UsherPoW.header(ch.challenge, nonce);
+  }
+
+  // join solves the queue's challenge first (a queue without one asks
+  // difficulty 0: no work), and once more with the fresh challenge of a
+  // 428 (it expired, or the queue asks for more work now).
   async function join() {
-    const r = await call('POST', base, { 'X-User-Id': user });
+    let ch = window.UsherPoW ? await challenge() : null;
+    let r;
+    for (let attempt = 0; ; attempt++) {
+      const headers = { 'X-User-Id': user };
+      if (ch) headers['Usher-PoW'] = await prove(ch);
+      r = await call('POST', base, headers);
+      if (r.status !== 428 || attempt >= 2 || !(r.data && r.data.challenge)) break;
+      ch = r.data.challenge;
+    }
     if (!r.ok) {
       if (r.status === 410) return end('CLOSED', r.data && r.data.detail);
       throw new Error((r.data && (r.data.detail || r.data.title)) || 'join failed: ' + r.status);

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"usher/shared/pow"
+	"usher/shared/testenv"
+)
+
+// powScript is pow.js as the gateway serves it.
+func powScript(t testing.TB) string {
+	t.Helper()
+	b, err := web.ReadFile("web/pow.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// powPage opens a gateway page in Chromium with pow.js loaded: the script
+// itself, whose document has the gateway's origin (so a Worker may load
+// it too).
+func powPage(t testing.TB, bin, base string) context.Context {
+	t.Helper()
+	ctx := browserFor(t, bin)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/q/static/pow.js")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](powScript(t)+"; typeof UsherPoW === 'object'")); err != nil {
+		t.Fatalf("load pow.js: %v", err)
+	}
+	return ctx
+}
+
+// The JavaScript solver finds exactly the nonce the Go reference finds
+// (the smallest), hashes like crypto/sha256 on one block and on several,
+// and solves through the Promise API, in a Worker and on the page.
+func TestPowJSAgreesWithGo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin := chromium(t)
+	h := newHarness(t)
+	ctx := powPage(t, bin, h.serve())
+	eval := func(js string, opts ...chromedp.EvaluateOption) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js, opts...))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return v
+	}
+	for _, n := range []int{0, 3, 55, 56, 63, 64, 119, 200} {
+		s := strings.Repeat("usher", 40)[:n]
+		want := sha256.Sum256([]byte(s))
+		if got := eval(fmt.Sprintf("UsherPoW.hashHex(%q)", s)); got != hex.EncodeToString(want[:]) {
+			t.Errorf("hashHex of %d bytes = %s, want %x", n, got, want)
+		}
+	}
+	is, err := pow.NewIssuer([]byte(strings.Repeat("k", 32)), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range []int{0, 1, 4, 8, 12, 16, 17} {
+		c := is.Issue("drop", netip.MustParseAddr("198.51.100.7"), d, time.Unix(int64(1e9+i), 0))
+		want, err := pow.Solve(context.Background(), c.Challenge, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := eval(fmt.Sprintf("String(UsherPoW.solveRange(%q, %d, 0, 1e8))", c.Challenge, d)); got != want {
+			t.Errorf("solveRange(d=%d) = %s, want Go's %s", d, got, want)
+		}
+		// Starting past the answer finds the next one, never an earlier one.
+		got, _ := strconv.ParseUint(eval(fmt.Sprintf("String(UsherPoW.solveRange(%q, %d, %s + 1, 1e8))", c.Challenge, d, want)), 10, 64)
+		if w, _ := strconv.ParseUint(want, 10, 64); got <= w || pow.LeadingZeroBits(c.Challenge+":"+strconv.FormatUint(got, 10)) < d {
+			t.Errorf("solveRange(d=%d) from %d+1 = %d, want a later solution", d, w, got)
+		}
+	}
+	// Nonces that grow past the one-block limit (55 bytes) are still right.
+	long := "AQ8AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	from := "99999999999990" // 14 digits: the last that fit one block, then 15
+	var wantLong string
+	for n := uint64(99999999999990); ; n++ {
+		v := long + ":" + fmt.Sprint(n)
+		if pow.LeadingZeroBits(v) >= 4 {
+			wantLong = fmt.Sprint(n)
+			break
+		}
+	}
+	if got := eval(fmt.Sprintf("String(UsherPoW.solveRange(%q, 4, %s, 1e6))", long, from)); got != wantLong {
+		t.Errorf("solveRange across the one-block limit = %s, want %s", got, wantLong)
+	}
+	c := is.Issue("drop", netip.MustParseAddr("198.51.100.7"), 12, time.Unix(2e9, 0))
+	want, _ := pow.Solve(context.Background(), c.Challenge, 12)
+	for _, where := range []string{"{worker: '/q/static/pow.js'}", "{}"} {
+		js := fmt.Sprintf(`(async () => {
+			let calls = 0, last = 0;
+			const n = await UsherPoW.solve(%q, 12, Object.assign(%s, {onProgress: (f) => { calls++; last = f; }}));
+			return n + ' ' + calls + ' ' + last;
+		})()`, c.Challenge, where)
+		got := strings.Fields(eval(js, chromedp.EvalAwaitPromise))
+		if len(got) != 3 || got[0] != want || got[1] == "0" || got[2] != "1" {
+			t.Errorf("solve(%s) = %v, want nonce %s with progress ending at 1", where, got, want)
+		}
+	}
+	aborted := eval(`(async () => {
+		const ctl = new AbortController();
+		const p = UsherPoW.solve('x', 32, {signal: ctl.signal, worker: '/q/static/pow.js'});
+		ctl.abort(new Error('stopped'));
+		try { await p; return 'solved'; } catch (e) { return e.message; }
+	})()`, chromedp.EvalAwaitPromise)
+	if aborted != "stopped" {
+		t.Errorf("solve aborted = %q, want the abort's reason", aborted)
+	}
+}
+
+// The waiting-room page solves the queue's challenge in a Web Worker,
+// showing its progress, before it joins: the gateway sees one valid proof
+// and no refused join.
+func TestWaitingRoomSolvesBeforeJoining(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin := chromium(t)
+	h := newHarness(t)
+	h.putQueue(h.queue, `{"rateLimit": `+limitsOff+`, "challenge": {"mode": "enforce", "difficulty": 16}}`, 200)
+	base := h.serve()
+	ctx := browserFor(t, bin)
+	// Record every data-status and progress value the page shows.
+	record := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `
+			window.__seen = [];
+			new MutationObserver((ms) => { for (const m of ms) window.__seen.push(m.target.id + ':' + m.attributeName + '=' + m.target.getAttribute(m.attributeName)); })
+				.observe(document, {attributes: true, subtree: true, attributeFilter: ['data-status', 'aria-valuenow']});`})
+		return err
+	})
+	if err := chromedp.Do(ctx, record, chromedp.Navigate(base+"/q/"+h.queue+"?user=pow-shopper")); err != nil {
+		t.Fatal(err)
+	}
+	var status string
+	testenv.Eventually(t, 60*time.Second, func() bool {
+		status, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('usher').dataset.status`))
+		return status == "WAITING"
+	}, "page status = %q, want WAITING", status)
+	seen, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.__seen`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	solving := slices.Index(seen, "usher:data-status=SOLVING")
+	done := slices.Index(seen, "work:aria-valuenow=100")
+	waiting := slices.Index(seen, "usher:data-status=WAITING")
+	if solving < 0 || done < solving || waiting < done {
+		t.Errorf("the page showed %v; want SOLVING, its progress reaching 100, then WAITING", seen)
+	}
+	checks := h.api.metrics.pow.checks
+	if ok, missing := value(t, checks.WithLabelValues(h.queue, "enforce", "ok")), value(t, checks.WithLabelValues(h.queue, "enforce", "missing")); ok != 1 || missing != 0 {
+		t.Errorf("gateway saw %v valid proofs and %v joins without one, want 1 and 0", ok, missing)
+	}
+	if pos, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#position"))); pos != "1" {
+		t.Errorf("page shows place %q, want 1", pos)
+	}
+}
+
+// browserFor starts Chromium for a test or a benchmark (browser takes a
+// *testing.T).
+func browserFor(t testing.TB, bin string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// chromiumPath is chromium's path, or skips.
+func chromiumPath(t testing.TB) string {
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("chromium is not installed")
+	return ""
+}
+
+// BenchmarkPowJS is the JavaScript solver in headless Chromium: hashes per
+// second on the page's main thread and in a Web Worker, without and with
+// the DevTools CPU throttling Lighthouse uses for a mid-range phone (4×);
+// and the mean time to solve per difficulty (fresh challenges; a single
+// solve is luck, the mean is 2^d / rate). Run with -benchtime=Nx.
+func BenchmarkPowJS(b *testing.B) {
+	bin := chromiumPath(b)
+	h := newHarness(b)
+	ctx := powPage(b, bin, h.serve())
+	throttle := func(rate float64) {
+		err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, emulation.SetCPUThrottlingRate, emulation.SetCPUThrottlingRateParams{Rate: rate})
+			return err
+		}))
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	const hashes = 1 << 20
+	for _, slow := range []float64{1, 4} {
+		for _, where := range []string{"main", "worker"} {
+			b.Run(fmt.Sprintf("rate/%s/throttle=%g", where, slow), func(b *testing.B) {
+				throttle(slow)
+				defer throttle(1)
+				js := fmt.Sprintf(`UsherPoW.solveRange('AQ8AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', 32, 0, %d)`, hashes)
+				if where == "worker" {
+					js = fmt.Sprintf(`new Promise((resolve) => {
+						const src = 'onmessage = (e) => { importScripts(e.data); postMessage(UsherPoW.solveRange("AQ8AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", 32, 0, %d)); };';
+						const w = new Worker(URL.createObjectURL(new Blob([src])));
+						w.onmessage = (e) => { w.terminate(); resolve(e.data); };
+						w.postMessage(location.origin + '/q/static/pow.js');
+					})`, hashes)
+				}
+				for b.Loop() {
+					if _, err := chromedp.Run(ctx, chromedp.Evaluate[int](js, chromedp.EvalAwaitPromise)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(hashes)*float64(b.N)/b.Elapsed().Seconds(), "hashes/s")
+			})
+		}
+	}
+	is, err := pow.NewIssuer([]byte(strings.Repeat("k", 32)), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, slow := range []float64{1, 4} {
+		for _, d := range []int{12, 16, 18} {
+			b.Run(fmt.Sprintf("solve/d=%d/throttle=%g", d, slow), func(b *testing.B) {
+				throttle(slow)
+				defer throttle(1)
+				i := 0
+				for b.Loop() {
+					c := is.Issue("drop", netip.MustParseAddr("198.51.100.7"), d, time.Unix(int64(1e9+i), 0))
+					i++
+					if _, err := chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf(`UsherPoW.solveRange(%q, %d, 0, 1e9)`, c.Challenge, d))); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
