@@ -28,6 +28,9 @@ type queueView struct {
 	Stock *stockView `json:"stock,omitempty"`
 	// PreQueue is how many wait in a scheduled drop's pre-queue.
 	PreQueue int64 `json:"preQueue"`
+	// AdaptiveLimit is set for an adaptive queue: the targetActive its
+	// ticks use now, and why.
+	AdaptiveLimit *adaptiveView `json:"adaptiveLimit,omitempty"`
 }
 
 // stockView is a stock-aware queue's stock, as its last tick saw it.
@@ -179,6 +182,9 @@ func (a *api) view(c *fiber.Ctx, cfg catalog.Config) (queueView, error) {
 		return queueView{}, lineDown(err)
 	}
 	v := viewOf(cfg, st)
+	if v.AdaptiveLimit, err = a.adaptiveOf(ctx, cfg); err != nil {
+		return queueView{}, lineDown(err)
+	}
 	if v.Stock != nil && a.sales != nil {
 		sold, err := a.sales.Sold(ctx, cfg.Name)
 		if err != nil {

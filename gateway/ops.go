@@ -58,6 +58,7 @@ type outcomeReader interface {
 type opsDeps struct {
 	breaker  breakerReader
 	outcomes outcomeReader
+	limits   limitReader   // nil: adaptive queues show no limit
 	interval time.Duration // between stream events; 0: one second
 	slots    chan struct{} // one per open stream
 }
@@ -119,6 +120,9 @@ func (a *api) opsQueueOf(ctx context.Context, cfg catalog.Config) (opsQueue, err
 		return opsQueue{}, err
 	}
 	q := opsQueue{queueView: viewOf(cfg, st), Orders: map[orders.Status]int64{}}
+	if q.AdaptiveLimit, err = a.adaptiveOf(ctx, cfg); err != nil {
+		return opsQueue{}, err
+	}
 	switch {
 	case st.Waiting == 0:
 		q.EtaLastSeconds = new(0.0)

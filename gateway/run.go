@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"usher/shared/adaptive"
 	"usher/shared/config"
 	"usher/shared/opshttp"
 	"usher/shared/orders"
@@ -86,7 +87,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	api.users, api.ips, api.http = users, s.protect.ips, s.protect.http
 	api.limiter = ratelimit.New(d.Line) // its script calls share the line's pipelines
-	api.ops = opsDeps{breaker: paybreaker.New(d.Redis), outcomes: orders.NewRecords(d.Redis)}
+	api.ops = opsDeps{breaker: paybreaker.New(d.Redis), outcomes: orders.NewRecords(d.Redis), limits: adaptive.NewStore(d.Redis)}
 	api.door = newDoor(challenges, d.Line)
 	app := api.app()
 	d.Log.Info("gateway listening", "addr", ln.Addr().String(), "nats", s.NATS.URLs, "redis", redactURL(s.Redis.URL))

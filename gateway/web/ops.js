@@ -9,7 +9,7 @@
   var root = document.getElementById('ops');
   var KEY = 'usher-admin-token', WHO = 'usher-admin-user';
   var HISTORY_MS = 10 * 60 * 1000; // what the sparklines show
-  var LIVE = ['waiting', 'active', 'admittedTotal', 'admitRatePerSec', 'stock', 'preQueue', 'lottery']; // not configuration
+  var LIVE = ['waiting', 'active', 'admittedTotal', 'admitRatePerSec', 'stock', 'preQueue', 'lottery', 'adaptiveLimit']; // not configuration
   var history = {};   // queue -> [{t, waiting, active, target, rate}]
   var cards = {};     // queue -> element
   var stopStream = null, pollTimer = null, retryTimer = null;
@@ -136,7 +136,7 @@
     snap.queues.forEach(function (q) {
       seen[q.name] = true;
       var h = history[q.name] || (history[q.name] = []);
-      h.push({ t: t, waiting: q.waiting, active: q.active, target: q.targetActive, rate: q.admitRatePerSec });
+      h.push({ t: t, waiting: q.waiting, active: q.active, target: limitOf(q), rate: q.admitRatePerSec });
       while (h.length && h[0].t < t - HISTORY_MS) { h.shift(); }
       draw(card(q.name), q, h);
     });
@@ -168,7 +168,8 @@
     badge.dataset.state = q.state;
     el.querySelector('.reason').textContent = q.closedReason || '';
     field(el, 'waiting', fmt(q.waiting));
-    field(el, 'active', fmt(q.active) + ' / ' + fmt(q.targetActive));
+    field(el, 'active', fmt(q.active) + ' / ' + fmt(limitOf(q)));
+    field(el, 'limit', limitText(q));
     field(el, 'rate', q.admitRatePerSec.toFixed(1));
     field(el, 'eta', q.etaLastSeconds == null ? '—' : duration(q.etaLastSeconds));
     field(el, 'admitted', fmt(q.admittedTotal) + ' admitted in all');
@@ -192,6 +193,22 @@
     if (ch.difficulty === 'auto') { s += ' (auto, ' + ch.min + '–' + ch.max + ')'; }
     s += ch.mode === 'log' ? ' · log only: nothing refused' : ' · enforced';
     if (ch.suspects === 'shadow') { s += ' · shadow line for suspects'; }
+    return s;
+  }
+
+  // limitOf is the targetActive a queue's ticks use: the adaptive limit
+  // when there is one.
+  function limitOf(q) { return q.adaptiveLimit ? q.adaptiveLimit.limit : q.targetActive; }
+
+  // limitText says how the admission limit is set: fixed, or adaptive
+  // within its bounds with the reason and the latencies it judged.
+  function limitText(q) {
+    var a = q.adaptiveLimit;
+    if (!a) { return fmt(q.targetActive) + ' (fixed targetActive)'; }
+    var s = fmt(a.limit) + ' adaptive, ' + fmt(q.adaptive.min) + '–' + fmt(q.adaptive.max) + ' · ' + a.reason.replace(/_/g, ' ');
+    if (a.baselineMs > 0) {
+      s += ' · order latency ' + Math.round(a.latencyMs) + ' ms against ' + Math.round(a.baselineMs) + ' ms unloaded';
+    }
     return s;
   }
 
