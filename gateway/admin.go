@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,6 +29,9 @@ type queueView struct {
 	Stock *stockView `json:"stock,omitempty"`
 	// PreQueue is how many wait in a scheduled drop's pre-queue.
 	PreQueue int64 `json:"preQueue"`
+	// LastTickAt is when an admitter last ticked the queue (absent: never);
+	// an old one means no admitter is working on it.
+	LastTickAt *time.Time `json:"lastTickAt,omitempty"`
 	// AdaptiveLimit is set for an adaptive queue: the targetActive its
 	// ticks use now, and why.
 	AdaptiveLimit *adaptiveView `json:"adaptiveLimit,omitempty"`
@@ -201,6 +205,10 @@ func (a *api) view(c *fiber.Ctx, cfg catalog.Config) (queueView, error) {
 func viewOf(cfg catalog.Config, st waitqueue.Stats) queueView {
 	v := queueView{Config: redactedConfig(cfg), Waiting: st.Waiting, Active: st.Active,
 		AdmittedTotal: st.AdmittedTotal, AdmitRatePerSec: st.AdmitRatePerSec, PreQueue: st.PreQueue}
+	if !st.LastTick.IsZero() {
+		at := st.LastTick.UTC()
+		v.LastTickAt = &at
+	}
 	if cfg.StockAwareness() && st.Stock != "" {
 		v.Stock = &stockView{State: st.Stock, Sellable: st.Sellable, HeldByAdmitted: st.HeldAdmitted, SKUs: []skuView{}}
 		for _, s := range st.SKUs {

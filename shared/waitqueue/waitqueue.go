@@ -528,6 +528,9 @@ type Stats struct {
 	// whether it has been drawn.
 	PreQueue int64
 	Drawn    bool
+	// LastTick is when an admitter last ticked the queue, on Redis time
+	// (zero: never). A queue whose last tick is old has no live admitter.
+	LastTick time.Time
 }
 
 // SKUStock is one SKU's stock as the line sees it.
@@ -547,7 +550,7 @@ func (s *Store) Stats(ctx context.Context, q string) (Stats, error) {
 		w = p.ZCard(ctx, k.Waiting())
 		a = p.ZCard(ctx, k.Active())
 		pre = p.ZCard(ctx, k.PreQueue())
-		st = p.HMGet(ctx, k.Stats(), "admittedTotal", "rate", "stock", "sellable", "heldAdmitted", "skustock", "drawn")
+		st = p.HMGet(ctx, k.Stats(), "admittedTotal", "rate", "stock", "sellable", "heldAdmitted", "skustock", "drawn", "lastTick")
 		return nil
 	})
 	if err != nil {
@@ -555,8 +558,11 @@ func (s *Store) Stats(ctx context.Context, q string) (Stats, error) {
 	}
 	out := Stats{Waiting: w.Val(), Active: a.Val(), PreQueue: pre.Val()}
 	v := st.Val()
-	out.Drawn = v[6] != nil
 	str := func(i int) string { s, _ := v[i].(string); return s }
+	out.Drawn = v[6] != nil
+	if ms, err := strconv.ParseInt(str(7), 10, 64); err == nil {
+		out.LastTick = time.UnixMilli(ms)
+	}
 	out.AdmittedTotal, _ = strconv.ParseInt(str(0), 10, 64)
 	out.AdmitRatePerSec, _ = strconv.ParseFloat(str(1), 64)
 	out.Stock = str(2)
