@@ -127,9 +127,9 @@ func loadHistory(ctx context.Context, js jetstream.JetStream, q string, p parts)
 			if !ok || e.Type != event.TypeConfigChanged || e.Data.Queue != q || e.Data.Config == nil || e.Data.Config.TargetActive == nil {
 				return nil
 			}
-			c := configEvent{at: m.Stored, target: *e.Data.Config.TargetActive}
+			c := configEvent{at: m.Stored, target: e.Data.Config.bound()}
 			if e.Data.Previous != nil && e.Data.Previous.TargetActive != nil {
-				c.previous = *e.Data.Previous.TargetActive
+				c.previous = e.Data.Previous.bound()
 			}
 			h.configs = append(h.configs, c)
 			return nil
@@ -141,7 +141,28 @@ func loadHistory(ctx context.Context, js jetstream.JetStream, q string, p parts)
 	return h, nil
 }
 
-// currentTarget reads the queue's targetActive from the catalog.
+// looseConfig is the part of a recorded queue configuration the audit
+// reads: how many slots it let be held.
+type looseConfig struct {
+	TargetActive *int `json:"targetActive"`
+	Adaptive     *struct {
+		Enabled bool `json:"enabled"`
+		Max     int  `json:"max"`
+	} `json:"adaptive"`
+}
+
+// bound is the most slots the configuration let be held: targetActive,
+// or for an adaptive queue (whose limit moves within its bounds without
+// every move recorded) its adaptive max.
+func (c *looseConfig) bound() int {
+	if c.Adaptive != nil && c.Adaptive.Enabled && c.Adaptive.Max > 0 {
+		return c.Adaptive.Max
+	}
+	return *c.TargetActive
+}
+
+// currentTarget reads the queue's targetActive from the catalog (an
+// adaptive queue's adaptive max).
 func currentTarget(ctx context.Context, js jetstream.JetStream, q string) (int, bool) {
 	kv, err := js.KeyValue(ctx, catalog.Bucket)
 	if err != nil {
@@ -154,6 +175,9 @@ func currentTarget(ctx context.Context, js jetstream.JetStream, q string) (int, 
 	var cfg catalog.Config
 	if json.Unmarshal(e.Value(), &cfg) != nil || cfg.TargetActive < 1 {
 		return 0, false
+	}
+	if cfg.AdaptiveOn() {
+		return cfg.Adaptive.Max, true
 	}
 	return cfg.TargetActive, true
 }

@@ -120,6 +120,18 @@ type queueRow struct {
 		State    string `json:"state"`
 		Sellable int64  `json:"sellable"`
 	} `json:"stock"`
+	AdaptiveLimit *struct {
+		Limit int `json:"limit"`
+	} `json:"adaptiveLimit"`
+}
+
+// target is the row's targetActive: the adaptive limit in effect, marked
+// so, for an adaptive queue.
+func (r queueRow) target() string {
+	if r.AdaptiveLimit == nil {
+		return strconv.Itoa(r.TargetActive)
+	}
+	return strconv.Itoa(r.AdaptiveLimit.Limit) + " adaptive"
 }
 
 // stock is the row's stock state and sellable units, or "-".
@@ -163,6 +175,8 @@ type configFlags struct {
 	targetActive, maxPerTick, tickMs int
 	tokenTTL                         time.Duration
 	state                            string
+	adaptive                         string // on | off
+	adaptiveMin, adaptiveMax         int
 }
 
 func (f *configFlags) register(fs *flag.FlagSet) {
@@ -171,6 +185,9 @@ func (f *configFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.tickMs, "tick-ms", 0, "admission tick in milliseconds (create/set)")
 	fs.DurationVar(&f.tokenTTL, "token-ttl", 0, "entry token lifetime, e.g. 300s or 5m (create/set)")
 	fs.StringVar(&f.state, "state", "", "open, paused or closed (create/set)")
+	fs.StringVar(&f.adaptive, "adaptive", "", "on: find targetActive by measuring the order path, within --adaptive-min..--adaptive-max; off: the fixed targetActive (create/set)")
+	fs.IntVar(&f.adaptiveMin, "adaptive-min", 0, "the adaptive limit's floor (create/set)")
+	fs.IntVar(&f.adaptiveMax, "adaptive-max", 0, "the adaptive limit's ceiling (create/set)")
 }
 
 // apply changes cfg by the flags that were set on the command line.
@@ -187,6 +204,20 @@ func (f *configFlags) apply(fs *flag.FlagSet, cfg *catalog.Config) {
 			cfg.TokenTTLSeconds = int(f.tokenTTL / time.Second)
 		case "state":
 			cfg.State = f.state
+		case "adaptive", "adaptive-min", "adaptive-max":
+			a := catalog.Adaptive{}
+			if cfg.Adaptive != nil {
+				a = *cfg.Adaptive
+			}
+			switch fl.Name {
+			case "adaptive":
+				a.Enabled = f.adaptive == "on"
+			case "adaptive-min":
+				a.Min = f.adaptiveMin
+			default:
+				a.Max = f.adaptiveMax
+			}
+			cfg.Adaptive = &a
 		}
 	})
 }
@@ -238,11 +269,14 @@ func (c *cli) queue(ctx context.Context, args []string) error {
 	if changes > 0 && verb != "create" && verb != "set" {
 		return usagef("queue %s takes no configuration flags", verb)
 	}
+	if cf.adaptive != "" && cf.adaptive != "on" && cf.adaptive != "off" {
+		return usagef("queue %s: --adaptive %q: want on or off", verb, cf.adaptive)
+	}
 	if cf.tokenTTL%time.Second != 0 {
 		return usagef("queue %s: --token-ttl %v: want whole seconds", verb, cf.tokenTTL)
 	}
 	if verb == "set" && changes == 0 {
-		return usagef("queue set: give at least one of --target-active, --max-admit-per-tick, --tick-ms, --token-ttl, --state")
+		return usagef("queue set: give at least one of --target-active, --max-admit-per-tick, --tick-ms, --token-ttl, --state, --adaptive, --adaptive-min, --adaptive-max")
 	}
 	s, err := c.settings()
 	if err != nil {
@@ -263,7 +297,7 @@ func (c *cli) queue(ctx context.Context, args []string) error {
 		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "QUEUE\tSTATE\tTARGET\tMAX/TICK\tTICK\tTTL\tWAITING\tACTIVE\tADMITTED\tRATE/S\tSTOCK")
 		for _, r := range rows {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%dms\t%ds\t%d\t%d\t%d\t%.1f\t%s\n", r.Name, r.State, r.TargetActive,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%dms\t%ds\t%d\t%d\t%d\t%.1f\t%s\n", r.Name, r.State, r.target(),
 				r.MaxAdmitPerTick, r.TickMs, r.TokenTTLSeconds, r.Waiting, r.Active, r.AdmittedTotal, r.AdmitRatePerSec, r.stock())
 		}
 		return tw.Flush()
@@ -309,8 +343,12 @@ func (c *cli) putAndShow(ctx context.Context, api *adminClient, cfg catalog.Conf
 	if created {
 		verb = "created"
 	}
-	fmt.Fprintf(c.stdout, "queue %s %s: state=%s targetActive=%d maxAdmitPerTick=%d tickMs=%d tokenTtlSeconds=%d\n",
+	fmt.Fprintf(c.stdout, "queue %s %s: state=%s targetActive=%d maxAdmitPerTick=%d tickMs=%d tokenTtlSeconds=%d",
 		cfg.Name, verb, cfg.State, cfg.TargetActive, cfg.MaxAdmitPerTick, cfg.TickMs, cfg.TokenTTLSeconds)
+	if cfg.AdaptiveOn() {
+		fmt.Fprintf(c.stdout, " adaptive=%d..%d", cfg.Adaptive.Min, cfg.Adaptive.Max)
+	}
+	fmt.Fprintln(c.stdout)
 	return nil
 }
 

@@ -90,6 +90,11 @@ func TestQueueCommandsChangeOnlyWhatTheyName(t *testing.T) {
 		{[]string{"queue", "create", "drop", "--tick-ms", "50"}, func(c *catalog.Config) { c.TickMs = 50 }},
 		{[]string{"queue", "set", "drop", "--target-active", "7", "--token-ttl", "2m"}, func(c *catalog.Config) { c.TargetActive, c.TokenTTLSeconds = 7, 120 }},
 		{[]string{"queue", "set", "--queue", "drop", "--max-admit-per-tick", "3"}, func(c *catalog.Config) { c.MaxAdmitPerTick = 3 }},
+		{[]string{"queue", "set", "drop", "--adaptive", "on", "--adaptive-min", "5", "--adaptive-max", "40"}, func(c *catalog.Config) {
+			c.Adaptive = &catalog.Adaptive{Enabled: true, Min: 5, Max: 40}
+		}},
+		{[]string{"queue", "set", "drop", "--adaptive-max", "80"}, func(c *catalog.Config) { c.Adaptive = &catalog.Adaptive{Enabled: true, Min: 5, Max: 80} }},
+		{[]string{"queue", "set", "drop", "--adaptive", "off"}, func(c *catalog.Config) { c.Adaptive = &catalog.Adaptive{Min: 5, Max: 80} }},
 		{[]string{"queue", "pause", "drop"}, func(c *catalog.Config) { c.State = catalog.StatePaused }},
 		{[]string{"queue", "resume", "drop"}, func(c *catalog.Config) { c.State = catalog.StateOpen }},
 		{[]string{"queue", "close", "drop"}, func(c *catalog.Config) { c.State = catalog.StateClosed }},
@@ -107,6 +112,9 @@ func TestQueueCommandsChangeOnlyWhatTheyName(t *testing.T) {
 		if by != "ops-alice" {
 			t.Errorf("PUT %d sent X-Admin-User %q, want $USER ops-alice", i, by)
 		}
+	}
+	if _, err := usherctl("queue", "set", "drop", "--adaptive", "maybe"); exitCode(err) != exitUsage {
+		t.Errorf("--adaptive maybe = %v, want a usage error", err)
 	}
 	if _, err := usherctl("queue", "create", "drop"); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("creating an existing queue = %v, want an 'exists' error", err)

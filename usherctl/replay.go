@@ -227,18 +227,14 @@ type looseEvent struct {
 	Type string    `json:"type"`
 	Time time.Time `json:"time"`
 	Data struct {
-		Queue   string `json:"queue"`
-		User    string `json:"user"`
-		By      string `json:"by"`
-		Seq     uint64 `json:"seq"`
-		TokenID string `json:"tokenId"`
-		OrderID string `json:"orderId"`
-		Config  *struct {
-			TargetActive *int `json:"targetActive"`
-		} `json:"config"`
-		Previous *struct {
-			TargetActive *int `json:"targetActive"`
-		} `json:"previous"`
+		Queue    string       `json:"queue"`
+		User     string       `json:"user"`
+		By       string       `json:"by"`
+		Seq      uint64       `json:"seq"`
+		TokenID  string       `json:"tokenId"`
+		OrderID  string       `json:"orderId"`
+		Config   *looseConfig `json:"config"`
+		Previous *looseConfig `json:"previous"`
 	} `json:"data"`
 }
 
