@@ -69,6 +69,11 @@ type api struct {
 	metrics *metrics
 	ops     opsDeps // the ops dashboard's extra reads
 	door    *door   // proof of work at the door (challenge.go); nil: a random secret
+
+	// adminApart puts the admin API and the dashboard on their own app,
+	// admin, served on USHER_ADMIN_ADDR (see adminlistener.go).
+	adminApart bool
+	admin      *fiber.App
 }
 
 // app builds the fiber application with every route.
@@ -104,8 +109,10 @@ func (a *api) app() *fiber.App {
 	app.Get("/.well-known/jwks.json", a.jwks)
 	app.Get("/q/:queue", a.page)
 	app.Get("/q/static/:file", a.asset)
-	app.Get("/ops", a.opsPage)
-	app.Get("/ops/static/:file", a.opsAsset)
+	// The admin API and the dashboard: on this app, or on their own.
+	adm := a.adminRouter(app)
+	adm.Get("/ops", a.opsPage)
+	adm.Get("/ops/static/:file", a.opsAsset)
 
 	v1 := app.Group("/v1")
 	v1.Get("/queues/:queue", a.getPublicQueue)
@@ -116,7 +123,7 @@ func (a *api) app() *fiber.App {
 	v1.Post("/orders", a.placeOrder)
 	v1.Get("/orders/:id", a.getOrder)
 
-	admin := v1.Group("/admin", a.requireAdmin)
+	admin := adm.Group("/v1/admin", a.requireAdmin)
 	admin.Get("/queues", a.listQueues)
 	admin.Put("/queues/:queue", a.putQueue)
 	admin.Get("/queues/:queue", a.getQueue)
@@ -125,9 +132,13 @@ func (a *api) app() *fiber.App {
 	admin.Get("/ops", a.opsSnapshotJSON)
 	admin.Get("/ops/stream", a.opsStream)
 
-	app.Use(func(c *fiber.Ctx) error {
+	notFound := func(c *fiber.Ctx) error {
 		return problem.New(fiber.StatusNotFound, "not-found", "no such resource")
-	})
+	}
+	app.Use(notFound)
+	if a.admin != nil {
+		a.admin.Use(notFound)
+	}
 	return app
 }
 

@@ -25,6 +25,7 @@ import (
 	"usher/shared/bus"
 	"usher/shared/catalog"
 	"usher/shared/event"
+	"usher/shared/redisacl"
 	"usher/shared/testenv"
 	"usher/shared/ticket"
 	"usher/shared/token"
@@ -65,8 +66,11 @@ func TestEveryAdminRouteNeedsTheToken(t *testing.T) {
 	}
 }
 
-// The gateway, run as main runs it at debug level, logs no ticket, token
-// or secret over joins, polls, READY, orders, admin calls and errors.
+// The gateway, run as main runs it at debug level and connected to Redis
+// as production runs it (its own ACL user, the password in a file, the
+// default user off), logs no ticket, token or secret — Redis passwords
+// included — over joins, polls, READY, orders, admin calls and errors; and
+// Redis refused none of its work.
 func TestLogsCarryNoSecrets(t *testing.T) {
 	dir := t.TempDir()
 	port, err := testenv.FreePort()
@@ -79,10 +83,17 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 	}
 	adminToken := "admin-token-" + strings.Repeat("a", 24)
 	natsURL := testenv.NATS(t)
+	redisDir := filepath.Join(dir, "redis-users")
+	if _, err := redisacl.Write(redisDir); err != nil {
+		t.Fatal(err)
+	}
+	redisURL, _ := testenv.RedisServerWith(t, "--aclfile", filepath.Join(redisDir, redisacl.AuthFile))
 	env := map[string]string{
 		"USHER_GATEWAY_ADDR":         fmt.Sprintf("127.0.0.1:%d", port),
 		"USHER_NATS_URL":             natsURL,
-		"USHER_REDIS_URL":            testenv.RedisURL(t),
+		"USHER_REDIS_URL":            redisURL,
+		"USHER_REDIS_USER":           redisacl.UserOf(redisacl.Gateway),
+		"USHER_REDIS_PASSWORD_FILE":  redisacl.PasswordFile(redisDir, redisacl.UserOf(redisacl.Gateway)),
 		"USHER_DATA_DIR":             dir,
 		"USHER_ADMIN_TOKEN":          adminToken,
 		"USHER_LOG_LEVEL":            "debug",
@@ -134,7 +145,13 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 	if tk == "" {
 		t.Fatalf("join = %v", joined)
 	}
-	line := waitqueue.New(testenv.Redis(t))
+	adminRedis, err := waitqueue.Connect(ctx, waitqueue.Settings{URL: redisURL, Pool: 2, User: redisacl.Admin,
+		Password: waitqueue.PasswordFile(redisacl.PasswordFile(redisDir, redisacl.Admin))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adminRedis.Close()
+	line := waitqueue.New(adminRedis)
 	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{natsURL}, Replicas: 1}, "hostile-test")
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +189,16 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 	secrets := map[string]string{"admin token": adminToken, "user JWT secret": userSecret, "user JWT": userTok,
 		"ticket": tk, "entry token": entry, "user JWT signature": userTok[strings.LastIndexByte(userTok, '.')+1:],
 		"ticket MAC": tk[strings.LastIndexByte(tk, '.')+1:]}
+	for _, u := range redisacl.Users() {
+		b, err := os.ReadFile(redisacl.PasswordFile(redisDir, u.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets["Redis password of "+u.Name] = strings.TrimSpace(string(b))
+	}
+	if denied, err := adminRedis.Do(context.Background(), "ACL", "LOG").Slice(); err != nil || len(denied) > 0 {
+		t.Errorf("Redis ACL LOG = %v, %v; want nothing the gateway's user was refused", denied, err)
+	}
 	for _, f := range []string{"ticket.secret", "signing.key"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {

@@ -59,6 +59,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.addr, err)
 	}
+	adminLn, err := listenAdmin(s.adminAddr) // nil: the admin API is served on ln
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	// Joins and polls are single script calls; batching coalesces the
 	// concurrent ones into pipelines.
 	d.Line.EnableBatching()
@@ -89,8 +94,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	api.limiter = ratelimit.New(d.Line) // its script calls share the line's pipelines
 	api.ops = opsDeps{breaker: paybreaker.New(d.Redis), outcomes: orders.NewRecords(d.Redis), limits: adaptive.NewStore(d.Redis)}
 	api.door = newDoor(challenges, d.Line)
+	api.adminApart = adminLn != nil
 	app := api.app()
 	d.Log.Info("gateway listening", "addr", ln.Addr().String(), "nats", s.NATS.URLs, "redis", redactURL(s.Redis.URL))
+	if adminLn != nil {
+		d.Log.Info("gateway admin API listening", "addr", adminLn.Addr().String())
+	}
 
 	g, ctx := errgroup.WithContext(ctx)
 	d.Go(ctx, g)
@@ -99,11 +108,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if refreshUsers != nil {
 		g.Go(func() error { return refreshUsers(ctx) })
 	}
-	g.Go(func() error { return app.Listener(ln) })
-	g.Go(func() error {
-		<-ctx.Done()
-		return app.ShutdownWithTimeout(s.Shutdown)
-	})
+	serveApp(ctx, g, app, ln, s.Shutdown)
+	if adminLn != nil {
+		serveApp(ctx, g, api.admin, adminLn, s.Shutdown)
+	}
 	return g.Wait()
 }
 
