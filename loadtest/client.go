@@ -78,6 +78,10 @@ type queueStats struct {
 	Active        int64 `json:"active"`
 	AdmittedTotal int64 `json:"admittedTotal"`
 	TargetActive  int64 `json:"targetActive"`
+	AdaptiveLimit *struct {
+		Limit  int64  `json:"limit"`
+		Reason string `json:"reason"`
+	} `json:"adaptiveLimit"`
 }
 
 // raw returns the body as text.

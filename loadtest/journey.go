@@ -147,6 +147,7 @@ type journeyStats struct {
 	orderIDs map[string]bool
 	dupes    int64
 	errors   int64
+	timeline *timeline // nil: no timeline
 }
 
 func newJourneyStats() *journeyStats {
@@ -162,6 +163,7 @@ func (js *journeyStats) add(t journeyTimes, err error) {
 	}
 	js.wait.add(t.tokenWait, 200, nil)
 	js.order.add(t.orderTime, 200, nil)
+	js.timeline.add(t)
 	js.statuses[t.status]++
 	if js.orderIDs[t.orderID] {
 		js.dupes++
@@ -173,13 +175,23 @@ func (js *journeyStats) add(t journeyTimes, err error) {
 // back to back for the run's duration.
 func journey(ctx context.Context, c *client, o options, progress io.Writer) (result, error) {
 	res := result{Scenario: "journey, waiting by " + o.wait, Started: time.Now(), Figures: map[string]float64{}, Invariants: map[string]int64{}}
-	if err := setupSale(c, o, map[string]any{"targetActive": o.targetActive, "maxAdmitPerTick": o.maxAdmitPerTick, "sku": o.sku}); err != nil {
+	if err := setupSale(c, o, o.withAdaptive(map[string]any{"targetActive": o.targetActive, "maxAdmitPerTick": o.maxAdmitPerTick, "sku": o.sku})); err != nil {
 		return res, err
+	}
+	if o.adaptive != "" {
+		res.Scenario += fmt.Sprintf(", adaptive %s from %d", o.adaptive, o.targetActive)
+	} else {
+		res.Scenario += fmt.Sprintf(", targetActive %d", o.targetActive)
+	}
+	if len(o.schedule) > 0 {
+		res.Scenario += ", " + describe(o.schedule)
 	}
 	before, _ := scrape(o.orderworkerMetrics)
 	samples := startSampler(ctx, c, o.queue, 250*time.Millisecond)
 	stats := newJourneyStats()
 	start := time.Now()
+	stats.timeline = newTimeline(start)
+	stopSchedule := runSchedule(ctx, o, o.schedule, start, progress)
 	stop := start.Add(o.duration)
 	var n atomic.Int64
 	var wg sync.WaitGroup
@@ -203,9 +215,11 @@ func journey(ctx context.Context, c *client, o options, progress io.Writer) (res
 	}()
 	wg.Wait()
 	ticker.Stop()
+	stopSchedule()
 	fmt.Fprintln(progress)
 	elapsed := time.Since(start)
 	res.Samples = samples.Stop()
+	res.Timeline = stats.timeline.points(res.Samples)
 	res.Steps = []step{stats.wait.summary("token wait (join → READY)", elapsed), stats.order.summary("order (submit → final)", elapsed)}
 	after, _ := scrape(o.orderworkerMetrics)
 	addOrderFigures(&res, before, after, stats, elapsed)
@@ -277,13 +291,7 @@ func addOrderFigures(res *result, before, after metricsSnapshot, stats *journeyS
 // addAdmissionInvariant checks the sampled active count never exceeded
 // targetActive.
 func addAdmissionInvariant(res *result) {
-	over := int64(0)
-	for _, s := range res.Samples {
-		if s.Active > s.TargetActive {
-			over = max(over, s.Active-s.TargetActive)
-		}
-	}
-	res.Invariants["over-admission (sampled)"] = over
+	res.Invariants["over-admission (sampled)"] = overAdmission(res.Samples)
 }
 
 // batch is the second seed's experiment: the same shoppers, all in line

@@ -68,7 +68,7 @@ func TestTheLoadToolOnlyTargetsLoopback(t *testing.T) {
 func TestReportIsWritten(t *testing.T) {
 	res := result{Scenario: "steady", Started: time.Now(),
 		Steps:   []step{{Name: "steady", Requests: 10, Histogram: []int{5, 5}, Codes: map[string]int{"202": 10}}},
-		Samples: []sample{{0, 10, 2, 5, 0}, {1, 5, 5, 5, 7}},
+		Samples: []sample{{At: 0, Waiting: 10, Active: 2, TargetActive: 5}, {At: 1, Waiting: 5, Active: 5, TargetActive: 5, Admitted: 7}},
 		DBHold:  []holdBucket{{1, 10}, {5, 2}}}
 	path := filepath.Join(t.TempDir(), "r.html")
 	if err := writeReport(path, res); err != nil {

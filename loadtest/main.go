@@ -13,6 +13,7 @@
 //	loadtest -scenario paced   -shoppers 10000 -duration 30s    (polling at pollAfterMs)
 //	loadtest -scenario sse     -shoppers 19000 -max-admit-per-tick 0 -duration 90s (READY delivery latency)
 //	loadtest -scenario journey -vus 20 -duration 60s            (join → READY → order)
+//	loadtest -scenario journey -vus 300 -adaptive 5:160 -pgsim-schedule 20s=slow:1000,50s=normal
 //	loadtest -scenario batch   -shoppers 500 -max-admit-per-tick 14
 package main
 
@@ -61,6 +62,12 @@ type options struct {
 	keepRateLimits     bool
 	wait               string
 	cpuProfile         string
+
+	adaptive      string       // "min:max": the queue's targetActive is adaptive (journey)
+	pgsim         string       // pgsim's base URL, for -pgsim-schedule
+	pgsimToken    string       // pgsim's admin token
+	pgsimSchedule string       // "20s=slow:1000,50s=normal"
+	schedule      []modeChange // parsed -pgsim-schedule
 }
 
 // queueConfig completes a queue configuration for a run. All of the load
@@ -96,6 +103,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.maxAdmitPerTick, "max-admit-per-tick", 14, "the queue's maxAdmitPerTick (journey, batch, sse; 0 = no cap)")
 	fs.BoolVar(&o.keepRateLimits, "keep-rate-limits", false, "keep the queue's default rate limits (all load comes from one IP)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the load tool's own CPU profile here")
+	fs.StringVar(&o.adaptive, "adaptive", "", "min:max — the queue's targetActive is adaptive within these bounds, starting at -target-active (journey)")
+	fs.StringVar(&o.pgsim, "pgsim", envOr("PGSIM_URL", "http://127.0.0.1:8090"), "pgsim's base URL (loopback only), for -pgsim-schedule")
+	fs.StringVar(&o.pgsimToken, "pgsim-token", envOr("PGSIM_ADMIN_TOKEN", "dev-admin-token"), "pgsim's admin token")
+	fs.StringVar(&o.pgsimSchedule, "pgsim-schedule", "", "pgsim modes during the run, e.g. 20s=slow:1000,50s=normal (journey; back to normal at the end)")
 	fs.StringVar(&o.out, "out", "", "write the JSON result here")
 	fs.StringVar(&o.report, "report", "", "write an HTML report with charts here")
 	if err := fs.Parse(args); err != nil {
@@ -106,6 +117,13 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.queue == "" {
 		o.queue = fmt.Sprintf("lt-%d", time.Now().UnixNano()%1e12)
+	}
+	if _, _, err := adaptiveBounds(o.adaptive); err != nil {
+		return o, err
+	}
+	var err error
+	if o.schedule, err = parseSchedule(o.pgsimSchedule); err != nil {
+		return o, err
 	}
 	if o.wait != "sse" && o.wait != "poll" {
 		return o, fmt.Errorf("-wait %q: want sse or poll", o.wait)

@@ -18,6 +18,9 @@ type sample struct {
 	Active       int64   `json:"active"`
 	TargetActive int64   `json:"targetActive"`
 	Admitted     int64   `json:"admittedTotal"`
+	// Limit and Reason are an adaptive queue's limit in effect and why.
+	Limit  int64  `json:"limit,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // sampler polls the queue's figures every interval until stopped, so the
@@ -41,7 +44,11 @@ func startSampler(ctx context.Context, c *client, queue string, every time.Durat
 			var st queueStats
 			if err := c.admin("GET", "/v1/admin/queues/"+queue, nil, &st); err == nil {
 				s.mu.Lock()
-				s.samples = append(s.samples, sample{time.Since(start).Seconds(), st.Waiting, st.Active, st.TargetActive, st.AdmittedTotal})
+				smp := sample{At: time.Since(start).Seconds(), Waiting: st.Waiting, Active: st.Active, TargetActive: st.TargetActive, Admitted: st.AdmittedTotal}
+				if a := st.AdaptiveLimit; a != nil {
+					smp.Limit, smp.Reason = a.Limit, a.Reason
+				}
+				s.samples = append(s.samples, smp)
 				s.mu.Unlock()
 			}
 			select {
@@ -122,7 +129,7 @@ func writeReport(path string, res result) error {
 		for i, s := range res.Samples {
 			waiting = append(waiting, point{s.At, float64(s.Waiting)})
 			active = append(active, point{s.At, float64(s.Active)})
-			target = append(target, point{s.At, float64(s.TargetActive)})
+			target = append(target, point{s.At, float64(s.limit())})
 			if i > 0 {
 				prev := res.Samples[i-1]
 				if dt := s.At - prev.At; dt > 0 {
@@ -134,6 +141,9 @@ func writeReport(path string, res result) error {
 			chart("Waiting", "shoppers", []series{{"waiting", "#1f77b4", waiting}}),
 			chart("Active against targetActive", "slots", []series{{"active", "#d62728", active}, {"targetActive", "#2ca02c", target}}),
 			chart("Admissions per second", "/s", []series{{"admitted/s", "#9467bd", rate}}))
+	}
+	if len(res.Timeline) > 0 {
+		charts = append(charts, timelineCharts(res.Timeline)...)
 	}
 	if len(res.DBHold) > 0 {
 		var pts []point

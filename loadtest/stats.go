@@ -92,6 +92,9 @@ type result struct {
 	// DBHold is the order worker's connection hold-time histogram over the
 	// run: observations per bucket (not cumulative), by upper bound in ms.
 	DBHold []holdBucket `json:"dbHoldHistogram,omitempty"`
+	// Timeline is the run second by second: orders finished, their
+	// latency, the limit in effect (journey).
+	Timeline []timePoint `json:"timeline,omitempty"`
 }
 
 // holdBucket is one bucket of the DB connection hold-time histogram.
