@@ -12,11 +12,23 @@ import (
 	"usher/shared/event"
 )
 
-const auditSynopsis = `usherctl audit --queue Q [--show N]
+const auditSynopsis = `usherctl audit --queue Q [--show N] [--lottery-list FILE]
 
 Checks from the event streams alone that queue Q was fair:
-  - admission in join order: admissions appear in join-sequence order, and
-    nobody still waiting was passed over by a later joiner;
+  - admission in join order: every entry has a place — a scheduled drop's
+    drawn pre-queue by lottery place, everyone else by join sequence
+    behind them (priority entries, allowed past the line, are outside the
+    order and counted) — and nobody still waiting was passed over by
+    someone placed behind them (the drawn wait from the draw, the others
+    from their join); plain FIFO admissions appear in join-sequence order;
+  - lottery (drawn order), for a scheduled drop: the revealed seed matches
+    the commitment (SHA-256) published before opensAt; the pre-queue
+    recomputed from USHER_ENTRIES up to the draw's entries cursor, in
+    lottery order (HMAC-SHA256 of each user id keyed by the seed), has the
+    draw's count and order digest, or the report names the first place
+    that differs; the drawn were admitted in lottery order (readyAt never
+    goes back). Without a draw: skipped, or a violation once opensAt passed
+    more than a minute ago;
   - nobody admitted twice for one ticket;
   - never more than targetActive slots held: a slot is held from readyAt
     until the token expires, its order completes or fails, or its holder
@@ -26,11 +38,14 @@ Checks from the event streams alone that queue Q was fair:
   - no token redeemed twice: order events for one token with different
     order ids.
 Prints the verdict and the exceptions. Exit status 0 when clean, 1 when
-violations are found.`
+violations are found. --lottery-list FILE also writes the recomputed
+pre-queue's user ids in lottery order, one a line: the list the README's
+"Verifying a draw" script checks.`
 
 // check is one audited invariant and its exceptions.
 type check struct {
 	name       string
+	note       string // what the verdict covers, when it needs saying
 	skipped    string // why the check could not run, if it could not
 	violations []string
 }
@@ -39,6 +54,7 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 	fs := newFlags("audit", auditSynopsis)
 	q := fs.String("queue", "", "the queue to audit (required)")
 	show := fs.Int("show", 20, "exceptions listed per check")
+	list := fs.String("lottery-list", "", "write the recomputed pre-queue's user ids in lottery order to this file")
 	pos, err := c.parse(fs, args)
 	if err != nil {
 		return done(err)
@@ -62,6 +78,9 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := loadDrop(ctx, js, h); err != nil {
+		return err
+	}
 	targets := targetsOf(h)
 	source := fmt.Sprintf("the USHER_OPS config_changed history (%d changes)", len(h.configs))
 	if len(h.configs) == 0 {
@@ -72,66 +91,132 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 			targets, source = nil, "nowhere (no config history and no catalog entry)"
 		}
 	}
-	checks := auditChecks(h, targets)
+	l := project(h)
+	d := newDrop(h, l, scheduleOf(ctx, js, h), c.now())
+	if *list != "" {
+		if err := d.writeList(*list); err != nil {
+			return err
+		}
+	}
+	checks := auditChecks(h, l, d, targets)
 	return report(c.stdout, *q, h, source, checks, *show)
 }
 
-// auditChecks runs every check on a history. targets gives targetActive at
-// a time, or is nil when it is unknown.
-func auditChecks(h *history, targets func(time.Time) int) []check {
-	l := project(h)
+// auditChecks runs every check on a history, its projection and its drop.
+// targets gives targetActive at a time, or is nil when it is unknown.
+func auditChecks(h *history, l *line, d *drop, targets func(time.Time) int) []check {
 	return []check{
-		checkJoinOrder(h, l),
+		checkJoinOrder(h, l, d),
+		checkLottery(h, l, d),
 		checkAdmittedOnce(l),
 		checkSlots(l, targets),
 		checkRedeemedOnce(h),
 	}
 }
 
-// checkJoinOrder: admissions come in join order, and nobody waiting is
-// passed over.
-func checkJoinOrder(h *history, l *line) check {
+// checkJoinOrder: admissions come in line order, and nobody waiting is
+// passed over by someone placed behind them (see drop.classOf).
+func checkJoinOrder(h *history, l *line, d *drop) check {
 	c := check{name: "admission in join order"}
+	var inLine []*entry // the entries the order covers, by place
+	var fifo, drawn, priority, undrawn int
+	for _, e := range l.entries {
+		if e.alias != 0 || e.orphan {
+			continue
+		}
+		switch d.classOf(e) {
+		case placePriority:
+			priority++
+			continue
+		case placeUndrawn:
+			undrawn++
+			continue
+		case placeDrawn:
+			drawn++
+		default:
+			fifo++
+		}
+		inLine = append(inLine, e)
+	}
+	d.sortByPlace(inLine)
+	if drawn+priority+undrawn > 0 {
+		c.note = fmt.Sprintf("%d by join sequence, %d drawn by lottery place ahead of them, %d priority outside the order", fifo, drawn, priority)
+		if undrawn > 0 {
+			c.note += fmt.Sprintf(", %d pre-queued and not drawn", undrawn)
+		}
+	}
+
+	// Plain FIFO admissions appear in join-sequence order. (A tick's
+	// admissions are announced in sequence order, not place order, so the
+	// drawn are checked by readyAt instead: see checkLottery.)
 	var highest uint64
 	for _, a := range h.admissions {
+		if e := l.bySeq[a.Seq]; e != nil && d.classOf(e) != placeFIFO {
+			continue
+		}
 		if a.Seq < highest {
 			c.violations = append(c.violations, fmt.Sprintf("seq %d (%s) admitted after seq %d, who joined later (admission #%d)",
 				a.Seq, a.User, highest, a.streamSeq))
 		}
 		highest = max(highest, a.Seq)
 	}
-	// The first admission of anyone who joined after seq s: if s was still
-	// waiting then (not admitted, not gone), s was passed over.
-	type firstAfter struct {
-		seq uint64
-		at  time.Time
+
+	// Nobody waiting is passed over: the first admission of anyone placed
+	// behind e, while e waited (a drawn entry from the draw, any other from
+	// its join: everyone behind a FIFO entry joined after it).
+	// first[i] and firstDrawn[i] are the earliest admission among
+	// inLine[i:], of any time and since the draw.
+	type firstAdm struct {
+		e  *entry
+		at time.Time
 	}
-	var adm []*entry
-	for _, e := range l.entries {
+	first := make([]firstAdm, len(inLine)+1)
+	firstDrawn := make([]firstAdm, len(inLine)+1)
+	for i := len(inLine) - 1; i >= 0; i-- {
+		first[i], firstDrawn[i] = first[i+1], firstDrawn[i+1]
+		e := inLine[i]
+		if e.adm == nil {
+			continue
+		}
+		at := e.adm.stored
+		if first[i].e == nil || at.Before(first[i].at) {
+			first[i] = firstAdm{e, at}
+		}
+		if !at.Before(d.at) && (firstDrawn[i].e == nil || at.Before(firstDrawn[i].at)) {
+			firstDrawn[i] = firstAdm{e, at}
+		}
+	}
+	// A drawn entry admitted after someone placed behind every drawn one:
+	// by readyAt, the admission's own clock.
+	var fifoFirst *entry
+	for _, e := range inLine {
+		if e.adm != nil && d.classOf(e) == placeFIFO && !e.adm.stored.Before(d.at) &&
+			(fifoFirst == nil || e.adm.ReadyAt.Before(fifoFirst.adm.ReadyAt)) {
+			fifoFirst = e
+		}
+	}
+	for i, e := range inLine {
+		isDrawn := d.classOf(e) == placeDrawn
 		if e.adm != nil {
-			adm = append(adm, e)
-		}
-	}
-	// earliest[i] is the earliest admission among adm[i:] (adm is by seq).
-	earliest := make([]firstAfter, len(adm)+1)
-	earliest[len(adm)] = firstAfter{}
-	for i := len(adm) - 1; i >= 0; i-- {
-		earliest[i] = earliest[i+1]
-		if at := adm[i].adm.stored; earliest[i].seq == 0 || at.Before(earliest[i].at) {
-			earliest[i] = firstAfter{adm[i].seq, at}
-		}
-	}
-	for _, e := range l.entries {
-		if e.alias != 0 || e.orphan || e.adm != nil {
+			if isDrawn && fifoFirst != nil && fifoFirst.adm.ReadyAt.Before(e.adm.ReadyAt) {
+				c.violations = append(c.violations, fmt.Sprintf("%s was admitted (readyAt %s) after %s, placed behind every drawn entry (readyAt %s)",
+					d.describe(e), stamp(e.adm.ReadyAt), d.describe(fifoFirst), stamp(fifoFirst.adm.ReadyAt)))
+			}
 			continue
 		}
-		i := sort.Search(len(adm), func(i int) bool { return adm[i].seq > e.seq })
-		f := earliest[i]
-		if f.seq == 0 || (!e.leftAt.IsZero() && !e.leftAt.After(f.at)) {
+		f := first[i+1]
+		if isDrawn {
+			f = firstDrawn[i+1]
+		}
+		if f.e == nil || (!e.leftAt.IsZero() && !e.leftAt.After(f.at)) {
 			continue
 		}
-		c.violations = append(c.violations, fmt.Sprintf("seq %d (%s) was waiting when seq %d, who joined later, was admitted at %s",
-			e.seq, e.user, f.seq, f.at.UTC().Format(time.RFC3339Nano)))
+		behind := "who joined later"
+		if isDrawn || d.classOf(f.e) != placeFIFO {
+			behind = "placed behind it"
+		}
+		c.violations = append(c.violations, fmt.Sprintf("%s was waiting when %s, %s, was admitted at %s",
+			d.describe(e), d.describe(f.e), behind, stamp(f.at)))
 	}
 	return c
 }
@@ -254,14 +339,18 @@ func report(w io.Writer, q string, h *history, source string, checks []check, sh
 	}
 	total := 0
 	for _, c := range checks {
+		note := ""
+		if c.note != "" {
+			note = " (" + c.note + ")"
+		}
 		switch {
 		case c.skipped != "":
 			fmt.Fprintf(w, "  SKIPPED  %s: %s\n", c.name, c.skipped)
 		case len(c.violations) == 0:
-			fmt.Fprintf(w, "  ok       %s\n", c.name)
+			fmt.Fprintf(w, "  ok       %s%s\n", c.name, note)
 		default:
 			total += len(c.violations)
-			fmt.Fprintf(w, "  VIOLATED %s: %d exception(s)\n", c.name, len(c.violations))
+			fmt.Fprintf(w, "  VIOLATED %s: %d exception(s)%s\n", c.name, len(c.violations), note)
 			for i, v := range c.violations {
 				if i == show {
 					fmt.Fprintf(w, "      … and %d more\n", len(c.violations)-show)

@@ -26,6 +26,17 @@ type history struct {
 	joins      int
 	leaves     int
 	malformed  int
+	// preQueueJoins and priorityJoins count the joins of each kind
+	// (priority wins when a join says both, as the admitter's follower
+	// decides).
+	preQueueJoins, priorityJoins int
+	// What a scheduled drop's audit reads besides (see loadDrop): the
+	// config changes as far as the schedule goes, the queue's recorded
+	// draws (the last one counts), both in stream order, and the first
+	// sequence USHER_ENTRIES still holds (older events expired; 0: unknown).
+	schedules    []scheduleEvent
+	draws        []drawEvent
+	entriesFirst uint64
 }
 
 // entryEvent is a join (leave false) or a leave of USHER_ENTRIES.
@@ -35,6 +46,11 @@ type entryEvent struct {
 	leave  bool
 	user   string
 	target uint64 // leave: the entry left
+	// A join's previous entry as the gateway saw it (0: none), and its kind:
+	// into a scheduled drop's pre-queue, or allowed past the line.
+	prev     uint64
+	preQueue bool
+	priority bool
 }
 
 type admission struct {
@@ -75,7 +91,14 @@ func loadHistory(ctx context.Context, js jetstream.JetStream, q string, p parts)
 				return nil
 			}
 			h.joins++
-			h.entries = append(h.entries, entryEvent{seq: m.Seq, stored: m.Stored, user: j.User})
+			switch {
+			case j.Priority:
+				h.priorityJoins++
+			case j.PreQueue:
+				h.preQueueJoins++
+			}
+			h.entries = append(h.entries, entryEvent{seq: m.Seq, stored: m.Stored, user: j.User, prev: j.Prev,
+				preQueue: j.PreQueue, priority: j.Priority})
 			return nil
 		}
 		var l event.Left
@@ -194,6 +217,10 @@ type entry struct {
 	leftAt  time.Time
 	orphan  bool // a leave whose join the streams no longer hold
 	ordered bool // an order event names its token (any type)
+	// The kind of its join: into a scheduled drop's pre-queue, or allowed
+	// past the line (which wins, as the admitter's follower decides).
+	preQueue bool
+	priority bool
 }
 
 // line is the queue replayed from its history: what the live scripts
@@ -249,7 +276,8 @@ func project(h *history) *line {
 	users := map[string]*entry{}
 	for _, ev := range h.entries {
 		if !ev.leave {
-			e := &entry{seq: ev.seq, user: ev.user, joined: ev.stored, adm: admOf[ev.seq]}
+			e := &entry{seq: ev.seq, user: ev.user, joined: ev.stored, adm: admOf[ev.seq],
+				priority: ev.priority, preQueue: ev.preQueue && !ev.priority}
 			if e.adm != nil {
 				e.usedAt, e.orderID = usedAt[e.adm.TokenID], usedBy[e.adm.TokenID]
 				e.ordered = ordered[e.adm.TokenID]
@@ -327,5 +355,9 @@ func (l *line) records(now time.Time) []waitqueue.Record {
 }
 
 func (h *history) summary() string {
-	return fmt.Sprintf("%d joins, %d leaves, %d admissions, %d order events", h.joins, h.leaves, len(h.admissions), len(h.orders))
+	s := fmt.Sprintf("%d joins, %d leaves, %d admissions, %d order events", h.joins, h.leaves, len(h.admissions), len(h.orders))
+	if h.preQueueJoins > 0 || h.priorityJoins > 0 || len(h.draws) > 0 {
+		s += fmt.Sprintf(" (%d joins into the pre-queue, %d priority joins, %d draws recorded)", h.preQueueJoins, h.priorityJoins, len(h.draws))
+	}
+	return s
 }

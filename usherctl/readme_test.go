@@ -1,0 +1,123 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"usher/shared/lottery"
+)
+
+// readmeDrawScript is the "Verifying a draw" script of the README, between
+// its markers, without the code fence.
+func readmeDrawScript(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "<!-- verify-draw script: begin -->", "<!-- verify-draw script: end -->"
+	s := string(b)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("README.md has no %q … %q block", begin, end)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(s[i+len(begin):j]), "\n") {
+		if !strings.HasPrefix(l, "```") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > 10 {
+		t.Errorf("the README's draw script has %d lines, it promises at most ten", len(lines))
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func TestTheREADMEDrawScriptRecomputesTheLotteryOrder(t *testing.T) {
+	for _, tool := range []string{"bash", "curl", "jq", "xxd", "sha256sum", "openssl", "sort", "awk", "cut"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the README's draw script needs %s: %v", tool, err)
+		}
+	}
+	script := readmeDrawScript(t)
+	seed, err := lottery.NewSeed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pre-queue of user ids of every allowed character, in join order.
+	var pre []lottery.Entry
+	for i := range 40 {
+		r := make([]byte, 3)
+		rand.Read(r)
+		pre = append(pre, lottery.Entry{Seq: uint64(i + 1), User: fmt.Sprintf("u.%d_%x:%d@shop-%d", i, r, i*7, i%3)})
+	}
+	pre = append(pre, lottery.Entry{Seq: 41, User: "Z"}, lottery.Entry{Seq: 42, User: "a"})
+	want := lottery.Sorted(seed, pre)
+
+	run := func(t *testing.T, seedHex string, users []lottery.Entry) (string, error) {
+		t.Helper()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/v1/queues/drop" {
+				http.NotFound(w, r)
+				return
+			}
+			json.NewEncoder(w).Encode(map[string]any{"name": "drop", "state": "open", "mode": "queue", "waiting": 0, "preQueue": 0,
+				"lottery": map[string]any{"commitment": lottery.Commitment(seed), "seed": seedHex, "entries": len(users)}})
+		}))
+		defer srv.Close()
+		dir := t.TempDir()
+		var list strings.Builder
+		for i, e := range users {
+			list.WriteString(e.User)
+			if i < len(users)-1 { // the last line without its newline: still read
+				list.WriteByte('\n')
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, "prequeue.txt"), []byte(list.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("bash", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GATEWAY="+srv.URL, "Q=drop", "USERS=prequeue.txt")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	t.Run("the order and digest usher computes", func(t *testing.T) {
+		out, err := run(t, hex.EncodeToString(seed), pre)
+		if err != nil {
+			t.Fatalf("script: %v\n%s", err, out)
+		}
+		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		if len(lines) != len(want)+1 {
+			t.Fatalf("script printed %d lines, want %d ids and the digest:\n%s", len(lines), len(want), out)
+		}
+		for i, e := range want {
+			if lines[i] != e.User {
+				t.Fatalf("script's place %d = %q, want %q (lottery.Sorted)\n%s", i+1, lines[i], e.User, out)
+			}
+		}
+		if got := strings.Fields(lines[len(want)])[0]; got != lottery.Digest(want) {
+			t.Fatalf("script's digest = %s, want lottery.Digest = %s", got, lottery.Digest(want))
+		}
+	})
+	t.Run("a seed that is not the one committed to", func(t *testing.T) {
+		other, err := lottery.NewSeed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := run(t, hex.EncodeToString(other), pre)
+		if err == nil || !strings.Contains(out, "seed does not match the commitment") {
+			t.Fatalf("script with another seed = %v\n%s\nwant a failure saying the seed does not match", err, out)
+		}
+	})
+}
