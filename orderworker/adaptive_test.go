@@ -119,13 +119,13 @@ func TestAttemptSample(t *testing.T) {
 		notePaymentCall(ctx, "ok")
 		notePaymentCall(ctx, "unavailable")
 		noteHold(ctx, 2*time.Millisecond)
-		noteHold(ctx, 15*time.Millisecond)
+		noteHold(ctx, 25*time.Millisecond)
 		if final != nil {
 			noteFinal(ctx, *final)
 		}
 		return a
 	}
-	base := adaptive.Sample{Timeouts: 1, Holds: 2, SlowHolds: 1, HoldMaxMs: 15}
+	base := adaptive.Sample{Timeouts: 1, Holds: 2, SlowHolds: 1, HoldMaxMs: 25}
 	tests := []struct {
 		name  string
 		final *orders.Order

@@ -85,15 +85,18 @@ const (
 	FirstDrain = 3
 	DrainEvery = 30
 	// SlowHold is a database connection hold the order path should never
-	// need: when more than SlowHoldShare of a window's holds take longer
-	// (its p99 is above SlowHold), the limit is cut. Half the design's
-	// 20 ms bound, so the limit moves before the bound is hurt.
-	SlowHoldMs    = 10
+	// need (the design's bound): when more than SlowHoldShare of a
+	// window's holds take longer — its p99 is above SlowHold — and at
+	// least MinSlowHolds do (one slow hold of a few dozen says nothing
+	// about a p99), the limit is cut.
+	SlowHoldMs    = 20
 	SlowHoldShare = 0.01
+	MinSlowHolds  = 2
 	// Binding: the limit holds the line back when shoppers wait and at
-	// least this share of it is in use; only then may it rise (the way
-	// Gradient2 does not grow an app-limited limit).
-	Binding = 0.9
+	// least this share of it, less one slot, is in use (a slot freed by a
+	// finished order stays free until the next tick); only then may it
+	// rise (the way Gradient2 does not grow an app-limited limit).
+	Binding = 0.75
 )
 
 // Bounds are the limits a queue's configuration sets.
@@ -219,8 +222,8 @@ type Decision struct {
 //
 // Guarantees: the limit stays within b; it is cut — multiplicatively, in
 // this window — when the breaker is open, an order failed, a payment call
-// went unanswered, an order waited, more than 1 % of database holds took
-// over SlowHoldMs, or the smoothed latency is beyond Tolerance × baseline
+// went unanswered, an order waited, more than 1 % (and at least 2) of the
+// database holds took over SlowHoldMs, or the smoothed latency is beyond Tolerance × baseline
 // and not already falling after a cut; it rises only while the smoothed
 // latency is within RaiseBelow × baseline and the limit binds (shoppers
 // wait and it is in use); a drain lowers it for one window and restores
@@ -269,7 +272,7 @@ func Decide(b Bounds, s State, w Window) (State, Decision) {
 		next.LastCut = false
 		return next, Decision{Limit: b.Clamp(limit), Reason: r, Ratio: ratio}
 	}
-	binds := w.Waiting > 0 && float64(w.Active) >= Binding*float64(b.Clamp(limit))
+	binds := w.Waiting > 0 && float64(w.Active) >= Binding*float64(b.Clamp(limit))-1
 	switch {
 	case w.BreakerOpen:
 		return cut(BreakerBackoff, ReasonBreakerOpen)
@@ -279,7 +282,7 @@ func Decide(b Bounds, s State, w Window) (State, Decision) {
 		return cut(Backoff, ReasonTimeouts)
 	case w.Deferred > 0:
 		return cut(Backoff, ReasonDeferred)
-	case w.Holds > 0 && float64(w.SlowHolds) > SlowHoldShare*float64(w.Holds):
+	case w.SlowHolds >= MinSlowHolds && float64(w.SlowHolds) > SlowHoldShare*float64(w.Holds):
 		return cut(Backoff, ReasonDBHold)
 	case s.Resume > 0:
 		if judged && ratio > 0 && ratio*Tolerance < 1 {

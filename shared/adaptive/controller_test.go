@@ -186,7 +186,7 @@ func TestCutsAtOnce(t *testing.T) {
 		{"an order failed", func(w *adaptive.Window) { w.Failed = 1 }, adaptive.ReasonFailures, 70},
 		{"a payment call went unanswered", func(w *adaptive.Window) { w.Timeouts = 1 }, adaptive.ReasonTimeouts, 70},
 		{"an order was put back to wait", func(w *adaptive.Window) { w.Deferred = 3 }, adaptive.ReasonDeferred, 70},
-		{"over 1 % of DB holds above 10 ms", func(w *adaptive.Window) { w.SlowHolds = 9 }, adaptive.ReasonDBHold, 70},
+		{"over 1 % of DB holds above 20 ms", func(w *adaptive.Window) { w.SlowHolds = 9 }, adaptive.ReasonDBHold, 70},
 		{"latency doubled", func(w *adaptive.Window) { w.LatencyMs = 400 * 500 }, adaptive.ReasonLatency, 50},
 		{"latency 1.8×", func(w *adaptive.Window) { w.LatencyMs = 400 * 450 }, adaptive.ReasonLatency, 56},
 		{"even with no orders finished", func(w *adaptive.Window) { w.Sample = adaptive.Sample{Timeouts: 2} }, adaptive.ReasonTimeouts, 70},
@@ -219,6 +219,7 @@ func TestRaisesOnlyWhenItBinds(t *testing.T) {
 		{"shoppers wait and every slot is used", 5, 100, 250, adaptive.ReasonRaise, 110},
 		{"nobody waits", 0, 100, 250, adaptive.ReasonIdle, 100},
 		{"slots left unused", 5, 60, 250, adaptive.ReasonIdle, 100},
+		{"a slot or so free between ticks", 5, 75, 250, adaptive.ReasonRaise, 110},
 		{"latency 1.3× its baseline", 5, 100, 325, adaptive.ReasonSteady, 100},
 	}
 	for _, tt := range tests {
@@ -270,5 +271,28 @@ func TestStaysWithinBoundsAndIsPure(t *testing.T) {
 			t.Fatalf("window %d: limit %d (state %.2f) outside [%d, %d]", i, d.Limit, next.Limit, b.Min, b.Max)
 		}
 		st = next
+	}
+}
+
+// One slow database hold in a small window says nothing about its p99:
+// the limit is cut for holds only when at least two, and over 1 %, are
+// slow.
+func TestOneSlowHoldIsNotAP99(t *testing.T) {
+	b := adaptive.Bounds{Min: 2, Max: 200, Start: 50}
+	calm := adaptive.State{Limit: 20, BaselineMs: 250, LatencyMs: 250, MeanMs: 250}
+	tests := []struct {
+		holds, slow int64
+		cut         bool
+	}{
+		{30, 1, false},
+		{30, 2, true},
+		{400, 4, false}, // 1 %: the p99 is at the bound, not above
+		{400, 5, true},
+	}
+	for _, tt := range tests {
+		w := adaptive.Window{Sample: adaptive.Sample{Orders: 15, LatencyMs: 15 * 250, Holds: tt.holds, SlowHolds: tt.slow}, Waiting: 9, Active: 20}
+		if _, d := adaptive.Decide(b, calm, w); (d.Reason == adaptive.ReasonDBHold) != tt.cut {
+			t.Errorf("%d of %d holds slow: %s, want a cut %v", tt.slow, tt.holds, d.Reason, tt.cut)
+		}
 	}
 }
