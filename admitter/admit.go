@@ -413,19 +413,17 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 	if cfg.Lottery == nil || cfg.OpensAt == nil || a.now().Before(cfg.OpensAt.Add(drawGrace)) {
 		return nil
 	}
-	entries, drawn, err := a.line.PreQueue(ctx, cfg.Name)
+	d, err := a.line.Drawing(ctx, cfg.Name)
 	if err != nil {
 		return err
 	}
-	if drawn {
-		if cfg.Lottery.Drawn {
-			return nil
-		}
-		d, err := a.line.Drawing(ctx, cfg.Name)
-		if err != nil {
+	if d.Drawn {
+		if _, err := a.line.SettleDraw(ctx, cfg.Name); err != nil {
 			return err
 		}
-		a.revealDraw(ctx, cfg.Name, d)
+		if !cfg.Lottery.Drawn {
+			a.revealDraw(ctx, cfg.Name, d)
+		}
 		return nil
 	}
 	head, err := a.streams.EntriesHead(ctx, cfg.Name)
@@ -438,6 +436,10 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 	}
 	if at := cur[waitqueue.StreamEntries]; at.StreamID != head.StreamID || at.Seq < head.Seq {
 		return nil // the follower is still applying joins: next tick
+	}
+	entries, _, version, err := a.line.PreQueue(ctx, cfg.Name)
+	if err != nil {
+		return err
 	}
 	seed, err := lottery.Reveal(cfg.Lottery.Seed, cfg.Lottery.Commitment)
 	if err != nil {
@@ -453,7 +455,7 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 		order[i] = e.Seq
 	}
 	start := time.Now()
-	n, err := a.line.Draw(ctx, cfg.Name, a.epoch(), order, lottery.Digest(sorted))
+	n, err := a.line.Draw(ctx, cfg.Name, a.epoch(), version, order, lottery.Digest(sorted))
 	switch {
 	case errors.Is(err, waitqueue.ErrDrawn), errors.Is(err, waitqueue.ErrDrawChanged):
 		return nil // another admitter drew, or someone joined or left: next tick
@@ -461,8 +463,7 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 		return err
 	}
 	a.log.Info("pre-queue drawn", "queue", cfg.Name, "entries", n, "took", time.Since(start).String())
-	d, err := a.line.Drawing(ctx, cfg.Name)
-	if err != nil {
+	if d, err = a.line.Drawing(ctx, cfg.Name); err != nil {
 		return err
 	}
 	a.revealDraw(ctx, cfg.Name, d)

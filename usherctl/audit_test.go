@@ -239,7 +239,7 @@ func (l *dropLine) draw(seedHex string, order func(pre []lottery.Entry) []lotter
 	l.t.Helper()
 	ctx := context.Background()
 	testenv.Applied(l.t, l.store, l.q, l.epoch, l.seqs[len(l.seqs)-1])
-	pre, drawn, err := l.store.PreQueue(ctx, l.q)
+	pre, drawn, version, err := l.store.PreQueue(ctx, l.q)
 	if err != nil || drawn {
 		l.t.Fatalf("PreQueue = %v, drawn %v", err, drawn)
 	}
@@ -251,7 +251,7 @@ func (l *dropLine) draw(seedHex string, order func(pre []lottery.Entry) []lotter
 	for i, e := range l.placed {
 		seqs[i] = e.Seq
 	}
-	if _, err := l.store.Draw(ctx, l.q, l.epoch, seqs, lottery.Digest(l.placed)); err != nil {
+	if _, err := l.store.Draw(ctx, l.q, l.epoch, version, seqs, lottery.Digest(l.placed)); err != nil {
 		l.t.Fatal(err)
 	}
 	d, err := l.store.Drawing(ctx, l.q)

@@ -121,6 +121,7 @@ func (l *liveLine) state() state {
 		l.t.Fatal(err)
 	}
 	s.stats.AdmitRatePerSec = 0
+	s.stats.LastTick = time.Time{} // derived: the next tick sets it again
 	return s
 }
 

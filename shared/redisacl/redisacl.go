@@ -78,7 +78,7 @@ var base = []string{"ping", "time", "select", "cluster|slots", "asking", "evalsh
 // lineReads are the reading commands the line's scripts and clients call.
 var lineReads = []string{
 	"exists", "get", "hexists", "hget", "hgetall", "hkeys", "hmget",
-	"zcard", "zrange", "zrangebyscore", "zrank", "zscore",
+	"zcard", "zintercard", "zrange", "zrangebyscore", "zrank", "zscore",
 	"multi", "exec", "discard", // an atomic read of several keys (Store.Ranks)
 }
 
@@ -90,6 +90,7 @@ var lineWrites = []string{
 	"hset", "hsetnx", "hdel", "hincrby",
 	"zadd", "zrem", "zremrangebyscore",
 	"sadd", "srem", // a drop's invite codes (Store.AddInvites, UseInvite)
+	"rename", // a drop's draw makes the staged order the line (drawScript)
 }
 
 // User is one Redis ACL user.

@@ -66,19 +66,19 @@ func TestThePreQueueHasNoPlaceUntilTheDrawGivesOne(t *testing.T) {
 	if st.PreQueue != 4 || st.Waiting != 0 || st.Drawn {
 		t.Fatalf("Stats before the draw = %+v, want 4 pre-queued, none waiting, not drawn", st)
 	}
-	pre, drawn, err := s.PreQueue(ctx, q)
+	pre, drawn, version, err := s.PreQueue(ctx, q)
 	if err != nil || drawn || len(pre) != 4 || pre[0].User != "u1" {
 		t.Fatalf("PreQueue = %+v, %v, %v", pre, drawn, err)
 	}
 
 	// The draw places them in the order given, ahead of every later join.
-	// A list that is not the pre-queue is refused: read it again.
-	for _, wrong := range [][]uint64{{3, 1, 4}, {3, 1, 4, 2, 7}, {3, 1, 4, 9}} {
-		if _, err := s.Draw(ctx, q, epoch, wrong, "d"); !errors.Is(err, waitqueue.ErrDrawChanged) {
+	// A list that is not the pre-queue read is refused: read it again.
+	for _, wrong := range [][]uint64{{3, 1, 4}, {3, 1, 4, 2, 7}} {
+		if _, err := s.Draw(ctx, q, epoch, version, wrong, "d"); !errors.Is(err, waitqueue.ErrDrawChanged) {
 			t.Fatalf("Draw(%v) = %v, want ErrDrawChanged", wrong, err)
 		}
 	}
-	n, err := s.Draw(ctx, q, epoch, []uint64{3, 1, 4, 2}, "digest")
+	n, err := s.Draw(ctx, q, epoch, version, []uint64{3, 1, 4, 2}, "digest")
 	if err != nil || n != 4 {
 		t.Fatalf("Draw = %d, %v; want 4 placed", n, err)
 	}
@@ -91,11 +91,25 @@ func TestThePreQueueHasNoPlaceUntilTheDrawGivesOne(t *testing.T) {
 		t.Fatalf("line after the draw = %v, want [3 1 4 2 5 6]", got)
 	}
 	// It happens once.
-	if _, err := s.Draw(ctx, q, epoch, nil, "d"); !errors.Is(err, waitqueue.ErrDrawn) {
+	if _, err := s.Draw(ctx, q, epoch, version, nil, "d"); !errors.Is(err, waitqueue.ErrDrawn) {
 		t.Fatalf("second Draw = %v; want ErrDrawn", err)
 	}
 	if got := line(t, s, q, 1, 2, 3, 4, 5, 6); fmt.Sprint(got) != "[3 1 4 2 5 6]" {
 		t.Fatalf("line after a second draw = %v, want it unchanged", got)
+	}
+	// The drawn wait with status pre until the admitter settles them; a
+	// drawn shopper who leaves before is out of line all the same.
+	if _, err := s.Leave(ctx, q, 4, "u4"); err != nil {
+		t.Fatal(err)
+	}
+	if got := line(t, s, q, 1, 2, 3, 4, 5, 6); fmt.Sprint(got) != "[3 1 2 5 6]" {
+		t.Fatalf("line after 4 left = %v, want [3 1 2 5 6]", got)
+	}
+	if left, err := s.SettleDraw(ctx, q); err != nil || left != 0 {
+		t.Fatalf("SettleDraw = %d, %v; want none left", left, err)
+	}
+	if got := line(t, s, q, 1, 2, 3, 4, 5, 6); fmt.Sprint(got) != "[3 1 2 5 6]" {
+		t.Fatalf("line after settling = %v, want it unchanged", got)
 	}
 	// The ticks admit in the drawn order.
 	tk.TargetActive = 2
@@ -124,15 +138,26 @@ func TestTheDrawPlacesExactlyThePreQueueOfTheEntriesCursor(t *testing.T) {
 	if _, err := s.IngestAs(ctx, q, epoch, 5, "u5", 0, waitqueue.PreQueue); err != nil {
 		t.Fatal(err)
 	}
-	pre, _, _ := s.PreQueue(ctx, q)
+	pre, _, version, _ := s.PreQueue(ctx, q)
 	if len(pre) != 3 || pre[0].Seq != 1 || pre[1].Seq != 3 || pre[2].Seq != 5 {
 		t.Fatalf("PreQueue = %+v, want 1, 3, 5 in join order", pre)
 	}
-	if _, err := s.Draw(ctx, q, epoch, []uint64{5, 3, 1}, "d"); !errors.Is(err, waitqueue.ErrDrawChanged) {
+	if _, err := s.Draw(ctx, q, epoch, version, []uint64{5, 3, 1}, "d"); !errors.Is(err, waitqueue.ErrDrawChanged) {
 		t.Fatalf("Draw ahead of the follower = %v, want ErrDrawChanged", err)
 	}
 	applyKind(t, s, q, 4, waitqueue.PreQueue, 5)
-	if n, err := s.Draw(ctx, q, epoch, []uint64{5, 3, 1}, "d"); err != nil || n != 3 {
+	// Someone joins the pre-queue after it was read: the order read is
+	// refused.
+	applyKind(t, s, q, 5, waitqueue.PreQueue, 6)
+	if _, err := s.Draw(ctx, q, epoch, version, []uint64{5, 3, 1}, "d"); !errors.Is(err, waitqueue.ErrDrawChanged) {
+		t.Fatalf("Draw of a pre-queue that changed since it was read = %v, want ErrDrawChanged", err)
+	}
+	s.Leave(ctx, q, 6, "u6")
+	pre, _, version, _ = s.PreQueue(ctx, q)
+	if len(pre) != 3 {
+		t.Fatalf("PreQueue = %+v, want 1, 3, 5", pre)
+	}
+	if n, err := s.Draw(ctx, q, epoch, version, []uint64{5, 3, 1}, "d"); err != nil || n != 3 {
 		t.Fatalf("Draw = %d, %v; want 3", n, err)
 	}
 	if got := line(t, s, q, 1, 3, 5); fmt.Sprint(got) != "[5 3 1]" {

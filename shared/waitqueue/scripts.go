@@ -76,6 +76,7 @@ local function join(seq, user, prev, kind)
   if kind == 'p' and not redis.call('HGET', ST, 'drawn') then
     redis.call('HSET', e, 'status', 'pre', 'user', user)
     redis.call('ZADD', P .. 'pre', 'NX', seq, seq)
+    redis.call('HINCRBY', ST, 'preVersion', 1)
   else
     local score = tonumber(seq)
     if kind == 'a' then score = score - 4503599627370496 end -- 2^52: ahead of every place
@@ -102,6 +103,8 @@ local function leave(seq, user)
     redis.call('ZREM', W, seq)
   elseif st == 'pre' then
     redis.call('ZREM', P .. 'pre', seq)
+    redis.call('ZREM', W, seq) -- drawn, not settled yet (see drawScript)
+    redis.call('HINCRBY', ST, 'preVersion', 1)
   elseif st == 'admitted' then
     redis.call('ZREM', A, seq)
   elseif st then
@@ -204,7 +207,11 @@ for i = 6, #ARGV, 6 do
       pointAt(user, seq)
       if not f[1] or f[1] == 'waiting' or f[1] == 'pre' then
         if f[1] == 'waiting' then redis.call('ZREM', W, seq) end
-        if f[1] == 'pre' then redis.call('ZREM', P .. 'pre', seq) end
+        if f[1] == 'pre' then
+          redis.call('ZREM', P .. 'pre', seq)
+          redis.call('ZREM', W, seq) -- drawn, not settled yet (see drawScript)
+          redis.call('HINCRBY', ST, 'preVersion', 1)
+        end
         if tonumber(exp) <= n then
           redis.call('HSET', e, 'status', 'expired')
           finish(e, seq, user)
@@ -290,6 +297,7 @@ local live = join(ARGV[4], ARGV[5], ARGV[6], ARGV[7])
 if not live then return {'conflict'} end
 local rank = redis.call('ZRANK', W, live)
 local st = redis.call('HGET', P .. 'e:' .. live, 'status')
+if st == 'pre' and rank then st = 'waiting' end -- drawn, not settled yet (see drawScript)
 return {st or 'unknown', live, rank or -1, redis.call('ZCARD', W)}
 `)
 
@@ -326,7 +334,8 @@ if not st then
 end
 local r = redis.call('HMGET', prefix .. 'e:' .. seq, 'readyAt', 'expiresAt', 'tokenId', 'user')
 local rank = -1
-if st == 'waiting' then rank = redis.call('ZRANK', KEYS[1], seq) or -1 end
+if st == 'waiting' or st == 'pre' then rank = redis.call('ZRANK', KEYS[1], seq) or -1 end
+if st == 'pre' and rank >= 0 then st = 'waiting' end -- drawn, not settled yet (see drawScript)
 local stats = redis.call('HMGET', KEYS[4], 'rate', 'stock', 'skus')
 return {st, seq, rank, redis.call('ZCARD', KEYS[1]),
   r[1] or '', r[2] or '', r[3] or '', r[4] or '', stats[1] or '0', stats[2] or '', stats[3] or ''}
@@ -615,36 +624,56 @@ end
 return 1
 `)
 
-// drawScript places the pre-queue by the lottery, all at once: a crash
-// leaves either no draw or all of it.
+// drawScript makes the lottery's order the line, in one step: a crash
+// leaves either no draw or all of it. The order was staged before, outside
+// it (prefix..'draw': the pre-queued sequences, scored by place / (n + 1),
+// written in batches by Store.Draw), so Redis is busy only for the
+// checks below, each O(1) or O(log n), and the few joins made since the
+// opening: the staged set becomes the line by RENAME.
 // ARGV from 3: epoch (the entries stream's identity), the order's digest
-// (kept for the reveal), then the pre-queued sequences in lottery order.
+// (kept for the reveal), n (how many were staged), the pre-queue's version
+// when it was read (every change of the pre-queue counts it up).
 // Invariants: the draw happens once; it places exactly the pre-queue of
 // the entries cursor — every pre-queue join the follower applied, nothing
 // the gateway put in ahead of it — so that anyone can recompute it from
-// the stream up to that cursor: a list that is not exactly the pre-queue
-// (someone joined or left since it was read) is refused and read again.
-// The drawn get places 1..n in the order given, ahead of every join made
-// after the drop opened (scores below 1, where a FIFO place's score is its
-// sequence).
-// Returns the number placed, -1 when the queue was drawn already, -2 when
-// the list is not the pre-queue of the cursor (read it again).
+// the stream up to that cursor: a staged order that is not exactly the
+// pre-queue (someone joined or left since it was read) is refused and
+// staged again. The drawn get places 1..n, ahead of every join made after
+// the opening (scores below 1, where a FIFO place's score is its
+// sequence) and behind those allowed past the line (negative scores).
+// The drawn records keep status 'pre' until settleDrawScript passes; every
+// script reads a 'pre' record with a place in line as waiting.
+// Returns n, -1 when the queue was drawn already, -2 when the staged order
+// is not the pre-queue of the cursor.
 var drawScript = redis.NewScript(luaLib + `
 if redis.call('HGET', ST, 'drawn') then return -1 end
-local pre, n = P .. 'pre', #ARGV - 4
+local pre, stage, n = P .. 'pre', P .. 'draw', tonumber(ARGV[5])
 local cursor = cursorAt('entries', ARGV[3])
-if redis.call('ZCARD', pre) ~= n then return -2 end
+if (redis.call('HGET', ST, 'preVersion') or '0') ~= ARGV[6] then return -2 end
+if redis.call('ZCARD', pre) ~= n or redis.call('ZCARD', stage) ~= n then return -2 end
 if #redis.call('ZRANGEBYSCORE', pre, '(' .. cursor, '+inf', 'LIMIT', 0, 1) > 0 then return -2 end
-for i = 5, #ARGV do
-  if not redis.call('ZSCORE', pre, ARGV[i]) then return -2 end
+if n > 0 then
+  local w = redis.call('ZRANGE', W, 0, -1, 'WITHSCORES')
+  for i = 1, #w, 2 do redis.call('ZADD', stage, w[i + 1], w[i]) end
+  redis.call('RENAME', stage, W)
 end
-for i = 5, #ARGV do
-  redis.call('HSET', P .. 'e:' .. ARGV[i], 'status', 'waiting')
-  redis.call('ZADD', W, (i - 4) / (n + 1), ARGV[i])
-end
-redis.call('ZREMRANGEBYSCORE', pre, '-inf', '+inf')
 redis.call('HSET', ST, 'drawn', n, 'drawCursor', cursor, 'drawDigest', ARGV[4])
 return n
+`)
+
+// settleDrawScript turns up to ARGV[3] drawn records from 'pre' into
+// 'waiting' and takes them out of the pre-queue set, after the draw; the
+// admitter calls it until nothing is left, a batch at a time so that Redis
+// is never busy for long. Returns how many are left.
+var settleDrawScript = redis.NewScript(luaLib + `
+if not redis.call('HGET', ST, 'drawn') then return 0 end
+local pre = P .. 'pre'
+for _, seq in ipairs(redis.call('ZRANGE', pre, 0, tonumber(ARGV[3]) - 1)) do
+  local e = P .. 'e:' .. seq
+  if redis.call('HGET', e, 'status') == 'pre' then redis.call('HSET', e, 'status', 'waiting') end
+  redis.call('ZREM', pre, seq)
+end
+return redis.call('ZCARD', pre)
 `)
 
 // admitNowScript admits the head of the line at once, outside the ticks: a

@@ -560,6 +560,9 @@ func (s *Store) Stats(ctx context.Context, q string) (Stats, error) {
 	v := st.Val()
 	str := func(i int) string { s, _ := v[i].(string); return s }
 	out.Drawn = v[6] != nil
+	if out.Drawn {
+		out.PreQueue = 0 // drawn, not settled yet
+	}
 	if ms, err := strconv.ParseInt(str(7), 10, 64); err == nil {
 		out.LastTick = time.UnixMilli(ms)
 	}
@@ -668,25 +671,54 @@ var (
 	ErrDrawChanged = errors.New("the pre-queue changed since it was read")
 )
 
-// Draw places the pre-queue of q in the order given (the lottery's), all in
-// one step, and keeps digest (the order's, see lottery.Digest) for the
-// reveal; see drawScript. It returns how many were placed.
-func (s *Store) Draw(ctx context.Context, q, epoch string, order []uint64, digest string) (int, error) {
+// Draw places the pre-queue of q in the order given (the lottery's), read
+// at version (see PreQueue), and keeps digest (the order's, see lottery.Digest) for the reveal. The order
+// is staged in batches first; then one script checks it is exactly the
+// pre-queue of the entries cursor and makes it the line (see drawScript),
+// so Redis is never busy for long, even for a million. It returns how many
+// were placed. Call SettleDraw after.
+func (s *Store) Draw(ctx context.Context, q, epoch, version string, order []uint64, digest string) (int, error) {
 	k := keyspace.Of(q)
-	args := s.args(k, epoch, digest)
-	for _, seq := range order {
-		args = append(args, seq)
+	if err := s.rdb.Unlink(ctx, k.Draw()).Err(); err != nil {
+		return 0, fmt.Errorf("draw %s: %w", q, err)
 	}
-	n, err := drawScript.Run(ctx, s.rdb, stdKeys(k), args...).Int()
+	n := float64(len(order) + 1)
+	for i := 0; i < len(order); i += drawBatch {
+		chunk := order[i:min(i+drawBatch, len(order))]
+		z := make([]redis.Z, len(chunk))
+		for j, seq := range chunk {
+			z[j] = redis.Z{Score: float64(i+j+1) / n, Member: seq}
+		}
+		if err := s.rdb.ZAdd(ctx, k.Draw(), z...).Err(); err != nil {
+			return 0, fmt.Errorf("draw %s: stage: %w", q, err)
+		}
+	}
+	placed, err := drawScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, epoch, digest, len(order), version)...).Int()
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("draw %s: %w", q, err)
-	case n == -1:
+	case placed == -1:
 		return 0, ErrDrawn
-	case n == -2:
+	case placed == -2:
 		return 0, ErrDrawChanged
 	}
-	return n, nil
+	return placed, nil
+}
+
+// drawBatch is how many places one command of the draw writes or settles.
+const drawBatch = 2_000
+
+// SettleDraw turns a batch of q's drawn records from pre-queued into
+// waiting (see settleDrawScript) and returns how many are left; the
+// admitter calls it once a tick until none are, so that Redis is never
+// busy for long. Nothing left is one cheap call.
+func (s *Store) SettleDraw(ctx context.Context, q string) (int, error) {
+	k := keyspace.Of(q)
+	left, err := settleDrawScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, drawBatch)...).Int()
+	if err != nil {
+		return 0, fmt.Errorf("settle the draw of %s: %w", q, err)
+	}
+	return left, nil
 }
 
 // Drawing is what the line recorded of a drop's draw.
@@ -718,16 +750,23 @@ type PreEntry struct {
 	User string
 }
 
-// PreQueue reads the pre-queue of q (for the draw) and whether q was drawn.
-func (s *Store) PreQueue(ctx context.Context, q string) ([]PreEntry, bool, error) {
+// PreQueue reads the pre-queue of q (for the draw), whether q was drawn,
+// and the pre-queue's version as the read began: Draw refuses an order
+// read from a pre-queue that changed since.
+func (s *Store) PreQueue(ctx context.Context, q string) ([]PreEntry, bool, string, error) {
 	k := keyspace.Of(q)
-	drawn, err := s.rdb.HExists(ctx, k.Stats(), "drawn").Result()
+	st, err := s.rdb.HMGet(ctx, k.Stats(), "drawn", "preVersion").Result()
 	if err != nil {
-		return nil, false, fmt.Errorf("pre-queue %s: %w", q, err)
+		return nil, false, "", fmt.Errorf("pre-queue %s: %w", q, err)
+	}
+	drawn := st[0] != nil
+	version, _ := st[1].(string)
+	if version == "" {
+		version = "0"
 	}
 	seqs, err := s.rdb.ZRange(ctx, k.PreQueue(), 0, -1).Result()
 	if err != nil {
-		return nil, false, fmt.Errorf("pre-queue %s: %w", q, err)
+		return nil, false, "", fmt.Errorf("pre-queue %s: %w", q, err)
 	}
 	out := make([]PreEntry, 0, len(seqs))
 	for len(seqs) > 0 {
@@ -742,14 +781,14 @@ func (s *Store) PreQueue(ctx context.Context, q string) ([]PreEntry, bool, error
 			return nil
 		})
 		if err != nil && err != redis.Nil {
-			return nil, false, fmt.Errorf("pre-queue %s: %w", q, err)
+			return nil, false, "", fmt.Errorf("pre-queue %s: %w", q, err)
 		}
 		for i, sq := range chunk {
 			seq, _ := strconv.ParseUint(sq, 10, 64)
 			out = append(out, PreEntry{Seq: seq, User: cmds[i].Val()})
 		}
 	}
-	return out, drawn, nil
+	return out, drawn, version, nil
 }
 
 // AdmitNow admits the head of q's line at once, outside the ticks (see
