@@ -337,3 +337,57 @@ func envOf(env []string, name string) string {
 	}
 	return ""
 }
+
+// A scheduled drop's page counts down to the opening, and a queue in
+// maintenance says so, in a real browser.
+func TestDropPagesInABrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin := chromium(t)
+	h := newHarness(t)
+	base := h.serve()
+	opens := time.Now().Add(90 * time.Minute)
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(opens)+`"}`, 200)
+	maint := h.queue + "-m"
+	h.putQueue(maint, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "mode": "reject"}`, 201)
+
+	ctx := browser(t, bin)
+	shots := screenshotDirs(t)
+	eval := func(js string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return s
+	}
+	waitStatus := func(want string) {
+		t.Helper()
+		var got string
+		testenv.Eventually(t, 30*time.Second, func() bool {
+			got = eval(`document.getElementById('usher').dataset.status`)
+			return got == want
+		}, "data-status = %q, want %q", got, want)
+	}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"/q/"+h.queue+"?user=early-bird")); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus("PRE_QUEUE")
+	if in := eval(`document.getElementById('opens-in').textContent`); !strings.Contains(in, "h 29 min") && !strings.Contains(in, "h 30 min") {
+		t.Errorf("countdown = %q, want 1 h 29/30 min", in)
+	}
+	if at := eval(`document.getElementById('opens-at').dateTime`); at == "" {
+		t.Error("the opening time is not given as a <time> with its datetime")
+	}
+	shoot(t, ctx, shots, "prequeue.png")
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/q/"+maint+"?user=early-bird")); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus("MAINTENANCE")
+	if title := eval(`document.getElementById('end-title').textContent`); !strings.Contains(title, "maintenance") {
+		t.Errorf("maintenance page title = %q", title)
+	}
+	shoot(t, ctx, shots, "maintenance.png")
+}

@@ -46,7 +46,7 @@
   }
 
   function show(section) {
-    for (const id of ['solving', 'waiting', 'ready', 'ended']) $(id).hidden = id !== section;
+    for (const id of ['solving', 'prequeue', 'waiting', 'ready', 'ended']) $(id).hidden = id !== section;
   }
 
   function fail(msg) {
@@ -63,6 +63,7 @@
   }
 
   function showPosition(p) {
+    if (root.dataset.status === 'PRE_QUEUE') clearInterval(countdown);
     root.dataset.status = 'WAITING';
     show('waiting');
     const pos = p.position || 0;
@@ -94,6 +95,25 @@
     el.hidden = !el.textContent;
   }
 
+  // showPreQueue counts down to a scheduled drop's opening; the draw then
+  // gives the place (the stream's position event, or the next poll).
+  function showPreQueue(p) {
+    root.dataset.status = 'PRE_QUEUE';
+    show('prequeue');
+    const opens = Date.parse(p.opensAt);
+    const at = $('opens-at');
+    at.dateTime = p.opensAt;
+    at.textContent = new Date(opens).toLocaleString([], { weekday: 'short', hour: '2-digit', minute: '2-digit', second: '2-digit' });
+    const tick = () => {
+      const left = Math.max(0, Math.round((opens - Date.now()) / 1000));
+      $('opens-in').textContent = left > 0 ? duration(left) : 'now: drawing places…';
+      if (left === 0) clearInterval(countdown);
+    };
+    clearInterval(countdown);
+    tick();
+    countdown = setInterval(tick, 1000);
+  }
+
   function showReady(r) {
     root.dataset.status = 'READY';
     token = r.token;
@@ -119,12 +139,14 @@
       EXPIRED: ['Your turn has passed', 'The time to order ran out. You can join the line again.'],
       USED: ['Order placed', 'This place in line has been used for an order.'],
       LEFT: ['You left the line', ''],
-      CLOSED: ['The line is closed', reason === 'sold_out' ? 'Sold out: everything has been sold.' : 'This sale is not taking more shoppers.'],
+      CLOSED: ['The line is closed', reason === 'sold_out' ? 'Sold out: everything has been sold.'
+        : reason === 'ended' ? 'This sale has ended.' : 'This sale is not taking more shoppers.'],
+      MAINTENANCE: ['The waiting room is closed for maintenance', 'Nothing is lost: this page tries again by itself in a minute.'],
     };
     const [title, text] = texts[status] || ['', ''];
     $('end-title').textContent = title;
     $('end-text').textContent = text;
-    $('rejoin').hidden = status === 'CLOSED' || status === 'USED';
+    $('rejoin').hidden = status === 'CLOSED' || status === 'USED' || status === 'MAINTENANCE';
     show('ended');
     setConn('ended', 'Finished');
   }
@@ -136,6 +158,7 @@
     if (p.pollAfterMs) pollAfter = p.pollAfterMs;
     localStorage.setItem(key, ticket);
     switch (p.status) {
+      case 'PRE_QUEUE': showPreQueue(p); break;
       case 'WAITING': showPosition(p); showStock(p.stock, p.skusAvailable); break;
       case 'READY': showReady(p); break;
       default: end(p.status, p.reason);
@@ -146,7 +169,7 @@
     const res = await fetch(url, { method, headers, body, cache: 'no-store' });
     let data = null;
     try { data = await res.json(); } catch { /* empty or not JSON */ }
-    return { status: res.status, ok: res.ok, data };
+    return { status: res.status, ok: res.ok, data, headers: res.headers };
   }
 
   // challenge asks for a proof-of-work challenge; null when the gateway
@@ -193,7 +216,13 @@
       ch = r.data.challenge;
     }
     if (!r.ok) {
-      if (r.status === 410) return end('CLOSED', r.data && r.data.detail);
+      if (r.status === 410) return end('CLOSED', r.data && r.data.reason);
+      if (r.status === 503 && r.data && /maintenance$/.test(r.data.type || '')) {
+        end('MAINTENANCE');
+        const after = Number(r.headers.get('Retry-After')) || 60;
+        setTimeout(() => { done = false; setConn('connecting', 'Connecting…'); start(); }, after * 1000);
+        return;
+      }
       throw new Error((r.data && (r.data.detail || r.data.title)) || 'join failed: ' + r.status);
     }
     apply(r.data);
@@ -262,6 +291,7 @@
       startPolling();
     };
     const data = (e) => JSON.parse(e.data);
+    es.addEventListener('prequeue', (e) => showPreQueue(data(e)));
     es.addEventListener('position', (e) => showPosition(data(e)));
     es.addEventListener('stock', (e) => { const d = data(e); showStock(d.stock, d.skusAvailable); });
     es.addEventListener('ready', (e) => {

@@ -42,6 +42,9 @@ func (s *Store) RunBatches(ctx context.Context, workers int) error {
 	}
 	for _, sc := range []*redis.Script{ingestScript, lookupScript, pollScript} {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while starting: a shutdown, not a failure
+			}
 			return err
 		}
 	}
