@@ -31,10 +31,12 @@ Checks from the event streams alone that queue Q was fair:
     more than a minute ago;
   - nobody admitted twice for one ticket;
   - never more than targetActive slots held: a slot is held from readyAt
-    until the token expires, its order completes or fails, or its holder
-    leaves; targetActive comes from the USHER_OPS config_changed history, or
-    failing that from the current catalog (the report says which); for an
-    adaptive queue it is its adaptive max (the limit moves below it);
+    until the token expires, its order completes or fails (by the event's
+    time, or when the stream stored it if that is earlier: the order
+    worker's clock does not decide), or its holder leaves; targetActive
+    comes from the USHER_OPS config_changed history, or failing that from
+    the current catalog (the report says which); for an adaptive queue it
+    is its adaptive max (the limit moves below it);
   - no token redeemed twice: order events for one token with different
     order ids.
 Prints the verdict and the exceptions. Exit status 0 when clean, 1 when

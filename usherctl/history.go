@@ -133,8 +133,17 @@ func loadHistory(ctx context.Context, js jetstream.JetStream, q string, p parts)
 			if !ok || !strings.HasPrefix(e.Type, "usher.order.") || e.Data.TokenID == "" || !ofQueue(m.Data, q) {
 				return nil
 			}
+			// When the order happened: its time, stamped by the order
+			// worker's clock, but never later than the stream stored it.
+			// The worker publishes a final order before it frees the slot
+			// (and the admitter frees it only after applying the stored
+			// event), so the stored time bounds the slot's end from below
+			// whatever the worker's clock said: a clock a slow sample left
+			// ahead of Redis's (210 ms after a Redis failover) dated orders
+			// after their slots were reused, and the audit counted a slot
+			// that was never held.
 			at := e.Time
-			if at.IsZero() {
+			if at.IsZero() || m.Stored.Before(at) {
 				at = m.Stored
 			}
 			h.orders = append(h.orders, orderEvent{streamSeq: m.Seq, at: at, typ: e.Type, tokenID: e.Data.TokenID, orderID: e.Data.OrderID})
@@ -212,7 +221,7 @@ type entry struct {
 	joined  time.Time
 	alias   uint64 // the earlier entry this join duplicates, or 0
 	adm     *admission
-	usedAt  time.Time // first order completion or failure of its token
+	usedAt  time.Time // first order completion or failure of its token (see loadHistory)
 	orderID string    // that order's id
 	leftAt  time.Time
 	orphan  bool // a leave whose join the streams no longer hold
