@@ -6,16 +6,38 @@
 // a Synced clock that follows it. A host whose own clock is minutes off
 // therefore decides exactly what a correct one would. The offset is
 // measured every second, halving the round trip, so the clock is as good as
-// the host's monotonic clock between samples and a loopback or datacenter
-// round trip off at most.
+// the host's monotonic clock between samples and off by at most half the
+// round trip of the sample it uses. A sample whose round trip is long next
+// to the recent ones (a Redis failover, a stalled connection, a busy host)
+// is not used: halving 420 ms would put the clock up to 210 ms off, enough
+// to show READY early or date an event after its effects.
 package clock
 
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// Which samples the clock takes (see Synced.Sync).
+const (
+	// recentSamples is how many round trips "recent" covers.
+	recentSamples = 8
+	// slowFactor and slowSlack: a round trip longer than slowFactor times
+	// the shortest recent one plus slowSlack is slow.
+	slowFactor = 2
+	slowSlack  = 2 * time.Millisecond
+	// staleAfter: with only slow samples for this long, the best of them
+	// is taken all the same (a clock that drifts is worse).
+	staleAfter = 10 * time.Second
+)
+
+// sample is one measurement of the offset and the round trip it took.
+type sample struct {
+	offset, rtt time.Duration
+}
 
 // Source tells the reference time (Redis TIME).
 type Source interface {
@@ -30,6 +52,12 @@ type Synced struct {
 	offset atomic.Int64 // nanoseconds to add to local
 	synced atomic.Bool
 	log    *slog.Logger
+
+	mu       sync.Mutex
+	rtts     [recentSamples]time.Duration // the recent round trips, a ring
+	n        int                          // samples taken
+	taken    time.Time                    // (local) when the offset was last set
+	bestSlow *sample                      // the best slow sample since then
 }
 
 // New returns a clock following src, measured against local (time.Now, or
@@ -44,7 +72,10 @@ func (c *Synced) Now() time.Time { return c.local().Add(time.Duration(c.offset.L
 // Offset is what Now adds to the local clock.
 func (c *Synced) Offset() time.Duration { return time.Duration(c.offset.Load()) }
 
-// Sync measures the offset once.
+// Sync measures the offset once. The first sample sets it; after that, a
+// slow sample (a round trip longer than twice the shortest of the recent
+// ones, plus 2 ms) keeps the offset as it was — unless only slow samples
+// came for staleAfter, when the best of them is taken.
 func (c *Synced) Sync(ctx context.Context) error {
 	t0 := c.local()
 	ref, err := c.src.Now(ctx)
@@ -52,10 +83,31 @@ func (c *Synced) Sync(ctx context.Context) error {
 		return err
 	}
 	t1 := c.local()
-	mid := t0.Add(t1.Sub(t0) / 2)
-	off := ref.Sub(mid)
-	if prev := time.Duration(c.offset.Swap(int64(off))); !c.synced.Swap(true) || (off-prev).Abs() > time.Second {
-		c.log.Info("clock synced to redis", "offset", off.String())
+	rtt := t1.Sub(t0)
+	s := sample{offset: ref.Sub(t0.Add(rtt / 2)), rtt: rtt}
+
+	c.mu.Lock()
+	c.rtts[c.n%recentSamples] = rtt
+	c.n++
+	shortest := rtt
+	for i := range min(c.n, recentSamples) {
+		shortest = min(shortest, c.rtts[i])
+	}
+	if c.synced.Load() && rtt > slowFactor*shortest+slowSlack {
+		if c.bestSlow == nil || rtt < c.bestSlow.rtt {
+			c.bestSlow = &s
+		}
+		if t1.Sub(c.taken) < staleAfter {
+			c.mu.Unlock()
+			return nil
+		}
+		s = *c.bestSlow
+	}
+	c.taken, c.bestSlow = t1, nil
+	c.mu.Unlock()
+
+	if prev := time.Duration(c.offset.Swap(int64(s.offset))); !c.synced.Swap(true) || (s.offset-prev).Abs() > time.Second {
+		c.log.Info("clock synced to redis", "offset", s.offset.String(), "roundTrip", s.rtt.String())
 	}
 	return nil
 }
