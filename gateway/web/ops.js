@@ -9,7 +9,7 @@
   var root = document.getElementById('ops');
   var KEY = 'usher-admin-token', WHO = 'usher-admin-user';
   var HISTORY_MS = 10 * 60 * 1000; // what the sparklines show
-  var LIVE = ['waiting', 'active', 'admittedTotal', 'admitRatePerSec', 'stock', 'preQueue', 'lottery', 'adaptiveLimit']; // not configuration
+  var LIVE = ['waiting', 'active', 'admittedTotal', 'admitRatePerSec', 'stock', 'preQueue', 'lottery', 'adaptiveLimit', 'lastTickAt']; // not configuration
   var history = {};   // queue -> [{t, waiting, active, target, rate}]
   var cards = {};     // queue -> element
   var stopStream = null, pollTimer = null, retryTimer = null;
