@@ -93,10 +93,12 @@ const (
 	SlowHoldShare = 0.01
 	MinSlowHolds  = 2
 	// Binding: the limit holds the line back when shoppers wait and at
-	// least this share of it, less one slot, is in use (a slot freed by a
-	// finished order stays free until the next tick); only then may it
-	// rise (the way Gradient2 does not grow an app-limited limit).
-	Binding = 0.75
+	// least this share of it is in use; only then may it rise (Vegas and
+	// Gradient2 do not grow an app-limited limit either, by the same
+	// half). Slots freed by finished orders stay free until the next tick
+	// refills them, so at any instant a limit in full use shows a tick's
+	// worth of orders less than itself.
+	Binding = 0.5
 )
 
 // Bounds are the limits a queue's configuration sets.
@@ -272,7 +274,7 @@ func Decide(b Bounds, s State, w Window) (State, Decision) {
 		next.LastCut = false
 		return next, Decision{Limit: b.Clamp(limit), Reason: r, Ratio: ratio}
 	}
-	binds := w.Waiting > 0 && float64(w.Active) >= Binding*float64(b.Clamp(limit))-1
+	binds := w.Waiting > 0 && float64(w.Active) >= Binding*float64(b.Clamp(limit))
 	switch {
 	case w.BreakerOpen:
 		return cut(BreakerBackoff, ReasonBreakerOpen)

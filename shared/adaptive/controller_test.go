@@ -218,8 +218,8 @@ func TestRaisesOnlyWhenItBinds(t *testing.T) {
 	}{
 		{"shoppers wait and every slot is used", 5, 100, 250, adaptive.ReasonRaise, 110},
 		{"nobody waits", 0, 100, 250, adaptive.ReasonIdle, 100},
-		{"slots left unused", 5, 60, 250, adaptive.ReasonIdle, 100},
-		{"a slot or so free between ticks", 5, 75, 250, adaptive.ReasonRaise, 110},
+		{"most slots left unused", 5, 45, 250, adaptive.ReasonIdle, 100},
+		{"a tick's worth of slots free between ticks", 5, 60, 250, adaptive.ReasonRaise, 110},
 		{"latency 1.3× its baseline", 5, 100, 325, adaptive.ReasonSteady, 100},
 	}
 	for _, tt := range tests {
