@@ -14,7 +14,7 @@ import (
 // same fields the live scripts would have written for it.
 type Record struct {
 	Seq    uint64
-	Status Status // Waiting, Admitted, Expired, Used or Left; ignored for an alias
+	Status Status // Waiting, PreQueued, Admitted, Expired, Used or Left; ignored for an alias
 	User   string
 	// Alias is the earlier entry this join duplicates (a second join of a
 	// user already in line); 0 for an entry of its own.
@@ -23,6 +23,10 @@ type Record struct {
 	OrderID   string // the order that redeemed the token (status Used)
 	ReadyAt   time.Time
 	ExpiresAt time.Time
+	// Score is a waiting entry's score in line when it is not its
+	// sequence: a drawn place (place / (n + 1)) or a join allowed past the
+	// line (seq - 2^52). 0: its sequence (FIFO).
+	Score float64
 }
 
 // RestoreResult says what Restore wrote.
@@ -38,19 +42,23 @@ const Alias Status = "alias"
 // restoreScript recreates entry records that Redis lost.
 //
 // KEYS: stdKeys. ARGV: prefix, tombstoneTTL, then groups
-// of eight: seq, status, user, alias, tokenId, readyAtMs, expiresAtMs, orderId.
+// of nine: seq, status, user, alias, tokenId, readyAtMs, expiresAtMs,
+// orderId, score (a waiting entry's score in line; empty: its sequence).
 // Invariants: a record that exists is never touched (the gateway and the
 // admitter may be writing the same queue while a rebuild runs, and what they
 // wrote is newer); sorted sets only grow with NX, so nobody moves; the user
 // pointer only moves forward to a later sequence, as the ingest script moves
-// it. Finished records are tombstones that expire like the live ones.
+// it. Finished records are tombstones that expire like the live ones. A
+// pre-queued entry goes into the pre-queue set (counting its version up, as
+// the join script does), unless the queue was drawn meanwhile: then it
+// queues FIFO, as the join script puts a pre-queue join after the draw.
 // Returns, for each group, 1 if it was created and 0 if it was kept.
 var restoreScript = redis.NewScript(`
 local prefix, ttl = ARGV[1], tonumber(ARGV[2])
 local out = {}
-for i = 3, #ARGV, 8 do
+for i = 3, #ARGV, 9 do
   local seq, st, user, alias = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3]
-  local tok, ready, exp, ord = ARGV[i+4], ARGV[i+5], ARGV[i+6], ARGV[i+7]
+  local tok, ready, exp, ord, score = ARGV[i+4], ARGV[i+5], ARGV[i+6], ARGV[i+7], ARGV[i+8]
   local e = prefix .. 'e:' .. seq
   if redis.call('EXISTS', e) == 1 then
     out[#out+1] = 0
@@ -59,6 +67,7 @@ for i = 3, #ARGV, 8 do
     if alias ~= '' then
       redis.call('HSET', e, 'alias', alias, 'user', user)
     else
+      if st == 'pre' and redis.call('HGET', KEYS[4], 'drawn') then st, score = 'waiting', '' end
       redis.call('HSET', e, 'status', st, 'user', user)
       if tok ~= '' then
         redis.call('HSET', e, 'tokenId', tok, 'readyAt', ready, 'expiresAt', exp)
@@ -66,7 +75,11 @@ for i = 3, #ARGV, 8 do
       end
       if ord ~= '' then redis.call('HSET', e, 'orderId', ord) end
       if st == 'waiting' then
-        redis.call('ZADD', KEYS[1], 'NX', seq, seq)
+        if score == '' then score = seq end
+        redis.call('ZADD', KEYS[1], 'NX', score, seq)
+      elseif st == 'pre' then
+        redis.call('ZADD', prefix .. 'pre', 'NX', seq, seq)
+        redis.call('HINCRBY', KEYS[4], 'preVersion', 1)
       elseif st == 'admitted' then
         redis.call('ZADD', KEYS[2], 'NX', exp, seq)
       else
@@ -77,7 +90,7 @@ for i = 3, #ARGV, 8 do
         local cur = redis.call('GET', uk)
         if not cur or tonumber(cur) < tonumber(seq) then
           redis.call('SET', uk, seq)
-          if st ~= 'waiting' and st ~= 'admitted' then redis.call('EXPIRE', uk, ttl) end
+          if st ~= 'waiting' and st ~= 'admitted' and st ~= 'pre' then redis.call('EXPIRE', uk, ttl) end
         end
       end
     end
@@ -143,10 +156,10 @@ func (s *Store) Restore(ctx context.Context, q string, recs []Record) (RestoreRe
 }
 
 func restoreArgs(prefix string, ttl int, batch []Record) []any {
-	args := make([]any, 0, 2+8*len(batch))
+	args := make([]any, 0, 2+9*len(batch))
 	args = append(args, prefix, ttl)
 	for _, r := range batch {
-		alias, ready, exp := "", "", ""
+		alias, ready, exp, score := "", "", "", ""
 		if r.Alias != 0 {
 			alias = strconv.FormatUint(r.Alias, 10)
 		}
@@ -154,9 +167,34 @@ func restoreArgs(prefix string, ttl int, batch []Record) []any {
 			ready = strconv.FormatInt(r.ReadyAt.UnixMilli(), 10)
 			exp = strconv.FormatInt(r.ExpiresAt.UnixMilli(), 10)
 		}
-		args = append(args, strconv.FormatUint(r.Seq, 10), string(r.Status), r.User, alias, r.TokenID, ready, exp, r.OrderID)
+		if r.Score != 0 {
+			score = strconv.FormatFloat(r.Score, 'g', -1, 64) // exactly the double the live scripts wrote
+		}
+		args = append(args, strconv.FormatUint(r.Seq, 10), string(r.Status), r.User, alias, r.TokenID, ready, exp, r.OrderID, score)
 	}
 	return args
+}
+
+// restoreDrawScript records a draw that Redis lost, as drawScript did:
+// the stats hash's drawn, drawCursor and drawDigest, unless a draw is
+// recorded already (then nothing changes).
+// KEYS: the stats hash. ARGV: n, cursor, digest. Returns 1 if written.
+var restoreDrawScript = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], 'drawn') == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'drawn', ARGV[1], 'drawCursor', ARGV[2], 'drawDigest', ARGV[3])
+return 1
+`)
+
+// RestoreDraw records q's draw (from its usher.lottery.drawn.v1 event)
+// unless Redis has one recorded, and says whether it did. A rebuild calls
+// it before restoring the drawn, so that no admitter draws the pre-queue
+// again meanwhile and a pre-queue join restored after it queues FIFO.
+func (s *Store) RestoreDraw(ctx context.Context, q string, d Drawing) (bool, error) {
+	n, err := restoreDrawScript.Run(ctx, s.rdb, []string{keyspace.Of(q).Stats()}, d.Entries, d.Cursor, d.Digest).Int()
+	if err != nil {
+		return false, fmt.Errorf("restore the draw of %s: %w", q, err)
+	}
+	return n == 1, nil
 }
 
 // Existing counts how many of the given entries Redis has a record of. A
