@@ -133,7 +133,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	if o.keep {
+		// Every scenario's data (the JetStream stores, Redis's files)
+		// stays for a look afterwards.
+		defer fmt.Fprintf(stdout, "chaos: kept every scenario's data folder under %s\n", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
 	// PostgreSQL (as its own user) must reach its folder inside.
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
