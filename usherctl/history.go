@@ -245,7 +245,8 @@ type line struct {
 // did. Admissions and order events come from other streams; they are
 // matched to entries by join sequence and token id, and their times decide
 // what a later join or leave found (a user whose entry is still live when
-// they join again gets an alias, as the ingest script does).
+// they join again gets an alias, as the ingest script does, unless that
+// entry is the join's prev: the gateway saw it finished).
 func project(h *history) *line {
 	l := &line{bySeq: make(map[uint64]*entry, h.joins)}
 	admOf := make(map[uint64]*admission, len(h.admissions))
@@ -290,7 +291,7 @@ func project(h *history) *line {
 			if e.adm != nil {
 				e.usedAt, e.orderID = usedAt[e.adm.TokenID], usedBy[e.adm.TokenID]
 				e.ordered = ordered[e.adm.TokenID]
-			} else if cur := users[ev.user]; cur != nil && live(cur, ev.stored) {
+			} else if cur := users[ev.user]; cur != nil && cur.seq != ev.prev && live(cur, ev.stored) {
 				e.alias = cur.seq
 			}
 			if e.alias == 0 {
@@ -334,12 +335,18 @@ func (e *entry) status(now time.Time) waitqueue.Status {
 	}
 }
 
-// records returns the Redis records of the line at now: admitted ones
+// records returns the Redis records of the line at now, placed as the live
+// scripts place them given the queue's drop d (see placeOf): admitted ones
 // first (so an admitter ticking during a rebuild sees every held slot
-// before it sees anyone waiting), then the rest by sequence.
-func (l *line) records(now time.Time) []waitqueue.Record {
+// before it sees anyone waiting), then the waiting in line order (so it
+// sees the head of the line before anyone behind), then the rest by
+// sequence.
+func (l *line) records(now time.Time, d *drop) []waitqueue.Record {
+	if d == nil {
+		d = &drop{place: map[uint64]int{}}
+	}
 	out := make([]waitqueue.Record, 0, len(l.entries))
-	var rest []waitqueue.Record
+	var waiting, rest []waitqueue.Record
 	for _, e := range l.entries {
 		r := waitqueue.Record{Seq: e.seq, User: e.user, Alias: e.alias}
 		if e.orphan {
@@ -348,19 +355,59 @@ func (l *line) records(now time.Time) []waitqueue.Record {
 		if e.alias == 0 {
 			r.Status = e.status(now)
 		}
+		if r.Status == waitqueue.Waiting {
+			r.Status, r.Score = d.placeOf(e)
+		}
 		if e.adm != nil {
 			r.TokenID, r.ReadyAt, r.ExpiresAt = e.adm.TokenID, e.adm.ReadyAt, e.adm.ExpiresAt
 			if r.Status == waitqueue.Used {
 				r.OrderID = e.orderID
 			}
 		}
-		if r.Status == waitqueue.Admitted {
+		switch r.Status {
+		case waitqueue.Admitted:
 			out = append(out, r)
-		} else {
+		case waitqueue.Waiting:
+			waiting = append(waiting, r)
+		default:
 			rest = append(rest, r)
 		}
 	}
+	score := func(r waitqueue.Record) float64 {
+		if r.Score != 0 {
+			return r.Score
+		}
+		return float64(r.Seq)
+	}
+	sort.SliceStable(waiting, func(i, j int) bool { return score(waiting[i]) < score(waiting[j]) })
+	out = append(out, waiting...)
 	return append(out, rest...)
+}
+
+// priorityOffset is how far ahead of every place the join script puts a
+// join allowed past the line: its score is seq - 2^52.
+const priorityOffset = 1 << 52
+
+// placeOf is how the live scripts hold a waiting entry of the queue whose
+// drop is d (see classOf): a join allowed past the line scored seq - 2^52;
+// one the draw placed scored place / (n + 1), as Store.Draw stages it
+// (below 1, ahead of every FIFO place); a pre-queue join while no draw is
+// recorded pre-queued, with no place until the admitter draws; everyone
+// else FIFO, scored by sequence (score 0 here). A pre-queue join up to
+// the draw's cursor that the recomputed draw does not hold queues FIFO
+// too: it has to be somewhere, and the draw is over (rebuild warns).
+func (d *drop) placeOf(e *entry) (waitqueue.Status, float64) {
+	switch d.classOf(e) {
+	case placePriority:
+		return waitqueue.Waiting, float64(e.seq) - priorityOffset
+	case placeDrawn:
+		return waitqueue.Waiting, float64(d.place[e.seq]) / float64(len(d.order)+1)
+	case placeUndrawn:
+		if d.draw == nil {
+			return waitqueue.PreQueued, 0
+		}
+	}
+	return waitqueue.Waiting, 0
 }
 
 func (h *history) summary() string {
