@@ -29,15 +29,7 @@ const (
 	// the shortest recent one plus slowSlack is slow.
 	slowFactor = 2
 	slowSlack  = 2 * time.Millisecond
-	// staleAfter: with only slow samples for this long, the best of them
-	// is taken all the same (a clock that drifts is worse).
-	staleAfter = 10 * time.Second
 )
-
-// sample is one measurement of the offset and the round trip it took.
-type sample struct {
-	offset, rtt time.Duration
-}
 
 // Source tells the reference time (Redis TIME).
 type Source interface {
@@ -53,11 +45,9 @@ type Synced struct {
 	synced atomic.Bool
 	log    *slog.Logger
 
-	mu       sync.Mutex
-	rtts     [recentSamples]time.Duration // the recent round trips, a ring
-	n        int                          // samples taken
-	taken    time.Time                    // (local) when the offset was last set
-	bestSlow *sample                      // the best slow sample since then
+	mu   sync.Mutex
+	rtts [recentSamples]time.Duration // the recent round trips, a ring
+	n    int                          // samples taken
 }
 
 // New returns a clock following src, measured against local (time.Now, or
@@ -73,9 +63,11 @@ func (c *Synced) Now() time.Time { return c.local().Add(time.Duration(c.offset.L
 func (c *Synced) Offset() time.Duration { return time.Duration(c.offset.Load()) }
 
 // Sync measures the offset once. The first sample sets it; after that, a
-// slow sample (a round trip longer than twice the shortest of the recent
-// ones, plus 2 ms) keeps the offset as it was — unless only slow samples
-// came for staleAfter, when the best of them is taken.
+// slow sample — a round trip longer than twice the shortest of the last
+// recentSamples (itself included), plus 2 ms — keeps the offset as it was.
+// When every round trip got slower (Redis moved further away), the recent
+// ones are all slow and the clock follows them again within recentSamples
+// samples.
 func (c *Synced) Sync(ctx context.Context) error {
 	t0 := c.local()
 	ref, err := c.src.Now(ctx)
@@ -84,7 +76,7 @@ func (c *Synced) Sync(ctx context.Context) error {
 	}
 	t1 := c.local()
 	rtt := t1.Sub(t0)
-	s := sample{offset: ref.Sub(t0.Add(rtt / 2)), rtt: rtt}
+	off := ref.Sub(t0.Add(rtt / 2))
 
 	c.mu.Lock()
 	c.rtts[c.n%recentSamples] = rtt
@@ -93,21 +85,12 @@ func (c *Synced) Sync(ctx context.Context) error {
 	for i := range min(c.n, recentSamples) {
 		shortest = min(shortest, c.rtts[i])
 	}
-	if c.synced.Load() && rtt > slowFactor*shortest+slowSlack {
-		if c.bestSlow == nil || rtt < c.bestSlow.rtt {
-			c.bestSlow = &s
-		}
-		if t1.Sub(c.taken) < staleAfter {
-			c.mu.Unlock()
-			return nil
-		}
-		s = *c.bestSlow
-	}
-	c.taken, c.bestSlow = t1, nil
 	c.mu.Unlock()
-
-	if prev := time.Duration(c.offset.Swap(int64(s.offset))); !c.synced.Swap(true) || (s.offset-prev).Abs() > time.Second {
-		c.log.Info("clock synced to redis", "offset", s.offset.String(), "roundTrip", s.rtt.String())
+	if c.synced.Load() && rtt > slowFactor*shortest+slowSlack {
+		return nil
+	}
+	if prev := time.Duration(c.offset.Swap(int64(off))); !c.synced.Swap(true) || (off-prev).Abs() > time.Second {
+		c.log.Info("clock synced to redis", "offset", off.String(), "roundTrip", rtt.String())
 	}
 	return nil
 }

@@ -66,15 +66,23 @@ func TestASlowSampleDoesNotMoveTheClock(t *testing.T) {
 		t.Fatalf("clock off by %v", e)
 	}
 
-	// Only slow samples for longer than staleAfter (Redis moved far
-	// away): the clock takes the best of them rather than drift.
+	// A partition: one TIME hangs for 11 s. Halving it would put the clock
+	// 5.5 s off.
+	h.rtt = 11 * time.Second
+	_ = c.Sync(context.Background())
+	if e := off().Abs(); e > time.Millisecond {
+		t.Fatalf("clock off by %v after an 11 s sample, want the offset kept", e)
+	}
+
+	// Every round trip gets slower (Redis moved further away) and the
+	// offset changes: the clock follows within recentSamples samples.
 	h.truth = 5 * time.Second
-	for i := range 12 {
+	for i := range recentSamples + 1 {
 		h.rtt = time.Duration(30+i) * time.Millisecond
-		_ = c.Sync(context.Background())
 		h.advance(time.Second)
+		_ = c.Sync(context.Background())
 	}
 	if e := off().Abs(); e > 25*time.Millisecond { // half a round trip at most
-		t.Fatalf("clock off by %v after a minute of slow samples, want it to follow them", e)
+		t.Fatalf("clock off by %v after every round trip got slower, want it to follow them", e)
 	}
 }
