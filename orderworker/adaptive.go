@@ -28,6 +28,7 @@ type attempt struct {
 	holds     int64
 	slowHolds int64
 	holdMax   time.Duration
+	holdSum   time.Duration
 	final     orders.Order // the order as it finished (finish)
 	finished  bool
 }
@@ -65,6 +66,7 @@ func noteHold(ctx context.Context, d time.Duration) {
 			a.slowHolds++
 		}
 		a.holdMax = max(a.holdMax, d)
+		a.holdSum += d
 		a.mu.Unlock()
 	}
 }
@@ -85,7 +87,7 @@ func (a *attempt) sample(requested, now time.Time, err error) adaptive.Sample {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := adaptive.Sample{Timeouts: a.timeouts, Holds: a.holds, SlowHolds: a.slowHolds,
-		HoldMaxMs: float64(a.holdMax) / float64(time.Millisecond)}
+		HoldMs: float64(a.holdSum) / float64(time.Millisecond), HoldMaxMs: float64(a.holdMax) / float64(time.Millisecond)}
 	var later retryLater
 	switch {
 	case err == nil && a.finished:

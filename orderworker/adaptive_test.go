@@ -125,7 +125,7 @@ func TestAttemptSample(t *testing.T) {
 		}
 		return a
 	}
-	base := adaptive.Sample{Timeouts: 1, Holds: 2, SlowHolds: 1, HoldMaxMs: 25}
+	base := adaptive.Sample{Timeouts: 1, Holds: 2, SlowHolds: 1, HoldMs: 27, HoldMaxMs: 25}
 	tests := []struct {
 		name  string
 		final *orders.Order

@@ -74,7 +74,7 @@ const (
 	// measured long ago may no longer be true. So, like Vegas probing its
 	// no-load round trip, the controller drains: for one window it halves
 	// the limit (DrainDepth) and takes that window's latency as the
-	// baseline (weighted by its orders, as FullWeight says). If latency
+	// baseline (weighted by its orders, as BaselineWeight says). If latency
 	// fell by more than Tolerance, the limit it came from was queueing
 	// beyond it: it is cut to where a queue that grows with the limit
 	// would be at RaiseBelow, and the next drain comes FirstDrain windows
@@ -85,13 +85,17 @@ const (
 	FirstDrain = 3
 	DrainEvery = 30
 	// SlowHold is a database connection hold the order path should never
-	// need (the design's bound): when more than SlowHoldShare of a
-	// window's holds take longer — its p99 is above SlowHold — and at
-	// least MinSlowHolds do (one slow hold of a few dozen says nothing
-	// about a p99), the limit is cut.
+	// need (the design's bound). The limit is cut when more than
+	// SlowHoldShare of a window's holds take longer — its p99 is above
+	// SlowHold — and at least MinSlowHolds do (one slow hold of a few
+	// dozen says nothing about a p99), and the holds grew: their mean is
+	// above HoldGrowth × its own no-load baseline (kept like latency's).
+	// A database that is as slow at the floor (a busy host, not our load)
+	// is one admission cannot fix: it does not pin the limit there.
 	SlowHoldMs    = 20
 	SlowHoldShare = 0.01
 	MinSlowHolds  = 2
+	HoldGrowth    = 2
 	// Binding: the limit holds the line back when shoppers wait and at
 	// least this share of it is in use; only then may it rise (Vegas and
 	// Gradient2 do not grow an app-limited limit either, by the same
@@ -125,6 +129,7 @@ type Sample struct {
 	Timeouts  int64   // payment calls left unanswered (timeout, 5xx, refused)
 	Holds     int64   // database connection holds
 	SlowHolds int64   // holds longer than SlowHoldMs
+	HoldMs    float64 // their durations, summed
 	HoldMaxMs float64 // the longest hold
 }
 
@@ -138,6 +143,7 @@ func (s *Sample) Add(o Sample) {
 	s.Timeouts += o.Timeouts
 	s.Holds += o.Holds
 	s.SlowHolds += o.SlowHolds
+	s.HoldMs += o.HoldMs
 	s.HoldMaxMs = max(s.HoldMaxMs, o.HoldMaxMs)
 }
 
@@ -147,6 +153,14 @@ func (s Sample) MeanMs() float64 {
 		return 0
 	}
 	return s.LatencyMs / float64(s.Orders)
+}
+
+// HoldMeanMs is the window's mean database connection hold (0 without).
+func (s Sample) HoldMeanMs() float64 {
+	if s.Holds == 0 {
+		return 0
+	}
+	return s.HoldMs / float64(s.Holds)
 }
 
 // Window is one finished decision window: what the order path did, and
@@ -163,7 +177,10 @@ type State struct {
 	BaselineMs float64 // the no-load latency estimate; 0 until the first judged window
 	LatencyMs  float64 // the smoothed latency of the windows so far; 0 until the first
 	MeanMs     float64 // the last judged window's own mean latency
-	LastCut    bool    // the last decision lowered the limit
+	// HoldBaselineMs is the no-load mean database connection hold; 0
+	// until the first judged window.
+	HoldBaselineMs float64
+	LastCut        bool // the last decision lowered the limit
 	// Resume is the limit to go back to after a drain window (0: not
 	// draining); SinceDrain counts judged windows since the last drain,
 	// Drained whether there was one.
@@ -225,7 +242,8 @@ type Decision struct {
 // Guarantees: the limit stays within b; it is cut — multiplicatively, in
 // this window — when the breaker is open, an order failed, a payment call
 // went unanswered, an order waited, more than 1 % (and at least 2) of the
-// database holds took over SlowHoldMs, or the smoothed latency is beyond Tolerance × baseline
+// database holds took over SlowHoldMs while their mean grew beyond
+// HoldGrowth × its baseline, or the smoothed latency is beyond Tolerance × baseline
 // and not already falling after a cut; it rises only while the smoothed
 // latency is within RaiseBelow × baseline and the limit binds (shoppers
 // wait and it is in use); a drain lowers it for one window and restores
@@ -249,7 +267,10 @@ func Decide(b Bounds, s State, w Window) (State, Decision) {
 		// A drain window: its latency is the no-load one; the smoothed
 		// latency goes on from before it.
 		ratio = mean / s.LatencyMs
-		next.BaselineMs = s.BaselineMs + min(1, float64(w.Orders)/FullWeight)*(mean-s.BaselineMs)
+		next.BaselineMs = s.BaselineMs + min(1, float64(w.Orders)/BaselineWeight)*(mean-s.BaselineMs)
+		if w.Holds > 0 {
+			next.HoldBaselineMs = s.HoldBaselineMs + min(1, float64(w.Holds)/BaselineWeight)*(w.HoldMeanMs()-s.HoldBaselineMs)
+		}
 		next.SinceDrain, next.Drained = 0, true
 	case judged:
 		weight := max(Smoothing, min(1, float64(w.Orders)/FullWeight))
@@ -259,6 +280,9 @@ func Decide(b Bounds, s State, w Window) (State, Decision) {
 		}
 		next.MeanMs = mean
 		next.BaselineMs = baseline(s.BaselineMs, next.LatencyMs, w.Orders, limit < 2*float64(b.Min))
+		if w.Holds > 0 {
+			next.HoldBaselineMs = baseline(s.HoldBaselineMs, w.HoldMeanMs(), w.Holds, limit < 2*float64(b.Min))
+		}
 		next.SinceDrain++
 		if s.BaselineMs > 0 {
 			ratio = next.LatencyMs / s.BaselineMs
@@ -284,7 +308,8 @@ func Decide(b Bounds, s State, w Window) (State, Decision) {
 		return cut(Backoff, ReasonTimeouts)
 	case w.Deferred > 0:
 		return cut(Backoff, ReasonDeferred)
-	case w.SlowHolds >= MinSlowHolds && float64(w.SlowHolds) > SlowHoldShare*float64(w.Holds):
+	case w.SlowHolds >= MinSlowHolds && float64(w.SlowHolds) > SlowHoldShare*float64(w.Holds) &&
+		s.HoldBaselineMs > 0 && w.HoldMeanMs() > HoldGrowth*s.HoldBaselineMs:
 		return cut(Backoff, ReasonDBHold)
 	case s.Resume > 0:
 		if judged && ratio > 0 && ratio*Tolerance < 1 {

@@ -57,7 +57,8 @@ func (st *Store) Record(ctx context.Context, q string, window time.Duration, s S
 	args := []any{k.Prefix(), window.Milliseconds(), int(keyspace.OrderWindowTTL(window).Seconds()),
 		"+", "n", s.Orders, "+", "latMs", int64(math.Round(s.LatencyMs)), "max", "maxMs", int64(math.Round(s.MaxMs)),
 		"+", "failed", s.Failed, "+", "deferred", s.Deferred, "+", "timeouts", s.Timeouts,
-		"+", "holds", s.Holds, "+", "slowHolds", s.SlowHolds, "max", "holdMaxUs", int64(math.Round(s.HoldMaxMs * 1000))}
+		"+", "holds", s.Holds, "+", "slowHolds", s.SlowHolds, "+", "holdUs", int64(math.Round(s.HoldMs * 1000)),
+		"max", "holdMaxUs", int64(math.Round(s.HoldMaxMs * 1000))}
 	if err := recordScript.Run(ctx, st.rdb, []string{k.Limit()}, args...).Err(); err != nil {
 		return fmt.Errorf("record order window of %s: %w", q, err)
 	}
@@ -86,7 +87,7 @@ local f = redis.call('HMGET', L, 'fp', 'applied', 'reason', 'window', 'claim', '
 if f[1] ~= ARGV[3] then
   redis.call('HSET', L, 'fp', ARGV[3], 'limit', ARGV[4], 'applied', ARGV[4], 'reason', 'start', 'window', w,
     'claim', 0, 'claimUntil', 0, 'baseline', 0, 'latency', 0, 'mean', 0, 'lastCut', 0, 'resume', 0,
-    'sinceDrain', 0, 'drained', 0, 'evLimit', ARGV[4], 'at', now, 'orders', 0)
+    'sinceDrain', 0, 'drained', 0, 'holdBaseline', 0, 'evLimit', ARGV[4], 'at', now, 'orders', 0)
   redis.call('EXPIRE', L, ARGV[5])
   return {'start', w, ARGV[4], 'start', ARGV[4]}
 end
@@ -94,7 +95,7 @@ if tonumber(f[4] or '0') >= w or (tonumber(f[5] or '0') == w and tonumber(f[6] o
   return {'hold', w, f[2], f[3], f[7]}
 end
 redis.call('HSET', L, 'claim', w, 'claimUntil', now + tonumber(ARGV[6]))
-local st = redis.call('HMGET', L, 'limit', 'baseline', 'latency', 'mean', 'lastCut', 'resume', 'sinceDrain', 'drained')
+local st = redis.call('HMGET', L, 'limit', 'baseline', 'latency', 'mean', 'lastCut', 'resume', 'sinceDrain', 'drained', 'holdBaseline')
 local win = redis.call('HGETALL', ARGV[1] .. 'ow:' .. string.format('%d', w - 1))
 return {'due', w, f[2], f[3], f[7], st, win, redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[3])}
 `)
@@ -168,11 +169,12 @@ func (st *Store) Step(ctx context.Context, q string, p Params) (Step, error) {
 	}
 	s.Due = true
 	f, _ := res[5].([]any)
-	if len(f) != 8 {
+	if len(f) != 9 {
 		return Step{}, fmt.Errorf("adaptive step of %s: state of %d fields", q, len(f))
 	}
 	s.State = State{Limit: asFloat(f[0]), BaselineMs: asFloat(f[1]), LatencyMs: asFloat(f[2]), MeanMs: asFloat(f[3]),
-		LastCut: asString(f[4]) == "1", Resume: asFloat(f[5]), SinceDrain: int(asFloat(f[6])), Drained: asString(f[7]) == "1"}
+		LastCut: asString(f[4]) == "1", Resume: asFloat(f[5]), SinceDrain: int(asFloat(f[6])), Drained: asString(f[7]) == "1",
+		HoldBaselineMs: asFloat(f[8])}
 	win, _ := res[6].([]any)
 	s.Last = windowOf(win)
 	s.Last.Waiting, s.Last.Active = asInt(res[7]), asInt(res[8])
@@ -201,6 +203,8 @@ func windowOf(kv []any) Window {
 			w.Holds = int64(v)
 		case "slowHolds":
 			w.SlowHolds = int64(v)
+		case "holdUs":
+			w.HoldMs = v / 1000
 		case "holdMaxUs":
 			w.HoldMaxMs = v / 1000
 		}
@@ -223,7 +227,7 @@ func (st *Store) Commit(ctx context.Context, q string, p Params, s Step, next St
 	ok, err := commitScript.Run(ctx, st.rdb, []string{k.Limit()}, s.Window, p.fingerprint(), int(keyspace.LimitTTL.Seconds()),
 		"limit", ff(next.Limit), "applied", d.Limit, "reason", string(d.Reason),
 		"baseline", ff(next.BaselineMs), "latency", ff(next.LatencyMs), "mean", ff(next.MeanMs), "lastCut", flag(next.LastCut),
-		"resume", ff(next.Resume), "sinceDrain", next.SinceDrain, "drained", flag(next.Drained),
+		"resume", ff(next.Resume), "sinceDrain", next.SinceDrain, "drained", flag(next.Drained), "holdBaseline", ff(next.HoldBaselineMs),
 		"evLimit", eventLimit, "orders", w.Orders).Int()
 	if err != nil {
 		return fmt.Errorf("adaptive commit of %s: %w", q, err)
