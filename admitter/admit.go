@@ -83,6 +83,9 @@ type admitter struct {
 	// adaptive gives adaptive queues their targetActive (nil: every
 	// queue's is as configured).
 	adaptive *adaptiveLimits
+	// waits measures the time in line of the admissions this admitter
+	// stored (nil: not measured).
+	waits *waits
 }
 
 // epoch is the entries stream's identity as the followers decode with it.
@@ -292,13 +295,17 @@ func (a *admitter) announce(ctx context.Context, q string) error {
 			futures = append(futures, f)
 		}
 		var done []uint64
+		var stored []waitqueue.Admission // by this publish, not a repeat the stream dropped
 		var firstErr error
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	wait:
 		for i, f := range futures {
 			select {
-			case <-f.Ok():
+			case ack := <-f.Ok():
 				done = append(done, pending[i].Seq)
+				if ack != nil && !ack.Duplicate {
+					stored = append(stored, pending[i])
+				}
 			case err := <-f.Err():
 				if firstErr == nil {
 					firstErr = fmt.Errorf("admission %s not stored: %w", pending[i].TokenID, err)
@@ -311,6 +318,9 @@ func (a *admitter) announce(ctx context.Context, q string) error {
 		cancel()
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if cfg, ok := a.configOf(q); ok {
+			a.waits.stored(q, cfg.OpensAt, stored)
 		}
 		if a.hooks.afterPublish != nil {
 			if err := a.hooks.afterPublish(q); err != nil {

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"usher/shared/analytics"
 	"usher/shared/catalog"
 	"usher/shared/waitqueue"
 )
@@ -35,6 +36,10 @@ type metrics struct {
 	// the stock state (1 for the current one).
 	sellable   *prometheus.GaugeVec
 	stockState *prometheus.GaugeVec
+	// The journey (package analytics): time in line of the admissions
+	// this admitter stored, and the tokens its ticks expired.
+	timeInLine *prometheus.HistogramVec
+	outcomes   *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -79,7 +84,10 @@ func newMetrics() *metrics {
 		behindTicks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "usher_admission_ticks_behind_total", Help: "Ticks that admitted nobody because the line had not applied every admission and order the streams hold.",
 		}, q),
+		timeInLine: analytics.NewTimeInLine(),
+		outcomes:   analytics.NewOutcomes(),
 	}
+	m.reg.MustRegister(m.timeInLine, m.outcomes)
 	m.reg.MustRegister(m.tickDuration, m.admitted, m.expired, m.waiting, m.active, m.target, m.rate, m.breakerOpen,
 		m.announced, m.applied, m.behind, m.stalled, m.rewinds, m.behindTicks, m.sellable, m.stockState,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -90,6 +98,7 @@ func (m *metrics) observeTick(cfg catalog.Config, r waitqueue.TickResult, d time
 	m.tickDuration.WithLabelValues(cfg.Name).Observe(d.Seconds())
 	m.admitted.WithLabelValues(cfg.Name).Add(float64(r.Admitted))
 	m.expired.WithLabelValues(cfg.Name).Add(float64(r.Expired))
+	m.outcomes.WithLabelValues(cfg.Name, analytics.Expired).Add(float64(r.Expired))
 	m.waiting.WithLabelValues(cfg.Name).Set(float64(r.Waiting))
 	m.active.WithLabelValues(cfg.Name).Set(float64(r.Active))
 	m.target.WithLabelValues(cfg.Name).Set(float64(cfg.TargetActive))

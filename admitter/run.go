@@ -58,6 +58,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	}
 	// Adaptive queues' targetActive: the controller's limit, kept in Redis.
 	adm.adaptive = newAdaptiveLimits(adaptive.NewStore(d.Redis), adm.breaker, d.JS, d.Log, d.Clock.Now, m.reg)
+	adm.waits = newWaits(d.Log, d.JS, adm.epoch, m)
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.addr, err)
@@ -66,6 +67,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	g, ctx := errgroup.WithContext(ctx)
 	d.Go(ctx, g)
 	g.Go(func() error { return adm.Run(ctx) })
+	g.Go(func() error { return adm.waits.Run(ctx) })
 	g.Go(func() error { return opshttp.Serve(ctx, ln, opshttp.Mux(m.reg, d.Ready()), s.Shutdown) })
 	return g.Wait()
 }

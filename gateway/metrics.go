@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"usher/shared/analytics"
 )
 
 // metrics are the gateway's Prometheus metrics, on its own registry. Labels
@@ -21,6 +23,9 @@ type metrics struct {
 	polls    prometheus.Counter
 	limited  *prometheus.CounterVec
 	pow      *powMetrics // proof of work at the door (challenge.go)
+	// outcomes counts the admitted shoppers who left (package analytics):
+	// the leave that freed their slot.
+	outcomes *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -42,6 +47,8 @@ func newMetrics() *metrics {
 		}, []string{"policy"}),
 	}
 	m.pow = newPowMetrics(m.reg)
+	m.outcomes = analytics.NewOutcomes()
+	m.reg.MustRegister(m.outcomes)
 	m.reg.MustRegister(m.requests, m.joins, m.polls, m.limited,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -224,7 +224,7 @@ func (a *api) placeOrder(c *fiber.Ctx) error {
 		// before is retried this way, and the stream drops the repeats.
 		body, err := event.Marshal(id, event.TypeOrderRequested, user, requestedAt, event.OrderRequested{
 			OrderID: id, TokenID: claims.ID, Queue: cfg.Name, User: user, SKU: sku, Quantity: quantity,
-			TokenExpiresAt: claims.ExpiresAt.UTC(), RequestedAt: requestedAt.UTC(),
+			TokenExpiresAt: claims.ExpiresAt.UTC(), TokenReadyAt: claims.ReadyAt.UTC(), RequestedAt: requestedAt.UTC(),
 		})
 		if err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"usher/shared/analytics"
 	"usher/shared/catalog"
 	"usher/shared/event"
 	"usher/shared/problem"
@@ -255,9 +256,13 @@ func (a *api) leave(c *fiber.Ctx) error {
 	if _, err := a.events.Publish(ctx, event.LeaveSubject(cfg.Name), body, jetstream.WithMsgID(id)); err != nil {
 		return unavailable(fmt.Errorf("publish leave to %s: %w", cfg.Name, err), "the leave could not be recorded; retry")
 	}
-	if _, err := a.line.Leave(ctx, cfg.Name, t.Seq, t.User); err != nil {
+	had, err := a.line.Leave(ctx, cfg.Name, t.Seq, t.User)
+	if err != nil {
 		// The leave is recorded in the stream: the follower applies it.
 		return unavailable(err, "the leave is recorded; it takes effect in a moment")
+	}
+	if had == waitqueue.Admitted { // this leave freed an admitted shopper's slot
+		a.metrics.outcomes.WithLabelValues(cfg.Name, analytics.Left).Inc()
 	}
 	return c.SendStatus(fiber.StatusNoContent)
 }

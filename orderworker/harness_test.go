@@ -235,7 +235,7 @@ func (w *world) publishRequest(tokenID, msgID string, requestedAt time.Time) str
 	}
 	body, _ := event.Marshal(msgID, event.TypeOrderRequested, "", requestedAt, event.OrderRequested{
 		OrderID: id, TokenID: tokenID, Queue: w.queue, User: fmt.Sprintf("user-%d", seq), SKU: w.sku(), Quantity: 1,
-		TokenExpiresAt: time.Now().Add(5 * time.Minute), RequestedAt: requestedAt,
+		TokenExpiresAt: time.Now().Add(5 * time.Minute), TokenReadyAt: w.readyAt(tokenID), RequestedAt: requestedAt,
 	})
 	if _, err := w.js.Publish(context.Background(), event.OrderRequestedSubject(w.queue), body, jetstream.WithMsgID(msgID)); err != nil {
 		w.t.Fatal(err)

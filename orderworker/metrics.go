@@ -5,6 +5,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"usher/shared/analytics"
+	"usher/shared/event"
+	"usher/shared/orders"
 )
 
 // metrics are the order worker's Prometheus metrics, on its own registry.
@@ -17,6 +21,12 @@ type metrics struct {
 	payTime  *prometheus.HistogramVec
 	deferred prometheus.Counter
 	breaker  prometheus.Gauge
+	// The journey (package analytics), per queue: READY → order and
+	// order → final of the orders this worker finished, and the admitted
+	// shoppers who ordered.
+	readyToOrder *prometheus.HistogramVec
+	orderToFinal *prometheus.HistogramVec
+	outcomes     *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -48,13 +58,38 @@ func newMetrics() *metrics {
 		breaker: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "usher_payment_breaker_open", Help: "1 while this worker's payment breaker is open.",
 		}),
+		readyToOrder: analytics.NewReadyToOrder(),
+		orderToFinal: analytics.NewOrderToFinal(),
+		outcomes:     analytics.NewOutcomes(),
 	}
+	m.reg.MustRegister(m.readyToOrder, m.orderToFinal, m.outcomes)
 	m.reg.MustRegister(m.hold, m.orders, m.latency, m.payments, m.payTime, m.deferred, m.breaker,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 func (m *metrics) observeHold(d time.Duration) { m.hold.Observe(d.Seconds()) }
+
+// observeFinal records the journey of an order this worker finished at
+// now: from its request to its final status and, for an order the
+// shopper's token could place (not one refused for the token itself:
+// expired, left, never confirmed — those count elsewhere, or are no
+// admission at all), from the shopper's READY to the request, and the
+// admitted shopper's outcome "ordered". The durable consumer hands each
+// request to one worker at a time and this runs once its order is final,
+// so an order counts once (a crash between here and the ack would count
+// it again on redelivery, as usher_orders_total).
+func (m *metrics) observeFinal(req event.OrderRequested, o orders.Order, now time.Time) {
+	m.orderToFinal.WithLabelValues(o.Queue, string(o.Status)).Observe(max(now.Sub(req.RequestedAt), 0).Seconds())
+	switch o.Reason {
+	case orders.ReasonTokenExpired, orders.ReasonTokenLeft, orders.ReasonTokenUnconfirmed:
+		return
+	}
+	if !req.TokenReadyAt.IsZero() {
+		m.readyToOrder.WithLabelValues(o.Queue).Observe(max(req.RequestedAt.Sub(req.TokenReadyAt), 0).Seconds())
+	}
+	m.outcomes.WithLabelValues(o.Queue, analytics.Ordered).Inc()
+}
 
 func (m *metrics) observePayment(outcome string, d time.Duration) {
 	m.payTime.WithLabelValues(outcome).Observe(d.Seconds())

@@ -169,7 +169,7 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 			if o, err = w.store.Reject(ctx, o, orders.ReasonTokenUnconfirmed); err != nil {
 				return err
 			}
-			return w.finish(ctx, o, seq)
+			return w.finish(ctx, req, o, seq)
 		case waitqueue.RedeemConflict:
 			// Another order holds this token. Nothing of ours to record.
 			w.log.Warn("token redeemed by another order", "order", o.ID, "token", o.TokenID)
@@ -182,7 +182,7 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 			if o, err = w.store.Reject(ctx, o, reason); err != nil {
 				return err
 			}
-			return w.finish(ctx, o, seq)
+			return w.finish(ctx, req, o, seq)
 		}
 		if err := w.hooks.call(w.hooks.afterRedeem, o.ID); err != nil {
 			return err
@@ -228,7 +228,7 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 			return err
 		}
 	}
-	return w.finish(ctx, o, seq)
+	return w.finish(ctx, req, o, seq)
 }
 
 // voidStray voids a capture the gateway holds under a FAILED order's key.
@@ -374,7 +374,7 @@ func (w *worker) later(o orders.Order) (orders.Order, error) {
 // sees what is left and closes a sold-out queue). Every step is
 // idempotent, so a redelivery after a crash anywhere here repeats them
 // harmlessly.
-func (w *worker) finish(ctx context.Context, o orders.Order, seq uint64) error {
+func (w *worker) finish(ctx context.Context, req event.OrderRequested, o orders.Order, seq uint64) error {
 	noteFinal(ctx, o)
 	if err := w.putRecord(ctx, o); err != nil {
 		return err
@@ -406,6 +406,7 @@ func (w *worker) finish(ctx context.Context, o orders.Order, seq uint64) error {
 		return err
 	}
 	w.metrics.orders.WithLabelValues(string(o.Status)).Inc()
+	w.metrics.observeFinal(req, o, w.now())
 	if err := w.records.CountOutcome(ctx, o.Queue, o.ID, o.Status); err != nil {
 		// A dashboard figure: not worth redelivering a finished order for.
 		w.log.Warn("order outcome not counted", "order", o.ID, "queue", o.Queue, "err", err)

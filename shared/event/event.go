@@ -260,7 +260,9 @@ type ConfigChanged struct {
 // gateway verified and claimed. Its id (and Nats-Msg-Id) is the order id,
 // so a double submit is stored once. It carries the token's id, never the
 // token. RequestedAt is when the gateway claimed the token (Redis time):
-// the order's deadline counts from it.
+// the order's deadline counts from it. TokenReadyAt is the token's readyAt
+// (its nbf): the shopper's READY moment, from which the time to order
+// counts (absent from requests of gateways from before it existed).
 type OrderRequested struct {
 	OrderID        string    `json:"orderId"`
 	TokenID        string    `json:"tokenId"`
@@ -269,6 +271,7 @@ type OrderRequested struct {
 	SKU            string    `json:"sku"`
 	Quantity       int       `json:"quantity"`
 	TokenExpiresAt time.Time `json:"tokenExpiresAt"`
+	TokenReadyAt   time.Time `json:"tokenReadyAt,omitzero"`
 	RequestedAt    time.Time `json:"requestedAt"`
 }
 

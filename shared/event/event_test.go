@@ -31,7 +31,7 @@ func TestGolden(t *testing.T) {
 		}},
 		{"order.requested.v1", "ord_abc", event.TypeOrderRequested, "alice", event.OrderRequested{
 			OrderID: "ord_abc", TokenID: "demo:42", Queue: "demo", User: "alice", SKU: "demo-sku", Quantity: 1,
-			TokenExpiresAt: at.Add(300 * time.Second), RequestedAt: at,
+			TokenExpiresAt: at.Add(300 * time.Second), TokenReadyAt: at.Add(-42 * time.Second), RequestedAt: at,
 		}},
 		{"order.completed.v1", "completed/ord_abc", event.TypeOrderCompleted, "alice", event.OrderFinished{
 			OrderID: "ord_abc", TokenID: "demo:42", Queue: "demo", User: "alice", SKU: "demo-sku", Quantity: 1,
