@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -199,6 +200,9 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 	if err := a.announce(ctx, cfg.Name); err != nil {
 		return tickLen, err
 	}
+	if err := a.recordAbandoned(ctx, cfg.Name); err != nil {
+		return tickLen, err
+	}
 	if err := a.drawIfDue(ctx, cfg); err != nil {
 		return tickLen, err
 	}
@@ -238,6 +242,7 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 		Orders:          ordersHead,
 		StockAware:      cfg.StockAwareness(),
 		AwaitDraw:       cfg.Lottery != nil && cfg.OpensAt != nil,
+		AbandonAfter:    cfg.AbandonAfter(),
 	})
 	if err != nil {
 		return tickLen, err
@@ -264,6 +269,11 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 	}
 	if res.Admitted > 0 {
 		if err := a.announce(ctx, cfg.Name); err != nil {
+			return tickLen, err
+		}
+	}
+	if res.Abandoned > 0 {
+		if err := a.recordAbandoned(ctx, cfg.Name); err != nil {
 			return tickLen, err
 		}
 	}
@@ -411,6 +421,55 @@ const passthroughTarget = 1 << 30
 // the gateways took into the pre-queue before the opening is in the stream.
 const drawGrace = time.Second
 
+// recordAbandoned records on the entries stream the leaves of shoppers
+// the line found gone (see waitqueue's admitScript), with a message id per
+// entry so a repeat is dropped, and trims what the stream stored. The line
+// took them out already; the record is what a replay of the stream (after
+// Redis lost its data) and the audit go by.
+func (a *admitter) recordAbandoned(ctx context.Context, q string) error {
+	gone, err := a.line.AbandonedOutbox(ctx, q, 512)
+	if err != nil || len(gone) == 0 {
+		return err
+	}
+	epoch := a.epoch()
+	futures := make([]jetstream.PubAckFuture, 0, len(gone))
+	for _, g := range gone {
+		id := "abandoned/" + q + "/" + epoch + "/" + strconv.FormatUint(g.Seq, 10)
+		body, err := event.Marshal(id, event.TypeLeft, g.User, a.now(), event.Left{Queue: q, User: g.User, Seq: g.Seq,
+			Reason: waitqueue.ReasonAbandoned})
+		if err != nil {
+			return err
+		}
+		f, err := a.events.PublishAsync(event.LeaveSubject(q), body, jetstream.WithMsgID(id))
+		if err != nil {
+			return fmt.Errorf("record abandoned: %w", err)
+		}
+		futures = append(futures, f)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var done []uint64
+	var firstErr error
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+			done = append(done, gone[i].Seq)
+		case err := <-f.Err():
+			if firstErr == nil {
+				firstErr = fmt.Errorf("abandoned %s/%d not recorded: %w", q, gone[i].Seq, err)
+			}
+		case <-wctx.Done():
+			if firstErr == nil {
+				firstErr = fmt.Errorf("abandoned not acknowledged: %w", wctx.Err())
+			}
+		}
+	}
+	if err := a.line.AbandonedRecorded(ctx, q, done); err != nil {
+		return err
+	}
+	return firstErr
+}
+
 // drawIfDue draws a scheduled drop's pre-queue once it has opened: the
 // lottery order (package lottery) from the committed seed, placed in one
 // atomic step, then the seed revealed in the catalog and on USHER_OPS. It
@@ -455,9 +514,18 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 	if err != nil {
 		return fmt.Errorf("draw %s: %w", cfg.Name, err)
 	}
-	list := make([]lottery.Entry, len(entries))
-	for i, e := range entries {
-		list[i] = lottery.Entry{Seq: e.Seq, User: e.User}
+	// A queue the catalog says was drawn, but the line not, lost its draw
+	// with Redis: the same pre-queue (up to the first draw's cursor) is
+	// drawn again, which gives the same order.
+	var upTo uint64
+	if cfg.Lottery.Drawn {
+		upTo = cfg.Lottery.EntriesCursor
+	}
+	list := make([]lottery.Entry, 0, len(entries))
+	for _, e := range entries {
+		if upTo == 0 || e.Seq <= upTo {
+			list = append(list, lottery.Entry{Seq: e.Seq, User: e.User})
+		}
 	}
 	sorted := lottery.Sorted(seed, list)
 	order := make([]uint64, len(sorted))
@@ -465,7 +533,7 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 		order[i] = e.Seq
 	}
 	start := time.Now()
-	n, err := a.line.Draw(ctx, cfg.Name, a.epoch(), version, order, lottery.Digest(sorted))
+	n, err := a.line.Redraw(ctx, cfg.Name, a.epoch(), version, order, lottery.Digest(sorted), upTo)
 	switch {
 	case errors.Is(err, waitqueue.ErrDrawn), errors.Is(err, waitqueue.ErrDrawChanged):
 		return nil // another admitter drew, or someone joined or left: next tick
@@ -489,7 +557,7 @@ func (a *admitter) revealDraw(ctx context.Context, q string, d waitqueue.Drawing
 			return false
 		}
 		l := *c.Lottery
-		l.Drawn, l.DrawnAt, l.Entries = true, &at, d.Entries
+		l.Drawn, l.DrawnAt, l.Entries, l.EntriesCursor = true, &at, d.Entries, d.Cursor
 		c.Lottery = &l
 		return true
 	})

@@ -346,7 +346,7 @@ func decodeEntry(log *slog.Logger, m jetstream.Msg) waitqueue.EntryEvent {
 	case event.IsLeave(m.Subject()):
 		var l event.Left
 		if _, err := event.Unmarshal(m.Data(), event.TypeLeft, &l); err == nil && l.Seq > 0 {
-			return waitqueue.EntryEvent{StreamSeq: seq, Leave: true, Entry: l.Seq, User: l.User}
+			return waitqueue.EntryEvent{StreamSeq: seq, Leave: true, Entry: l.Seq, User: l.User, Reason: l.Reason}
 		} else {
 			log.Error("skipping a malformed leave event", "seq", seq, "err", err)
 		}

@@ -18,6 +18,7 @@ type metrics struct {
 	tickDuration *prometheus.HistogramVec
 	admitted     *prometheus.CounterVec
 	expired      *prometheus.CounterVec
+	abandoned    *prometheus.CounterVec
 	waiting      *prometheus.GaugeVec
 	active       *prometheus.GaugeVec
 	target       *prometheus.GaugeVec
@@ -53,9 +54,11 @@ func newMetrics() *metrics {
 		}, q),
 		admitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "usher_admitted_total", Help: "Shoppers admitted."}, q),
 		expired:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "usher_tokens_expired_total", Help: "Entry tokens that expired unused."}, q),
-		waiting:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "usher_waiting", Help: "Shoppers waiting in line."}, q),
-		active:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "usher_active", Help: "Admission slots held."}, q),
-		target:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "usher_target_active", Help: "Configured targetActive."}, q),
+		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "usher_abandoned_total",
+			Help: "Waiting shoppers who left the line because they were gone (no poll, no stream) for the queue's abandonAfterSeconds."}, q),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "usher_waiting", Help: "Shoppers waiting in line."}, q),
+		active:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "usher_active", Help: "Admission slots held."}, q),
+		target:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "usher_target_active", Help: "Configured targetActive."}, q),
 		rate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "usher_admission_rate_per_second", Help: "Measured admissions per second over the last minute (what ETAs use).",
 		}, q),
@@ -88,7 +91,7 @@ func newMetrics() *metrics {
 		outcomes:   analytics.NewOutcomes(),
 	}
 	m.reg.MustRegister(m.timeInLine, m.outcomes)
-	m.reg.MustRegister(m.tickDuration, m.admitted, m.expired, m.waiting, m.active, m.target, m.rate, m.breakerOpen,
+	m.reg.MustRegister(m.tickDuration, m.admitted, m.expired, m.abandoned, m.waiting, m.active, m.target, m.rate, m.breakerOpen,
 		m.announced, m.applied, m.behind, m.stalled, m.rewinds, m.behindTicks, m.sellable, m.stockState,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -99,6 +102,7 @@ func (m *metrics) observeTick(cfg catalog.Config, r waitqueue.TickResult, d time
 	m.admitted.WithLabelValues(cfg.Name).Add(float64(r.Admitted))
 	m.expired.WithLabelValues(cfg.Name).Add(float64(r.Expired))
 	m.outcomes.WithLabelValues(cfg.Name, analytics.Expired).Add(float64(r.Expired))
+	m.abandoned.WithLabelValues(cfg.Name).Add(float64(r.Abandoned))
 	m.waiting.WithLabelValues(cfg.Name).Set(float64(r.Waiting))
 	m.active.WithLabelValues(cfg.Name).Set(float64(r.Active))
 	m.target.WithLabelValues(cfg.Name).Set(float64(cfg.TargetActive))

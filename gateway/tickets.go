@@ -108,7 +108,7 @@ func (a *api) join(c *fiber.Ctx) error {
 	}
 	prev := cur.Seq
 	if cur.Found && cur.Status.Live() {
-		e, err := a.line.Poll(ctx, cfg.Name, prev)
+		e, err := a.line.PollPresent(ctx, cfg.Name, prev)
 		if err != nil {
 			return lineDown(err)
 		}
@@ -225,7 +225,7 @@ func (a *api) poll(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	e, err := a.line.Poll(c.UserContext(), cfg.Name, t.Seq)
+	e, err := a.line.PollPresent(c.UserContext(), cfg.Name, t.Seq)
 	if err != nil {
 		return lineDown(err)
 	}

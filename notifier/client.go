@@ -154,6 +154,14 @@ func (c *client) wantsRank(due bool) bool {
 	return c.adm == nil && c.end.event == "" && !c.pre && (c.base < 0 || due)
 }
 
+// waiting reports whether the client still waits (in line or in a
+// pre-queue): its shopper is there while its stream is.
+func (c *client) waiting() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.adm == nil && c.end.event == ""
+}
+
 // preQueued records that the client waits in the pre-queue.
 func (c *client) preQueued(opensAt time.Time) {
 	c.mu.Lock()

@@ -16,6 +16,7 @@ import (
 type line interface {
 	Poll(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error)
 	Ranks(ctx context.Context, q string, seqs []uint64) (waitqueue.Ranks, error)
+	Present(ctx context.Context, q string, seqs []uint64, now time.Time) error
 }
 
 // queueStates is the part of the catalog the notifier reads.
@@ -50,6 +51,11 @@ type queueStates interface {
 // A client whose resync finds it no longer waiting gets one Poll: that is how
 // an admission whose event this notifier missed (a NATS reconnect, a slow
 // subscription) still reaches its shopper.
+//
+// A shopper whose stream this notifier holds is present (see the queue's
+// abandonAfterSeconds): every quarter of that time (at most a minute) one
+// command per queue records all of its waiting clients present — not a
+// write per client per second.
 type hub struct {
 	log     *slog.Logger
 	line    line
@@ -68,6 +74,13 @@ type room struct {
 	index   map[*client]int
 	bySeq   map[uint64][]*client
 	cursor  int // where the next resync slice starts
+	present time.Time // when its waiting clients were last recorded present
+}
+
+// presenceEvery is how often a queue's waiting clients are recorded
+// present: a quarter of its abandonAfterSeconds, at most a minute.
+func presenceEvery(cfg catalog.Config) time.Duration {
+	return min(cfg.AbandonAfter()/4, time.Minute)
 }
 
 // maxPollsPerTick bounds the Polls one queue's tick spends on clients that
@@ -201,6 +214,29 @@ func (h *hub) Run(ctx context.Context) error {
 	}
 }
 
+// reportPresent records the queue's waiting clients present if it is time.
+func (h *hub) reportPresent(ctx context.Context, q string, r *room, all []*client, every time.Duration) {
+	now := h.now()
+	h.mu.Lock()
+	due := now.Sub(r.present) >= every
+	if due {
+		r.present = now
+	}
+	h.mu.Unlock()
+	if !due {
+		return
+	}
+	seqs := make([]uint64, 0, len(all))
+	for _, c := range all {
+		if c.waiting() {
+			seqs = append(seqs, c.seq)
+		}
+	}
+	if err := h.line.Present(ctx, q, seqs, now); err != nil && ctx.Err() == nil {
+		h.log.Warn("record present shoppers", "queue", q, "err", err)
+	}
+}
+
 // refresh is one queue's tick: closed queues end their waiting clients;
 // open ones get new positions from one Ranks round trip.
 func (h *hub) refresh(ctx context.Context, q string) {
@@ -217,11 +253,15 @@ func (h *hub) refresh(ctx context.Context, q string) {
 	r.cursor = (from + slice) % n
 	h.mu.Unlock()
 
-	if cfg, ok := h.queues.Get(q); ok && cfg.State == catalog.StateClosed {
+	cfg, ok := h.queues.Get(q)
+	if ok && cfg.State == catalog.StateClosed {
 		for _, c := range all {
 			c.close(shopper.ClosedReason(cfg))
 		}
 		return
+	}
+	if ok && cfg.AbandonAfter() > 0 {
+		h.reportPresent(ctx, q, r, all, presenceEvery(cfg))
 	}
 	var ask []*client
 	var seqs []uint64

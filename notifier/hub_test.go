@@ -21,6 +21,10 @@ func (f *fakeLine) Poll(ctx context.Context, q string, seq uint64) (waitqueue.En
 	return waitqueue.Entry{Status: waitqueue.Waiting}, nil
 }
 
+func (f *fakeLine) Present(ctx context.Context, q string, seqs []uint64, now time.Time) error {
+	return nil
+}
+
 func (f *fakeLine) Ranks(ctx context.Context, q string, seqs []uint64) (waitqueue.Ranks, error) {
 	r := waitqueue.Ranks{Waiting: 1 << 20, AdmittedTotal: f.admitted, Rate: 140, Rank: make([]int64, len(seqs))}
 	for i, s := range seqs {

@@ -105,6 +105,7 @@ func (p Policy) Permissions(r Role) (Permissions, bool) {
 		// Admissions, and the one configuration change it makes: closing a
 		// sold-out queue (a compare-and-set on the catalog), audited.
 		g.publish(event.AdmittedSubject(event.All), event.ConfigChangedSubject, event.LotteryDrawnSubject)
+		g.publish(event.LeaveSubject(event.All)) // shoppers found gone (abandoned)
 		// Large moves of a queue's adaptive limit, recorded.
 		g.publish(event.LimitChangedSubject)
 		g.read(event.StreamEntries, event.StreamAdmissions, event.StreamOrders)

@@ -52,6 +52,11 @@ type Config struct {
 	// MaxPerUser bounds a user's units across all orders of the queue's
 	// SKUs (0: MaxQuantity). A user who reached it is refused at join.
 	MaxPerUser int `json:"maxPerUser,omitempty"`
+	// AbandonAfterSeconds: a waiting shopper whose client neither polls
+	// nor holds an event stream this long leaves the line (LEFT, reason
+	// abandoned), so positions, counts and ETAs are of shoppers who are
+	// there. Unset: DefaultAbandonAfter; 0: never.
+	AbandonAfterSeconds *int `json:"abandonAfterSeconds,omitempty"`
 	// StockAware (default true for a queue that sells something) admits
 	// only against units that could still be sold, holds the line while
 	// the last units are with shoppers ahead, and closes it as sold_out
@@ -144,6 +149,23 @@ const maxRate = 1_000_000
 // OrderLimit is the most units one order may take.
 func (c Config) OrderLimit() int { return max(c.MaxQuantity, 1) }
 
+// DefaultAbandonAfter is a queue's abandonAfterSeconds when unset.
+const DefaultAbandonAfter = 300 * time.Second
+
+// MinAbandonAfter is the least abandonAfterSeconds: a client polls at
+// least every third of it (see AbandonAfter), and never less often than a
+// few seconds.
+const MinAbandonAfter = 10 * time.Second
+
+// AbandonAfter is how long a waiting shopper may be absent before leaving
+// the line (0: never).
+func (c Config) AbandonAfter() time.Duration {
+	if c.AbandonAfterSeconds == nil {
+		return DefaultAbandonAfter
+	}
+	return time.Duration(*c.AbandonAfterSeconds) * time.Second
+}
+
 // UserLimit is the most units of the queue's SKUs one user may buy.
 func (c Config) UserLimit() int {
 	if c.MaxPerUser > 0 {
@@ -209,8 +231,11 @@ type Lottery struct {
 	Seed    string     `json:"seed,omitempty"`
 	Drawn   bool       `json:"drawn,omitempty"`
 	DrawnAt *time.Time `json:"drawnAt,omitempty"`
-	// Entries is how many pre-queued shoppers the draw placed.
-	Entries int `json:"entries,omitempty"`
+	// Entries is how many pre-queued shoppers the draw placed, and
+	// EntriesCursor the entries stream sequence whose pre-queue it drew
+	// (every pre-queue join up to it, none after).
+	Entries       int    `json:"entries,omitempty"`
+	EntriesCursor uint64 `json:"entriesCursor,omitempty"`
 }
 
 // QueueMode is the queue's mode (ModeQueue when unset).
@@ -305,6 +330,9 @@ func (c Config) Validate() []FieldError {
 	}
 	if len(c.Allow) > 10_000 {
 		add("allow", "must list at most 10000 users")
+	}
+	if a := c.AbandonAfterSeconds; a != nil && *a != 0 && (*a < int(MinAbandonAfter.Seconds()) || *a > 86_400) {
+		add("abandonAfterSeconds", "must be 0 (never) or 10..86400")
 	}
 	if c.MaxPerUser < 0 || c.MaxPerUser > 1_000_000 {
 		add("maxPerUser", "must be 0..1000000 (0 = maxQuantity)")

@@ -222,6 +222,10 @@ type Left struct {
 	Queue string `json:"queue"`
 	User  string `json:"user"`
 	Seq   uint64 `json:"seq"`
+	// Reason is empty when the shopper left, "abandoned" when the admitter
+	// found them gone (no poll and no stream for the queue's
+	// abandonAfterSeconds).
+	Reason string `json:"reason,omitempty"`
 }
 
 // ConfigChangedSubject is where configuration changes are recorded.

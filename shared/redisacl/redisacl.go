@@ -9,7 +9,7 @@
 //	user               keys                                             commands
 //	usher-gateway      queues, order records; the breaker read-only     the line's scripts and reads
 //	usher-admitter     queues; the breaker read-only                    the line's scripts and reads; SCAN, UNLINK (a closed queue's drop)
-//	usher-notifier     queues                                           reads only, in scripts too
+//	usher-notifier     queues                                           reads only, in scripts too; ZADD of usher:{q}:seen only (presence)
 //	usher-orderworker  queues, order records, the breaker               the line's scripts and reads; DEL of the breaker's key only
 //	usher-usherctl     queues                                           the line's scripts and reads (rebuild)
 //	usher-admin        everything                                       everything: for people (redis-cli), never a service
@@ -67,6 +67,7 @@ const (
 	orderKeys   = "~usher:order:{*"
 	breakerRW   = "~usher:breaker:payment"
 	breakerRead = "%R~usher:breaker:payment"
+	seenKeys    = "~usher:{*}:seen"
 )
 
 // Commands every process runs: the clock (TIME), readiness (PING), a
@@ -78,7 +79,7 @@ var base = []string{"ping", "time", "select", "cluster|slots", "asking", "evalsh
 // lineReads are the reading commands the line's scripts and clients call.
 var lineReads = []string{
 	"exists", "get", "hexists", "hget", "hgetall", "hkeys", "hmget",
-	"zcard", "zintercard", "zrange", "zrangebyscore", "zrank", "zscore",
+	"zcard", "zcount", "zrange", "zrangebyscore", "zrank", "zscore",
 	"multi", "exec", "discard", // an atomic read of several keys (Store.Ranks)
 }
 
@@ -119,7 +120,8 @@ func Users() []User {
 	return []User{
 		{Name: UserOf(Gateway), Keys: []string{queueKeys, orderKeys, breakerRead}, Commands: line},
 		{Name: UserOf(Admitter), Keys: []string{queueKeys, breakerRead}, Commands: commands(line, []string{"scan", "unlink"})},
-		{Name: UserOf(Notifier), Keys: []string{queueKeys}, Commands: commands(base, lineReads)},
+		{Name: UserOf(Notifier), Keys: []string{queueKeys}, Commands: commands(base, lineReads),
+			Selectors: []string{seenKeys + " +zadd"}}, // presence of the shoppers whose streams it holds, and only that
 		{Name: UserOf(OrderWorker), Keys: []string{queueKeys, orderKeys, breakerRW}, Commands: line,
 			Selectors: []string{breakerRW + " +del"}}, // closing the breaker deletes its key, and only that key
 		{Name: UserOf(Usherctl), Keys: []string{queueKeys}, Commands: line},

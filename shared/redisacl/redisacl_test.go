@@ -253,6 +253,7 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 		must(t, "ranks", err)
 		_, err = line.Now(ctx)
 		must(t, "time", err)
+		must(t, "present", line.Present(ctx, q, []uint64{1, 2}, time.Now()))
 	})
 	t.Run("orderworker", func(t *testing.T) {
 		rdb := a.connect(t, redisacl.UserOf(redisacl.OrderWorker))
@@ -324,6 +325,7 @@ func TestUsersAreRefusedWhatTheyMustNotDo(t *testing.T) {
 	}{
 		{"the notifier writes nothing, directly", redisacl.UserOf(redisacl.Notifier), []any{"HSET", "usher:{" + q + "}:stats", "rate", "1"}},
 		{"the notifier writes nothing, through a script", redisacl.UserOf(redisacl.Notifier), []any{"EVAL", "return redis.call('ZADD', KEYS[1], 1, 'x')", 1, "usher:{" + q + "}:waiting"}},
+		{"the notifier writes only presence", redisacl.UserOf(redisacl.Notifier), []any{"ZADD", "usher:{" + q + "}:waiting", 1, "x"}},
 		{"the gateway only reads the breaker", redisacl.UserOf(redisacl.Gateway), []any{"SET", "usher:breaker:payment", "open"}},
 		{"the admitter only reads the breaker", redisacl.UserOf(redisacl.Admitter), []any{"SET", "usher:breaker:payment", "open"}},
 		{"the admitter touches no order record", redisacl.UserOf(redisacl.Admitter), []any{"HSET", "usher:order:{ord_x}", "status", "PAID"}},

@@ -113,7 +113,7 @@ func Of(e waitqueue.Entry, cfg catalog.Config, user string, now time.Time, keys 
 	case waitqueue.Used:
 		v.Status = Used
 	case waitqueue.Left:
-		v.Status = Left
+		v.Status, v.Reason = Left, e.Reason
 	default:
 		return v, fmt.Errorf("unexpected entry status %q", e.Status)
 	}

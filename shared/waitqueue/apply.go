@@ -69,6 +69,7 @@ type EntryEvent struct {
 	User      string
 	Prev      uint64 // a join's previous entry as the gateway saw it (0: none)
 	Kind      JoinKind
+	Reason    string // a leave's reason ("" or ReasonAbandoned)
 }
 
 // AdmissionEvent is an admission of USHER_ADMISSIONS.
@@ -113,7 +114,11 @@ func (s *Store) ApplyEntries(ctx context.Context, q, epoch string, prev uint64, 
 		case e.Leave:
 			kind, entry = "l", e.Entry
 		}
-		args = append(args, e.StreamSeq, kind, entry, e.User, e.Prev)
+		var last any = e.Prev
+		if e.Leave {
+			last = e.Reason
+		}
+		args = append(args, e.StreamSeq, kind, entry, e.User, last)
 	}
 	return s.apply(ctx, q, applyEntriesScript, stdKeys(k), args)
 }

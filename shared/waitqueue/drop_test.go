@@ -249,3 +249,36 @@ func TestAnInviteIsTakenOnce(t *testing.T) {
 		t.Fatal("a returned code not usable again")
 	}
 }
+
+// Redis lost a drawn queue: the replayed joins are all back in the
+// pre-queue, those made after the first draw too. Drawn again up to the
+// first draw's cursor, the line is what it was: the same order, the later
+// ones FIFO behind.
+func TestARedrawAfterALossGivesTheLineItHad(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	applyKind(t, s, q, 0, waitqueue.PreQueue, 1, 2, 3, 4, 5, 6) // 5 and 6 joined after the first draw at 4
+	pre, _, version, err := s.PreQueue(ctx, q)
+	if err != nil || len(pre) != 6 {
+		t.Fatalf("PreQueue = %v, %v", pre, err)
+	}
+	if _, err := s.Redraw(ctx, q, epoch, version, []uint64{3, 1, 4}, "d", 4); !errors.Is(err, waitqueue.ErrDrawChanged) {
+		t.Fatalf("Redraw of 3 where 4 are up to the cursor = %v, want ErrDrawChanged", err)
+	}
+	n, err := s.Redraw(ctx, q, epoch, version, []uint64{3, 1, 4, 2}, "d", 4)
+	if err != nil || n != 4 {
+		t.Fatalf("Redraw = %d, %v; want 4", n, err)
+	}
+	if got := line(t, s, q, 1, 2, 3, 4, 5, 6); fmt.Sprint(got) != "[3 1 4 2 5 6]" {
+		t.Fatalf("line after the redraw = %v, want [3 1 4 2 5 6]", got)
+	}
+	if d, _ := s.Drawing(ctx, q); d.Cursor != 4 || d.Entries != 4 {
+		t.Fatalf("Drawing = %+v, want 4 drawn at cursor 4", d)
+	}
+	if left, err := s.SettleDraw(ctx, q); err != nil || left != 0 {
+		t.Fatalf("SettleDraw = %d, %v", left, err)
+	}
+	if got := line(t, s, q, 1, 2, 3, 4, 5, 6); fmt.Sprint(got) != "[3 1 4 2 5 6]" {
+		t.Fatalf("line after settling = %v", got)
+	}
+}

@@ -32,6 +32,7 @@ import "github.com/redis/go-redis/v9"
 const luaLib = `
 local P, TTL = ARGV[1], tonumber(ARGV[2])
 local W, A, O, ST, AD, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local SEEN = P .. 'seen' -- when each waiting shopper was last present (see admitScript)
 local function now()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -70,6 +71,7 @@ local function join(seq, user, prev, kind)
     if st == 'waiting' or st == 'admitted' or st == 'pre' then
       redis.call('HSET', e, 'alias', cur, 'user', user)
       redis.call('EXPIRE', e, TTL)
+      redis.call('ZADD', SEEN, 'XX', 'GT', now(), cur) -- joining again is being there
       return cur
     end
   end
@@ -84,13 +86,15 @@ local function join(seq, user, prev, kind)
     redis.call('ZADD', W, 'NX', score, seq)
   end
   redis.call('SET', uk, seq)
+  redis.call('ZADD', SEEN, now(), seq)
   return seq
 end
 -- leave takes a waiting entry out of line, or frees an admitted one's slot,
--- in the step that marks it left. An unknown sequence gets a 'left'
--- tombstone, so its join, still on the way, is not put in line. Returns the
--- status the entry had.
-local function leave(seq, user)
+-- in the step that marks it left (reason: '' when the shopper left,
+-- 'abandoned' when the admitter found them gone). An unknown sequence gets
+-- a 'left' tombstone, so its join, still on the way, is not put in line.
+-- Returns the status the entry had.
+local function leave(seq, user, reason)
   local e = P .. 'e:' .. seq
   local f = redis.call('HMGET', e, 'status', 'alias')
   if f[2] then
@@ -111,6 +115,8 @@ local function leave(seq, user)
     return st
   end
   redis.call('HSET', e, 'status', 'left', 'user', user)
+  if reason and reason ~= '' then redis.call('HSET', e, 'reason', reason) end
+  redis.call('ZREM', SEEN, seq)
   finish(e, seq, user)
   return st or 'unknown'
 end
@@ -158,7 +164,7 @@ return {'ok', at, conflicts}
 // stream order. Groups of five: stream seq, kind (j: join | p: join into
 // the pre-queue | a: join allowed past the line | l: leave | x: nothing, an
 // event that could not be read), entry seq, user, prev (the join's
-// previous entry, see join).
+// previous entry, see join) or a leave's reason.
 // Invariant: an event at or below the cursor has been applied and is
 // skipped; the cursor moves to the last event in the same step.
 // Returns {'ok', cursor, conflicts} | {'rewound', cursor, 0} | {'stale', 0, 0}.
@@ -171,7 +177,7 @@ for i = 6, #ARGV, 5 do
       if kind == 'j' then kind = '' end
       if not join(ARGV[i+2], ARGV[i+3], ARGV[i+4], kind) then conflicts = conflicts + 1 end
     elseif kind == 'l' then
-      leave(ARGV[i+2], ARGV[i+3])
+      leave(ARGV[i+2], ARGV[i+3], ARGV[i+4])
     end
     at = s
   end
@@ -205,6 +211,7 @@ for i = 6, #ARGV, 6 do
       redis.call('HSET', e, 'user', user, 'tokenId', tok, 'readyAt', ARGV[i+4], 'expiresAt', exp)
       redis.call('HINCRBY', ST, 'admittedTotal', 1)
       pointAt(user, seq)
+      redis.call('ZREM', SEEN, seq)
       if not f[1] or f[1] == 'waiting' or f[1] == 'pre' then
         if f[1] == 'waiting' then redis.call('ZREM', W, seq) end
         if f[1] == 'pre' then
@@ -312,13 +319,15 @@ if not cur then return {'', '', bought} end
 return {cur, redis.call('HGET', ARGV[1] .. 'e:' .. cur, 'status') or 'unknown', bought}
 `)
 
-// pollScript reads everything a poll answers in one round trip.
-// KEYS: stdKeys. ARGV: prefix, seq.
+// pollScript reads everything a poll answers in one round trip and, when
+// asked (a shopper's own poll), records that a waiting shopper is present
+// (see admitScript: abandonment).
+// KEYS: stdKeys. ARGV: prefix, seq, present (0|1).
 // A sequence without a record is 'unknown' while the entries cursor has
 // not reached it (joined, not applied yet) and 'gone' after (its tombstone
 // expired).
 // Returns {status, seq, rank, waiting, readyAt, expiresAt, tokenId, user,
-// rate, stock state, SKUs with units left}.
+// rate, stock state, SKUs with units left, reason}.
 var pollScript = redis.NewScript(`
 local prefix, seq = ARGV[1], ARGV[2]
 local f = redis.call('HMGET', prefix .. 'e:' .. seq, 'status', 'alias')
@@ -332,13 +341,17 @@ if not st then
   st = 'unknown'
   if c and tonumber(seq) <= tonumber(c) then st = 'gone' end
 end
-local r = redis.call('HMGET', prefix .. 'e:' .. seq, 'readyAt', 'expiresAt', 'tokenId', 'user')
+local r = redis.call('HMGET', prefix .. 'e:' .. seq, 'readyAt', 'expiresAt', 'tokenId', 'user', 'reason')
+if ARGV[3] == '1' and (st == 'waiting' or st == 'pre') then
+  local t = redis.call('TIME')
+  redis.call('ZADD', prefix .. 'seen', 'XX', 'GT', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), seq)
+end
 local rank = -1
 if st == 'waiting' or st == 'pre' then rank = redis.call('ZRANK', KEYS[1], seq) or -1 end
 if st == 'pre' and rank >= 0 then st = 'waiting' end -- drawn, not settled yet (see drawScript)
 local stats = redis.call('HMGET', KEYS[4], 'rate', 'stock', 'skus')
 return {st, seq, rank, redis.call('ZCARD', KEYS[1]),
-  r[1] or '', r[2] or '', r[3] or '', r[4] or '', stats[1] or '0', stats[2] or '', stats[3] or ''}
+  r[1] or '', r[2] or '', r[3] or '', r[4] or '', stats[1] or '0', stats[2] or '', stats[3] or '', r[5] or ''}
 `)
 
 // leaveScript is the gateway's leave (the follower applies the leave event
@@ -351,7 +364,8 @@ var leaveScript = redis.NewScript(luaLib + `return leave(ARGV[3], ARGV[4])`)
 // paused (0|1), offset (0..999: where in its slice each readyAt falls),
 // admissions head (the stream's last admission of this queue, 0: none),
 // admissions stream id, orders head, orders stream id, stock-aware (0|1),
-// scheduled (0|1: nobody is admitted until the pre-queue is drawn).
+// scheduled (0|1: nobody is admitted until the pre-queue is drawn),
+// abandonMs (0: never).
 //
 // Invariants, all within one atomic step, on Redis time:
 //   - one tick per tickMs, however many admitters call: a call before the
@@ -378,11 +392,18 @@ var leaveScript = redis.NewScript(luaLib + `return leave(ARGV[3], ARGV[4])`)
 //     line's stock state follows: available (units left), held (none left
 //     but some held or pending: they may come back) or sold_out (nothing
 //     left, held or pending); unknown while the store has reported nothing
-//     (nobody is admitted then).
+//     (nobody is admitted then);
+//   - abandonment: a waiting shopper not present — no poll of their own,
+//     no stream the notifier holds for them, no join — for abandonMs
+//     (SEEN: the last time each was) leaves the line, reason 'abandoned',
+//     before anyone is admitted, and goes to the leaves outbox (the
+//     admitter records the leave on the entries stream, so a replay leaves
+//     them out too); nobody is abandoned while a drop awaits its draw or
+//     within abandonMs of it (the drawn were present at their join).
 //
 // Returns {'early', msUntilDue} or {'ok', expired, admitted, active,
 // waiting, rate (per 1000 s), behind (0|1), msUntilNext, stock state,
-// sellable units}.
+// sellable units, abandoned}.
 var admitScript = redis.NewScript(luaLib + `
 local queue, epoch = ARGV[3], ARGV[4]
 local target, maxTick = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -392,10 +413,29 @@ local head, hid = tonumber(ARGV[11]), ARGV[12]
 local ohead, oid = tonumber(ARGV[13]), ARGV[14]
 local stockAware = ARGV[15] == '1'
 local awaitDraw = ARGV[16] == '1'
+local abandonMs = tonumber(ARGV[17])
 local n = now()
 
 local due = tonumber(redis.call('HGET', ST, 'nextTick') or '0')
 if n < due then return {'early', due - n} end
+
+local abandoned = 0
+local drawnAt = redis.call('HGET', ST, 'drawnAt')
+if abandonMs > 0 and not (awaitDraw and not drawnAt) and tonumber(drawnAt or '0') <= n - abandonMs then
+  for _, s in ipairs(redis.call('ZRANGEBYSCORE', SEEN, '-inf', '(' .. (n - abandonMs), 'LIMIT', 0, 1000)) do
+    local e = P .. 'e:' .. s
+    local f = redis.call('HMGET', e, 'status', 'user')
+    if f[1] == 'waiting' or (f[1] == 'pre' and drawnAt) then
+      redis.call('ZREM', W, s)
+      if f[1] == 'pre' then redis.call('ZREM', P .. 'pre', s) end
+      redis.call('HSET', e, 'status', 'left', 'reason', 'abandoned')
+      finish(e, s, f[2])
+      redis.call('ZADD', P .. 'leaves', s, s)
+      abandoned = abandoned + 1
+    end
+    redis.call('ZREM', SEEN, s)
+  end
+end
 
 local expired = redis.call('ZRANGEBYSCORE', A, '-inf', n)
 for _, s in ipairs(expired) do
@@ -483,6 +523,7 @@ if behind == 0 then
       redis.call('ZADD', A, expiresAt, s)
       redis.call('ZADD', O, s, s)
       redis.call('ZREM', W, s)
+      redis.call('ZREM', SEEN, s)
     end
     admitted = k
     if k > 0 then
@@ -513,7 +554,7 @@ end
 local span = math.max(n - oldest + tick, tick) / 1000
 redis.call('HSET', ST, 'rate', string.format('%.3f', sum / span))
 return {'ok', #expired, admitted, redis.call('ZCARD', A), redis.call('ZCARD', W),
-  math.floor(sum * 1000 / span + 0.5), behind, math.max(due - n, 0), stockState, sellable}
+  math.floor(sum * 1000 / span + 0.5), behind, math.max(due - n, 0), stockState, sellable, abandoned}
 `)
 
 // claimScript takes an order for an admitted entry's token at the moment
@@ -632,7 +673,10 @@ return 1
 // opening: the staged set becomes the line by RENAME.
 // ARGV from 3: epoch (the entries stream's identity), the order's digest
 // (kept for the reveal), n (how many were staged), the pre-queue's version
-// when it was read (every change of the pre-queue counts it up).
+// when it was read (every change of the pre-queue counts it up), upTo (0:
+// the entries cursor; else the cursor of the draw being redone after Redis
+// lost it — see Store.Redraw — whose later pre-queue joins queue FIFO, as
+// they did the first time).
 // Invariants: the draw happens once; it places exactly the pre-queue of
 // the entries cursor — every pre-queue join the follower applied, nothing
 // the gateway put in ahead of it — so that anyone can recompute it from
@@ -649,15 +693,26 @@ var drawScript = redis.NewScript(luaLib + `
 if redis.call('HGET', ST, 'drawn') then return -1 end
 local pre, stage, n = P .. 'pre', P .. 'draw', tonumber(ARGV[5])
 local cursor = cursorAt('entries', ARGV[3])
+local upTo = tonumber(ARGV[7])
 if (redis.call('HGET', ST, 'preVersion') or '0') ~= ARGV[6] then return -2 end
-if redis.call('ZCARD', pre) ~= n or redis.call('ZCARD', stage) ~= n then return -2 end
-if #redis.call('ZRANGEBYSCORE', pre, '(' .. cursor, '+inf', 'LIMIT', 0, 1) > 0 then return -2 end
+if upTo == 0 then
+  upTo = cursor
+  if #redis.call('ZRANGEBYSCORE', pre, '(' .. cursor, '+inf', 'LIMIT', 0, 1) > 0 then return -2 end
+elseif cursor < upTo then
+  return -2
+end
+if redis.call('ZCOUNT', pre, '-inf', upTo) ~= n or redis.call('ZCARD', stage) ~= n then return -2 end
 if n > 0 then
   local w = redis.call('ZRANGE', W, 0, -1, 'WITHSCORES')
   for i = 1, #w, 2 do redis.call('ZADD', stage, w[i + 1], w[i]) end
   redis.call('RENAME', stage, W)
 end
-redis.call('HSET', ST, 'drawn', n, 'drawCursor', cursor, 'drawDigest', ARGV[4])
+for _, seq in ipairs(redis.call('ZRANGEBYSCORE', pre, '(' .. upTo, '+inf')) do
+  redis.call('HSET', P .. 'e:' .. seq, 'status', 'waiting')
+  redis.call('ZADD', W, tonumber(seq), seq)
+  redis.call('ZREM', pre, seq)
+end
+redis.call('HSET', ST, 'drawn', n, 'drawCursor', upTo, 'drawDigest', ARGV[4], 'drawnAt', now())
 return n
 `)
 
@@ -670,7 +725,12 @@ if not redis.call('HGET', ST, 'drawn') then return 0 end
 local pre = P .. 'pre'
 for _, seq in ipairs(redis.call('ZRANGE', pre, 0, tonumber(ARGV[3]) - 1)) do
   local e = P .. 'e:' .. seq
-  if redis.call('HGET', e, 'status') == 'pre' then redis.call('HSET', e, 'status', 'waiting') end
+  if redis.call('HGET', e, 'status') == 'pre' then
+    redis.call('HSET', e, 'status', 'waiting')
+    -- One the draw did not place (put back in the pre-queue by a replay
+    -- racing a rebuild that restored the draw) queues FIFO, never nowhere.
+    redis.call('ZADD', W, 'NX', tonumber(seq), seq)
+  end
   redis.call('ZREM', pre, seq)
 end
 return redis.call('ZCARD', pre)
@@ -709,6 +769,7 @@ for _, s in ipairs(seqs) do
   redis.call('ZADD', A, expiresAt, s)
   redis.call('ZADD', O, s, s)
   redis.call('ZREM', W, s)
+  redis.call('ZREM', SEEN, s)
 end
 if #seqs > 0 then
   redis.call('HINCRBY', ST, 'admittedTotal', #seqs)

@@ -114,7 +114,14 @@ type Entry struct {
 	// the queue's SKUs with units left, as the last tick saw them.
 	Stock string
 	SKUs  []string
+	// Reason says why a Left entry left: "" (the shopper did) or
+	// ReasonAbandoned.
+	Reason string
 }
+
+// ReasonAbandoned: the shopper was not present for the queue's
+// abandonAfterSeconds and left the line.
+const ReasonAbandoned = "abandoned"
 
 // The stock states of a stock-aware queue (see admitScript).
 const (
@@ -185,12 +192,22 @@ func (s *Store) Lookup(ctx context.Context, q, user string) (Current, error) {
 // A sequence Redis has not applied yet comes back as Unknown with the
 // waiting count, so the caller can answer with an estimate.
 func (s *Store) Poll(ctx context.Context, q string, seq uint64) (Entry, error) {
+	return s.poll(ctx, q, seq, 0)
+}
+
+// PollPresent is the shopper's own poll: Poll, and a waiting shopper is
+// recorded present (see admitScript: abandonment).
+func (s *Store) PollPresent(ctx context.Context, q string, seq uint64) (Entry, error) {
+	return s.poll(ctx, q, seq, 1)
+}
+
+func (s *Store) poll(ctx context.Context, q string, seq uint64, present int) (Entry, error) {
 	k := keyspace.Of(q)
-	res, err := s.run(ctx, pollScript, stdKeys(k), k.Prefix(), seq).Slice()
+	res, err := s.run(ctx, pollScript, stdKeys(k), k.Prefix(), seq, present).Slice()
 	if err != nil {
 		return Entry{}, fmt.Errorf("poll %s/%d: %w", q, seq, err)
 	}
-	if len(res) != 11 {
+	if len(res) != 12 {
 		return Entry{}, fmt.Errorf("poll %s/%d: reply of %d fields", q, seq, len(res))
 	}
 	e, err := entryOf(res[:4])
@@ -207,6 +224,7 @@ func (s *Store) Poll(ctx context.Context, q string, seq uint64) (Entry, error) {
 	if skus, _ := res[10].(string); skus != "" {
 		e.SKUs = strings.Split(skus, ",")
 	}
+	e.Reason, _ = res[11].(string)
 	return e, nil
 }
 
@@ -355,6 +373,9 @@ type Tick struct {
 	// AwaitDraw: the queue is a scheduled drop; nobody is admitted until
 	// its pre-queue is drawn.
 	AwaitDraw bool
+	// AbandonAfter: a waiting shopper not present for this long leaves the
+	// line (see admitScript); 0: never.
+	AbandonAfter time.Duration
 }
 
 // TickResult says what one tick did.
@@ -375,6 +396,8 @@ type TickResult struct {
 	// Sellable the units that could still go to the next in line.
 	Stock    string
 	Sellable int64
+	// Abandoned is how many waiting shoppers the tick found gone.
+	Abandoned int
 }
 
 // Admit runs the queue's admission tick if it is due: expires stale tokens,
@@ -385,7 +408,7 @@ func (s *Store) Admit(ctx context.Context, q string, t Tick) (TickResult, error)
 	res, err := admitScript.Run(ctx, s.rdb, stdKeys(k), s.args(k,
 		q, t.Epoch, t.TargetActive, t.MaxAdmitPerTick, t.TickLength.Milliseconds(), t.TokenTTL.Milliseconds(),
 		flag(t.Paused), t.Offset, t.Admissions.Seq, t.Admissions.StreamID, t.Orders.Seq, t.Orders.StreamID, flag(t.StockAware),
-		flag(t.AwaitDraw))...).Slice()
+		flag(t.AwaitDraw), t.AbandonAfter.Milliseconds())...).Slice()
 	if err != nil {
 		return TickResult{}, fmt.Errorf("admit %s: %w", q, err)
 	}
@@ -396,13 +419,13 @@ func (s *Store) Admit(ctx context.Context, q string, t Tick) (TickResult, error)
 	if len(res) == 2 && res[0] == "early" {
 		return TickResult{Early: true, Next: time.Duration(ints[1]) * time.Millisecond}, nil
 	}
-	if len(res) != 10 {
+	if len(res) != 11 {
 		return TickResult{}, fmt.Errorf("admit %s: reply of %d fields", q, len(res))
 	}
 	stock, _ := res[8].(string)
 	return TickResult{Expired: int(ints[1]), Admitted: int(ints[2]), Active: ints[3], Waiting: ints[4],
 		AdmitRatePerSec: float64(ints[5]) / 1000, Behind: ints[6] == 1, Next: time.Duration(ints[7]) * time.Millisecond,
-		Stock: stock, Sellable: ints[9]}, nil
+		Stock: stock, Sellable: ints[9], Abandoned: int(ints[10])}, nil
 }
 
 func flag(b bool) int {
@@ -508,6 +531,71 @@ func (s *Store) Announced(ctx context.Context, q string, seqs []uint64) error {
 	}
 	if err := s.rdb.ZRem(ctx, keyspace.Of(q).Outbox(), members...).Err(); err != nil {
 		return fmt.Errorf("trim outbox %s: %w", q, err)
+	}
+	return nil
+}
+
+// Abandoned is a shopper the line found gone (see admitScript), to be
+// recorded on the entries stream.
+type Abandoned struct {
+	Seq  uint64
+	User string
+}
+
+// AbandonedOutbox returns up to max shoppers abandoned but not yet
+// recorded on the stream.
+func (s *Store) AbandonedOutbox(ctx context.Context, q string, max int) ([]Abandoned, error) {
+	k := keyspace.Of(q)
+	seqs, err := s.rdb.ZRange(ctx, k.Leaves(), 0, int64(max)-1).Result()
+	if err != nil || len(seqs) == 0 {
+		return nil, err
+	}
+	cmds := make([]*redis.StringCmd, len(seqs))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, sq := range seqs {
+			seq, _ := strconv.ParseUint(sq, 10, 64)
+			cmds[i] = p.HGet(ctx, k.Entry(seq), "user")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read abandoned %s: %w", q, err)
+	}
+	out := make([]Abandoned, 0, len(seqs))
+	for i, sq := range seqs {
+		seq, _ := strconv.ParseUint(sq, 10, 64)
+		out = append(out, Abandoned{Seq: seq, User: cmds[i].Val()})
+	}
+	return out, nil
+}
+
+// AbandonedRecorded trims the leaves the stream stored from the outbox.
+func (s *Store) AbandonedRecorded(ctx context.Context, q string, seqs []uint64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	members := make([]any, len(seqs))
+	for i, sq := range seqs {
+		members[i] = strconv.FormatUint(sq, 10)
+	}
+	if err := s.rdb.ZRem(ctx, keyspace.Of(q).Leaves(), members...).Err(); err != nil {
+		return fmt.Errorf("trim abandoned %s: %w", q, err)
+	}
+	return nil
+}
+
+// Present records that the waiting shoppers seqs of q are there at now
+// (the notifier holds their streams): one command for all of them.
+func (s *Store) Present(ctx context.Context, q string, seqs []uint64, now time.Time) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	z := make([]redis.Z, len(seqs))
+	for i, sq := range seqs {
+		z[i] = redis.Z{Score: float64(now.UnixMilli()), Member: sq}
+	}
+	if err := s.rdb.ZAddArgs(ctx, keyspace.Of(q).Seen(), redis.ZAddArgs{XX: true, GT: true, Members: z}).Err(); err != nil {
+		return fmt.Errorf("present %s: %w", q, err)
 	}
 	return nil
 }
@@ -678,6 +766,19 @@ var (
 // so Redis is never busy for long, even for a million. It returns how many
 // were placed. Call SettleDraw after.
 func (s *Store) Draw(ctx context.Context, q, epoch, version string, order []uint64, digest string) (int, error) {
+	return s.draw(ctx, q, epoch, version, order, digest, 0)
+}
+
+// Redraw is Draw of a queue whose draw Redis lost (the catalog says drawn,
+// the line does not): the pre-queue is that of the first draw's entries
+// cursor upTo — so that the same seed gives the same order — and the
+// pre-queue joins after it queue FIFO, as they did the first time. order
+// must be the lottery order of the pre-queue up to upTo.
+func (s *Store) Redraw(ctx context.Context, q, epoch, version string, order []uint64, digest string, upTo uint64) (int, error) {
+	return s.draw(ctx, q, epoch, version, order, digest, upTo)
+}
+
+func (s *Store) draw(ctx context.Context, q, epoch, version string, order []uint64, digest string, upTo uint64) (int, error) {
 	k := keyspace.Of(q)
 	if err := s.rdb.Unlink(ctx, k.Draw()).Err(); err != nil {
 		return 0, fmt.Errorf("draw %s: %w", q, err)
@@ -693,7 +794,7 @@ func (s *Store) Draw(ctx context.Context, q, epoch, version string, order []uint
 			return 0, fmt.Errorf("draw %s: stage: %w", q, err)
 		}
 	}
-	placed, err := drawScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, epoch, digest, len(order), version)...).Int()
+	placed, err := drawScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, epoch, digest, len(order), version, upTo)...).Int()
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("draw %s: %w", q, err)
