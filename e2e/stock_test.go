@@ -17,6 +17,8 @@ type shop struct {
 	base  string
 	admin map[string]string
 	queue string
+	adm   string // the admitter's address
+	nt    string // the notifier's
 }
 
 func newShop(t *testing.T, extra ...string) *shop {
@@ -42,7 +44,7 @@ func newShop(t *testing.T, extra ...string) *shop {
 	for _, name := range []string{"pgsim", "gateway", "admitter", "notifier", "orderworker"} {
 		start(t, name, env)
 	}
-	s := &shop{t: t, base: "http://" + gw, admin: map[string]string{"Authorization": "Bearer e2e-admin"}, queue: testenv.Name(t)}
+	s := &shop{t: t, base: "http://" + gw, admin: map[string]string{"Authorization": "Bearer e2e-admin"}, queue: testenv.Name(t), adm: adm, nt: nt}
 	waitReady(t, 30*time.Second, s.base, "http://"+adm, "http://"+nt, "http://"+ow)
 	return s
 }
