@@ -9,7 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
 )
 
 // The story with every service: 1,000 wait; 350 keep the page open
