@@ -152,7 +152,7 @@ func Connect(s Settings, name string) (*nats.Conn, error) {
 	}
 	withKey, err := nats.NkeyOptionFromSeed(key)
 	if err != nil {
-		return nil, fmt.Errorf("nats credentials %s: %w", key, err)
+		return nil, Permanent(fmt.Errorf("nats credentials %s: %w", key, err))
 	}
 	nc, err := dial(url, s.URLs, append(opts, withKey))
 	if errors.Is(err, nats.ErrNkeysNotSupported) && !explicit {
@@ -204,8 +204,17 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int) er
 // when the role owns them (Role.Declares) or the broker authenticated
 // nobody; otherwise it waits until they exist (WaitStreams), the catalog's
 // bucket included, changing nothing. The caller drains the connection.
+//
+// A broker that is not there yet, or a fresh cluster still electing its
+// leaders, is waited for (see Retry) until ctx ends: services started
+// together with their broker, or before it, come up once it does.
 func Open(ctx context.Context, s Settings, name string) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := Connect(s, name)
+	var nc *nats.Conn
+	err := Retry(ctx, s.Log, "connect to NATS", func(context.Context) error {
+		var err error
+		nc, err = Connect(s, name)
+		return err
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -215,7 +224,11 @@ func Open(ctx context.Context, s Settings, name string) (*nats.Conn, jetstream.J
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
 	if s.Declares(nc) {
-		err = EnsureStreams(ctx, js, s.Replicas)
+		err = Retry(ctx, s.Log, "declare the streams", func(ctx context.Context) error {
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			return EnsureStreams(actx, js, s.Replicas)
+		})
 	} else {
 		err = WaitStreams(ctx, js, s.Log)
 	}

@@ -94,11 +94,15 @@ func Open(ctx context.Context, s Settings, name string, stdout io.Writer) (d *De
 	// service's loops may still read the catalog while they wind down.
 	watchCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	d.stopWatch = stop
-	if broker.Declares(d.NC) {
-		d.Queues, err = catalog.Open(watchCtx, d.JS, s.NATS.Replicas)
-	} else {
-		d.Queues, err = catalog.Attach(watchCtx, d.JS)
-	}
+	err = bus.Retry(ctx, d.Log, "open the queue catalog", func(ctx context.Context) error {
+		var err error
+		if broker.Declares(d.NC) {
+			d.Queues, err = catalog.Open(watchCtx, d.JS, s.NATS.Replicas)
+		} else {
+			d.Queues, err = catalog.Attach(watchCtx, d.JS)
+		}
+		return err
+	})
 	if err != nil {
 		return d, err
 	}
@@ -111,7 +115,12 @@ func Open(ctx context.Context, s Settings, name string, stdout io.Writer) (d *De
 	if err = d.Clock.Sync(ctx); err != nil {
 		return d, fmt.Errorf("sync the clock to redis: %w", err)
 	}
-	if d.Streams, err = bus.NewIdentities(ctx, d.JS, d.Log); err != nil {
+	err = bus.Retry(ctx, d.Log, "read the streams' identities", func(ctx context.Context) error {
+		var err error
+		d.Streams, err = bus.NewIdentities(ctx, d.JS, d.Log)
+		return err
+	})
+	if err != nil {
 		return d, err
 	}
 	return d, nil
