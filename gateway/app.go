@@ -59,7 +59,8 @@ type api struct {
 	// orderHold is how long a requested order holds its admission slot:
 	// the order's deadline and a margin for its last payment try.
 	orderHold time.Duration
-	pageCSS   string // a shop's stylesheet for the waiting-room page
+	pageCSS   string     // a shop's stylesheet for the waiting-room page
+	pageLangs *pageLangs // the page's languages (pagelang.go); nil: the shipped ones
 	now       func() time.Time
 	ready     func(context.Context) error
 
@@ -108,6 +109,7 @@ func (a *api) app() *fiber.App {
 	app.Get("/metrics", a.metrics.handler())
 	app.Get("/.well-known/jwks.json", a.jwks)
 	app.Get("/q/:queue", a.page)
+	app.Post("/q/:queue", a.pageForm) // the page without JavaScript (pageform.go)
 	app.Get("/q/static/:file", a.asset)
 	// The admin API and the dashboard: on this app, or on their own.
 	adm := a.adminRouter(app)

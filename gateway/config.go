@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -21,6 +24,7 @@ type settings struct {
 	powSecret      string // proof of work at the door: challenges and shadow tickets
 	notifierURL    string
 	pageCSS        string
+	pageLangs      *pageLangs // the shipped languages and USHER_PAGE_LANG_DIR's
 	pprofAddr      string
 	protect        protectSettings
 	orderHold      time.Duration
@@ -48,5 +52,16 @@ func loadSettings(env *config.Env) (settings, error) {
 		orderHold:      env.Duration("USHER_ORDER_HOLD", 6*time.Minute+30*time.Second),
 	}
 	env.Check(s.unsafe()) // refused where others can connect: see safedefaults.go
+	// The page's languages: every catalog is checked now, so a shop's
+	// incomplete one stops the start, naming what it lacks.
+	var langs fs.FS
+	dir := env.String("USHER_PAGE_LANG_DIR", "")
+	if dir != "" {
+		langs = os.DirFS(dir)
+	}
+	var err error
+	if s.pageLangs, err = loadPageLangs(langs); err != nil {
+		env.Check(fmt.Errorf("USHER_PAGE_LANG_DIR=%s: %w", dir, err))
+	}
 	return s, env.Err()
 }

@@ -2,18 +2,24 @@ package main
 
 import (
 	"bytes"
+	"crypto/rand"
 	"embed"
+	"encoding/hex"
 	"html/template"
+	"net/url"
 	"path"
+	"sync"
 
 	"github.com/gofiber/fiber/v2"
 
+	"usher/shared/catalog"
 	"usher/shared/problem"
 )
 
 // The waiting-room page: one HTML template, a stylesheet and a script,
 // embedded so the binary serves them with no build step and no files to
-// deploy.
+// deploy. The same template serves the page page.js drives and, without
+// JavaScript, the answers to its forms (pageform.go).
 //
 //go:embed web/page.html web/page.css web/page.js web/pow.js
 var web embed.FS
@@ -25,6 +31,91 @@ type pageData struct {
 	Queue  string
 	SKU    string
 	CSSURL string // a shop's own stylesheet, loaded after ours
+
+	L      *pageLang
+	Lang   string         // <html lang>
+	Script pageScriptData // what page.js reads: the language's texts
+	Title  string
+	// Heading is the h1: "You are in line for…"; JoinHeading is the h1
+	// without JavaScript before joining.
+	Heading, JoinHeading template.HTML
+
+	// Status is the root's data-status: LOADING for page.js to start
+	// from, or the state a form's answer shows.
+	Status string
+	// Section is the section shown: join (only without JavaScript: page.js
+	// joins by itself), prequeue, waiting, ready or ended.
+	Section string
+	// Server: the page answers a form, in the state the gateway read; else
+	// it is the page page.js starts from (without JavaScript: the join).
+	Server bool
+
+	Action string // where the forms post: this page, with its ?lang=
+	User   string // the user field: only where any client may name itself (see pageUser)
+	Ticket string
+
+	NeedsScript bool // the queue asks for a proof of work: joining needs JavaScript
+
+	Position, Ahead, ETA, Stock string
+	OpensAtHeading              template.HTML
+	OpensIn                     string
+	HeldFor                     template.HTML // page.js counts #left down
+	HeldUntil                   string
+	CheckedAt                   string
+	Focus, Ordered              bool // READY: focus the order button; the order went through
+	Answer, AnswerClass         string
+	EndTitle, EndText           string
+	Rejoin                      bool
+	RejoinText                  string
+	Error                       string
+}
+
+// Show is the visibility of a section: shown when it is the page's; the
+// waiting section is also what page.js shows while it joins, so on the
+// page it starts from it is hidden only without JavaScript.
+func (d pageData) Show(section string) template.HTMLAttr {
+	switch {
+	case d.Section == section:
+		return ""
+	case !d.Server && section == "waiting":
+		return `class="js-only"`
+	}
+	return "hidden"
+}
+
+// newPageData is the page of queue cfg in language l, before any state.
+func (a *api) newPageData(c *fiber.Ctx, cfg catalog.Config, l *pageLang) pageData {
+	sku := cfg.SKU
+	if s := c.Query("sku"); catalog.ValidSKU(s) {
+		sku = s // page.js orders ?sku= too
+	}
+	if sku == "" {
+		sku = cfg.Name
+	}
+	queue := template.HTML(`<span class="queue">` + template.HTMLEscapeString(cfg.Name) + `</span>`)
+	action := "/q/" + cfg.Name
+	if q := c.Query("lang"); q != "" && len(q) <= maxLangInput {
+		action += "?lang=" + url.QueryEscape(q)
+	}
+	d := pageData{
+		Queue: cfg.Name, SKU: sku, CSSURL: a.pageCSS,
+		L: l, Lang: l.code, Script: l.script(),
+		Title:       l.T("page.title", "queue", cfg.Name),
+		Heading:     l.HTML("page.heading", map[string]template.HTML{"queue": queue}),
+		JoinHeading: l.HTML("page.headingJoin", map[string]template.HTML{"queue": queue}),
+		Status:      "LOADING",
+		Section:     "join",
+		Action:      action,
+		HeldFor:     l.HTML("ready.heldFor", map[string]template.HTML{"left": `<span id="left" class="num">–</span>`}),
+	}
+	d.OpensAtHeading = l.HTML("prequeue.opensAt", map[string]template.HTML{"time": `<time id="opens-at"></time>`})
+	if a.anyClientNamesUser() {
+		d.User = c.Query("user")
+		if !validUser(d.User) {
+			d.User = randomUser()
+		}
+	}
+	return d
 }
 
 // page serves the waiting room of a queue: GET /q/{queue}.
@@ -33,14 +124,56 @@ func (a *api) page(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	l := a.pageLang(c)
+	d := a.newPageData(c, cfg, l)
+	d.NeedsScript = needsScript(cfg)
+	return a.renderPage(c, fiber.StatusOK, d)
+}
+
+// renderPage writes the page. Nothing in it may be stored or passed on:
+// answers to forms carry the shopper's ticket.
+func (a *api) renderPage(c *fiber.Ctx, status int, d pageData) error {
 	var b bytes.Buffer
-	if err := pageTemplate.Execute(&b, pageData{Queue: cfg.Name, SKU: cfg.SKU, CSSURL: a.pageCSS}); err != nil {
+	if err := pageTemplate.Execute(&b, d); err != nil {
 		return err
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
 	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Set(fiber.HeaderVary, "Accept-Language")
+	c.Set(fiber.HeaderReferrerPolicy, "no-referrer")
 	c.Set("X-Content-Type-Options", "nosniff")
-	return c.Send(b.Bytes())
+	return c.Status(status).Send(b.Bytes())
+}
+
+// pageLang is the page's language for this request (?lang=, then
+// Accept-Language, then English).
+func (a *api) pageLang(c *fiber.Ctx) *pageLang {
+	return a.langs().negotiate(c.Query("lang"), c.Get(fiber.HeaderAcceptLanguage))
+}
+
+// langs are the page's languages: USHER_PAGE_LANG_DIR's as run loaded
+// them, else the shipped ones.
+func (a *api) langs() *pageLangs {
+	if a.pageLangs != nil {
+		return a.pageLangs
+	}
+	return shippedLangs()
+}
+
+var shippedLangs = sync.OnceValue(func() *pageLangs {
+	p, err := loadPageLangs(nil)
+	if err != nil {
+		panic(err) // the shipped catalogs are checked by TestShippedCatalogsAreComplete
+	}
+	return p
+})
+
+// randomUser is an id for a shopper the page knows nothing of, as page.js
+// makes one up.
+func randomUser() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "web-" + hex.EncodeToString(b)
 }
 
 // pageAssets maps the page's static files to their content types.

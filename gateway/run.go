@@ -80,6 +80,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		adminToken:  []byte(s.adminToken),
 		notifierURL: s.notifierURL,
 		pageCSS:     s.pageCSS,
+		pageLangs:   s.pageLangs,
 		now:         d.Clock.Now,
 		epoch:       d.Streams.Epoch,
 		orderHold:   s.orderHold,

@@ -171,7 +171,7 @@ func (a *api) join(c *fiber.Ctx) error {
 // ticket of another queue → 404, of a line that was reset since (the
 // entries stream was recreated) → 410.
 func (a *api) ticketOf(c *fiber.Ctx, cfg catalog.Config) (ticket.Ticket, error) {
-	t, err := a.tickets.Parse(c.Params("ticket"))
+	t, err := a.tickets.Parse(ticketParam(c)) // the path's, or a page form's (pageform.go)
 	if err != nil {
 		return t, problem.New(fiber.StatusUnauthorized, "invalid-ticket", "the ticket is not one this queue issued")
 	}

@@ -1,11 +1,38 @@
 // usher's waiting room: joins the line (or resumes with the ticket kept in
 // localStorage), listens for its turn on the notifier's event stream, falls
 // back to polling when the stream is unavailable, and on READY offers the
-// order button. No dependencies, no build step.
+// order button. No dependencies, no build step. Every text it writes comes
+// from the page's message catalog, which the gateway puts in the page as
+// JSON (#usher-i18n) in the language it chose; numbers, dates and times are
+// written by Intl in that language.
+//
+// The same page works without JavaScript (its forms post to the gateway,
+// which answers with the page in the state it read); this script takes it
+// over: the forms' buttons become its own, and the <noscript> parts never
+// show.
 (() => {
   'use strict';
   const root = document.getElementById('usher');
   const $ = (id) => document.getElementById(id);
+  const i18n = JSON.parse($('usher-i18n').textContent);
+  const lang = i18n.lang || document.documentElement.lang || 'en';
+  // t is the catalog's text for key with each {name} of vars filled in.
+  function t(key, vars) {
+    const s = i18n.messages[key];
+    if (s == null) return key;
+    return vars ? s.replace(/\{([A-Za-z]+)\}/g, (m, name) => (name in vars ? String(vars[name]) : m)) : s;
+  }
+  const has = (key) => i18n.messages[key] != null;
+  const numbers = new Intl.NumberFormat(lang);
+  const num = (n) => numbers.format(n);
+  // problemText is what a shopper reads for an error answer (an RFC 9457
+  // problem, or none).
+  function problemText(r) {
+    const type = (r.data && r.data.type) || '';
+    const key = i18n.problems[type.slice(type.lastIndexOf('/') + 1)];
+    if (key) return t(key);
+    return r.status ? t('error.status', { status: r.status }) : t('error.generic');
+  }
   const queue = root.dataset.queue;
   const params = new URLSearchParams(location.search);
   const sku = params.get('sku') || root.dataset.sku || queue;
@@ -56,10 +83,10 @@
 
   function duration(s) {
     if (s == null) return '–';
-    if (s < 60) return s + ' s';
+    if (s < 60) return t('duration.seconds', { s });
     const m = Math.floor(s / 60);
-    if (m < 60) return m + ' min ' + String(s % 60).padStart(2, '0') + ' s';
-    return Math.floor(m / 60) + ' h ' + String(m % 60).padStart(2, '0') + ' min';
+    if (m < 60) return t('duration.minutes', { m, ss: String(s % 60).padStart(2, '0') });
+    return t('duration.hours', { h: Math.floor(m / 60), mm: String(m % 60).padStart(2, '0') });
   }
 
   function showPosition(p) {
@@ -67,9 +94,9 @@
     root.dataset.status = 'WAITING';
     show('waiting');
     const pos = p.position || 0;
-    $('position').textContent = pos ? pos.toLocaleString() : '–';
-    $('ahead').textContent = pos ? Math.max(pos - 1, 0).toLocaleString() : '–';
-    $('eta').textContent = p.etaSeconds == null ? 'unknown' : duration(p.etaSeconds);
+    $('position').textContent = pos ? num(pos) : '–';
+    $('ahead').textContent = pos ? num(Math.max(pos - 1, 0)) : '–';
+    $('eta').textContent = p.etaSeconds == null ? t('waiting.etaUnknown') : duration(p.etaSeconds);
     // Progress runs from the place first shown to the head of the line.
     let first = Number(localStorage.getItem(key + '.first')) || 0;
     if (pos > first) {
@@ -87,9 +114,9 @@
   function showStock(st, skus) {
     const el = $('stock');
     const texts = {
-      available: skus && skus.length > 1 ? 'Still available: ' + skus.join(', ') + '.' : '',
-      held: 'The last units are with shoppers ahead of you. Some may come back: keep your place.',
-      sold_out: 'Sold out.',
+      available: skus && skus.length > 1 ? t('stock.available', { skus: skus.join(', ') }) : '',
+      held: t('stock.held'),
+      sold_out: t('stock.soldOut'),
     };
     el.textContent = texts[st] || '';
     el.hidden = !el.textContent;
@@ -103,10 +130,10 @@
     const opens = Date.parse(p.opensAt);
     const at = $('opens-at');
     at.dateTime = p.opensAt;
-    at.textContent = new Date(opens).toLocaleString([], { weekday: 'short', hour: '2-digit', minute: '2-digit', second: '2-digit' });
+    at.textContent = new Date(opens).toLocaleString(lang, { weekday: 'short', hour: '2-digit', minute: '2-digit', second: '2-digit' });
     const tick = () => {
       const left = Math.max(0, Math.round((opens - Date.now()) / 1000));
-      $('opens-in').textContent = left > 0 ? duration(left) : 'now: drawing places…';
+      $('opens-in').textContent = left > 0 ? duration(left) : t('prequeue.drawing');
       if (left === 0) clearInterval(countdown);
     };
     clearInterval(countdown);
@@ -115,9 +142,13 @@
   }
 
   function showReady(r) {
+    const first = root.dataset.status !== 'READY';
     root.dataset.status = 'READY';
     token = r.token;
     show('ready');
+    // The turn has come: the order button takes the focus, so a keyboard
+    // or screen-reader user lands on it (its description is the heading).
+    if (first && !$('order').disabled) $('order').focus();
     const expires = Date.parse(r.expiresAt);
     const tick = () => {
       const left = Math.max(0, Math.round((expires - Date.now()) / 1000));
@@ -135,20 +166,21 @@
     stopStream();
     stopPolling();
     clearInterval(countdown);
+    const closed = reason === 'sold_out' || reason === 'ended' ? reason : 'other';
     const texts = {
-      EXPIRED: ['Your turn has passed', 'The time to order ran out. You can join the line again.'],
-      USED: ['Order placed', 'This place in line has been used for an order.'],
-      LEFT: ['You left the line', ''],
-      CLOSED: ['The line is closed', reason === 'sold_out' ? 'Sold out: everything has been sold.'
-        : reason === 'ended' ? 'This sale has ended.' : 'This sale is not taking more shoppers.'],
-      MAINTENANCE: ['The waiting room is closed for maintenance', 'Nothing is lost: this page tries again by itself in a minute.'],
+      EXPIRED: [t('ended.EXPIRED.title'), t('ended.EXPIRED.text')],
+      USED: [t('ended.USED.title'), t('ended.USED.text')],
+      LEFT: [t('ended.LEFT.title'), t('ended.LEFT.text')],
+      CLOSED: [t('ended.CLOSED.title'), t('ended.CLOSED.' + closed)],
+      MAINTENANCE: [t('ended.MAINTENANCE.title'), t('ended.MAINTENANCE.text')],
     };
     const [title, text] = texts[status] || ['', ''];
     $('end-title').textContent = title;
     $('end-text').textContent = text;
+    $('rejoin').textContent = t('ended.rejoin');
     $('rejoin').hidden = status === 'CLOSED' || status === 'USED' || status === 'MAINTENANCE';
     show('ended');
-    setConn('ended', 'Finished');
+    setConn('ended', t('conn.finished'));
   }
 
   // apply takes a join or poll answer.
@@ -220,10 +252,10 @@
       if (r.status === 503 && r.data && /maintenance$/.test(r.data.type || '')) {
         end('MAINTENANCE');
         const after = Number(r.headers.get('Retry-After')) || 60;
-        setTimeout(() => { done = false; setConn('connecting', 'Connecting…'); start(); }, after * 1000);
+        setTimeout(() => { done = false; setConn('connecting', t('conn.connecting')); start(); }, after * 1000);
         return;
       }
-      throw new Error((r.data && (r.data.detail || r.data.title)) || 'join failed: ' + r.status);
+      throw new Error(problemText(r));
     }
     apply(r.data);
   }
@@ -234,7 +266,7 @@
       localStorage.removeItem(key);
       return join();
     }
-    if (!r.ok) throw new Error('poll failed: ' + r.status);
+    if (!r.ok) throw new Error(problemText(r));
     apply(r.data);
   }
 
@@ -252,7 +284,7 @@
         await poll();
         fail('');
       } catch (e) {
-        fail('Connection trouble, retrying…');
+        fail(t('error.connection'));
       }
       if (!done && root.dataset.conn !== 'live') pollTimer = setTimeout(loop, pollAfter);
       else pollTimer = null;
@@ -268,13 +300,13 @@
 
   function listen() {
     if (done || !eventsURL || !window.EventSource) {
-      if (!done) { setConn('polling', 'Updating every few seconds'); startPolling(); }
+      if (!done) { setConn('polling', t('conn.polling')); startPolling(); }
       return;
     }
     stopStream();
     es = new EventSource(eventsURL);
     es.onopen = () => {
-      setConn('live', 'Live');
+      setConn('live', t('conn.live'));
       stopPolling();
       fail('');
     };
@@ -283,10 +315,10 @@
       if (es && es.readyState === EventSource.CLOSED) {
         // The browser gave up on this stream: poll, and try the stream
         // again later.
-        setConn('polling', 'Updating every few seconds');
+        setConn('polling', t('conn.polling'));
         sseRetry = setTimeout(listen, 15000);
       } else {
-        setConn('reconnecting', 'Reconnecting…');
+        setConn('reconnecting', t('conn.reconnecting'));
       }
       startPolling();
     };
@@ -298,7 +330,7 @@
       showReady(data(e));
       stopStream();
       stopPolling();
-      setConn('live', 'Your turn');
+      setConn('live', t('conn.yourTurn'));
     });
     es.addEventListener('expired', () => end('EXPIRED'));
     es.addEventListener('closed', (e) => {
@@ -307,12 +339,22 @@
     });
   }
 
-  async function order() {
+  // orderText is what the shopper reads of an order's answer.
+  function orderText(d) {
+    const status = has('order.status.' + d.status) ? t('order.status.' + d.status) : (d.status || '');
+    if (!d.reason) return t('order.answer', { id: d.orderId || '', status });
+    const reason = has('order.reason.' + d.reason) ? t('order.reason.' + d.reason) : d.reason;
+    return t('order.answerReason', { id: d.orderId || '', status, reason });
+  }
+
+  async function order(e) {
+    if (e) e.preventDefault(); // the form posts only without JavaScript
     const button = $('order');
     const answer = $('answer');
+    if (button.disabled) return;
     button.disabled = true;
     answer.className = 'answer';
-    answer.textContent = 'Placing your order…';
+    answer.textContent = t('order.placing');
     try {
       const r = await call('POST', '/v1/orders', {
         'Authorization': 'Bearer ' + token,
@@ -322,15 +364,15 @@
       const d = r.data || {};
       if (r.ok) {
         answer.className = 'answer ok';
-        answer.textContent = 'Order ' + (d.orderId || '') + ': ' + (d.status || 'accepted') + (d.reason ? ' (' + d.reason + ')' : '');
+        answer.textContent = orderText(d);
       } else {
         answer.className = 'answer bad';
-        answer.textContent = (d.title || 'Error ' + r.status) + (d.detail ? ': ' + d.detail : '');
+        answer.textContent = problemText(r);
         button.disabled = false;
       }
-    } catch (e) {
+    } catch (err) {
       answer.className = 'answer bad';
-      answer.textContent = 'The order could not be sent; try again.';
+      answer.textContent = t('order.sendFailed');
       button.disabled = false;
     }
   }
@@ -341,17 +383,18 @@
       if (ticket) await poll(); else await join();
       listen();
     } catch (e) {
-      fail(e.message + ' — retrying…');
+      fail(t('error.retrying', { error: e instanceof TypeError ? t('error.network') : e.message }));
       setTimeout(start, 3000);
     }
   }
 
-  $('order').addEventListener('click', order);
-  $('rejoin').addEventListener('click', () => {
+  $('order-form').addEventListener('submit', order);
+  $('rejoin-form').addEventListener('submit', (e) => {
+    e.preventDefault();
     localStorage.removeItem(key);
     localStorage.removeItem(key + '.first');
     done = false;
-    setConn('connecting', 'Connecting…');
+    setConn('connecting', t('conn.connecting'));
     start();
   });
   start();

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"html"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// postForm posts the page's form fields as a browser does (same origin).
+func (h *harness) postForm(path string, fields map[string]string, header map[string]string) response {
+	h.t.Helper()
+	v := url.Values{}
+	for k, x := range fields {
+		v.Set(k, x)
+	}
+	hd := map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Sec-Fetch-Site": "same-origin"}
+	for k, x := range header {
+		hd[k] = x
+	}
+	return h.do("POST", path, v.Encode(), hd)
+}
+
+var (
+	formTicketRE = regexp.MustCompile(`name="ticket" value="([^"]*)"`)
+	statusRE     = regexp.MustCompile(`data-status="([^"]*)"`)
+	positionRE   = regexp.MustCompile(`<span id="position" class="num">([^<]*)</span>`)
+	answerRE     = regexp.MustCompile(`<p id="answer" class="[^"]*" aria-live="polite">([^<]*)</p>`)
+	errorRE      = regexp.MustCompile(`<p id="error" class="error" role="alert" >([^<]*)</p>`)
+)
+
+func match(re *regexp.Regexp, b []byte) string {
+	m := re.FindSubmatch(b)
+	if m == nil {
+		return ""
+	}
+	return html.UnescapeString(string(m[1]))
+}
+
+// The page without JavaScript, in memory: the forms join, check the place
+// the JSON API reports, and order once READY; the answers are never
+// stored, name no ticket in a URL or a header, and send no Referer.
+func TestPageFormFlow(t *testing.T) {
+	h := newOrderHarness(t)
+	h.join("first")
+	h.join("second")
+	page := "/q/" + h.queue
+
+	r := h.do("GET", page+"?user=nojs-shopper", "", nil)
+	if !strings.Contains(string(r.raw), `<input type="hidden" name="user" value="nojs-shopper">`) {
+		t.Fatalf("GET page lacks the user field of ?user=:\n%s", r.raw)
+	}
+	r = h.postForm(page, map[string]string{"action": "join", "user": "nojs-shopper"}, nil)
+	tkt := match(formTicketRE, r.raw)
+	if r.status != 200 || match(statusRE, r.raw) != "WAITING" || tkt == "" {
+		t.Fatalf("join form = %d status %q ticket %q:\n%s", r.status, match(statusRE, r.raw), tkt, r.raw)
+	}
+	for k, want := range map[string]string{"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "Location": "", "Content-Type": "text/html; charset=utf-8"} {
+		if got := r.header.Get(k); got != want {
+			t.Errorf("join form answer %s = %q, want %q", k, got, want)
+		}
+	}
+	api := h.poll(tkt)
+	if pos := match(positionRE, r.raw); pos != "3" || api.num("position") != 3 {
+		t.Errorf("page says place %q, the API %d; want 3 for both", pos, api.num("position"))
+	}
+	if !strings.Contains(string(r.raw), `<title>Your place: 3 · Waiting room · `+h.queue+`</title>`) {
+		t.Errorf("the title does not tell the place:\n%s", r.raw)
+	}
+	if strings.Contains(string(r.raw), `action="`+page+`?`) || strings.Contains(string(r.raw), `http-equiv="refresh"`) {
+		t.Errorf("the form answer refreshes itself or posts to a URL with a query:\n%s", r.raw)
+	}
+	// Joining again answers the same place (the API's 200).
+	if again := h.postForm(page, map[string]string{"action": "join", "user": "nojs-shopper"}, nil); match(formTicketRE, again.raw) != tkt {
+		t.Errorf("a second join gave another ticket")
+	}
+
+	h.admit() // the three in line: all admitted
+	r = h.postForm(page+"?lang=de", map[string]string{"action": "check", "ticket": tkt, "user": "nojs-shopper"}, nil)
+	if match(statusRE, r.raw) != "READY" || !strings.Contains(string(r.raw), "Du bist dran") || !strings.Contains(string(r.raw), ` autofocus>Jetzt bestellen</button>`) {
+		t.Fatalf("check after admission: want READY in German with the order button focused:\n%s", r.raw)
+	}
+	if !strings.Contains(string(r.raw), `action="`+page+`?lang=de"`) {
+		t.Errorf("the forms do not keep ?lang=de")
+	}
+	if tok := h.poll(tkt).str("token"); tok == "" || strings.Contains(string(r.raw), tok) {
+		t.Errorf("the page carries the entry token (or the API has none)")
+	}
+
+	// Another user cannot order with this ticket: the order is the user's.
+	r = h.postForm(page, map[string]string{"action": "order", "ticket": tkt, "sku": "sku-1", "user": "mallory"}, nil)
+	if a := match(answerRE, r.raw); a != "This turn belongs to someone else." {
+		t.Errorf("order by another user: answer %q", a)
+	}
+	r = h.postForm(page, map[string]string{"action": "order", "ticket": tkt, "sku": "sku-1", "user": "nojs-shopper"}, nil)
+	if a := match(answerRE, r.raw); !strings.HasPrefix(a, "Order ord_") || !strings.HasSuffix(a, ": received, now being processed") {
+		t.Errorf("order answer = %q:\n%s", a, r.raw)
+	}
+	if !strings.Contains(string(r.raw), `disabled>Order now</button>`) {
+		t.Errorf("the order button is still enabled after the order went through")
+	}
+}
+
+// What the forms refuse or cannot do, and how the page says so.
+func TestPageFormEdges(t *testing.T) {
+	h := newHarness(t)
+	page := "/q/" + h.queue
+
+	t.Run("cross-site post", func(t *testing.T) {
+		h := h.with(t)
+		for _, hd := range []map[string]string{
+			{"Sec-Fetch-Site": "cross-site"},
+			{"Sec-Fetch-Site": "same-site"},
+			{"Sec-Fetch-Site": "", "Origin": "https://evil.example"},
+		} {
+			if r := h.postForm(page, map[string]string{"action": "join", "user": "victim"}, hd); r.status != 403 || !isProblem(r) {
+				t.Errorf("join form with %v = %d %s, want 403", hd, r.status, r.raw)
+			}
+		}
+		if r := h.postForm(page, map[string]string{"action": "join", "user": "old-browser"}, map[string]string{"Sec-Fetch-Site": "", "Origin": "null"}); r.status != 200 {
+			t.Errorf("join form from an old browser's no-referrer page = %d", r.status)
+		}
+	})
+	t.Run("bad ticket", func(t *testing.T) {
+		h := h.with(t)
+		r := h.postForm(page, map[string]string{"action": "check", "ticket": "t1.forged", "user": "u"}, nil)
+		if r.status != 401 || match(errorRE, r.raw) != "Your place in line could not be found. Please join the line again." ||
+			!strings.Contains(string(r.raw), `name="action" value="join"`) {
+			t.Errorf("check with a forged ticket = %d:\n%s", r.status, r.raw)
+		}
+	})
+	t.Run("unknown action", func(t *testing.T) {
+		if r := h.with(t).postForm(page, map[string]string{"action": "leave"}, nil); r.status != 400 {
+			t.Errorf("action leave = %d", r.status)
+		}
+	})
+	t.Run("proof of work", func(t *testing.T) {
+		h := h.with(t)
+		q := h.queue + "-pow"
+		h.putQueue(q, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "challenge": {"mode": "enforce", "difficulty": 12}}`, 201)
+		get := h.do("GET", "/q/"+q, "", nil)
+		r := h.postForm("/q/"+q, map[string]string{"action": "join", "user": "u"}, nil)
+		for _, b := range [][]byte{get.raw, r.raw} {
+			if !strings.Contains(string(b), "needs JavaScript") || strings.Contains(string(b), `value="join"><button type="submit">`) {
+				t.Errorf("a queue asking for a proof of work offers a join without JavaScript:\n%s", b)
+			}
+		}
+		if lk, err := h.line.Lookup(t.Context(), q, "u"); err != nil || lk.Found {
+			t.Errorf("the form joined anyway (%v, %v)", lk, err)
+		}
+	})
+	t.Run("closed", func(t *testing.T) {
+		h := h.with(t)
+		q := h.queue + "-closed"
+		h.putQueue(q, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "state": "closed", "closedReason": "sold_out"}`, 201)
+		r := h.postForm("/q/"+q+"?lang=fr", map[string]string{"action": "join", "user": "u"}, nil)
+		if match(statusRE, r.raw) != "CLOSED" || !strings.Contains(string(r.raw), "Épuisé\u00a0: tout a été vendu.") {
+			t.Errorf("join form of a sold-out queue:\n%s", r.raw)
+		}
+	})
+	t.Run("maintenance", func(t *testing.T) {
+		h := h.with(t)
+		q := h.queue + "-m"
+		h.putQueue(q, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "mode": "reject"}`, 201)
+		r := h.postForm("/q/"+q, map[string]string{"action": "join", "user": "u"}, nil)
+		if r.status != 503 || r.header.Get("Retry-After") == "" || match(statusRE, r.raw) != "MAINTENANCE" ||
+			!strings.Contains(string(r.raw), `<button id="rejoin" type="submit" >Try again</button>`) {
+			t.Errorf("join form in maintenance = %d:\n%s", r.status, r.raw)
+		}
+	})
+	t.Run("trusted proxies", func(t *testing.T) {
+		// Where X-User-Id is believed from the shop's proxy only, a form's
+		// user field names nobody, and the page offers none.
+		h := h.with(t)
+		proxies, err := parseClientIPs([]string{"10.9.0.0/16"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved := h.api.users
+		h.api.users = headerAuth{proxies: proxies}
+		t.Cleanup(func() { h.api.users = saved })
+		if r := h.do("GET", page+"?user=u", "", nil); strings.Contains(string(r.raw), `name="user"`) {
+			t.Errorf("the page offers a user field behind a trusted proxy")
+		}
+		r := h.postForm(page, map[string]string{"action": "join", "user": "someone-else"}, nil)
+		if r.status != 401 || match(errorRE, r.raw) != "The shop did not tell us who you are. Please sign in to the shop and come back." {
+			t.Errorf("join form naming its user behind a trusted proxy = %d:\n%s", r.status, r.raw)
+		}
+		if lk, _ := h.line.Lookup(t.Context(), h.queue, "someone-else"); lk.Found {
+			t.Error("the form's user field joined the line")
+		}
+	})
+}
