@@ -59,14 +59,18 @@ type admission struct {
 	event.Admitted
 }
 
-// orderEvent is an order event, decoded loosely: only its type, token and
-// order id matter here.
+// orderEvent is an order event, decoded loosely: its type, token and
+// order id (and for the report, a final order's status and reason and a
+// request's time).
 type orderEvent struct {
-	streamSeq uint64
-	at        time.Time
-	typ       string
-	tokenID   string
-	orderID   string
+	streamSeq   uint64
+	at          time.Time
+	typ         string
+	tokenID     string
+	orderID     string
+	status      string
+	reason      string
+	requestedAt time.Time
 }
 
 type configEvent struct {
@@ -146,7 +150,8 @@ func loadHistory(ctx context.Context, js jetstream.JetStream, q string, p parts)
 			if at.IsZero() || m.Stored.Before(at) {
 				at = m.Stored
 			}
-			h.orders = append(h.orders, orderEvent{streamSeq: m.Seq, at: at, typ: e.Type, tokenID: e.Data.TokenID, orderID: e.Data.OrderID})
+			h.orders = append(h.orders, orderEvent{streamSeq: m.Seq, at: at, typ: e.Type, tokenID: e.Data.TokenID, orderID: e.Data.OrderID,
+				status: e.Data.Status, reason: e.Data.Reason, requestedAt: e.Data.RequestedAt})
 			return nil
 		})
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {

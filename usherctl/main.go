@@ -9,6 +9,7 @@
 //	usherctl replay --stream entries|admissions|orders|ops --queue Q [flags]
 //	usherctl rebuild --queue Q [--force]
 //	usherctl audit --queue Q
+//	usherctl report --queue Q [--since DURATION|RFC3339] [--out FILE] [--json FILE]
 //
 // It reads the same environment as the services: USHER_NATS_URL,
 // USHER_REDIS_URL, USHER_ADMIN_TOKEN, and USHER_GATEWAY_URL for the admin

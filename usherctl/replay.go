@@ -235,6 +235,11 @@ type looseEvent struct {
 		OrderID  string       `json:"orderId"`
 		Config   *looseConfig `json:"config"`
 		Previous *looseConfig `json:"previous"`
+		// An order's: its final status and reason, and when it was
+		// requested (see usherctl report).
+		Status      string    `json:"status"`
+		Reason      string    `json:"reason"`
+		RequestedAt time.Time `json:"requestedAt"`
 	} `json:"data"`
 }
 

@@ -71,6 +71,7 @@ Usage:
   usherctl replay --stream entries|admissions|orders|ops --queue Q [flags]
   usherctl rebuild --queue Q [--force]
   usherctl audit --queue Q
+  usherctl report --queue Q [--since DURATION|RFC3339] [--out report.html] [--json report.json]
   usherctl migrate
   usherctl redis-acl --dir DIR
   usherctl nats-auth --dir DIR [--base nats.conf] [--downstream NAME,...]
@@ -125,6 +126,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.rebuild(ctx, args[1:])
 	case "audit":
 		return c.audit(ctx, args[1:])
+	case "report":
+		return c.report(ctx, args[1:])
 	case "migrate":
 		return c.migrate(ctx, args[1:])
 	case "redis-acl":
