@@ -110,6 +110,9 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 				lotErr = err
 				return false
 			}
+			if next.Notice == nil {
+				next.Notice = c.Notice // DELETE …/notice takes it down
+			}
 			*c = next
 			return true
 		})

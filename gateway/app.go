@@ -130,6 +130,8 @@ func (a *api) app() *fiber.App {
 	admin.Put("/queues/:queue", a.putQueue)
 	admin.Get("/queues/:queue", a.getQueue)
 	admin.Post("/queues/:queue/invites", a.createInvites)
+	admin.Put("/queues/:queue/notice", a.putNotice)
+	admin.Delete("/queues/:queue/notice", a.deleteNotice)
 	admin.Put("/stock/:sku", a.putStock)
 	admin.Get("/ops", a.opsSnapshotJSON)
 	admin.Get("/ops/stream", a.opsStream)

@@ -40,6 +40,8 @@ type place struct {
 	SKUs  []string `json:"skusAvailable,omitempty"`
 	// OpensAt is when a PRE_QUEUE shopper's drop opens.
 	OpensAt *time.Time `json:"opensAt,omitempty"`
+	// Notice is what the operators tell the line, if anything.
+	Notice *catalog.Notice `json:"notice,omitempty"`
 }
 
 // validUser reports whether id is an acceptable user id (X-User-Id or a
@@ -276,7 +278,8 @@ func (a *api) answer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Tick
 	}
 	str := a.tickets.Issue(t)
 	p := place{Ticket: str, Queue: cfg.Name, Status: string(v.Status), Position: v.Position, Waiting: v.Waiting,
-		Events: a.eventsURL(cfg.Name, str), Token: v.Token, Reason: v.Reason, Stock: v.Stock, SKUs: v.SKUs, OpensAt: v.OpensAt}
+		Events: a.eventsURL(cfg.Name, str), Token: v.Token, Reason: v.Reason, Stock: v.Stock, SKUs: v.SKUs, OpensAt: v.OpensAt,
+		Notice: cfg.Notice}
 	if v.ETAKnown {
 		p.ETASeconds = &v.ETA
 	}

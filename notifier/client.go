@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"usher/shared/catalog"
 	"usher/shared/waitqueue"
 )
 
@@ -44,7 +45,9 @@ type client struct {
 	// until the draw); opensAt is when the drop opens.
 	pre     bool
 	opensAt time.Time
-	end     ending
+	// notice is what the operators tell the line (zero: nothing).
+	notice catalog.Notice
+	end    ending
 }
 
 // stockView is what a stock event says.
@@ -152,6 +155,28 @@ func (c *client) wantsRank(due bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.adm == nil && c.end.event == "" && !c.pre && (c.base < 0 || due)
+}
+
+// setNotice records the queue's notice (nil: none) and wakes the stream
+// when it changed.
+func (c *client) setNotice(n *catalog.Notice) {
+	var v catalog.Notice
+	if n != nil {
+		v = *n
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v != c.notice {
+		c.notice = v
+		c.signal()
+	}
+}
+
+// currentNotice is the notice as last set.
+func (c *client) currentNotice() catalog.Notice {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.notice
 }
 
 // waiting reports whether the client still waits (in line or in a

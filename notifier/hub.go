@@ -73,7 +73,7 @@ type room struct {
 	clients []*client
 	index   map[*client]int
 	bySeq   map[uint64][]*client
-	cursor  int // where the next resync slice starts
+	cursor  int       // where the next resync slice starts
 	present time.Time // when its waiting clients were last recorded present
 }
 
@@ -161,15 +161,12 @@ func (h *hub) onAdmitted(a event.Admitted) {
 
 // onConfig hears every change of a queue's configuration: a queue that
 // closed (sold out, say) ends its waiting clients' streams at once, not at
-// the next position tick.
+// the next position tick, and a notice reaches every client at once.
 //
 // A drop whose pre-queue was drawn has every client's place read at the
 // next position tick: the pre-queued learn their place at once.
 func (h *hub) onConfig(cfg catalog.Config) {
 	drawn := cfg.Lottery != nil && cfg.Lottery.Drawn
-	if cfg.State != catalog.StateClosed && !drawn {
-		return
-	}
 	h.mu.Lock()
 	var all []*client
 	if r := h.rooms[cfg.Name]; r != nil {
@@ -177,9 +174,11 @@ func (h *hub) onConfig(cfg catalog.Config) {
 	}
 	h.mu.Unlock()
 	for _, c := range all {
-		if cfg.State == catalog.StateClosed {
+		c.setNotice(cfg.Notice)
+		switch {
+		case cfg.State == catalog.StateClosed:
 			c.close(shopper.ClosedReason(cfg))
-		} else {
+		case drawn:
 			c.drawn()
 		}
 	}

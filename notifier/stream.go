@@ -150,6 +150,7 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.apply(e)
+	c.setNotice(cfg.Notice)
 	if e.Status == waitqueue.PreQueued && cfg.OpensAt != nil && (cfg.Lottery == nil || !cfg.Lottery.Drawn) {
 		c.preQueued(*cfg.OpensAt)
 	}
@@ -184,13 +185,14 @@ type stream struct {
 	c    *client
 	user string
 
-	sent      view
-	sentAny   bool
-	sentStock stockView
-	sentPre   bool
-	readySent bool
-	readyAt   *time.Timer
-	expiresAt *time.Timer
+	sent       view
+	sentAny    bool
+	sentStock  stockView
+	sentPre    bool
+	sentNotice catalog.Notice
+	readySent  bool
+	readyAt    *time.Timer
+	expiresAt  *time.Timer
 }
 
 // run sends the current state at once, then whatever changes, until the
@@ -288,6 +290,17 @@ func (st *stream) push() (done bool, err error) {
 			v = view{position: 1, waiting: v.waiting, etaKnown: true}
 		} else {
 			return false, st.ready(*adm, now)
+		}
+	}
+	if n := st.c.currentNotice(); n != st.sentNotice && adm == nil {
+		// What the operators tell the line; {} when they took it down.
+		st.sentNotice = n
+		data := []byte("{}")
+		if n.Message != "" {
+			data, _ = json.Marshal(n)
+		}
+		if err := st.send("notice", data); err != nil {
+			return false, err
 		}
 	}
 	if pre, opensAt := st.c.preQueue(); pre {

@@ -515,3 +515,30 @@ func TestStockEventsAndAnImmediateSoldOutClose(t *testing.T) {
 		t.Fatalf("closed = %+v, want sold_out", got)
 	}
 }
+
+// A notice reaches every waiting stream the moment the operators put it up
+// (not at the next position tick, an hour here), a shopper who connects
+// later gets it at once, and taking it down is an empty notice.
+func TestANoticeReachesEveryWaitingStreamAtOnce(t *testing.T) {
+	w := newWorld(t)
+	n := w.start("USHER_NOTIFIER_POSITION_INTERVAL", "1h")
+	alice := open(t, n.url(w.queue, w.join(1, "alice")), "")
+	alice.until("position", 5*time.Second)
+	note := catalog.Notice{Message: "Restock at 10:30: stay in line.", Level: catalog.NoticeWarning, Since: time.Now().UTC().Truncate(time.Second)}
+	put := time.Now()
+	w.configure(func(c *catalog.Config) { c.Notice = &note })
+	if got := decode[catalog.Notice](t, alice.until("notice", 5*time.Second)); got != note {
+		t.Fatalf("notice = %+v, want %+v", got, note)
+	}
+	if d := time.Since(put); d > time.Second {
+		t.Errorf("the notice took %s, want under a second", d)
+	}
+	bob := open(t, n.url(w.queue, w.join(2, "bob")), "")
+	if got := decode[catalog.Notice](t, bob.until("notice", 5*time.Second)); got.Message != note.Message {
+		t.Fatalf("late joiner's notice = %+v", got)
+	}
+	w.configure(func(c *catalog.Config) { c.Notice = nil })
+	if got := decode[catalog.Notice](t, alice.until("notice", 5*time.Second)); got.Message != "" {
+		t.Fatalf("notice after it was taken down = %+v, want empty", got)
+	}
+}

@@ -14,8 +14,11 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -57,6 +60,9 @@ type Config struct {
 	// abandoned), so positions, counts and ETAs are of shoppers who are
 	// there. Unset: DefaultAbandonAfter; 0: never.
 	AbandonAfterSeconds *int `json:"abandonAfterSeconds,omitempty"`
+	// Notice is what the operators tell the line (PUT and DELETE
+	// /v1/admin/queues/{q}/notice): every waiting shopper sees it.
+	Notice *Notice `json:"notice,omitempty"`
 	// StockAware (default true for a queue that sells something) admits
 	// only against units that could still be sold, holds the line while
 	// the last units are with shoppers ahead, and closes it as sold_out
@@ -148,6 +154,41 @@ const maxRate = 1_000_000
 
 // OrderLimit is the most units one order may take.
 func (c Config) OrderLimit() int { return max(c.MaxQuantity, 1) }
+
+// Notice is a message to everyone in a queue's line: plain text, shown as
+// is (never as HTML).
+type Notice struct {
+	Message string    `json:"message"`
+	Level   string    `json:"level"` // NoticeInfo or NoticeWarning
+	Since   time.Time `json:"since"`
+}
+
+// The notice levels.
+const (
+	NoticeInfo    = "info"
+	NoticeWarning = "warning"
+)
+
+// MaxNotice is the longest notice, in characters.
+const MaxNotice = 500
+
+// Validate checks a notice: 1..MaxNotice characters of text, a known level.
+func (n Notice) Validate() []FieldError {
+	var errs []FieldError
+	if l := utf8.RuneCountInString(strings.TrimSpace(n.Message)); l == 0 || l > MaxNotice || !utf8.ValidString(n.Message) {
+		errs = append(errs, FieldError{"message", fmt.Sprintf("must be 1..%d characters of text", MaxNotice)})
+	}
+	for _, r := range n.Message {
+		if unicode.IsControl(r) && r != '\n' {
+			errs = append(errs, FieldError{"message", "must not contain control characters"})
+			break
+		}
+	}
+	if n.Level != NoticeInfo && n.Level != NoticeWarning {
+		errs = append(errs, FieldError{"level", "must be info or warning"})
+	}
+	return errs
+}
 
 // DefaultAbandonAfter is a queue's abandonAfterSeconds when unset.
 const DefaultAbandonAfter = 300 * time.Second
@@ -330,6 +371,11 @@ func (c Config) Validate() []FieldError {
 	}
 	if len(c.Allow) > 10_000 {
 		add("allow", "must list at most 10000 users")
+	}
+	if c.Notice != nil {
+		for _, e := range c.Notice.Validate() {
+			add("notice."+e.Name, e.Reason)
+		}
 	}
 	if a := c.AbandonAfterSeconds; a != nil && *a != 0 && (*a < int(MinAbandonAfter.Seconds()) || *a > 86_400) {
 		add("abandonAfterSeconds", "must be 0 (never) or 10..86400")

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+
+	"usher/shared/catalog"
+	"usher/shared/problem"
+)
+
+// putNotice answers PUT /v1/admin/queues/{q}/notice {"message": "…",
+// "level": "info|warning"}: every waiting shopper sees it within a second
+// (poll answers' notice, the notifier's notice event, the page's banner).
+// It is part of the queue's configuration — stored by compare-and-set,
+// audited on USHER_OPS like any change.
+func (a *api) putNotice(c *fiber.Ctx) error {
+	cfg, err := a.queue(c)
+	if err != nil {
+		return err
+	}
+	n := catalog.Notice{Level: catalog.NoticeInfo}
+	dec := json.NewDecoder(bytes.NewReader(c.Body()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&n); err != nil {
+		return problem.New(fiber.StatusBadRequest, "invalid-body", `the body must be {"message": "…", "level": "info|warning"}: `+err.Error())
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return problem.New(fiber.StatusBadRequest, "invalid-body", "unexpected data after the JSON object")
+	}
+	n.Since = a.now().UTC()
+	if errs := n.Validate(); len(errs) > 0 {
+		p := problem.New(fiber.StatusBadRequest, "invalid-notice", strconv.Itoa(len(errs))+" invalid field(s)")
+		for _, fe := range errs {
+			p.InvalidParams = append(p.InvalidParams, problem.Param{Name: fe.Name, Reason: fe.Reason})
+		}
+		return p
+	}
+	return a.setNotice(c, cfg.Name, &n)
+}
+
+// deleteNotice answers DELETE /v1/admin/queues/{q}/notice: the banner goes.
+func (a *api) deleteNotice(c *fiber.Ctx) error {
+	cfg, err := a.queue(c)
+	if err != nil {
+		return err
+	}
+	return a.setNotice(c, cfg.Name, nil)
+}
+
+func (a *api) setNotice(c *fiber.Ctx, q string, n *catalog.Notice) error {
+	prev, cfg, err := a.queues.Update(c.UserContext(), q, func(cfg *catalog.Config) bool {
+		if n == nil && cfg.Notice == nil {
+			return false
+		}
+		cfg.Notice = n
+		return true
+	})
+	switch {
+	case errors.Is(err, catalog.ErrUnchanged):
+		return c.SendStatus(fiber.StatusNoContent)
+	case err != nil:
+		return unavailable(err, "the notice could not be stored; retry")
+	}
+	a.publishConfigChange(c, prev, cfg)
+	if n == nil {
+		return c.SendStatus(fiber.StatusNoContent)
+	}
+	return c.JSON(n)
+}
