@@ -41,3 +41,24 @@ func TestAuditBoundsAnAdaptiveQueueByItsMax(t *testing.T) {
 		})
 	}
 }
+
+// replay --stream ops shows every ops event of the queue: its
+// configuration changes and its adaptive limit's moves.
+func TestReplayOfOpsShowsLimitMoves(t *testing.T) {
+	w := newWorld(t)
+	q := testenv.Name(t)
+	w.configured(q, 20, 0)
+	id, _, err := event.NewLimitChanged(event.LimitChanged{Queue: q, Limit: 10, Previous: 20, Reason: "latency", Window: 42}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.publish(event.LimitChangedSubject, id, event.TypeLimitChanged, time.Now(),
+		event.LimitChanged{Queue: q, Limit: 10, Previous: 20, Reason: "latency", Window: 42})
+	w.publish(event.LimitChangedSubject, "limit/other/42", event.TypeLimitChanged, time.Now(),
+		event.LimitChanged{Queue: q + "-other", Limit: 10, Previous: 20, Reason: "latency", Window: 42})
+	r := w.usherctl("replay", "--stream", "ops", "--queue", q)
+	if r.code != exitOK || strings.Count(r.stdout, "\n") != 2 || !strings.Contains(r.stdout, event.TypeConfigChanged) ||
+		!strings.Contains(r.stdout, event.TypeLimitChanged) || strings.Contains(r.stdout, q+"-other") {
+		t.Fatalf("replay printed (exit %d)\n%s\nwant the config change and the limit move of %s only", r.code, r.stdout, q)
+	}
+}

@@ -47,7 +47,9 @@ func replayWindow(name, q string) (window, bool, error) {
 	case "orders":
 		return window{stream: event.StreamOrders, filters: []string{"usher.order.>"}}, true, nil
 	case "ops":
-		return window{stream: event.StreamOps, filters: []string{event.ConfigChangedSubject}}, true, nil
+		// Every ops event of the queue: configuration changes, adaptive
+		// limit moves, draws.
+		return window{stream: event.StreamOps, filters: []string{event.OpsSubjects}}, true, nil
 	}
 	return window{}, false, usagef("replay: --stream %q: want entries, admissions, orders or ops", name)
 }

@@ -305,7 +305,7 @@ const LimitChangedSubject = "usher.ops.limit_changed"
 type LimitChanged struct {
 	Queue    string `json:"queue"`
 	Limit    int    `json:"limit"`
-	Previous int    `json:"previous"` // the limit last recorded
+	Previous int    `json:"previousLimit"` // the limit last recorded
 	Reason   string `json:"reason"`
 	Min      int    `json:"min"`
 	Max      int    `json:"max"`
