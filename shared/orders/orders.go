@@ -35,13 +35,13 @@ func (s Status) Final() bool { return s == Paid || s == Failed || s == Rejected 
 
 // Reasons an order did not go through.
 const (
-	ReasonSoldOut      = "sold_out"
+	ReasonSoldOut = "sold_out"
 	// ReasonInsufficientStock: fewer units remain than the order asked
 	// for (but some do: the line stays open).
 	ReasonInsufficientStock = "insufficient_stock"
 	// ReasonMaxPerUser: the order would take the user past the queue's
 	// maxPerUser units of the SKU.
-	ReasonMaxPerUser = "max_per_user"
+	ReasonMaxPerUser   = "max_per_user"
 	ReasonUnknownSKU   = "unknown_sku"
 	ReasonDeadline     = "deadline"
 	ReasonDeclined     = "payment_declined"
