@@ -252,13 +252,19 @@ func Dial(s Settings) (redis.UniversalClient, error) {
 		if len(addrs) == 0 {
 			return nil, fmt.Errorf("redis address %q: empty", s.URL)
 		}
-		return redis.NewClusterClient(&redis.ClusterOptions{
+		c := redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: addrs, PoolSize: s.Pool,
 			// The dialer does the TLS handshake itself, naming each
 			// node by its own address.
 			Dialer:                     mapDialer(s.AddrMap, tlsConfig),
+			DialTimeout:                dialTimeout,
 			CredentialsProviderContext: creds,
-		}), nil
+			// A failover shows as failed commands, not as MOVED: see
+			// followTopology.
+			ClusterStateReloadInterval: topologyRefresh,
+		})
+		followTopology(c)
+		return c, nil
 	}
 	u := s.URL
 	if !strings.Contains(u, "://") {
@@ -363,7 +369,7 @@ func mapDialer(m map[string]string, tlsConfig *tls.Config) func(ctx context.Cont
 	if len(m) == 0 && tlsConfig == nil {
 		return nil
 	}
-	var d net.Dialer
+	d := net.Dialer{Timeout: dialTimeout}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		to := addr
 		if mapped, ok := m[addr]; ok {
