@@ -95,6 +95,10 @@ type result struct {
 	// Timeline is the run second by second: orders finished, their
 	// latency, the limit in effect (journey).
 	Timeline []timePoint `json:"timeline,omitempty"`
+	// Notes are one-line summaries printed after the figures (drop).
+	Notes []string `json:"notes,omitempty"`
+	// Drop is what a drop run's figures rest on (drop).
+	Drop *dropDetail `json:"drop,omitempty"`
 }
 
 // holdBucket is one bucket of the DB connection hold-time histogram.
@@ -120,6 +124,9 @@ func (res result) print(w io.Writer) {
 			verdict = "VIOLATED"
 		}
 		fmt.Fprintf(w, "invariant %s: %d (%s)\n", k, res.Invariants[k], verdict)
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintln(w, n)
 	}
 }
 

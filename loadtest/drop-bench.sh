@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The drop's figures (issue #11, BENCHMARKS.md "Drop: stock-aware
+# admission"): one private stack — NATS JetStream, Redis, PostgreSQL,
+# pgsim and every service, built from the committed HEAD (the load tool
+# from the working tree), on ports 29xxx, loopback only — then
+#   5000   loadtest -scenario drop (5,000 shoppers, 500 units, targetActive 20),
+#          stock-aware on and off, alternating, ROUNDS times each
+#   10500  the same with 10,500 shoppers (10,000 waiting when it sells
+#          out), stock-aware on, ROUNDS times
+# Every run is bounded (the scenario's own deadline, 3 minutes); results
+# (JSON, the text of each run, the summary) go to bench-results/drop/.
+#
+#   loadtest/drop-bench.sh [all|5000|10500]
+#   loadtest/drop-bench.sh run -shoppers 2000 -stock 100     (one run, any loadtest flags)
+#   DROP_ROUNDS=3
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+what=${1:-all}
+[ $# -gt 0 ] && shift
+rounds=${DROP_ROUNDS:-3}
+out=$root/bench-results/drop
+work=$(mktemp -d /tmp/usher-drop-XXXX)
+mkdir -p "$out"
+# Both ends of the anchor's 10,000 streams live in the load tool: two
+# descriptors a stream.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+pids=()
+stop_pg() { :; }
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; stop_pg; rm -rf "$work"; }
+trap cleanup EXIT INT TERM
+
+rev=$(git rev-parse --short HEAD)
+echo "building the services from HEAD $rev, the load tool from the working tree" >&2
+git archive HEAD | tar -x -C "$work" --one-top-level=src
+rm -rf "$work/src/loadtest" && cp -r loadtest "$work/src/loadtest"
+(cd "$work/src" && go build -o "$work/bin/" ./gateway ./admitter ./notifier ./orderworker ./pgsim ./loadtest \
+  && go build -o "$work/bin/nats-server" github.com/nats-io/nats-server/v2)
+bin=$work/bin
+
+"$bin/nats-server" -a 127.0.0.1 -p 29222 -js -sd "$work/js" >"$work/nats.log" 2>&1 & pids+=($!)
+redis-server --port 29379 --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 & pids+=($!)
+pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+mkdir -p "$work/pg"; [ "$(id -u)" -eq 0 ] && chown postgres "$work" "$work/pg"
+as_pg "$pgbin/initdb" -D "$work/pg" -U postgres --auth=trust >/dev/null
+as_pg "$pgbin/pg_ctl" -D "$work/pg" -l "$work/pg.log" -o "-h 127.0.0.1 -p 29432 -k $work/pg -c max_connections=200" -w start >/dev/null
+stop_pg() { as_pg "$pgbin/pg_ctl" -D "$work/pg" -m fast stop >/dev/null 2>&1 || true; }
+as_pg "$pgbin/createdb" -h 127.0.0.1 -p 29432 -U postgres usher
+sleep 1
+
+export USHER_NATS_URL=nats://127.0.0.1:29222 USHER_REDIS_URL=redis://127.0.0.1:29379/0
+export USHER_DATABASE_URL="postgres://postgres@127.0.0.1:29432/usher?sslmode=disable"
+export USHER_DATA_DIR=$work/data USHER_ADMIN_TOKEN=bench-admin USHER_LOG_LEVEL=warn
+export USHER_PAYMENT_URL=http://127.0.0.1:29090
+PGSIM_ADDR=127.0.0.1:29090 PGSIM_ADMIN_TOKEN=bench-pgsim "$bin/pgsim" >"$work/pgsim.log" 2>&1 & pids+=($!)
+USHER_ADMITTER_ADDR=127.0.0.1:29082 "$bin/admitter" >"$work/admitter.log" 2>&1 & pids+=($!)
+sleep 1
+USHER_GATEWAY_ADDR=127.0.0.1:29080 USHER_NOTIFIER_PUBLIC_URL=http://127.0.0.1:29081 "$bin/gateway" >"$work/gateway.log" 2>&1 & pids+=($!)
+USHER_ORDERWORKER_ADDR=127.0.0.1:29083 "$bin/orderworker" >"$work/orderworker.log" 2>&1 & pids+=($!)
+USHER_NOTIFIER_ADDR=127.0.0.1:29081 "$bin/notifier" >"$work/notifier.log" 2>&1 & pids+=($!)
+for _ in $(seq 1 150); do curl -fs http://127.0.0.1:29080/readyz >/dev/null 2>&1 && curl -fs http://127.0.0.1:29083/readyz >/dev/null 2>&1 && break; sleep 0.2; done
+
+lt() { "$bin/loadtest" -scenario drop -gateway http://127.0.0.1:29080 -admin-token bench-admin -notifier http://127.0.0.1:29081 \
+  -nats nats://127.0.0.1:29222 "$@"; }
+
+summary=$out/summary.txt
+echo "# drop bench, HEAD $rev, $(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$summary"
+
+one() { # name, loadtest flags…
+  local name=$1; shift
+  echo "\$ loadtest -scenario drop $*" | tee -a "$summary"
+  lt "$@" -out "$out/$name.json" >"$out/$name.txt" 2>"$out/$name.err" || echo "run $name failed: $(tail -n 3 "$out/$name.err")" | tee -a "$summary"
+  grep -E '^drop \(|VIOLATED' "$out/$name.txt" | tee -a "$summary" || true
+  # The system's own view of the run: what went wrong, if anything.
+  grep -hiE 'level=(warn|error)' "$work"/{gateway,admitter,notifier,orderworker}.log 2>/dev/null | tail -n 5 >"$out/$name.logs" || true
+}
+
+case $what in
+run) one "run-$(date +%s)" "$@" ;;
+5000 | all)
+  for r in $(seq 1 "$rounds"); do
+    one "5000-on-$r"
+    one "5000-off-$r" -stock-aware=false
+  done
+  ;;&
+10500 | all)
+  for r in $(seq 1 "$rounds"); do
+    one "10500-on-$r" -shoppers 10500
+  done
+  ;;
+esac
