@@ -191,15 +191,19 @@ type hookError struct{ err error }
 
 func (h hookError) Error() string { return h.err.Error() }
 
-// tick is one admission step for a queue: announce what a previous tick (or
-// a crashed admitter) left in the outbox, admit if the tick is due,
-// announce. It returns how long to wait before the next try.
+// tick is one admission step for a queue: admit if the tick is due, then
+// announce the outbox — this tick's admissions and whatever an earlier one
+// (a crashed admitter, the gateway's admit-now) left there. It returns how
+// long to wait before the next try.
+//
+// Only the admitter that ran the due tick announces: the others, coming
+// early, leave the outbox alone, so two admitters do not publish the same
+// admissions at once (each would only be refused as a duplicate still in
+// process). Whatever is left is announced by the next due tick, whoever
+// runs it.
 func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (time.Duration, error) {
 	start := time.Now()
 	tickLen := time.Duration(cfg.TickMs) * time.Millisecond
-	if err := a.announce(ctx, cfg.Name); err != nil {
-		return tickLen, err
-	}
 	if err := a.recordAbandoned(ctx, cfg.Name); err != nil {
 		return tickLen, err
 	}
@@ -260,6 +264,9 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 		// hold (Redis lost writes, or the followers are a moment behind):
 		// nobody is admitted until it has. Ask the followers to look now.
 		kick()
+		if err := a.announce(ctx, cfg.Name); err != nil {
+			return tickLen, err
+		}
 		return 20 * time.Millisecond, nil
 	}
 	if a.hooks.afterAdmit != nil {
@@ -267,10 +274,8 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 			return tickLen, hookError{err}
 		}
 	}
-	if res.Admitted > 0 {
-		if err := a.announce(ctx, cfg.Name); err != nil {
-			return tickLen, err
-		}
+	if err := a.announce(ctx, cfg.Name); err != nil {
+		return tickLen, err
 	}
 	if res.Abandoned > 0 {
 		if err := a.recordAbandoned(ctx, cfg.Name); err != nil {
@@ -282,7 +287,10 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 
 // announce publishes the outbox with each token id as Nats-Msg-Id and trims
 // what the stream acknowledged. A repeat (after a crash, or by a second
-// admitter) is dropped by the stream's duplicate window.
+// admitter) is dropped by the stream's duplicate window; one the stream
+// refuses because the same id is being stored right now (another
+// admitter's publish of the same admission, still in flight) is left in
+// the outbox for whoever stored it to trim — no error, nothing to log.
 func (a *admitter) announce(ctx context.Context, q string) error {
 	for {
 		pending, err := a.line.Outbox(ctx, q, 512)
@@ -317,6 +325,9 @@ func (a *admitter) announce(ctx context.Context, q string) error {
 					stored = append(stored, pending[i])
 				}
 			case err := <-f.Err():
+				if storing(err) {
+					continue
+				}
 				if firstErr == nil {
 					firstErr = fmt.Errorf("admission %s not stored: %w", pending[i].TokenID, err)
 				}
@@ -349,6 +360,19 @@ func (a *admitter) announce(ctx context.Context, q string) error {
 		}
 	}
 }
+
+// storing reports whether a publish was refused because the stream is
+// storing a message with the same id at this moment
+// (JSStreamDuplicateMessageConflict, 409 "duplicate message id is in
+// process", on a replicated stream).
+func storing(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == jsDuplicateInProcess
+}
+
+// jsDuplicateInProcess is JetStream's error code for a publish whose
+// message id is being stored by another publish.
+const jsDuplicateInProcess jetstream.ErrorCode = 10158
 
 // dropIfClosedLong removes the line of a queue closed for longer than
 // keyspace.ClosedGrace: Redis holds only what is live.
