@@ -318,6 +318,28 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 		return got == catalog.StatePaused
 	}, "card state = %q, want paused", got)
 	shoot(t, ctx, shots, "ops-paused.png")
+
+	// A notice from the dashboard reaches the line's configuration, is
+	// shown on the card, and comes down again.
+	run("put up a notice",
+		chromedp.SendKeys(chromedp.CSS(`#q-`+h.queue+` [name=message]`), "Restock at 10:30"),
+		chromedp.Click(chromedp.CSS(`#q-`+h.queue+` [data-form=notice] button[type=submit]`)))
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		cfg, _ := h.api.queues.Get(h.queue)
+		return cfg.Notice != nil && cfg.Notice.Message == "Restock at 10:30"
+	}, "the notice never reached the catalog")
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		got = eval(card + `.querySelector('[data-field=notice]').textContent`)
+		return strings.Contains(got, "Restock at 10:30")
+	}, "card notice = %q", lazy(func() string { return got }))
+	if tick := eval(card + `.querySelector('[data-field=tick]').textContent`); tick == "" {
+		t.Error("the card does not say whether an admitter ticks the queue")
+	}
+	run("take it down", chromedp.Click(chromedp.CSS(`#q-`+h.queue+` [data-notice=remove]`)))
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		cfg, _ := h.api.queues.Get(h.queue)
+		return cfg.Notice == nil
+	}, "the notice never came down")
 	if _, err := os.Stat(filepath.Join("testdata", "screenshots", "ops.png")); err != nil {
 		t.Errorf("screenshot not kept: %v", err)
 	}

@@ -151,6 +151,12 @@
     el.id = 'q-' + name;
     el.dataset.queue = name;
     el.querySelector('.name').textContent = name;
+    var form = el.querySelector('[data-form="notice"]');
+    form.addEventListener('submit', function (e) {
+      e.preventDefault();
+      setNotice(name, { message: form.elements.message.value, level: form.elements.level.value }, form);
+    });
+    form.querySelector('[data-notice="remove"]').addEventListener('click', function () { setNotice(name, null, form); });
     el.querySelectorAll('[data-action]').forEach(function (b) {
       b.addEventListener('click', function () { setState(name, b.dataset.action, el); });
     });
@@ -178,6 +184,9 @@
     field(el, 'orders', parts.length ? parts.join(' · ') : 'none yet');
     field(el, 'stock', stockText(q.stock));
     field(el, 'pow', powText(q));
+    field(el, 'drop', dropText(q));
+    field(el, 'tick', tickText(q));
+    field(el, 'notice', q.notice ? 'up since ' + new Date(q.notice.since).toLocaleTimeString() + ' (' + q.notice.level + '): ' + q.notice.message : 'none');
     el.querySelectorAll('[data-action]').forEach(function (b) { b.disabled = b.dataset.action === q.state; });
     spark(el, 'waiting', h, [['v', 'waiting']]);
     spark(el, 'active', h, [['v', 'active'], ['t', 'target']]);
@@ -194,6 +203,39 @@
     s += ch.mode === 'log' ? ' · log only: nothing refused' : ' · enforced';
     if (ch.suspects === 'shadow') { s += ' · shadow line for suspects'; }
     return s;
+  }
+
+  // dropText is the queue's mode and schedule: a countdown to the opening
+  // with the pre-queue's size and the lottery's commitment, then the draw.
+  function dropText(q) {
+    var parts = [];
+    if (q.mode === 'passthrough') { parts.push('passthrough: everyone READY at once (a dry run)'); }
+    if (q.mode === 'reject') { parts.push('maintenance: joins refused (503)'); }
+    if (q.opensAt) {
+      var left = (Date.parse(q.opensAt) - Date.now()) / 1000;
+      if (left > 0) {
+        parts.push('opens in ' + duration(left) + ' · ' + fmt(q.preQueue || 0) + ' in the pre-queue');
+      } else if (q.lottery && q.lottery.drawn) {
+        parts.push('opened; lottery drawn (' + fmt(q.lottery.entries || 0) + ' placed)');
+      } else {
+        parts.push('opened; drawing ' + fmt(q.preQueue || 0) + ' places…');
+      }
+      if (q.lottery && q.lottery.commitment) { parts.push('commitment ' + q.lottery.commitment.slice(0, 12) + '…'); }
+    }
+    if (q.closesAt) {
+      var end = (Date.parse(q.closesAt) - Date.now()) / 1000;
+      parts.push(end > 0 ? 'closes in ' + duration(end) : 'ended');
+    }
+    if (q.allow && q.allow.length) { parts.push(fmt(q.allow.length) + ' allowed past the line'); }
+    return parts.length ? parts.join(' · ') : 'a plain queue';
+  }
+
+  // tickText says how long ago an admitter last ticked the queue: an old
+  // tick means nobody is admitting.
+  function tickText(q) {
+    if (!q.lastTickAt) { return 'no tick yet'; }
+    var ago = Math.max(0, (Date.now() - Date.parse(q.lastTickAt)) / 1000);
+    return ago < 5 ? 'ticking' : 'no tick for ' + duration(ago) + ' — is an admitter running?';
   }
 
   // limitOf is the targetActive a queue's ticks use: the adaptive limit
@@ -255,6 +297,23 @@
     if (s < 60) { return s + ' s'; }
     if (s < 3600) { return Math.floor(s / 60) + ' min ' + (s % 60) + ' s'; }
     return Math.floor(s / 3600) + ' h ' + Math.floor(s % 3600 / 60) + ' min';
+  }
+
+  // setNotice puts up (or, with null, takes down) the queue's notice.
+  function setNotice(name, notice, form) {
+    $('actionError').textContent = '';
+    fetch('/v1/admin/queues/' + encodeURIComponent(name) + '/notice', {
+      method: notice ? 'PUT' : 'DELETE', body: notice ? JSON.stringify(notice) : undefined,
+      headers: headers({ 'Content-Type': 'application/json', 'X-Admin-User': who() })
+    })
+      .then(function (res) {
+        if (!res.ok) { return res.json().then(function (p) { throw p; }); }
+        if (notice) { form.elements.message.value = ''; }
+      })
+      .catch(function (p) {
+        var why = (p && (p['invalid-params'] || p.invalidParams || []).map(function (x) { return x.name + ' ' + x.reason; }).join(', ')) || '';
+        $('actionError').textContent = name + ': ' + ((p && (p.detail || p.title)) || 'the notice failed') + (why ? ' (' + why + ')' : '');
+      });
   }
 
   // --- controls: read the configuration, change its state, put it back -----
