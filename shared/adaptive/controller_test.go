@@ -116,11 +116,12 @@ func TestConvergesWithinABand(t *testing.T) {
 				t.Errorf("%s (seed %d): %d drain windows, want at most %d", tt.name, seed, drains, max)
 			}
 			best := tt.capacity / 250 * 1000
-			if got := xSum / float64(len(limits)-converged); got < 0.9*best {
+			got := xSum / float64(len(limits)-converged)
+			if got < 0.9*best {
 				t.Errorf("%s (seed %d): mean throughput %.1f/s, want ≥ 90 %% of %.1f/s", tt.name, seed, got, best)
 			}
-			t.Logf("%s (seed %d): converged at window %d, then [%.0f, %.0f] (%.2f–%.2f × capacity), %d drains",
-				tt.name, seed, converged, lo, hi, lo/tt.capacity, hi/tt.capacity, drains)
+			t.Logf("%s (seed %d): converged at window %d, then [%.0f, %.0f] (%.2f–%.2f × capacity), %d drains, throughput %.0f %% of the best",
+				tt.name, seed, converged, lo, hi, lo/tt.capacity, hi/tt.capacity, drains, 100*got/best)
 		}
 	}
 }
