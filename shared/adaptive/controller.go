@@ -90,6 +90,8 @@ const (
 	// SlowHold — and at least MinSlowHolds do (one slow hold of a few
 	// dozen says nothing about a p99), and the holds grew: their mean is
 	// above HoldGrowth × its own no-load baseline (kept like latency's).
+	// Like a latency cut, the cut is proportional — to where the mean
+	// hold would be HoldGrowth × its baseline, at most by half.
 	// A database that is as slow at the floor (a busy host, not our load)
 	// is one admission cannot fix: it does not pin the limit there.
 	SlowHoldMs    = 20
@@ -310,7 +312,7 @@ func Decide(b Bounds, s State, w Window) (State, Decision) {
 		return cut(Backoff, ReasonDeferred)
 	case w.SlowHolds >= MinSlowHolds && float64(w.SlowHolds) > SlowHoldShare*float64(w.Holds) &&
 		s.HoldBaselineMs > 0 && w.HoldMeanMs() > HoldGrowth*s.HoldBaselineMs:
-		return cut(Backoff, ReasonDBHold)
+		return cut(max(MaxCut, HoldGrowth*s.HoldBaselineMs/w.HoldMeanMs()), ReasonDBHold)
 	case s.Resume > 0:
 		if judged && ratio > 0 && ratio*Tolerance < 1 {
 			// Half the load, latency down beyond the tolerance: the limit
