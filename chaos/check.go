@@ -434,6 +434,28 @@ func checkSlots(ev *evidence) checkResult {
 	return c.done()
 }
 
+// failoverBound is how long recovery from a Redis master's death may take.
+// No client can write the shard before its replica is elected, and Redis
+// Cluster needs for that: up to 1.5 node timeouts for the other masters
+// to flag the master (a node pings a peer whose last answer is half a
+// timeout old, and flags it when that ping is a timeout old), about a
+// second for a majority to agree and the replica to wait out its election
+// delay (0.5-1 s; 2 s allowed for both). Then usher has what it has for
+// any fault: its clients reread the slot map on the first failed command,
+// the followers replay what the replica had not received, the next tick
+// admits (2 s allowed). A rate judged over recoveryWindow-long windows
+// reads as back only a window after it is.
+const failoverBound = redisNodeTimeout*3/2 + 2*time.Second + 2*time.Second + recoveryWindow
+
+// bound is how long the scenario's recovery may take: recoveryBound
+// unless the scenario says otherwise.
+func (tl timeline) bound() time.Duration {
+	if tl.Bound > 0 {
+		return tl.Bound
+	}
+	return recoveryBound
+}
+
 // rateFigures are what checkRate measured.
 type rateFigures struct {
 	baseline, configured float64
@@ -474,8 +496,10 @@ func demandAbove(ev *evidence, q string, from, to time.Time, atLeast int64) bool
 // and the rate comes back within recoveryBound of the fault (or of its
 // heal, for a fault that pauses admission by design).
 func checkRate(ev *evidence) (checkResult, checkResult, rateFigures) {
+	tl := ev.Timeline
 	c := checkResult{Name: "admission rate", Invariant: fmt.Sprintf("admissions/s within %.0f%% of maxAdmitPerTick/tick while demand exceeds it", rateTolerance*100)}
-	r := checkResult{Name: "recovery", Invariant: fmt.Sprintf("admission back to its normal rate within %v", recoveryBound)}
+	bound := tl.bound()
+	r := checkResult{Name: "recovery", Invariant: fmt.Sprintf("admission back to its normal rate within %v", bound)}
 	var fr rateFigures
 	var q *queueSpec
 	for i := range ev.Queues {
@@ -483,7 +507,6 @@ func checkRate(ev *evidence) (checkResult, checkResult, rateFigures) {
 			q = &ev.Queues[i]
 		}
 	}
-	tl := ev.Timeline
 	if q == nil || tl.Inject.IsZero() || tl.LoadStop.IsZero() {
 		c.Status, r.Status = statusSkipped, statusSkipped
 		c.Note, r.Note = "no rate-checked queue or no timeline", "no rate-checked queue or no timeline"
@@ -549,7 +572,7 @@ func checkRate(ev *evidence) (checkResult, checkResult, rateFigures) {
 	default:
 		fr.recovered = true
 		fr.recovery = lastLow.Add(recoveryWindow).Sub(tl.Inject)
-		if took := lastLow.Add(recoveryWindow).Sub(from); took > recoveryBound {
+		if took := lastLow.Add(recoveryWindow).Sub(from); took > bound {
 			what := "fault"
 			if from.Equal(tl.Heal) && tl.RecoverFromHeal {
 				what = "heal"

@@ -132,6 +132,9 @@ type timeline struct {
 	// it lasts (payment outage: back-pressure), so recovery is judged from
 	// the heal, not the injection.
 	RecoverFromHeal bool `json:"recoverFromHeal"`
+	// Bound is how long recovery may take (see recoveryBound and
+	// failoverBound).
+	Bound time.Duration `json:"recoveryBound"`
 }
 
 // settleState is whether the pipeline drained after the load stopped.

@@ -25,9 +25,20 @@ func writeReliability(path string, results []result, o options) error {
 	b.WriteString("Columns: *lost* — accepted joins neither admitted, left nor waiting; *admitted twice* — places in line " +
 		"given two tokens; *over-admitted* — samples or admissions with more slots held than targetActive; *double charges* — " +
 		"captures not matched one to one with a PAID order; *recovery* — from the fault until admissions on the fixed-rate " +
-		"queue are back to 90 % of their rate before it.\n\n")
-	b.WriteString("| scenario | injected | verdict | joins accepted | lost | admitted twice | over-admitted | double charges | recovery | failed invariants | command |\n")
-	b.WriteString("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |\n")
+		"queue are back to 90 % of their rate before it (judged over 3-second windows, so it reads at most 3 s late); " +
+		"*bound* — how long that may take.\n\n")
+	fmt.Fprintf(&b, "Recovery bounds. A fault in one of usher's own processes, in NATS, PostgreSQL or the network delays "+
+		"admission by seconds, never by an ack wait: %v from the fault (the 3-second window included). A fault that "+
+		"pauses admission by design while it lasts — a payment gateway down (back-pressure), or a Redis master and "+
+		"its replica both dead (no copy of the shard exists until they restart) — is given the same %v from its heal. "+
+		"A Redis master's death cannot be recovered from faster than Redis Cluster fails it over: the other masters "+
+		"flag it within 1 to 1.5 node timeouts (cluster-node-timeout %v, as README's \"Running at scale\" recommends), "+
+		"then a majority agrees and the replica waits out its election delay (about a second; 2 s allowed); then comes "+
+		"usher's own part (2 s: its clients reread the slot map on the first failed command, the followers replay what "+
+		"the replica had not received, the next tick admits) and the 3-second window: %v from the fault.\n\n",
+		recoveryBound, recoveryBound, redisNodeTimeout, failoverBound)
+	b.WriteString("| scenario | injected | verdict | joins accepted | lost | admitted twice | over-admitted | double charges | recovery | bound | failed invariants | command |\n")
+	b.WriteString("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- | --- |\n")
 	for _, r := range results {
 		f := r.Figures
 		var failed []string
@@ -41,10 +52,10 @@ func writeReliability(path string, results []result, o options) error {
 		}
 		cells := []string{r.Scenario, r.Injected, r.Verdict}
 		if r.Verdict == verdictError {
-			cells = append(cells, "–", "–", "–", "–", "–", "–")
+			cells = append(cells, "–", "–", "–", "–", "–", "–", "–")
 		} else {
 			cells = append(cells, fmt.Sprint(f.JoinsAccepted), fmt.Sprint(f.Lost), fmt.Sprint(f.Duplicated),
-				fmt.Sprint(f.OverAdmitted), fmt.Sprint(f.DoubleCharges), recoveryText(r))
+				fmt.Sprint(f.OverAdmitted), fmt.Sprint(f.DoubleCharges), recoveryText(r), boundText(r.Timeline))
 		}
 		cells = append(cells, strings.Join(failed, "; "), "`"+r.Command+"`")
 		for i, c := range cells {
@@ -53,4 +64,13 @@ func writeReliability(path string, results []result, o options) error {
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// boundText says how long a scenario's recovery may take, and from when.
+func boundText(tl timeline) string {
+	from := "fault"
+	if tl.RecoverFromHeal {
+		from = "heal"
+	}
+	return fmt.Sprintf("%v from the %s", tl.bound(), from)
 }

@@ -160,7 +160,7 @@ func runScenario(ctx context.Context, re *runEnv, sc scenario, seed uint64) (res
 	if err != nil {
 		return errored(res, err)
 	}
-	tl := &timeline{RecoverFromHeal: sc.recoverFromHeal}
+	tl := &timeline{RecoverFromHeal: sc.recoverFromHeal, Bound: sc.bound}
 	f := &fault{s: s, rng: rng, j: j, tl: tl, t: t}
 	var p plan
 	if sc.prepare != nil {
