@@ -59,27 +59,32 @@ func (a *api) admitAtOnce(ctx context.Context, cfg catalog.Config, epoch string,
 	if cfg.State != catalog.StateOpen || e.Status != waitqueue.Waiting || !(passthrough || alone) {
 		return e
 	}
-	deadline := time.Now().Add(100 * time.Millisecond)
-	for {
-		cur, err := a.line.Cursor(ctx, cfg.Name)
-		if err != nil {
-			return e
-		}
-		if p := cur[waitqueue.StreamEntries]; p.StreamID == epoch && p.Seq >= e.Seq {
-			break
-		}
-		if time.Now().After(deadline) {
-			return e // the follower is behind: the next tick admits
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	target := cfg.TargetActive
+	ttl, tick := time.Duration(cfg.TokenTTLSeconds)*time.Second, time.Duration(cfg.TickMs)*time.Millisecond
+	var err error
 	if passthrough {
-		target = 0
+		// Nobody waits in a passthrough queue: this entry goes in at once,
+		// whether or not the follower has applied the joins before it.
+		_, err = a.line.AdmitEntry(ctx, cfg.Name, epoch, e.Seq, ttl, tick, cfg.StockAwareness())
+	} else {
+		// FIFO: only once the follower has applied every join before this
+		// one (milliseconds), so nobody who joined first is passed.
+		deadline := time.Now().Add(admitAtOnceWait)
+		for {
+			cur, err := a.line.Cursor(ctx, cfg.Name)
+			if err != nil {
+				return e
+			}
+			if p := cur[waitqueue.StreamEntries]; p.StreamID == epoch && p.Seq >= e.Seq {
+				break
+			}
+			if time.Now().After(deadline) {
+				return e // the follower is behind: the next tick admits
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		_, err = a.line.AdmitNow(ctx, cfg.Name, epoch, cfg.TargetActive, ttl, tick, cfg.StockAwareness())
 	}
-	tick := time.Duration(cfg.TickMs) * time.Millisecond
-	if _, err := a.line.AdmitNow(ctx, cfg.Name, epoch, target, time.Duration(cfg.TokenTTLSeconds)*time.Second, tick,
-		cfg.StockAwareness()); err != nil {
+	if err != nil {
 		a.log.Warn("admit at once", "queue", cfg.Name, "err", err)
 		return e
 	}
@@ -88,6 +93,10 @@ func (a *api) admitAtOnce(ctx context.Context, cfg catalog.Config, epoch string,
 	}
 	return e
 }
+
+// admitAtOnceWait bounds how long a join into an empty line waits for the
+// follower before it is answered WAITING (the next tick admits it).
+const admitAtOnceWait = 250 * time.Millisecond
 
 // publicQueue is what anyone may read of a queue: GET /v1/queues/{q}.
 type publicQueue struct {

@@ -277,3 +277,22 @@ func FuzzOrderBody(f *testing.F) {
 		}
 	})
 }
+
+// READY is decided on the line's clock elsewhere (a notifier, another
+// gateway): an order that comes at once is not refused because this host's
+// clock is a moment behind — up to the claim's half second — while one
+// that is truly early still is.
+func TestAnOrderAtReadyIsNotTooEarlyForAClockAMomentBehind(t *testing.T) {
+	h := newOrderHarness(t)
+	readyAt := time.Now().Truncate(time.Second).Add(2 * time.Second) // the token's nbf, to the second
+	tok := h.entryToken("alice", 7, readyAt, readyAt.Add(time.Minute))
+	body := `{"sku": "sku-1", "quantity": 1}`
+	h.api.now = func() time.Time { return readyAt.Add(-300 * time.Millisecond) }
+	if r := h.order("alice", tok, body); r.status == 425 {
+		t.Fatalf("order 300 ms before nbf by this host's clock = 425 %s; want it past the token check", r.raw)
+	}
+	h.api.now = func() time.Time { return readyAt.Add(-700 * time.Millisecond) }
+	if r := h.order("alice", tok, body); r.status != 425 {
+		t.Fatalf("order 700 ms before nbf = %d %s; want 425", r.status, r.raw)
+	}
+}

@@ -159,6 +159,13 @@ func (a *api) join(c *fiber.Ctx) error {
 		// The join is recorded in the stream: the follower puts it in line.
 		return unavailable(err, "the join is recorded but its place cannot be read now; join again to see it")
 	}
+	if e.Status == waitqueue.Admitted {
+		// Admitted between the follower's copy and this one (a fast tick):
+		// read the whole record, the token's included.
+		if e, err = a.line.PollPresent(ctx, cfg.Name, e.Seq); err != nil {
+			return lineDown(err)
+		}
+	}
 	status := fiber.StatusAccepted
 	if ack.Duplicate || e.Seq != ack.Sequence {
 		status = fiber.StatusOK

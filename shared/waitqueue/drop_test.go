@@ -219,11 +219,26 @@ func TestAdmitNowNeedsARecentTickThatWasNotBehind(t *testing.T) {
 	if got, _ := s.AdmitNow(ctx, q, epoch, 0, ttl, tl, false); fmt.Sprint(got) != "[2 3]" {
 		t.Fatalf("AdmitNow passthrough = %v, want [2 3]", got)
 	}
-	// A line whose last tick is old (the admitter is down) admits nobody.
+	// A line whose last tick is old (no admitter works on it: two ticks and
+	// a second) admits nobody.
 	applyKind(t, s, q, 3, waitqueue.InLine, 4)
-	time.Sleep(3 * tl)
+	time.Sleep(2*tl + 1100*time.Millisecond)
 	if got, _ := s.AdmitNow(ctx, q, epoch, 0, ttl, tl, false); len(got) != 0 {
-		t.Fatalf("AdmitNow after two ticks with none = %v, want nobody", got)
+		t.Fatalf("AdmitNow after two ticks and a second with none = %v, want nobody", got)
+	}
+	if got, _ := s.AdmitEntry(ctx, q, epoch, 4, ttl, tl, false); len(got) != 0 {
+		t.Fatalf("AdmitEntry with no recent tick = %v, want nobody", got)
+	}
+	// A passthrough join goes in alone, whatever the cursor says.
+	testenv.Tick(t, s, q, tk)
+	if _, err := s.IngestAs(ctx, q, epoch, 9, "u9", 0, waitqueue.InLine); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.AdmitEntry(ctx, q, epoch, 9, ttl, tl, false); fmt.Sprint(got) != "[9]" {
+		t.Fatalf("AdmitEntry of a join ahead of the follower = %v, want [9] alone", got)
+	}
+	if e, _ := s.Poll(ctx, q, 4); e.Status != waitqueue.Waiting {
+		t.Fatalf("entry 4 = %s, want still waiting (AdmitEntry admits its entry only)", e.Status)
 	}
 }
 

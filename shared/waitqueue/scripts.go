@@ -740,11 +740,14 @@ return redis.call('ZCARD', pre)
 // join into an empty line with a slot free (no crowd, no wait), or every
 // join of a passthrough queue.
 // ARGV from 3: queue, epoch, targetActive (0: no cap), ttlMs, tickMs,
-// stock-aware (0|1).
+// stock-aware (0|1), only (a sequence: admit that entry alone if it waits —
+// a passthrough join, where nobody waits and order does not matter; 0: the
+// head of the line).
 // Invariants: those of admitScript — FIFO up to the entries cursor, never
 // over targetActive or the sellable units, in one atomic step with the
 // outbox — and nothing while the last tick found the line behind the
-// streams or is older than two ticks (the guards only a tick runs).
+// streams or is older than two ticks and a second (the guards only a tick
+// runs).
 // Returns the sequences admitted.
 var admitNowScript = redis.NewScript(luaLib + `
 local queue, epoch = ARGV[3], ARGV[4]
@@ -752,7 +755,7 @@ local target, ttl, tick = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]
 local stockAware = ARGV[8] == '1'
 local n = now()
 local st = redis.call('HMGET', ST, 'lastTick', 'behind', 'sellable')
-if not st[1] or n - tonumber(st[1]) > 2 * tick or st[2] ~= '0' then return {} end
+if not st[1] or n - tonumber(st[1]) > 2 * tick + 1000 or st[2] ~= '0' then return {} end
 local cap = 1000 -- passthrough: everyone up to the cursor (a join's own is there)
 if target > 0 then cap = target - redis.call('ZCARD', A) end
 if stockAware then
@@ -760,8 +763,13 @@ if stockAware then
   if cap > sellable then cap = sellable end
 end
 if cap <= 0 then return {} end
-local watermark = cursorAt('entries', epoch)
-local seqs = redis.call('ZRANGEBYSCORE', W, '-inf', watermark, 'LIMIT', 0, cap)
+local seqs
+if ARGV[9] ~= '0' then
+  seqs = {}
+  if redis.call('HGET', P .. 'e:' .. ARGV[9], 'status') == 'waiting' then seqs = {ARGV[9]} end
+else
+  seqs = redis.call('ZRANGEBYSCORE', W, '-inf', cursorAt('entries', epoch), 'LIMIT', 0, cap)
+end
 for _, s in ipairs(seqs) do
   local expiresAt = n + ttl
   redis.call('HSET', P .. 'e:' .. s, 'status', 'admitted', 'readyAt', n,
