@@ -371,7 +371,11 @@ var leaveScript = redis.NewScript(luaLib + `return leave(ARGV[3], ARGV[4])`)
 //   - one tick per tickMs, however many admitters call: a call before the
 //     scheduled tick returns 'early'; the schedule advances by tickMs (not
 //     from the call), so N admitters admit at the configured rate, not N
-//     times it;
+//     times it; a call that comes late keeps the schedule — the ticks it
+//     missed are due at once after it, up to half a second of them (older
+//     ones, a queue whose admitters were all stopped, are forgiven rather
+//     than admitted in a burst) — so a busy host, a slow call or a tick
+//     refused as behind costs no admissions;
 //   - tokens past expiresAt free their slot (status expired); a used token's
 //     slot is held until its order's hold time, then freed;
 //   - at most targetActive entries are in the active set;
@@ -506,7 +510,8 @@ end
 local admitted = 0
 if behind == 0 then
   local next = due + tick
-  if next <= n then next = n + tick end
+  if due == 0 then next = n + tick
+  elseif next < n - 500 then next = n - 500 end
   redis.call('HSET', ST, 'nextTick', next)
   due = next
   local cap = target - redis.call('ZCARD', A)
