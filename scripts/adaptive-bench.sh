@@ -5,12 +5,14 @@
 #   sweep     the journey under the same load with fixed targetActive
 #             values, and with adaptive admission, alternating (ABAB), so
 #             every figure is compared within one run of the machine
+#   pairs     the best fixed values (ADAPTIVE_PAIRS, "40 80") each followed
+#             by an adaptive run, ADAPTIVE_ROUNDS times: ratios of neighbours
 #   slowdown  the journey on an adaptive queue while pgsim slows from its
 #             normal latency (200 ms mean) to 1 s and back
 # Every run is bounded; results (JSON, HTML reports, the summary) go to
 # bench-results/adaptive/.
 #
-#   scripts/adaptive-bench.sh [sweep|slowdown|all]
+#   scripts/adaptive-bench.sh [sweep|slowdown|all|pairs]
 #   scripts/adaptive-bench.sh run -duration 15s -target-active 80   (one journey run, any loadtest flags)
 #   ADAPTIVE_VUS=300 ADAPTIVE_DURATION=30s ADAPTIVE_TARGETS="5 10 20 40 80 160" ADAPTIVE_ROUNDS=2
 #   ADAPTIVE_REV=<commit> (default HEAD) ADAPTIVE_SCHEDULE=20s=slow:1000,50s=normal ADAPTIVE_SLOW_DURATION=80s
@@ -111,6 +113,18 @@ if [ "$what" = sweep ] || [ "$what" = all ]; then
       fixed "$t" "$round"
       i=$((i + 1))
       if [ $((i % 2)) -eq 0 ]; then adaptive "r$round-$i"; fi
+    done
+  done
+fi
+
+if [ "$what" = pairs ]; then
+  # The best fixed values against adaptive, each fixed run followed by an
+  # adaptive one (F A F A …): adjacent runs share the machine's state, so
+  # their ratio is what to read on a shared machine.
+  for round in $(seq 1 "$rounds"); do
+    for t in ${ADAPTIVE_PAIRS:-40 80}; do
+      fixed "$t" "p$round"
+      adaptive "p$round-$t"
     done
   done
 fi
