@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"path"
 	"sync"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -68,6 +69,10 @@ type pageData struct {
 	Rejoin                      bool
 	RejoinText                  string
 	Error                       string
+	// WaitingHint tells a shopper without JavaScript how long a check
+	// keeps their place (the queue's abandonAfter).
+	WaitingHint string
+	presence    time.Duration
 }
 
 // Show is the visibility of a section: shown when it is the page's; the
@@ -107,6 +112,7 @@ func (a *api) newPageData(c *fiber.Ctx, cfg catalog.Config, l *pageLang) pageDat
 		Section:     "join",
 		Action:      action,
 		HeldFor:     l.HTML("ready.heldFor", map[string]template.HTML{"left": `<span id="left" class="num">–</span>`}),
+		presence:    cfg.AbandonAfter(),
 	}
 	d.OpensAtHeading = l.HTML("prequeue.opensAt", map[string]template.HTML{"time": `<time id="opens-at"></time>`})
 	if a.anyClientNamesUser() {

@@ -14,6 +14,7 @@ import (
 
 	"usher/shared/catalog"
 	"usher/shared/problem"
+	"usher/shared/waitqueue"
 )
 
 // The waiting room without JavaScript. The page's forms post to POST
@@ -139,11 +140,18 @@ func (a *api) formOrder(c *fiber.Ctx, d pageData, tkt string) error {
 	if p.Status != "READY" || p.Token == "" {
 		return a.renderPage(c, fiber.StatusOK, d) // it ended meanwhile: say how
 	}
+	// POST /v1/orders's request, for its handler; the form's is put back
+	// after, for whatever reads the request once it is answered.
+	req := &c.Request().Header
+	form, formType := slices.Clone(c.Body()), string(req.ContentType())
 	body, _ := json.Marshal(orderBody{SKU: d.SKU, Quantity: new(1)})
-	c.Request().Header.Set(fiber.HeaderAuthorization, "Bearer "+p.Token)
-	c.Request().Header.SetContentType(fiber.MIMEApplicationJSON)
+	req.Set(fiber.HeaderAuthorization, "Bearer "+p.Token)
+	req.SetContentType(fiber.MIMEApplicationJSON)
 	c.Request().SetBody(body)
 	status, raw, err := a.subcall(c, a.placeOrder)
+	req.Del(fiber.HeaderAuthorization)
+	req.SetContentType(formType)
+	c.Request().SetBody(form)
 	var view orderView
 	if err == nil && (status < 200 || status > 299 || json.Unmarshal(raw, &view) != nil) {
 		err = errors.New("order answered " + strconv.Itoa(status))
@@ -215,6 +223,12 @@ func (a *api) withPlace(d pageData, p place) pageData {
 			d.ETA = l.duration(*p.ETASeconds)
 		}
 		d.Stock = l.stockText(p.Stock, p.SKUs)
+		// A place nobody checks on for abandonAfter is given up: without
+		// JavaScript, only the shopper's checks say they are there.
+		d.WaitingHint = l.T("waiting.hintStatic")
+		if d.presence > 0 {
+			d.WaitingHint = l.T("waiting.hintPresence", "every", l.minutes(d.presence))
+		}
 	case "READY":
 		d.Section, d.Focus = "ready", true
 		title = l.T("ready.heading")
@@ -251,6 +265,9 @@ func endedAs(d pageData, status, reason string) pageData {
 		d.EndText, d.Rejoin, d.RejoinText = l.T("ended.MAINTENANCE.textStatic"), true, l.T("ended.retry")
 	case "EXPIRED", "USED", "LEFT":
 		d.EndText = l.T("ended." + status + ".text")
+		if status == "LEFT" && reason == waitqueue.ReasonAbandoned {
+			d.EndText = l.T("ended.LEFT.abandoned")
+		}
 		d.Rejoin = status != "USED"
 	default:
 		d.EndTitle, d.EndText = "", ""

@@ -65,6 +65,9 @@ func TestPageFormFlow(t *testing.T) {
 	if pos := match(positionRE, r.raw); pos != "3" || api.num("position") != 3 {
 		t.Errorf("page says place %q, the API %d; want 3 for both", pos, api.num("position"))
 	}
+	if !strings.Contains(string(r.raw), "Each check keeps your place for 5 min: check again before that time is up.") {
+		t.Errorf("the page does not say how long a check keeps the place (abandonAfter 300 s):\n%s", r.raw)
+	}
 	if !strings.Contains(string(r.raw), `<title>Your place: 3 · Waiting room · `+h.queue+`</title>`) {
 		t.Errorf("the title does not tell the place:\n%s", r.raw)
 	}
@@ -191,4 +194,58 @@ func TestPageFormEdges(t *testing.T) {
 			t.Error("the form's user field joined the line")
 		}
 	})
+}
+
+// No form, however odd, gets a 500 or makes the page fail to render: the
+// answer is the page (or a problem for a malformed request).
+func FuzzPageForm(f *testing.F) {
+	h := newHarness(f)
+	tkt := h.join("fuzz-seed").str("ticket")
+	f.Add("join", "", "fuzz-a", "", "de")
+	f.Add("check", tkt, "fuzz-seed", "", "ja")
+	f.Add("order", tkt, "fuzz-seed", "sku-1", "")
+	f.Add("check", "t1.x.y.1.z", "", "", "xx")
+	f.Add("leave", "", "a b", "../x", "*;q=0")
+	f.Fuzz(func(t *testing.T, action, ticket, user, sku, lang string) {
+		if len(action)+len(ticket)+len(user)+len(sku)+len(lang) > 2048 {
+			return
+		}
+		h := h.with(t)
+		r := h.postForm("/q/"+h.queue+"?lang="+url.QueryEscape(lang),
+			map[string]string{"action": action, "ticket": ticket, "user": user, "sku": sku}, nil)
+		switch {
+		case r.status >= 500 && r.status != 503:
+			t.Fatalf("form %q/%q/%q/%q = %d %s", action, ticket, user, sku, r.status, r.raw)
+		case strings.HasPrefix(r.header.Get("Content-Type"), "text/html"):
+			if !strings.Contains(string(r.raw), "</html>") {
+				t.Fatalf("form %q answered a page cut short: %s", action, r.raw)
+			}
+		case !isProblem(r):
+			t.Fatalf("form %q = %d %s: neither the page nor a problem", action, r.status, r.raw)
+		}
+	})
+}
+
+// How the page without JavaScript tells each ending, as page.js does.
+func TestPageEndings(t *testing.T) {
+	en := shippedLangs().byCode("en")
+	tests := []struct {
+		status, reason, title, text string
+		rejoin                      bool
+	}{
+		{"EXPIRED", "", "Your turn has passed", "The time to order ran out. You can join the line again.", true},
+		{"USED", "", "Order placed", "This place in line has been used for an order.", false},
+		{"LEFT", "", "You left the line", "You can join it again whenever you like.", true},
+		{"LEFT", "abandoned", "You left the line", "Your place was given up because nobody checked on it for a while. You can join the line again.", true},
+		{"CLOSED", "sold_out", "The line is closed", "Sold out: everything has been sold.", false},
+		{"CLOSED", "ended", "The line is closed", "This sale has ended.", false},
+		{"CLOSED", "closed", "The line is closed", "This sale is not taking more shoppers.", false},
+		{"MAINTENANCE", "", "The waiting room is closed for maintenance", "Nothing is lost: please try again in a minute.", true},
+	}
+	for _, tt := range tests {
+		d := endedAs(pageData{L: en}, tt.status, tt.reason)
+		if d.Section != "ended" || d.EndTitle != tt.title || d.EndText != tt.text || d.Rejoin != tt.rejoin {
+			t.Errorf("%s %s: %q / %q / rejoin %v", tt.status, tt.reason, d.EndTitle, d.EndText, d.Rejoin)
+		}
+	}
 }

@@ -357,6 +357,16 @@ func (l *pageLang) duration(s int64) string {
 	return l.T("duration.hours", "h", strconv.FormatInt(m/60, 10), "mm", fmt.Sprintf("%02d", m%60))
 }
 
+// minutes writes d in whole minutes (rounded down: a shopper told when to
+// come back is told early), or in seconds below one.
+func (l *pageLang) minutes(d time.Duration) string {
+	s := int64(d / time.Second)
+	if s < 60 {
+		return l.duration(s)
+	}
+	return l.T("duration.minutesOnly", "m", strconv.FormatInt(s/60, 10))
+}
+
 // dateTime and clock write t in UTC with the catalog's layouts.
 func (l *pageLang) dateTime(t time.Time) string { return t.UTC().Format(l.T("format.dateTime")) }
 func (l *pageLang) clock(t time.Time) string    { return t.UTC().Format(l.T("format.time")) }

@@ -212,6 +212,11 @@ func TestPageLanguageFormats(t *testing.T) {
 	if got := en.T("order.answerReason", "id", "ord_1", "status", "x", "reason", "y"); got != "Order ord_1: x (y)" {
 		t.Errorf("T = %q", got)
 	}
+	for d, want := range map[time.Duration]string{45 * time.Second: "45 s", 90 * time.Second: "1 min", 5 * time.Minute: "5 min"} {
+		if got := en.minutes(d); got != want {
+			t.Errorf("minutes(%v) = %q, want %q", d, got, want)
+		}
+	}
 	if got := en.T("ready.heldFor"); got != "Your place is held for {left}." {
 		t.Errorf("T without values = %q", got)
 	}

@@ -170,7 +170,7 @@
     const texts = {
       EXPIRED: [t('ended.EXPIRED.title'), t('ended.EXPIRED.text')],
       USED: [t('ended.USED.title'), t('ended.USED.text')],
-      LEFT: [t('ended.LEFT.title'), t('ended.LEFT.text')],
+      LEFT: [t('ended.LEFT.title'), t(reason === 'abandoned' ? 'ended.LEFT.abandoned' : 'ended.LEFT.text')],
       CLOSED: [t('ended.CLOSED.title'), t('ended.CLOSED.' + closed)],
       MAINTENANCE: [t('ended.MAINTENANCE.title'), t('ended.MAINTENANCE.text')],
     };

@@ -1,0 +1,403 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"usher/shared/testenv"
+)
+
+// The waiting-room page for everyone, in one real Chromium (each subtest
+// in tabs of its own): its languages, the flow without JavaScript, the
+// flow by keyboard alone, and an axe-core audit of both pages in every
+// state a shopper meets.
+func TestPageForEveryoneInABrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin := chromium(t)
+	h := newOrderHarness(t)
+	base := h.serve()
+	browserCtx := browser(t, bin)
+	shots := screenshotDirs(t)
+	queue := func(t *testing.T, name, config string) *harness {
+		t.Helper()
+		q := h.with(t)
+		q.queue = h.queue + "-" + name
+		q.putQueue(q.queue, config, 201)
+		return q
+	}
+	const open = `{"targetActive": 5, "sku": "sku-1", "rateLimit": ` + limitsOff + `}`
+
+	t.Run("languages", func(t *testing.T) {
+		q := queue(t, "lang", open)
+		q.join("ahead") // so the page waits, with no ETA yet
+		de := newTab(t, browserCtx, true, nil)
+		de.open(base + "/q/" + q.queue + "?lang=de&user=lang-de")
+		de.waitStatus("WAITING")
+		de.expect(`document.documentElement.lang`, "de")
+		de.expect(`document.querySelector('h1').innerText`, "Du bist in der Warteschlange für "+q.queue)
+		de.expect(`document.querySelector('#waiting .label').textContent`, "Dein Platz")
+		de.expect(`document.getElementById('eta').textContent`, "unbekannt") // written by page.js
+		shoot(t, de.ctx, shots, "lang-de.png")
+
+		ja := newTab(t, browserCtx, true, map[string]string{"Accept-Language": "ja-JP,ja;q=0.9,en;q=0.5"})
+		ja.open(base + "/q/" + q.queue + "?user=lang-ja")
+		ja.waitStatus("WAITING")
+		ja.expect(`document.documentElement.lang`, "ja")
+		ja.expect(`document.querySelector('h1').innerText`, q.queue+" の順番待ちに並んでいます")
+		ja.expect(`document.getElementById('eta').textContent`, "不明")
+		ja.expect(`document.getElementById('position').textContent`, "3")
+		shoot(t, ja.ctx, shots, "lang-ja.png")
+
+		other := newTab(t, browserCtx, true, map[string]string{"Accept-Language": "tlh,x-klingon;q=0.9"})
+		other.open(base + "/q/" + q.queue + "?lang=zz&user=lang-zz")
+		other.waitStatus("WAITING")
+		other.expect(`document.documentElement.lang`, "en")
+		other.expect(`document.querySelector('h1').innerText`, "You are in line for "+q.queue)
+		other.expect(`document.getElementById('eta').textContent`, "unknown")
+
+		// Without JavaScript too, and the opening time by Intl in the
+		// page's language.
+		fr := newTab(t, browserCtx, false, nil)
+		fr.open(base + "/q/" + q.queue + "?lang=fr&user=lang-fr")
+		fr.expect(`document.documentElement.lang`, "fr")
+		fr.expect(`document.querySelector('#join button').textContent`, "Rejoindre la file")
+		drop := queue(t, "lang-drop", `{"targetActive": 5, "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(time.Now().Add(3*time.Hour))+`"}`)
+		ja.open(base + "/q/" + drop.queue + "?user=lang-ja")
+		ja.waitStatus("PRE_QUEUE")
+		ja.expect(`(() => { const at = document.getElementById('opens-at');
+			const o = { weekday: 'short', hour: '2-digit', minute: '2-digit', second: '2-digit' };
+			const d = new Date(at.dateTime);
+			return at.textContent === d.toLocaleString('ja', o) && at.textContent !== d.toLocaleString('en', o) ? 'ja' : at.textContent; })()`, "ja")
+		ja.expect(`document.getElementById('opens-in').textContent.includes('時間')`, true)
+		shoot(t, ja.ctx, shots, "lang-ja-prequeue.png")
+	})
+
+	t.Run("without JavaScript", func(t *testing.T) {
+		q := queue(t, "nojs", open)
+		q.join("first")
+		q.join("second")
+		tab := newTab(t, browserCtx, false, nil)
+		tab.open(base + "/q/" + q.queue + "?user=nojs-shopper")
+		tab.expect(`getComputedStyle(document.querySelector('.conn')).display`, "none") // "Connecting…" is the script's
+		tab.expect(`document.querySelector('#join button').textContent`, "Join the line")
+		shoot(t, tab.ctx, shots, "nojs-join.png")
+
+		tab.submit(`#join button`, "WAITING")
+		tab.expect(`document.getElementById('position').textContent`, "3")
+		tab.expect(`document.getElementById('ahead').textContent`, "2")
+		tab.expect(`document.title`, "Your place: 3 · Waiting room · "+q.queue)
+		shoot(t, tab.ctx, shots, "nojs-waiting.png")
+
+		tab.submit(`#waiting form button`, "WAITING") // check my place: nothing moved
+		tab.expect(`document.getElementById('position').textContent`, "3")
+		q.admit()
+		tab.submit(`#waiting form button`, "READY")
+		tab.expect(`document.activeElement.id`, "order")
+		tab.expect(`document.getElementById('ready').innerText.includes('Your place is held until ')`, true)
+		shoot(t, tab.ctx, shots, "nojs-ready.png")
+
+		tab.submit(`#order`, "READY")
+		tab.expectPrefix(`document.getElementById('answer').textContent`, "Order ord_")
+		shoot(t, tab.ctx, shots, "nojs-ordered.png")
+	})
+
+	t.Run("keyboard only", func(t *testing.T) {
+		// Without JavaScript: Tab reaches each form's button first, Enter
+		// sends it; READY puts the focus on the order button.
+		q := queue(t, "keys", open)
+		q.join("first")
+		tab := newTab(t, browserCtx, false, nil)
+		tab.open(base + "/q/" + q.queue + "?user=keyboard-nojs")
+		tab.key(kb.Tab)
+		tab.expect(`document.activeElement.textContent`, "Join the line")
+		tab.focusVisible()
+		shoot(t, tab.ctx, shots, "keyboard-focus.png")
+		tab.keySubmit(kb.Enter, "WAITING")
+		tab.key(kb.Tab)
+		tab.expect(`document.activeElement.textContent`, "Check my place")
+		tab.focusVisible()
+		q.admit()
+		tab.keySubmit(kb.Enter, "READY")
+		tab.expect(`document.activeElement.id`, "order")
+		tab.focusVisible()
+		tab.keySubmit(kb.Enter, "READY")
+		tab.expectPrefix(`document.getElementById('answer').textContent`, "Order ord_")
+
+		// With JavaScript: the page joins by itself and, on READY, moves
+		// the focus to the order button; Enter orders.
+		q2 := queue(t, "keys-js", open)
+		q2.join("first")
+		js := newTab(t, browserCtx, true, nil)
+		js.open(base + "/q/" + q2.queue + "?user=keyboard-js")
+		js.waitStatus("WAITING")
+		js.key(kb.Tab) // the keyboard has been used: focus shows as it does for keyboard users
+		q2.admit()
+		js.waitStatus("READY")
+		js.expect(`document.activeElement.id`, "order")
+		js.expect(`document.getElementById('order').getAttribute('aria-describedby')`, "ready-title")
+		js.focusVisible()
+		shoot(t, js.ctx, shots, "keyboard-ready.png")
+		js.key(kb.Enter)
+		var answer string
+		testenv.Eventually(t, 30*time.Second, func() bool {
+			answer, _ = chromedp.Run(js.ctx, chromedp.Evaluate[string](`document.getElementById('answer').textContent`))
+			return strings.HasPrefix(answer, "Order ord_")
+		}, "order answer = %q after Enter on the focused button", answer)
+	})
+
+	t.Run("axe", func(t *testing.T) {
+		axe := axeSource(t)
+		js := newTab(t, browserCtx, true, nil)
+		nojs := newTab(t, browserCtx, false, nil)
+		audit := func(tab *pageTab, name string) {
+			t.Helper()
+			tab.axe(axe, name)
+			shoot(t, tab.ctx, shots, "axe-"+name+".png")
+		}
+
+		waiting := queue(t, "axe", open)
+		waiting.join("first")
+		nojs.open(base + "/q/" + waiting.queue + "?user=axe-nojs")
+		audit(nojs, "nojs-join")
+		nojs.submit(`#join button`, "WAITING")
+		audit(nojs, "nojs-waiting")
+		js.open(base + "/q/" + waiting.queue + "?user=axe-js")
+		js.waitStatus("WAITING")
+		audit(js, "js-waiting")
+		waiting.admit()
+		nojs.submit(`#waiting form button`, "READY")
+		audit(nojs, "nojs-ready")
+		js.waitStatus("READY")
+		audit(js, "js-ready")
+
+		drop := queue(t, "axe-drop", `{"targetActive": 5, "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(time.Now().Add(90*time.Minute))+`"}`)
+		js.open(base + "/q/" + drop.queue + "?user=axe-js&lang=ja")
+		js.waitStatus("PRE_QUEUE")
+		audit(js, "js-prequeue-ja")
+		nojs.open(base + "/q/" + drop.queue + "?user=axe-nojs")
+		nojs.submit(`#join button`, "PRE_QUEUE")
+		audit(nojs, "nojs-prequeue")
+
+		closed := queue(t, "axe-closed", `{"targetActive": 5, "rateLimit": `+limitsOff+`, "state": "closed", "closedReason": "sold_out"}`)
+		js.open(base + "/q/" + closed.queue + "?user=axe-js")
+		js.waitStatus("CLOSED")
+		audit(js, "js-closed")
+		nojs.open(base + "/q/" + closed.queue + "?user=axe-nojs&lang=de")
+		nojs.submit(`#join button`, "CLOSED")
+		audit(nojs, "nojs-closed-de")
+
+		maint := queue(t, "axe-maint", `{"targetActive": 5, "rateLimit": `+limitsOff+`, "mode": "reject"}`)
+		js.open(base + "/q/" + maint.queue + "?user=axe-js")
+		js.waitStatus("MAINTENANCE")
+		audit(js, "js-maintenance")
+		nojs.open(base + "/q/" + maint.queue + "?user=axe-nojs")
+		nojs.submit(`#join button`, "MAINTENANCE")
+		audit(nojs, "nojs-maintenance")
+	})
+}
+
+// pageTab is one tab of the shared browser.
+type pageTab struct {
+	t   *testing.T
+	ctx context.Context
+	js  bool
+}
+
+// newTab opens a tab, with JavaScript off when js is false (as a browser
+// with scripts disabled: <noscript> shows) and extra request headers.
+func newTab(t *testing.T, browserCtx context.Context, js bool, header map[string]string) *pageTab {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browserCtx)
+	t.Cleanup(cancel)
+	tab := &pageTab{t: t, ctx: ctx, js: js}
+	tab.do("viewport", chromedp.EmulateViewport(390, 844))
+	// Each tab believes it has the focus, as a window in front does.
+	if _, err := chromedp.Call(ctx, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !js {
+		if _, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if header != nil {
+		hd := network.Headers{}
+		for k, v := range header {
+			hd[k] = v
+		}
+		if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: hd}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tab
+}
+
+func (p *pageTab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	if err := chromedp.Do(p.ctx, steps...); err != nil {
+		p.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (p *pageTab) open(url string) { p.t.Helper(); p.do("open "+url, chromedp.Navigate(url)) }
+
+func (p *pageTab) key(k string) { p.t.Helper(); p.do("key", chromedp.KeyEvent(k)) }
+
+// eval runs js in the page (DevTools runs it even where the page's own
+// scripts are off).
+func (p *pageTab) eval(js string) any {
+	p.t.Helper()
+	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[any](js))
+	if err != nil {
+		p.t.Fatalf("%s: %v", js, err)
+	}
+	return v
+}
+
+func (p *pageTab) expect(js string, want any) {
+	p.t.Helper()
+	if got := p.eval(js); fmt.Sprint(got) != fmt.Sprint(want) {
+		p.t.Errorf("%s = %v, want %v", js, got, want)
+	}
+}
+
+func (p *pageTab) expectPrefix(js, prefix string) {
+	p.t.Helper()
+	if got := fmt.Sprint(p.eval(js)); !strings.HasPrefix(got, prefix) {
+		p.t.Errorf("%s = %q, want it to start with %q", js, got, prefix)
+	}
+}
+
+// waitStatus waits until the page's data-status is want.
+func (p *pageTab) waitStatus(want string) {
+	p.t.Helper()
+	var got string
+	testenv.Eventually(p.t, 30*time.Second, func() bool {
+		got, _ = chromedp.Run(p.ctx, chromedp.Evaluate[string](`(document.getElementById('usher') || {dataset: {}}).dataset.status`))
+		return got == want
+	}, "data-status = %q, want %q", got, want)
+}
+
+// submit clicks a form's button and waits for the page the gateway
+// answers with, in status want.
+func (p *pageTab) submit(button, want string) {
+	p.t.Helper()
+	p.markStale()
+	p.do("click "+button, chromedp.Click(chromedp.CSS(button)))
+	p.waitFresh(want)
+}
+
+// keySubmit presses k on the focused button and waits for the answer.
+func (p *pageTab) keySubmit(k, want string) {
+	p.t.Helper()
+	p.markStale()
+	p.key(k)
+	p.waitFresh(want)
+}
+
+func (p *pageTab) markStale() {
+	p.t.Helper()
+	p.eval(`document.documentElement.dataset.stale = '1'`)
+}
+
+// waitFresh waits for a new document (not the one markStale marked) in
+// status want.
+func (p *pageTab) waitFresh(want string) {
+	p.t.Helper()
+	var got string
+	testenv.Eventually(p.t, 30*time.Second, func() bool {
+		got, _ = chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.readyState === 'complete' && !document.documentElement.dataset.stale ? document.getElementById('usher').dataset.status : 'stale'`))
+		return got == want
+	}, "after the form: data-status = %q, want %q", got, want)
+}
+
+// focusVisible checks that the focused element shows a focus ring a
+// keyboard user can see: :focus-visible, with an outline of 2px or more.
+func (p *pageTab) focusVisible() {
+	p.t.Helper()
+	p.expect(`(() => { const e = document.activeElement, s = getComputedStyle(e);
+		return e !== document.body && e.matches(':focus-visible') && s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 2; })()`, true)
+}
+
+// axeSHA256 pins the vendored axe-core (testdata/axe/README.md).
+const axeSHA256 = "29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c"
+
+func axeSource(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "axe", "axe.min.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != axeSHA256 {
+		t.Fatalf("testdata/axe/axe.min.js is not axe-core 4.14.1 (SHA-256 %x): see testdata/axe/README.md", sum)
+	}
+	return string(b)
+}
+
+// axe runs axe-core's default rules (WCAG 2.0–2.2 A and AA, and best
+// practices) on the page as it stands and fails on any violation.
+func (p *pageTab) axe(src, name string) {
+	p.t.Helper()
+	if !p.js {
+		// The page's own scripts stay off (the document was parsed and
+		// laid out without them: <noscript> shown); axe needs timers,
+		// which a page with scripting off does not run.
+		if _, err := chromedp.Call(p.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: false}); err != nil {
+			p.t.Fatal(err)
+		}
+		defer func() {
+			if _, err := chromedp.Call(p.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+				p.t.Fatal(err)
+			}
+		}()
+	}
+	if !p.js {
+		// axe runs as a script, so it takes <noscript> for never shown
+		// and would skip all it holds: the join, the hints, the buttons to
+		// check again. Here they are shown (they were parsed as elements):
+		// put them where the page shows them, as they are.
+		p.eval(`for (const n of [...document.querySelectorAll('noscript')]) n.replaceWith(...n.childNodes); true`)
+	}
+	if _, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool](src+";\ntypeof axe === 'object'")); err != nil {
+		p.t.Fatalf("load axe-core: %v", err)
+	}
+	out, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`axe.run(document, {resultTypes: ['violations']}).then((r) => JSON.stringify({
+		passes: r.passes.length,
+		violations: r.violations.map((v) => ({id: v.id, impact: v.impact, help: v.help,
+			nodes: v.nodes.map((n) => n.target.join(' ') + ' — ' + n.failureSummary)}))}))`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		p.t.Fatalf("axe %s: %v", name, err)
+	}
+	var res struct {
+		Passes     int
+		Violations []struct {
+			ID, Impact, Help string
+			Nodes            []string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		p.t.Fatal(err)
+	}
+	for _, v := range res.Violations {
+		p.t.Errorf("axe, %s page: %s (%s): %s\n  %s", name, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "\n  "))
+	}
+	p.t.Logf("axe, %s page: %d rules passed, %d violated", name, res.Passes, len(res.Violations))
+}
