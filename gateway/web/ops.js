@@ -193,18 +193,6 @@
     spark(el, 'rate', h, [['v', 'rate']]);
   }
 
-  // powText is the queue's proof of work at the door: off, or the bits a
-  // join costs now (auto: within its bounds), and whether it is enforced.
-  function powText(q) {
-    var ch = q.challenge || {};
-    if (!ch.mode || ch.mode === 'off' || q.powDifficulty == null) { return 'off'; }
-    var s = q.powDifficulty + ' bits';
-    if (ch.difficulty === 'auto') { s += ' (auto, ' + ch.min + '–' + ch.max + ')'; }
-    s += ch.mode === 'log' ? ' · log only: nothing refused' : ' · enforced';
-    if (ch.suspects === 'shadow') { s += ' · shadow line for suspects'; }
-    return s;
-  }
-
   // dropText is the queue's mode and schedule: a countdown to the opening
   // with the pre-queue's size and the lottery's commitment, then the draw.
   function dropText(q) {
@@ -251,6 +239,18 @@
     if (a.baselineMs > 0) {
       s += ' · order latency ' + Math.round(a.latencyMs) + ' ms against ' + Math.round(a.baselineMs) + ' ms unloaded';
     }
+    return s;
+  }
+
+  // powText is the queue's proof of work at the door: off, or the bits a
+  // join costs now (auto: within its bounds), and whether it is enforced.
+  function powText(q) {
+    var ch = q.challenge || {};
+    if (!ch.mode || ch.mode === 'off' || q.powDifficulty == null) { return 'off'; }
+    var s = q.powDifficulty + ' bits';
+    if (ch.difficulty === 'auto') { s += ' (auto, ' + ch.min + '–' + ch.max + ')'; }
+    s += ch.mode === 'log' ? ' · log only: nothing refused' : ' · enforced';
+    if (ch.suspects === 'shadow') { s += ' · shadow line for suspects'; }
     return s;
   }
 
