@@ -32,40 +32,12 @@ const anchorServerArg = "anchor-sse-server"
 func sseAnchor(ctx context.Context, n int, timeout time.Duration) ([]time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	self, err := os.Executable()
+	srv, err := startAnchorServer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, self, anchorServerArg)
-	stdin, err := cmd.StdinPipe() // the server ends when it closes
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	defer func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
-	if err != nil || !ok {
-		return nil, fmt.Errorf("anchor server: %q %v", line, err)
-	}
-	base := "http://" + addr
+	defer srv.stop()
+	base := srv.base
 
 	got := make([]time.Time, n)
 	var connected, settled atomic.Int64
@@ -130,6 +102,131 @@ func sseAnchor(ctx context.Context, n int, timeout time.Duration) ([]time.Durati
 		return out, fmt.Errorf("anchor: %d of %d streams got the event", len(out), connected.Load())
 	}
 	return out, nil
+}
+
+// anchorProcess is a running anchor server (see anchorServer).
+type anchorProcess struct {
+	base string // http://host:port
+	pid  int
+	stop func()
+}
+
+// startAnchorServer runs the load tool again as anchorServerArg and waits
+// for its address; stop ends it (closing its standard input).
+func startAnchorServer(ctx context.Context) (anchorProcess, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return anchorProcess{}, err
+	}
+	cmd := exec.CommandContext(ctx, self, anchorServerArg)
+	stdin, err := cmd.StdinPipe() // the server ends when it closes
+	if err != nil {
+		return anchorProcess{}, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return anchorProcess{}, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return anchorProcess{}, err
+	}
+	stop := func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+	if err != nil || !ok {
+		stop()
+		return anchorProcess{}, fmt.Errorf("anchor server: %q %v", line, err)
+	}
+	return anchorProcess{base: "http://" + addr, pid: cmd.Process.Pid, stop: stop}, nil
+}
+
+// sseAnchorMemory is the SSE memory anchor: a bare net/http Server-Sent
+// Events server (anchorServer, in a process of its own) holding n idle
+// streams opened by the same client code as the sse scenario's. It returns
+// the server's resident memory per stream (KiB): RSS with every stream open
+// minus RSS before the first, over the streams connected — measured as the
+// sse scenario measures the notifier's.
+func sseAnchorMemory(ctx context.Context, n int, timeout time.Duration) (kib float64, connected int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	srv, err := startAnchorServer(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer srv.stop()
+	before, err := rssKiB(srv.pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	sctx, stopStreams := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var ok, settled atomic.Int64
+	sem := make(chan struct{}, 256) // connect at the sse scenario's pace
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			once := sync.OnceFunc(func() { <-sem; settled.Add(1) })
+			defer once()
+			local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i%8))}
+			tr := &http.Transport{DialContext: (&net.Dialer{LocalAddr: local, Timeout: 10 * time.Second}).DialContext, DisableCompression: true}
+			defer tr.CloseIdleConnections()
+			req, _ := http.NewRequestWithContext(sctx, "GET", srv.base+"/events", nil)
+			res, err := (&http.Client{Transport: tr}).Do(req)
+			if err != nil {
+				return
+			}
+			defer res.Body.Close()
+			if res.StatusCode != 200 {
+				return
+			}
+			ok.Add(1)
+			once()
+			_, _ = io.Copy(io.Discard, res.Body) // idle until the end
+		}()
+	}
+	for settled.Load() < int64(n) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // let the last handlers reach their wait
+	after, rerr := rssKiB(srv.pid)
+	stopStreams()
+	wg.Wait()
+	if rerr != nil {
+		return 0, ok.Load(), rerr
+	}
+	if ok.Load() == 0 {
+		return 0, 0, fmt.Errorf("anchor: no stream connected")
+	}
+	return (after - before) / float64(ok.Load()), ok.Load(), nil
+}
+
+// rssKiB reads a process's resident set size from /proc.
+func rssKiB(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb float64
+			_, err := fmt.Sscanf(strings.TrimSpace(v), "%f kB", &kb)
+			return kb, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
 }
 
 // anchorServer is the anchor's server: it prints "listening <addr>", holds

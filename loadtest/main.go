@@ -121,7 +121,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.lateJoins, "late-joins", 100, "new shoppers joining after the sale, each expected to get 410 (drop)")
 	fs.StringVar(&o.natsURL, "nats", "", "loopback NATS URL to read the order.completed and sold-out close events from (drop; empty: the load tool's own times)")
 	fs.StringVar(&o.natsNKey, "nats-nkey", "", "NKey seed file for -nats on a broker with authentication (make run: .usher/nats/usherctl.nk)")
-	fs.BoolVar(&o.anchor, "anchor", true, "measure the anchor: a bare SSE server telling as many streams one event (drop)")
+	fs.BoolVar(&o.anchor, "anchor", true, "measure the anchor: a bare SSE server telling as many streams one event (drop), or holding as many idle streams (sse: its memory per stream)")
 	fs.StringVar(&o.out, "out", "", "write the JSON result here")
 	fs.StringVar(&o.report, "report", "", "write an HTML report with charts here")
 	if err := fs.Parse(args); err != nil {

@@ -78,6 +78,20 @@ func sseScenario(ctx context.Context, c *client, o options, progress io.Writer) 
 	res.Invariants["READY received twice"] = streams.dupes.Load()
 	res.Invariants["READY before readyAt"] = streams.early.Load()
 	res.Invariants["streams that failed to connect"] = failed.Load()
+	if n := connected.Load(); o.anchor && n > 0 {
+		// The anchor: as many idle streams on a bare net/http SSE server.
+		fmt.Fprintf(progress, "anchor: a bare SSE server holding %d idle streams\n", n)
+		kib, got, err := sseAnchorMemory(ctx, int(min(n, int64(anchorCap()))), 3*time.Minute)
+		if err != nil {
+			fmt.Fprintf(progress, "anchor failed: %v\n", err)
+		} else {
+			res.Figures["anchor streams"] = float64(got)
+			res.Figures["anchor RSS KiB per stream"] = kib
+			if v, ok := res.Figures["notifier RSS KiB per stream"]; ok && kib > 0 {
+				res.Figures["notifier ÷ anchor RSS per stream"] = v / kib
+			}
+		}
+	}
 	return res, nil
 }
 

@@ -4,6 +4,8 @@
 # 14222, Redis 16379, gateway 18080, admitter 18082), runs the anchors
 # (redis-benchmark, nats bench), the Go benchmarks and the load scenarios,
 # and writes everything to bench-results/ (raw) — BENCHMARKS.md quotes it.
+# Issue #16's goals come first (scripts/bench-goals.sh: each beside its
+# anchor, BENCH_ROUNDS rounds, medians); BENCH_ONLY=goals runs only them.
 # Loopback only, every step bounded in time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,17 +45,23 @@ export USHER_DATABASE_URL="postgres://postgres@127.0.0.1:15432/usher?sslmode=dis
 export USHER_DATA_DIR=$work/data USHER_ADMIN_TOKEN=bench-admin USHER_LOG_LEVEL=warn
 export USHER_PAYMENT_URL=http://127.0.0.1:18090
 PGSIM_ADDR=127.0.0.1:18090 bin/pgsim >"$work/pgsim.log" 2>&1 & pids+=($!)
-USHER_GATEWAY_ADDR=127.0.0.1:18080 bin/gateway >"$work/gateway.log" 2>&1 & pids+=($!)
-USHER_ADMITTER_ADDR=127.0.0.1:18082 bin/admitter >"$work/admitter.log" 2>&1 & pids+=($!)
+USHER_GATEWAY_ADDR=127.0.0.1:18080 USHER_PPROF_ADDR=127.0.0.1:16060 bin/gateway >"$work/gateway.log" 2>&1 & pids+=($!)
+USHER_ADMITTER_ADDR=127.0.0.1:18082 USHER_PPROF_ADDR=127.0.0.1:16062 bin/admitter >"$work/admitter.log" 2>&1 & pids+=($!)
 USHER_ORDERWORKER_ADDR=127.0.0.1:18083 bin/orderworker >"$work/orderworker.log" 2>&1 & pids+=($!)
 USHER_NOTIFIER_ADDR=127.0.0.1:18081 bin/notifier >"$work/notifier.log" 2>&1 & pids+=($!)
 USHER_NOTIFIER_ADDR=127.0.0.1:18091 bin/notifier >"$work/notifier2.log" 2>&1 & pids+=($!)
+# The processes whose CPU time bench-goals.sh charges to each join and poll.
+export BENCH_PROCS="gateway=${pids[3]} admitter=${pids[4]} nats-server=${pids[0]} redis=${pids[1]}"
 for _ in $(seq 1 100); do curl -fs http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 lt() { bin/loadtest -gateway http://127.0.0.1:18080 -admin-token bench-admin -notifier http://127.0.0.1:18081 \
   -orderworker-metrics http://127.0.0.1:18083/metrics "$@" 2>/dev/null; }
 
 {
-echo "# usher bench $(date -u +%FT%TZ) on $(nproc) cores, $(uname -m)"
+echo "# usher bench $(date -u +%FT%TZ) on $(nproc) cores, $(uname -m), $(git rev-parse --short HEAD 2>/dev/null); load:$(uptime | sed 's/.*load average://')"
+echo
+export out natscli; export -f lt
+scripts/bench-goals.sh
+[ "${BENCH_ONLY:-}" = goals ] && exit 0
 echo
 echo "## Anchors"
 echo '$ redis-benchmark -p 16379 -c 50 -n 200000 -q -t zadd'
@@ -98,4 +106,4 @@ for b in 14 500 1000; do
   echo "\$ loadtest -scenario batch -shoppers 500 -target-active 500 -max-admit-per-tick $b"
   lt -scenario batch -shoppers 500 -target-active 500 -max-admit-per-tick $b -duration 60s -out "$out/batch-$b.json"
 done
-} 2>&1 | tee "$out/bench.txt"
+} 2>&1 | tee "$out/bench${BENCH_ONLY:+-$BENCH_ONLY}.txt"

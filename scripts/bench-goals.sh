@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Issue #16's goals, each beside its anchor, from one run: called by
+# scripts/bench.sh on its private stack (NATS 14222, Redis 16379, PostgreSQL
+# 15432, gateway 18080, notifier 18081), or alone with BENCH_ONLY=goals.
+# Every figure is measured BENCH_ROUNDS times (default 3), anchor and usher
+# in turn (A B A B …), and the median of each — and of the per-round
+# ratios — is printed. Loopback only, every step bounded in time.
+#
+#   joins     wrk -t2 -c256, a join of a user of its own per request
+#             vs nats bench js pub async (1 client, 128 B, file store), same broker
+#   polls     wrk -t2 -c32, polls of one ticket
+#             vs redis-benchmark -t get -c 32, same Redis
+#   SSE       loadtest -scenario sse, 19,000 idle streams on one notifier, then
+#             admitted at 5,000/s (500 per 100 ms tick): RSS per stream
+#             vs a bare net/http SSE server holding as many (the loadtest's anchor)
+#             and READY delivery p99
+#   rebuild   usherctl rebuild of 200,000 joins (go test -bench Usherctl/rebuild)
+#             vs nats bench js ordered reading the anchor stream
+#   orders    go test -bench OrderPath (one hot SKU, whole path)
+#             vs pgbench: the same row updated by 4 clients, same kind of cluster
+# Needs in the environment: out (results folder), natscli (nats CLI path),
+# lt (a function running bin/loadtest against the stack) — bench.sh sets them.
+set -uo pipefail
+rounds=${BENCH_ROUNDS:-3}
+gdur=${BENCH_GOAL_DURATION:-10s}
+gw=http://127.0.0.1:18080
+admin=(-H "Authorization: Bearer bench-admin" -H 'Content-Type: application/json')
+nostop='"rateLimit":{"perIpPerSecond":0,"perIpBurst":0,"perUserPerSecond":0,"perUserBurst":0,"ordersPerSecond":0}'
+# Joins keep the per-user limit (the default 5/s, burst 10: every join pays
+# its check, as in a sale); the per-IP one is off, since wrk is one address.
+peruser='"rateLimit":{"perIpPerSecond":0,"perIpBurst":0,"perUserPerSecond":5,"perUserBurst":10,"ordersPerSecond":200}'
+g=$out/goals
+mkdir -p "$g"
+tag=$(date +%s)
+
+# BENCH_GOALS picks the parts to run (default: all of them, in this order).
+parts=" ${BENCH_GOALS:-http profile sse rebuild orders} "
+want() { [[ $parts == *" $1 "* ]]; }
+med() { sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "–"; exit} v = NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; printf (v >= 100 ? "%.0f\n" : "%.3g\n"), v}'; }
+field() { grep -o "$1=[0-9.]*" | head -n 1 | cut -d= -f2; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b+0 > 0) printf "%.3f\n", a/b; else print "–"}'; }
+record() { echo "$2" >>"$g/$1"; }
+# CPU time of the stack's processes (BENCH_PROCS: name=pid …, from bench.sh),
+# read from /proc before and after a step: "name=ticks …".
+ticks() { for np in ${BENCH_PROCS:-}; do printf '%s=%s ' "${np%%=*}" "$(awk '{print $14+$15}' "/proc/${np#*=}/stat" 2>/dev/null || echo 0)"; done; }
+# cpuper BEFORE AFTER N: CPU µs per operation of each process, then in all
+# (the last field: the total, for the medians).
+cpuper() { awk -v b="$1" -v a="$2" -v n="$3" -v hz="$(getconf CLK_TCK)" 'BEGIN { k = split(b, B, " "); split(a, A, " "); t = 0; s = ""
+  if (n + 0 <= 0) { print "–"; exit }
+  for (i = 1; i <= k; i++) { split(B[i], y, "="); split(A[i], x, "="); d = (x[2] - y[2]) * 1e6 / hz / n; t += d; s = s sprintf("%s %.0f, ", y[1], d) }
+  printf "%sin all %.0f\n", s, t }'; }
+
+curl -fs -X PUT "${admin[@]}" "$gw/v1/admin/queues/bjoin" -d "{\"state\":\"paused\",\"targetActive\":1,$peruser}" >/dev/null
+curl -fs -X PUT "${admin[@]}" "$gw/v1/admin/queues/bpoll" -d "{\"state\":\"paused\",\"targetActive\":1,$nostop}" >/dev/null
+ticket=$(curl -fs -X POST -H 'X-User-Id: poller' "$gw/v1/queues/bpoll/tickets" | jq -r .ticket)
+: >"$g/joins-cpu" ; : >"$g/polls-cpu"
+: >"$g/anchor-js" ; : >"$g/joins" ; : >"$g/joins-p99" ; : >"$g/joins-ratio" ; : >"$g/joins-non2xx"
+: >"$g/anchor-get" ; : >"$g/polls" ; : >"$g/polls-ratio"
+
+echo "## Issue #16 goals ($rounds rounds, anchor and usher in turn; medians)"
+want http && for r in $(seq 1 "$rounds"); do
+  echo "### round $r"
+  # Joins: the broker's own async publish first, then usher's joins on it.
+  a=$(timeout 120 "$natscli" -s nats://127.0.0.1:14222 bench js pub async anchor.js --msgs 300000 --size 128 --clients 1 \
+        --create --purge --storage file --no-progress 2>&1 | tee "$g/nats-pub-$r.txt" | grep -Eo '[0-9,]+ msgs/sec' | head -n 1 | tr -d ', msgs/ec')
+  echo "anchor: nats bench js pub async (1 client, 128 B, file): ${a:-?} msgs/s"
+  t0=$(ticks)
+  w=$(timeout 60 wrk -t2 -c256 -d"$gdur" --latency -s scripts/bench/join.lua "$gw" -- bjoin "r$r-$tag" 2>&1 | tee "$g/wrk-join-$r.txt" | grep '^WRK')
+  j=$(echo "$w" | field rps); p=$(echo "$w" | field p99_ms); bad=$(echo "$w" | field non2xx)
+  c=$(cpuper "$t0" "$(ticks)" "$(echo "$w" | field requests)")
+  echo "joins: wrk -c256: $j joins/s, p99 $p ms, non-2xx $bad; CPU µs per join: $c"
+  record joins-cpu "${c##* }"
+  record anchor-js "$a"; record joins "$j"; record joins-p99 "$p"; record joins-non2xx "$bad"; record joins-ratio "$(ratio "$j" "$a")"
+  # Polls of one ticket: Redis's own GET first, then usher's polls on it.
+  a=$(timeout 60 redis-benchmark -p 16379 -t get -c 32 -n 400000 -q 2>&1 | tr '\r' '\n' | grep -Eo 'GET: [0-9.]+' | tail -n 1 | cut -d' ' -f2)
+  echo "anchor: redis-benchmark -t get -c 32: ${a:-?} ops/s"
+  t0=$(ticks)
+  w=$(timeout 60 wrk -t2 -c32 -d"$gdur" --latency -s scripts/bench/poll.lua "$gw/v1/queues/bpoll/tickets/$ticket" 2>&1 | tee "$g/wrk-poll-$r.txt" | grep '^WRK')
+  pl=$(echo "$w" | field rps)
+  c=$(cpuper "$t0" "$(ticks)" "$(echo "$w" | field requests)")
+  echo "polls: wrk -c32: $pl polls/s, p99 $(echo "$w" | field p99_ms) ms, non-2xx $(echo "$w" | field non2xx); CPU µs per poll: $c"
+  record polls-cpu "${c##* }"
+  record anchor-get "$a"; record polls "$pl"; record polls-ratio "$(ratio "$pl" "$a")"
+done
+
+# CPU profiles of the hot paths under wrk (20 s; pprof 10 s of each
+# process from its 5th second): the join (gateway and admitter) and the
+# poll (gateway), with the top by flat and by cumulative time.
+profile() { # NAME WRK-ARGS… : profiles gateway and admitter while wrk runs
+  local name=$1; shift
+  (timeout 60 wrk -t2 -d20s "$@" >"$g/wrk-$name-profile.txt" 2>&1) &
+  local wp=$! cp=()
+  sleep 4
+  curl -fs -o "$g/gateway-$name.pprof" "http://127.0.0.1:16060/debug/pprof/profile?seconds=10" & cp+=($!)
+  curl -fs -o "$g/admitter-$name.pprof" "http://127.0.0.1:16062/debug/pprof/profile?seconds=10" & cp+=($!)
+  wait "${cp[@]}" 2>/dev/null; wait "$wp"
+  for p in gateway admitter; do
+    if [ -s "$g/$p-$name.pprof" ]; then
+      { go tool pprof -top -nodecount=25 "bin/$p" "$g/$p-$name.pprof"; echo; go tool pprof -top -cum -nodecount=40 "bin/$p" "$g/$p-$name.pprof" | sed -n '/flat%/,$p'; } >"$g/$p-$name-top.txt" 2>/dev/null
+      echo "$p ($name): $(grep -m1 'Total samples' "$g/$p-$name-top.txt")  (top: $g/$p-$name-top.txt)"
+    fi
+  done
+}
+if want profile; then
+  echo "### profiles of the join and poll paths (wrk 20 s; pprof 10 s of each process)"
+  profile join -c256 -s scripts/bench/join.lua "$gw" -- bjoin "prof-$tag"
+  profile poll -c32 -s scripts/bench/poll.lua "$gw/v1/queues/bpoll/tickets/$ticket"
+fi
+
+# SSE: memory per idle stream at 19,000 and READY delivery at 5,000/s.
+: >"$g/sse-kib" ; : >"$g/anchor-sse-kib" ; : >"$g/sse-ratio" ; : >"$g/ready-p99"
+n=${BENCH_SSE_STREAMS:-19000}
+want sse && for r in $(seq 1 "$rounds"); do
+  # A notifier of its own per round: a Go process keeps the heap it grew, so
+  # a second round on the same one would measure next to nothing.
+  USHER_NOTIFIER_ADDR=127.0.0.1:$((18100 + r)) bin/notifier >"$g/notifier-sse-$r.log" 2>&1 &
+  np=$!
+  for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$((18100 + r))/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+  timeout 420 bash -c 'lt "$@"' _ -notifier "http://127.0.0.1:$((18100 + r))" -scenario sse -shoppers "$n" -max-admit-per-tick 500 -duration 60s -out "$g/sse-$r.json" >"$g/sse-$r.txt" 2>&1 || true
+  kill "$np" 2>/dev/null; wait "$np" 2>/dev/null
+  k=$(jq -r '.figures["notifier RSS KiB per stream"] // empty' "$g/sse-$r.json" 2>/dev/null)
+  ak=$(jq -r '.figures["anchor RSS KiB per stream"] // empty' "$g/sse-$r.json" 2>/dev/null)
+  p99=$(jq -r '.steps[0].p99Ms // .steps[0].p99_ms // empty' "$g/sse-$r.json" 2>/dev/null)
+  echo "SSE round $r: notifier ${k:-?} KiB/stream, bare net/http ${ak:-?} KiB/stream; READY p99 ${p99:-?} ms ($n streams, 500 per 100 ms tick)"
+  record sse-kib "$k"; record anchor-sse-kib "$ak"; record sse-ratio "$(ratio "$k" "$ak")"; record ready-p99 "$p99"
+done
+
+# Rebuild: the ordered read of a stream, then usherctl rebuild.
+: >"$g/anchor-ordered" ; : >"$g/rebuild" ; : >"$g/rebuild-ratio"
+want rebuild && for r in $(seq 1 "$rounds"); do
+  a=$(timeout 120 "$natscli" -s nats://127.0.0.1:14222 bench js ordered --stream benchstream --msgs 300000 --no-progress 2>&1 | tee "$g/nats-ordered-$r.txt" | grep -Eo '[0-9,]+ msgs/sec' | head -n 1 | tr -d ', msgs/ec')
+  b=$(USHERCTL_BENCH_JOINS=200000 timeout 600 go test ./usherctl -run '^$' -bench 'Usherctl/rebuild' -benchtime 1x -timeout 10m 2>&1 | tee "$g/rebuild-$r.txt" | grep -Eo '[0-9.]+ shoppers/s' | cut -d' ' -f1)
+  echo "rebuild round $r: anchor nats bench js ordered ${a:-?} msgs/s; usherctl rebuild ${b:-?} shoppers/s"
+  record anchor-ordered "$a"; record rebuild "$b"; record rebuild-ratio "$(ratio "$b" "$a")"
+done
+
+# Orders on one hot SKU: pgbench on one row, then the whole order path.
+: >"$g/anchor-pg" ; : >"$g/orders" ; : >"$g/orders-hold20" ; : >"$g/orders-ratio"
+psql -q -h 127.0.0.1 -p 15432 -U postgres usher -c "CREATE TABLE IF NOT EXISTS bench_hot (id int PRIMARY KEY, n bigint); INSERT INTO bench_hot VALUES (1, 1000000000) ON CONFLICT DO NOTHING; CREATE TABLE IF NOT EXISTS bench_orders (id bigserial PRIMARY KEY, sku int, at timestamptz DEFAULT now());" >/dev/null
+printf 'UPDATE bench_hot SET n = n - 1 WHERE id = 1 AND n > 0;\nINSERT INTO bench_orders (sku) VALUES (1);\n' >"$g/hot.sql"
+want orders && for r in $(seq 1 "$rounds"); do
+  # The order benchmark's cluster runs with fsync off (shared/testenv): the
+  # anchor's transactions do not wait for their WAL flush either.
+  a=$(PGOPTIONS='-c synchronous_commit=off' timeout 60 pgbench -n -h 127.0.0.1 -p 15432 -U postgres -c 4 -j 2 -T 5 -f "$g/hot.sql" usher 2>&1 | tee "$g/pgbench-$r.txt" | grep -Eo 'tps = [0-9.]+' | head -n 1 | cut -d' ' -f3)
+  b=$(timeout 600 go test ./orderworker -run '^$' -bench OrderPath -benchtime 3000x -timeout 10m 2>&1 | tee "$g/orders-$r.txt" | grep '^BenchmarkOrderPath')
+  o=$(echo "$b" | grep -Eo '[0-9.]+ orders/s' | cut -d' ' -f1); h=$(echo "$b" | grep -Eo '[0-9.]+ hold-%<=20ms' | cut -d' ' -f1)
+  echo "orders round $r: anchor pgbench hot row ${a:-?} tps; order path ${o:-?} orders/s, holds ≤ 20 ms ${h:-?} %"
+  record anchor-pg "$a"; record orders "$o"; record orders-hold20 "$h"; record orders-ratio "$(ratio "$o" "$a")"
+done
+
+m() { med <"$g/$1"; }
+echo
+echo "## Issue #16 goals: medians of $rounds rounds"
+# met LEFT OP RIGHT [LEFT OP RIGHT]: "met" when every comparison holds.
+met() { awk -v s="$*" 'BEGIN { n = split(s, a, " "); ok = 1
+  for (i = 1; i + 2 <= n; i += 3) { l = a[i]; r = a[i+2]; if (l !~ /^[0-9.]+$/) { print "–"; exit }
+    if ((a[i+1] == ">=" && !(l + 0 >= r + 0)) || (a[i+1] == "<=" && !(l + 0 <= r + 0))) ok = 0 }
+  print ok ? "met" : "not met" }'; }
+echo "| figure | goal | anchor (median) | usher (median) | ratio (median of rounds) | goal |"
+echo "| --- | --- | ---: | ---: | ---: | --- |"
+echo "| joins/s, wrk -c256; p99 | ≥ 0.25 × anchor, p99 ≤ 50 ms | nats bench js pub async $(m anchor-js) msgs/s | $(m joins)/s, p99 $(m joins-p99) ms | $(m joins-ratio) | $(met "$(m joins-ratio)" '>=' 0.25 "$(m joins-p99)" '<=' 50) |"
+echo "| polls/s on one ticket, wrk -c32 | ≥ 0.45 × anchor | redis-benchmark -t get -c 32 $(m anchor-get)/s | $(m polls)/s | $(m polls-ratio) | $(met "$(m polls-ratio)" '>=' 0.45) |"
+echo "| SSE memory per idle stream at $n | ≤ 1.1 × anchor | bare net/http SSE $(m anchor-sse-kib) KiB | $(m sse-kib) KiB | $(m sse-ratio) | $(met "$(m sse-ratio)" '<=' 1.1) |"
+echo "| READY delivery p99, $n connected, 5,000/s | ≤ 200 ms | – | $(m ready-p99) ms | – | $(met "$(m ready-p99)" '<=' 200) |"
+echo "| rebuild (usherctl rebuild, 200,000 joins) | ≥ 100,000/s | nats bench js ordered $(m anchor-ordered) msgs/s | $(m rebuild)/s | $(m rebuild-ratio) | $(met "$(m rebuild)" '>=' 100000) |"
+echo "| order path, one hot SKU | ≥ 1,000/s, hold p99 ≤ 20 ms | pgbench hot row, 4 clients $(m anchor-pg) tps | $(m orders)/s, holds ≤ 20 ms $(m orders-hold20) % | $(m orders-ratio) | $(met "$(m orders)" '>=' 1000 "$(m orders-hold20)" '>=' 99) |"
+echo
+echo "CPU per operation (gateway + admitter + nats-server + redis, from /proc; wrk's own not counted): join $(m joins-cpu) µs, poll $(m polls-cpu) µs (medians)"
+
