@@ -97,6 +97,34 @@ func TestCleanRunPassesEveryCheck(t *testing.T) {
 	}
 }
 
+// The smoke fails on every check but the timed ones: exactly the checks
+// of speed and liveness are marked so.
+func TestTimedChecksAreTheSpeedOnes(t *testing.T) {
+	checks, _ := judge(clean().ev)
+	timed := map[string]bool{"admission rate": true, "recovery": true, "pipeline drained": true}
+	for _, c := range checks {
+		if c.Timed != timed[c.Name] {
+			t.Errorf("%s: Timed = %v, want %v", c.Name, c.Timed, timed[c.Name])
+		}
+	}
+	ev := rateHistory(10, 12, 30) // a failing rate and recovery stay timed
+	rate, rec, _ := checkRate(ev)
+	if !rate.Timed || !rec.Timed {
+		t.Errorf("rate Timed %v, recovery Timed %v; want both", rate.Timed, rec.Timed)
+	}
+}
+
+// An order stuck PENDING must be past its deadline and margin by the end
+// of the settle, so that the safety check of orders catches it even where
+// the drain check is only reported.
+func TestSettleOutlastsAnOrdersDeadline(t *testing.T) {
+	for name, tm := range map[string]timing{"full": fullTiming, "quick": quickTiming} {
+		if need := tm.grace + orderDeadline + pendingMargin; tm.settle <= need {
+			t.Errorf("%s: settle %v, want more than grace + order deadline + margin = %v", name, tm.settle, need)
+		}
+	}
+}
+
 func TestEachBreakFailsItsCheck(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -281,5 +309,38 @@ func TestTicketSeqAndTokenID(t *testing.T) {
 	payload := base64.RawURLEncoding.EncodeToString([]byte(`{"jti":"demo:42","sub":"alice"}`))
 	if id := tokenID("h." + payload + ".s"); id != "demo:42" {
 		t.Errorf("tokenID = %q, want demo:42", id)
+	}
+}
+
+// Ports come from below the ephemeral range, none twice, and a Redis
+// node's bus port is reserved with its port.
+func TestPickPorts(t *testing.T) {
+	seen := map[int]bool{}
+	redis, err := pickPorts(6, redisBusOffset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := freePorts(20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range redis {
+		for _, q := range []int{p, p + redisBusOffset} {
+			if seen[q] {
+				t.Errorf("port %d given twice", q)
+			}
+			seen[q] = true
+		}
+	}
+	for _, p := range plain {
+		if seen[p] {
+			t.Errorf("port %d given twice", p)
+		}
+		seen[p] = true
+	}
+	for p := range seen {
+		if p < lowestPort || p >= ephemeralLow() {
+			t.Errorf("port %d outside %d–%d", p, lowestPort, ephemeralLow())
+		}
 	}
 }

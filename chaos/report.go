@@ -17,6 +17,9 @@ func writeReliability(path string, results []result, o options) error {
 	if o.quick {
 		b.WriteString(", quick timings")
 	}
+	if o.parallel > 1 {
+		fmt.Fprintf(&b, ", up to %d scenarios at once", o.parallel)
+	}
 	b.WriteString(". Each scenario starts a fresh stack on loopback — a 3-node JetStream cluster (R3 streams), " +
 		"a Redis Cluster of 3 masters and 3 replicas (AOF, fsync every second), PostgreSQL, pgsim and two of every " +
 		"service — runs shoppers through it, injects one fault, lets the pipeline drain and checks the invariants " +

@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 )
 
 // quietRedis is a go-redis logger that says nothing.
@@ -42,6 +44,7 @@ type options struct {
 	names       []string
 	seed        uint64
 	quick       bool
+	parallel    int
 	keep        bool
 	out         string
 	reliability string
@@ -58,6 +61,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	scen := fs.String("scenario", "", "run these scenarios (comma-separated names)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of every random choice: which process, which queue, when, the shoppers")
 	fs.BoolVar(&o.quick, "quick", false, "shorter phases and a lighter load (the go test smoke)")
+	fs.IntVar(&o.parallel, "parallel", 1, "run up to this many scenarios at once, each on its own stack (the go test smoke; "+
+		"the stacks share the machine, so the rate and recovery figures measure less)")
 	fs.BoolVar(&o.keep, "keep", false, "keep every scenario's data folder and logs, pass or fail")
 	fs.StringVar(&o.out, "out", "", "folder for results, journals and the logs of failed scenarios (default .usher/chaos under the module root)")
 	fs.StringVar(&o.reliability, "reliability", "", "write a RELIABILITY.md table of the results to this file")
@@ -71,6 +76,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			return o, err
 		}
 		return o, usageError{err.Error()}
+	}
+	if o.parallel < 1 {
+		return o, usageError{fmt.Sprintf("-parallel %d: at least 1", o.parallel)}
 	}
 	if fs.NArg() > 0 {
 		return o, usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
@@ -145,27 +153,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	start := time.Now()
-	fmt.Fprintf(stdout, "chaos: building the services, usherctl and nats-server into %s\n", tmp)
-	bins, err := build(ctx, filepath.Join(tmp, "bin"), o.rev)
+	fmt.Fprintf(stdout, "chaos: building the services, usherctl and nats-server; run folder %s\n", tmp)
+	pgBin, err := postgresBin()
 	if err != nil {
 		return err
 	}
-	tmpl, err := pgTemplate(ctx, tmp, bins)
-	if err != nil {
+	// initdb runs while go builds.
+	var bins *binaries
+	var tmpl string
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { bins, err = build(gctx, filepath.Join(tmp, "bin"), o.rev); return err })
+	g.Go(func() (err error) { tmpl, err = pgTemplate(gctx, tmp, pgBin); return err })
+	if err := g.Wait(); err != nil {
 		return err
 	}
+	fmt.Fprintf(stdout, "chaos: built in %s\n", time.Since(start).Round(100*time.Millisecond))
 	o.source = describeSource(ctx, o.rev)
 	fmt.Fprintf(stdout, "chaos: services built from %s\n", o.source)
-	re := &runEnv{bins: bins, tmp: tmp, pgTmpl: tmpl, out: o.out, quick: o.quick, keep: o.keep, progress: stdout, began: start}
-	var results []result
-	for _, sc := range chosen {
-		if ctx.Err() != nil {
-			break
-		}
-		res := runScenario(ctx, re, sc, o.seed)
-		results = append(results, res)
-		printResult(stdout, res)
-	}
+	out := &lockedWriter{w: stdout}
+	re := &runEnv{bins: bins, tmp: tmp, pgTmpl: tmpl, out: o.out, quick: o.quick, keep: o.keep, progress: out, began: start}
+	results := runAll(ctx, re, chosen, o.seed, o.parallel, out)
 	fmt.Fprintf(stdout, "\nchaos: %d scenario(s) in %s\n", len(results), time.Since(start).Round(time.Second))
 	printSummary(stdout, results)
 	if o.reliability != "" {
@@ -186,6 +193,52 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 	return nil
+}
+
+// runAll runs the scenarios, up to parallel at once, each on its own
+// stack, and prints each result as it comes. The results are in the order
+// of chosen; a scenario the context's end kept from starting has none.
+func runAll(ctx context.Context, re *runEnv, chosen []scenario, seed uint64, parallel int, out *lockedWriter) []result {
+	ran := make([]*result, len(chosen))
+	slots := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, sc := range chosen {
+		slots <- struct{}{}
+		if ctx.Err() != nil {
+			<-slots
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			res := runScenario(ctx, re, sc, seed)
+			ran[i] = &res
+			out.mu.Lock()
+			printResult(out.w, res)
+			out.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	var results []result
+	for _, r := range ran {
+		if r != nil {
+			results = append(results, *r)
+		}
+	}
+	return results
+}
+
+// lockedWriter serialises the progress lines of scenarios run at once.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func find(all []scenario, name string) (scenario, bool) {

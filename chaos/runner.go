@@ -28,7 +28,10 @@ const (
 	orderAckWait  = 10 * time.Second
 )
 
-// timing is how long each phase of a scenario lasts.
+// timing is how long each phase of a scenario lasts. settle exceeds grace
+// + orderDeadline + pendingMargin, so that an order stuck PENDING is past
+// its deadline by the end and fails a safety check (orders final),
+// whatever the timed drain check says.
 type timing struct {
 	warm      time.Duration // load before the fault (the baseline)
 	after     time.Duration // load after the heal (recovery)
@@ -41,7 +44,7 @@ type timing struct {
 
 var (
 	fullTiming  = timing{warm: 10 * time.Second, after: 12 * time.Second, grace: 3 * time.Second, settle: 60 * time.Second, down: 5 * time.Second, outage: 10 * time.Second, partition: 12 * time.Second}
-	quickTiming = timing{warm: 6 * time.Second, after: 6 * time.Second, grace: 2 * time.Second, settle: 30 * time.Second, down: 2 * time.Second, outage: 5 * time.Second, partition: 6 * time.Second}
+	quickTiming = timing{warm: 6 * time.Second, after: 6 * time.Second, grace: 2 * time.Second, settle: 45 * time.Second, down: 2 * time.Second, outage: 5 * time.Second, partition: 6 * time.Second}
 )
 
 // workload returns the queues of a run. Demand exceeds the fixed rate on

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -122,34 +123,101 @@ func (s *service) environ() []string {
 	return env
 }
 
-// freePort returns a loopback port that was free a moment ago.
+// Ports. The servers of a run listen on loopback ports picked at random
+// below the kernel's ephemeral range (net.ipv4.ip_local_port_range), where
+// no outgoing connection and no listener on port 0 is ever given one: a
+// port found free there stays free until its server binds it, seconds
+// later. Within the ephemeral range, as the kernel's port 0 gave them, a
+// busy machine (other tests, or stacks run at once) took one in between
+// now and then: it was some connection's local port by the time the
+// server started ("bind: Address already in use", seen first on a Redis
+// node's cluster bus port, its port + 10000, which nothing reserved). No
+// port is given twice in a run, so stacks run at once never share one.
+var portPool struct {
+	mu    sync.Mutex
+	given map[int]bool
+}
+
+// redisBusOffset is how far above its port a Redis Cluster node listens
+// for the cluster bus.
+const redisBusOffset = 10000
+
+// lowestPort is the bottom of the range ports are picked in.
+const lowestPort = 10000
+
+// freePort returns a loopback port that is free and given to no one else.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ps, err := pickPorts(1, 0)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ps[0], nil
 }
 
-func freePorts(n int) ([]int, error) {
-	// Hold them all open at once so no two are the same.
+// freePorts returns n such ports.
+func freePorts(n int) ([]int, error) { return pickPorts(n, 0) }
+
+// pickPorts returns n free ports p, each with p+plus free and reserved as
+// well when plus > 0.
+func pickPorts(n, plus int) ([]int, error) {
+	hi := ephemeralLow() - plus // exclusive
+	if hi-lowestPort < 1000 {
+		return nil, fmt.Errorf("no room for ports between %d and the ephemeral range (from %d)", lowestPort, ephemeralLow())
+	}
+	portPool.mu.Lock()
+	defer portPool.mu.Unlock()
+	if portPool.given == nil {
+		portPool.given = map[int]bool{}
+	}
+	// Hold every one open until all are found.
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
 			l.Close()
 		}
 	}()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	listen := func(p int) bool {
+		if portPool.given[p] {
+			return false
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
-			return nil, err
+			return false
 		}
 		ls = append(ls, l)
-		ports[i] = l.Addr().(*net.TCPAddr).Port
+		return true
 	}
-	return ports, nil
+	var out []int
+	for tries := 0; len(out) < n; tries++ {
+		if tries == 1000+100*n {
+			return nil, fmt.Errorf("found %d of %d free loopback ports in %d–%d", len(out), n, lowestPort, hi)
+		}
+		p := lowestPort + rand.IntN(hi-lowestPort)
+		if !listen(p) || (plus > 0 && !listen(p+plus)) {
+			continue
+		}
+		out = append(out, p)
+	}
+	for _, p := range out {
+		portPool.given[p] = true
+		if plus > 0 {
+			portPool.given[p+plus] = true
+		}
+	}
+	return out, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				return n
+			}
+		}
+	}
+	return 32768 // Linux's default
 }
 
 // newProc registers a process of the stack (not started yet).
@@ -311,7 +379,7 @@ const redisNodeTimeout = 5 * time.Second
 // production should: one shard's failover pauses its own queues, not
 // every queue.
 func (s *stack) startRedis(ctx context.Context) error {
-	ports, err := freePorts(6)
+	ports, err := pickPorts(6, redisBusOffset)
 	if err != nil {
 		return err
 	}
@@ -403,7 +471,7 @@ func postgresUser() (*syscall.Credential, error) {
 }
 
 // pgTemplate runs initdb once per run; each scenario copies the result.
-func pgTemplate(ctx context.Context, dir string, bins *binaries) (string, error) {
+func pgTemplate(ctx context.Context, dir, pgBin string) (string, error) {
 	cred, err := postgresUser()
 	if err != nil {
 		return "", err
@@ -417,7 +485,7 @@ func pgTemplate(ctx context.Context, dir string, bins *binaries) (string, error)
 			return "", err
 		}
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(bins.pgBin, "initdb"), "-D", data, "-U", "postgres",
+	cmd := exec.CommandContext(ctx, filepath.Join(pgBin, "initdb"), "-D", data, "-U", "postgres",
 		"--auth=trust", "--no-sync", "-E", "UTF8")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	cmd.Dir = "/"
