@@ -158,6 +158,9 @@ func (l *load) shop(ctx context.Context, q queueSpec, qi int, n uint64) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if leaveAfter > 0 {
+		// The leaver rotates gateways on its own index: the waiter, which
+		// may still be finishing a request when told to stop, moves gw.
+		leaveGW := gw
 		go func() {
 			select {
 			case <-wctx.Done():
@@ -165,7 +168,7 @@ func (l *load) shop(ctx context.Context, q queueSpec, qi int, n uint64) {
 			case <-time.After(leaveAfter):
 			}
 			cancel()
-			l.leave(ctx, q, user, ticket, seq, &gw)
+			l.leave(ctx, q, user, ticket, seq, &leaveGW)
 		}()
 	}
 	var tok string
