@@ -6,11 +6,13 @@
 # and writes everything to bench-results/ (raw) — BENCHMARKS.md quotes it.
 # Issue #16's goals come first (scripts/bench-goals.sh: each beside its
 # anchor, BENCH_ROUNDS rounds, medians); BENCH_ONLY=goals runs only them.
-# Loopback only, every step bounded in time.
+# Loopback only, every step bounded in time. BENCH_OUT: where the results go
+# (default bench-results/); BENCH_GATEWAY_BIN: another gateway binary, for
+# before/after runs of a change (default bin/gateway).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-out=$root/bench-results
+out=${BENCH_OUT:-$root/bench-results}
 work=$(mktemp -d /tmp/usher-bench-XXXX)
 mkdir -p "$out"
 dur=${BENCH_DURATION:-15s}
@@ -45,7 +47,7 @@ export USHER_DATABASE_URL="postgres://postgres@127.0.0.1:15432/usher?sslmode=dis
 export USHER_DATA_DIR=$work/data USHER_ADMIN_TOKEN=bench-admin USHER_LOG_LEVEL=warn
 export USHER_PAYMENT_URL=http://127.0.0.1:18090
 PGSIM_ADDR=127.0.0.1:18090 bin/pgsim >"$work/pgsim.log" 2>&1 & pids+=($!)
-USHER_GATEWAY_ADDR=127.0.0.1:18080 USHER_PPROF_ADDR=127.0.0.1:16060 bin/gateway >"$work/gateway.log" 2>&1 & pids+=($!)
+USHER_GATEWAY_ADDR=127.0.0.1:18080 USHER_PPROF_ADDR=127.0.0.1:16060 "${BENCH_GATEWAY_BIN:-bin/gateway}" >"$work/gateway.log" 2>&1 & pids+=($!)
 USHER_ADMITTER_ADDR=127.0.0.1:18082 USHER_PPROF_ADDR=127.0.0.1:16062 bin/admitter >"$work/admitter.log" 2>&1 & pids+=($!)
 USHER_ORDERWORKER_ADDR=127.0.0.1:18083 bin/orderworker >"$work/orderworker.log" 2>&1 & pids+=($!)
 USHER_NOTIFIER_ADDR=127.0.0.1:18081 bin/notifier >"$work/notifier.log" 2>&1 & pids+=($!)
