@@ -247,6 +247,7 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 		StockAware:      cfg.StockAwareness(),
 		AwaitDraw:       cfg.Lottery != nil && cfg.OpensAt != nil,
 		AbandonAfter:    cfg.AbandonAfter(),
+		NoJitter:        cfg.QueueMode() == catalog.ModePassthrough,
 	})
 	if err != nil {
 		return tickLen, err

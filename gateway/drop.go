@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,50 +55,94 @@ func (a *api) joinKind(c *fiber.Ctx, cfg catalog.Config, user string, now time.T
 // atomic step), taken once the admitter's follower has applied the join
 // (a few milliseconds), so nobody who joined first is passed. Otherwise the
 // entry is answered as it is.
-func (a *api) admitAtOnce(ctx context.Context, cfg catalog.Config, epoch string, e waitqueue.Entry) waitqueue.Entry {
+//
+// The answer's clock: an entry admitted by this call, or of a passthrough
+// queue (whose ticks admit with no jitter), is ready at once — its readyAt
+// is Redis's time of the admission, which has passed — so it is judged at
+// readyAt when this host's clock, synced to Redis's within a round trip,
+// is a moment behind it (else the join's own answer would say WAITING,
+// first in line, for a millisecond).
+func (a *api) admitAtOnce(ctx context.Context, cfg catalog.Config, epoch string, e waitqueue.Entry) (waitqueue.Entry, time.Time) {
 	passthrough := cfg.QueueMode() == catalog.ModePassthrough
 	alone := e.Status == waitqueue.Waiting && e.Position == 1 && e.Waiting == 1
+	if passthrough && e.Status == waitqueue.Admitted {
+		return e, a.readyClock(e) // a tick admitted it already
+	}
 	if cfg.State != catalog.StateOpen || e.Status != waitqueue.Waiting || !(passthrough || alone) {
-		return e
+		return e, a.now()
 	}
 	ttl, tick := time.Duration(cfg.TokenTTLSeconds)*time.Second, time.Duration(cfg.TickMs)*time.Millisecond
-	var err error
-	if passthrough {
-		// Nobody waits in a passthrough queue: this entry goes in at once,
-		// whether or not the follower has applied the joins before it.
-		_, err = a.line.AdmitEntry(ctx, cfg.Name, epoch, e.Seq, ttl, tick, cfg.StockAwareness())
-	} else {
+	deadline := time.Now().Add(admitAtOnceWait)
+	if !passthrough {
 		// FIFO: only once the follower has applied every join before this
-		// one (milliseconds), so nobody who joined first is passed.
-		deadline := time.Now().Add(admitAtOnceWait)
+		// one (milliseconds), so nobody who joined first is passed. A
+		// passthrough entry goes in at once, whatever the follower applied:
+		// nobody waits there.
 		for {
 			cur, err := a.line.Cursor(ctx, cfg.Name)
 			if err != nil {
-				return e
+				a.log.Warn("admit at once: the cursor cannot be read; the next tick admits", "queue", cfg.Name, "seq", e.Seq, "err", err)
+				return e, a.now()
 			}
 			if p := cur[waitqueue.StreamEntries]; p.StreamID == epoch && p.Seq >= e.Seq {
 				break
 			}
 			if time.Now().After(deadline) {
-				return e // the follower is behind: the next tick admits
+				return e, a.now() // the follower is behind: the next tick admits
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
-		_, err = a.line.AdmitNow(ctx, cfg.Name, epoch, cfg.TargetActive, ttl, tick, cfg.StockAwareness())
 	}
+	var admitted []uint64
+	for {
+		var err error
+		if passthrough {
+			admitted, err = a.line.AdmitEntry(ctx, cfg.Name, epoch, e.Seq, ttl, tick, cfg.StockAwareness())
+		} else {
+			admitted, err = a.line.AdmitNow(ctx, cfg.Name, epoch, cfg.TargetActive, ttl, tick, cfg.StockAwareness())
+		}
+		if errors.Is(err, waitqueue.ErrNotCurrent) && time.Now().Before(deadline) {
+			// The last tick found the line behind the streams (usually the
+			// admission it had just published) or is late: the next one,
+			// a tick away, lifts it.
+			time.Sleep(max(tick/4, 5*time.Millisecond))
+			continue
+		}
+		if errors.Is(err, waitqueue.ErrNotCurrent) {
+			return e, a.now() // still not current: the next tick admits
+		}
+		if err != nil {
+			a.log.Warn("admit at once: the next tick admits", "queue", cfg.Name, "seq", e.Seq, "err", err)
+			return e, a.now()
+		}
+		break
+	}
+	now, err := a.line.Poll(ctx, cfg.Name, e.Seq)
 	if err != nil {
-		a.log.Warn("admit at once", "queue", cfg.Name, "err", err)
-		return e
+		a.log.Warn("admit at once: the admitted entry cannot be read; the shopper's next poll or push says READY", "queue", cfg.Name, "seq", e.Seq, "err", err)
+		return e, a.now()
 	}
-	if now, err := a.line.Poll(ctx, cfg.Name, e.Seq); err == nil {
-		return now
+	if passthrough || slices.Contains(admitted, e.Seq) {
+		return now, a.readyClock(now)
 	}
-	return e
+	return now, a.now()
 }
 
-// admitAtOnceWait bounds how long a join into an empty line waits for the
-// follower before it is answered WAITING (the next tick admits it).
-const admitAtOnceWait = 250 * time.Millisecond
+// readyClock is this host's time, or an admitted entry's readyAt when the
+// clock is a moment behind it (see admitAtOnce).
+func (a *api) readyClock(e waitqueue.Entry) time.Time {
+	at := a.now()
+	if e.Status == waitqueue.Admitted && e.ReadyAt.After(at) && e.ReadyAt.Sub(at) < admitAtOnceWait {
+		return e.ReadyAt
+	}
+	return at
+}
+
+// admitAtOnceWait bounds how long a join that could be admitted at once
+// waits for the follower and for a tick that found the line current before
+// it is answered WAITING (the next tick admits it; the shopper learns it by
+// push or poll). A few ticks: the wait costs nobody a place.
+const admitAtOnceWait = 500 * time.Millisecond
 
 // publicQueue is what anyone may read of a queue: GET /v1/queues/{q}.
 type publicQueue struct {

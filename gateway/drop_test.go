@@ -195,3 +195,17 @@ func TestPassthroughIsCountedAsIfQueued(t *testing.T) {
 		t.Fatalf("stats = %+v, want 3 counted", st)
 	}
 }
+
+// A passthrough join admitted in its own request is READY in its answer,
+// with the token, even when this host's clock is a moment behind Redis's:
+// its readyAt is Redis's time of the admission, which has passed.
+func TestAJoinAdmittedAtOnceIsReadyWhateverThisHostsClockSays(t *testing.T) {
+	h := newHarness(t)
+	h.putQueue(h.queue, `{"targetActive": 1, "rateLimit": `+limitsOff+`, "mode": "passthrough"}`, 200)
+	h.admit() // a tick that found the line current: admission at once may proceed
+	h.api.now = func() time.Time { return time.Now().Add(-200 * time.Millisecond) }
+	r := h.join("alice")
+	if r.status != 202 || r.str("status") != "READY" || r.str("token") == "" {
+		t.Fatalf("passthrough join with this host's clock 200 ms behind = %d %s; want 202 READY with a token", r.status, r.raw)
+	}
+}

@@ -170,10 +170,11 @@ func (a *api) join(c *fiber.Ctx) error {
 	if ack.Duplicate || e.Seq != ack.Sequence {
 		status = fiber.StatusOK
 	}
+	at := a.now()
 	if e.Seq == ack.Sequence {
-		e = a.admitAtOnce(ctx, cfg, epoch, e)
+		e, at = a.admitAtOnce(ctx, cfg, epoch, e)
 	}
-	return a.answer(c, status, cfg, ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: e.Seq}, e)
+	return a.answerAt(c, status, cfg, ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: e.Seq}, e, at)
 }
 
 // ticketOf checks the ticket in the path: forged or garbled → 401, a
@@ -279,7 +280,12 @@ func (a *api) leave(c *fiber.Ctx) error {
 // answer writes a shopper's place (see shopper.Of: the one view the
 // gateway and the notifier share).
 func (a *api) answer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, e waitqueue.Entry) error {
-	v, err := shopper.Of(e, cfg, t.User, a.now(), a.keys)
+	return a.answerAt(c, status, cfg, t, e, a.now())
+}
+
+// answerAt is answer with the view taken at now (see admitAtOnce).
+func (a *api) answerAt(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, e waitqueue.Entry, now time.Time) error {
+	v, err := shopper.Of(e, cfg, t.User, now, a.keys)
 	if err != nil {
 		return err
 	}

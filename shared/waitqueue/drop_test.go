@@ -195,8 +195,8 @@ func TestAdmitNowNeedsARecentTickThatWasNotBehind(t *testing.T) {
 	ctx := context.Background()
 	joinAll(t, s, q, "u1")
 	ttl, tl := 300*time.Second, 20*time.Millisecond
-	if got, err := s.AdmitNow(ctx, q, epoch, 5, ttl, tl, false); err != nil || len(got) != 0 {
-		t.Fatalf("AdmitNow before any tick = %v, %v; want nobody (the guards only a tick runs)", got, err)
+	if got, err := s.AdmitNow(ctx, q, epoch, 5, ttl, tl, false); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
+		t.Fatalf("AdmitNow before any tick = %v, %v; want nobody, ErrNotCurrent (the guards only a tick runs)", got, err)
 	}
 	tk := tick(5)
 	tk.Paused = true // a tick that admits nobody but records that the line is current
@@ -211,8 +211,8 @@ func TestAdmitNowNeedsARecentTickThatWasNotBehind(t *testing.T) {
 	}
 	// Capped by targetActive: a second joiner with the one slot taken waits.
 	applyKind(t, s, q, 1, waitqueue.InLine, 2)
-	if got, _ := s.AdmitNow(ctx, q, epoch, 1, ttl, tl, false); len(got) != 0 {
-		t.Fatalf("AdmitNow with no slot free = %v, want nobody", got)
+	if got, err := s.AdmitNow(ctx, q, epoch, 1, ttl, tl, false); err != nil || len(got) != 0 {
+		t.Fatalf("AdmitNow with no slot free = %v, %v; want nobody, no error (nothing to wait for)", got, err)
 	}
 	// Passthrough (target 0): no cap.
 	applyKind(t, s, q, 2, waitqueue.InLine, 3)
@@ -223,11 +223,11 @@ func TestAdmitNowNeedsARecentTickThatWasNotBehind(t *testing.T) {
 	// a second) admits nobody.
 	applyKind(t, s, q, 3, waitqueue.InLine, 4)
 	time.Sleep(2*tl + 1100*time.Millisecond)
-	if got, _ := s.AdmitNow(ctx, q, epoch, 0, ttl, tl, false); len(got) != 0 {
-		t.Fatalf("AdmitNow after two ticks and a second with none = %v, want nobody", got)
+	if got, err := s.AdmitNow(ctx, q, epoch, 0, ttl, tl, false); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
+		t.Fatalf("AdmitNow after two ticks and a second with none = %v, %v; want nobody, ErrNotCurrent", got, err)
 	}
-	if got, _ := s.AdmitEntry(ctx, q, epoch, 4, ttl, tl, false); len(got) != 0 {
-		t.Fatalf("AdmitEntry with no recent tick = %v, want nobody", got)
+	if got, err := s.AdmitEntry(ctx, q, epoch, 4, ttl, tl, false); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
+		t.Fatalf("AdmitEntry with no recent tick = %v, %v; want nobody, ErrNotCurrent", got, err)
 	}
 	// A passthrough join goes in alone, whatever the cursor says.
 	testenv.Tick(t, s, q, tk)

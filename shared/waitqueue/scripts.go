@@ -365,7 +365,7 @@ var leaveScript = redis.NewScript(luaLib + `return leave(ARGV[3], ARGV[4])`)
 // admissions head (the stream's last admission of this queue, 0: none),
 // admissions stream id, orders head, orders stream id, stock-aware (0|1),
 // scheduled (0|1: nobody is admitted until the pre-queue is drawn),
-// abandonMs (0: never).
+// abandonMs (0: never), noJitter (0|1).
 //
 // Invariants, all within one atomic step, on Redis time:
 //   - one tick per tickMs, however many admitters call: a call before the
@@ -387,7 +387,8 @@ var leaveScript = redis.NewScript(luaLib + `return leave(ARGV[3], ARGV[4])`)
 //     before it is in line), in sequence order: admission is FIFO;
 //   - an admitted entry leaves 'waiting' in the same step that puts it in
 //     'active' and in the outbox;
-//   - readyAt values are spread evenly across the tick (jitter);
+//   - readyAt values are spread evenly across the tick (jitter), unless
+//     noJitter (a passthrough queue: ready at the tick's time);
 //   - stock-aware: never more unordered shoppers admitted than units that
 //     could still be sold — the stock the store reported (prefix..'stock')
 //     minus the units held: one per admitted shopper who has not ordered,
@@ -418,6 +419,8 @@ local ohead, oid = tonumber(ARGV[13]), ARGV[14]
 local stockAware = ARGV[15] == '1'
 local awaitDraw = ARGV[16] == '1'
 local abandonMs = tonumber(ARGV[17])
+local spread = 1
+if ARGV[18] == '1' then spread = 0 end
 local n = now()
 
 local due = tonumber(redis.call('HGET', ST, 'nextTick') or '0')
@@ -521,7 +524,7 @@ if behind == 0 then
     local seqs = redis.call('ZRANGEBYSCORE', W, '-inf', watermark, 'LIMIT', 0, cap)
     local k = #seqs
     for i, s in ipairs(seqs) do
-      local readyAt = n + math.floor(((i - 1) + offset) * tick / k)
+      local readyAt = n + spread * math.floor(((i - 1) + offset) * tick / k)
       local expiresAt = readyAt + ttl
       redis.call('HSET', P .. 'e:' .. s, 'status', 'admitted', 'readyAt', readyAt,
         'expiresAt', expiresAt, 'tokenId', queue .. ':' .. epoch .. ':' .. s)
@@ -753,14 +756,15 @@ return redis.call('ZCARD', pre)
 // outbox — and nothing while the last tick found the line behind the
 // streams or is older than two ticks and a second (the guards only a tick
 // runs).
-// Returns the sequences admitted.
+// Returns the sequences admitted, or {'later'} when a guard refused (the
+// next tick may lift it; the caller may try again then).
 var admitNowScript = redis.NewScript(luaLib + `
 local queue, epoch = ARGV[3], ARGV[4]
 local target, ttl, tick = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local stockAware = ARGV[8] == '1'
 local n = now()
 local st = redis.call('HMGET', ST, 'lastTick', 'behind', 'sellable')
-if not st[1] or n - tonumber(st[1]) > 2 * tick + 1000 or st[2] ~= '0' then return {} end
+if not st[1] or n - tonumber(st[1]) > 2 * tick + 1000 or st[2] ~= '0' then return {'later'} end
 local cap = 1000 -- passthrough: everyone up to the cursor (a join's own is there)
 if target > 0 then cap = target - redis.call('ZCARD', A) end
 if stockAware then

@@ -376,6 +376,9 @@ type Tick struct {
 	// AbandonAfter: a waiting shopper not present for this long leaves the
 	// line (see admitScript); 0: never.
 	AbandonAfter time.Duration
+	// NoJitter: every readyAt is the tick's own time, not spread across
+	// the tick (a passthrough queue: nobody waits, not even a tick).
+	NoJitter bool
 }
 
 // TickResult says what one tick did.
@@ -408,7 +411,7 @@ func (s *Store) Admit(ctx context.Context, q string, t Tick) (TickResult, error)
 	res, err := admitScript.Run(ctx, s.rdb, stdKeys(k), s.args(k,
 		q, t.Epoch, t.TargetActive, t.MaxAdmitPerTick, t.TickLength.Milliseconds(), t.TokenTTL.Milliseconds(),
 		flag(t.Paused), t.Offset, t.Admissions.Seq, t.Admissions.StreamID, t.Orders.Seq, t.Orders.StreamID, flag(t.StockAware),
-		flag(t.AwaitDraw), t.AbandonAfter.Milliseconds())...).Slice()
+		flag(t.AwaitDraw), t.AbandonAfter.Milliseconds(), flag(t.NoJitter))...).Slice()
 	if err != nil {
 		return TickResult{}, fmt.Errorf("admit %s: %w", q, err)
 	}
@@ -913,12 +916,22 @@ func (s *Store) admitNow(ctx context.Context, q, epoch string, target int, ttl, 
 	if err != nil {
 		return nil, fmt.Errorf("admit now %s: %w", q, err)
 	}
+	if len(res) == 1 && res[0] == "later" {
+		return nil, ErrNotCurrent
+	}
 	out := make([]uint64, len(res))
 	for i, r := range res {
 		out[i], _ = strconv.ParseUint(r, 10, 64)
 	}
 	return out, nil
 }
+
+// ErrNotCurrent says AdmitNow or AdmitEntry admitted nobody because of a
+// guard only a tick lifts: no tick for two ticks and a second (is an
+// admitter running?), or the last tick found the line behind the streams
+// (an admission or an order event not applied yet — usually the one a
+// tick has just published). The next tick may lift it.
+var ErrNotCurrent = errors.New("waitqueue: the line is not current (no recent tick, or behind the streams)")
 
 // AddInvites records single-use invite codes of q, valid for ttl.
 func (s *Store) AddInvites(ctx context.Context, q string, codes []string, ttl time.Duration) error {

@@ -230,6 +230,28 @@ func TestOneTicksReadyAtValuesAreSpreadAcrossTheTickOnRedisTime(t *testing.T) {
 	}
 }
 
+// A passthrough queue's tick admits with no jitter: everyone is ready at
+// the tick's own time, which has passed by the time anyone reads it.
+func TestATickWithoutJitterMakesEveryoneReadyAtItsOwnTime(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	joinAll(t, s, q, users(10)...)
+	tk := tick(10)
+	tk.TickLength, tk.NoJitter = 100*time.Millisecond, true
+	before, _ := s.Now(ctx)
+	testenv.Tick(t, s, q, tk)
+	after, _ := s.Now(ctx)
+	out, err := s.Outbox(ctx, q, 100)
+	if err != nil || len(out) != 10 {
+		t.Fatalf("Outbox = %d, %v; want 10", len(out), err)
+	}
+	for _, a := range out {
+		if !a.ReadyAt.Equal(out[0].ReadyAt) || a.ReadyAt.Before(before.Truncate(time.Millisecond)) || a.ReadyAt.After(after) {
+			t.Fatalf("%d: readyAt %v (first %v, Redis time %v..%v); want all at the tick's own time", a.Seq, a.ReadyAt, out[0].ReadyAt, before, after)
+		}
+	}
+}
+
 // Two admitters calling at once never over-admit, never admit anyone twice,
 // and between them run one tick per tickMs: the configured rate, not twice it.
 func TestTwoAdmittersAdmitAtTheConfiguredRateAndNeverOverAdmit(t *testing.T) {
