@@ -108,6 +108,7 @@ func (a *api) app() *fiber.App {
 	})
 	app.Get("/metrics", a.metrics.handler())
 	app.Get("/.well-known/jwks.json", a.jwks)
+	app.Get("/openapi.json", a.openAPI)
 	app.Get("/q/:queue", a.page)
 	app.Post("/q/:queue", a.pageForm) // the page without JavaScript (pageform.go)
 	app.Get("/q/static/:file", a.asset)

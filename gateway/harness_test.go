@@ -125,6 +125,7 @@ func (h *harness) do(method, path, body string, header map[string]string) respon
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
+	h.checkExchange(h.app, req, body, res, raw) // against the API contract (contract_test.go)
 	r := response{status: res.StatusCode, header: res.Header, raw: raw}
 	_ = json.Unmarshal(raw, &r.body)
 	return r
@@ -187,6 +188,7 @@ func (h *harness) serve() string {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	checkServed(h.t, h.app, h.serviceOf(h.app)) // against the API contract
 	go h.app.Listener(ln)
 	h.t.Cleanup(func() { h.app.Shutdown() })
 	return "http://" + ln.Addr().String()

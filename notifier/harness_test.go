@@ -243,6 +243,7 @@ func open(t testing.TB, url, lastID string) *sub {
 		cancel()
 		t.Fatalf("GET %s: %v", url, err)
 	}
+	checkStream(t, res) // against the API contract (contract_test.go)
 	return parse(t, res, cancel)
 }
 
@@ -284,6 +285,7 @@ func (s *sub) next(within time.Duration) sseEvent {
 		if !ok {
 			s.t.Fatal("stream ended, want another event")
 		}
+		checkEvent(s.t, ev) // against the API contract (contract_test.go)
 		return ev
 	case <-time.After(within):
 		s.t.Fatalf("no event within %v", within)

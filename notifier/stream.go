@@ -62,7 +62,7 @@ type (
 )
 
 // routes adds the stream's routes to mux; every other path is a 404 problem.
-func (s *streams) routes(mux *http.ServeMux) {
+func (s *streams) routes(mux router) {
 	const path = "/v1/queues/{queue}/tickets/{ticket}/events"
 	mux.HandleFunc("GET "+path, s.serve)
 	mux.HandleFunc("OPTIONS "+path, s.preflight)
