@@ -247,6 +247,14 @@ func runScenario(ctx context.Context, re *runEnv, sc scenario, seed uint64) (res
 			res.Faults = append(res.Faults, r.Kind+": "+r.Detail)
 		}
 	}
+	// The audits' full reports: the result keeps their first lines only,
+	// and a violation's exceptions are what tells a real over-admission
+	// from a false alarm.
+	for _, a := range ev.Audits {
+		if a.Queue != "" {
+			_ = os.WriteFile(filepath.Join(keepDir, "audit-"+a.Queue+".txt"), []byte(a.Output+a.Err), 0o644)
+		}
+	}
 	res.Checks, res.Figures = judge(ev)
 	res.Verdict = verdictPass
 	for _, c := range res.Checks {
