@@ -73,6 +73,26 @@ type pageData struct {
 	// keeps their place (the queue's abandonAfter).
 	WaitingHint string
 	presence    time.Duration
+	// Notice is what the operators tell the line (nil: nothing), shown
+	// as a banner; page.js keeps it current from then on.
+	Notice *catalog.Notice
+}
+
+// NoticeText is the notice's message if it is of level (info or warning;
+// any other level shows as info), else "". The template writes it as
+// text: a notice is plain text, never markup.
+func (d pageData) NoticeText(level string) string {
+	if d.Notice == nil {
+		return ""
+	}
+	l := d.Notice.Level
+	if l != catalog.NoticeWarning {
+		l = catalog.NoticeInfo
+	}
+	if l != level {
+		return ""
+	}
+	return d.Notice.Message
 }
 
 // Show is the visibility of a section: shown when it is the page's; the
@@ -113,6 +133,7 @@ func (a *api) newPageData(c *fiber.Ctx, cfg catalog.Config, l *pageLang) pageDat
 		Action:      action,
 		HeldFor:     l.HTML("ready.heldFor", map[string]template.HTML{"left": `<span id="left" class="num">–</span>`}),
 		presence:    cfg.AbandonAfter(),
+		Notice:      cfg.Notice,
 	}
 	d.OpensAtHeading = l.HTML("prequeue.opensAt", map[string]template.HTML{"time": `<time id="opens-at"></time>`})
 	if a.anyClientNamesUser() {

@@ -88,31 +88,7 @@ func TestWaitingRoomInABrowser(t *testing.T) {
 	}
 	bin := chromium(t)
 	h := newOrderHarness(t)
-	dir := t.TempDir()
-	// The notifier must share the gateway's keys and ticket secret.
-	var err error
-	if h.api.keys, err = token.LoadKeyring(filepath.Join(dir, "signing.key"), nil); err != nil {
-		t.Fatal(err)
-	}
-	if h.api.tickets, err = ticket.LoadOrCreateSigner(filepath.Join(dir, "ticket.secret")); err != nil {
-		t.Fatal(err)
-	}
-	base := h.serve() // before FreePort: the kernel could hand out its port again
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &notifierProc{t: t, bin: buildNotifier(t), env: append(os.Environ(),
-		"USHER_NOTIFIER_ADDR=127.0.0.1:"+fmt.Sprint(port),
-		"USHER_GATEWAY_PUBLIC_URL="+base, // the page's origin: the notifier lets it open streams
-		"USHER_NATS_URL="+h.js.Conn().ConnectedUrl(),
-		"USHER_REDIS_URL="+testenv.RedisURL(t),
-		"USHER_DATA_DIR="+dir,
-		"USHER_LOG_LEVEL=warn",
-		"USHER_SHUTDOWN_TIMEOUT=2s",
-	)}
-	n.start()
-	h.api.notifierURL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	base, n := serveWithNotifier(t, h)
 	h.join("first")
 	h.join("second")
 
@@ -173,6 +149,40 @@ func TestWaitingRoomInABrowser(t *testing.T) {
 		return strings.HasPrefix(answer, "Order ")
 	}, "order answer = %q, want the order's id and status", answer)
 	shoot(t, ctx, shots, "ordered.png")
+}
+
+// serveWithNotifier serves h, with a real notifier process beside it (the
+// page's stream): the notifier shares the gateway's keys and ticket
+// secret, and lets the gateway's page open streams. It returns the
+// gateway's base URL and the notifier, which the test may stop and start.
+func serveWithNotifier(t *testing.T, h *harness) (string, *notifierProc) {
+	t.Helper()
+	dir := t.TempDir()
+	// The notifier must share the gateway's keys and ticket secret.
+	var err error
+	if h.api.keys, err = token.LoadKeyring(filepath.Join(dir, "signing.key"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if h.api.tickets, err = ticket.LoadOrCreateSigner(filepath.Join(dir, "ticket.secret")); err != nil {
+		t.Fatal(err)
+	}
+	base := h.serve() // before FreePort: the kernel could hand out its port again
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &notifierProc{t: t, bin: buildNotifier(t), env: append(os.Environ(),
+		"USHER_NOTIFIER_ADDR=127.0.0.1:"+fmt.Sprint(port),
+		"USHER_GATEWAY_PUBLIC_URL="+base, // the page's origin: the notifier lets it open streams
+		"USHER_NATS_URL="+h.js.Conn().ConnectedUrl(),
+		"USHER_REDIS_URL="+testenv.RedisURL(t),
+		"USHER_DATA_DIR="+dir,
+		"USHER_LOG_LEVEL=warn",
+		"USHER_SHUTDOWN_TIMEOUT=2s",
+	)}
+	n.start()
+	h.api.notifierURL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	return base, n
 }
 
 // browser starts a headless Chromium with the flags this machine needs (no

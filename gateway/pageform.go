@@ -195,7 +195,7 @@ func (a *api) subcall(c *fiber.Ctx, h fiber.Handler) (int, []byte, error) {
 // times in UTC and a button to check again.
 func (a *api) withPlace(d pageData, p place) pageData {
 	l, now := d.L, a.now()
-	d.Ticket, d.Status = p.Ticket, p.Status
+	d.Ticket, d.Status, d.Notice = p.Ticket, p.Status, p.Notice
 	d.CheckedAt = l.T("check.checkedAt", "time", l.clock(now))
 	title := ""
 	switch p.Status {

@@ -48,6 +48,7 @@ func TestShippedCatalogsAreComplete(t *testing.T) {
 	for _, s := range []string{"PENDING", "PAID", "FAILED", "REJECTED"} {
 		built = append(built, "order.status."+s)
 	}
+	built = append(built, "notice.info", "notice.warning")
 	for _, k := range problemKeys {
 		built = append(built, k)
 	}

@@ -122,6 +122,34 @@
     el.hidden = !el.textContent;
   }
 
+  // showNotice shows what the operators tell the line: n is a poll
+  // answer's notice (absent: none) or the stream's notice event ({} when
+  // taken down). The banner lives in one of two live regions the page
+  // always has, a status for info and an alert for a warning; a region is
+  // written only when its text changes, so a screen reader reads each
+  // notice once. The message is text, never markup.
+  function showNotice(n) {
+    const msg = n && typeof n.message === 'string' ? n.message : '';
+    const level = n && n.level === 'warning' ? 'warning' : 'info';
+    for (const l of ['info', 'warning']) {
+      const region = $('notice-' + l);
+      const want = l === level ? msg : '';
+      const shown = region.querySelector('.notice-text');
+      if ((shown ? shown.textContent : region.textContent) === want) continue;
+      if (!want) {
+        region.replaceChildren();
+        continue;
+      }
+      const label = document.createElement('strong');
+      label.className = 'notice-label';
+      label.textContent = t('notice.' + l);
+      const text = document.createElement('span');
+      text.className = 'notice-text';
+      text.textContent = want;
+      region.replaceChildren(label, ' ', text);
+    }
+  }
+
   // showPreQueue counts down to a scheduled drop's opening; the draw then
   // gives the place (the stream's position event, or the next poll).
   function showPreQueue(p) {
@@ -189,6 +217,7 @@
     eventsURL = p.events;
     if (p.pollAfterMs) pollAfter = p.pollAfterMs;
     localStorage.setItem(key, ticket);
+    showNotice(p.notice);
     switch (p.status) {
       case 'PRE_QUEUE': showPreQueue(p); break;
       case 'WAITING': showPosition(p); showStock(p.stock, p.skusAvailable); break;
@@ -326,6 +355,7 @@
     es.addEventListener('prequeue', (e) => showPreQueue(data(e)));
     es.addEventListener('position', (e) => showPosition(data(e)));
     es.addEventListener('stock', (e) => { const d = data(e); showStock(d.stock, d.skusAvailable); });
+    es.addEventListener('notice', (e) => showNotice(data(e)));
     es.addEventListener('ready', (e) => {
       showReady(data(e));
       stopStream();
