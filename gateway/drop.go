@@ -51,7 +51,8 @@ func (a *api) joinKind(c *fiber.Ctx, cfg catalog.Config, user string, now time.T
 // admitAtOnce answers a join with READY in the join's own answer when it
 // can — no tick, no second request: every join of a passthrough queue, and
 // a join into an empty line with a slot free (no crowd, no wait). The
-// admission is the line's (waitqueue.Store.AdmitNow: FIFO, capped, one
+// admission is the line's (waitqueue.Store.AdmitNow: FIFO, capped by
+// targetActive and by what is left of the tick's maxAdmitPerTick, one
 // atomic step), taken once the admitter's follower has applied the join
 // (a few milliseconds), so nobody who joined first is passed. Otherwise the
 // entry is answered as it is.
@@ -99,7 +100,7 @@ func (a *api) admitAtOnce(ctx context.Context, cfg catalog.Config, epoch string,
 		if passthrough {
 			admitted, err = a.line.AdmitEntry(ctx, cfg.Name, epoch, e.Seq, ttl, tick, cfg.StockAwareness())
 		} else {
-			admitted, err = a.line.AdmitNow(ctx, cfg.Name, epoch, cfg.TargetActive, ttl, tick, cfg.StockAwareness())
+			admitted, err = a.line.AdmitNow(ctx, cfg.Name, epoch, cfg.TargetActive, cfg.MaxAdmitPerTick, ttl, tick, cfg.StockAwareness())
 		}
 		if errors.Is(err, waitqueue.ErrNotCurrent) && time.Now().Before(deadline) {
 			// The last tick found the line behind the streams (usually the

@@ -195,13 +195,13 @@ func TestAdmitNowNeedsARecentTickThatWasNotBehind(t *testing.T) {
 	ctx := context.Background()
 	joinAll(t, s, q, "u1")
 	ttl, tl := 300*time.Second, 20*time.Millisecond
-	if got, err := s.AdmitNow(ctx, q, epoch, 5, ttl, tl, false); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
+	if got, err := s.AdmitNow(ctx, q, epoch, 5, 0, ttl, tl, false); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
 		t.Fatalf("AdmitNow before any tick = %v, %v; want nobody, ErrNotCurrent (the guards only a tick runs)", got, err)
 	}
 	tk := tick(5)
 	tk.Paused = true // a tick that admits nobody but records that the line is current
 	testenv.Tick(t, s, q, tk)
-	got, err := s.AdmitNow(ctx, q, epoch, 5, ttl, tl, false)
+	got, err := s.AdmitNow(ctx, q, epoch, 5, 0, ttl, tl, false)
 	if err != nil || fmt.Sprint(got) != "[1]" {
 		t.Fatalf("AdmitNow = %v, %v; want [1]", got, err)
 	}
@@ -211,19 +211,19 @@ func TestAdmitNowNeedsARecentTickThatWasNotBehind(t *testing.T) {
 	}
 	// Capped by targetActive: a second joiner with the one slot taken waits.
 	applyKind(t, s, q, 1, waitqueue.InLine, 2)
-	if got, err := s.AdmitNow(ctx, q, epoch, 1, ttl, tl, false); err != nil || len(got) != 0 {
+	if got, err := s.AdmitNow(ctx, q, epoch, 1, 0, ttl, tl, false); err != nil || len(got) != 0 {
 		t.Fatalf("AdmitNow with no slot free = %v, %v; want nobody, no error (nothing to wait for)", got, err)
 	}
 	// Passthrough (target 0): no cap.
 	applyKind(t, s, q, 2, waitqueue.InLine, 3)
-	if got, _ := s.AdmitNow(ctx, q, epoch, 0, ttl, tl, false); fmt.Sprint(got) != "[2 3]" {
+	if got, _ := s.AdmitNow(ctx, q, epoch, 0, 0, ttl, tl, false); fmt.Sprint(got) != "[2 3]" {
 		t.Fatalf("AdmitNow passthrough = %v, want [2 3]", got)
 	}
 	// A line whose last tick is old (no admitter works on it: two ticks and
 	// a second) admits nobody.
 	applyKind(t, s, q, 3, waitqueue.InLine, 4)
 	time.Sleep(2*tl + 1100*time.Millisecond)
-	if got, err := s.AdmitNow(ctx, q, epoch, 0, ttl, tl, false); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
+	if got, err := s.AdmitNow(ctx, q, epoch, 0, 0, ttl, tl, false); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
 		t.Fatalf("AdmitNow after two ticks and a second with none = %v, %v; want nobody, ErrNotCurrent", got, err)
 	}
 	if got, err := s.AdmitEntry(ctx, q, epoch, 4, ttl, tl, false); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
@@ -239,6 +239,45 @@ func TestAdmitNowNeedsARecentTickThatWasNotBehind(t *testing.T) {
 	}
 	if e, _ := s.Poll(ctx, q, 4); e.Status != waitqueue.Waiting {
 		t.Fatalf("entry 4 = %s, want still waiting (AdmitEntry admits its entry only)", e.Status)
+	}
+}
+
+// The join that found the line empty may find it full when its admission
+// at once runs: the follower applied other gateways' joins meanwhile, or
+// replayed a whole line Redis had lost (redis-flushall admitted 295 of a
+// 5-per-tick queue in one call). The head of that line is the ticks' to
+// admit, at the configured rate: an admission at once takes what is left
+// of the current tick's maxAdmitPerTick, the tick's own admissions
+// included.
+func TestAdmitNowKeepsTheTicksRate(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	joinAll(t, s, q, users(20)...)
+	ttl, tl := 300*time.Second, 10*time.Second // one long tick: every call below falls in it
+	tk := tick(2000)
+	tk.TickLength, tk.MaxAdmitPerTick = tl, 5
+	if r := testenv.Tick(t, s, q, tk); r.Admitted != 5 {
+		t.Fatalf("the tick admitted %d, want 5", r.Admitted)
+	}
+	if got, err := s.AdmitNow(ctx, q, epoch, 2000, 5, ttl, tl, false); err != nil || len(got) != 0 {
+		t.Fatalf("AdmitNow after a tick that took its 5 = %v, %v; want nobody (the next tick admits)", got, err)
+	}
+	// A tick that admitted nobody leaves the whole tick to admissions at
+	// once, and no more.
+	s2, q2 := newStore(t)
+	joinAll(t, s2, q2, users(20)...)
+	tk.Paused = true
+	testenv.Tick(t, s2, q2, tk)
+	got, err := s2.AdmitNow(ctx, q2, epoch, 2000, 5, ttl, tl, false)
+	if err != nil || fmt.Sprint(got) != "[1 2 3 4 5]" {
+		t.Fatalf("AdmitNow of a line of 20, 5 per tick = %v, %v; want [1 2 3 4 5]", got, err)
+	}
+	if got, err := s2.AdmitNow(ctx, q2, epoch, 2000, 5, ttl, tl, false); err != nil || len(got) != 0 {
+		t.Fatalf("a second AdmitNow in the same tick = %v, %v; want nobody", got, err)
+	}
+	// No maxAdmitPerTick: targetActive is the only cap, as for a tick.
+	if got, _ := s2.AdmitNow(ctx, q2, epoch, 8, 0, ttl, tl, false); fmt.Sprint(got) != "[6 7 8]" {
+		t.Fatalf("AdmitNow with no per-tick cap, 5 of 8 slots held = %v, want [6 7 8]", got)
 	}
 }
 

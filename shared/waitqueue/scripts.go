@@ -750,12 +750,16 @@ return redis.call('ZCARD', pre)
 // ARGV from 3: queue, epoch, targetActive (0: no cap), ttlMs, tickMs,
 // stock-aware (0|1), only (a sequence: admit that entry alone if it waits —
 // a passthrough join, where nobody waits and order does not matter; 0: the
-// head of the line).
+// head of the line), maxAdmitPerTick (0: no cap; the head of the line only).
 // Invariants: those of admitScript — FIFO up to the entries cursor, never
-// over targetActive or the sellable units, in one atomic step with the
-// outbox — and nothing while the last tick found the line behind the
-// streams or is older than two ticks and a second (the guards only a tick
-// runs).
+// over targetActive or the sellable units, never more than maxAdmitPerTick
+// in a tick (counting what the current tick and earlier calls in it
+// admitted: the join that found the line empty may find it full by now —
+// the follower applied joins from other gateways meanwhile, or replayed a
+// whole line Redis had lost — and the head of that line is the ticks' to
+// admit at the configured rate), in one atomic step with the outbox — and
+// nothing while the last tick found the line behind the streams or is older
+// than two ticks and a second (the guards only a tick runs).
 // Returns the sequences admitted, or {'later'} when a guard refused (the
 // next tick may lift it; the caller may try again then).
 var admitNowScript = redis.NewScript(luaLib + `
@@ -767,6 +771,18 @@ local st = redis.call('HMGET', ST, 'lastTick', 'behind', 'sellable')
 if not st[1] or n - tonumber(st[1]) > 2 * tick + 1000 or st[2] ~= '0' then return {'later'} end
 local cap = 1000 -- passthrough: everyone up to the cursor (a join's own is there)
 if target > 0 then cap = target - redis.call('ZCARD', A) end
+local maxTick = tonumber(ARGV[10] or '0')
+if maxTick > 0 and ARGV[9] == '0' then
+  -- The current tick began a tick before the next one is due; AD holds
+  -- every admission (the ticks' and these) by Redis time.
+  local since = tonumber(redis.call('HGET', ST, 'nextTick') or '0') - tick
+  local used = 0
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', AD, since, '+inf')) do
+    local _, _, k = string.find(m, '^%d+:(%d+):')
+    used = used + tonumber(k)
+  end
+  if cap > maxTick - used then cap = maxTick - used end
+end
 if stockAware then
   local sellable = tonumber(st[3] or '0')
   if cap > sellable then cap = sellable end

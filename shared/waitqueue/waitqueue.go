@@ -896,23 +896,24 @@ func (s *Store) PreQueue(ctx context.Context, q string) ([]PreEntry, bool, strin
 }
 
 // AdmitNow admits the head of q's line at once, outside the ticks (see
-// admitNowScript), and returns the sequences admitted. target 0 admits
-// with no cap (passthrough).
-func (s *Store) AdmitNow(ctx context.Context, q, epoch string, target int, ttl, tick time.Duration, stockAware bool) ([]uint64, error) {
-	return s.admitNow(ctx, q, epoch, target, ttl, tick, stockAware, 0)
+// admitNowScript), and returns the sequences admitted: at most target
+// slots held (0: no cap, passthrough) and at most maxPerTick admitted in
+// the current tick, the tick's own admissions included (0: no cap).
+func (s *Store) AdmitNow(ctx context.Context, q, epoch string, target, maxPerTick int, ttl, tick time.Duration, stockAware bool) ([]uint64, error) {
+	return s.admitNow(ctx, q, epoch, target, maxPerTick, ttl, tick, stockAware, 0)
 }
 
 // AdmitEntry admits entry seq of q at once if it waits, outside the ticks
 // and whatever its place: a passthrough join (nobody waits there, so order
 // does not matter). The guards of AdmitNow hold.
 func (s *Store) AdmitEntry(ctx context.Context, q, epoch string, seq uint64, ttl, tick time.Duration, stockAware bool) ([]uint64, error) {
-	return s.admitNow(ctx, q, epoch, 0, ttl, tick, stockAware, seq)
+	return s.admitNow(ctx, q, epoch, 0, 0, ttl, tick, stockAware, seq)
 }
 
-func (s *Store) admitNow(ctx context.Context, q, epoch string, target int, ttl, tick time.Duration, stockAware bool, only uint64) ([]uint64, error) {
+func (s *Store) admitNow(ctx context.Context, q, epoch string, target, maxPerTick int, ttl, tick time.Duration, stockAware bool, only uint64) ([]uint64, error) {
 	k := keyspace.Of(q)
 	res, err := admitNowScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, q, epoch, target, ttl.Milliseconds(), tick.Milliseconds(),
-		flag(stockAware), only)...).StringSlice()
+		flag(stockAware), only, maxPerTick)...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("admit now %s: %w", q, err)
 	}
