@@ -92,7 +92,7 @@ func judge(ev *evidence) ([]checkResult, figures) {
 	over := checkSlots(ev)
 	rate, rec, fr := checkRate(ev)
 	pay := checkPayments(ev)
-	checks := []checkResult{lost, twice, fifo, over, rate, rec, pay,
+	checks := []checkResult{lost, twice, fifo, over, checkBursts(ev), rate, rec, pay,
 		checkStock(ev), checkOrders(ev), checkReady(ev), checkDrained(ev), checkAudits(ev)}
 	f.JoinsAccepted = len(acceptedJoins(ev))
 	f.Lost = lost.Count
@@ -437,6 +437,53 @@ func checkSlots(ev *evidence) checkResult {
 	}
 	if len(worst) > 0 {
 		c.Note = fmt.Sprintf("highest sampled active per queue: %v", worst)
+	}
+	return c.done()
+}
+
+// burstWindow is the window checkBursts counts admissions in.
+const burstWindow = time.Second
+
+// checkBursts: never faster than maxAdmitPerTick per tick, whatever the
+// fault — checkRate judges the rate in two windows only, and a burst in
+// between (a whole line admitted at once) is no slowness of the machine.
+// Counted by readyAt (Redis's time of the tick, spread over it), not by
+// when the stream stored the event (an outbox published late bunches
+// those). The schedule lets a late tick catch up on at most half a second
+// of missed ticks, so a window of burstWindow may see the ticks due in it,
+// those half a second before it, and one more at each edge (readyAt spread
+// over its tick): anything beyond is admission no schedule allowed.
+func checkBursts(ev *evidence) checkResult {
+	c := checkResult{Name: "never above the configured rate", Invariant: "admissions in any second ≤ maxAdmitPerTick × the ticks the schedule allows in it"}
+	for _, q := range ev.Queues {
+		if q.MaxAdmitPerTick <= 0 || q.TickMs <= 0 {
+			continue
+		}
+		tick := time.Duration(q.TickMs) * time.Millisecond
+		allowed := q.MaxAdmitPerTick * int((burstWindow+500*time.Millisecond+2*tick+tick-1)/tick)
+		var at []time.Time
+		seen := map[uint64]bool{}
+		for _, a := range ev.Admissions[q.Name] {
+			if !seen[a.Seq] {
+				seen[a.Seq] = true
+				at = append(at, a.ReadyAt)
+			}
+		}
+		sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
+		worst, worstAt := 0, time.Time{}
+		for i, j := 0, 0; i < len(at); i++ {
+			for j < len(at) && at[j].Before(at[i].Add(burstWindow)) {
+				j++
+			}
+			if j-i > worst {
+				worst, worstAt = j-i, at[i]
+			}
+		}
+		if worst > allowed {
+			c.fail("%s: %d admitted in the %v from %s (readyAt), at most %d allowed (%d per %v tick)", q.Name, worst, burstWindow,
+				worstAt.UTC().Format("15:04:05.000"), allowed, q.MaxAdmitPerTick, tick)
+		}
+		c.Note += fmt.Sprintf("%s: at most %d in a second (%d allowed); ", q.Name, worst, allowed)
 	}
 	return c.done()
 }

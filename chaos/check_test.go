@@ -199,6 +199,13 @@ func TestEachBreakFailsItsCheck(t *testing.T) {
 		{"a pipeline that never drained", "pipeline drained", "still in flight", func(h *history) {
 			h.ev.Settled = settleState{Took: 60 * time.Second, Detail: "12 messages of USHER_ENTRIES not consumed"}
 		}},
+		{"a whole line admitted at one instant", "never above the configured rate", "q: 18 admitted in the 1s", func(h *history) {
+			for i := range 18 {
+				seq := uint64(10 + i)
+				h.join(seq, "w", 30)
+				h.admit(seq, "w", "q:w", 3000, 10000)
+			}
+		}},
 		{"an audit with violations", "usherctl audit", "VIOLATED", func(h *history) {
 			h.ev.Audits = []auditResult{{Queue: "q", Output: "  VIOLATED nobody admitted twice: 1 exception(s)\n"}}
 		}},
@@ -213,6 +220,26 @@ func TestEachBreakFailsItsCheck(t *testing.T) {
 				t.Fatalf("%s = %s %v, want a failure mentioning %q", tt.check, c.Status, c.Examples, tt.want)
 			}
 		})
+	}
+}
+
+// A late tick catches up on half a second of missed ticks at once: at the
+// configured rate with such a catch-up, no burst is seen.
+func TestBurstsAllowTheSchedulesCatchUp(t *testing.T) {
+	h := newHistory() // 1 per 100 ms tick
+	seq := uint64(0)
+	for ms := 0; ms < 3000; ms += 100 {
+		seq++
+		h.admit(seq, "u", "q:u", ms, 1000)
+		if ms == 1500 { // five missed ticks due at once
+			for range 5 {
+				seq++
+				h.admit(seq, "u", "q:u", ms+1, 1000)
+			}
+		}
+	}
+	if c := checkBursts(h.ev); c.Status != statusPass {
+		t.Fatalf("%s = %s %v, want pass (%s)", c.Name, c.Status, c.Examples, c.Note)
 	}
 }
 
