@@ -545,6 +545,21 @@ func demandAbove(ev *evidence, q string, from, to time.Time, atLeast int64) bool
 	return n > 0
 }
 
+// behindSamples counts the samples of queue q in [from, to) that found its
+// last tick refused as behind, and all its samples there.
+func behindSamples(ev *evidence, q string, from, to time.Time) (behind, all int) {
+	for _, s := range ev.Samples {
+		if s.Queue != q || s.At.Before(from) || !s.At.Before(to) {
+			continue
+		}
+		all++
+		if s.Behind {
+			behind++
+		}
+	}
+	return behind, all
+}
+
 // checkRate: with demand above capacity, admissions per second are within
 // 10 % of the configured rate (before the fault, and again at the end);
 // and the rate comes back within recoveryBound of the fault (or of its
@@ -635,6 +650,11 @@ func checkRate(ev *evidence) (checkResult, checkResult, rateFigures) {
 		}
 	}
 	r.Note = fmt.Sprintf("normal rate %.1f/s; recovery %.1fs after the fault", normal, fr.recovery.Seconds())
+	if n, of := behindSamples(ev, q.Name, tl.Inject, tl.LoadStop); n > 0 {
+		// Why admission paused, when it did: ticks refused because the
+		// line had not applied every admission and order event yet.
+		r.Note += fmt.Sprintf("; line behind the streams in %d of %d samples after the fault", n, of)
+	}
 	return c.done(), r.done(), fr
 }
 

@@ -120,6 +120,9 @@ type sample struct {
 	Queue   string    `json:"queue"`
 	Active  int64     `json:"active"`
 	Waiting int64     `json:"waiting"`
+	// Behind: the line's last tick admitted nobody because the line had
+	// not applied every admission and order event the streams hold.
+	Behind bool `json:"behind,omitempty"`
 }
 
 // timeline is when the harness did what.
@@ -165,12 +168,13 @@ func sampler(ctx context.Context, rdb redis.UniversalClient, queues []queueSpec,
 			cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 			a, err1 := rdb.ZCard(cctx, keyActive(q.Name)).Result()
 			w, err2 := rdb.ZCard(cctx, keyWaiting(q.Name)).Result()
+			behind, _ := rdb.HGet(cctx, keyStats(q.Name), "behind").Result()
 			cancel()
 			if err1 != nil || err2 != nil {
 				continue // Redis is what the fault took away; nothing to see
 			}
 			mu.Lock()
-			*out = append(*out, sample{At: time.Now(), Queue: q.Name, Active: a, Waiting: w})
+			*out = append(*out, sample{At: time.Now(), Queue: q.Name, Active: a, Waiting: w, Behind: behind == "1"})
 			mu.Unlock()
 		}
 	}
@@ -181,6 +185,7 @@ func sampler(ctx context.Context, rdb redis.UniversalClient, queues []queueSpec,
 func keyWaiting(q string) string { return "usher:{" + q + "}:waiting" }
 func keyActive(q string) string  { return "usher:{" + q + "}:active" }
 func keyOutbox(q string) string  { return "usher:{" + q + "}:outbox" }
+func keyStats(q string) string   { return "usher:{" + q + "}:stats" }
 func keyEntry(q string, seq uint64) string {
 	return "usher:{" + q + "}:e:" + strconv.FormatUint(seq, 10)
 }
