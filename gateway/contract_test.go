@@ -127,7 +127,7 @@ func TestOpenAPIDocumentIsServed(t *testing.T) {
 // that serves it, and every operation the document gives the gateway is a
 // route: the public listener with the admin API on it, and the admin
 // listener (USHER_ADMIN_ADDR) on its own.
-func TestRoutesMatchTheDocument(t *testing.T) {
+func TestContractRoutesMatchTheDocument(t *testing.T) {
 	d := contractDoc(t)
 	h := newHarness(t)
 	check := func(t *testing.T, app *fiber.App, service string) {
@@ -191,7 +191,7 @@ func openAPIPath(p string) string {
 // Requests that reach a served app over its socket are checked, a
 // streamed answer by its status and headers; fiber's in-memory requests are
 // left to h.do.
-func TestServedRequestsAreChecked(t *testing.T) {
+func TestContractChecksServedRequests(t *testing.T) {
 	d := contractDoc(t)
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok\n") })

@@ -11,6 +11,7 @@ import (
 
 	"usher/api/contract"
 	"usher/shared/catalog"
+	"usher/shared/testenv"
 	"usher/shared/ticket"
 	"usher/shared/waitqueue"
 )
@@ -85,7 +86,7 @@ func call(t *testing.T, method, url string, header map[string]string) (*http.Res
 // Every answer of the notifier, and each kind of event, as the document
 // says: the stream (position, notice, ready, expired; prequeue; closed),
 // its preflight, the errors, the operational endpoints.
-func TestNotifierMatchesTheDocument(t *testing.T) {
+func TestContractNotifierAnswers(t *testing.T) {
 	w := newWorld(t)
 	n := w.start()
 	origin := "http://127.0.0.1:8080" // the gateway's, allowed by default
@@ -101,10 +102,18 @@ func TestNotifierMatchesTheDocument(t *testing.T) {
 		w.configure(func(c *catalog.Config) {
 			c.Notice = &catalog.Notice{Message: "Restock at 10:00", Level: catalog.NoticeInfo, Since: time.Now().UTC()}
 		})
-		s.until("notice", 5*time.Second)
+		first := s.until("notice", 5*time.Second)
 		w.configure(func(c *catalog.Config) { c.Notice = nil })
-		if ev := s.until("notice", 5*time.Second); ev.data != "{}" {
-			t.Errorf("notice taken down: data %s, want {}", ev.data)
+		// Taken down: {} — after, at times, the same notice once more (each
+		// event is checked against the document all the same).
+		for i := 0; ; i++ {
+			ev := s.until("notice", 5*time.Second)
+			if ev.data == "{}" {
+				break
+			}
+			if ev.data != first.data || i == 3 {
+				t.Fatalf("notice taken down: data %s, want {}", ev.data)
+			}
 		}
 		w.tick(1, 1500*time.Millisecond, 10*time.Millisecond)
 		w.announce()
@@ -121,17 +130,26 @@ func TestNotifierMatchesTheDocument(t *testing.T) {
 		w.configure(func(c *catalog.Config) { c.State, c.ClosedReason = catalog.StateOpen, "" })
 	})
 	t.Run("prequeue", func(t *testing.T) {
+		// A drop of its own, scheduled from its first configuration: once
+		// the notifier knows the queue it knows the opening (a queue
+		// rescheduled a moment ago could still be its old self there).
+		q := w.queue + "-drop"
+		cfg := catalog.Defaults(q)
 		opens := time.Now().Add(time.Hour).UTC()
-		w.configure(func(c *catalog.Config) {
-			c.OpensAt = &opens
-			c.Lottery = &catalog.Lottery{Commitment: strings.Repeat("0", 64)}
-		})
-		defer w.configure(func(c *catalog.Config) { c.OpensAt, c.Lottery = nil, nil })
-		if _, err := w.line.IngestAs(context.Background(), w.queue, w.epoch, 3, "carol", 0, waitqueue.PreQueue); err != nil {
+		cfg.OpensAt = &opens
+		cfg.Lottery = &catalog.Lottery{Commitment: strings.Repeat("0", 64)}
+		if _, err := w.queues.Put(context.Background(), cfg); err != nil {
 			t.Fatal(err)
 		}
-		tk := w.tickets.Issue(ticket.Ticket{Queue: w.queue, User: "carol", Epoch: w.epoch, Seq: 3})
-		s := open(t, n.url(w.queue, tk), "")
+		if _, err := w.line.IngestAs(context.Background(), q, w.epoch, 1, "carol", 0, waitqueue.PreQueue); err != nil {
+			t.Fatal(err)
+		}
+		u := n.url(q, w.tickets.Issue(ticket.Ticket{Queue: q, User: "carol", Epoch: w.epoch, Seq: 1}))
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			res, _ := call(t, "GET", u, nil) // 404 until the notifier knows the queue
+			return res.StatusCode == http.StatusOK
+		}, "the notifier knows queue %s", q)
+		s := open(t, u, "")
 		s.until("prequeue", 5*time.Second)
 	})
 	t.Run("preflight", func(t *testing.T) {
@@ -174,7 +192,7 @@ func TestNotifierMatchesTheDocument(t *testing.T) {
 
 // Every route the notifier registers is in the document for the notifier,
 // and every operation the document gives the notifier is served.
-func TestNotifierRoutesMatchTheDocument(t *testing.T) {
+func TestContractNotifierRoutes(t *testing.T) {
 	d := contractDoc(t)
 	want := d.Routes(contract.Notifier)
 	// The stream's routes, as streams.routes registers them; the two

@@ -8,7 +8,7 @@ import (
 )
 
 // Events are held to the schema the document names for their name.
-func TestCheckEvent(t *testing.T) {
+func TestContractChecksEvents(t *testing.T) {
 	d, err := contract.Load()
 	if err != nil {
 		t.Fatal(err)

@@ -40,12 +40,13 @@
 
   // wait joins the queue and resolves with the ticket's state once READY
   // ({status: 'READY', token, readyAt, expiresAt, …}). It rejects with an
-  // Error whose `status` is the HTTP status (a 410: the queue ended or sold
-  // out, see err.problem.reason) or the ticket's end: EXPIRED, USED, LEFT
-  // (`reason: 'abandoned'` when it went quiet too long), CLOSED (`reason`).
-  // onUpdate(state) sees every state on the way: PRE_QUEUE (`opensAt`),
-  // WAITING (`position`, `waiting`, `etaSeconds`), `notice` ({} once taken
-  // down), `stock`; state.via is 'stream' or 'poll'.
+  // Error whose `status` is the HTTP status (410: the queue is closed or
+  // sold out, or the drop ended — err.problem.type) or the ticket's end:
+  // EXPIRED, USED, LEFT (`reason` `abandoned` when it went quiet too long),
+  // CLOSED (`reason`: `closed`, `sold_out`, `ended`). onUpdate(state) sees
+  // every state on the way: PRE_QUEUE (`opensAt`), WAITING (`position`,
+  // `waiting`, `etaSeconds`), `notice` ({} once taken down), `stock`;
+  // state.via is 'join', 'stream' or 'poll'.
   function wait(opts) {
     const base = (opts.base || '') + '/v1/queues/' + encodeURIComponent(opts.queue) + '/tickets';
     const headers = opts.headers || {};
@@ -114,7 +115,10 @@
             const r = await call('GET', base + '/' + encodeURIComponent(state.ticket), headers);
             if (r.ok) apply(r.data, 'poll');
             else if (r.status === 429 || r.status === 503) delay = (r.retryAfter || 2) * 1000;
-            else return finish(problem(r));
+            else if (r.status === 410 && /ticket-stale$/.test((r.data || {}).type)) {
+              // The line was reset (its epoch changed): join it again.
+              try { apply(await join(), 'join'); } catch (e) { return finish(e); }
+            } else return finish(problem(r));
           } catch (e) { /* offline: try again */ }
           const streaming = es && es.readyState === 1; // EventSource.OPEN
           pollTimer = finished || streaming ? null : setTimeout(loop, delay || state.pollAfterMs || 1000);
