@@ -168,8 +168,8 @@ func TestSoldOutClosesTheLineAtOnce(t *testing.T) {
 	if body["reason"] != "sold_out" || body["token"] != nil {
 		t.Fatalf("cal = %v, want CLOSED sold_out and never a token", body)
 	}
-	if code, body := s.join("dan"); code != 410 {
-		t.Fatalf("join after sold out = %d %v, want 410", code, body)
+	if code, body := s.join("dan"); code != 410 || body["reason"] != "sold_out" {
+		t.Fatalf("join after sold out = %d %v, want 410 with reason sold_out", code, body)
 	}
 	// Ops see it per SKU: nothing available, held or pending; two sold.
 	_, q := call(t, "GET", s.base+"/v1/admin/queues/"+s.queue, "", s.admin)

@@ -87,7 +87,11 @@ func (a *api) join(c *fiber.Ctx) error {
 		return err
 	}
 	if cfg.State == catalog.StateClosed {
-		return problem.New(fiber.StatusGone, "queue-closed", "queue "+cfg.Name+" is closed")
+		// reason: sold_out when its stock ran out, else closed — what a
+		// shopper already in line is told (CLOSED with its reason).
+		p := problem.New(fiber.StatusGone, "queue-closed", "queue "+cfg.Name+" is closed")
+		p.Extensions = map[string]any{"reason": shopper.ClosedReason(cfg)}
+		return p
 	}
 	if done, err := a.checkProof(c, cfg, user); done || err != nil {
 		return err

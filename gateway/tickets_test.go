@@ -147,8 +147,8 @@ func TestClosedQueueRefusesJoinsAndTellsTheLine(t *testing.T) {
 	h := newHarness(t)
 	tk := h.join("alice").str("ticket")
 	h.putQueue(h.queue, `{"state": "closed"}`, 200)
-	if r := h.join("bob"); r.status != 410 || !isProblem(r) {
-		t.Errorf("join closed = %d %s, want 410 problem", r.status, r.raw)
+	if r := h.join("bob"); r.status != 410 || !isProblem(r) || r.str("reason") != "closed" {
+		t.Errorf("join closed = %d %s, want 410 problem with reason closed", r.status, r.raw)
 	}
 	if r := h.poll(tk); r.str("status") != "CLOSED" {
 		t.Errorf("poll = %s, want CLOSED", r.raw)
