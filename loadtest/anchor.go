@@ -40,45 +40,18 @@ func sseAnchor(ctx context.Context, n int, timeout time.Duration) ([]time.Durati
 	base := srv.base
 
 	got := make([]time.Time, n)
-	var connected, settled atomic.Int64
-	sem := make(chan struct{}, 256)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			once := sync.OnceFunc(func() { <-sem; settled.Add(1) })
-			defer once()
-			local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i%8))}
-			tr := &http.Transport{DialContext: (&net.Dialer{LocalAddr: local, Timeout: 10 * time.Second}).DialContext, DisableCompression: true}
-			defer tr.CloseIdleConnections()
-			req, _ := http.NewRequestWithContext(ctx, "GET", base+"/events", nil)
-			res, err := (&http.Client{Transport: tr}).Do(req)
-			if err != nil {
-				return
+	connected, wait := openAnchorStreams(ctx, base, n, func(i int, body io.Reader) {
+		_ = readEvents(body, func(event, _ string) bool {
+			if event == "closed" {
+				got[i] = time.Now()
+				return false
 			}
-			defer res.Body.Close()
-			if res.StatusCode != 200 {
-				return
-			}
-			connected.Add(1)
-			once()
-			_ = readEvents(res.Body, func(event, _ string) bool {
-				if event == "closed" {
-					got[i] = time.Now()
-					return false
-				}
-				return true
-			})
-		}()
-	}
-	for settled.Load() < int64(n) && ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if connected.Load() == 0 {
+			return true
+		})
+	})
+	if connected == 0 {
 		cancel()
-		wg.Wait()
+		wait()
 		return nil, fmt.Errorf("anchor: no stream connected")
 	}
 	time.Sleep(200 * time.Millisecond) // let the last handlers reach their wait
@@ -87,19 +60,19 @@ func sseAnchor(ctx context.Context, n int, timeout time.Duration) ([]time.Durati
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cancel()
-		wg.Wait()
+		wait()
 		return nil, fmt.Errorf("anchor broadcast: %w", err)
 	}
 	res.Body.Close()
-	wg.Wait()
+	wait()
 	var out []time.Duration
 	for _, t := range got {
 		if !t.IsZero() {
 			out = append(out, t.Sub(t0))
 		}
 	}
-	if len(out) < int(connected.Load()) {
-		return out, fmt.Errorf("anchor: %d of %d streams got the event", len(out), connected.Load())
+	if len(out) < int(connected) {
+		return out, fmt.Errorf("anchor: %d of %d streams got the event", len(out), connected)
 	}
 	return out, nil
 }
@@ -170,9 +143,33 @@ func sseAnchorMemory(ctx context.Context, n int, timeout time.Duration) (kib flo
 		return 0, 0, err
 	}
 	sctx, stopStreams := context.WithCancel(ctx)
+	ok, wait := openAnchorStreams(sctx, srv.base, n, func(_ int, body io.Reader) {
+		_, _ = io.Copy(io.Discard, body) // idle until the end
+	})
+	time.Sleep(500 * time.Millisecond) // let the last handlers reach their wait
+	after, rerr := rssKiB(srv.pid)
+	stopStreams()
+	wait()
+	if rerr != nil {
+		return 0, ok, rerr
+	}
+	if ok == 0 {
+		return 0, 0, fmt.Errorf("anchor: no stream connected")
+	}
+	return (after - before) / float64(ok), ok, nil
+}
+
+// openAnchorStreams opens n streams to the anchor server at base, 256
+// connecting at a time (the sse scenario's pace), each from one of eight
+// loopback source addresses (tens of thousands of streams would run one
+// address out of ports), and hands each open stream's body to read on a
+// goroutine of its own. It returns once every stream is open or has failed
+// (or ctx ended): how many are open, and a wait for the readers, which end
+// with their streams.
+func openAnchorStreams(ctx context.Context, base string, n int, read func(i int, body io.Reader)) (connected int64, wait func()) {
+	var open, settled atomic.Int64
+	sem := make(chan struct{}, 256)
 	var wg sync.WaitGroup
-	var ok, settled atomic.Int64
-	sem := make(chan struct{}, 256) // connect at the sse scenario's pace
 	for i := range n {
 		wg.Add(1)
 		sem <- struct{}{}
@@ -183,7 +180,7 @@ func sseAnchorMemory(ctx context.Context, n int, timeout time.Duration) (kib flo
 			local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(2+i%8))}
 			tr := &http.Transport{DialContext: (&net.Dialer{LocalAddr: local, Timeout: 10 * time.Second}).DialContext, DisableCompression: true}
 			defer tr.CloseIdleConnections()
-			req, _ := http.NewRequestWithContext(sctx, "GET", srv.base+"/events", nil)
+			req, _ := http.NewRequestWithContext(ctx, "GET", base+"/events", nil)
 			res, err := (&http.Client{Transport: tr}).Do(req)
 			if err != nil {
 				return
@@ -192,25 +189,15 @@ func sseAnchorMemory(ctx context.Context, n int, timeout time.Duration) (kib flo
 			if res.StatusCode != 200 {
 				return
 			}
-			ok.Add(1)
+			open.Add(1)
 			once()
-			_, _ = io.Copy(io.Discard, res.Body) // idle until the end
+			read(i, res.Body)
 		}()
 	}
 	for settled.Load() < int64(n) && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(500 * time.Millisecond) // let the last handlers reach their wait
-	after, rerr := rssKiB(srv.pid)
-	stopStreams()
-	wg.Wait()
-	if rerr != nil {
-		return 0, ok.Load(), rerr
-	}
-	if ok.Load() == 0 {
-		return 0, 0, fmt.Errorf("anchor: no stream connected")
-	}
-	return (after - before) / float64(ok.Load()), ok.Load(), nil
+	return open.Load(), wg.Wait
 }
 
 // rssKiB reads a process's resident set size from /proc.

@@ -137,6 +137,18 @@ func TestAnchorTellsEveryStream(t *testing.T) {
 	}
 }
 
+// The SSE memory anchor holds every stream it is asked for and reports
+// the server's memory per stream.
+func TestAnchorHoldsIdleStreams(t *testing.T) {
+	kib, n, err := sseAnchorMemory(context.Background(), 40, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 40 || kib < 0 {
+		t.Fatalf("anchor held %d of 40 streams at %.1f KiB each; want 40, a size", n, kib)
+	}
+}
+
 func TestDropDefaults(t *testing.T) {
 	o, err := parse([]string{"-scenario", "drop"}, nil)
 	if err != nil || o.shoppers != dropShoppers || o.stock != dropUnits || o.targetActive != 20 || o.duration != dropDuration || !o.stockAware {
