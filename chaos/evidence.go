@@ -120,8 +120,10 @@ type sample struct {
 	Queue   string    `json:"queue"`
 	Active  int64     `json:"active"`
 	Waiting int64     `json:"waiting"`
-	// Behind: the line's last tick admitted nobody because the line had
-	// not applied every admission and order event the streams hold.
+	// Behind: the line is not current — its last tick admitted nobody
+	// because it had not applied every admission and order event the
+	// streams hold, or no tick ran since Redis lost the line's state. Read
+	// in one MULTI with the counts.
 	Behind bool `json:"behind,omitempty"`
 }
 
@@ -165,16 +167,23 @@ func sampler(ctx context.Context, rdb redis.UniversalClient, queues []queueSpec,
 		case <-t.C:
 		}
 		for _, q := range queues {
+			// One atomic read (the keys share the queue's hash slot): the
+			// counts and whether the line was current when they were taken.
 			cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			a, err1 := rdb.ZCard(cctx, keyActive(q.Name)).Result()
-			w, err2 := rdb.ZCard(cctx, keyWaiting(q.Name)).Result()
-			behind, _ := rdb.HGet(cctx, keyStats(q.Name), "behind").Result()
+			var a, w *redis.IntCmd
+			var behind *redis.StringCmd
+			_, err := rdb.TxPipelined(cctx, func(p redis.Pipeliner) error {
+				a = p.ZCard(cctx, keyActive(q.Name))
+				w = p.ZCard(cctx, keyWaiting(q.Name))
+				behind = p.HGet(cctx, keyStats(q.Name), "behind")
+				return nil
+			})
 			cancel()
-			if err1 != nil || err2 != nil {
+			if err != nil && !errors.Is(err, redis.Nil) || a.Err() != nil || w.Err() != nil {
 				continue // Redis is what the fault took away; nothing to see
 			}
 			mu.Lock()
-			*out = append(*out, sample{At: time.Now(), Queue: q.Name, Active: a, Waiting: w, Behind: behind == "1"})
+			*out = append(*out, sample{At: time.Now(), Queue: q.Name, Active: a.Val(), Waiting: w.Val(), Behind: behind.Val() != "0"})
 			mu.Unlock()
 		}
 	}
