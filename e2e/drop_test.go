@@ -31,20 +31,8 @@ type dropRig struct {
 
 func newDropRig(t *testing.T) *dropRig {
 	t.Helper()
-	gw, adm, nt, ow, pg := addr(t), addr(t), addr(t), addr(t), addr(t)
-	env := map[string]string{
-		"USHER_NATS_URL":         testenv.NATS(t),
-		"USHER_REDIS_URL":        testenv.RedisURL(t),
-		"USHER_DATABASE_URL":     testenv.PostgresURL(t),
-		"USHER_DATA_DIR":         t.TempDir(),
-		"USHER_GATEWAY_ADDR":     gw,
-		"USHER_ADMITTER_ADDR":    adm,
-		"USHER_NOTIFIER_ADDR":    nt,
-		"USHER_ORDERWORKER_ADDR": ow,
-		"USHER_PAYMENT_URL":      "http://" + pg,
-		"PGSIM_ADDR":             pg,
-		"USHER_ADMIN_TOKEN":      "e2e-admin",
-	}
+	env := stackEnv(t)
+	gw := env["USHER_GATEWAY_ADDR"]
 	r := &dropRig{env: env, svcs: map[string]*service{}}
 	for _, name := range []string{"pgsim", "gateway", "admitter", "notifier", "orderworker"} {
 		r.svcs[name] = start(t, name, env)

@@ -106,6 +106,32 @@ func addr(t *testing.T) string {
 	return fmt.Sprintf("127.0.0.1:%d", p)
 }
 
+// stackEnv is the environment of a whole stack on this test's servers:
+// pgsim and the four services on addresses of their own (read them back as
+// env["USHER_GATEWAY_ADDR"] and so on), the admin token e2e-admin, and
+// extra as name, value pairs on top.
+func stackEnv(t *testing.T, extra ...string) map[string]string {
+	t.Helper()
+	pg := addr(t)
+	env := map[string]string{
+		"USHER_NATS_URL":         testenv.NATS(t),
+		"USHER_REDIS_URL":        testenv.RedisURL(t),
+		"USHER_DATABASE_URL":     testenv.PostgresURL(t),
+		"USHER_DATA_DIR":         t.TempDir(),
+		"USHER_GATEWAY_ADDR":     addr(t),
+		"USHER_ADMITTER_ADDR":    addr(t),
+		"USHER_NOTIFIER_ADDR":    addr(t),
+		"USHER_ORDERWORKER_ADDR": addr(t),
+		"USHER_PAYMENT_URL":      "http://" + pg,
+		"PGSIM_ADDR":             pg,
+		"USHER_ADMIN_TOKEN":      "e2e-admin",
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		env[extra[i]] = extra[i+1]
+	}
+	return env
+}
+
 // waitReady waits until every service answers its /readyz.
 func waitReady(t *testing.T, within time.Duration, bases ...string) {
 	t.Helper()
@@ -235,21 +261,8 @@ func verifyEdDSA(t *testing.T, jwks map[string]any, tok string) {
 // The whole journey through every service: join, READY, order, PAID, and
 // the slot freed for the next shopper.
 func TestJourneyFromJoinToPaidOrder(t *testing.T) {
-	gw, adm, nt, ow, pg := addr(t), addr(t), addr(t), addr(t), addr(t)
-	env := map[string]string{
-		"USHER_NATS_URL":         testenv.NATS(t),
-		"USHER_REDIS_URL":        testenv.RedisURL(t),
-		"USHER_DATABASE_URL":     testenv.PostgresURL(t),
-		"USHER_DATA_DIR":         t.TempDir(),
-		"USHER_GATEWAY_ADDR":     gw,
-		"USHER_ADMITTER_ADDR":    adm,
-		"USHER_NOTIFIER_ADDR":    nt,
-		"USHER_ORDERWORKER_ADDR": ow,
-		"USHER_PAYMENT_URL":      "http://" + pg,
-		"PGSIM_ADDR":             pg,
-		"PGSIM_LATENCY_MEAN_MS":  "5",
-		"USHER_ADMIN_TOKEN":      "e2e-admin",
-	}
+	env := stackEnv(t, "PGSIM_LATENCY_MEAN_MS", "5")
+	gw, adm, nt, ow := env["USHER_GATEWAY_ADDR"], env["USHER_ADMITTER_ADDR"], env["USHER_NOTIFIER_ADDR"], env["USHER_ORDERWORKER_ADDR"]
 	for _, name := range []string{"pgsim", "gateway", "admitter", "notifier", "orderworker"} {
 		start(t, name, env)
 	}

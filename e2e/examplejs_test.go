@@ -45,23 +45,9 @@ func TestExampleJSClient(t *testing.T) {
 	}
 	shop := "http://" + ln.Addr().String()
 
-	gw, adm, nt, ow, pg := addr(t), addr(t), addr(t), addr(t), addr(t)
-	env := map[string]string{
-		"USHER_NATS_URL":              testenv.NATS(t),
-		"USHER_REDIS_URL":             testenv.RedisURL(t),
-		"USHER_DATABASE_URL":          testenv.PostgresURL(t),
-		"USHER_DATA_DIR":              t.TempDir(),
-		"USHER_GATEWAY_ADDR":          gw,
-		"USHER_ADMITTER_ADDR":         adm,
-		"USHER_NOTIFIER_ADDR":         nt,
-		"USHER_ORDERWORKER_ADDR":      ow,
-		"USHER_NOTIFIER_CORS_ORIGINS": shop,
-		"USHER_NOTIFIER_PUBLIC_URL":   "http://" + nt,
-		"USHER_PAYMENT_URL":           "http://" + pg,
-		"PGSIM_ADDR":                  pg,
-		"PGSIM_LATENCY_MEAN_MS":       "5",
-		"USHER_ADMIN_TOKEN":           "e2e-admin",
-	}
+	env := stackEnv(t, "USHER_NOTIFIER_CORS_ORIGINS", shop, "PGSIM_LATENCY_MEAN_MS", "5")
+	gw, adm, nt, ow := env["USHER_GATEWAY_ADDR"], env["USHER_ADMITTER_ADDR"], env["USHER_NOTIFIER_ADDR"], env["USHER_ORDERWORKER_ADDR"]
+	env["USHER_NOTIFIER_PUBLIC_URL"] = "http://" + nt
 	procs := map[string]*service{}
 	for _, name := range []string{"pgsim", "gateway", "admitter", "notifier", "orderworker"} {
 		procs[name] = start(t, name, env)

@@ -23,24 +23,8 @@ type shop struct {
 
 func newShop(t *testing.T, extra ...string) *shop {
 	t.Helper()
-	gw, adm, nt, ow, pg := addr(t), addr(t), addr(t), addr(t), addr(t)
-	env := map[string]string{
-		"USHER_NATS_URL":         testenv.NATS(t),
-		"USHER_REDIS_URL":        testenv.RedisURL(t),
-		"USHER_DATABASE_URL":     testenv.PostgresURL(t),
-		"USHER_DATA_DIR":         t.TempDir(),
-		"USHER_GATEWAY_ADDR":     gw,
-		"USHER_ADMITTER_ADDR":    adm,
-		"USHER_NOTIFIER_ADDR":    nt,
-		"USHER_ORDERWORKER_ADDR": ow,
-		"USHER_PAYMENT_URL":      "http://" + pg,
-		"PGSIM_ADDR":             pg,
-		"PGSIM_LATENCY_MEAN_MS":  "5",
-		"USHER_ADMIN_TOKEN":      "e2e-admin",
-	}
-	for i := 0; i+1 < len(extra); i += 2 {
-		env[extra[i]] = extra[i+1]
-	}
+	env := stackEnv(t, append([]string{"PGSIM_LATENCY_MEAN_MS", "5"}, extra...)...)
+	gw, adm, nt, ow := env["USHER_GATEWAY_ADDR"], env["USHER_ADMITTER_ADDR"], env["USHER_NOTIFIER_ADDR"], env["USHER_ORDERWORKER_ADDR"]
 	for _, name := range []string{"pgsim", "gateway", "admitter", "notifier", "orderworker"} {
 		start(t, name, env)
 	}
