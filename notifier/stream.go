@@ -149,6 +149,14 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, problem.New(http.StatusNotFound, "ticket-not-found", "no entry of this ticket's user at this place"))
 		return
 	}
+	if e.Status == waitqueue.PreQueued && cfg.OpensAt == nil {
+		// A pre-queued shopper of a drop whose schedule this notifier's
+		// catalog has not caught up with yet (it follows the bucket a
+		// moment behind): no place to say, and no opening. Retry.
+		w.Header().Set("Retry-After", "1")
+		problem.Write(w, problem.New(http.StatusServiceUnavailable, "unavailable", "the queue's schedule is not known here yet; retry"))
+		return
+	}
 	c.apply(e)
 	c.setNotice(cfg.Notice)
 	if e.Status == waitqueue.PreQueued && cfg.OpensAt != nil && (cfg.Lottery == nil || !cfg.Lottery.Drawn) {

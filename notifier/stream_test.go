@@ -542,3 +542,19 @@ func TestANoticeReachesEveryWaitingStreamAtOnce(t *testing.T) {
 		t.Fatalf("notice after it was taken down = %+v, want empty", got)
 	}
 }
+
+// A pre-queued shopper's stream on a notifier whose catalog does not know
+// the drop's schedule yet is asked to retry (503, Retry-After), never told
+// a place it does not have (position 0).
+func TestAPreQueuedStreamBeforeTheScheduleIsKnownIsToldToRetry(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	if _, err := w.line.IngestAs(context.Background(), w.queue, w.epoch, 1, "carol", 0, waitqueue.PreQueue); err != nil {
+		t.Fatal(err)
+	}
+	tk := w.tickets.Issue(ticket.Ticket{Queue: w.queue, User: "carol", Epoch: w.epoch, Seq: 1})
+	res, body := call(t, "GET", n.url(w.queue, tk), nil)
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "1" || !strings.Contains(string(body), "unavailable") {
+		t.Fatalf("stream of a pre-queued ticket, no opensAt known = %d %q %s; want 503 unavailable, Retry-After 1", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
+}
