@@ -468,10 +468,13 @@ const burstWindow = time.Second
 // between (a whole line admitted at once) is no slowness of the machine.
 // Counted by readyAt (Redis's time of the tick, spread over it), not by
 // when the stream stored the event (an outbox published late bunches
-// those). The schedule lets a late tick catch up on at most half a second
-// of missed ticks, so a window of burstWindow may see the ticks due in it,
-// those half a second before it, and one more at each edge (readyAt spread
-// over its tick): anything beyond is admission no schedule allowed.
+// those). A tick run at t with due d sets the next due at max(d + tick,
+// t - 500 ms): after a stall, one tick on its stale due, then at most half
+// a second of missed ticks at once. So the ticks run in a window of
+// burstWindow have due times spaced a tick apart from half a second before
+// it (W+500ms over tick, plus one), one stale tick more, and one run a
+// tick before the window whose readyAt, spread over its tick, falls in it:
+// anything beyond is admission no schedule allowed.
 func checkBursts(ev *evidence) checkResult {
 	c := checkResult{Name: "never above the configured rate", Invariant: "admissions in any second ≤ maxAdmitPerTick × the ticks the schedule allows in it"}
 	for _, q := range ev.Queues {
@@ -479,7 +482,7 @@ func checkBursts(ev *evidence) checkResult {
 			continue
 		}
 		tick := time.Duration(q.TickMs) * time.Millisecond
-		allowed := q.MaxAdmitPerTick * int((burstWindow+500*time.Millisecond+2*tick+tick-1)/tick)
+		allowed := q.MaxAdmitPerTick * (int((burstWindow+500*time.Millisecond+tick-1)/tick) + 3)
 		var at []time.Time
 		seen := map[uint64]bool{}
 		for _, a := range ev.Admissions[q.Name] {

@@ -202,8 +202,8 @@ func TestEachBreakFailsItsCheck(t *testing.T) {
 		{"a pipeline that never drained", "pipeline drained", "still in flight", func(h *history) {
 			h.ev.Settled = settleState{Took: 60 * time.Second, Detail: "12 messages of USHER_ENTRIES not consumed"}
 		}},
-		{"a whole line admitted at one instant", "never above the configured rate", "q: 18 admitted in the 1s", func(h *history) {
-			for i := range 18 {
+		{"a whole line admitted at one instant", "never above the configured rate", "q: 30 admitted in the 1s", func(h *history) {
+			for i := range 30 {
 				seq := uint64(10 + i)
 				h.join(seq, "w", 30)
 				h.admit(seq, "w", "q:w", 3000, 10000)
