@@ -285,6 +285,14 @@ func TestClientErrorsAreProblems(t *testing.T) {
 	n := w.start()
 	good := w.join(1, "alice")
 	other := w.tickets.Issue(ticket.Ticket{Queue: w.queue + "-x", User: "alice", Epoch: w.epoch, Seq: 1})
+	// A ticket of the gateway's shadow line: the real ticket's format,
+	// signed with a key the notifier does not hold (the gateway derives it
+	// from the challenge secret).
+	shadowKeys, err := ticket.NewSigner([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shadow := shadowKeys.Issue(ticket.Ticket{Queue: w.queue, User: "mallory", Epoch: w.epoch, Seq: 1 << 21})
 	base := "http://" + n.addr
 	tests := []struct {
 		name, method, path string
@@ -294,6 +302,7 @@ func TestClientErrorsAreProblems(t *testing.T) {
 		{"forged ticket", "GET", "/v1/queues/" + w.queue + "/tickets/" + good[:len(good)-3] + "AAA/events", 401},
 		{"unknown queue", "GET", "/v1/queues/nope/tickets/" + good + "/events", 404},
 		{"another queue's ticket", "GET", "/v1/queues/" + w.queue + "/tickets/" + other + "/events", 404},
+		{"a shadow line's ticket", "GET", "/v1/queues/" + w.queue + "/tickets/" + shadow + "/events", 401},
 		{"wrong method", "POST", "/v1/queues/" + w.queue + "/tickets/" + good + "/events", 405},
 		{"unknown path", "GET", "/v2/x", 404},
 	}
