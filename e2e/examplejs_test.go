@@ -10,8 +10,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +21,7 @@ import (
 	"usher/api/contract"
 	"usher/shared/pow"
 	"usher/shared/testenv"
+	"usher/shared/testenv/chromium"
 )
 
 // The browser client a shop copies (examples/js) in headless Chromium
@@ -36,7 +35,7 @@ func TestExampleJSClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	bin := chromiumBin(t)
+	bin := chromium.Path(t)
 
 	// The shop's origin, known before the notifier starts (its CORS).
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -110,7 +109,7 @@ func TestExampleJSClient(t *testing.T) {
 			return body["status"] == "READY"
 		}, "the shopper ahead READY")
 
-		ctx := chromiumTab(t, bin)
+		ctx := chromium.Start(t, bin)
 		if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("%s/index.html?queue=%s&sku=js-sku&user=%s", shop, q, user))); err != nil {
 			t.Fatal(err)
 		}
@@ -190,47 +189,6 @@ func joinWithProof(t *testing.T, base, q, user string) string {
 		t.Fatalf("join %s = %d %v", user, code, body)
 	}
 	return body["ticket"].(string)
-}
-
-// chromiumBin is Chromium's path; without it the test skips, or fails
-// under CI (scripts/deps.sh installs it).
-func chromiumBin(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium is not installed, and CI is set: scripts/deps.sh should have installed it")
-	}
-	t.Skip("chromium is not installed (make deps installs it)")
-	return ""
-}
-
-// chromiumTab is a fresh headless Chromium (as the gateway's browser tests
-// start it).
-func chromiumTab(t *testing.T, bin string) context.Context {
-	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
 }
 
 // The gateway binary serves the API contract at /openapi.json: the

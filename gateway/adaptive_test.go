@@ -12,6 +12,7 @@ import (
 	"usher/shared/adaptive"
 	"usher/shared/catalog"
 	"usher/shared/testenv"
+	"usher/shared/testenv/chromium"
 )
 
 // decide commits one decision for q as an admitter would.
@@ -126,7 +127,7 @@ func TestOpsDashboardShowsTheAdaptiveLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	bin := chromium(t)
+	bin := chromium.Path(t)
 	h := newHarness(t)
 	st := adaptive.NewStore(testenv.Redis(t))
 	h.api.ops.breaker, h.api.ops.limits = fixedBreaker(false), st

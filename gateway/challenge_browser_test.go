@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 
 	"usher/shared/pow"
 	"usher/shared/testenv"
+	"usher/shared/testenv/chromium"
 )
 
 // powScript is pow.js as the gateway serves it.
@@ -38,7 +38,7 @@ func powScript(t testing.TB) string {
 // it too).
 func powPage(t testing.TB, bin, base string) context.Context {
 	t.Helper()
-	ctx := browserFor(t, bin)
+	ctx := chromium.Start(t, bin)
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/q/static/pow.js")); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestPowJSAgreesWithGo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	bin := chromium(t)
+	bin := chromium.Path(t)
 	h := newHarness(t)
 	ctx := powPage(t, bin, h.serve())
 	eval := func(js string, opts ...chromedp.EvaluateOption) string {
@@ -137,11 +137,11 @@ func TestWaitingRoomSolvesBeforeJoining(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	bin := chromium(t)
+	bin := chromium.Path(t)
 	h := newHarness(t)
 	h.putQueue(h.queue, `{"rateLimit": `+limitsOff+`, "challenge": {"mode": "enforce", "difficulty": 16}}`, 200)
 	base := h.serve()
-	ctx := browserFor(t, bin)
+	ctx := chromium.Start(t, bin)
 	// Record every data-status and progress value the page shows.
 	record := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `
@@ -177,42 +177,6 @@ func TestWaitingRoomSolvesBeforeJoining(t *testing.T) {
 	}
 }
 
-// browserFor starts Chromium for a test or a benchmark (browser takes a
-// *testing.T).
-func browserFor(t testing.TB, bin string) context.Context {
-	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
-}
-
-// chromiumPath is chromium's path, or skips.
-func chromiumPath(t testing.TB) string {
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("chromium is not installed")
-	return ""
-}
-
 // BenchmarkPowJS is the JavaScript solver in headless Chromium: hashes per
 // second on the page's main thread and in a Web Worker, without and with
 // the DevTools CPU throttling Lighthouse uses for a mid-range phone (4×);
@@ -222,7 +186,7 @@ func chromiumPath(t testing.TB) string {
 // machine the wall clock also counts other processes' turns. Run with
 // -benchtime=Nx.
 func BenchmarkPowJS(b *testing.B) {
-	bin := chromiumPath(b)
+	bin := chromium.Path(b)
 	h := newHarness(b)
 	ctx := powPage(b, bin, h.serve())
 	throttle := func(rate float64) {

@@ -17,6 +17,7 @@ import (
 	"usher/shared/catalog"
 	"usher/shared/orders"
 	"usher/shared/testenv"
+	"usher/shared/testenv/chromium"
 )
 
 // lazy formats as what its function returns when the message is built,
@@ -247,7 +248,7 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	bin := chromium(t)
+	bin := chromium.Path(t)
 	h := newHarness(t)
 	records := orders.NewRecords(testenv.Redis(t))
 	h.api.ops.breaker, h.api.ops.outcomes = fixedBreaker(false), records

@@ -22,6 +22,7 @@ import (
 
 	"usher/shared/event"
 	"usher/shared/testenv"
+	"usher/shared/testenv/chromium"
 	"usher/shared/ticket"
 	"usher/shared/token"
 )
@@ -62,23 +63,6 @@ func TestPageAndAssetsAreServed(t *testing.T) {
 	}
 }
 
-// chromium returns the path of Debian's chromium. Without it the browser
-// test skips on a developer's machine and fails in CI (CI=true), where
-// scripts/deps.sh must have installed it.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium is not installed, and CI is set: scripts/deps.sh should have installed it")
-	}
-	t.Skip("chromium is not installed (make deps installs it); skipping the browser test")
-	return ""
-}
-
 // The waiting-room page in a real browser: it joins, shows its place over
 // the notifier's stream, keeps going through a notifier restart, flips to
 // READY on admission and places the order.
@@ -86,7 +70,7 @@ func TestWaitingRoomInABrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	bin := chromium(t)
+	bin := chromium.Path(t)
 	h := newOrderHarness(t)
 	base, n := serveWithNotifier(t, h)
 	h.join("first")
@@ -185,29 +169,12 @@ func serveWithNotifier(t *testing.T, h *harness) (string, *notifierProc) {
 	return base, n
 }
 
-// browser starts a headless Chromium with the flags this machine needs (no
-// network: without them Chromium hangs on lookups) and a fresh profile.
+// browser starts a headless Chromium (chromium.Start) whose first tab
+// gives up after three minutes.
 func browser(t *testing.T, bin string) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
-	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	ctx, cancel := context.WithTimeout(chromium.Start(t, bin), 3*time.Minute)
+	t.Cleanup(cancel)
 	return ctx
 }
 
@@ -354,7 +321,7 @@ func TestDropPagesInABrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	bin := chromium(t)
+	bin := chromium.Path(t)
 	h := newHarness(t)
 	base := h.serve()
 	opens := time.Now().Add(90 * time.Minute)

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"usher/shared/testenv"
+	"usher/shared/testenv/chromium"
 )
 
 // The waiting-room page for everyone, in one real Chromium (each subtest
@@ -28,7 +29,7 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	bin := chromium(t)
+	bin := chromium.Path(t)
 	h := newOrderHarness(t)
 	base := h.serve()
 	browserCtx := browser(t, bin)

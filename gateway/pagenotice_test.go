@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"usher/shared/testenv"
+	"usher/shared/testenv/chromium"
 )
 
 // xssNotice is a notice that would run a script, were it written as HTML.
@@ -100,7 +101,7 @@ func TestNoticeBannerInABrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	bin := chromium(t)
+	bin := chromium.Path(t)
 	h := newHarness(t)
 	base, n := serveWithNotifier(t, h)
 	h.join("ahead") // so the page waits
