@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -76,8 +77,7 @@ func newHandler(gw *Gateway, metrics *Metrics, clock Clock, adminToken string, l
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/payments", methods{http.MethodPost: s.handlePayment})
-	mux.Handle("/v1/payments/{key}", methods{http.MethodGet: s.handleLookup})
-	mux.Handle("/v1/payments/{key}/void", methods{http.MethodPost: s.handleVoid})
+	mux.HandleFunc("/v1/payments/{rest...}", s.routePayment)
 	mux.Handle("/v1/admin/mode", s.requireAdmin(methods{
 		http.MethodGet: s.handleGetMode,
 		http.MethodPut: s.handlePutMode,
@@ -378,6 +378,33 @@ func problemVoided() problem {
 // it may still capture (see Gateway).
 func (s *server) handleLookup(w http.ResponseWriter, r *http.Request) {
 	s.metrics.observeLedger(opLookup, s.ledger(w, r, s.gw.Lookup))
+}
+
+// routePayment serves /v1/payments/{key} (GET: the lookup) and
+// /v1/payments/{key}/void (POST: the void), reading the key from the
+// escaped path segment by segment: any key a charge accepted, a "/" in it
+// included (sent as %2F), can be looked up and voided. ServeMux's own
+// {key} does not match a key that ends in a slash.
+func (s *server) routePayment(w http.ResponseWriter, r *http.Request) {
+	seg := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/v1/payments/"), "/")
+	var h http.Handler
+	switch {
+	case len(seg) == 1:
+		h = methods{http.MethodGet: s.handleLookup}
+	case len(seg) == 2 && seg[1] == "void":
+		h = methods{http.MethodPost: s.handleVoid}
+	default:
+		writeProblem(w, problem{problemBase + "not-found", "Not found", http.StatusNotFound,
+			fmt.Sprintf("no route for %s", r.URL.Path)})
+		return
+	}
+	key, err := url.PathUnescape(seg[0])
+	if err != nil {
+		writeProblem(w, problemBadRequest("the idempotency key in the path is not a valid escape"))
+		return
+	}
+	r.SetPathValue("key", key)
+	h.ServeHTTP(w, r)
 }
 
 // handleVoid serves POST /v1/payments/{key}/void: the payment, voided
