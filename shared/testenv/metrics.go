@@ -1,15 +1,12 @@
 package testenv
 
 import (
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // Series is what a Prometheus scrape exposed: each metric family's name
@@ -19,21 +16,8 @@ type Series map[string][]map[string]string
 // Scrape reads a service's /metrics page at url.
 func Scrape(t testing.TB, url string) Series {
 	t.Helper()
-	res, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("scrape %s: status %d", url, res.StatusCode)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(res.Body)
-	if err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
-	}
 	out := Series{}
-	for name, mf := range mfs {
+	for name, mf := range ScrapeValues(t, url) {
 		out[name] = labelSets(mf)
 	}
 	return out
