@@ -27,8 +27,7 @@ mkdir -p "$out"
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 pids=()
-stop_pg() { :; }
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; stop_pg; rm -rf "$work"; }
+. scripts/private-stack.sh
 trap cleanup EXIT INT TERM
 
 rev=$(git rev-parse --short HEAD)
@@ -39,28 +38,8 @@ rm -rf "$work/src/loadtest" && cp -r loadtest "$work/src/loadtest"
   && go build -o "$work/bin/nats-server" github.com/nats-io/nats-server/v2)
 bin=$work/bin
 
-"$bin/nats-server" -a 127.0.0.1 -p 29222 -js -sd "$work/js" >"$work/nats.log" 2>&1 & pids+=($!)
-redis-server --port 29379 --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 & pids+=($!)
-pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
-as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-mkdir -p "$work/pg"; [ "$(id -u)" -eq 0 ] && chown postgres "$work" "$work/pg"
-as_pg "$pgbin/initdb" -D "$work/pg" -U postgres --auth=trust >/dev/null
-as_pg "$pgbin/pg_ctl" -D "$work/pg" -l "$work/pg.log" -o "-h 127.0.0.1 -p 29432 -k $work/pg -c max_connections=200" -w start >/dev/null
-stop_pg() { as_pg "$pgbin/pg_ctl" -D "$work/pg" -m fast stop >/dev/null 2>&1 || true; }
-as_pg "$pgbin/createdb" -h 127.0.0.1 -p 29432 -U postgres usher
-sleep 1
-
-export USHER_NATS_URL=nats://127.0.0.1:29222 USHER_REDIS_URL=redis://127.0.0.1:29379/0
-export USHER_DATABASE_URL="postgres://postgres@127.0.0.1:29432/usher?sslmode=disable"
-export USHER_DATA_DIR=$work/data USHER_ADMIN_TOKEN=bench-admin USHER_LOG_LEVEL=warn
-export USHER_PAYMENT_URL=http://127.0.0.1:29090
-PGSIM_ADDR=127.0.0.1:29090 PGSIM_ADMIN_TOKEN=bench-pgsim "$bin/pgsim" >"$work/pgsim.log" 2>&1 & pids+=($!)
-USHER_ADMITTER_ADDR=127.0.0.1:29082 "$bin/admitter" >"$work/admitter.log" 2>&1 & pids+=($!)
-sleep 1
-USHER_GATEWAY_ADDR=127.0.0.1:29080 USHER_NOTIFIER_PUBLIC_URL=http://127.0.0.1:29081 "$bin/gateway" >"$work/gateway.log" 2>&1 & pids+=($!)
-USHER_ORDERWORKER_ADDR=127.0.0.1:29083 "$bin/orderworker" >"$work/orderworker.log" 2>&1 & pids+=($!)
-USHER_NOTIFIER_ADDR=127.0.0.1:29081 "$bin/notifier" >"$work/notifier.log" 2>&1 & pids+=($!)
-for _ in $(seq 1 150); do curl -fs http://127.0.0.1:29080/readyz >/dev/null 2>&1 && curl -fs http://127.0.0.1:29083/readyz >/dev/null 2>&1 && break; sleep 0.2; done
+start_stores "$bin/nats-server" 29222 29379 29432
+start_services "$bin" 29
 
 lt() { "$bin/loadtest" -scenario drop -gateway http://127.0.0.1:29080 -admin-token bench-admin -notifier http://127.0.0.1:29081 \
   -nats nats://127.0.0.1:29222 "$@"; }

@@ -18,8 +18,7 @@ mkdir -p "$out"
 dur=${BENCH_DURATION:-15s}
 
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; stop_pg; rm -rf "$work"; }
-stop_pg() { :; }
+. scripts/private-stack.sh
 trap cleanup EXIT INT TERM
 
 # The nats CLI for `nats bench` (built from the Go module proxy once).
@@ -29,21 +28,7 @@ if [ ! -x "$natscli" ]; then
   GOBIN=$root/bin go install github.com/nats-io/natscli/nats@v0.5.0
 fi
 
-bin/nats-server -a 127.0.0.1 -p 14222 -js -sd "$work/js" >"$work/nats.log" 2>&1 & pids+=($!)
-redis-server --port 16379 --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 & pids+=($!)
-
-# A throwaway PostgreSQL cluster (durable commits, as in production).
-pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
-as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-mkdir -p "$work/pg"; [ "$(id -u)" -eq 0 ] && chown postgres "$work" "$work/pg"
-as_pg "$pgbin/initdb" -D "$work/pg" -U postgres --auth=trust >/dev/null
-as_pg "$pgbin/pg_ctl" -D "$work/pg" -l "$work/pg.log" -o "-h 127.0.0.1 -p 15432 -k $work/pg -c max_connections=200" -w start >/dev/null
-stop_pg() { as_pg "$pgbin/pg_ctl" -D "$work/pg" -m fast stop >/dev/null 2>&1 || true; }
-as_pg "$pgbin/createdb" -h 127.0.0.1 -p 15432 -U postgres usher
-sleep 1
-
-export USHER_NATS_URL=nats://127.0.0.1:14222 USHER_REDIS_URL=redis://127.0.0.1:16379/0
-export USHER_DATABASE_URL="postgres://postgres@127.0.0.1:15432/usher?sslmode=disable"
+start_stores bin/nats-server 14222 16379 15432
 export USHER_DATA_DIR=$work/data USHER_ADMIN_TOKEN=bench-admin USHER_LOG_LEVEL=warn
 export USHER_PAYMENT_URL=http://127.0.0.1:18090
 PGSIM_ADDR=127.0.0.1:18090 bin/pgsim >"$work/pgsim.log" 2>&1 & pids+=($!)
