@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,19 +83,8 @@ func TestAdaptiveLimitFollowsTheOrderPath(t *testing.T) {
 	c := cfg(4, 20, 300)
 	c.Adaptive = &catalog.Adaptive{Enabled: true, Min: 2, Max: 24, WindowMs: 100}
 	w := newWorld(t, c)
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	env := map[string]string{
-		"USHER_NATS_URL": w.natsURL, "USHER_REDIS_URL": w.redisURL,
-		"USHER_ADMITTER_ADDR": addr, "USHER_LOG_LEVEL": "error",
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- runWith(ctx, func(k string) string { return env[k] }, io.Discard, hooks{}) }()
-	t.Cleanup(func() { cancel(); <-done })
+	addr := freeAddr(t)
+	w.startAt(addr)
 
 	rdb, err := waitqueue.DialURL(w.redisURL, 4)
 	if err != nil {

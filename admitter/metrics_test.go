@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"testing"
 	"time"
 
@@ -17,19 +15,8 @@ import (
 // queue (and stream) only, never by shopper.
 func TestMetricsAfterAdmissions(t *testing.T) {
 	w := newWorld(t, cfg(5, 20, 300))
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	env := map[string]string{
-		"USHER_NATS_URL": w.natsURL, "USHER_REDIS_URL": w.redisURL,
-		"USHER_ADMITTER_ADDR": addr, "USHER_LOG_LEVEL": "error",
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- runWith(ctx, func(k string) string { return env[k] }, io.Discard, hooks{}) }()
-	t.Cleanup(func() { cancel(); <-done })
+	addr := freeAddr(t)
+	w.startAt(addr)
 
 	users := []string{"metrics-alice", "metrics-bob"}
 	var seqs []uint64
