@@ -32,8 +32,30 @@ func newClient(base, adminToken string, conns int) (*client, error) {
 	}}, nil
 }
 
-// do sends one request and returns the status and body.
+// do sends one request and returns the status, decoding a success's body
+// into into (when not nil).
 func (c *client) do(method, path string, header map[string]string, body []byte, into any) (int, error) {
+	return c.exchange(method, path, header, body, func(res *fasthttp.Response) error {
+		if into != nil && res.StatusCode() < 300 {
+			return json.Unmarshal(res.Body(), into)
+		}
+		return nil
+	})
+}
+
+// send sends one request and returns the status and a copy of the body.
+func (c *client) send(method, path string, header map[string]string, body []byte) (int, []byte, error) {
+	var out []byte
+	code, err := c.exchange(method, path, header, body, func(res *fasthttp.Response) error {
+		out = append([]byte(nil), res.Body()...)
+		return nil
+	})
+	return code, out, err
+}
+
+// exchange sends one request (a JSON body when body is not nil) and hands
+// the response to read before it goes back to the pool.
+func (c *client) exchange(method, path string, header map[string]string, body []byte, read func(*fasthttp.Response) error) (int, error) {
 	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(res)
@@ -49,12 +71,7 @@ func (c *client) do(method, path string, header map[string]string, body []byte, 
 	if err := c.hc.Do(req, res); err != nil {
 		return 0, err
 	}
-	if into != nil && res.StatusCode() < 300 {
-		if err := json.Unmarshal(res.Body(), into); err != nil {
-			return res.StatusCode(), err
-		}
-	}
-	return res.StatusCode(), nil
+	return res.StatusCode(), read(res)
 }
 
 func (c *client) admin(method, path string, body any, into any) error {

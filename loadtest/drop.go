@@ -14,8 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/valyala/fasthttp"
 )
 
 // The drop scenario (issue #11): a flash sale of a few units to many more
@@ -812,24 +810,4 @@ func waitSellable(ctx context.Context, c *client, q string, units int64) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// send sends one request and returns the status and the body.
-func (c *client) send(method, path string, header map[string]string, body []byte) (int, []byte, error) {
-	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(res)
-	req.Header.SetMethod(method)
-	req.SetRequestURI(c.base + path)
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	if body != nil {
-		req.Header.SetContentType("application/json")
-		req.SetBody(body)
-	}
-	if err := c.hc.Do(req, res); err != nil {
-		return 0, nil, err
-	}
-	return res.StatusCode(), append([]byte(nil), res.Body()...), nil
 }
