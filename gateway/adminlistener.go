@@ -26,18 +26,7 @@ func (a *api) adminRouter(public *fiber.App) fiber.Router {
 	if !a.adminApart {
 		return public
 	}
-	lim := a.http.orDefault()
-	a.admin = fiber.New(fiber.Config{
-		AppName:               "usher-gateway-admin",
-		DisableStartupMessage: true,
-		BodyLimit:             lim.body,
-		ReadBufferSize:        lim.header,
-		ReadTimeout:           lim.read,
-		WriteTimeout:          lim.write,
-		IdleTimeout:           lim.idle,
-		ErrorHandler:          a.writeError,
-	})
-	a.admin.Use(a.metrics.middleware)
+	a.admin = a.newFiber("usher-gateway-admin")
 	a.admin.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok\n") })
 	a.admin.Get("/readyz", func(c *fiber.Ctx) error {
 		ctx, cancel := context.WithTimeout(c.UserContext(), time.Second)

@@ -84,18 +84,7 @@ func (a *api) app() *fiber.App {
 	}
 	a.opsDefaults()
 	a.doorDefaults()
-	lim := a.http.orDefault() // against oversized and slow clients
-	app := fiber.New(fiber.Config{
-		AppName:               "usher-gateway",
-		DisableStartupMessage: true,
-		BodyLimit:             lim.body,
-		ReadBufferSize:        lim.header,
-		ReadTimeout:           lim.read,
-		WriteTimeout:          lim.write,
-		IdleTimeout:           lim.idle,
-		ErrorHandler:          a.writeError,
-	})
-	app.Use(a.metrics.middleware)
+	app := a.newFiber("usher-gateway")
 
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok\n") })
 	app.Get("/readyz", func(c *fiber.Ctx) error {
@@ -222,4 +211,23 @@ func (a *api) jitter() float64 {
 	a.randMu.Lock()
 	defer a.randMu.Unlock()
 	return a.rand.Float64()
+}
+
+// newFiber is a fiber app of the gateway's, the public one or the admin
+// listener's: limits against oversized and slow clients, errors as
+// problems, every request measured.
+func (a *api) newFiber(name string) *fiber.App {
+	lim := a.http.orDefault()
+	app := fiber.New(fiber.Config{
+		AppName:               name,
+		DisableStartupMessage: true,
+		BodyLimit:             lim.body,
+		ReadBufferSize:        lim.header,
+		ReadTimeout:           lim.read,
+		WriteTimeout:          lim.write,
+		IdleTimeout:           lim.idle,
+		ErrorHandler:          a.writeError,
+	})
+	app.Use(a.metrics.middleware)
+	return app
 }
