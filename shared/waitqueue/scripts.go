@@ -134,6 +134,19 @@ local function setStock(sku, avail, ver)
   local cur = tonumber(redis.call('HGET', k, sku .. ':v') or '0')
   if tonumber(ver) > cur then redis.call('HSET', k, sku, avail, sku .. ':v', ver) end
 end
+-- admit makes waiting entry seq of queue (its line counting in epoch)
+-- admitted, READY at readyAt for ttl: its record with the token id, a slot
+-- in the active set until it expires, the outbox, out of the line and of
+-- presence. The caller counts the admissions.
+local function admit(seq, queue, epoch, readyAt, ttl)
+  local expiresAt = readyAt + ttl
+  redis.call('HSET', P .. 'e:' .. seq, 'status', 'admitted', 'readyAt', readyAt,
+    'expiresAt', expiresAt, 'tokenId', queue .. ':' .. epoch .. ':' .. seq)
+  redis.call('ZADD', A, expiresAt, seq)
+  redis.call('ZADD', O, seq, seq)
+  redis.call('ZREM', W, seq)
+  redis.call('ZREM', SEEN, seq)
+end
 -- cursorAt returns how far stream field is applied, 0 when the cursor
 -- counts in another incarnation of the stream (or none).
 local function cursorAt(field, id)
@@ -524,14 +537,7 @@ if behind == 0 then
     local seqs = redis.call('ZRANGEBYSCORE', W, '-inf', watermark, 'LIMIT', 0, cap)
     local k = #seqs
     for i, s in ipairs(seqs) do
-      local readyAt = n + spread * math.floor(((i - 1) + offset) * tick / k)
-      local expiresAt = readyAt + ttl
-      redis.call('HSET', P .. 'e:' .. s, 'status', 'admitted', 'readyAt', readyAt,
-        'expiresAt', expiresAt, 'tokenId', queue .. ':' .. epoch .. ':' .. s)
-      redis.call('ZADD', A, expiresAt, s)
-      redis.call('ZADD', O, s, s)
-      redis.call('ZREM', W, s)
-      redis.call('ZREM', SEEN, s)
+      admit(s, queue, epoch, n + spread * math.floor(((i - 1) + offset) * tick / k), ttl)
     end
     admitted = k
     if k > 0 then
@@ -795,15 +801,7 @@ if ARGV[9] ~= '0' then
 else
   seqs = redis.call('ZRANGEBYSCORE', W, '-inf', cursorAt('entries', epoch), 'LIMIT', 0, cap)
 end
-for _, s in ipairs(seqs) do
-  local expiresAt = n + ttl
-  redis.call('HSET', P .. 'e:' .. s, 'status', 'admitted', 'readyAt', n,
-    'expiresAt', expiresAt, 'tokenId', queue .. ':' .. epoch .. ':' .. s)
-  redis.call('ZADD', A, expiresAt, s)
-  redis.call('ZADD', O, s, s)
-  redis.call('ZREM', W, s)
-  redis.call('ZREM', SEEN, s)
-end
+for _, s in ipairs(seqs) do admit(s, queue, epoch, n, ttl) end
 if #seqs > 0 then
   redis.call('HINCRBY', ST, 'admittedTotal', #seqs)
   redis.call('ZADD', AD, n, n .. ':' .. #seqs .. ':' .. seqs[1])
