@@ -1,11 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
 	"strconv"
 	"time"
 
@@ -62,13 +58,8 @@ type skuView struct {
 // invalid field is listed.
 func decodeQueueConfig(name string, body []byte) (catalog.Config, error) {
 	cfg := catalog.Defaults(name)
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
+	if err := decodeBody(body, &cfg); err != nil {
 		return cfg, problem.New(fiber.StatusBadRequest, "invalid-body", "the body must be a JSON queue configuration: "+err.Error())
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return cfg, problem.New(fiber.StatusBadRequest, "invalid-body", "unexpected data after the JSON object")
 	}
 	var params []problem.Param
 	if cfg.Name != name {

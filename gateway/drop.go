@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -237,9 +236,7 @@ func (a *api) createInvites(c *fiber.Ctx) error {
 		Count      int `json:"count"`
 		TTLSeconds int `json:"ttlSeconds"`
 	}
-	dec := json.NewDecoder(strings.NewReader(string(c.Body())))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil || body.Count < 1 || body.Count > maxInvites || body.TTLSeconds < 0 {
+	if err := decodeBody(c.Body(), &body); err != nil || body.Count < 1 || body.Count > maxInvites || body.TTLSeconds < 0 {
 		return problem.New(fiber.StatusBadRequest, "invalid-body", fmt.Sprintf(`the body must be {"count": 1..%d, "ttlSeconds": s}`, maxInvites))
 	}
 	ttl := time.Duration(body.TTLSeconds) * time.Second

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"io"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
@@ -24,13 +21,8 @@ func (a *api) putNotice(c *fiber.Ctx) error {
 		return err
 	}
 	n := catalog.Notice{Level: catalog.NoticeInfo}
-	dec := json.NewDecoder(bytes.NewReader(c.Body()))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&n); err != nil {
+	if err := decodeBody(c.Body(), &n); err != nil {
 		return problem.New(fiber.StatusBadRequest, "invalid-body", `the body must be {"message": "…", "level": "info|warning"}: `+err.Error())
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return problem.New(fiber.StatusBadRequest, "invalid-body", "unexpected data after the JSON object")
 	}
 	n.Since = a.now().UTC()
 	if errs := n.Validate(); len(errs) > 0 {

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,13 +50,8 @@ const maxOrderQuantity = 1000
 // quantity suit the queue is checked by the caller (422).
 func parseOrderBody(b []byte) (sku string, quantity int, err error) {
 	var body orderBody
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		return "", 0, problem.New(fiber.StatusBadRequest, "invalid-body", `the body must be {"sku": "...", "quantity": n}`)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return "", 0, problem.New(fiber.StatusBadRequest, "invalid-body", "unexpected data after the JSON object")
+	if err := decodeBody(b, &body); err != nil {
+		return "", 0, problem.New(fiber.StatusBadRequest, "invalid-body", `the body must be {"sku": "...", "quantity": n}: `+err.Error())
 	}
 	quantity = 1
 	if body.Quantity != nil {
@@ -286,13 +278,8 @@ func (a *api) putStock(c *fiber.Ctx) error {
 	var body struct {
 		Available *int64 `json:"available"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(c.Body()))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil || body.Available == nil || *body.Available < 0 || *body.Available > 1e12 {
+	if err := decodeBody(c.Body(), &body); err != nil || body.Available == nil || *body.Available < 0 || *body.Available > 1e12 {
 		return problem.New(fiber.StatusBadRequest, "invalid-body", `the body must be {"available": n} with 0 <= n <= 10^12`)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return problem.New(fiber.StatusBadRequest, "invalid-body", "unexpected data after the JSON object")
 	}
 	ctx := c.UserContext()
 	st, err := a.stock.SetStock(ctx, sku, *body.Available)

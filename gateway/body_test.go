@@ -1,0 +1,66 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// A body is read as the API document reads it: exact field names at every
+// depth, nothing unknown, no null, nothing after the value.
+func TestBodiesAreReadAsTheDocumentReadsThem(t *testing.T) {
+	type inner struct {
+		Mode string `json:"mode"`
+	}
+	type body struct {
+		TickMs    int     `json:"tickMs"`
+		Challenge inner   `json:"challenge"`
+		List      []inner `json:"list"`
+		Ptr       *inner  `json:"ptr"`
+		Skipped   string  `json:"-"`
+		Plain     string  // encoding/json names it Plain
+	}
+	for _, tc := range []struct {
+		in      string
+		refused string // "" = accepted; else part of the error
+	}{
+		{`{"tickMs": 5, "challenge": {"mode": "log"}, "list": [{"mode": "x"}], "ptr": {"mode": "y"}, "Plain": "p"}`, ""},
+		{`{"TickMs": 5}`, `"TickMs"`},
+		{`{"tiCkMs": 5}`, `"tiCkMs"`},
+		{`{"challenge": {"Mode": "log"}}`, `"challenge.Mode"`},
+		{`{"list": [{"mode": "x"}, {"MODE": "x"}]}`, `"list.MODE"`},
+		{`{"ptr": {"Mode": "y"}}`, `"ptr.Mode"`},
+		{`{"plain": "p"}`, `"plain"`},
+		{`{"Skipped": "s"}`, `unknown field`},
+		{`{"other": 1}`, `unknown field`},
+		{`{"tickMs": 5} {}`, `after the JSON value`},
+		{`{"tickMs": "5"}`, `cannot unmarshal`},
+		{`null`, `null`},
+		{`{"tickMs": null}`, `"tickMs" is null`},
+		{`{"challenge": {"mode": null}}`, `"challenge.mode" is null`},
+		{`{"list": [null]}`, `"list" is null`},
+	} {
+		var b body
+		err := decodeBody([]byte(tc.in), &b)
+		switch {
+		case tc.refused == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.in, err)
+		case tc.refused != "" && err == nil:
+			t.Errorf("%s: accepted, want refused (%s)", tc.in, tc.refused)
+		case tc.refused != "" && !strings.Contains(err.Error(), tc.refused):
+			t.Errorf("%s: refused with %q, want it to name %s", tc.in, err, tc.refused)
+		}
+	}
+}
+
+// The fuzzer's find: a queue configuration with a field in the wrong case
+// is a 400, as the document says, not a 200 that ignores the case.
+func TestQueueConfigFieldNamesAreCaseSensitive(t *testing.T) {
+	h := newHarness(t)
+	r := h.do("PUT", "/v1/admin/queues/"+h.queue+"-case", `{"tiCkMs": 100, "stAte": "open"}`, map[string]string{"Authorization": "Bearer secret-admin"})
+	if r.status != 400 || !isProblem(r) || !strings.Contains(string(r.raw), "tiCkMs") {
+		t.Fatalf("PUT with tiCkMs = %d %s, want a 400 problem naming the field", r.status, r.raw)
+	}
+	if _, ok := h.api.queues.Get(h.queue + "-case"); ok {
+		t.Fatal("the refused configuration is in the catalog")
+	}
+}
