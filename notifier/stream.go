@@ -166,7 +166,7 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
 		c.close(shopper.ClosedReason(cfg))
 	}
 
-	lastID, _ := parseLastEventID(r.Header.Get("Last-Event-ID"))
+	lastID, resumed := parseLastEventID(r.Header.Get("Last-Event-ID"))
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -175,7 +175,7 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
 
 	s.metrics.connections.Inc()
 	defer s.metrics.connections.Dec()
-	st := &stream{streams: s, sse: newSSEWriter(w, s.now, s.timing.writeTimeout, lastID), c: c, user: t.User}
+	st := &stream{streams: s, sse: newSSEWriter(w, s.now, s.timing.writeTimeout, lastID), c: c, user: t.User, noticeOwed: resumed}
 	if err := st.run(ctx); err != nil {
 		reason := "dead"
 		if err == errSlow {
@@ -198,6 +198,10 @@ type stream struct {
 	sentStock  stockView
 	sentPre    bool
 	sentNotice catalog.Notice
+	// noticeOwed: a resumed stream (Last-Event-ID) says the notice at
+	// once, {} included, so a page that showed one before it lost the
+	// connection takes down a notice removed meanwhile.
+	noticeOwed bool
 	readySent  bool
 	readyAt    *time.Timer
 	expiresAt  *time.Timer
@@ -300,9 +304,9 @@ func (st *stream) push() (done bool, err error) {
 			return false, st.ready(*adm, now)
 		}
 	}
-	if n := st.c.currentNotice(); n != st.sentNotice && adm == nil {
+	if n := st.c.currentNotice(); (n != st.sentNotice || st.noticeOwed) && adm == nil {
 		// What the operators tell the line; {} when they took it down.
-		st.sentNotice = n
+		st.sentNotice, st.noticeOwed = n, false
 		data := []byte("{}")
 		if n.Message != "" {
 			data, _ = json.Marshal(n)

@@ -552,6 +552,41 @@ func TestANoticeReachesEveryWaitingStreamAtOnce(t *testing.T) {
 	}
 }
 
+// A stream that resumes (Last-Event-ID) is told the notice at once, {}
+// when there is none: a page that lost its connection while the notice was
+// taken down drops the banner it still shows. A fresh stream without a
+// notice says nothing about it.
+func TestAResumedStreamIsToldTheNoticeEvenWhenItWasTakenDown(t *testing.T) {
+	w := newWorld(t)
+	n := w.start("USHER_NOTIFIER_POSITION_INTERVAL", "1h")
+	tk := w.join(1, "alice")
+	note := catalog.Notice{Message: "Restock at 10:30.", Level: catalog.NoticeInfo, Since: time.Now().UTC().Truncate(time.Second)}
+	w.configure(func(c *catalog.Config) { c.Notice = &note })
+	alice := open(t, n.url(w.queue, tk), "")
+	got := alice.until("notice", 5*time.Second)
+	if decode[catalog.Notice](t, got).Message != note.Message {
+		t.Fatalf("notice = %s", got.data)
+	}
+	last := alice.until("position", 5*time.Second).id
+	alice.close()
+
+	// carol's stream stays open: her {} says the notifier knows.
+	carol := open(t, n.url(w.queue, w.join(2, "carol")), "")
+	carol.until("notice", 5*time.Second)
+	w.configure(func(c *catalog.Config) { c.Notice = nil })
+	if ev := carol.until("notice", 5*time.Second); ev.data != "{}" {
+		t.Fatalf("carol's notice after it was taken down = %q", ev.data)
+	}
+	resumed := open(t, n.url(w.queue, tk), last)
+	if ev := resumed.next(5 * time.Second); ev.typ != "notice" || ev.data != "{}" {
+		t.Fatalf("first event of the resumed stream = %s %q, want notice {}", ev.typ, ev.data)
+	}
+	fresh := open(t, n.url(w.queue, w.join(3, "bob")), "")
+	if ev := fresh.next(5 * time.Second); ev.typ != "position" {
+		t.Fatalf("first event of a fresh stream without a notice = %s %q, want position", ev.typ, ev.data)
+	}
+}
+
 // A pre-queued shopper's stream on a notifier whose catalog does not know
 // the drop's schedule yet is asked to retry (503, Retry-After), never told
 // a place it does not have (position 0).
