@@ -42,6 +42,9 @@ func FuzzAdminBody(f *testing.F) {
 	f.Add(`{} {}`)
 	f.Add(`[1,2]`)
 	f.Add(`{"targetActive": 1e400}`)
+	f.Add(`{"state": null, "challenge": {"mode": "log"}}`)
+	f.Add(`{"TickMs": 5, "adaptive": {"Enabled": true}}`)
+	f.Add(`{"opensAt": "2030-01-01T00:00:00Z", "skus": ["a"], "maxQuantity": 2, "notice": {"message": "hi"}}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		h := h.with(t)
 		r := h.do("PUT", "/v1/admin/queues/fuzz-"+h.queue, body, map[string]string{"Authorization": "Bearer secret-admin"})
