@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"time"
 
 	"usher/shared/config"
@@ -18,8 +17,6 @@ type settings struct {
 	// setting of the same name; a line healed from the orders stream holds
 	// it as long.
 	orderHold time.Duration
-	// pprofAddr serves the Go runtime profiles (loopback only; "" off).
-	pprofAddr string
 }
 
 func loadSettings(env *config.Env) (settings, error) {
@@ -28,10 +25,6 @@ func loadSettings(env *config.Env) (settings, error) {
 		addr:        env.String("USHER_ADMITTER_ADDR", "127.0.0.1:8082"),
 		databaseURL: env.String("USHER_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/usher?sslmode=disable"),
 		orderHold:   env.Duration("USHER_ORDER_HOLD", 6*time.Minute+30*time.Second),
-		pprofAddr:   env.String("USHER_PPROF_ADDR", ""),
-	}
-	if s.pprofAddr != "" && !config.IsLoopback(s.pprofAddr) {
-		return s, fmt.Errorf("USHER_PPROF_ADDR=%s serves Go profiles (memory, goroutines) to whoever connects: set it to a loopback address such as 127.0.0.1:6061, or unset it", s.pprofAddr)
 	}
 	return s, env.Err()
 }

@@ -69,6 +69,6 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	g.Go(func() error { return adm.Run(ctx) })
 	g.Go(func() error { return adm.waits.Run(ctx) })
 	g.Go(func() error { return opshttp.Serve(ctx, ln, opshttp.Mux(m.reg, d.Ready()), s.Shutdown) })
-	g.Go(func() error { return opshttp.ServeProfiles(ctx, s.pprofAddr) })
+	g.Go(func() error { return opshttp.ServeProfiles(ctx, s.Profiles) })
 	return g.Wait()
 }

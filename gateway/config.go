@@ -25,7 +25,6 @@ type settings struct {
 	notifierURL    string
 	pageCSS        string
 	pageLangs      *pageLangs // the shipped languages and USHER_PAGE_LANG_DIR's
-	pprofAddr      string
 	protect        protectSettings
 	orderHold      time.Duration
 }
@@ -47,7 +46,6 @@ func loadSettings(env *config.Env) (settings, error) {
 		powSecret:      env.String("USHER_CHALLENGE_SECRET_FILE", filepath.Join(data, "challenge.secret")),
 		notifierURL:    env.String("USHER_NOTIFIER_PUBLIC_URL", ""),
 		pageCSS:        env.String("USHER_PAGE_CSS_URL", ""),
-		pprofAddr:      env.String("USHER_PPROF_ADDR", ""),
 		protect:        loadProtectSettings(env),
 		orderHold:      env.Duration("USHER_ORDER_HOLD", 6*time.Minute+30*time.Second),
 	}

@@ -105,7 +105,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g, ctx := errgroup.WithContext(ctx)
 	d.Go(ctx, g)
 	g.Go(func() error { return d.Line.RunBatches(ctx, s.redisPipelines) })
-	g.Go(func() error { return opshttp.ServeProfiles(ctx, s.pprofAddr) })
+	g.Go(func() error { return opshttp.ServeProfiles(ctx, s.Profiles) })
 	if refreshUsers != nil {
 		g.Go(func() error { return refreshUsers(ctx) })
 	}

@@ -21,8 +21,9 @@ const devAdminToken = "dev-admin-token"
 //     could reconfigure, pause or close every queue;
 //   - user identity from a header (USHER_USER_AUTH=header) with no trusted
 //     proxy: anyone could claim to be any shopper;
-//   - Go profiles (USHER_PPROF_ADDR) on a reachable address: memory and
-//     goroutine dumps for anyone.
+//
+// (Go profiles, USHER_PPROF_ADDR, are refused beyond loopback for every
+// service: service.Load.)
 func (s settings) unsafe() error {
 	var errs []error
 	adminAddr := s.addr
@@ -38,9 +39,6 @@ func (s settings) unsafe() error {
 		errs = append(errs, fmt.Errorf("USHER_USER_AUTH=header believes X-User-Id from whoever connects, and the gateway listens on %s: "+
 			"set USHER_TRUSTED_PROXIES to the addresses (CIDRs) of the shop's proxy that sets X-User-Id (the header is then believed from it only), "+
 			"or verify the shop's user JWTs instead (USHER_USER_AUTH=jwt-hs256 with USHER_USER_JWT_SECRET_FILE, or jwt-jwks with USHER_USER_JWKS_URL)", s.addr))
-	}
-	if s.pprofAddr != "" && !config.IsLoopback(s.pprofAddr) {
-		errs = append(errs, fmt.Errorf("USHER_PPROF_ADDR=%s serves Go profiles (memory, goroutines) to whoever connects: set it to a loopback address such as 127.0.0.1:6060, or unset it", s.pprofAddr))
 	}
 	return errors.Join(errs...)
 }

@@ -71,6 +71,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	d.Go(ctx, g)
 	g.Go(func() error { return d.Line.RunBatches(ctx, 2) })
 	g.Go(func() error { return h.Run(ctx) })
+	g.Go(func() error { return opshttp.ServeProfiles(ctx, s.Profiles) })
 	g.Go(func() error { return opshttp.Serve(ctx, ln, mux, s.Shutdown) })
 	return g.Wait()
 }

@@ -88,6 +88,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	g.Go(func() error { return c.Run(gctx, workCtx, cons) })
 	g.Go(func() error { return c.feed.Run(gctx) })
 	g.Go(func() error { return opshttp.Serve(gctx, ln, mux, s.Shutdown) })
+	g.Go(func() error { return opshttp.ServeProfiles(gctx, s.Profiles) })
 	g.Go(func() error {
 		<-gctx.Done()
 		time.AfterFunc(s.Shutdown, stopWork) // the bound on draining

@@ -40,17 +40,25 @@ type Settings struct {
 	// Local is the host's clock (shifted in fault tests); decisions follow
 	// Deps.Clock, Redis's.
 	Local func() time.Time
+	// Profiles is where the Go runtime profiles are served
+	// (USHER_PPROF_ADDR; "" off), loopback only.
+	Profiles string
 }
 
 // Load reads the shared settings; redisPool is the service's default pool.
 func Load(env *config.Env, redisPool int) Settings {
-	return Settings{
+	s := Settings{
 		NATS:     bus.LoadSettings(env),
 		Redis:    waitqueue.LoadSettings(env, redisPool),
 		LogLevel: env.String("USHER_LOG_LEVEL", "info"),
 		Shutdown: env.Duration("USHER_SHUTDOWN_TIMEOUT", 5*time.Second),
 		Local:    env.LocalClock(),
+		Profiles: env.String("USHER_PPROF_ADDR", ""),
 	}
+	if s.Profiles != "" && !config.IsLoopback(s.Profiles) {
+		env.Check(fmt.Errorf("USHER_PPROF_ADDR=%s serves Go profiles (memory, goroutines) to whoever connects: set it to a loopback address such as 127.0.0.1:6060, or unset it", s.Profiles))
+	}
+	return s
 }
 
 // Deps are what every service is connected to.

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 	"usher/shared/config"
 )
 
-// The admitter's Go profiles are served on loopback only: anywhere else
+// Every service's Go profiles are served on loopback only: anywhere else
 // they would hand its memory and goroutines to whoever connects.
 func TestProfilesAreRefusedBeyondLoopback(t *testing.T) {
 	for _, tc := range []struct {
@@ -28,7 +28,8 @@ func TestProfilesAreRefusedBeyondLoopback(t *testing.T) {
 			}
 			return ""
 		})
-		_, err := loadSettings(env)
+		Load(env, 1)
+		err := env.Err()
 		switch {
 		case tc.ok && err != nil:
 			t.Errorf("USHER_PPROF_ADDR=%q refused: %v", tc.addr, err)
