@@ -102,33 +102,66 @@ func (s *streams) preflight(w http.ResponseWriter, r *http.Request) {
 
 // serve streams one ticket's events until the client goes, the stream
 // ends (expired, closed, or the token's life is over) or the notifier stops.
+//
+// It is kept small on purpose: a stream's goroutine spends its life parked
+// in run, and the setup (open: the ticket, Redis, the first state) happens
+// in a frame that is gone by then, so a garbage collection can shrink the
+// stack an idle stream holds — most of what an idle stream costs.
 func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
+	st := s.open(w, r)
+	if st == nil {
+		return // answered with a problem
+	}
+	defer s.hub.unregister(st.c)
+	s.metrics.connections.Inc()
+	defer s.metrics.connections.Dec()
+	if err := st.run(r.Context()); err != nil {
+		reason := "dead"
+		if err == errSlow {
+			reason = "slow"
+		}
+		s.metrics.dropped.WithLabelValues(reason).Inc()
+		s.log.Debug("client dropped", "queue", st.c.queue, "reason", reason, "err", err)
+	}
+}
+
+// open checks the ticket, registers its client with the hub, reads its
+// entry and starts the response: the stream, or nil when it answered with
+// a problem instead.
+//
+//go:noinline
+func (s *streams) open(w http.ResponseWriter, r *http.Request) *stream {
 	s.cors(w, r)
 	q := r.PathValue("queue")
 	cfg, ok := s.queues.Get(q)
 	if !ok {
 		problem.Write(w, problem.New(http.StatusNotFound, "unknown-queue", "no queue named "+strconv.Quote(q)))
-		return
+		return nil
 	}
 	t, err := s.tickets.Parse(r.PathValue("ticket"))
 	if err != nil {
 		problem.Write(w, problem.New(http.StatusUnauthorized, "invalid-ticket", "the ticket is not one this queue issued"))
-		return
+		return nil
 	}
 	if t.Queue != cfg.Name {
 		problem.Write(w, problem.New(http.StatusNotFound, "ticket-not-found", "the ticket belongs to another queue"))
-		return
+		return nil
 	}
 	if t.Epoch != s.epoch() {
 		problem.Write(w, problem.New(http.StatusGone, "ticket-stale", "the line this ticket was for has been reset; join again"))
-		return
+		return nil
 	}
 	ctx := r.Context()
 	// Register before reading Redis: an admission event that lands between
 	// the read and the registration would otherwise be lost to this client.
 	c := newClient(cfg.Name, t.Seq)
 	s.hub.register(c)
-	defer func() { s.hub.unregister(c) }()
+	handedOver := false // serve unregisters c once the stream runs
+	defer func() {
+		if !handedOver {
+			s.hub.unregister(c)
+		}
+	}()
 	e, err := s.line.Poll(ctx, cfg.Name, t.Seq)
 	if err == nil && e.Seq != t.Seq && e.Seq != 0 {
 		// The ticket is a duplicate join's alias: follow the live entry.
@@ -143,11 +176,11 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Retry-After", "1")
 		problem.Write(w, problem.New(http.StatusServiceUnavailable, "unavailable", "the line could not be read; retry"))
-		return
+		return nil
 	}
 	if e.User != "" && e.User != t.User {
 		problem.Write(w, problem.New(http.StatusNotFound, "ticket-not-found", "no entry of this ticket's user at this place"))
-		return
+		return nil
 	}
 	if e.Status == waitqueue.PreQueued && cfg.OpensAt == nil {
 		// A pre-queued shopper of a drop whose schedule this notifier's
@@ -155,7 +188,7 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
 		// moment behind): no place to say, and no opening. Retry.
 		w.Header().Set("Retry-After", "1")
 		problem.Write(w, problem.New(http.StatusServiceUnavailable, "unavailable", "the queue's schedule is not known here yet; retry"))
-		return
+		return nil
 	}
 	c.apply(e)
 	c.setNotice(cfg.Notice)
@@ -173,17 +206,8 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
 
-	s.metrics.connections.Inc()
-	defer s.metrics.connections.Dec()
-	st := &stream{streams: s, sse: newSSEWriter(w, s.now, s.timing.writeTimeout, lastID), c: c, user: t.User, noticeOwed: resumed}
-	if err := st.run(ctx); err != nil {
-		reason := "dead"
-		if err == errSlow {
-			reason = "slow"
-		}
-		s.metrics.dropped.WithLabelValues(reason).Inc()
-		s.log.Debug("client dropped", "queue", cfg.Name, "reason", reason, "err", err)
-	}
+	handedOver = true
+	return &stream{streams: s, sse: newSSEWriter(w, s.now, s.timing.writeTimeout, lastID), c: c, user: t.User, noticeOwed: resumed}
 }
 
 // stream is one connection's loop.
