@@ -94,9 +94,6 @@ func exactNames(v any, t reflect.Type, at string) error {
 func jsonFields(t reflect.Type) map[string]reflect.Type {
 	fields := map[string]reflect.Type{}
 	for _, f := range reflect.VisibleFields(t) {
-		if !f.IsExported() && !f.Anonymous {
-			continue
-		}
 		tag := f.Tag.Get("json")
 		if tag == "-" {
 			continue
