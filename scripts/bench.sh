@@ -28,12 +28,8 @@ if [ ! -x "$natscli" ]; then
   GOBIN=$root/bin go install github.com/nats-io/natscli/nats@v0.5.0
 fi
 
-# wrk drives the goals' HTTP rounds (a Debian package, like scripts/deps.sh's).
-if ! command -v wrk >/dev/null 2>&1; then
-  echo "bench: installing wrk…" >&2
-  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends wrk >/dev/null
-fi
+# wrk drives the goals' HTTP rounds.
+scripts/deps.sh wrk
 
 start_stores bin/nats-server 14222 16379 15432
 export USHER_DATA_DIR=$work/data USHER_ADMIN_TOKEN=bench-admin USHER_LOG_LEVEL=warn

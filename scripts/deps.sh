@@ -3,9 +3,12 @@
 # bring: redis-server and redis-benchmark, and chromium for the waiting-room
 # page's browser test, and PostgreSQL when the machine lacks it (Debian
 # packages). NATS comes from the Go module github.com/nats-io/nats-server/v2.
+# Arguments name more commands to install when missing, each a Debian
+# package of the same name (scripts/bench.sh: wrk).
 set -euo pipefail
 
 need=()
+for cmd in "$@"; do command -v "$cmd" >/dev/null 2>&1 || need+=("$cmd"); done
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v redis-benchmark >/dev/null 2>&1 || need+=(redis-tools)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
