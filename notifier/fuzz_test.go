@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strconv"
 	"testing"
 	"time"
@@ -65,6 +66,22 @@ func FuzzDecodeFinished(f *testing.F) {
 		q, _, ok, err := decodeFinished(data)
 		if ok && (err != nil || !catalog.ValidName(q)) {
 			t.Fatalf("decodeFinished(%q) = %q, ok with err %v", data, q, err)
+		}
+	})
+}
+
+// FuzzPositionJSON: the hand-spelled position event is encoding/json's.
+func FuzzPositionJSON(f *testing.F) {
+	f.Add(int64(42), int64(1200), int64(3), true)
+	f.Add(int64(-1), int64(0), int64(0), false)
+	f.Fuzz(func(t *testing.T, pos, waiting, eta int64, etaKnown bool) {
+		p := positionData{Position: pos, Waiting: waiting}
+		if etaKnown {
+			p.ETASeconds = &eta
+		}
+		want, _ := json.Marshal(p)
+		if got := p.appendJSON(nil); string(got) != string(want) {
+			t.Fatalf("appendJSON(%+v) = %s, want %s", p, got, want)
 		}
 	})
 }

@@ -64,6 +64,8 @@ type hub struct {
 	timing  timing
 	metrics *metrics
 
+	ticks int64 // position ticks so far; only Run's goroutine uses it
+
 	mu    sync.Mutex
 	rooms map[string]*room
 }
@@ -154,6 +156,7 @@ func (h *hub) clientsOf(q string, seq uint64) []*client {
 // entry from the line and is READY from what the line holds. The event
 // itself mints nothing (see package shopper).
 func (h *hub) onAdmitted(a event.Admitted) {
+	h.metrics.eventLag.Observe(max(h.now().Sub(a.ReadyAt), 0).Seconds())
 	for _, c := range h.clientsOf(a.Queue, a.Seq) {
 		c.recheck()
 	}
@@ -203,13 +206,53 @@ func (h *hub) Run(ctx context.Context) error {
 		}
 		h.mu.Lock()
 		names := make([]string, 0, len(h.rooms))
-		for q := range h.rooms {
+		total := 0
+		for q, r := range h.rooms {
 			names = append(names, q)
+			total += len(r.clients)
 		}
 		h.mu.Unlock()
+		h.ticks++
+		p := pacer{tick: h.ticks, pause: h.timing.positions / 2 / time.Duration(max(total/wakeSlice, 1))}
 		for _, q := range names {
-			h.refresh(ctx, q)
+			h.refresh(ctx, q, &p)
 		}
+	}
+}
+
+// wakeSlice is how many clients a position tick tells at once.
+//
+// A tick that told every client together would wake every stream
+// goroutine at once: at 19,000 streams, the admissions handler and every
+// READY woken meanwhile would wait behind 19,000 position writes in the
+// scheduler's run queues — READY late by the better part of a second on a
+// busy host. So a tick tells its clients wakeSlice at a time, spread over
+// half the interval; positions are a moment older for the last slices (they
+// err long, never short: see hub).
+const wakeSlice = 256
+
+// pacer is one position tick: its number (see positionEvery), and its
+// wake-ups spread with a pause before every slice but the first.
+type pacer struct {
+	tick  int64
+	pause time.Duration
+	told  int
+}
+
+// next waits, if a slice was told already, before the next one; false
+// when ctx ended.
+func (p *pacer) next(ctx context.Context) bool {
+	p.told++
+	if p.told == 1 || p.pause <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(p.pause)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -238,7 +281,7 @@ func (h *hub) reportPresent(ctx context.Context, q string, r *room, all []*clien
 
 // refresh is one queue's tick: closed queues end their waiting clients;
 // open ones get new positions from one Ranks round trip.
-func (h *hub) refresh(ctx context.Context, q string) {
+func (h *hub) refresh(ctx context.Context, q string, p *pacer) {
 	h.mu.Lock()
 	r := h.rooms[q]
 	if r == nil {
@@ -286,9 +329,14 @@ func (h *hub) refresh(ctx context.Context, q string) {
 			gone = append(gone, c)
 		}
 	}
-	for _, c := range all {
-		c.advance(rk.AdmittedTotal, rk.Waiting, rk.Rate)
-		c.setStock(rk.Stock, rk.SKUs)
+	for i := 0; i < len(all); i += wakeSlice {
+		if !p.next(ctx) {
+			return
+		}
+		for _, c := range all[i:min(i+wakeSlice, len(all))] {
+			c.advance(rk.AdmittedTotal, rk.Waiting, rk.Rate, p.tick)
+			c.setStock(rk.Stock, rk.SKUs)
+		}
 	}
 	for i, c := range gone {
 		if i == maxPollsPerTick {

@@ -12,6 +12,7 @@ type metrics struct {
 	events       *prometheus.CounterVec
 	dropped      *prometheus.CounterVec
 	readyLatency prometheus.Histogram
+	eventLag     prometheus.Histogram
 }
 
 func newMetrics() *metrics {
@@ -32,7 +33,12 @@ func newMetrics() *metrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
 	}
-	m.reg.MustRegister(m.connections, m.events, m.dropped, m.readyLatency,
+	m.eventLag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "usher_admission_event_lag_seconds",
+		Help:    "From a shopper's readyAt to the arrival of its admission event at this notifier (early arrivals count as 0).",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	})
+	m.reg.MustRegister(m.connections, m.events, m.dropped, m.readyLatency, m.eventLag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

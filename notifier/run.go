@@ -61,14 +61,16 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return fmt.Errorf("listen %s: %w", s.addr, err)
 	}
 	mux := opshttp.Mux(m.reg, d.Ready())
+	g, ctx := errgroup.WithContext(ctx)
+	mint := newMinter(ctx, keys)
 	st := &streams{
-		log: d.Log, hub: h, line: d.Line, queues: d.Queues, tickets: tickets, epoch: d.Streams.Epoch, keys: keys,
+		log: d.Log, hub: h, line: d.Line, queues: d.Queues, tickets: tickets, epoch: d.Streams.Epoch, keys: mint,
 		origins: s.corsOrigins, now: d.Clock.Now, timing: s.timing, metrics: m,
 	}
 	st.routes(mux)
 	d.Log.Info("notifier listening", "addr", ln.Addr().String(), "nats", s.NATS.URLs)
-	g, ctx := errgroup.WithContext(ctx)
 	d.Go(ctx, g)
+	g.Go(func() error { return mint.Run(ctx) })
 	g.Go(func() error { return d.Line.RunBatches(ctx, 2) })
 	g.Go(func() error { return h.Run(ctx) })
 	g.Go(func() error { return opshttp.ServeProfiles(ctx, s.Profiles) })

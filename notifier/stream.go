@@ -15,7 +15,6 @@ import (
 	"usher/shared/problem"
 	"usher/shared/shopper"
 	"usher/shared/ticket"
-	"usher/shared/token"
 	"usher/shared/waitqueue"
 )
 
@@ -26,9 +25,9 @@ type streams struct {
 	line    line
 	queues  queueStates
 	tickets *ticket.Signer
-	epoch   func() string // the entries stream's identity, as tickets carry it
-	keys    *token.Keyring
-	origins []string // allowed CORS origins; "*" allows any
+	epoch   func() string  // the entries stream's identity, as tickets carry it
+	keys    shopper.Signer // the minter: see minter
+	origins []string       // allowed CORS origins; "*" allows any
 	now     func() time.Time
 	timing  timing
 	metrics *metrics
@@ -60,6 +59,19 @@ type (
 		ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 	}
 )
+
+// appendJSON appends p as encoding/json spells it. Position events are
+// most of what a notifier sends (every waiting client, every tick, while the
+// line moves); spelled by reflection each one also grew its stream's
+// shrunk stack (see minter).
+func (p positionData) appendJSON(b []byte) []byte {
+	b = strconv.AppendInt(append(b, `{"position":`...), p.Position, 10)
+	b = strconv.AppendInt(append(b, `,"waiting":`...), p.Waiting, 10)
+	if p.ETASeconds != nil {
+		b = strconv.AppendInt(append(b, `,"etaSeconds":`...), *p.ETASeconds, 10)
+	}
+	return append(b, '}')
+}
 
 // routes adds the stream's routes to mux; every other path is a 404 problem.
 func (s *streams) routes(mux router) {
@@ -353,7 +365,7 @@ func (st *stream) push() (done bool, err error) {
 		if v.etaKnown {
 			p.ETASeconds = &v.eta
 		}
-		data, _ := json.Marshal(p)
+		data := p.appendJSON(make([]byte, 0, 64))
 		st.sent, st.sentAny = v, true
 		if err := st.send("position", data); err != nil {
 			return false, err
