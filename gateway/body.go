@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -37,9 +40,11 @@ var (
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-// exactNames reports the first object key in v, a decoded JSON value,
-// that names no field of t exactly (t's fields were matched already, but
-// without regard to case), or the first null in v.
+// exactNames reports the object keys in v, a decoded JSON value, that name
+// no field of t exactly (t's fields were matched already, but without regard
+// to case) — every such key of the first object that has one, in name
+// order — or the first null in v. Keys are visited in name order, so the
+// same body always gets the same answer.
 func exactNames(v any, t reflect.Type, at string) error {
 	if v == nil {
 		if at == "" {
@@ -60,12 +65,22 @@ func exactNames(v any, t reflect.Type, at string) error {
 			return nil
 		}
 		fields := jsonFields(t)
-		for k, fv := range obj {
-			ft, ok := fields[k]
-			if !ok {
-				return fmt.Errorf("json: unknown field %q (names are case-sensitive)", strings.TrimPrefix(at+"."+k, "."))
+		keys := slices.Sorted(maps.Keys(obj))
+		var unknown []string
+		for _, k := range keys {
+			if _, ok := fields[k]; !ok {
+				unknown = append(unknown, strconv.Quote(strings.TrimPrefix(at+"."+k, ".")))
 			}
-			if err := exactNames(fv, ft, at+"."+k); err != nil {
+		}
+		switch len(unknown) {
+		case 0:
+		case 1:
+			return fmt.Errorf("json: unknown field %s (names are case-sensitive)", unknown[0])
+		default:
+			return fmt.Errorf("json: unknown fields %s (names are case-sensitive)", strings.Join(unknown, ", "))
+		}
+		for _, k := range keys {
+			if err := exactNames(obj[k], fields[k], at+"."+k); err != nil {
 				return err
 			}
 		}
@@ -79,8 +94,8 @@ func exactNames(v any, t reflect.Type, at string) error {
 		}
 	case reflect.Map:
 		if obj, ok := v.(map[string]any); ok {
-			for _, e := range obj {
-				if err := exactNames(e, t.Elem(), at); err != nil {
+			for _, k := range slices.Sorted(maps.Keys(obj)) {
+				if err := exactNames(obj[k], t.Elem(), at); err != nil {
 					return err
 				}
 			}
