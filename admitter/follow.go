@@ -339,7 +339,11 @@ func decodeEntry(log *slog.Logger, m jetstream.Msg) waitqueue.EntryEvent {
 			case j.PreQueue:
 				kind = waitqueue.PreQueue
 			}
-			return waitqueue.EntryEvent{StreamSeq: seq, User: j.User, Prev: j.Prev, Kind: kind}
+			var at time.Time
+			if md, err := m.Metadata(); err == nil {
+				at = md.Timestamp
+			}
+			return waitqueue.EntryEvent{StreamSeq: seq, User: j.User, Prev: j.Prev, Kind: kind, At: at}
 		} else {
 			log.Error("skipping a malformed join event", "seq", seq, "err", err)
 		}

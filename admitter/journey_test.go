@@ -66,7 +66,8 @@ func (w *world) expectedWait() float64 {
 
 // Two admitters work on one queue: every admitted shopper's time in line
 // is observed once between them (by the one whose publish the stream
-// stored), with the stream's join time and the admission's readyAt, and
+// stored), with the join's time as the line recorded it (the stream's,
+// to the millisecond) and the admission's readyAt, and
 // every token that expires unused is counted once as the outcome
 // "expired" (by the admitter whose tick expired it), as many as
 // usher_tokens_expired_total. The labels are the queue and the outcome.
@@ -113,8 +114,10 @@ func TestTwoAdmittersCountEachShoppersJourneyOnce(t *testing.T) {
 	if waits != n || outcomes != n || tokensExpired != n {
 		t.Fatalf("time in line observed %v times, outcome expired %v, tokens expired %v: want %d each", waits, outcomes, tokensExpired, n)
 	}
-	if want := w.expectedWait(); math.Abs(sum-want) > 1e-6 {
-		t.Errorf("time in line adds up to %.6f s, want %.6f s (readyAt less the join's stored time)", sum, want)
+	// The line keeps the join's time in milliseconds: within a millisecond
+	// of the stream's each, for joins its follower applied.
+	if want := w.expectedWait(); math.Abs(sum-want) > n*0.001 {
+		t.Errorf("time in line adds up to %.6f s, want %.6f s (readyAt less the join's stored time, to the ms)", sum, want)
 	}
 	if sum < n*0.3 {
 		t.Errorf("time in line adds up to %.3f s, less than the %d × 0.3 s they waited while paused", sum, n)
@@ -179,8 +182,10 @@ func TestTimeInLineIsObservedByTheAdmitterWhosePublishWasStored(t *testing.T) {
 		got = testenv.GatherValues(t, first.metrics.reg)
 		return got.Value(analytics.TimeInLine, q) == 3
 	}, "the first admitter measured %v admissions, want 3", got.Value(analytics.TimeInLine, q))
-	if want, sum := w.expectedWait(), got.HistogramSum(analytics.TimeInLine, q); math.Abs(sum-want) > 1e-6 || sum < 0.3 {
-		t.Errorf("time in line adds up to %.6f s, want %.6f s", sum, want)
+	// Ingested joins: the line's time is the ingest's, a moment after the
+	// stream stored them.
+	if want, sum := w.expectedWait(), got.HistogramSum(analytics.TimeInLine, q); math.Abs(sum-want) > 3*0.02 || sum < 0.3 {
+		t.Errorf("time in line adds up to %.6f s, want %.6f s (within 20 ms each)", sum, want)
 	}
 	time.Sleep(100 * time.Millisecond)
 	if n := testenv.GatherValues(t, second.metrics.reg).Value(analytics.TimeInLine, q); n != 0 {

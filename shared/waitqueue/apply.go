@@ -70,6 +70,9 @@ type EntryEvent struct {
 	Prev      uint64 // a join's previous entry as the gateway saw it (0: none)
 	Kind      JoinKind
 	Reason    string // a leave's reason ("" or ReasonAbandoned)
+	// At is when the stream stored the event (zero: unknown); a join
+	// keeps it as its entry's JoinedAt.
+	At time.Time
 }
 
 // AdmissionEvent is an admission of USHER_ADMISSIONS.
@@ -118,7 +121,11 @@ func (s *Store) ApplyEntries(ctx context.Context, q, epoch string, prev uint64, 
 		if e.Leave {
 			last = e.Reason
 		}
-		args = append(args, e.StreamSeq, kind, entry, e.User, last)
+		var at int64
+		if !e.At.IsZero() {
+			at = e.At.UnixMilli()
+		}
+		args = append(args, e.StreamSeq, kind, entry, e.User, last, at)
 	}
 	return s.apply(ctx, q, applyEntriesScript, stdKeys(k), args)
 }

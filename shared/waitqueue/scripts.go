@@ -56,8 +56,10 @@ end
 -- stream).
 -- kind: '' (in line, FIFO), 'p' (the pre-queue, placed by the draw; once
 -- drawn, a late one queues FIFO) or 'a' (allowed past the line: ahead of
--- everyone, FIFO among themselves).
-local function join(seq, user, prev, kind)
+-- everyone, FIFO among themselves). at: when the stream stored the join
+-- (ms; '0': unknown, now), kept as the record's 'joined' for the time in
+-- line the admitter measures.
+local function join(seq, user, prev, kind, at)
   local e = P .. 'e:' .. seq
   local f = redis.call('HMGET', e, 'status', 'alias', 'user')
   if f[1] or f[2] then
@@ -75,14 +77,15 @@ local function join(seq, user, prev, kind)
       return cur
     end
   end
+  if at == '0' then at = now() end
   if kind == 'p' and not redis.call('HGET', ST, 'drawn') then
-    redis.call('HSET', e, 'status', 'pre', 'user', user)
+    redis.call('HSET', e, 'status', 'pre', 'user', user, 'joined', at)
     redis.call('ZADD', P .. 'pre', 'NX', seq, seq)
     redis.call('HINCRBY', ST, 'preVersion', 1)
   else
     local score = tonumber(seq)
     if kind == 'a' then score = score - 4503599627370496 end -- 2^52: ahead of every place
-    redis.call('HSET', e, 'status', 'waiting', 'user', user)
+    redis.call('HSET', e, 'status', 'waiting', 'user', user, 'joined', at)
     redis.call('ZADD', W, 'NX', score, seq)
   end
   redis.call('SET', uk, seq)
@@ -174,21 +177,22 @@ return {'ok', at, conflicts}
 `
 
 // applyEntriesScript applies join and leave events of USHER_ENTRIES in
-// stream order. Groups of five: stream seq, kind (j: join | p: join into
+// stream order. Groups of six: stream seq, kind (j: join | p: join into
 // the pre-queue | a: join allowed past the line | l: leave | x: nothing, an
 // event that could not be read), entry seq, user, prev (the join's
-// previous entry, see join) or a leave's reason.
+// previous entry, see join) or a leave's reason, and when the stream
+// stored the event (ms; 0: unknown).
 // Invariant: an event at or below the cursor has been applied and is
 // skipped; the cursor moves to the last event in the same step.
 // Returns {'ok', cursor, conflicts} | {'rewound', cursor, 0} | {'stale', 0, 0}.
 var applyEntriesScript = redis.NewScript(luaLib + applyPrologue + `
-for i = 6, #ARGV, 5 do
+for i = 6, #ARGV, 6 do
   local s = tonumber(ARGV[i])
   if s > at then
     local kind = ARGV[i+1]
     if kind == 'j' or kind == 'p' or kind == 'a' then
       if kind == 'j' then kind = '' end
-      if not join(ARGV[i+2], ARGV[i+3], ARGV[i+4], kind) then conflicts = conflicts + 1 end
+      if not join(ARGV[i+2], ARGV[i+3], ARGV[i+4], kind, ARGV[i+5]) then conflicts = conflicts + 1 end
     elseif kind == 'l' then
       leave(ARGV[i+2], ARGV[i+3], ARGV[i+4])
     end
@@ -313,7 +317,7 @@ end
 var ingestScript = redis.NewScript(luaLib + `
 local had = redis.call('HGET', C, 'entries.id')
 if had and had ~= ARGV[3] then return {'stale'} end
-local live = join(ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+local live = join(ARGV[4], ARGV[5], ARGV[6], ARGV[7], '0') -- just stored: now
 if not live then return {'conflict'} end
 local rank = redis.call('ZRANK', W, live)
 local st = redis.call('HGET', P .. 'e:' .. live, 'status')

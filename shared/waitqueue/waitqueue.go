@@ -480,6 +480,9 @@ type Admission struct {
 	TokenID   string
 	ReadyAt   time.Time
 	ExpiresAt time.Time
+	// JoinedAt is when the stream stored the join, as the line recorded it
+	// (zero for an entry joined before the line kept it).
+	JoinedAt time.Time
 }
 
 // Outbox returns up to max admissions not yet announced, oldest first.
@@ -493,7 +496,7 @@ func (s *Store) Outbox(ctx context.Context, q string, max int) ([]Admission, err
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, sq := range seqs {
 			seq, _ := strconv.ParseUint(sq, 10, 64)
-			cmds[i] = p.HMGet(ctx, k.Entry(seq), "user", "tokenId", "readyAt", "expiresAt")
+			cmds[i] = p.HMGet(ctx, k.Entry(seq), "user", "tokenId", "readyAt", "expiresAt", "joined")
 		}
 		return nil
 	})
@@ -507,7 +510,7 @@ func (s *Store) Outbox(ctx context.Context, q string, max int) ([]Admission, err
 		a := Admission{Queue: q, Seq: seq}
 		a.User, _ = v[0].(string)
 		a.TokenID, _ = v[1].(string)
-		a.ReadyAt, a.ExpiresAt = msTime(v[2]), msTime(v[3])
+		a.ReadyAt, a.ExpiresAt, a.JoinedAt = msTime(v[2]), msTime(v[3]), msTime(v[4])
 		if a.TokenID == "" {
 			// Its record went (a leave freed it and expired meanwhile, or
 			// a loss): nothing to announce, nothing anyone can order with.

@@ -475,3 +475,36 @@ func TestETAUsesTheMeasuredRate(t *testing.T) {
 		}
 	}
 }
+
+// An admission carries when its shopper joined, as the line recorded it:
+// the stream's timestamp when a follower (or a replay) applied the join,
+// Redis's clock when the gateway's ingest did, right after the stream
+// stored it — the first application wins, a later one changes nothing.
+// The admitter's time in line is measured from it.
+func TestAdmissionsCarryTheJoinTime(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	stored := time.UnixMilli(time.Now().Add(-time.Hour).UnixMilli())
+	before := time.Now().Add(-time.Second)
+	if _, err := s.Ingest(ctx, q, epoch, 2, "ingested", 0); err != nil {
+		t.Fatal(err)
+	}
+	evs := []waitqueue.EntryEvent{
+		{StreamSeq: 1, User: "replayed", At: stored},
+		{StreamSeq: 2, User: "ingested", At: stored}, // already in line: keeps its time
+	}
+	if _, err := s.ApplyEntries(ctx, q, epoch, 0, evs); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Tick(t, s, q, tick(2))
+	out, err := s.Outbox(ctx, q, 10)
+	if err != nil || len(out) != 2 {
+		t.Fatalf("Outbox = %+v, %v; want both admitted", out, err)
+	}
+	if got := out[0].JoinedAt; !got.Equal(stored) {
+		t.Errorf("replayed join: JoinedAt %v, want the stream's %v", got, stored)
+	}
+	if got := out[1].JoinedAt; got.Before(before) || got.After(time.Now().Add(time.Second)) {
+		t.Errorf("ingested join: JoinedAt %v, want the ingest's time (now), not the later replay's %v", got, stored)
+	}
+}
