@@ -62,6 +62,7 @@ type api struct {
 	pageCSS   string     // a shop's stylesheet for the waiting-room page
 	pageLangs *pageLangs // the page's languages (pagelang.go); nil: the shipped ones
 	now       func() time.Time
+	earliest  func() time.Time // the earliest Redis's time can be now (clock.Synced.Earliest)
 	ready     func(context.Context) error
 
 	randMu sync.Mutex

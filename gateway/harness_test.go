@@ -91,6 +91,8 @@ func newHarness(t testing.TB) *harness {
 		rand:       rand.New(rand.NewPCG(1, 2)),
 		ready:      func(context.Context) error { return nil },
 	}
+	// A test's clock has no sync error: READY at the clock a test sets.
+	a.earliest = func() time.Time { return a.now() }
 	h := &harness{t: t, api: a, app: a.app(), js: js, line: line, queue: testenv.Name(t)}
 	// Every request of an in-memory test comes from one address: the
 	// harness queue has its rate limits off, and the tests of the limits

@@ -82,6 +82,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		pageCSS:     s.pageCSS,
 		pageLangs:   s.pageLangs,
 		now:         d.Clock.Now,
+		earliest:    d.Clock.Earliest,
 		epoch:       d.Streams.Epoch,
 		orderHold:   s.orderHold,
 		rand:        rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x75736865)),

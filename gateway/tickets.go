@@ -282,9 +282,10 @@ func (a *api) leave(c *fiber.Ctx) error {
 }
 
 // answer writes a shopper's place (see shopper.Of: the one view the
-// gateway and the notifier share).
+// gateway and the notifier share), READY only once readyAt has passed on
+// Redis's clock whatever the sync's error (clock.Synced.Earliest).
 func (a *api) answer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, e waitqueue.Entry) error {
-	return a.answerAt(c, status, cfg, t, e, a.now())
+	return a.answerAt(c, status, cfg, t, e, a.earliest())
 }
 
 // answerAt is answer with the view taken at now (see admitAtOnce).

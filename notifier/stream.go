@@ -29,8 +29,11 @@ type streams struct {
 	keys    shopper.Signer // the minter: see minter
 	origins []string       // allowed CORS origins; "*" allows any
 	now     func() time.Time
-	timing  timing
-	metrics *metrics
+	// earliest is the earliest Redis's time can be now (clock.Synced.Earliest):
+	// what READY waits for.
+	earliest func() time.Time
+	timing   timing
+	metrics  *metrics
 }
 
 // Event payloads.
@@ -219,7 +222,9 @@ func (s *streams) open(w http.ResponseWriter, r *http.Request) *stream {
 	w.WriteHeader(http.StatusOK)
 
 	handedOver = true
-	return &stream{streams: s, sse: newSSEWriter(w, s.now, s.timing.writeTimeout, lastID), c: c, user: t.User, noticeOwed: resumed}
+	// Write deadlines are on the host's own clock, the one the network
+	// stack keeps them by (s.now follows Redis's, which may be minutes off it).
+	return &stream{streams: s, sse: newSSEWriter(w, time.Now, s.timing.writeTimeout, lastID), c: c, user: t.User, noticeOwed: resumed}
 }
 
 // stream is one connection's loop.
@@ -330,7 +335,9 @@ func (st *stream) push() (done bool, err error) {
 		if st.readySent {
 			return false, nil
 		}
-		now := st.now()
+		// Never early on Redis's clock, whatever the sync's error: see
+		// clock.Synced.Earliest.
+		now := st.earliest()
 		if now.Before(adm.ReadyAt) {
 			if st.readyAt == nil {
 				st.readyAt = time.NewTimer(adm.ReadyAt.Sub(now))

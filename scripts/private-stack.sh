@@ -6,13 +6,14 @@
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; stop_pg; rm -rf "$work"; }
 stop_pg() { :; }
 
-# start_stores NATS_SERVER NATS_PORT REDIS_PORT PG_PORT starts NATS
+# start_stores NATS_SERVER NATS_PORT REDIS_PORT PG_PORT [NATS_ARGS…] starts NATS
 # JetStream (file store), Redis (no persistence) and a throwaway PostgreSQL
 # cluster (durable commits, as in production) with database usher, and
 # exports the services' URLs for them.
 start_stores() {
   local nats_server=$1 nats_port=$2 redis_port=$3 pg_port=$4
-  "$nats_server" -a 127.0.0.1 -p "$nats_port" -js -sd "$work/js" >"$work/nats.log" 2>&1 & pids+=($!)
+  shift 4 # the rest: more nats-server arguments (--profile PORT, say)
+  "$nats_server" -a 127.0.0.1 -p "$nats_port" -js -sd "$work/js" "$@" >"$work/nats.log" 2>&1 & pids+=($!)
   redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 & pids+=($!)
   pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
   as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }

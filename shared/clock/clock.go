@@ -42,6 +42,7 @@ type Synced struct {
 	src    Source
 	local  func() time.Time
 	offset atomic.Int64 // nanoseconds to add to local
+	spread atomic.Int64 // nanoseconds: half the round trip of the sample offset came from
 	synced atomic.Bool
 	log    *slog.Logger
 
@@ -58,6 +59,16 @@ func New(src Source, local func() time.Time, log *slog.Logger) *Synced {
 
 // Now is the reference time as this process best knows it.
 func (c *Synced) Now() time.Time { return c.local().Add(time.Duration(c.offset.Load())) }
+
+// Earliest is the earliest the reference time can be now: Now less half
+// the round trip of the sample the offset came from (the reference time was
+// read somewhere within that round trip). A decision that must never come
+// early on the reference clock — showing READY at readyAt — waits for
+// Earliest, not Now: on one host, Now can run a millisecond ahead of the
+// very clock Redis reads.
+func (c *Synced) Earliest() time.Time {
+	return c.Now().Add(-time.Duration(c.spread.Load()))
+}
 
 // Offset is what Now adds to the local clock.
 func (c *Synced) Offset() time.Duration { return time.Duration(c.offset.Load()) }
@@ -89,6 +100,7 @@ func (c *Synced) Sync(ctx context.Context) error {
 	if c.synced.Load() && rtt > slowFactor*shortest+slowSlack {
 		return nil
 	}
+	c.spread.Store(int64(rtt / 2))
 	if prev := time.Duration(c.offset.Swap(int64(off))); !c.synced.Swap(true) || (off-prev).Abs() > time.Second {
 		c.log.Info("clock synced to redis", "offset", off.String(), "roundTrip", rtt.String())
 	}

@@ -86,3 +86,36 @@ func TestASlowSampleDoesNotMoveTheClock(t *testing.T) {
 		t.Fatalf("clock off by %v after every round trip got slower, want it to follow them", e)
 	}
 }
+
+// Earliest is never after the reference time, whichever moment of the
+// round trip Redis read its clock at; Now may be, by up to half of it.
+func TestEarliestIsNeverAfterTheReference(t *testing.T) {
+	for _, at := range []time.Duration{0, time.Millisecond, 2 * time.Millisecond} { // when, in a 2 ms round trip, Redis read TIME
+		h := &readAt{host: fakeHost{local: time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC), truth: 3 * time.Second, rtt: 2 * time.Millisecond}, at: at}
+		c := New(h, h.host.now, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err := c.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ref := h.host.now().Add(h.host.truth)
+		if e := c.Earliest(); e.After(ref) {
+			t.Errorf("Redis read at %v of the round trip: Earliest %v after the reference time %v", at, e.Sub(ref), ref)
+		}
+		if d := ref.Sub(c.Earliest()); d > 2*time.Millisecond {
+			t.Errorf("Redis read at %v of the round trip: Earliest %v behind the reference, more than the round trip", at, d)
+		}
+	}
+}
+
+// readAt is a Redis that reads its clock at moment at of the round trip.
+type readAt struct {
+	host fakeHost
+	at   time.Duration
+}
+
+func (r *readAt) Now(context.Context) (time.Time, error) {
+	r.host.mu.Lock()
+	defer r.host.mu.Unlock()
+	ref := r.host.local.Add(r.at).Add(r.host.truth)
+	r.host.local = r.host.local.Add(r.host.rtt)
+	return ref, nil
+}
