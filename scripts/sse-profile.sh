@@ -41,7 +41,7 @@ curl -s "http://127.0.0.1:26063/debug/pprof/profile?seconds=$s" -o "$out/notifie
 curl -s "http://127.0.0.1:26062/debug/pprof/profile?seconds=$s" -o "$out/admitter.pprof" & profs+=($!)
 curl -s "http://127.0.0.1:26065/debug/pprof/profile?seconds=$s" -o "$out/nats.pprof" & profs+=($!)
 # CPU ticks (utime + stime) of each process, and the machine's.
-ticks() { for p in "${pids[@]}" "$lt"; do [ -r "/proc/$p/stat" ] && echo "$p $(cat "/proc/$p/comm") $(awk '{print $14 + $15}' "/proc/$p/stat")"; done; }
+ticks() { for p in "${pids[@]}" "$lt"; do [ -r "/proc/$p/stat" ] && echo "$p $(cat "/proc/$p/comm") $(awk '{print $14 + $15}' "/proc/$p/stat")"; done; return 0; }
 ticks >"$work/t0"; head -1 /proc/stat >"$work/s0"; t0=$(date +%s.%N)
 while ! grep -q "READY delivery" "$out/lt.txt" 2>/dev/null && kill -0 "$lt" 2>/dev/null; do
   ticks >"$work/t1"; head -1 /proc/stat >"$work/s1"; t1=$(date +%s.%N); sleep 0.1
