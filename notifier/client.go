@@ -233,7 +233,7 @@ func (c *client) rebase(rank, admittedTotal int64) {
 // can be read — and at 19,000 streams it was 19,000 writes a second, with
 // as many wake-ups and reads on the shoppers' side, competing with the
 // READYs the line is waiting for. With this cadence a tick tells at most
-// about 2,100 clients in the first 5,000 places plus a fifth of the rest.
+// about 2,300 clients in the first 5,000 places plus a fifth of the rest.
 func positionEvery(p int64) int64 {
 	return min(max((p+999)/1000, 1), 5)
 }
