@@ -252,8 +252,14 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 	if err != nil {
 		return tickLen, err
 	}
-	if res.Stock == waitqueue.StockSoldOut && cfg.State != catalog.StateClosed {
+	switch {
+	case res.Stock == waitqueue.StockSoldOut && cfg.State != catalog.StateClosed:
 		a.closeSoldOut(ctx, cfg.Name)
+	case res.Stock == waitqueue.StockAvailable && cfg.State == catalog.StateClosed && cfg.ClosedReason == catalog.ReasonSoldOut:
+		// Units are back (a restock whose own reopening lost the race
+		// with this close, stock set in the store directly): a queue
+		// closed because it sold out reopens, as a restock's would.
+		a.reopenRestocked(ctx, cfg.Name)
 	}
 	if res.Early {
 		// Another admitter ran this tick; come back when the next is due.
@@ -436,6 +442,34 @@ func (a *admitter) closeSoldOut(ctx context.Context, q string) {
 	}
 	if err != nil {
 		a.log.Error("sold-out close not recorded on the ops stream", "queue", q, "err", err)
+	}
+}
+
+// reopenRestocked reopens a queue closed because it sold out, now that the
+// line sees units available again; a queue an operator changed meanwhile
+// (another state, another reason) is theirs and stays as it is.
+func (a *admitter) reopenRestocked(ctx context.Context, q string) {
+	prev, now, err := a.queues.Update(ctx, q, func(c *catalog.Config) bool {
+		if c.State != catalog.StateClosed || c.ClosedReason != catalog.ReasonSoldOut {
+			return false
+		}
+		c.State, c.ClosedReason = catalog.StateOpen, ""
+		return true
+	})
+	switch {
+	case errors.Is(err, catalog.ErrUnchanged):
+		return
+	case err != nil:
+		a.log.Error("reopen a restocked queue", "queue", q, "err", err)
+		return
+	}
+	a.log.Info("queue reopened: units are available again", "queue", q, "skus", now.Products())
+	id, body, err := event.NewConfigChanged(q, "admitter (back in stock)", now, &prev, a.now())
+	if err == nil {
+		_, err = a.js.Publish(ctx, event.ConfigChangedSubject, body, jetstream.WithMsgID(id))
+	}
+	if err != nil {
+		a.log.Error("reopening not recorded on the ops stream", "queue", q, "err", err)
 	}
 }
 
