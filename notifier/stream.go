@@ -193,6 +193,13 @@ func (s *streams) open(w http.ResponseWriter, r *http.Request) *stream {
 		problem.Write(w, problem.New(http.StatusServiceUnavailable, "unavailable", "the line could not be read; retry"))
 		return nil
 	}
+	// The configuration as it stands now that c is registered: a change
+	// made between the first read and the registration reached the hub
+	// before c was in its room (onConfig), so it is read here; any later
+	// one reaches c through onConfig.
+	if cur, ok := s.queues.Get(cfg.Name); ok {
+		cfg = cur
+	}
 	if e.User != "" && e.User != t.User {
 		problem.Write(w, problem.New(http.StatusNotFound, "ticket-not-found", "no entry of this ticket's user at this place"))
 		return nil
