@@ -421,55 +421,47 @@ func (a *admitter) refreshStock(ctx context.Context, cfg catalog.Config) error {
 // configuration: an operator's concurrent change is never overwritten, and
 // a queue an operator closed or reopened meanwhile is left as they left it.
 func (a *admitter) closeSoldOut(ctx context.Context, q string) {
-	prev, now, err := a.queues.Update(ctx, q, func(c *catalog.Config) bool {
+	a.changeState(ctx, q, "admitter (sold out)", "queue sold out and closed", func(c *catalog.Config) bool {
 		if c.State == catalog.StateClosed {
 			return false
 		}
 		c.State, c.ClosedReason = catalog.StateClosed, catalog.ReasonSoldOut
 		return true
 	})
-	switch {
-	case errors.Is(err, catalog.ErrUnchanged):
-		return
-	case err != nil:
-		a.log.Error("close a sold-out queue", "queue", q, "err", err)
-		return
-	}
-	a.log.Info("queue sold out and closed", "queue", q, "skus", now.Products())
-	id, body, err := event.NewConfigChanged(q, "admitter (sold out)", now, &prev, a.now())
-	if err == nil {
-		_, err = a.js.Publish(ctx, event.ConfigChangedSubject, body, jetstream.WithMsgID(id))
-	}
-	if err != nil {
-		a.log.Error("sold-out close not recorded on the ops stream", "queue", q, "err", err)
-	}
 }
 
 // reopenRestocked reopens a queue closed because it sold out, now that the
 // line sees units available again; a queue an operator changed meanwhile
 // (another state, another reason) is theirs and stays as it is.
 func (a *admitter) reopenRestocked(ctx context.Context, q string) {
-	prev, now, err := a.queues.Update(ctx, q, func(c *catalog.Config) bool {
+	a.changeState(ctx, q, "admitter (back in stock)", "queue reopened: units are available again", func(c *catalog.Config) bool {
 		if c.State != catalog.StateClosed || c.ClosedReason != catalog.ReasonSoldOut {
 			return false
 		}
 		c.State, c.ClosedReason = catalog.StateOpen, ""
 		return true
 	})
+}
+
+// changeState applies change to q's stored configuration (a
+// compare-and-set: see catalog.Update) and records what changed, by whom,
+// on the ops stream; a change that changes nothing records nothing.
+func (a *admitter) changeState(ctx context.Context, q, by, done string, change func(*catalog.Config) bool) {
+	prev, now, err := a.queues.Update(ctx, q, change)
 	switch {
 	case errors.Is(err, catalog.ErrUnchanged):
 		return
 	case err != nil:
-		a.log.Error("reopen a restocked queue", "queue", q, "err", err)
+		a.log.Error("change a queue's state", "queue", q, "by", by, "err", err)
 		return
 	}
-	a.log.Info("queue reopened: units are available again", "queue", q, "skus", now.Products())
-	id, body, err := event.NewConfigChanged(q, "admitter (back in stock)", now, &prev, a.now())
+	a.log.Info(done, "queue", q, "skus", now.Products())
+	id, body, err := event.NewConfigChanged(q, by, now, &prev, a.now())
 	if err == nil {
 		_, err = a.js.Publish(ctx, event.ConfigChangedSubject, body, jetstream.WithMsgID(id))
 	}
 	if err != nil {
-		a.log.Error("reopening not recorded on the ops stream", "queue", q, "err", err)
+		a.log.Error("state change not recorded on the ops stream", "queue", q, "by", by, "err", err)
 	}
 }
 
