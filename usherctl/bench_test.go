@@ -52,16 +52,23 @@ func BenchmarkUsherctl(b *testing.B) {
 		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 	})
 	b.Run("rebuild", func(b *testing.B) {
+		var redisCPU time.Duration
 		for b.Loop() {
 			b.StopTimer()
 			flush(b, w.redisURL)
+			before := redisCPUTime(b, w.redisURL)
 			b.StartTimer()
 			r := w.usherctl("rebuild", "--queue", q)
 			if r.err != nil {
 				b.Fatal(r.err)
 			}
+			b.StopTimer()
+			redisCPU += redisCPUTime(b, w.redisURL) - before
+			b.StartTimer()
+			b.Log(strings.SplitN(r.stdout, "\n", 2)[0]) // how long the read took, and the whole rebuild
 		}
 		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "shoppers/s")
+		b.ReportMetric(float64(redisCPU.Microseconds())/float64(n*b.N), "redis-µs/shopper")
 	})
 }
 
@@ -98,6 +105,32 @@ func publishJoins(b *testing.B, js jetstream.JetStream, q string, n int) {
 		}
 	}
 	wait()
+}
+
+// redisCPUTime is the CPU time (user and system) Redis has used so far,
+// from INFO cpu.
+func redisCPUTime(b *testing.B, url string) time.Duration {
+	b.Helper()
+	rdb, err := waitqueue.DialURL(url, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rdb.Close()
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu %s: %v", line, err)
+			}
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }
 
 func flush(b *testing.B, url string) {

@@ -252,7 +252,18 @@ func marshalEnvelope(id, typ, subject string, at time.Time, raw json.RawMessage)
 var ErrType = errors.New("unexpected event type")
 
 // Unmarshal decodes an envelope and, when its type is want, its data into v.
+// It accepts, refuses and decodes exactly what encoding/json does; joins,
+// leaves and admissions as Marshal writes them take a path of their own
+// (decode.go).
 func Unmarshal(b []byte, want string, v any) (Envelope, error) {
+	if env, ok, err := unmarshalFast(b, want, v); ok {
+		return env, err
+	}
+	return unmarshalJSON(b, want, v)
+}
+
+// unmarshalJSON is Unmarshal with encoding/json alone.
+func unmarshalJSON(b []byte, want string, v any) (Envelope, error) {
 	var env Envelope
 	if err := json.Unmarshal(b, &env); err != nil {
 		return env, fmt.Errorf("decode envelope: %w", err)
