@@ -52,10 +52,13 @@ const Alias Status = "alias"
 // pre-queued entry goes into the pre-queue set (counting its version up, as
 // the join script does), unless the queue was drawn meanwhile: then it
 // queues FIFO, as the join script puts a pre-queue join after the draw.
-// Returns, for each group, 1 if it was created and 0 if it was kept.
+// Returns, for each group, 1 if it was created and 0 if it was kept. The
+// line and the admitted set get one ZADD per call and the counters one
+// HINCRBY, a record one HSET.
 var restoreScript = redis.NewScript(`
 local prefix, ttl = ARGV[1], tonumber(ARGV[2])
-local out = {}
+local out, line, held = {}, {}, {}
+local admitted, pre, drawn = 0, 0, nil
 for i = 3, #ARGV, 9 do
   local seq, st, user, alias = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3]
   local tok, ready, exp, ord, score = ARGV[i+4], ARGV[i+5], ARGV[i+6], ARGV[i+7], ARGV[i+8]
@@ -67,35 +70,46 @@ for i = 3, #ARGV, 9 do
     if alias ~= '' then
       redis.call('HSET', e, 'alias', alias, 'user', user)
     else
-      if st == 'pre' and redis.call('HGET', KEYS[4], 'drawn') then st, score = 'waiting', '' end
-      redis.call('HSET', e, 'status', st, 'user', user)
-      if tok ~= '' then
-        redis.call('HSET', e, 'tokenId', tok, 'readyAt', ready, 'expiresAt', exp)
-        redis.call('HINCRBY', KEYS[4], 'admittedTotal', 1)
+      if st == 'pre' then
+        if drawn == nil then drawn = redis.call('HEXISTS', KEYS[4], 'drawn') == 1 end
+        if drawn then st, score = 'waiting', '' end
       end
-      if ord ~= '' then redis.call('HSET', e, 'orderId', ord) end
+      local h = {'status', st, 'user', user}
+      if tok ~= '' then
+        h[5], h[6], h[7], h[8], h[9], h[10] = 'tokenId', tok, 'readyAt', ready, 'expiresAt', exp
+        admitted = admitted + 1
+      end
+      if ord ~= '' then h[#h+1], h[#h+2] = 'orderId', ord end
+      redis.call('HSET', e, unpack(h))
+      local finished = false
       if st == 'waiting' then
         if score == '' then score = seq end
-        redis.call('ZADD', KEYS[1], 'NX', score, seq)
+        line[#line+1], line[#line+2] = score, seq
       elseif st == 'pre' then
         redis.call('ZADD', prefix .. 'pre', 'NX', seq, seq)
-        redis.call('HINCRBY', KEYS[4], 'preVersion', 1)
+        pre = pre + 1
       elseif st == 'admitted' then
-        redis.call('ZADD', KEYS[2], 'NX', exp, seq)
+        held[#held+1], held[#held+2] = exp, seq
       else
         redis.call('EXPIRE', e, ttl)
+        finished = true
       end
       if user ~= '' then
         local uk = prefix .. 'u:' .. user
-        local cur = redis.call('GET', uk)
-        if not cur or tonumber(cur) < tonumber(seq) then
-          redis.call('SET', uk, seq)
-          if st ~= 'waiting' and st ~= 'admitted' and st ~= 'pre' then redis.call('EXPIRE', uk, ttl) end
+        local moved = redis.call('SET', uk, seq, 'NX')
+        if not moved then
+          local cur = redis.call('GET', uk)
+          if tonumber(cur) < tonumber(seq) then moved = redis.call('SET', uk, seq) end
         end
+        if moved and finished then redis.call('EXPIRE', uk, ttl) end
       end
     end
   end
 end
+if #line > 0 then redis.call('ZADD', KEYS[1], 'NX', unpack(line)) end
+if #held > 0 then redis.call('ZADD', KEYS[2], 'NX', unpack(held)) end
+if admitted > 0 then redis.call('HINCRBY', KEYS[4], 'admittedTotal', admitted) end
+if pre > 0 then redis.call('HINCRBY', KEYS[4], 'preVersion', pre) end
 return out
 `)
 
