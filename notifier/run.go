@@ -65,7 +65,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	mint := newMinter(ctx, keys)
 	st := &streams{
 		log: d.Log, hub: h, line: d.Line, queues: d.Queues, tickets: tickets, epoch: d.Streams.Epoch, keys: mint,
-		origins: s.corsOrigins, now: d.Clock.Now, earliest: d.Clock.Earliest, timing: s.timing, metrics: m,
+		origins: s.corsOrigins, now: d.Clock.Now, earliest: d.Clock.Earliest, timing: s.timing, metrics: m, base: ctx,
 	}
 	st.routes(mux)
 	d.Log.Info("notifier listening", "addr", ln.Addr().String(), "nats", s.NATS.URLs)
@@ -75,5 +75,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g.Go(func() error { return h.Run(ctx) })
 	g.Go(func() error { return opshttp.ServeProfiles(ctx, s.Profiles) })
 	g.Go(func() error { return opshttp.Serve(ctx, ln, mux, s.Shutdown) })
-	return g.Wait()
+	err = g.Wait()
+	st.detached.Wait() // the streams taken over from net/http end with ctx
+	return err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -19,8 +20,12 @@ import (
 // id lets it order what it saw and lets the server tell a resume from a
 // first visit in its logs.
 type sseWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	// conn is the connection once the stream is taken over from net/http
+	// (detach): events are written to it as they are, after head.
+	conn    net.Conn
+	head    []byte
 	now     func() time.Time
 	timeout time.Duration
 	next    uint64
@@ -65,13 +70,29 @@ func (s *sseWriter) comment(text string) error {
 	return s.flush()
 }
 
+// detach makes conn the stream's connection; head (the response's status
+// line and header) goes out with the first event.
+func (s *sseWriter) detach(conn net.Conn, head []byte) {
+	s.w, s.rc, s.conn, s.head = nil, nil, conn, head
+}
+
 func (s *sseWriter) flush() error {
-	// ErrNotSupported only comes from a wrapped writer without deadlines;
-	// the write below still works.
-	_ = s.rc.SetWriteDeadline(s.now().Add(s.timeout))
-	_, err := s.w.Write(s.buf)
-	if err == nil {
-		err = s.rc.Flush()
+	var err error
+	if s.conn != nil {
+		out := s.buf
+		if s.head != nil {
+			out = append(s.head, s.buf...)
+			s.head = nil
+		}
+		_ = s.conn.SetWriteDeadline(s.now().Add(s.timeout)) // fails only on a closed conn, which the write reports
+		_, err = s.conn.Write(out)
+	} else {
+		// ErrNotSupported only comes from a wrapped writer without
+		// deadlines; the write below still works.
+		_ = s.rc.SetWriteDeadline(s.now().Add(s.timeout))
+		if _, err = s.w.Write(s.buf); err == nil {
+			err = s.rc.Flush()
+		}
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return errSlow

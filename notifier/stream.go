@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"usher/shared/catalog"
@@ -34,6 +36,11 @@ type streams struct {
 	earliest func() time.Time
 	timing   timing
 	metrics  *metrics
+	// base is the notifier's life: a stream taken over from net/http
+	// (detach) ends with it, and detached counts its goroutines until
+	// they have. Without a base every stream stays on net/http.
+	base     context.Context
+	detached sync.WaitGroup
 }
 
 // Event payloads.
@@ -118,19 +125,122 @@ func (s *streams) preflight(w http.ResponseWriter, r *http.Request) {
 // serve streams one ticket's events until the client goes, the stream
 // ends (expired, closed, or the token's life is over) or the notifier stops.
 //
+// An HTTP/1.1 stream is taken over from net/http once its first state is
+// known (detach): it then runs on a goroutine of its own, and everything
+// net/http kept for the connection while its handler ran — the request,
+// two buffered writers and a buffered reader, about 10 KiB, and the
+// handler's goroutine — is freed. That was most of what an idle stream
+// cost (issue #16: memory per idle stream beside a bare net/http server).
+// Elsewhere (HTTP/2, a test's recorder) the stream runs here.
+//
 // It is kept small on purpose: a stream's goroutine spends its life parked
 // in run, and the setup (open: the ticket, Redis, the first state) happens
 // in a frame that is gone by then, so a garbage collection can shrink the
-// stack an idle stream holds — most of what an idle stream costs.
+// stack an idle stream holds.
 func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
 	st := s.open(w, r)
 	if st == nil {
 		return // answered with a problem
 	}
+	if s.detach(w, r, st) {
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+	s.stream(r.Context(), st)
+}
+
+// detach takes the stream's connection over from net/http and runs the
+// stream on a goroutine of its own until the client goes or base ends. It
+// reports false, having done nothing, where the connection cannot be taken
+// over (or the streams have no base to end with).
+func (s *streams) detach(w http.ResponseWriter, r *http.Request, st *stream) bool {
+	if s.base == nil || r.ProtoMajor != 1 {
+		return false
+	}
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return false // not HTTP/1.x underneath: the stream stays on net/http
+	}
+	st.sse.detach(conn, responseHead(w.Header(), time.Now()))
+	ctx, cancel := context.WithCancel(s.base)
+	s.detached.Add(2)
+	go func() {
+		// The client's side of the connection: it sends nothing after its
+		// request, so a read returns only when the client goes.
+		defer s.detached.Done()
+		defer cancel()
+		var b [64]byte
+		for {
+			if _, err := conn.Read(b[:]); err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		defer s.detached.Done()
+		defer conn.Close()
+		defer cancel()
+		reserveStack(func() { s.stream(ctx, st) })
+	}()
+	return true
+}
+
+// stackReserve is the stack a taken-over stream's goroutine grows to when
+// it connects, and keeps however long it idles. A new goroutine starts
+// with a small stack and a garbage collection halves an idle one that uses
+// less than a quarter of it; the READY path (the line's answer, the token,
+// the write) then grew each stream's stack at the moment its READY was due,
+// 19,000 of them within seconds: runtime.copystack and the stack pool's
+// lock took 13-25 % of the notifier's CPU. net/http's own goroutine, which
+// ran the stream before, had grown in serving the request and kept it.
+const stackReserve = 8 << 10
+
+// reserveStack grows the goroutine's stack to stackReserve, then runs f on
+// top of a frame that keeps enough of it in use (with the stream's own
+// frames, over a quarter) that a garbage collection never shrinks it.
+//
+//go:noinline
+func reserveStack(f func()) {
+	var floor [stackReserve / 8]byte
+	touch(floor[:])
+	growStack()
+	f()
+	touch(floor[:]) // floor stays in this frame while f runs
+}
+
+// growStack has a frame of three quarters of stackReserve: the stack grows
+// to stackReserve on calling it.
+//
+//go:noinline
+func growStack() {
+	var b [stackReserve * 3 / 4]byte
+	touch(b[:])
+}
+
+// touch writes to b, so that a frame's array is not optimised away.
+//
+//go:noinline
+func touch(b []byte) { b[len(b)-1]++ }
+
+// responseHead is the status line and header of a taken-over stream's
+// response: what net/http would have written for it, except that the
+// body ends with the connection (HTTP/1.1 §6.3: no length, no chunks).
+func responseHead(h http.Header, now time.Time) []byte {
+	var b bytes.Buffer
+	b.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = h.Write(&b) // a bytes.Buffer takes every write
+	b.WriteString("Date: ")
+	b.WriteString(now.UTC().Format(http.TimeFormat))
+	b.WriteString("\r\nConnection: close\r\n\r\n")
+	return b.Bytes()
+}
+
+// stream runs st until it ends, and accounts for it.
+func (s *streams) stream(ctx context.Context, st *stream) {
 	defer s.hub.unregister(st.c)
 	s.metrics.connections.Inc()
 	defer s.metrics.connections.Dec()
-	if err := st.run(r.Context()); err != nil {
+	if err := st.run(ctx); err != nil {
 		reason := "dead"
 		if err == errSlow {
 			reason = "slow"
@@ -226,7 +336,6 @@ func (s *streams) open(w http.ResponseWriter, r *http.Request) *stream {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
-	w.WriteHeader(http.StatusOK)
 
 	handedOver = true
 	// Write deadlines are on the host's own clock, the one the network

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -347,8 +348,8 @@ func TestCORSAllowsTheConfiguredOrigins(t *testing.T) {
 	}
 }
 
-// A client that goes away is noticed at once (net/http cancels the
-// request's context) and its goroutine ends; goleak in TestMain checks
+// A client that goes away is noticed at once (the stream's reader sees
+// its connection close) and its goroutines end; goleak in TestMain checks
 // that none is left.
 func TestGoneClientsAreReleased(t *testing.T) {
 	w := newWorld(t)
@@ -600,5 +601,54 @@ func TestAPreQueuedStreamBeforeTheScheduleIsKnownIsToldToRetry(t *testing.T) {
 	res, body := call(t, "GET", n.url(w.queue, tk), nil)
 	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "1" || !strings.Contains(string(body), "unavailable") {
 		t.Fatalf("stream of a pre-queued ticket, no opensAt known = %d %q %s; want 503 unavailable, Retry-After 1", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
+}
+
+// A stream is taken over from net/http once it starts (serve, detach): on
+// the wire it is still an HTTP/1.1 response, its header as net/http would
+// write it (CORS included), its body delimited by the connection's end.
+// Stopping the notifier ends it.
+func TestAStreamOnTheWire(t *testing.T) {
+	w := newWorld(t)
+	n := w.start("USHER_NOTIFIER_CORS_ORIGINS", "https://shop.example")
+	tk := w.join(1, "alice")
+	conn, err := net.Dial("tcp", n.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	path := strings.TrimPrefix(n.url(w.queue, tk), "http://"+n.addr)
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nOrigin: https://shop.example\r\n\r\n", path, n.addr)
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(conn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", n.url(w.queue, tk), nil)
+	res, err := http.ReadResponse(r, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-store",
+		"X-Accel-Buffering": "no", "Access-Control-Allow-Origin": "https://shop.example", "Vary": "Origin"} {
+		if got := res.Header.Get(k); got != want {
+			t.Errorf("%s: %q, want %q", k, got, want)
+		}
+	}
+	if res.StatusCode != 200 || res.ProtoMajor != 1 || res.ProtoMinor != 1 || len(res.TransferEncoding) > 0 || res.ContentLength != -1 || !res.Close {
+		t.Errorf("got %s %s, transfer encoding %q, length %d, close %v: want HTTP/1.1 200 delimited by the connection's end",
+			res.Proto, res.Status, res.TransferEncoding, res.ContentLength, res.Close)
+	}
+	if _, err := time.Parse(http.TimeFormat, res.Header.Get("Date")); err != nil {
+		t.Errorf("Date %q: %v", res.Header.Get("Date"), err)
+	}
+	s := parse(t, res, cancel)
+	if ev := s.until("position", 5*time.Second); decode[positionData](t, ev).Position != 1 {
+		t.Errorf("first position event %+v", ev)
+	}
+	n.stop()
+	select {
+	case <-s.done: // the body ended
+	case <-time.After(10 * time.Second):
+		t.Error("the stream did not end when the notifier stopped")
 	}
 }

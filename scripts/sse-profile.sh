@@ -11,7 +11,9 @@
 #   SHOPPERS=19000 PER_TICK=250 scripts/sse-profile.sh
 #
 # Output in bench-results/sse-profile/: lt.txt (the load tool's report),
-# sse.json, cpu.txt, {notifier,admitter,nats}.pprof, notifier-metrics.txt
+# sse.json, cpu.txt, {notifier,admitter,nats}.pprof, notifier-heap.pprof
+# (every stream open, before the first admission) and
+# notifier-metrics-idle.txt (its metrics then), notifier-metrics.txt
 # (usher_ready_delivery_seconds, usher_admission_event_lag_seconds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +38,9 @@ bin/loadtest -gateway http://127.0.0.1:22080 -admin-token bench-admin -notifier 
   -scenario sse -shoppers "${SHOPPERS:-19000}" -max-admit-per-tick "${PER_TICK:-500}" -duration 60s -anchor=false \
   -out "$out/sse.json" >"$out/lt.txt" 2>&1 & lt=$!
 until grep -q admitting "$out/lt.txt" 2>/dev/null; do sleep 0.1; done
+# Every stream is open and idle: the notifier's heap, and its goroutines.
+curl -s "http://127.0.0.1:26063/debug/pprof/heap" -o "$out/notifier-heap.pprof"
+curl -s "http://127.0.0.1:22081/metrics" -o "$out/notifier-metrics-idle.txt"
 s=${PROFILE_SECONDS:-5}
 curl -s "http://127.0.0.1:26063/debug/pprof/profile?seconds=$s" -o "$out/notifier.pprof" & profs=($!)
 curl -s "http://127.0.0.1:26062/debug/pprof/profile?seconds=$s" -o "$out/admitter.pprof" & profs+=($!)
