@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync"
 
 	"usher/shared/token"
 )
@@ -38,32 +39,29 @@ type mintResult struct {
 var errStopping = errors.New("notifier stopping: no token minted")
 
 // newMinter returns a minter that serves until ctx ends; start its
-// goroutines with Run.
+// goroutines with Run (the same ctx). Sign, which takes no context, stops
+// waiting for them when ctx ends.
 func newMinter(ctx context.Context, keys *token.Keyring) *minter {
 	return &minter{keys: keys, reqs: make(chan mintRequest), done: ctx.Done()}
 }
 
 // Run signs on one goroutine per CPU until ctx ends.
 func (m *minter) Run(ctx context.Context) error {
-	n := runtime.GOMAXPROCS(0)
-	errs := make(chan error, n)
-	for range n {
-		go func() {
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
 			for {
 				select {
 				case <-ctx.Done():
-					errs <- nil
 					return
 				case r := <-m.reqs:
 					tok, err := m.keys.Sign(r.claims)
 					r.reply <- mintResult{tok, err}
 				}
 			}
-		}()
+		})
 	}
-	for range n {
-		<-errs
-	}
+	wg.Wait()
 	return nil
 }
 

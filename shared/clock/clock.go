@@ -39,16 +39,29 @@ type Source interface {
 // Synced is a clock that follows a Source. The zero offset applies until
 // the first successful Sync. It is safe for concurrent use.
 type Synced struct {
-	src    Source
-	local  func() time.Time
-	offset atomic.Int64 // nanoseconds to add to local
-	spread atomic.Int64 // nanoseconds: half the round trip of the sample offset came from
-	synced atomic.Bool
-	log    *slog.Logger
+	src   Source
+	local func() time.Time
+	cur   atomic.Pointer[sample] // nil until the first successful Sync
+	log   *slog.Logger
 
 	mu   sync.Mutex
 	rtts [recentSamples]time.Duration // the recent round trips, a ring
 	n    int                          // samples taken
+}
+
+// sample is what one Sync measured: read together, so that a reader never
+// pairs one sample's offset with another's spread.
+type sample struct {
+	offset time.Duration // what to add to local
+	spread time.Duration // half the round trip the offset came from
+}
+
+// current is the sample in use: zero before the first.
+func (c *Synced) current() sample {
+	if s := c.cur.Load(); s != nil {
+		return *s
+	}
+	return sample{}
 }
 
 // New returns a clock following src, measured against local (time.Now, or
@@ -58,7 +71,7 @@ func New(src Source, local func() time.Time, log *slog.Logger) *Synced {
 }
 
 // Now is the reference time as this process best knows it.
-func (c *Synced) Now() time.Time { return c.local().Add(time.Duration(c.offset.Load())) }
+func (c *Synced) Now() time.Time { return c.local().Add(c.current().offset) }
 
 // Earliest is the earliest the reference time can be now: Now less half
 // the round trip of the sample the offset came from (the reference time was
@@ -67,11 +80,12 @@ func (c *Synced) Now() time.Time { return c.local().Add(time.Duration(c.offset.L
 // Earliest, not Now: on one host, Now can run a millisecond ahead of the
 // very clock Redis reads.
 func (c *Synced) Earliest() time.Time {
-	return c.Now().Add(-time.Duration(c.spread.Load()))
+	s := c.current()
+	return c.local().Add(s.offset - s.spread)
 }
 
 // Offset is what Now adds to the local clock.
-func (c *Synced) Offset() time.Duration { return time.Duration(c.offset.Load()) }
+func (c *Synced) Offset() time.Duration { return c.current().offset }
 
 // Sync measures the offset once. The first sample sets it; after that, a
 // slow sample — a round trip longer than twice the shortest of the last
@@ -97,11 +111,10 @@ func (c *Synced) Sync(ctx context.Context) error {
 		shortest = min(shortest, c.rtts[i])
 	}
 	c.mu.Unlock()
-	if c.synced.Load() && rtt > slowFactor*shortest+slowSlack {
+	if c.cur.Load() != nil && rtt > slowFactor*shortest+slowSlack {
 		return nil
 	}
-	c.spread.Store(int64(rtt / 2))
-	if prev := time.Duration(c.offset.Swap(int64(off))); !c.synced.Swap(true) || (off-prev).Abs() > time.Second {
+	if prev := c.cur.Swap(&sample{offset: off, spread: rtt / 2}); prev == nil || (off-prev.offset).Abs() > time.Second {
 		c.log.Info("clock synced to redis", "offset", off.String(), "roundTrip", rtt.String())
 	}
 	return nil
