@@ -215,32 +215,45 @@ func (w *world) admitFor(n int, ttl time.Duration) []string {
 // id, the gateway's dedup) — and returns the order id.
 func (w *world) request(tokenID string, msgID string) string {
 	w.t.Helper()
+	return w.publishRequest(tokenID, msgID, w.redeem(tokenID))
+}
+
+// redeem claims the token for its order in Redis, as the gateway does
+// before it publishes the request, and returns when (Redis time).
+func (w *world) redeem(tokenID string) time.Time {
+	w.t.Helper()
 	_, _, seq, _ := waitqueue.ParseTokenID(tokenID)
-	id := orders.ID(tokenID)
-	cl, err := w.line.Claim(context.Background(), w.queue, seq, waitqueue.Order{ID: id, TokenID: tokenID, User: fmt.Sprintf("user-%d", seq), SKU: w.sku(), Quantity: 1}, 6*time.Minute)
+	cl, err := w.line.Claim(context.Background(), w.queue, seq, waitqueue.Order{ID: orders.ID(tokenID), TokenID: tokenID,
+		User: fmt.Sprintf("user-%d", seq), SKU: w.sku(), Quantity: 1}, 6*time.Minute)
 	if err != nil || cl.Outcome != waitqueue.Redeemed {
 		w.t.Fatalf("Claim(%s) = %+v, %v", tokenID, cl, err)
 	}
-	w.publishRequest(tokenID, msgID, cl.At)
-	return id
+	return cl.At
 }
 
 // publishRequest publishes an order request for the token, claimed or not.
 func (w *world) publishRequest(tokenID, msgID string, requestedAt time.Time) string {
 	w.t.Helper()
-	_, _, seq, _ := waitqueue.ParseTokenID(tokenID)
-	id := orders.ID(tokenID)
-	if msgID == "" {
-		msgID = id
-	}
-	body, _ := event.Marshal(msgID, event.TypeOrderRequested, "", requestedAt, event.OrderRequested{
-		OrderID: id, TokenID: tokenID, Queue: w.queue, User: fmt.Sprintf("user-%d", seq), SKU: w.sku(), Quantity: 1,
-		TokenExpiresAt: time.Now().Add(5 * time.Minute), TokenReadyAt: w.readyAt(tokenID), RequestedAt: requestedAt,
-	})
+	id, msgID, body := w.requestEvent(tokenID, msgID, requestedAt)
 	if _, err := w.js.Publish(context.Background(), event.OrderRequestedSubject(w.queue), body, jetstream.WithMsgID(msgID)); err != nil {
 		w.t.Fatal(err)
 	}
 	return id
+}
+
+// requestEvent is the order request for the token: its order id, its
+// message id (msgID, or the order id when empty) and its body.
+func (w *world) requestEvent(tokenID, msgID string, requestedAt time.Time) (id, mid string, body []byte) {
+	_, _, seq, _ := waitqueue.ParseTokenID(tokenID)
+	id = orders.ID(tokenID)
+	if msgID == "" {
+		msgID = id
+	}
+	body, _ = event.Marshal(msgID, event.TypeOrderRequested, "", requestedAt, event.OrderRequested{
+		OrderID: id, TokenID: tokenID, Queue: w.queue, User: fmt.Sprintf("user-%d", seq), SKU: w.sku(), Quantity: 1,
+		TokenExpiresAt: time.Now().Add(5 * time.Minute), TokenReadyAt: w.readyAt(tokenID), RequestedAt: requestedAt,
+	})
+	return id, msgID, body
 }
 
 func (w *world) order(id string) orders.Order {

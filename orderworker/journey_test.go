@@ -32,15 +32,8 @@ func (w *world) readyAt(tokenID string) time.Time {
 // and returns the order id and its request time.
 func (w *world) claim(tokenID string) (string, time.Time) {
 	w.t.Helper()
-	_, _, seq, _ := waitqueue.ParseTokenID(tokenID)
-	id := orders.ID(tokenID)
-	cl, err := w.line.Claim(context.Background(), w.queue, seq, waitqueue.Order{ID: id, TokenID: tokenID,
-		User: fmt.Sprintf("user-%d", seq), SKU: w.sku(), Quantity: 1}, 6*time.Minute)
-	if err != nil || cl.Outcome != waitqueue.Redeemed {
-		w.t.Fatalf("Claim(%s) = %+v, %v", tokenID, cl, err)
-	}
-	w.publishRequest(tokenID, "", cl.At)
-	return id, cl.At
+	at := w.redeem(tokenID)
+	return w.publishRequest(tokenID, "", at), at
 }
 
 // Each order the worker finishes is observed once per queue: from its
