@@ -133,10 +133,9 @@ func (s *streams) preflight(w http.ResponseWriter, r *http.Request) {
 // cost (issue #16: memory per idle stream beside a bare net/http server).
 // Elsewhere (HTTP/2, a test's recorder) the stream runs here.
 //
-// It is kept small on purpose: a stream's goroutine spends its life parked
-// in run, and the setup (open: the ticket, Redis, the first state) happens
-// in a frame that is gone by then, so a garbage collection can shrink the
-// stack an idle stream holds.
+// It is kept small on purpose: the setup (open: the ticket, Redis, the
+// first state) happens in a frame that is gone once the stream runs, and
+// a stream that stays on net/http's goroutine parks with a shallow stack.
 func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
 	st := s.open(w, r)
 	if st == nil {
@@ -224,7 +223,7 @@ func touch(b []byte) { b[len(b)-1]++ }
 
 // responseHead is the status line and header of a taken-over stream's
 // response: what net/http would have written for it, except that the
-// body ends with the connection (HTTP/1.1 §6.3: no length, no chunks).
+// body ends with the connection (RFC 9112 §6.3: no length, no chunks).
 func responseHead(h http.Header, now time.Time) []byte {
 	var b bytes.Buffer
 	b.WriteString("HTTP/1.1 200 OK\r\n")
