@@ -37,6 +37,7 @@ type slots interface {
 	Release(ctx context.Context, q string, seq uint64, orderID string) (bool, error)
 	Placed(ctx context.Context, q string, seq uint64, orderID string, l waitqueue.StockLevel) error
 	SetStock(ctx context.Context, q string, only bool, levels ...waitqueue.StockLevel) error
+	CountBought(ctx context.Context, q string, seq uint64, orderID, user string, quantity int) (bool, error)
 }
 
 // queueCatalog is the part of the catalog the worker reads.
@@ -369,13 +370,22 @@ func (w *worker) later(o orders.Order) (orders.Order, error) {
 	return o, retryLater{w.wait}
 }
 
-// finish closes the loop on a final order: the Redis record, the stock a
-// failure gave back, the event, and last the admission slot (the admitter
+// finish closes the loop on a final order: a paid order's units counted
+// against the user's limit, the Redis record, the stock a failure gave
+// back, the event, and last the admission slot (the admitter
 // sees what is left and closes a sold-out queue). Every step is
 // idempotent, so a redelivery after a crash anywhere here repeats them
 // harmlessly.
 func (w *worker) finish(ctx context.Context, req event.OrderRequested, o orders.Order, seq uint64) error {
 	noteFinal(ctx, o)
+	if o.Status == orders.Paid {
+		// Counted against maxPerUser before anyone can see PAID: a shopper
+		// who joins again at once is refused, not let into line until the
+		// admitter's follower applies the completed event.
+		if _, err := w.line.CountBought(ctx, o.Queue, seq, o.ID, o.User, o.Quantity); err != nil {
+			return err
+		}
+	}
 	if err := w.putRecord(ctx, o); err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@
 //	usher:{q}:leaves             zset    waitqueue (admit, announce)    the abandoned until their leave is stored on the entries stream
 //	usher:{q}:invites            set     waitqueue (gateway)            single-use invite codes; the expiry the admin gave them
 //	usher:{q}:stock              hash    waitqueue (worker, admitter)   while the queue exists: each SKU's units as the store last reported them, with their version
-//	usher:{q}:b:<user>           string  waitqueue (orders follower)    BoughtTTL after the user's last paid order: units bought, for maxPerUser
+//	usher:{q}:b:<user>           string  waitqueue (worker, follower)   BoughtTTL after the user's last paid order: units bought, for maxPerUser (once per order: the entry's counted)
 //	usher:{q}:orders             hash    orders (CountOutcome)          while the queue exists (derived: outcome counts)
 //	usher:{q}:counted:<order>    string  orders (CountOutcome)          RecordTTL
 //	usher:{q}:rl:<kind>:<id>     string  ratelimit                      until the limit's bucket is full again (PEXPIRE)

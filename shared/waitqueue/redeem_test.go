@@ -166,3 +166,74 @@ func TestParseTokenID(t *testing.T) {
 		}
 	}
 }
+
+// A PAID order's units count against its user's maxPerUser once: the
+// order worker counts them before it shows the order PAID (CountBought),
+// the orders follower when it applies the completed event, and whichever
+// comes second counts nothing.
+func TestAPaidOrderIsCountedOnceWhoeverCountsFirst(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	joinAll(t, s, q, "alice", "bob")
+	testenv.Tick(t, s, q, tick(2))
+	time.Sleep(tick(2).TickLength)
+	tok := func(seq uint64) string { return waitqueue.TokenID(q, epoch, seq) }
+	for _, o := range []struct {
+		seq  uint64
+		user string
+		qty  int
+	}{{1, "alice", 2}, {2, "bob", 1}} {
+		cl, err := s.Claim(ctx, q, o.seq, waitqueue.Order{ID: "ord_" + o.user, TokenID: tok(o.seq), User: o.user, SKU: "sku", Quantity: o.qty}, time.Minute)
+		if err != nil || cl.Outcome != waitqueue.Redeemed {
+			t.Fatalf("Claim(%s) = %+v, %v", o.user, cl, err)
+		}
+	}
+	paid := func(streamSeq, seq uint64, user string, qty int) {
+		t.Helper()
+		ev := waitqueue.OrderEvent{StreamSeq: streamSeq, Final: true, Paid: true, Entry: seq, TokenID: tok(seq), OrderID: "ord_" + user,
+			User: user, SKU: "sku", Quantity: qty}
+		if _, err := s.ApplyOrders(ctx, q, "o1", streamSeq-1, time.Minute, []waitqueue.OrderEvent{ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bought := func(user string) int {
+		t.Helper()
+		c, err := s.Lookup(ctx, q, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Bought
+	}
+	count := func(seq uint64, order, user string, qty int) bool {
+		t.Helper()
+		ok, err := s.CountBought(ctx, q, seq, order, user, qty)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+
+	// The worker first (the usual order): the follower adds nothing.
+	if !count(1, "ord_alice", "alice", 2) || count(1, "ord_alice", "alice", 2) {
+		t.Fatal("CountBought counted alice's order other than once")
+	}
+	if got := bought("alice"); got != 2 {
+		t.Fatalf("alice bought %d after the worker counted, want 2", got)
+	}
+	paid(1, 1, "alice", 2)
+	if got := bought("alice"); got != 2 {
+		t.Errorf("alice bought %d after the follower applied her order too, want 2", got)
+	}
+	// The follower first (a worker that crashed before counting, say).
+	paid(2, 2, "bob", 1)
+	if count(2, "ord_bob", "bob", 1) {
+		t.Error("CountBought counted bob's order the follower had counted")
+	}
+	if got := bought("bob"); got != 1 {
+		t.Errorf("bob bought %d, want 1", got)
+	}
+	// Not the entry's order: nothing counted here (the follower counts it).
+	if count(2, "ord_other", "bob", 1) {
+		t.Error("CountBought counted an order the entry does not hold")
+	}
+}

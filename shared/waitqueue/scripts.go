@@ -293,8 +293,10 @@ for i = 8, #ARGV, 9 do
         redis.call('ZREM', A, seq)
         finish(e, seq, user)
       end
-      if ARGV[i+1] == 'p' then
-        -- What the user bought, for the queue's maxPerUser.
+      -- What the user bought, for the queue's maxPerUser: counted once,
+      -- here or by the order worker before it showed the order PAID
+      -- (boughtScript), whichever came first; the entry's 'counted' says.
+      if ARGV[i+1] == 'p' and not (f[3] == ord and redis.call('HSETNX', e, 'counted', 1) == 0) then
         local bk = P .. 'b:' .. user
         redis.call('INCRBY', bk, tonumber(ARGV[i+8]))
         redis.call('EXPIRE', bk, keep)
@@ -649,6 +651,26 @@ local f = redis.call('HMGET', e, 'orderId', 'user')
 if f[1] ~= ARGV[4] then return 0 end
 finish(e, ARGV[3], f[2])
 return redis.call('ZREM', A, ARGV[3])
+`)
+
+// boughtScript counts the units of entry seq's PAID order against its
+// user's maxPerUser, once: the order worker calls it before the order shows
+// PAID, so that a shopper who sees PAID and joins again is refused, and the
+// orders follower, applying the completed event later, counts it only if
+// this did not (the entry's 'counted'). An entry that is not the order's
+// (gone, or another order's) counts nothing here: the follower does. A
+// follower that applies the event only after the entry's tombstone expired
+// (TombstoneTTL behind) would count it a second time: the limit errs
+// towards refusing, and the store's own per-user check stays exact.
+// ARGV from 3: seq, orderId, user, quantity, seconds the count is kept.
+// Returns 1 if it counted.
+var boughtScript = redis.NewScript(luaLib + `
+local e = P .. 'e:' .. ARGV[3]
+if redis.call('HGET', e, 'orderId') ~= ARGV[4] or redis.call('HSETNX', e, 'counted', 1) == 0 then return 0 end
+local bk = P .. 'b:' .. ARGV[5]
+redis.call('INCRBY', bk, tonumber(ARGV[6]))
+redis.call('EXPIRE', bk, tonumber(ARGV[7]))
+return 1
 `)
 
 // placedScript records that the store placed the order of entry seq (its

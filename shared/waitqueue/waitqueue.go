@@ -326,6 +326,19 @@ func (s *Store) Release(ctx context.Context, q string, seq uint64, orderID strin
 	return n == 1, nil
 }
 
+// CountBought counts quantity units of entry seq's PAID order orderID
+// against user's maxPerUser in queue q, unless they were counted already
+// (see boughtScript), and reports whether it counted them. It is
+// idempotent.
+func (s *Store) CountBought(ctx context.Context, q string, seq uint64, orderID, user string, quantity int) (bool, error) {
+	k := keyspace.Of(q)
+	n, err := boughtScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, seq, orderID, user, quantity, int(keyspace.BoughtTTL.Seconds()))...).Int()
+	if err != nil {
+		return false, fmt.Errorf("count bought %s/%d: %w", q, seq, err)
+	}
+	return n == 1, nil
+}
+
 // TokenID is the id of the entry token of entry seq of queue q in the
 // entries stream whose identity is epoch: "q:epoch:seq". The epoch keeps the
 // tokens (and the orders derived from them) of a recreated stream apart from
