@@ -12,13 +12,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // decodeBody reads a request body into v the way the API document reads
 // it: one JSON value and nothing after it, no field v does not have, and
-// field names matched exactly and no null anywhere — encoding/json alone
-// would take "TickMs" for "tickMs", and null for "leave the default",
-// both of which the document refuses.
+// field names matched exactly, no null anywhere and times in RFC 3339's
+// date-time form — encoding/json alone would take "TickMs" for "tickMs",
+// null for "leave the default" and "2030-01-01T0:00:00Z" for a time, all
+// of which the document refuses.
 func decodeBody(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -38,6 +40,7 @@ func decodeBody(body []byte, v any) error {
 var (
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+	timeType        = reflect.TypeFor[time.Time]()
 )
 
 // exactNames reports the object keys in v, a decoded JSON value, that name
@@ -54,6 +57,9 @@ func exactNames(v any, t reflect.Type, at string) error {
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if s, ok := v.(string); ok && t == timeType && !dateTime(s) {
+		return fmt.Errorf("json: %q is %q, not an RFC 3339 date-time (like 2030-01-01T09:00:00Z)", strings.TrimPrefix(at, "."), s)
 	}
 	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
 		return nil // reads itself
@@ -102,6 +108,45 @@ func exactNames(v any, t reflect.Type, at string) error {
 		}
 	}
 	return nil
+}
+
+// dateTime reports whether s has the form of an RFC 3339 date-time
+// (§5.6): yyyy-mm-ddThh:mm:ss, an optional fraction, then Z or ±hh:mm.
+// Go's time parsing, which checks the ranges, also takes one-digit hours.
+func dateTime(s string) bool {
+	if len(s) < len("2006-01-02T15:04:05Z") {
+		return false
+	}
+	digits := func(b string) bool {
+		for i := 0; i < len(b); i++ {
+			if b[i] < '0' || b[i] > '9' {
+				return false
+			}
+		}
+		return len(b) > 0
+	}
+	if !digits(s[0:4]) || s[4] != '-' || !digits(s[5:7]) || s[7] != '-' || !digits(s[8:10]) ||
+		(s[10] != 'T' && s[10] != 't') || !digits(s[11:13]) || s[13] != ':' || !digits(s[14:16]) || s[16] != ':' || !digits(s[17:19]) {
+		return false
+	}
+	rest := s[19:]
+	if rest[0] == '.' {
+		n := 1
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		if n == 1 {
+			return false
+		}
+		rest = rest[n:]
+	}
+	switch {
+	case rest == "Z" || rest == "z":
+		return true
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && digits(rest[1:3]) && rest[3] == ':' && digits(rest[4:6]):
+		return true
+	}
+	return false
 }
 
 // jsonFields maps the JSON names of t's fields, embedded structs' included,

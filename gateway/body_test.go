@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // A body is read as the API document reads it: exact field names at every
@@ -12,12 +13,13 @@ func TestBodiesAreReadAsTheDocumentReadsThem(t *testing.T) {
 		Mode string `json:"mode"`
 	}
 	type body struct {
-		TickMs    int     `json:"tickMs"`
-		Challenge inner   `json:"challenge"`
-		List      []inner `json:"list"`
-		Ptr       *inner  `json:"ptr"`
-		Skipped   string  `json:"-"`
-		Plain     string  // encoding/json names it Plain
+		TickMs    int        `json:"tickMs"`
+		Challenge inner      `json:"challenge"`
+		List      []inner    `json:"list"`
+		Ptr       *inner     `json:"ptr"`
+		Skipped   string     `json:"-"`
+		Plain     string     // encoding/json names it Plain
+		At        *time.Time `json:"at"`
 	}
 	for _, tc := range []struct {
 		in      string
@@ -38,6 +40,16 @@ func TestBodiesAreReadAsTheDocumentReadsThem(t *testing.T) {
 		{`{"tickMs": null}`, `"tickMs" is null`},
 		{`{"challenge": {"mode": null}}`, `"challenge.mode" is null`},
 		{`{"list": [null]}`, `"list" is null`},
+		{`{"at": "2030-01-01T09:00:00Z"}`, ""},
+		{`{"at": "2030-01-01T09:00:00.123456789+05:30"}`, ""},
+		// The fuzzer's find: Go's time parsing takes a one-digit hour; the
+		// others Go refuses itself.
+		{`{"at": "0000-01-01T0:00:00Z"}`, `not an RFC 3339 date-time`},
+		{`{"at": "2030-01-01T09:00:00"}`, `2030-01-01`},
+		{`{"at": "2030-01-01T09:00:00.Z"}`, `2030-01-01`},
+		{`{"at": "2030-01-01T09:00:00+0530"}`, `2030-01-01`},
+		{`{"at": "2030-01-01 09:00:00Z"}`, `2030-01-01`},
+		{`{"at": "2030-13-01T09:00:00Z"}`, `month out of range`},
 	} {
 		var b body
 		err := decodeBody([]byte(tc.in), &b)
