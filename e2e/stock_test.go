@@ -223,7 +223,10 @@ func TestARestockReopensASoldOutQueue(t *testing.T) {
 func TestQuantitiesAndTheLimitPerUser(t *testing.T) {
 	s := newShop(t)
 	sku := "sku-" + s.queue
-	s.stock(sku, 2)
+	// Three units: ann's two leave one, so the queue stays open and her
+	// second join meets the limit per user, not a sold-out queue (410
+	// comes first when both hold).
+	s.stock(sku, 3)
 	s.configure(fmt.Sprintf(`{"targetActive": 1, "tickMs": 20, "sku": %q, "maxQuantity": 3, "maxPerUser": 2}`, sku))
 	ann := s.mustJoin("ann")
 	o := s.buy("ann", s.ready(ann, "ann"), fmt.Sprintf(`{"sku": %q, "quantity": 2}`, sku))
