@@ -407,7 +407,11 @@ var leaveScript = redis.NewScript(luaLib + `return leave(ARGV[3], ARGV[4])`)
 //   - an admitted entry leaves 'waiting' in the same step that puts it in
 //     'active' and in the outbox;
 //   - readyAt values are spread evenly across the tick (jitter), unless
-//     noJitter (a passthrough queue: ready at the tick's time);
+//     noJitter (a passthrough queue: ready at the tick's time), and never
+//     go back from one tick to the next (stats lastReadyAt): ticks that
+//     catch up after a stall run back to back, and the next one's spread
+//     started before the last one's ended — a later place was READY before
+//     an earlier one (usherctl audit's lottery-order check caught it);
 //   - stock-aware: never more unordered shoppers admitted than units that
 //     could still be sold — the stock the store reported (prefix..'stock')
 //     minus the units held: one per admitted shopper who has not ordered,
@@ -542,9 +546,13 @@ if behind == 0 then
   if not paused and cap > 0 then
     local seqs = redis.call('ZRANGEBYSCORE', W, '-inf', watermark, 'LIMIT', 0, cap)
     local k = #seqs
+    local base = math.max(n, tonumber(redis.call('HGET', ST, 'lastReadyAt') or '0'))
+    local last = base
     for i, s in ipairs(seqs) do
-      admit(s, queue, epoch, n + spread * math.floor(((i - 1) + offset) * tick / k), ttl)
+      last = base + spread * math.floor(((i - 1) + offset) * tick / k)
+      admit(s, queue, epoch, last, ttl)
     end
+    if k > 0 then redis.call('HSET', ST, 'lastReadyAt', last) end
     admitted = k
     if k > 0 then
       redis.call('HINCRBY', ST, 'admittedTotal', k)
