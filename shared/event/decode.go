@@ -28,32 +28,33 @@ type field struct {
 const maxFields = 10
 
 // flatObject reads b as an object whose members are simple strings,
-// non-negative integers, booleans or (at most one level down, for the
-// envelope's data) objects of those, with no whitespace anywhere. It
-// returns the members in order and the rest of b after the object; ok is
-// false for anything else.
-func flatObject(b []byte, fs []field, nested bool) (_ []field, rest []byte, ok bool) {
+// non-negative integers, booleans or — given inner, where it appends that
+// object's members: the envelope's data — one object of those, with no
+// whitespace anywhere. It returns the members in order, the inner
+// object's, and the rest of b after the object; ok is false for anything
+// else.
+func flatObject(b []byte, fs, inner []field) (_, innerFs []field, rest []byte, ok bool) {
 	if len(b) < 2 || b[0] != '{' {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	i := 1
 	if b[i] == '}' {
-		return fs, b[2:], true
+		return fs, nil, b[2:], true
 	}
 	for {
 		if len(fs) == maxFields {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 		k, n := simpleString(b[i:])
 		if n == 0 || i+n >= len(b) || b[i+n] != ':' {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 		i += n + 1
 		var v []byte
 		n = 0
 		switch {
 		case i >= len(b):
-			return nil, nil, false
+			return nil, nil, nil, false
 		case b[i] == '"':
 			_, n = simpleString(b[i:])
 			v = b[i : i+n]
@@ -63,7 +64,7 @@ func flatObject(b []byte, fs []field, nested bool) (_ []field, rest []byte, ok b
 				n++
 			}
 			if b[i] == '0' && n > 1 {
-				return nil, nil, false // a leading zero: not JSON
+				return nil, nil, nil, false // a leading zero: not JSON
 			}
 			v = b[i : i+n]
 		case b[i] == 't' && hasAt(b, i, "true"):
@@ -72,30 +73,30 @@ func flatObject(b []byte, fs []field, nested bool) (_ []field, rest []byte, ok b
 		case b[i] == 'f' && hasAt(b, i, "false"):
 			n = 5
 			v = b[i : i+5]
-		case b[i] == '{' && nested:
-			var inner [maxFields]field
-			_, r, ok := flatObject(b[i:], inner[:0], false)
+		case b[i] == '{' && inner != nil && innerFs == nil:
+			got, _, r, ok := flatObject(b[i:], inner, nil)
 			if !ok {
-				return nil, nil, false
+				return nil, nil, nil, false
 			}
+			innerFs = got // not nil: inner's array
 			n = len(b) - i - len(r)
 			v = b[i : i+n]
 		}
 		if n == 0 {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 		fs = append(fs, field{key: k, val: v})
 		i += n
 		if i >= len(b) {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 		switch b[i] {
 		case ',':
 			i++
 		case '}':
-			return fs, b[i+1:], true
+			return fs, innerFs, b[i+1:], true
 		default:
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 	}
 }
@@ -195,8 +196,8 @@ func (d *decoder) done() bool { return !d.bad && len(d.fs) == 0 }
 // unmarshalFast is Unmarshal's fast path; ok is false when it cannot
 // tell, and encoding/json must.
 func unmarshalFast(b []byte, want string, v any) (env Envelope, ok bool, err error) {
-	var buf [maxFields]field
-	fs, rest, ok := flatObject(b, buf[:0], true)
+	var buf, dataBuf [maxFields]field
+	fs, dataFs, rest, ok := flatObject(b, buf[:0], dataBuf[:0])
 	if !ok || len(rest) != 0 {
 		return env, false, nil
 	}
@@ -216,8 +217,7 @@ func unmarshalFast(b []byte, want string, v any) (env Envelope, ok bool, err err
 		env.Data = append(json.RawMessage(nil), data...)
 		return env, true, fmt.Errorf("%w: got %q, want %q", ErrType, env.Type, want)
 	}
-	fs, _, _ = flatObject(data, buf[:0], false) // read once already
-	d = decoder{fs: fs}
+	d = decoder{fs: dataFs} // data is the one object inside: its members
 	// Each payload decodes into a copy of *v and replaces it only whole:
 	// a member the message lacks keeps the value v had, as with
 	// encoding/json, and a message left to encoding/json finds v untouched.
