@@ -16,7 +16,7 @@
 //	usher:{q}:e:<seq>            hash    waitqueue (every script)       no TTL while waiting or admitted; TombstoneTTL once finished
 //	usher:{q}:u:<user>           string  waitqueue (ingest)             no TTL while the user's entry is live; TombstoneTTL after
 //	usher:{q}:cursor             hash    waitqueue (followers)          while the queue exists: how far each stream is applied
-//	usher:{q}:stats              hash    waitqueue (admit)              while the queue exists (derived: counts, rate, next tick)
+//	usher:{q}:stats              hash    waitqueue (admit)              while the queue exists (derived: counts, rate, next tick, last readyAt)
 //	usher:{q}:admits             zset    waitqueue (admit)              one minute of admissions, trimmed every tick (derived)
 //	usher:{q}:pre                zset    waitqueue (ingest, draw)       a scheduled drop's pre-queue until its draw is settled (then empty)
 //	usher:{q}:draw               zset    waitqueue (admitter)           the lottery's order, staged; the draw renames it into the waiting line

@@ -237,31 +237,3 @@ func TestAPaidOrderIsCountedOnceWhoeverCountsFirst(t *testing.T) {
 		t.Error("CountBought counted an order the entry does not hold")
 	}
 }
-
-// Ticks that catch up after a stall run back to back: readyAt still never
-// goes back from one tick to the next, so nobody behind in line is READY
-// before someone ahead (the audit's lottery-order check caught a later
-// place READY 4 ms before an earlier one in CI).
-func TestReadyAtNeverGoesBackWhenTicksCatchUp(t *testing.T) {
-	s, q := newStore(t)
-	ctx := context.Background()
-	joinAll(t, s, q, "a1", "a2", "a3", "b1", "b2", "b3", "c1", "c2", "c3")
-	tk := waitqueue.Tick{Epoch: epoch, TargetActive: 3, TickLength: 200 * time.Millisecond, TokenTTL: time.Minute}
-	testenv.Tick(t, s, q, tk)
-	time.Sleep(tk.TickLength + 600*time.Millisecond) // the admitter stalled: its next tick is long overdue
-	tk.TargetActive = 6
-	testenv.Tick(t, s, q, tk) // catches up: the one after may run at once
-	tk.TargetActive = 9
-	testenv.Tick(t, s, q, tk)
-	var prev time.Time
-	for seq := uint64(1); seq <= 9; seq++ {
-		e, err := s.Poll(ctx, q, seq)
-		if err != nil || e.Status != waitqueue.Admitted {
-			t.Fatalf("entry %d = %+v, %v, want admitted", seq, e, err)
-		}
-		if e.ReadyAt.Before(prev) {
-			t.Errorf("entry %d is READY at %v, before entry %d ahead of it (%v)", seq, e.ReadyAt, seq-1, prev)
-		}
-		prev = e.ReadyAt
-	}
-}

@@ -546,13 +546,15 @@ if behind == 0 then
   if not paused and cap > 0 then
     local seqs = redis.call('ZRANGEBYSCORE', W, '-inf', watermark, 'LIMIT', 0, cap)
     local k = #seqs
-    local base = math.max(n, tonumber(redis.call('HGET', ST, 'lastReadyAt') or '0'))
-    local last = base
-    for i, s in ipairs(seqs) do
-      last = base + spread * math.floor(((i - 1) + offset) * tick / k)
-      admit(s, queue, epoch, last, ttl)
+    if k > 0 then
+      local base = math.max(n, tonumber(redis.call('HGET', ST, 'lastReadyAt') or '0'))
+      local last = base
+      for i, s in ipairs(seqs) do
+        last = base + spread * math.floor(((i - 1) + offset) * tick / k)
+        admit(s, queue, epoch, last, ttl)
+      end
+      redis.call('HSET', ST, 'lastReadyAt', last)
     end
-    if k > 0 then redis.call('HSET', ST, 'lastReadyAt', last) end
     admitted = k
     if k > 0 then
       redis.call('HINCRBY', ST, 'admittedTotal', k)
