@@ -285,14 +285,7 @@ func TestCrashBetweenAdmitAndPublish(t *testing.T) {
 		}
 		return nil
 	}})
-	select {
-	case err := <-crashed:
-		if !errors.Is(err, errCrash) {
-			t.Fatalf("first admitter ended with %v, want the simulated crash", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the first admitter never reached its crash point")
-	}
+	testenv.EndsWith(t, crashed, 30*time.Second, errCrash)
 	if got := len(w.admissions()); got != 0 {
 		t.Fatalf("%d admissions published before the crash, want 0", got)
 	}

@@ -124,14 +124,7 @@ func TestCrashAnywhereFinishesTheOrderOnce(t *testing.T) {
 			tok := w.admit(1)[0]
 			crashed := w.start(crashAt(point))
 			id := w.request(tok, "")
-			select {
-			case err := <-crashed:
-				if !errors.Is(err, errCrash) {
-					t.Fatalf("worker returned %v, want the crash", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("worker did not crash")
-			}
+			testenv.EndsWith(t, crashed, 30*time.Second, errCrash)
 			w.start(hooks{})
 			w.waitFinal(30*time.Second, id)
 			if o := w.order(id); o.Status != orders.Paid || w.charges(id) != 1 || w.stock() != 9 {

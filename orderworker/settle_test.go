@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -58,14 +57,7 @@ func (w *world) crashAfterCharge(tok string, env ...string) string {
 	w.t.Helper()
 	crashed := w.start(hooks{afterPay: func(string) error { return errCrash }}, env...)
 	id := w.request(tok, "")
-	select {
-	case err := <-crashed:
-		if !errors.Is(err, errCrash) {
-			w.t.Fatalf("worker returned %v, want the crash", err)
-		}
-	case <-time.After(30 * time.Second):
-		w.t.Fatal("worker did not crash")
-	}
+	testenv.EndsWith(w.t, crashed, 30*time.Second, errCrash)
 	if st := w.order(id).Status; st != orders.Pending {
 		w.t.Fatalf("after the crash the order is %s, want PENDING", st)
 	}

@@ -254,5 +254,19 @@ func Eventually[C func() bool | func() error](t testing.TB, within time.Duration
 	}
 }
 
+// EndsWith waits up to within for a run's end on ended (a service's run
+// returning, say a simulated crash) and fails t unless its error is want.
+func EndsWith(t testing.TB, ended <-chan error, within time.Duration, want error) {
+	t.Helper()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, want) {
+			t.Fatalf("the run ended with %v, want %v", err, want)
+		}
+	case <-time.After(within):
+		t.Fatalf("the run did not end within %v (want %v)", within, want)
+	}
+}
+
 // errNotYet is a func() bool condition's "no".
 var errNotYet = errors.New("not yet")
