@@ -100,3 +100,36 @@ func TestReadyAtNeverGoesBackWhenTicksCatchUp(t *testing.T) {
 		prev = e.ReadyAt
 	}
 }
+
+// A join admitted at once, outside the ticks, is not READY before those the
+// ticks admitted ahead of it: after catch-up ticks their readyAt lies ahead
+// of Redis's clock (chaos nats-leader-kill caught seq 179 READY 102 ms after
+// seq 191, a join into the emptied line admitted at once).
+func TestAJoinAdmittedAtOnceIsNotReadyBeforeThoseAheadOfIt(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	joinAll(t, s, q, "a1", "a2", "a3", "b1", "b2", "b3")
+	tk := waitqueue.Tick{Epoch: epoch, TargetActive: 3, TickLength: 200 * time.Millisecond, TokenTTL: time.Minute}
+	testenv.Tick(t, s, q, tk)
+	time.Sleep(tk.TickLength + 600*time.Millisecond)
+	tk.TargetActive = 6
+	testenv.Tick(t, s, q, tk) // catches up: b3's readyAt lies ahead of now
+	last, err := s.Poll(ctx, q, 6)
+	if err != nil || last.Status != waitqueue.Admitted {
+		t.Fatalf("entry 6 = %+v, %v, want admitted", last, err)
+	}
+	if _, err := s.ApplyEntries(ctx, q, epoch, 6, []waitqueue.EntryEvent{{StreamSeq: 7, User: "c1"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.AdmitNow(ctx, q, epoch, 10, 0, time.Minute, tk.TickLength, false)
+	if err != nil || len(got) != 1 || got[0] != 7 {
+		t.Fatalf("AdmitNow = %v, %v, want [7]", got, err)
+	}
+	e, err := s.Poll(ctx, q, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.ReadyAt.Before(last.ReadyAt) {
+		t.Errorf("c1, admitted at once, is READY at %v, %v before b3 ahead of it", e.ReadyAt, last.ReadyAt.Sub(e.ReadyAt))
+	}
+}

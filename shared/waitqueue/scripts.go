@@ -793,7 +793,8 @@ return redis.call('ZCARD', pre)
 // stock-aware (0|1), only (a sequence: admit that entry alone if it waits —
 // a passthrough join, where nobody waits and order does not matter; 0: the
 // head of the line), maxAdmitPerTick (0: no cap; the head of the line only).
-// Invariants: those of admitScript — FIFO up to the entries cursor, never
+// Invariants: those of admitScript — FIFO up to the entries cursor (readyAt
+// never before the ticks' lastReadyAt), never
 // over targetActive or the sellable units, never more than maxAdmitPerTick
 // in a tick (counting what the current tick and earlier calls in it
 // admitted: the join that found the line empty may find it full by now —
@@ -837,8 +838,14 @@ if ARGV[9] ~= '0' then
 else
   seqs = redis.call('ZRANGEBYSCORE', W, '-inf', cursorAt('entries', epoch), 'LIMIT', 0, cap)
 end
-for _, s in ipairs(seqs) do admit(s, queue, epoch, n, ttl) end
+-- The head of the line is READY no sooner than the last tick's last
+-- admission (its readyAt may lie ahead after catch-up ticks): FIFO holds
+-- across a tick and an admission at once. A passthrough join is READY now.
+local at = n
+if ARGV[9] == '0' then at = math.max(n, tonumber(redis.call('HGET', ST, 'lastReadyAt') or '0')) end
+for _, s in ipairs(seqs) do admit(s, queue, epoch, at, ttl) end
 if #seqs > 0 then
+  if ARGV[9] == '0' then redis.call('HSET', ST, 'lastReadyAt', at) end
   redis.call('HINCRBY', ST, 'admittedTotal', #seqs)
   redis.call('ZADD', AD, n, n .. ':' .. #seqs .. ':' .. seqs[1])
   if stockAware then redis.call('HINCRBY', ST, 'sellable', -#seqs) end
