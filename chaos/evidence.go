@@ -208,7 +208,14 @@ type envelope struct {
 // readStream calls f with every message of stream matching subjects, in
 // stream order, up to the last one stored when it began; it fails rather
 // than return fewer.
+//
+// It reads through an ephemeral, unacknowledged consumer of its own. An R1
+// consumer sits on one replica of the stream, and after a node's kill that
+// may be one that has not caught up yet: it delivers nothing while it lags
+// (CI saw 0 of 80 in a minute). So a consumer that delivers nothing for
+// stallAfter is replaced by a new one from just after the last message read.
 func readStream(ctx context.Context, js jetstream.JetStream, stream string, subjects []string, f func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
+	const stallAfter = 10 * time.Second
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", stream, err)
@@ -220,24 +227,43 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, subj
 	if info.State.Msgs == 0 {
 		return nil
 	}
-	// An ephemeral, unacknowledged pull consumer of the harness's own,
-	// gone a minute after the last fetch.
-	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{
-		FilterSubjects: subjects, AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
-		InactiveThreshold: time.Minute, MemoryStorage: true, Replicas: 1,
-	})
-	if err != nil {
-		return fmt.Errorf("stream %s consumer: %w", stream, err)
+	var (
+		cons     jetstream.Consumer
+		want     uint64 // every message that matched when the first consumer was made, and no fewer: a short read would make admitted shoppers look lost
+		got      uint64
+		last     uint64 // the stream sequence of the last message read
+		progress = time.Now()
+	)
+	drop := func() {
+		if cons != nil {
+			_ = st.DeleteConsumer(context.Background(), cons.CachedInfo().Name)
+			cons = nil
+		}
 	}
-	defer st.DeleteConsumer(context.Background(), cons.CachedInfo().Name)
-	// Every message that matched when the consumer was made, and no
-	// fewer: a short read would make admitted shoppers look lost.
-	want := cons.CachedInfo().NumPending
-	var got uint64
+	defer drop()
 	deadline := time.Now().Add(60 * time.Second)
-	for got < want {
+	for first := true; first || got < want; first = false {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("stream %s: read %d of %d messages matching %v", stream, got, want, subjects)
+		}
+		if cons != nil && time.Since(progress) > stallAfter {
+			drop() // a lagging replica's: make another
+		}
+		if cons == nil {
+			cfg := jetstream.ConsumerConfig{
+				FilterSubjects: subjects, AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
+				InactiveThreshold: time.Minute, MemoryStorage: true, Replicas: 1,
+			}
+			if last > 0 {
+				cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last+1
+			}
+			if cons, err = st.CreateConsumer(ctx, cfg); err != nil {
+				return fmt.Errorf("stream %s consumer: %w", stream, err)
+			}
+			progress = time.Now()
+			if first {
+				want = cons.CachedInfo().NumPending
+			}
 		}
 		// NoWait: what is stored now, without waiting for a full batch.
 		batch, err := cons.FetchNoWait(2000)
@@ -245,24 +271,31 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, subj
 			sleepCtx(ctx, 200*time.Millisecond)
 			continue
 		}
+		n := 0
 		for m := range batch.Messages() {
 			md, err := m.Metadata()
 			if err != nil {
 				return err
 			}
 			if got == want {
-				break // stored after the consumer was made
+				break // stored after the first consumer was made
 			}
-			got++
+			got, last, n = got+1, md.Sequence.Stream, n+1
 			if err := f(m, md); err != nil {
 				return err
 			}
+		}
+		if n > 0 {
+			progress = time.Now()
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) {
 			return fmt.Errorf("stream %s fetch: %w", stream, err)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if n == 0 && got < want {
+			sleepCtx(ctx, 200*time.Millisecond)
 		}
 	}
 	return nil
