@@ -50,6 +50,10 @@ type follower struct {
 	// stream deleted and recreated under a running follower (whose ordered
 	// consumer would carry on at its old sequence) is noticed by it.
 	streamID func() string
+	// head is the last event of the queue the stream holds, as its leader
+	// says: a consumer that has been silent while the stream holds events
+	// after the last one applied is replaced (see checkSilence).
+	head func(ctx context.Context) (waitqueue.Head, error)
 
 	applied atomic.Uint64 // the last stream sequence this follower applied
 	pending atomic.Uint64 // messages in the stream after the last one delivered
@@ -77,6 +81,15 @@ func (f *follower) Kick() {
 // errRewound ends one pass of follow: the line's cursor went back.
 var errRewound = errors.New("the line lost writes: its cursor is behind what was applied")
 
+// errSilent ends one pass of follow: its consumer delivers nothing although
+// the stream holds events after the last one applied.
+var errSilent = errors.New("the consumer delivers nothing the stream holds")
+
+// silentFor is how long a consumer may deliver nothing before the follower
+// asks the stream's leader whether it holds events the consumer has not
+// delivered.
+const silentFor = 3 * time.Second
+
 // Run follows the stream until ctx ends, starting again from the line's
 // cursor whenever the line turns out to have lost writes.
 func (f *follower) Run(ctx context.Context) error {
@@ -88,6 +101,9 @@ func (f *follower) Run(ctx context.Context) error {
 			return nil
 		case errors.Is(err, errRewound):
 			f.metrics.rewinds.WithLabelValues(f.queue, f.field).Inc()
+			backoff = 100 * time.Millisecond
+			continue
+		case errors.Is(err, errSilent):
 			backoff = 100 * time.Millisecond
 			continue
 		case err != nil:
@@ -145,6 +161,7 @@ func (f *follower) follow(ctx context.Context) error {
 	f.applied.Store(prev)
 	check := time.NewTicker(time.Second)
 	defer check.Stop()
+	heard := time.Now() // the last delivery, or the consumer's start
 	batch := make([]jetstream.Msg, 0, f.batch)
 	for {
 		batch = batch[:0]
@@ -162,6 +179,11 @@ func (f *follower) follow(ctx context.Context) error {
 			if err := f.checkCursor(ctx, sid); err != nil {
 				return err
 			}
+			if time.Since(heard) >= silentFor {
+				if err := f.checkSilence(ctx, sid, heard); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 	fill:
@@ -177,7 +199,7 @@ func (f *follower) follow(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		prev = last
+		prev, heard = last, time.Now()
 	}
 }
 
@@ -244,6 +266,29 @@ func (f *follower) checkCursor(ctx context.Context, sid string) error {
 	return nil
 }
 
+// checkSilence asks the stream's leader for the queue's last event. One
+// after the last applied, while the consumer has delivered nothing since
+// heard, means the consumer will not deliver it: an ordered consumer is
+// one replica's, and after a NATS node's kill that may be a replica that
+// has not caught up (its heartbeats go on, so the client does not replace
+// it) — the queue's admission would wait for it. A new consumer is made
+// from the cursor. A leader that cannot answer says nothing either way.
+func (f *follower) checkSilence(ctx context.Context, sid string, heard time.Time) error {
+	if f.head == nil {
+		return nil
+	}
+	h, err := f.head(ctx)
+	if err != nil || h.StreamID != sid {
+		return nil
+	}
+	if applied := f.applied.Load(); h.Seq > applied {
+		f.log.Warn("the stream holds events its consumer has not delivered; following it with a new consumer",
+			"applied", applied, "head", h.Seq, "silent", time.Since(heard).Round(time.Millisecond).String())
+		return errSilent
+	}
+	return nil
+}
+
 // stuck records that the batch starting at seq cannot be applied, and
 // says so once a second while it lasts: this is what holds the queue's
 // admission back.
@@ -296,6 +341,7 @@ func entriesFollower(a *admitter, q string) *follower {
 		_, err := a.line.Drop(ctx, q, false)
 		return err
 	}
+	f.head = func(ctx context.Context) (waitqueue.Head, error) { return a.streams.EntriesHead(ctx, q) }
 	return f
 }
 
@@ -308,6 +354,10 @@ func admissionsFollower(a *admitter, q string) *follower {
 		}
 		return a.line.ApplyAdmissions(ctx, q, sid, prev, evs)
 	}
+	f.head = func(ctx context.Context) (waitqueue.Head, error) {
+		h, _, err := a.streams.Heads(ctx, q)
+		return h, err
+	}
 	return f
 }
 
@@ -319,6 +369,10 @@ func ordersFollower(a *admitter, q string) *follower {
 			evs = append(evs, decodeOrder(f.log, a.epoch, m))
 		}
 		return a.line.ApplyOrders(ctx, q, sid, prev, a.orderHold, evs)
+	}
+	f.head = func(ctx context.Context) (waitqueue.Head, error) {
+		_, h, err := a.streams.Heads(ctx, q)
+		return h, err
 	}
 	return f
 }

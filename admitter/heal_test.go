@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -129,4 +130,38 @@ func TestARecreatedEntriesStreamNeverHandsOneUserAnothersPlace(t *testing.T) {
 		e, err := w.line.Poll(ctx, w.queue, bob)
 		return err == nil && e.User == "bob" && e.Status == waitqueue.Admitted && e.TokenID == waitqueue.TokenID(w.queue, now, bob)
 	}, "bob admitted at seq %d with a token id of the new stream (%s, not %s)", bob, now, old)
+}
+
+// A follower whose consumer goes silent while the stream holds the
+// queue's events — an ordered consumer on a replica a NATS node's kill
+// left behind keeps its heartbeats and delivers nothing (CI's chaos run
+// read 0 of 80 messages from one such for a minute) — follows the stream
+// with a new consumer, so the queue's admission does not wait for that
+// replica. Here the consumer is paused: silent, heartbeats and all.
+func TestASilentConsumerIsReplaced(t *testing.T) {
+	w := newWorld(t, cfg(5, 20, 300))
+	w.start(hooks{})
+	a := w.join("alice")
+	testenv.Eventually(t, 10*time.Second, func() bool { return w.status(a) == waitqueue.Admitted }, "alice admitted")
+
+	ctx := context.Background()
+	st, err := w.js.Stream(ctx, event.StreamEntries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused := 0
+	for info := range st.ListConsumers(ctx).Info() {
+		if !slices.Contains(info.Config.FilterSubjects, event.EnterSubject(w.queue)) {
+			continue
+		}
+		if _, err := st.PauseConsumer(ctx, info.Name, time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		paused++
+	}
+	if paused == 0 {
+		t.Fatal("no consumer of the queue's joins to pause")
+	}
+	b := w.join("bob")
+	testenv.Eventually(t, 15*time.Second, func() bool { return w.status(b) == waitqueue.Admitted }, "bob, joined after the pause, admitted")
 }
