@@ -1,0 +1,69 @@
+package orders_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"usher/shared/orders"
+	"usher/shared/testenv"
+)
+
+// BenchmarkPlaceWithALimitPerUser places orders on one hot SKU with a
+// limit per user (maxPerUser 2), from 16 goroutines, into a table that
+// already holds 200,000 orders of other users: what a sale's order path
+// does late in the day. The limit sums the user's own orders of the SKU
+// while the stock row is locked, so that sum must not read the table.
+func BenchmarkPlaceWithALimitPerUser(b *testing.B) {
+	url := testenv.PostgresURL(b)
+	s, err := orders.Open(url, orders.Options{MaxConns: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Close)
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	sku := fmt.Sprintf("hot-%d", time.Now().UnixNano())
+	if _, err := s.SetStock(ctx, sku, 1<<40); err != nil {
+		b.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `
+INSERT INTO orders (id, token_id, queue, user_id, sku, quantity, amount, status, reason, deadline)
+SELECT 'old-' || $1 || '-' || i, 'old:' || $1 || ':' || i, 'q', 'old-user-' || i, $1, 1, 0, 'PAID', '', now()
+FROM generate_series(1, 200000) AS i`, sku); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `ANALYZE orders`); err != nil {
+		b.Fatal(err)
+	}
+	var n atomic.Int64
+	b.SetParallelism(8) // 16 goroutines on 2 CPUs
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			tok := fmt.Sprintf("q:%s:%d", sku, i)
+			o := orders.Order{ID: orders.ID(tok), TokenID: tok, Queue: "q", User: fmt.Sprintf("new-user-%d", i),
+				SKU: sku, Quantity: 1, Deadline: time.Now().Add(time.Minute), MaxPerUser: 2}
+			got, err := s.Place(ctx, o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if got.Status != orders.Pending {
+				b.Fatalf("order %d: %s %s", i, got.Status, got.Reason)
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
+}
