@@ -20,15 +20,8 @@ import (
 // while the stock row is locked, so that sum must not read the table.
 func BenchmarkPlaceWithALimitPerUser(b *testing.B) {
 	url := testenv.PostgresURL(b)
-	s, err := orders.Open(url, orders.Options{MaxConns: 16})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(s.Close)
+	s := newStoreOn(b, url, orders.Options{MaxConns: 16})
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
 	sku := fmt.Sprintf("hot-%d", time.Now().UnixNano())
 	if _, err := s.SetStock(ctx, sku, 1<<40); err != nil {
 		b.Fatal(err)

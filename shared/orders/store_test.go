@@ -21,13 +21,20 @@ func TestMain(m *testing.M) {
 
 func newStore(t *testing.T) *orders.Store {
 	t.Helper()
-	s, err := orders.Open(testenv.PostgresURL(t), orders.Options{MaxConns: 40})
+	return newStoreOn(t, testenv.PostgresURL(t), orders.Options{MaxConns: 40})
+}
+
+// newStoreOn is a migrated store on the database at url (a fresh one per
+// testenv.PostgresURL), with opt.
+func newStoreOn(tb testing.TB, url string, opt orders.Options) *orders.Store {
+	tb.Helper()
+	s, err := orders.Open(url, opt)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	tb.Cleanup(s.Close)
 	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return s
 }
@@ -168,15 +175,8 @@ func TestIDs(t *testing.T) {
 
 // With a cap on writers, concurrent placing still takes exactly the stock.
 func TestCappedWritersPlaceCorrectly(t *testing.T) {
-	s, err := orders.Open(testenv.PostgresURL(t), orders.Options{MaxConns: 40, MaxWriters: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := newStoreOn(t, testenv.PostgresURL(t), orders.Options{MaxConns: 40, MaxWriters: 2})
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	s.SetStock(ctx, "hot", 25)
 	var wg sync.WaitGroup
 	var placed atomic.Int64
