@@ -36,7 +36,16 @@ var errStop = errors.New("stop reading")
 
 // readStream calls fn with every event in the window, in stream order, with
 // an ordered consumer (ephemeral, flow-controlled, reset on any gap).
+//
+// An ordered consumer lives on one replica of the stream, and after a NATS
+// node's restart that may be one that has not caught up: it says nothing is
+// pending while the stream's leader holds more, or delivers nothing at all.
+// So without --follow the end is the leader's: a read that seems to end
+// before the last event the leader held when it began asks the leader
+// again, and a consumer silent for silentFor while the leader holds events
+// after the last one read is replaced by one from just after it.
 func readStream(ctx context.Context, js jetstream.JetStream, w window, fn func(storedMsg) error) error {
+	const silentFor = 5 * time.Second
 	st, err := js.Stream(ctx, w.stream)
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", w.stream, err)
@@ -46,46 +55,73 @@ func readStream(ctx context.Context, js jetstream.JetStream, w window, fn func(s
 	// queue, and waiting for "no more" would be a guess with a timeout.
 	var last uint64
 	if !w.follow {
-		for _, f := range w.filters {
-			m, err := st.GetLastMsgForSubject(ctx, f)
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("stream %s: last event on %s: %w", w.stream, f, err)
-			}
-			if m.Sequence > last {
-				last = m.Sequence
-			}
+		if last, err = lastOf(ctx, st, w); err != nil {
+			return err
 		}
 		if last == 0 || last < w.fromSeq {
 			return nil
 		}
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: w.filters, InactiveThreshold: time.Minute}
-	switch {
-	case w.fromSeq > 0:
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, w.fromSeq
-	case !w.fromTime.IsZero():
-		t := w.fromTime
-		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
-	default:
-		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
+	var read uint64 // the last sequence handed to fn
+	var it jetstream.MessagesContext
+	open := func() error {
+		cfg := jetstream.OrderedConsumerConfig{FilterSubjects: w.filters, InactiveThreshold: time.Minute}
+		switch {
+		case read > 0:
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, read+1
+		case w.fromSeq > 0:
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, w.fromSeq
+		case !w.fromTime.IsZero():
+			t := w.fromTime
+			cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
+		default:
+			cfg.DeliverPolicy = jetstream.DeliverAllPolicy
+		}
+		cons, err := js.OrderedConsumer(ctx, w.stream, cfg)
+		if err != nil {
+			return fmt.Errorf("stream %s: consumer: %w", w.stream, err)
+		}
+		if it, err = cons.Messages(jetstream.PullMaxMessages(2048)); err != nil {
+			return fmt.Errorf("stream %s: consume: %w", w.stream, err)
+		}
+		return nil
 	}
-	cons, err := js.OrderedConsumer(ctx, w.stream, cfg)
-	if err != nil {
-		return fmt.Errorf("stream %s: consumer: %w", w.stream, err)
+	if err := open(); err != nil {
+		return err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(2048))
-	if err != nil {
-		return fmt.Errorf("stream %s: consume: %w", w.stream, err)
+	defer func() { it.Stop() }()
+	// more asks the leader whether it holds events after the last read
+	// (after last too, if events were deleted since it was read).
+	more := func() (bool, error) {
+		now, err := lastOf(ctx, st, w)
+		if err != nil {
+			return false, err
+		}
+		last = min(last, now)
+		return last > read, nil
 	}
-	defer it.Stop()
 	for {
-		m, err := it.Next(jetstream.NextContext(ctx))
+		next := ctx
+		var cancel context.CancelFunc = func() {}
+		if !w.follow {
+			next, cancel = context.WithTimeout(ctx, silentFor)
+		}
+		m, err := it.Next(jetstream.NextContext(next))
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if !w.follow && errors.Is(err, context.DeadlineExceeded) {
+				ok, err := more()
+				if err != nil || !ok {
+					return err
+				}
+				it.Stop() // a lagging replica's consumer: read on with another
+				if err := open(); err != nil {
+					return err
+				}
+				continue
 			}
 			return fmt.Errorf("stream %s: read: %w", w.stream, err)
 		}
@@ -107,8 +143,34 @@ func readStream(ctx context.Context, js jetstream.JetStream, w window, fn func(s
 		if err != nil {
 			return err
 		}
-		if !w.follow && (seq >= last || meta.NumPending == 0) {
+		read = seq
+		if w.follow || seq < last && meta.NumPending > 0 {
+			continue
+		}
+		if seq >= last {
 			return nil
 		}
+		// Nothing pending by this consumer's replica, though the leader
+		// held more when the read began: ask it again.
+		if ok, err := more(); err != nil || !ok {
+			return err
+		}
 	}
+}
+
+// lastOf is the newest event of the window's filters the stream's leader
+// holds (0: none).
+func lastOf(ctx context.Context, st jetstream.Stream, w window) (uint64, error) {
+	var last uint64
+	for _, f := range w.filters {
+		m, err := st.GetLastMsgForSubject(ctx, f)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("stream %s: last event on %s: %w", w.stream, f, err)
+		}
+		last = max(last, m.Sequence)
+	}
+	return last, nil
 }
