@@ -87,8 +87,14 @@ var errSilent = errors.New("the consumer delivers nothing the stream holds")
 
 // silentFor is how long a consumer may deliver nothing before the follower
 // asks the stream's leader whether it holds events the consumer has not
-// delivered.
-const silentFor = 3 * time.Second
+// delivered. While the answer is no (an idle queue), it asks again after
+// twice as long each time, up to silentMax: an idle queue costs its
+// followers a question every half minute, not every second. A kick (the
+// admission tick found the line behind the stream) asks at the next second.
+const (
+	silentFor = 3 * time.Second
+	silentMax = 30 * time.Second
+)
 
 // Run follows the stream until ctx ends, starting again from the line's
 // cursor whenever the line turns out to have lost writes.
@@ -161,7 +167,8 @@ func (f *follower) follow(ctx context.Context) error {
 	f.applied.Store(prev)
 	check := time.NewTicker(time.Second)
 	defer check.Stop()
-	heard := time.Now() // the last delivery, or the consumer's start
+	heard := time.Now()                          // the last delivery, or the consumer's start
+	ask, wait := heard.Add(silentFor), silentFor // when to ask the leader next, and the wait after that
 	batch := make([]jetstream.Msg, 0, f.batch)
 	for {
 		batch = batch[:0]
@@ -174,15 +181,19 @@ func (f *follower) follow(ctx context.Context) error {
 			if err := f.checkCursor(ctx, sid); err != nil {
 				return err
 			}
+			if soon := heard.Add(silentFor); soon.Before(ask) {
+				ask = soon
+			}
 			continue
-		case <-check.C:
+		case now := <-check.C:
 			if err := f.checkCursor(ctx, sid); err != nil {
 				return err
 			}
-			if time.Since(heard) >= silentFor {
+			if now.Sub(heard) >= silentFor && !now.Before(ask) {
 				if err := f.checkSilence(ctx, sid, heard); err != nil {
 					return err
 				}
+				ask, wait = now.Add(wait), min(2*wait, silentMax)
 			}
 			continue
 		}
@@ -200,6 +211,7 @@ func (f *follower) follow(ctx context.Context) error {
 			return err
 		}
 		prev, heard = last, time.Now()
+		ask, wait = heard.Add(silentFor), silentFor
 	}
 }
 
