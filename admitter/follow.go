@@ -189,7 +189,7 @@ func (f *follower) follow(ctx context.Context) error {
 			if err := f.checkCursor(ctx, sid); err != nil {
 				return err
 			}
-			if now.Sub(heard) >= silentFor && !now.Before(ask) {
+			if len(msgs) == 0 && now.Sub(heard) >= silentFor && !now.Before(ask) { // delivered and waiting is not silent
 				if err := f.checkSilence(ctx, sid, heard); err != nil {
 					return err
 				}
