@@ -424,26 +424,47 @@ func (s *stack) startRedis(ctx context.Context) error {
 }
 
 // waitRedisCluster waits until every running node says cluster_state:ok
-// and knows 3 masters.
+// and the cluster's 3 masters serving slots are running nodes. It asks the
+// nodes themselves, one connection each: the harness's cluster client may
+// still hold a slot map naming a killed master, and every call through it
+// to that master hangs in its dial retries (CI: a minute of 5-second
+// attempts, each ending in its deadline).
 func (s *stack) waitRedisCluster(ctx context.Context) error {
 	return poll(ctx, 60*time.Second, "Redis Cluster state ok on every node", func(ctx context.Context) error {
+		var nodes string
 		for _, n := range s.redis {
 			if !n.proc.running() {
 				continue
 			}
 			c := redis.NewClient(&redis.Options{Addr: n.addr(), DialTimeout: time.Second, ReadTimeout: time.Second})
 			info, err := c.ClusterInfo(ctx).Result()
+			if err == nil && nodes == "" {
+				nodes, err = c.ClusterNodes(ctx).Result()
+			}
 			c.Close()
 			if err != nil {
-				return err
+				return fmt.Errorf("%s: %w", n.addr(), err)
 			}
 			if !strings.Contains(info, "cluster_state:ok") {
 				return fmt.Errorf("%s: cluster state not ok", n.addr())
 			}
 		}
-		return s.rdb.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			return c.Ping(ctx).Err()
-		})
+		masters := 0
+		for _, l := range strings.Split(strings.TrimSpace(nodes), "\n") {
+			fs := strings.Fields(l) // id addr@bus flags master ping pong epoch link slot…
+			if len(fs) < 9 || !strings.Contains(fs[2], "master") || strings.Contains(fs[2], "fail") {
+				continue
+			}
+			addr, _, _ := strings.Cut(fs[1], "@")
+			if n := s.redisNodeOf(addr); n == nil || !n.proc.running() {
+				return fmt.Errorf("master %s serves slots but is not running", addr)
+			}
+			masters++
+		}
+		if masters != 3 {
+			return fmt.Errorf("%d masters serving slots, want 3", masters)
+		}
+		return nil
 	})
 }
 
