@@ -103,8 +103,9 @@ func (a *api) admitAtOnce(ctx context.Context, cfg catalog.Config, epoch string,
 		}
 		if errors.Is(err, waitqueue.ErrNotCurrent) && time.Now().Before(deadline) {
 			// The last tick found the line behind the streams (usually the
-			// admission it had just published) or is late: the next one,
-			// a tick away, lifts it.
+			// admission it had just published), is late, or caught up
+			// with readyAts that lie ahead: the next one, a tick away,
+			// lifts it.
 			time.Sleep(max(tick/4, 5*time.Millisecond))
 			continue
 		}

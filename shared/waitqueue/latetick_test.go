@@ -2,6 +2,7 @@ package waitqueue_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 	"usher/shared/testenv"
@@ -104,7 +105,9 @@ func TestReadyAtNeverGoesBackWhenTicksCatchUp(t *testing.T) {
 // A join admitted at once, outside the ticks, is not READY before those the
 // ticks admitted ahead of it: after catch-up ticks their readyAt lies ahead
 // of Redis's clock (chaos nats-leader-kill caught seq 179 READY 102 ms after
-// seq 191, a join into the emptied line admitted at once).
+// seq 191, a join into the emptied line admitted at once). Admission at
+// once waits for the ticks' last readyAt to pass (ErrNotCurrent until then);
+// what it admits is READY at once, never before the others.
 func TestAJoinAdmittedAtOnceIsNotReadyBeforeThoseAheadOfIt(t *testing.T) {
 	s, q := newStore(t)
 	ctx := context.Background()
@@ -121,9 +124,13 @@ func TestAJoinAdmittedAtOnceIsNotReadyBeforeThoseAheadOfIt(t *testing.T) {
 	if _, err := s.ApplyEntries(ctx, q, epoch, 6, []waitqueue.EntryEvent{{StreamSeq: 7, User: "c1"}}); err != nil {
 		t.Fatal(err)
 	}
+	if got, err := s.AdmitNow(ctx, q, epoch, 10, 0, time.Minute, tk.TickLength, false); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
+		t.Fatalf("AdmitNow while b3's readyAt lies ahead = %v, %v, want ErrNotCurrent", got, err)
+	}
+	time.Sleep(time.Until(last.ReadyAt) + 10*time.Millisecond)
 	got, err := s.AdmitNow(ctx, q, epoch, 10, 0, time.Minute, tk.TickLength, false)
 	if err != nil || len(got) != 1 || got[0] != 7 {
-		t.Fatalf("AdmitNow = %v, %v, want [7]", got, err)
+		t.Fatalf("AdmitNow once b3's readyAt passed = %v, %v, want [7]", got, err)
 	}
 	e, err := s.Poll(ctx, q, 7)
 	if err != nil {

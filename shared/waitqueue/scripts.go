@@ -793,8 +793,7 @@ return redis.call('ZCARD', pre)
 // stock-aware (0|1), only (a sequence: admit that entry alone if it waits —
 // a passthrough join, where nobody waits and order does not matter; 0: the
 // head of the line), maxAdmitPerTick (0: no cap; the head of the line only).
-// Invariants: those of admitScript — FIFO up to the entries cursor (readyAt
-// never before the ticks' lastReadyAt), never
+// Invariants: those of admitScript — FIFO up to the entries cursor, never
 // over targetActive or the sellable units, never more than maxAdmitPerTick
 // in a tick (counting what the current tick and earlier calls in it
 // admitted: the join that found the line empty may find it full by now —
@@ -802,7 +801,10 @@ return redis.call('ZCARD', pre)
 // whole line Redis had lost — and the head of that line is the ticks' to
 // admit at the configured rate), in one atomic step with the outbox — and
 // nothing while the last tick found the line behind the streams or is older
-// than two ticks and a second (the guards only a tick runs).
+// than two ticks and a second (the guards only a tick runs), nor the head
+// of the line while the ticks' last readyAt lies ahead (after catch-up
+// ticks: it would be READY before those admitted ahead of it). What it
+// admits is READY at once: readyAt is Redis's time of the call.
 // Returns the sequences admitted, or {'later'} when a guard refused (the
 // next tick may lift it; the caller may try again then).
 var admitNowScript = redis.NewScript(luaLib + `
@@ -831,6 +833,10 @@ if stockAware then
   if cap > sellable then cap = sellable end
 end
 if cap <= 0 then return {} end
+-- After ticks that caught up, their admissions' readyAt lie ahead of now:
+-- the head of the line admitted now would be READY before them. The next
+-- ticks admit it, in order. (A passthrough join is READY now: nobody waits.)
+if ARGV[9] == '0' and tonumber(redis.call('HGET', ST, 'lastReadyAt') or '0') > n then return {'later'} end
 local seqs
 if ARGV[9] ~= '0' then
   seqs = {}
@@ -838,14 +844,8 @@ if ARGV[9] ~= '0' then
 else
   seqs = redis.call('ZRANGEBYSCORE', W, '-inf', cursorAt('entries', epoch), 'LIMIT', 0, cap)
 end
--- The head of the line is READY no sooner than the last tick's last
--- admission (its readyAt may lie ahead after catch-up ticks): FIFO holds
--- across a tick and an admission at once. A passthrough join is READY now.
-local at = n
-if ARGV[9] == '0' then at = math.max(n, tonumber(redis.call('HGET', ST, 'lastReadyAt') or '0')) end
-for _, s in ipairs(seqs) do admit(s, queue, epoch, at, ttl) end
+for _, s in ipairs(seqs) do admit(s, queue, epoch, n, ttl) end
 if #seqs > 0 then
-  if ARGV[9] == '0' then redis.call('HSET', ST, 'lastReadyAt', at) end
   redis.call('HINCRBY', ST, 'admittedTotal', #seqs)
   redis.call('ZADD', AD, n, n .. ':' .. #seqs .. ':' .. seqs[1])
   if stockAware then redis.call('HINCRBY', ST, 'sellable', -#seqs) end

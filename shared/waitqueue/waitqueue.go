@@ -947,7 +947,8 @@ func (s *Store) admitNow(ctx context.Context, q, epoch string, target, maxPerTic
 // guard only a tick lifts: no tick for two ticks and a second (is an
 // admitter running?), or the last tick found the line behind the streams
 // (an admission or an order event not applied yet — usually the one a
-// tick has just published). The next tick may lift it.
+// tick has just published), or — AdmitNow only — the ticks' last readyAt
+// lies ahead after ticks that caught up. The next tick may lift it.
 var ErrNotCurrent = errors.New("waitqueue: the line is not current (no recent tick, or behind the streams)")
 
 // AddInvites records single-use invite codes of q, valid for ttl.
