@@ -49,8 +49,9 @@ type heads interface {
 	Epoch() string
 	// StreamID is the identity of a stream (see bus.StreamID).
 	StreamID(stream string) string
-	// EntriesHead returns the last join or leave of q the stream holds.
-	EntriesHead(ctx context.Context, q string) (waitqueue.Head, error)
+	// Head returns the last event of q that stream (entries, admissions
+	// or orders) holds.
+	Head(ctx context.Context, stream, q string) (waitqueue.Head, error)
 }
 
 // stockReader reads the SKUs' stock from the store (PostgreSQL).
@@ -546,7 +547,7 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 		}
 		return nil
 	}
-	head, err := a.streams.EntriesHead(ctx, cfg.Name)
+	head, err := a.streams.Head(ctx, event.StreamEntries, cfg.Name)
 	if err != nil {
 		return err
 	}

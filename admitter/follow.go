@@ -67,7 +67,8 @@ type follower struct {
 func newFollower(a *admitter, q, stream, field string, filters ...string) *follower {
 	return &follower{log: a.log.With("queue", q, "stream", stream), js: a.js, line: a.line, queue: q,
 		stream: stream, field: field, filters: filters, batch: 1000, metrics: a.metrics, kick: make(chan struct{}, 1),
-		streamID: func() string { return a.streams.StreamID(stream) }}
+		streamID: func() string { return a.streams.StreamID(stream) },
+		head:     func(ctx context.Context) (waitqueue.Head, error) { return a.streams.Head(ctx, stream, q) }}
 }
 
 // Kick asks the follower to check the line's cursor at once.
@@ -286,9 +287,6 @@ func (f *follower) checkCursor(ctx context.Context, sid string) error {
 // it) — the queue's admission would wait for it. A new consumer is made
 // from the cursor. A leader that cannot answer says nothing either way.
 func (f *follower) checkSilence(ctx context.Context, sid string, heard time.Time) error {
-	if f.head == nil {
-		return nil
-	}
 	h, err := f.head(ctx)
 	if err != nil || h.StreamID != sid {
 		return nil
@@ -353,7 +351,6 @@ func entriesFollower(a *admitter, q string) *follower {
 		_, err := a.line.Drop(ctx, q, false)
 		return err
 	}
-	f.head = func(ctx context.Context) (waitqueue.Head, error) { return a.streams.EntriesHead(ctx, q) }
 	return f
 }
 
@@ -366,10 +363,6 @@ func admissionsFollower(a *admitter, q string) *follower {
 		}
 		return a.line.ApplyAdmissions(ctx, q, sid, prev, evs)
 	}
-	f.head = func(ctx context.Context) (waitqueue.Head, error) {
-		h, _, err := a.streams.Heads(ctx, q)
-		return h, err
-	}
 	return f
 }
 
@@ -381,10 +374,6 @@ func ordersFollower(a *admitter, q string) *follower {
 			evs = append(evs, decodeOrder(f.log, a.epoch, m))
 		}
 		return a.line.ApplyOrders(ctx, q, sid, prev, a.orderHold, evs)
-	}
-	f.head = func(ctx context.Context) (waitqueue.Head, error) {
-		_, h, err := a.streams.Heads(ctx, q)
-		return h, err
 	}
 	return f
 }

@@ -23,17 +23,26 @@ type streamHeads struct {
 // StreamID is the identity of a stream as last read.
 func (s *streamHeads) StreamID(stream string) string { return s.Of(stream) }
 
-// EntriesHead returns the last join or leave of q the entries stream holds.
-func (s *streamHeads) EntriesHead(ctx context.Context, q string) (waitqueue.Head, error) {
-	return s.head(ctx, event.StreamEntries, event.EntrySubjects(q))
+// Head returns the last event of q that stream holds: a join or leave
+// (entries), an admission, or an order event.
+func (s *streamHeads) Head(ctx context.Context, stream, q string) (waitqueue.Head, error) {
+	switch stream {
+	case event.StreamEntries:
+		return s.head(ctx, stream, event.EntrySubjects(q))
+	case event.StreamAdmissions:
+		return s.head(ctx, stream, event.AdmittedSubject(q))
+	case event.StreamOrders:
+		return s.head(ctx, stream, event.OrderSubjects(q))
+	}
+	return waitqueue.Head{}, fmt.Errorf("stream %s holds no events of a queue", stream)
 }
 
 // Heads returns the last admission and order event of q the streams hold.
 func (s *streamHeads) Heads(ctx context.Context, q string) (admissions, orders waitqueue.Head, err error) {
-	if admissions, err = s.head(ctx, event.StreamAdmissions, event.AdmittedSubject(q)); err != nil {
+	if admissions, err = s.Head(ctx, event.StreamAdmissions, q); err != nil {
 		return
 	}
-	orders, err = s.head(ctx, event.StreamOrders, event.OrderSubjects(q))
+	orders, err = s.Head(ctx, event.StreamOrders, q)
 	return
 }
 
