@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 	"time"
+
 	"usher/shared/testenv"
 	"usher/shared/waitqueue"
 )

@@ -812,7 +812,7 @@ local queue, epoch = ARGV[3], ARGV[4]
 local target, ttl, tick = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local stockAware = ARGV[8] == '1'
 local n = now()
-local st = redis.call('HMGET', ST, 'lastTick', 'behind', 'sellable')
+local st = redis.call('HMGET', ST, 'lastTick', 'behind', 'sellable', 'lastReadyAt')
 if not st[1] or n - tonumber(st[1]) > 2 * tick + 1000 or st[2] ~= '0' then return {'later'} end
 local cap = 1000 -- passthrough: everyone up to the cursor (a join's own is there)
 if target > 0 then cap = target - redis.call('ZCARD', A) end
@@ -836,7 +836,7 @@ if cap <= 0 then return {} end
 -- After ticks that caught up, their admissions' readyAt lie ahead of now:
 -- the head of the line admitted now would be READY before them. The next
 -- ticks admit it, in order. (A passthrough join is READY now: nobody waits.)
-if ARGV[9] == '0' and tonumber(redis.call('HGET', ST, 'lastReadyAt') or '0') > n then return {'later'} end
+if ARGV[9] == '0' and tonumber(st[4] or '0') > n then return {'later'} end
 local seqs
 if ARGV[9] ~= '0' then
   seqs = {}

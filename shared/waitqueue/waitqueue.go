@@ -949,7 +949,7 @@ func (s *Store) admitNow(ctx context.Context, q, epoch string, target, maxPerTic
 // (an admission or an order event not applied yet — usually the one a
 // tick has just published), or — AdmitNow only — the ticks' last readyAt
 // lies ahead after ticks that caught up. The next tick may lift it.
-var ErrNotCurrent = errors.New("waitqueue: the line is not current (no recent tick, or behind the streams)")
+var ErrNotCurrent = errors.New("waitqueue: the line is not current (no recent tick, behind the streams, or its last admissions not READY yet)")
 
 // AddInvites records single-use invite codes of q, valid for ttl.
 func (s *Store) AddInvites(ctx context.Context, q string, codes []string, ttl time.Duration) error {
