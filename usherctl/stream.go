@@ -42,7 +42,7 @@ var errStop = errors.New("stop reading")
 // pending while the stream's leader holds more, or delivers nothing at all.
 // So without --follow the end is the leader's: a read that seems to end
 // before the last event the leader held when it began asks the leader
-// again, and a consumer silent for silentFor while the leader holds events
+// again, and a consumer silent for 4 to 5 s while the leader holds events
 // after the last one read is replaced by one from just after it.
 func readStream(ctx context.Context, js jetstream.JetStream, w window, fn func(storedMsg) error) error {
 	const silentFor = 5 * time.Second
@@ -100,14 +100,22 @@ func readStream(ctx context.Context, js jetstream.JetStream, w window, fn func(s
 		last = min(last, now)
 		return last > read, nil
 	}
-	for {
-		next := ctx
-		var cancel context.CancelFunc = func() {}
+	// next bounds the wait for a message, without --follow: silentFor from
+	// when it was made, made again once a second while messages come — not
+	// once per message, on the path a rebuild reads every join through.
+	next, cancel := ctx, context.CancelFunc(func() {})
+	var made time.Time
+	renew := func() {
 		if !w.follow {
+			cancel()
 			next, cancel = context.WithTimeout(ctx, silentFor)
+			made = time.Now()
 		}
+	}
+	defer func() { cancel() }()
+	renew()
+	for {
 		m, err := it.Next(jetstream.NextContext(next))
-		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -121,6 +129,7 @@ func readStream(ctx context.Context, js jetstream.JetStream, w window, fn func(s
 				if err := open(); err != nil {
 					return err
 				}
+				renew()
 				continue
 			}
 			return fmt.Errorf("stream %s: read: %w", w.stream, err)
@@ -144,6 +153,9 @@ func readStream(ctx context.Context, js jetstream.JetStream, w window, fn func(s
 			return err
 		}
 		read = seq
+		if !w.follow && time.Since(made) >= time.Second {
+			renew()
+		}
 		if w.follow || seq < last && meta.NumPending > 0 {
 			continue
 		}
