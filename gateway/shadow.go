@@ -105,7 +105,7 @@ func (a *api) shadowAnswer(c *fiber.Ctx, status int, cfg catalog.Config, t ticke
 	}
 	c.Set(fiber.HeaderLocation, "/v1/queues/"+cfg.Name+"/tickets/"+str)
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	return c.Status(status).JSON(p)
+	return sendPlace(c, status, p)
 }
 
 // shadowOffset is what a shadow ticket's sequence adds to its position:

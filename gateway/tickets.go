@@ -178,7 +178,8 @@ func (a *api) join(c *fiber.Ctx) error {
 	if e.Seq == ack.Sequence {
 		e, at = a.admitAtOnce(ctx, cfg, epoch, e)
 	}
-	return a.answerAt(c, status, cfg, ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: e.Seq}, e, at)
+	t := ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: e.Seq}
+	return a.answerAt(c, status, cfg, t, a.tickets.Issue(t), e, at)
 }
 
 // ticketOf checks the ticket in the path: forged or garbled → 401, a
@@ -247,8 +248,12 @@ func (a *api) poll(c *fiber.Ctx) error {
 		return err
 	}
 	a.metrics.polls.Inc()
-	t.Seq = e.Seq
-	return a.answer(c, fiber.StatusOK, cfg, t, e)
+	str := ticketParam(c) // Issue writes one spelling per ticket (Parse refuses any other): no need to sign it again
+	if e.Seq != t.Seq {
+		t.Seq = e.Seq
+		str = a.tickets.Issue(t)
+	}
+	return a.answerAt(c, fiber.StatusOK, cfg, t, str, e, a.earliest())
 }
 
 // leave takes the shopper out of line, or frees their slot.
@@ -285,16 +290,16 @@ func (a *api) leave(c *fiber.Ctx) error {
 // gateway and the notifier share), READY only once readyAt has passed on
 // Redis's clock whatever the sync's error (clock.Synced.Earliest).
 func (a *api) answer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, e waitqueue.Entry) error {
-	return a.answerAt(c, status, cfg, t, e, a.earliest())
+	return a.answerAt(c, status, cfg, t, a.tickets.Issue(t), e, a.earliest())
 }
 
-// answerAt is answer with the view taken at now (see admitAtOnce).
-func (a *api) answerAt(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, e waitqueue.Entry, now time.Time) error {
+// answerAt is answer with t's string str and the view taken at now (see
+// admitAtOnce).
+func (a *api) answerAt(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, str string, e waitqueue.Entry, now time.Time) error {
 	v, err := shopper.Of(e, cfg, t.User, now, a.keys)
 	if err != nil {
 		return err
 	}
-	str := a.tickets.Issue(t)
 	p := place{Ticket: str, Queue: cfg.Name, Status: string(v.Status), Position: v.Position, Waiting: v.Waiting,
 		Events: a.eventsURL(cfg.Name, str), Token: v.Token, Reason: v.Reason, Stock: v.Stock, SKUs: v.SKUs, OpensAt: v.OpensAt,
 		Notice: cfg.Notice}
@@ -316,7 +321,7 @@ func (a *api) answerAt(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ti
 	}
 	c.Set(fiber.HeaderLocation, "/v1/queues/"+cfg.Name+"/tickets/"+str)
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	return c.Status(status).JSON(p)
+	return sendPlace(c, status, p)
 }
 
 // eventsURL is where the notifier streams this ticket's events.

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// sendPlace writes p as the answer's JSON body with status.
+func sendPlace(c *fiber.Ctx, status int, p place) error {
+	b, err := p.appendJSON(make([]byte, 0, 512))
+	if err != nil {
+		return err
+	}
+	c.Status(status).Response().SetBodyRaw(b)
+	c.Response().Header.SetContentType(fiber.MIMEApplicationJSON) // as c.JSON
+	return nil
+}
+
+// appendJSON appends p as encoding/json writes it — byte for byte
+// (TestPlaceJSONSameBytes, FuzzPlaceJSONSameBytes) — without its
+// reflection: every join and every poll is answered with a place (issue
+// #16's profile of the poll path, BENCHMARKS.md). A time encoding/json
+// refuses (a year outside 0–9999) goes the long way, for its error.
+func (p place) appendJSON(b []byte) ([]byte, error) {
+	start := len(b)
+	b = append(b, `{"ticket":`...)
+	b = appendJSONString(b, p.Ticket)
+	b = append(b, `,"queue":`...)
+	b = appendJSONString(b, p.Queue)
+	b = append(b, `,"status":`...)
+	b = appendJSONString(b, p.Status)
+	if p.Position != 0 {
+		b = append(b, `,"position":`...)
+		b = strconv.AppendInt(b, p.Position, 10)
+	}
+	b = append(b, `,"waiting":`...)
+	b = strconv.AppendInt(b, p.Waiting, 10)
+	if p.ETASeconds != nil {
+		b = append(b, `,"etaSeconds":`...)
+		b = strconv.AppendInt(b, *p.ETASeconds, 10)
+	}
+	if p.PollAfterMs != 0 {
+		b = append(b, `,"pollAfterMs":`...)
+		b = strconv.AppendInt(b, p.PollAfterMs, 10)
+	}
+	b = append(b, `,"events":`...)
+	b = appendJSONString(b, p.Events)
+	if p.Token != "" {
+		b = append(b, `,"token":`...)
+		b = appendJSONString(b, p.Token)
+	}
+	ok := true
+	if p.ReadyAt != nil {
+		b = append(b, `,"readyAt":`...)
+		b, ok = appendJSONTime(b, *p.ReadyAt, ok)
+	}
+	if p.ExpiresAt != nil {
+		b = append(b, `,"expiresAt":`...)
+		b, ok = appendJSONTime(b, *p.ExpiresAt, ok)
+	}
+	if p.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendJSONString(b, p.Reason)
+	}
+	if p.Stock != "" {
+		b = append(b, `,"stock":`...)
+		b = appendJSONString(b, p.Stock)
+	}
+	if len(p.SKUs) > 0 {
+		b = append(b, `,"skusAvailable":[`...)
+		for i, s := range p.SKUs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, s)
+		}
+		b = append(b, ']')
+	}
+	if p.OpensAt != nil {
+		b = append(b, `,"opensAt":`...)
+		b, ok = appendJSONTime(b, *p.OpensAt, ok)
+	}
+	if n := p.Notice; n != nil {
+		b = append(b, `,"notice":{"message":`...)
+		b = appendJSONString(b, n.Message)
+		b = append(b, `,"level":`...)
+		b = appendJSONString(b, n.Level)
+		b = append(b, `,"since":`...)
+		b, ok = appendJSONTime(b, n.Since, ok)
+		b = append(b, '}')
+	}
+	if !ok {
+		raw, err := json.Marshal(p)
+		return append(b[:start], raw...), err
+	}
+	return append(b, '}'), nil
+}
+
+// appendJSONString appends s as encoding/json writes a string: as it is
+// when every byte is printable ASCII that needs no escape (tickets, names,
+// statuses: the usual case), else through encoding/json itself.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// appendJSONTime appends t as time.Time's MarshalJSON does (RFC 3339 with
+// the fraction it has); ok turns false, and stays so, for a time it
+// refuses.
+func appendJSONTime(b []byte, t time.Time, ok bool) ([]byte, bool) {
+	out, err := t.AppendText(append(b, '"'))
+	if err != nil {
+		return b, false
+	}
+	return append(out, '"'), ok
+}
