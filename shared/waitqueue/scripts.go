@@ -51,9 +51,9 @@ end
 -- becomes an alias of it. ZADD NX never moves anyone. prev is the entry the
 -- gateway saw finished when it published the join ('0': none): a replay
 -- that has not yet applied how prev ended must not alias the new join to
--- it. Returns the sequence of the live entry, or false when the record
--- names another user (the sequence belongs to another incarnation of the
--- stream).
+-- it. Returns the sequence of the live entry and, when it knows it without
+-- another read, its status; or false when the record names another user
+-- (the sequence belongs to another incarnation of the stream).
 -- kind: '' (in line, FIFO), 'p' (the pre-queue, placed by the draw; once
 -- drawn, a late one queues FIFO) or 'a' (allowed past the line: ahead of
 -- everyone, FIFO among themselves). at: when the stream stored the join
@@ -64,7 +64,8 @@ local function join(seq, user, prev, kind, at)
   local f = redis.call('HMGET', e, 'status', 'alias', 'user')
   if f[1] or f[2] then
     if f[3] and f[3] ~= user then return false end
-    return f[2] or seq
+    if f[2] then return f[2] end
+    return seq, f[1]
   end
   local uk = P .. 'u:' .. user
   local cur = redis.call('GET', uk)
@@ -74,11 +75,14 @@ local function join(seq, user, prev, kind, at)
       redis.call('HSET', e, 'alias', cur, 'user', user)
       redis.call('EXPIRE', e, TTL)
       redis.call('ZADD', SEEN, 'XX', 'GT', now(), cur) -- joining again is being there
-      return cur
+      return cur, st
     end
   end
-  if at == '0' then at = now() end
+  local n = now()
+  if at == '0' then at = n end
+  local st = 'waiting'
   if kind == 'p' and not redis.call('HGET', ST, 'drawn') then
+    st = 'pre'
     redis.call('HSET', e, 'status', 'pre', 'user', user, 'joined', at)
     redis.call('ZADD', P .. 'pre', 'NX', seq, seq)
     redis.call('HINCRBY', ST, 'preVersion', 1)
@@ -89,8 +93,8 @@ local function join(seq, user, prev, kind, at)
     redis.call('ZADD', W, 'NX', score, seq)
   end
   redis.call('SET', uk, seq)
-  redis.call('ZADD', SEEN, now(), seq)
-  return seq
+  redis.call('ZADD', SEEN, n, seq)
+  return seq, st
 end
 -- leave takes a waiting entry out of line, or frees an admitted one's slot,
 -- in the step that marks it left (reason: '' when the shopper left,
@@ -319,10 +323,10 @@ end
 var ingestScript = redis.NewScript(luaLib + `
 local had = redis.call('HGET', C, 'entries.id')
 if had and had ~= ARGV[3] then return {'stale'} end
-local live = join(ARGV[4], ARGV[5], ARGV[6], ARGV[7], '0') -- just stored: now
+local live, st = join(ARGV[4], ARGV[5], ARGV[6], ARGV[7], '0') -- just stored: now
 if not live then return {'conflict'} end
 local rank = redis.call('ZRANK', W, live)
-local st = redis.call('HGET', P .. 'e:' .. live, 'status')
+if not st then st = redis.call('HGET', P .. 'e:' .. live, 'status') end
 if st == 'pre' and rank then st = 'waiting' end -- drawn, not settled yet (see drawScript)
 return {st or 'unknown', live, rank or -1, redis.call('ZCARD', W)}
 `)
@@ -349,18 +353,17 @@ return {cur, redis.call('HGET', ARGV[1] .. 'e:' .. cur, 'status') or 'unknown', 
 // rate, stock state, SKUs with units left, reason}.
 var pollScript = redis.NewScript(`
 local prefix, seq = ARGV[1], ARGV[2]
-local f = redis.call('HMGET', prefix .. 'e:' .. seq, 'status', 'alias')
-if f[2] then
-  seq = f[2]
-  f = redis.call('HMGET', prefix .. 'e:' .. seq, 'status')
+local r = redis.call('HMGET', prefix .. 'e:' .. seq, 'status', 'readyAt', 'expiresAt', 'tokenId', 'user', 'reason', 'alias')
+if r[7] then
+  seq = r[7]
+  r = redis.call('HMGET', prefix .. 'e:' .. seq, 'status', 'readyAt', 'expiresAt', 'tokenId', 'user', 'reason')
 end
-local st = f[1]
+local st = r[1]
 if not st then
   local c = redis.call('HGET', KEYS[6], 'entries')
   st = 'unknown'
   if c and tonumber(seq) <= tonumber(c) then st = 'gone' end
 end
-local r = redis.call('HMGET', prefix .. 'e:' .. seq, 'readyAt', 'expiresAt', 'tokenId', 'user', 'reason')
 if ARGV[3] == '1' and (st == 'waiting' or st == 'pre') then
   local t = redis.call('TIME')
   redis.call('ZADD', prefix .. 'seen', 'XX', 'GT', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), seq)
@@ -370,7 +373,7 @@ if st == 'waiting' or st == 'pre' then rank = redis.call('ZRANK', KEYS[1], seq) 
 if st == 'pre' and rank >= 0 then st = 'waiting' end -- drawn, not settled yet (see drawScript)
 local stats = redis.call('HMGET', KEYS[4], 'rate', 'stock', 'skus')
 return {st, seq, rank, redis.call('ZCARD', KEYS[1]),
-  r[1] or '', r[2] or '', r[3] or '', r[4] or '', stats[1] or '0', stats[2] or '', stats[3] or '', r[5] or ''}
+  r[2] or '', r[3] or '', r[4] or '', r[5] or '', stats[1] or '0', stats[2] or '', stats[3] or '', r[6] or ''}
 `)
 
 // leaveScript is the gateway's leave (the follower applies the leave event
