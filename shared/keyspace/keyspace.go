@@ -12,6 +12,7 @@
 //	key                          type    owner (writer)                 lifetime
 //	usher:{q}:waiting            zset    waitqueue (ingest, admit)      while the queue exists; members leave when admitted or gone
 //	usher:{q}:active             zset    waitqueue (admit, claim)       while the queue exists; members leave at expiry / release
+//	usher:{q}:held               hash    waitqueue (admit, claim, orders) members as active's: what each holds of the stock (derived: rebuilt from the records when its size and active's differ)
 //	usher:{q}:outbox             zset    waitqueue (admit, announce)    members leave once their event is stored
 //	usher:{q}:e:<seq>            hash    waitqueue (every script)       no TTL while waiting or admitted; TombstoneTTL once finished
 //	usher:{q}:u:<user>           string  waitqueue (ingest)             no TTL while the user's entry is live; TombstoneTTL after
@@ -87,6 +88,7 @@ func (k Queue) Pattern() string { return k.prefix + "*" }
 
 func (k Queue) Waiting() string  { return k.prefix + "waiting" }
 func (k Queue) Active() string   { return k.prefix + "active" }
+func (k Queue) Held() string     { return k.prefix + "held" }
 func (k Queue) Outbox() string   { return k.prefix + "outbox" }
 func (k Queue) Cursor() string   { return k.prefix + "cursor" }
 func (k Queue) Stats() string    { return k.prefix + "stats" }

@@ -78,7 +78,7 @@ var base = []string{"ping", "time", "select", "cluster|slots", "asking", "evalsh
 
 // lineReads are the reading commands the line's scripts and clients call.
 var lineReads = []string{
-	"exists", "get", "hexists", "hget", "hgetall", "hkeys", "hmget",
+	"exists", "get", "hexists", "hget", "hgetall", "hkeys", "hlen", "hmget", "hvals",
 	"zcard", "zcount", "zrange", "zrangebyscore", "zrank", "zscore",
 	"multi", "exec", "discard", // an atomic read of several keys (Store.Ranks)
 }

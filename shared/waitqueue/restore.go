@@ -57,7 +57,7 @@ const Alias Status = "alias"
 // HINCRBY, a record one HSET.
 var restoreScript = redis.NewScript(`
 local prefix, ttl = ARGV[1], tonumber(ARGV[2])
-local out, line, held = {}, {}, {}
+local out, line, held, heldIdx = {}, {}, {}, {}
 local admitted, pre, drawn = 0, 0, nil
 for i = 3, #ARGV, 9 do
   local seq, st, user, alias = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3]
@@ -90,6 +90,7 @@ for i = 3, #ARGV, 9 do
         pre = pre + 1
       elseif st == 'admitted' then
         held[#held+1], held[#held+2] = exp, seq
+        heldIdx[#heldIdx+1], heldIdx[#heldIdx+2] = seq, 'a'
       else
         redis.call('EXPIRE', e, ttl)
         finished = true
@@ -107,7 +108,10 @@ for i = 3, #ARGV, 9 do
   end
 end
 if #line > 0 then redis.call('ZADD', KEYS[1], 'NX', unpack(line)) end
-if #held > 0 then redis.call('ZADD', KEYS[2], 'NX', unpack(held)) end
+if #held > 0 then
+  redis.call('ZADD', KEYS[2], 'NX', unpack(held))
+  redis.call('HSET', prefix .. 'held', unpack(heldIdx)) -- what each holds, for the stock-aware tick (see syncHeld)
+end
 if admitted > 0 then redis.call('HINCRBY', KEYS[4], 'admittedTotal', admitted) end
 if pre > 0 then redis.call('HINCRBY', KEYS[4], 'preVersion', pre) end
 return out

@@ -3,10 +3,12 @@ package waitqueue_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"testing"
 	"time"
 
+	"usher/shared/keyspace"
 	"usher/shared/testenv"
 	"usher/shared/waitqueue"
 )
@@ -77,6 +79,11 @@ func TestRestoreRecreatesWhatTheLiveScriptsWrote(t *testing.T) {
 	gotStats, _ := s.Stats(ctx, restored)
 	if gotStats.Active != 2 || gotStats.Waiting != 3 || gotStats.AdmittedTotal != 2 {
 		t.Errorf("Stats restored = %+v, want 2 active, 3 waiting, 2 admitted in total", gotStats)
+	}
+	// What the stock-aware tick counts of the slots held, as the live line has it.
+	rdb := testenv.Redis(t)
+	if g, w := heldIndex(t, rdb, keyspace.Of(restored)), heldIndex(t, rdb, keyspace.Of(live)); !maps.Equal(g, w) {
+		t.Errorf("held index restored = %v, want %v", g, w)
 	}
 
 	// The restored line behaves like the live one: a user in line who joins

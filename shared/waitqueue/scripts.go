@@ -33,6 +33,7 @@ const luaLib = `
 local P, TTL = ARGV[1], tonumber(ARGV[2])
 local W, A, O, ST, AD, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local SEEN = P .. 'seen' -- when each waiting shopper was last present (see admitScript)
+local HELD = P .. 'held' -- what each entry in A holds of the stock (see syncHeld)
 local function now()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -118,6 +119,7 @@ local function leave(seq, user, reason)
     redis.call('HINCRBY', ST, 'preVersion', 1)
   elseif st == 'admitted' then
     redis.call('ZREM', A, seq)
+    redis.call('HDEL', HELD, seq)
   elseif st then
     return st
   end
@@ -150,9 +152,35 @@ local function admit(seq, queue, epoch, readyAt, ttl)
   redis.call('HSET', P .. 'e:' .. seq, 'status', 'admitted', 'readyAt', readyAt,
     'expiresAt', expiresAt, 'tokenId', queue .. ':' .. epoch .. ':' .. seq)
   redis.call('ZADD', A, expiresAt, seq)
+  redis.call('HSET', HELD, seq, 'a')
   redis.call('ZADD', O, seq, seq)
   redis.call('ZREM', W, seq)
   redis.call('ZREM', SEEN, seq)
+end
+-- syncHeld records in HELD what entry seq holds of the stock, as the
+-- stock-aware tick counts it, from its record: 'a' (admitted: one unit of
+-- any SKU), 'c:<qty>:<sku>' (claimed by an order the store has not placed
+-- yet), 'p:<qty>:<sku>' (placed, not final: out of the store's figure
+-- already) or 'x' (nothing: another status); no field once seq holds no
+-- slot. Every script that puts an entry in A, takes it out or changes what
+-- it holds keeps HELD so, in the same step; the tick reads HELD instead of
+-- every record in A (O(1) calls, not O(active)), and rebuilds it from the
+-- records when its size and A's differ.
+local function syncHeld(seq)
+  if not redis.call('ZSCORE', A, seq) then
+    redis.call('HDEL', HELD, seq)
+    return
+  end
+  local f = redis.call('HMGET', P .. 'e:' .. seq, 'status', 'placed', 'qty', 'sku')
+  local v = 'x'
+  if f[1] == 'admitted' then
+    v = 'a'
+  elseif f[1] == 'used' then
+    v = 'c'
+    if f[2] then v = 'p' end
+    v = v .. ':' .. (f[3] or '1') .. ':' .. (f[4] or '')
+  end
+  redis.call('HSET', HELD, seq, v)
 end
 -- cursorAt returns how far stream field is applied, 0 when the cursor
 -- counts in another incarnation of the stream (or none).
@@ -246,6 +274,7 @@ for i = 6, #ARGV, 6 do
         else
           redis.call('HSET', e, 'status', 'admitted')
           redis.call('ZADD', A, exp, seq)
+          redis.call('HSET', HELD, seq, 'a')
         end
       end
     end
@@ -291,10 +320,12 @@ for i = 8, #ARGV, 9 do
           redis.call('ZREM', A, seq)
           finish(e, seq, user)
         end
+        syncHeld(seq)
       end
     else
       if f[1] == 'used' and f[3] == ord then
         redis.call('ZREM', A, seq)
+        redis.call('HDEL', HELD, seq)
         finish(e, seq, user)
       end
       -- What the user bought, for the queue's maxPerUser: counted once,
@@ -423,7 +454,8 @@ var leaveScript = redis.NewScript(luaLib + `return leave(ARGV[3], ARGV[4])`)
 //     line's stock state follows: available (units left), held (none left
 //     but some held or pending: they may come back) or sold_out (nothing
 //     left, held or pending); unknown while the store has reported nothing
-//     (nobody is admitted then);
+//     (nobody is admitted then). What each slot holds is read from HELD
+//     (see syncHeld), one call, not from every record in A;
 //   - abandonment: a waiting shopper not present — no poll of their own,
 //     no stream the notifier holds for them, no join — for abandonMs
 //     (SEEN: the last time each was) leaves the line, reason 'abandoned',
@@ -478,6 +510,7 @@ for _, s in ipairs(expired) do
   if f[1] == 'admitted' then redis.call('HSET', e, 'status', 'expired') end
   finish(e, s, f[2])
   redis.call('ZREM', A, s)
+  redis.call('HDEL', HELD, s)
 end
 
 local watermark = cursorAt('entries', epoch)
@@ -500,14 +533,25 @@ if stockAware then
     end
   end
   local held, heldAdmitted, claims, placed = 0, 0, {}, {}
-  for _, s in ipairs(redis.call('ZRANGE', A, 0, -1)) do
-    local f = redis.call('HMGET', P .. 'e:' .. s, 'status', 'placed', 'qty', 'sku')
-    if f[1] == 'admitted' then
+  if redis.call('HLEN', HELD) ~= redis.call('ZCARD', A) then
+    -- Slots taken before HELD existed (or lost with it): from the records.
+    local slot = {}
+    for _, s in ipairs(redis.call('ZRANGE', A, 0, -1)) do
+      syncHeld(s)
+      slot[s] = true
+    end
+    for _, s in ipairs(redis.call('HKEYS', HELD)) do
+      if not slot[s] then redis.call('HDEL', HELD, s) end
+    end
+  end
+  for _, v in ipairs(redis.call('HVALS', HELD)) do
+    if v == 'a' then
       held = held + 1
       heldAdmitted = heldAdmitted + 1
-    elseif f[1] == 'used' then
-      local q, sku = tonumber(f[3] or '1'), f[4] or ''
-      if f[2] then
+    elseif v ~= 'x' then
+      local kind, q, sku = string.match(v, '^(%a):([^:]*):(.*)$')
+      q = tonumber(q)
+      if kind == 'p' then
         pending = pending + 1
         placed[sku] = (placed[sku] or 0) + q
       else
@@ -627,6 +671,7 @@ if maxPer > 0 and tonumber(redis.call('GET', P .. 'b:' .. user) or '0') + qty > 
 end
 redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'claimedAt', n, 'sku', sku, 'qty', qty)
 redis.call('ZADD', A, 'XX', n + hold, seq)
+syncHeld(seq)
 return {'claimed', n}
 `)
 
@@ -651,6 +696,7 @@ end
 if f[1] ~= 'admitted' then return {f[1], ''} end
 redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'claimedAt', now())
 redis.call('ZADD', A, 'XX', 'GT', hold, seq)
+syncHeld(seq)
 return {'redeemed', ord}
 `)
 
@@ -663,6 +709,7 @@ local e = P .. 'e:' .. ARGV[3]
 local f = redis.call('HMGET', e, 'orderId', 'user')
 if f[1] ~= ARGV[4] then return 0 end
 finish(e, ARGV[3], f[2])
+redis.call('HDEL', HELD, ARGV[3])
 return redis.call('ZREM', A, ARGV[3])
 `)
 
@@ -692,7 +739,10 @@ return 1
 // ARGV from 3: seq, orderId, sku, available, version.
 var placedScript = redis.NewScript(luaLib + `
 local e = P .. 'e:' .. ARGV[3]
-if redis.call('HGET', e, 'orderId') == ARGV[4] then redis.call('HSET', e, 'placed', 1) end
+if redis.call('HGET', e, 'orderId') == ARGV[4] then
+  redis.call('HSET', e, 'placed', 1)
+  syncHeld(ARGV[3])
+end
 setStock(ARGV[5], ARGV[6], ARGV[7])
 return 1
 `)
