@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -457,6 +458,7 @@ func (a *admitter) changeState(ctx context.Context, q, by, done string, change f
 		return
 	}
 	a.log.Info(done, "queue", q, "skus", now.Products())
+	prev, now = prev.Redacted(), now.Redacted() // a drop not drawn yet keeps its seed secret
 	id, body, err := event.NewConfigChanged(q, by, now, &prev, a.now())
 	if err == nil {
 		_, err = a.js.Publish(ctx, event.ConfigChangedSubject, body, jetstream.WithMsgID(id))
@@ -543,7 +545,11 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 			return err
 		}
 		if !cfg.Lottery.Drawn {
-			a.revealDraw(ctx, cfg.Name, d)
+			seed, err := a.seed(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			a.revealDraw(ctx, cfg.Name, d, seed)
 		}
 		return nil
 	}
@@ -562,9 +568,9 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 	if err != nil {
 		return err
 	}
-	seed, err := lottery.Reveal(cfg.Lottery.Seed, cfg.Lottery.Commitment)
+	seed, err := a.seed(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("draw %s: %w", cfg.Name, err)
+		return err
 	}
 	// A queue the catalog says was drawn, but the line not, lost its draw
 	// with Redis: the same pre-queue (up to the first draw's cursor) is
@@ -596,13 +602,28 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 	if d, err = a.line.Drawing(ctx, cfg.Name); err != nil {
 		return err
 	}
-	a.revealDraw(ctx, cfg.Name, d)
+	a.revealDraw(ctx, cfg.Name, d, seed)
 	return nil
 }
 
-// revealDraw marks the catalog's lottery drawn (which reveals the seed in
-// the public view) and records the draw on USHER_OPS.
-func (a *admitter) revealDraw(ctx context.Context, q string, d waitqueue.Drawing) {
+// seed is the seed cfg's lottery committed to, checked against the
+// commitment: from the seeds bucket, which only admitters may read (see
+// catalog.SeedOf).
+func (a *admitter) seed(ctx context.Context, cfg catalog.Config) ([]byte, error) {
+	hexSeed, err := catalog.SeedOf(ctx, a.js, cfg.Name, *cfg.Lottery)
+	if err != nil {
+		return nil, fmt.Errorf("draw %s: %w", cfg.Name, err)
+	}
+	seed, err := lottery.Reveal(hexSeed, cfg.Lottery.Commitment)
+	if err != nil {
+		return nil, fmt.Errorf("draw %s: %w", cfg.Name, err)
+	}
+	return seed, nil
+}
+
+// revealDraw marks the catalog's lottery drawn with its seed (which
+// reveals it in the public view) and records the draw on USHER_OPS.
+func (a *admitter) revealDraw(ctx context.Context, q string, d waitqueue.Drawing, seed []byte) {
 	at := a.now().UTC()
 	prev, now, err := a.queues.Update(ctx, q, func(c *catalog.Config) bool {
 		if c.Lottery == nil || c.Lottery.Drawn {
@@ -610,6 +631,7 @@ func (a *admitter) revealDraw(ctx context.Context, q string, d waitqueue.Drawing
 		}
 		l := *c.Lottery
 		l.Drawn, l.DrawnAt, l.Entries, l.EntriesCursor = true, &at, d.Entries, d.Cursor
+		l.Seed = hex.EncodeToString(seed)
 		c.Lottery = &l
 		return true
 	})
@@ -630,6 +652,7 @@ func (a *admitter) revealDraw(ctx context.Context, q string, d waitqueue.Drawing
 	if err != nil {
 		a.log.Error("draw not recorded on the ops stream", "queue", q, "err", err)
 	}
+	prev = prev.Redacted()
 	id, cbody, err := event.NewConfigChanged(q, "admitter (lottery drawn)", now, &prev, at)
 	if err == nil {
 		_, err = a.js.Publish(ctx, event.ConfigChangedSubject, cbody, jetstream.WithMsgID(id))

@@ -162,6 +162,42 @@ func lastDraw(t *testing.T, natsURL, q string) event.LotteryDrawn {
 	return d
 }
 
+// storedBeforeTheDraw is what anyone who follows the catalog, or reads the
+// ops stream's audit records, holds of queue q: the catalog's value and
+// every record on USHER_OPS, as JSON.
+func storedBeforeTheDraw(t *testing.T, natsURL, q string) []string {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, event.BucketQueues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{string(e.Value())}
+	c, err := js.OrderedConsumer(ctx, event.StreamOps, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := c.Next(jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			break // read to the end
+		}
+		out = append(out, string(m.Data()))
+	}
+	return out
+}
+
 // The issue's story: "Friday 10:00". Ten thousand shoppers arrive early
 // and wait in the pre-queue with no place; some refresh, some leave. Every
 // usher service is killed before the opening and started after it. At the
@@ -212,6 +248,13 @@ func TestAPreQueueOfTenThousandIsDrawnInTheOrderAnyoneRecomputes(t *testing.T) {
 	}
 	if v := r.public(); v["preQueue"] != float64(n-100) || v["lottery"].(map[string]any)["seed"] != nil {
 		t.Fatalf("public view before the opening = %v; want %d pre-queued, no seed", v, n-100)
+	}
+	// Nor can anyone who reads the catalog or the audit records: the seed
+	// waits in a bucket only admitters read.
+	for _, stored := range storedBeforeTheDraw(t, r.env["USHER_NATS_URL"], r.queue) {
+		if strings.Contains(stored, `"seed"`) {
+			t.Fatalf("the seed is readable before the draw in %s", stored)
+		}
 	}
 
 	// The opening is moved to two seconds from now: the commitment stays.

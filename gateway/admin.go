@@ -89,6 +89,10 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 		return err
 	}
 	ctx := c.UserContext()
+	fresh, err := a.newLottery(ctx, cfg)
+	if err != nil {
+		return err
+	}
 	var prev catalog.Config
 	created := false
 	if _, exists := a.queues.Get(name); exists {
@@ -96,7 +100,7 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 		// carried over from what is stored, never from a stale copy.
 		var lotErr error
 		prev, cfg, err = a.queues.Update(ctx, name, func(c *catalog.Config) bool {
-			next, err := withLottery(cfg, *c)
+			next, err := withLottery(cfg, *c, fresh)
 			if err != nil {
 				lotErr = err
 				return false
@@ -111,7 +115,7 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 			return lotErr
 		}
 	} else {
-		if cfg, err = withLottery(cfg, catalog.Config{}); err != nil {
+		if cfg, err = withLottery(cfg, catalog.Config{}, fresh); err != nil {
 			return err
 		}
 		created, err = a.queues.Put(ctx, cfg)
@@ -124,7 +128,7 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 	if created {
 		status = fiber.StatusCreated
 	}
-	return c.Status(status).JSON(redactedConfig(cfg))
+	return c.Status(status).JSON(cfg.Redacted())
 }
 
 func (a *api) publishConfigChange(c *fiber.Ctx, prev, cfg catalog.Config) {
@@ -134,7 +138,7 @@ func (a *api) publishConfigChange(c *fiber.Ctx, prev, cfg catalog.Config) {
 // audit records a change of a queue's configuration on the ops stream (a
 // lottery's seed never: it stays secret until the draw reveals it).
 func (a *api) audit(ctx context.Context, by string, prev, cfg catalog.Config) {
-	prev, cfg = redactedConfig(prev), redactedConfig(cfg)
+	prev, cfg = prev.Redacted(), cfg.Redacted()
 	var previous any
 	if prev.Name != "" {
 		previous = &prev
@@ -197,7 +201,7 @@ func (a *api) view(c *fiber.Ctx, cfg catalog.Config) (queueView, error) {
 }
 
 func viewOf(cfg catalog.Config, st waitqueue.Stats) queueView {
-	v := queueView{Config: redactedConfig(cfg), Waiting: st.Waiting, Active: st.Active,
+	v := queueView{Config: cfg.Redacted(), Waiting: st.Waiting, Active: st.Active,
 		AdmittedTotal: st.AdmittedTotal, AdmitRatePerSec: st.AdmitRatePerSec, PreQueue: st.PreQueue}
 	if !st.LastTick.IsZero() {
 		at := st.LastTick.UTC()

@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"usher/shared/catalog"
+	"usher/shared/event"
 	"usher/shared/lottery"
 	"usher/shared/problem"
 	"usher/shared/waitqueue"
@@ -194,32 +195,42 @@ func publicLotteryOf(l *catalog.Lottery) *publicLottery {
 }
 
 // withLottery gives a scheduled queue its lottery: the one it had (a seed,
-// once committed to, never changes), or a new seed and its commitment the
-// first time opensAt is set. Whatever lottery a request carried is not
-// the operator's to set.
-func withLottery(cfg, prev catalog.Config) (catalog.Config, error) {
+// once committed to, never changes), or fresh (see newLottery) the first
+// time opensAt is set. Whatever lottery a request carried is not the
+// operator's to set.
+func withLottery(cfg, prev catalog.Config, fresh *catalog.Lottery) (catalog.Config, error) {
 	cfg.Lottery = prev.Lottery
 	if cfg.Lottery != nil || cfg.OpensAt == nil {
 		return cfg, nil
 	}
-	seed, err := lottery.NewSeed()
-	if err != nil {
-		return cfg, err
+	if fresh == nil { // scheduled meanwhile by another request, then unscheduled: cannot happen, a lottery stays
+		return cfg, unavailable(errors.New("lottery: no fresh seed for a queue scheduled meanwhile"), "the queue changed meanwhile; retry")
 	}
-	cfg.Lottery = &catalog.Lottery{Commitment: lottery.Commitment(seed), Seed: fmt.Sprintf("%x", seed)}
+	cfg.Lottery = fresh
 	return cfg, nil
 }
 
-// redactedConfig is a configuration as the admin API shows it: the
-// lottery's seed stays secret until the draw, even to admins (an accidental
-// screenshot must not leak it).
-func redactedConfig(cfg catalog.Config) catalog.Config {
-	if cfg.Lottery != nil && !cfg.Lottery.Drawn {
-		l := *cfg.Lottery
-		l.Seed = ""
-		cfg.Lottery = &l
+// newLottery draws a secret seed for queue q's lottery when cfg schedules
+// a drop that has none yet (else nil), stores it in the seeds bucket —
+// which this gateway may write and not read — and returns the lottery the
+// catalog keeps: its commitment alone. A seed stored for a lottery that
+// another request committed first stays unused.
+func (a *api) newLottery(ctx context.Context, cfg catalog.Config) (*catalog.Lottery, error) {
+	if cfg.OpensAt == nil {
+		return nil, nil
 	}
-	return cfg
+	if cur, ok := a.queues.Get(cfg.Name); ok && cur.Lottery != nil {
+		return nil, nil
+	}
+	seed, err := lottery.NewSeed()
+	if err != nil {
+		return nil, err
+	}
+	l := &catalog.Lottery{Commitment: lottery.Commitment(seed)}
+	if _, err := a.events.Publish(ctx, event.SeedSubject(cfg.Name, l.Commitment), fmt.Appendf(nil, "%x", seed)); err != nil {
+		return nil, unavailable(fmt.Errorf("store the lottery seed of %s: %w", cfg.Name, err), "the drop could not be scheduled; retry")
+	}
+	return l, nil
 }
 
 // maxInvites bounds one request for invite codes.

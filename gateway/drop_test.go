@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"usher/shared/catalog"
 	"usher/shared/lottery"
 )
 
@@ -90,8 +91,17 @@ func TestTheLotteryIsCommittedToAndItsSeedKeptSecret(t *testing.T) {
 	if got := h.publicQueue().Lottery; got == nil || got.Commitment != v.Lottery.Commitment {
 		t.Fatalf("after a second PUT the commitment is %+v, want %s unchanged", got, v.Lottery.Commitment)
 	}
+	// The catalog, which every service follows, holds the commitment
+	// alone; the seed waits in the seeds bucket, and opens it.
 	cfg, _ := h.api.queues.Get(h.queue)
-	if _, err := lottery.Reveal(cfg.Lottery.Seed, v.Lottery.Commitment); err != nil {
+	if cfg.Lottery.Seed != "" {
+		t.Fatalf("the catalog holds the seed before the draw: %+v", cfg.Lottery)
+	}
+	seed, err := catalog.SeedOf(t.Context(), h.js, h.queue, *cfg.Lottery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lottery.Reveal(seed, v.Lottery.Commitment); err != nil {
 		t.Fatalf("the stored seed does not open the commitment: %v", err)
 	}
 }

@@ -73,10 +73,11 @@ func (p Policy) durables() []durable {
 // Every role subscribes only to its own Inbox. Besides:
 //
 //	gateway      publishes joins, leaves, order requests and config changes;
-//	             writes and follows the catalog
-//	admitter     declares the streams and the catalog's bucket; publishes
-//	             admissions; reads entries, admissions and orders with
-//	             ordered consumers; follows the catalog
+//	             writes and follows the catalog; writes lottery seeds
+//	admitter     declares the streams, the catalog's bucket and the seeds';
+//	             publishes admissions; reads entries, admissions and orders
+//	             with ordered consumers; follows the catalog; reads seeds
+//	             (no other role may read a seed)
 //	notifier     publishes nothing; subscribes to admissions and order
 //	             events; follows the catalog
 //	orderworker  publishes order outcomes; consumes order requests through
@@ -100,6 +101,7 @@ func (p Policy) Permissions(r Role) (Permissions, bool) {
 		g.identities()
 		g.watchCatalog()
 		g.writeCatalog()
+		g.publish(event.SeedSubjects) // a scheduled drop's seed: written, never read back
 	case Admitter:
 		g.declare()
 		// Admissions, and the one configuration change it makes: closing a
@@ -112,6 +114,7 @@ func (p Policy) Permissions(r Role) (Permissions, bool) {
 		g.identities()
 		g.watchCatalog()
 		g.writeCatalog()
+		g.get(event.StreamSeeds) // the seed of the lottery it draws
 	case Notifier:
 		// The notifier's two core subscriptions, spelled as it spells them.
 		g.subscribe(event.AdmittedSubject(">"), event.OrderSubjects(event.All))
@@ -232,11 +235,12 @@ func (g *grant) durable(stream, name string) {
 	g.publish("$JS.ACK." + stream + "." + name + ".>")
 }
 
-// declare allows creating and updating every stream and the catalog's
-// bucket (declaring a bucket reads the account's JetStream info first).
+// declare allows creating and updating every stream, the catalog's bucket
+// and the seeds' (declaring a bucket reads the account's JetStream info
+// first).
 func (g *grant) declare() {
 	g.api("INFO")
-	for _, s := range append(streamNames(), event.StreamQueues) {
+	for _, s := range append(streamNames(), event.StreamQueues, event.StreamSeeds) {
 		g.api("STREAM", "CREATE", s)
 		g.api("STREAM", "UPDATE", s)
 		g.info(s)

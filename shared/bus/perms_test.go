@@ -121,6 +121,11 @@ func TestEachRoleIsRefusedWhatItMustNot(t *testing.T) {
 			return err
 		})
 	}
+	// Reading a seed, as the admitter reads one: a direct get of its key
+	// (looking the bucket up first needs STREAM.INFO, refused as well to
+	// every role but the admitter).
+	readSeed := publish("$JS.API.DIRECT.GET." + event.StreamSeeds + "." + event.SeedSubject(q, "c0ffee"))
+	seedGet := "$JS.API.DIRECT.GET." + event.StreamSeeds
 	tests := []struct {
 		role    bus.Role
 		what    string
@@ -193,6 +198,13 @@ func TestEachRoleIsRefusedWhatItMustNot(t *testing.T) {
 			_, err := js.KeyValue(ctx, event.BucketQueues)
 			return err
 		}), "$JS.API.STREAM.INFO." + event.StreamQueues},
+		{bus.Gateway, "read a lottery seed (it writes them)", readSeed, seedGet},
+		{bus.Notifier, "read a lottery seed", readSeed, seedGet},
+		{bus.OrderWorker, "read a lottery seed", readSeed, seedGet},
+		{bus.Usherctl, "read a lottery seed", readSeed, seedGet},
+		{bus.Downstream(reader), "read a lottery seed", readSeed, seedGet},
+		{bus.Admitter, "write a lottery seed", publish(event.SeedSubject(q, "c0ffee")), event.SeedSubject(q, "c0ffee")},
+		{bus.Usherctl, "write a lottery seed", publish(event.SeedSubject(q, "c0ffee")), event.SeedSubject(q, "c0ffee")},
 		{bus.Downstream(reader), "listen to admissions live", subscribe(event.AdmittedSubject(">")), event.AdmittedSubject(">")},
 		{bus.Downstream(reader), "read the order worker's replies", subscribe(bus.OrderWorker.Inbox() + ".>"), bus.OrderWorker.Inbox() + ".>"},
 	}
@@ -258,7 +270,7 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 	}()
 	_, admJS := open(bus.Admitter)
 	if _, err := catalog.Open(ctx, admJS, 1); err != nil {
-		t.Fatalf("the admitter declares the catalog: %v", err)
+		t.Fatalf("the admitter declares the catalog and the seeds' bucket: %v", err)
 	}
 	gwJS := <-gwReady
 	if gwJS == nil {
@@ -278,6 +290,10 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 		}
 		for _, s := range []string{event.EnterSubject(q), event.LeaveSubject(q), event.OrderRequestedSubject(q), event.ConfigChangedSubject} {
 			pub(bus.Gateway, gwJS, s)
+		}
+		// A scheduled drop's seed, as the gateway stores it.
+		if _, err := gwJS.Publish(ctx, event.SeedSubject(q, "c0ffee"), []byte("5eed")); err != nil {
+			t.Fatalf("gateway stores a lottery seed: %v", err)
 		}
 	})
 	var notified chan *nats.Msg
@@ -338,6 +354,11 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 			t.Fatalf("admitter closes a sold-out queue: %v", err)
 		}
 		pub(bus.Admitter, admJS, event.ConfigChangedSubject)
+		// It reads the seed of the lottery it draws.
+		seed, err := catalog.SeedOf(ctx, admJS, q, catalog.Lottery{Commitment: "c0ffee"})
+		if err != nil || seed != "5eed" {
+			t.Fatalf("admitter reads the lottery seed = %q, %v; want 5eed", seed, err)
+		}
 	})
 	t.Run("notifier hears admissions and orders", func(t *testing.T) {
 		for _, want := range []string{event.AdmittedSubject(q)} {

@@ -267,8 +267,11 @@ const (
 // seed is revealed, so anyone can recompute the order.
 type Lottery struct {
 	Commitment string `json:"commitment"`
-	// Seed is the seed in lowercase hex: secret until Drawn (the API never
-	// shows it before).
+	// Seed is the seed in lowercase hex, written here by the draw that
+	// reveals it; until then it waits in the seeds bucket, which only
+	// admitters read (see SeedOf). A catalog written before seeds had a
+	// bucket of their own holds it from the start; the API and the audit
+	// records never show it before the draw (Redacted).
 	Seed    string     `json:"seed,omitempty"`
 	Drawn   bool       `json:"drawn,omitempty"`
 	DrawnAt *time.Time `json:"drawnAt,omitempty"`
@@ -444,9 +447,13 @@ func (c *Catalog) OnChange(f func(Config)) {
 	c.mu.Unlock()
 }
 
-// Open creates the bucket if needed, loads every queue and starts following
-// changes. Call Run to keep following them.
+// Open creates the bucket if needed — and the lottery seeds' beside it
+// (DeclareSeeds) — loads every queue and starts following changes. Call Run
+// to keep following them.
 func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Catalog, error) {
+	if err := DeclareSeeds(ctx, js, replicas); err != nil {
+		return nil, err
+	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: Bucket, History: 16, Storage: jetstream.FileStorage, Replicas: replicas,
 	})

@@ -125,6 +125,31 @@ const (
 	QueueConfigSubjects = "$KV." + BucketQueues + ".>"
 )
 
+// A scheduled drop's lottery seed waits for its draw in a KV bucket of its
+// own, not in the catalog every service follows: the gateway writes it, the
+// admitter alone reads it (see bus.Permissions), so neither the other
+// services, nor usherctl, nor anyone who reads the catalog can know the
+// lottery's order before the draw reveals the seed.
+const (
+	BucketSeeds = "USHER_SEEDS"
+	// StreamSeeds is the stream JetStream keeps the bucket in.
+	StreamSeeds = "KV_" + BucketSeeds
+	// SeedSubjects matches every seed's subject: a publish there is a
+	// write of a seed.
+	SeedSubjects = "$KV." + BucketSeeds + ".>"
+)
+
+// SeedKey is the bucket's key of queue q's seed committed to as
+// commitment (lowercase hex): one key per commitment, so that two
+// operators scheduling a drop at once never leave the catalog committed to
+// one seed and the bucket holding another.
+func SeedKey(q, commitment string) string { return q + "." + commitment }
+
+// SeedSubject is where the seed of SeedKey(q, commitment) is written.
+func SeedSubject(q, commitment string) string {
+	return "$KV." + BucketSeeds + "." + SeedKey(q, commitment)
+}
+
 // ConsumerOrderWorker is the durable consumer of order requests on
 // USHER_ORDERS that every order worker shares.
 const ConsumerOrderWorker = "orderworker"
