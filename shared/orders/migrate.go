@@ -33,6 +33,31 @@ type migration struct {
 	sql     string
 }
 
+// noTransaction, as a migration's first line, runs its statements one by
+// one outside any transaction — for CREATE INDEX CONCURRENTLY, which
+// PostgreSQL refuses inside one. Each of its statements ends with ";" at
+// the end of an unindented line (what a statement holds inside, a DO
+// block's body, is indented), and each must be safe to run again: a
+// migration interrupted midway is run again from its start.
+const noTransaction = "-- usher:no-transaction"
+
+// statements splits a no-transaction migration into its statements.
+func (m migration) statements() []string {
+	var out []string
+	var cur strings.Builder
+	for line := range strings.Lines(m.sql) {
+		cur.WriteString(line)
+		if indented := strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t"); !indented && strings.HasSuffix(strings.TrimSpace(line), ";") {
+			out = append(out, cur.String())
+			cur.Reset()
+		}
+	}
+	if strings.TrimSpace(cur.String()) != "" {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
 func embedded() ([]migration, error) {
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
@@ -57,7 +82,9 @@ func embedded() ([]migration, error) {
 
 // Migrate brings the schema up to date: it applies every embedded
 // migration not applied yet, in file-name order, each in its own
-// transaction together with its bookkeeping row, under an advisory lock.
+// transaction together with its bookkeeping row, under an advisory lock
+// (one marked noTransaction: statement by statement, its row written once
+// all of them succeeded).
 //
 // It changes nothing that is current: when every migration is applied it
 // returns after one read, taking no lock and creating nothing — so a
@@ -86,6 +113,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", behind(err))
 	}
 	for _, m := range all {
+		if strings.HasPrefix(m.sql, noTransaction+"\n") {
+			if err := applyOutsideATransaction(ctx, conn.Conn(), m); err != nil {
+				return fmt.Errorf("migration %s: %w", m.name, behind(err))
+			}
+			continue
+		}
 		err = pgx.BeginFunc(ctx, conn.Conn(), func(tx pgx.Tx) error {
 			tag, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2) ON CONFLICT DO NOTHING", m.version, m.name)
 			if err != nil || tag.RowsAffected() == 0 {
@@ -99,6 +132,22 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// applyOutsideATransaction applies m statement by statement unless its
+// bookkeeping row says it was applied, then writes the row.
+func applyOutsideATransaction(ctx context.Context, conn *pgx.Conn, m migration) error {
+	var applied bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)", m.version).Scan(&applied); err != nil || applied {
+		return err
+	}
+	for _, st := range m.statements() {
+		if _, err := conn.Exec(ctx, st); err != nil {
+			return err
+		}
+	}
+	_, err := conn.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2) ON CONFLICT DO NOTHING", m.version, m.name)
+	return err
 }
 
 // current reports whether every migration in all is applied.
