@@ -130,17 +130,28 @@ func independentOrder(t *testing.T, seedHex string, users []string) []string {
 	return out
 }
 
-// lastDraw reads the queue's usher.lottery.drawn.v1 event from USHER_OPS.
-func lastDraw(t *testing.T, natsURL, q string) event.LotteryDrawn {
+// jetStreamAt is JetStream on the broker at natsURL, and a context for
+// ten seconds of requests; both end with the test.
+func jetStreamAt(t *testing.T, natsURL string) (jetstream.JetStream, context.Context) {
 	t.Helper()
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	return js, ctx
+}
+
+// lastDraw reads the queue's usher.lottery.drawn.v1 event from USHER_OPS.
+func lastDraw(t *testing.T, natsURL, q string) event.LotteryDrawn {
+	t.Helper()
+	js, ctx := jetStreamAt(t, natsURL)
 	s, err := js.Stream(ctx, event.StreamOps)
 	if err != nil {
 		t.Fatal(err)
@@ -167,14 +178,7 @@ func lastDraw(t *testing.T, natsURL, q string) event.LotteryDrawn {
 // every record on USHER_OPS, as JSON.
 func storedBeforeTheDraw(t *testing.T, natsURL, q string) []string {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	js, ctx := jetStreamAt(t, natsURL)
 	kv, err := js.KeyValue(ctx, event.BucketQueues)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+	"usher/shared/jsonenc"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -27,11 +28,11 @@ func sendPlace(c *fiber.Ctx, status int, p place) error {
 func (p place) appendJSON(b []byte) ([]byte, error) {
 	start := len(b)
 	b = append(b, `{"ticket":`...)
-	b = appendJSONString(b, p.Ticket)
+	b = jsonenc.AppendString(b, p.Ticket)
 	b = append(b, `,"queue":`...)
-	b = appendJSONString(b, p.Queue)
+	b = jsonenc.AppendString(b, p.Queue)
 	b = append(b, `,"status":`...)
-	b = appendJSONString(b, p.Status)
+	b = jsonenc.AppendString(b, p.Status)
 	if p.Position != 0 {
 		b = append(b, `,"position":`...)
 		b = strconv.AppendInt(b, p.Position, 10)
@@ -47,10 +48,10 @@ func (p place) appendJSON(b []byte) ([]byte, error) {
 		b = strconv.AppendInt(b, p.PollAfterMs, 10)
 	}
 	b = append(b, `,"events":`...)
-	b = appendJSONString(b, p.Events)
+	b = jsonenc.AppendString(b, p.Events)
 	if p.Token != "" {
 		b = append(b, `,"token":`...)
-		b = appendJSONString(b, p.Token)
+		b = jsonenc.AppendString(b, p.Token)
 	}
 	ok := true
 	if p.ReadyAt != nil {
@@ -63,11 +64,11 @@ func (p place) appendJSON(b []byte) ([]byte, error) {
 	}
 	if p.Reason != "" {
 		b = append(b, `,"reason":`...)
-		b = appendJSONString(b, p.Reason)
+		b = jsonenc.AppendString(b, p.Reason)
 	}
 	if p.Stock != "" {
 		b = append(b, `,"stock":`...)
-		b = appendJSONString(b, p.Stock)
+		b = jsonenc.AppendString(b, p.Stock)
 	}
 	if len(p.SKUs) > 0 {
 		b = append(b, `,"skusAvailable":[`...)
@@ -75,7 +76,7 @@ func (p place) appendJSON(b []byte) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, s)
+			b = jsonenc.AppendString(b, s)
 		}
 		b = append(b, ']')
 	}
@@ -85,9 +86,9 @@ func (p place) appendJSON(b []byte) ([]byte, error) {
 	}
 	if n := p.Notice; n != nil {
 		b = append(b, `,"notice":{"message":`...)
-		b = appendJSONString(b, n.Message)
+		b = jsonenc.AppendString(b, n.Message)
 		b = append(b, `,"level":`...)
-		b = appendJSONString(b, n.Level)
+		b = jsonenc.AppendString(b, n.Level)
 		b = append(b, `,"since":`...)
 		b, ok = appendJSONTime(b, n.Since, ok)
 		b = append(b, '}')
@@ -99,28 +100,9 @@ func (p place) appendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// appendJSONString appends s as encoding/json writes a string: as it is
-// when every byte is printable ASCII that needs no escape (tickets, names,
-// statuses: the usual case), else through encoding/json itself.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
-// appendJSONTime appends t as time.Time's MarshalJSON does (RFC 3339 with
-// the fraction it has); ok turns false, and stays so, for a time it
-// refuses.
+// appendJSONTime appends t as encoding/json does; ok turns false, and
+// stays so, for a time it refuses.
 func appendJSONTime(b []byte, t time.Time, ok bool) ([]byte, bool) {
-	out, err := t.AppendText(append(b, '"'))
-	if err != nil {
-		return b, false
-	}
-	return append(out, '"'), ok
+	b, err := jsonenc.AppendTime(b, t)
+	return b, ok && err == nil
 }

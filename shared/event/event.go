@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"usher/shared/jsonenc"
 )
 
 // Stream names and the subjects they hold.
@@ -221,11 +222,11 @@ func Marshal(id, typ, subject string, at time.Time, data any) ([]byte, error) {
 	}
 	b := make([]byte, 0, len(envelopeHead)+len(id)+len(typ)+len(subject)+len(raw)+128)
 	b = append(b, envelopeHead...)
-	b = appendString(b, id)
+	b = jsonenc.AppendString(b, id)
 	b = append(b, `,"source":`...)
-	b = appendString(b, Source)
+	b = jsonenc.AppendString(b, Source)
 	b = append(b, `,"type":`...)
-	b = appendString(b, typ)
+	b = jsonenc.AppendString(b, typ)
 	b = append(b, `,"time":"`...)
 	if b, err = at.UTC().AppendText(b); err != nil {
 		return marshalEnvelope(id, typ, subject, at, raw)
@@ -233,7 +234,7 @@ func Marshal(id, typ, subject string, at time.Time, data any) ([]byte, error) {
 	b = append(b, '"')
 	if subject != "" {
 		b = append(b, `,"subject":`...)
-		b = appendString(b, subject)
+		b = jsonenc.AppendString(b, subject)
 	}
 	b = append(b, `,"datacontenttype":"application/json","data":`...)
 	b = append(b, raw...) // json.Marshal's output: compact, HTML-escaped, as encoding/json would copy it
@@ -242,21 +243,6 @@ func Marshal(id, typ, subject string, at time.Time, data any) ([]byte, error) {
 
 // envelopeHead opens every envelope, up to its id's value.
 const envelopeHead = `{"specversion":"1.0","id":`
-
-// appendString appends s as encoding/json writes a string: as it is when
-// every byte is printable ASCII that needs no escape (ids, types, users:
-// the usual case), else through encoding/json itself.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
 
 // marshalEnvelope is encoding/json's encoding of the envelope: what Marshal
 // writes, and its error where it has one.
