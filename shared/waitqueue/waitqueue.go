@@ -719,6 +719,9 @@ func entryOf(res []any) (Entry, error) {
 
 func msTime(v any) time.Time {
 	s, _ := v.(string)
+	if s == "" { // not admitted: every waiting shopper's poll (a parse error allocates)
+		return time.Time{}
+	}
 	ms, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || ms == 0 {
 		return time.Time{}
