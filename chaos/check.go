@@ -643,32 +643,46 @@ func checkRate(ev *evidence) (checkResult, checkResult, rateFigures) {
 		r.Status, r.Note = statusSkipped, "no admissions before the fault"
 		return c.done(), r.done(), fr
 	}
-	var lastLow time.Time
+	// The windows after the fault whose rate was low, as dips: runs of
+	// consecutive low windows.
+	type dip struct{ from, to time.Time } // first and last low window's start
+	var dips []dip
 	for t := tl.Inject; !t.Add(recoveryWindow).After(tl.LoadStop); t = t.Add(250 * time.Millisecond) {
 		rate := float64(admissionsIn(as, t, t.Add(recoveryWindow))) / recoveryWindow.Seconds()
-		if rate < 0.9*normal {
-			lastLow = t
+		if rate >= 0.9*normal {
+			continue
+		}
+		if n := len(dips); n > 0 && dips[n-1].to.Add(250*time.Millisecond).Equal(t) {
+			dips[n-1].to = t
+		} else {
+			dips = append(dips, dip{t, t})
 		}
 	}
-	from := tl.Inject
-	if tl.RecoverFromHeal && !tl.Heal.IsZero() {
-		from = tl.Heal
-	}
 	switch {
-	case lastLow.IsZero():
+	case len(dips) == 0:
 		fr.recovered = true
-	case !lastLow.Add(recoveryWindow).Before(tl.LoadStop.Add(-250 * time.Millisecond)):
+	case !dips[len(dips)-1].to.Add(recoveryWindow).Before(tl.LoadStop.Add(-250 * time.Millisecond)):
 		fr.recovery = tl.LoadStop.Sub(tl.Inject)
 		r.fail("%s: admission rate still below 90%% of %.1f/s when the load stopped, %.1fs after the fault", q.Name, normal, fr.recovery.Seconds())
 	default:
 		fr.recovered = true
-		fr.recovery = lastLow.Add(recoveryWindow).Sub(tl.Inject)
-		if took := lastLow.Add(recoveryWindow).Sub(from); took > bound {
-			what := "fault"
-			if from.Equal(tl.Heal) && tl.RecoverFromHeal {
-				what = "heal"
+		fr.recovery = dips[len(dips)-1].to.Add(recoveryWindow).Sub(tl.Inject)
+		// Each dip ends within the bound of what began it: the fault, or
+		// — for a dip that begins once the fault is healed (the burst of
+		// work a resumed worker or a restarted database releases) — the
+		// heal. A dip that runs across the heal counts from the fault,
+		// unless admission pauses by design while the fault lasts.
+		for _, d := range dips {
+			from, what := tl.Inject, "fault"
+			// (a dip shows first in the window that reaches into it: one
+			// whose first low window ends past the heal began with it)
+			if !tl.Heal.IsZero() && (d.from.Add(recoveryWindow).After(tl.Heal) || tl.RecoverFromHeal) {
+				from, what = tl.Heal, "heal"
 			}
-			r.fail("%s: admission rate back to 90%% of %.1f/s only %.1fs after the %s", q.Name, normal, took.Seconds(), what)
+			if took := d.to.Add(recoveryWindow).Sub(from); took > bound {
+				r.fail("%s: admission rate back to 90%% of %.1f/s only %.1fs after the %s", q.Name, normal, took.Seconds(), what)
+				break
+			}
 		}
 	}
 	r.Note = fmt.Sprintf("normal rate %.1f/s; recovery %.1fs after the fault", normal, fr.recovery.Seconds())

@@ -286,13 +286,19 @@ func TestLeftAndWaitingAreNotLost(t *testing.T) {
 }
 
 // rateHistory is a fixed-rate queue (10/s) with a long line, admitting
-// perSecond every second from 0 to 30 s except during the stall.
+// perSecond every second from 0 to 30 s except during the stall; the
+// fault at 12 s, healed at 13 s.
 func rateHistory(perSecond int, stallFrom, stallTo int) *evidence {
+	return rateHistoryOf(perSecond, stallFrom, stallTo, 13, 30)
+}
+
+// rateHistoryOf is rateHistory healed at heal s, the load stopped at end s.
+func rateHistoryOf(perSecond int, stallFrom, stallTo, heal, end int) *evidence {
 	h := newHistory()
 	q := &h.ev.Queues[0]
 	q.RateChecked, q.MaxAdmitPerTick, q.TickMs, q.TargetActive = true, 1, 100, 1000
 	seq := uint64(0)
-	for s := 0; s < 30; s++ {
+	for s := 0; s < end; s++ {
 		h.ev.Samples = append(h.ev.Samples, sample{At: at(s*1000 + 500), Queue: "q", Waiting: 500})
 		if s >= stallFrom && s < stallTo {
 			continue
@@ -303,7 +309,7 @@ func rateHistory(perSecond int, stallFrom, stallTo int) *evidence {
 			h.ev.Admissions["q"] = append(h.ev.Admissions["q"], admission{Seq: seq, TokenID: "t", ReadyAt: at(ms), ExpiresAt: at(ms + 100), Stored: at(ms)})
 		}
 	}
-	h.ev.Timeline = timeline{Start: at(0), Inject: at(12000), Heal: at(13000), LoadStop: at(30000)}
+	h.ev.Timeline = timeline{Start: at(0), Inject: at(12000), Heal: at(heal * 1000), LoadStop: at(end * 1000)}
 	return h.ev
 }
 
@@ -317,6 +323,12 @@ func TestRateAndRecovery(t *testing.T) {
 		{"twice the configured rate (two admitters each at full rate)", rateHistory(20, 0, 0), statusFail, statusPass},
 		{"a 4 s dip after the fault", rateHistory(10, 12, 16), statusPass, statusPass},
 		{"a 30 s ack-wait stall", rateHistory(10, 12, 30), statusFail, statusFail},
+		// A fault lasting 15 s: admission goes on through it and dips for
+		// 2 s when it is healed (a resumed worker's burst of order events).
+		{"a 2 s dip when a 15 s fault is healed", rateHistoryOf(10, 27, 29, 27, 45), statusPass, statusPass},
+		{"a 12 s dip from the heal", rateHistoryOf(10, 27, 39, 27, 45), statusFail, statusFail}, // the end window is in it too
+		{"a dip from the fault through its heal", rateHistoryOf(10, 12, 29, 27, 45), statusPass, statusFail},
+		{"two short dips, at the fault and at the heal", rateHistoryOf(10, 12, 14, 27, 45), statusPass, statusPass},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
