@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -104,7 +105,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLock); err != nil {
+	if err := lockMigrations(ctx, conn.Conn()); err != nil {
 		return fmt.Errorf("migrate: lock: %w", err)
 	}
 	defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", migrationLock)
@@ -132,6 +133,28 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// lockMigrations takes the migration lock, asking again every 100 ms
+// rather than waiting inside PostgreSQL: a CREATE INDEX CONCURRENTLY that
+// the holder runs waits for every transaction in progress to end, and a
+// session blocked in pg_advisory_lock is one that never would (PostgreSQL
+// reports the deadlock and fails one of them: services starting side by
+// side did).
+func lockMigrations(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		var got bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", migrationLock).Scan(&got); err != nil || got {
+			return err
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // applyOutsideATransaction applies m statement by statement unless its

@@ -68,3 +68,30 @@ func TestAnInterruptedIndexBuildIsBuiltAgain(t *testing.T) {
 		t.Fatalf("migration 5 recorded %d times (%v), want once", applied, err)
 	}
 }
+
+// Services starting side by side migrate one fresh database at once: every
+// one of them succeeds (the holder of the lock builds an index
+// CONCURRENTLY, which waits for every transaction in progress — a waiter
+// blocked inside PostgreSQL on the lock was one, and the deadlock failed
+// it).
+func TestServicesMigrateSideBySide(t *testing.T) {
+	url := testenv.PostgresURL(t)
+	const n = 4
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			s, err := orders.Open(url, orders.Options{MaxConns: 2})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.Close()
+			errs <- s.Migrate(context.Background())
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("Migrate = %v", err)
+		}
+	}
+}
