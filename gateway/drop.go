@@ -203,15 +203,17 @@ func withLottery(cfg, prev catalog.Config, fresh *catalog.Lottery) (catalog.Conf
 	if cfg.Lottery != nil || cfg.OpensAt == nil {
 		return cfg, nil
 	}
-	if fresh == nil { // scheduled meanwhile by another request, then unscheduled: cannot happen, a lottery stays
-		return cfg, unavailable(errors.New("lottery: no fresh seed for a queue scheduled meanwhile"), "the queue changed meanwhile; retry")
+	if fresh == nil {
+		// This gateway's copy showed a lottery the stored configuration
+		// lacks: the queue was deleted and created again meanwhile.
+		return cfg, unavailable(errors.New("lottery: the stored queue has none, this gateway's copy had one"), "the queue changed meanwhile; retry")
 	}
 	cfg.Lottery = fresh
 	return cfg, nil
 }
 
-// newLottery draws a secret seed for queue q's lottery when cfg schedules
-// a drop that has none yet (else nil), stores it in the seeds bucket —
+// newLottery draws a secret seed for cfg's lottery when cfg schedules a
+// drop that has none yet (else nil), stores it in the seeds bucket —
 // which this gateway may write and not read — and returns the lottery the
 // catalog keeps: its commitment alone. A seed stored for a lottery that
 // another request committed first stays unused.
