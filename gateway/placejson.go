@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
-	"usher/shared/jsonenc"
 
 	"github.com/gofiber/fiber/v2"
+
+	"usher/shared/jsonenc"
 )
 
 // sendPlace writes p as the answer's JSON body with status.

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
 	"usher/shared/jsonenc"
 )
 
@@ -227,11 +228,10 @@ func Marshal(id, typ, subject string, at time.Time, data any) ([]byte, error) {
 	b = jsonenc.AppendString(b, Source)
 	b = append(b, `,"type":`...)
 	b = jsonenc.AppendString(b, typ)
-	b = append(b, `,"time":"`...)
-	if b, err = at.UTC().AppendText(b); err != nil {
+	b = append(b, `,"time":`...)
+	if b, err = jsonenc.AppendTime(b, at.UTC()); err != nil {
 		return marshalEnvelope(id, typ, subject, at, raw)
 	}
-	b = append(b, '"')
 	if subject != "" {
 		b = append(b, `,"subject":`...)
 		b = jsonenc.AppendString(b, subject)

@@ -34,6 +34,10 @@ type migration struct {
 	sql     string
 }
 
+// recordApplied writes a migration's bookkeeping row (0 rows: it was
+// applied before).
+const recordApplied = "INSERT INTO schema_migrations (version, name) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+
 // noTransaction, as a migration's first line, runs its statements one by
 // one outside any transaction — for CREATE INDEX CONCURRENTLY, which
 // PostgreSQL refuses inside one. Each of its statements ends with ";" at
@@ -121,7 +125,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			continue
 		}
 		err = pgx.BeginFunc(ctx, conn.Conn(), func(tx pgx.Tx) error {
-			tag, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2) ON CONFLICT DO NOTHING", m.version, m.name)
+			tag, err := tx.Exec(ctx, recordApplied, m.version, m.name)
 			if err != nil || tag.RowsAffected() == 0 {
 				return err // applied before
 			}
@@ -169,7 +173,7 @@ func applyOutsideATransaction(ctx context.Context, conn *pgx.Conn, m migration) 
 			return err
 		}
 	}
-	_, err := conn.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2) ON CONFLICT DO NOTHING", m.version, m.name)
+	_, err := conn.Exec(ctx, recordApplied, m.version, m.name)
 	return err
 }
 
