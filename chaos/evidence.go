@@ -16,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
+
+	"usher/shared/keyspace"
 )
 
 // evidence is everything the checks judge, gathered after the run settled
@@ -173,9 +175,9 @@ func sampler(ctx context.Context, rdb redis.UniversalClient, queues []queueSpec,
 			var a, w *redis.IntCmd
 			var behind *redis.StringCmd
 			_, err := rdb.TxPipelined(cctx, func(p redis.Pipeliner) error {
-				a = p.ZCard(cctx, keyActive(q.Name))
-				w = p.ZCard(cctx, keyWaiting(q.Name))
-				behind = p.HGet(cctx, keyStats(q.Name), "behind")
+				a = p.ZCard(cctx, keyspace.Of(q.Name).Active())
+				w = p.ZCard(cctx, keyspace.Of(q.Name).Waiting())
+				behind = p.HGet(cctx, keyspace.Of(q.Name).Stats(), "behind")
 				return nil
 			})
 			cancel()
@@ -187,16 +189,6 @@ func sampler(ctx context.Context, rdb redis.UniversalClient, queues []queueSpec,
 			mu.Unlock()
 		}
 	}
-}
-
-// The Redis keys the harness reads (see shared/keyspace): the line, the
-// admitted set, the outbox and an entry's record.
-func keyWaiting(q string) string { return "usher:{" + q + "}:waiting" }
-func keyActive(q string) string  { return "usher:{" + q + "}:active" }
-func keyOutbox(q string) string  { return "usher:{" + q + "}:outbox" }
-func keyStats(q string) string   { return "usher:{" + q + "}:stats" }
-func keyEntry(q string, seq uint64) string {
-	return "usher:{" + q + "}:e:" + strconv.FormatUint(seq, 10)
 }
 
 // envelope is the part of a CloudEvents envelope the harness reads.
@@ -367,7 +359,7 @@ func gatherRedis(ctx context.Context, rdb redis.UniversalClient, ev *evidence) e
 		}
 	}
 	for _, q := range ev.Queues {
-		members, err := rdb.ZRange(ctx, keyWaiting(q.Name), 0, -1).Result()
+		members, err := rdb.ZRange(ctx, keyspace.Of(q.Name).Waiting(), 0, -1).Result()
 		if err != nil {
 			return fmt.Errorf("waiting line of %s: %w", q.Name, err)
 		}
@@ -386,7 +378,7 @@ func gatherRedis(ctx context.Context, rdb redis.UniversalClient, ev *evidence) e
 			if _, seen := st[r.Seq]; seen {
 				continue
 			}
-			s, err := rdb.HGet(ctx, keyEntry(q.Name, r.Seq), "status").Result()
+			s, err := rdb.HGet(ctx, keyspace.Of(q.Name).Entry(r.Seq), "status").Result()
 			switch {
 			case errors.Is(err, redis.Nil):
 				s = "(no record)"

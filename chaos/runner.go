@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"usher/shared/keyspace"
 )
 
 // The order worker's deadline and ack wait in every scenario: shorter
@@ -377,7 +379,7 @@ func settle(ctx context.Context, s *stack, queues []queueSpec, within time.Durat
 			}
 		}
 		for _, q := range queues {
-			n, err := s.rdb.ZCard(cctx, keyOutbox(q.Name)).Result()
+			n, err := s.rdb.ZCard(cctx, keyspace.Of(q.Name).Outbox()).Result()
 			if err != nil {
 				busy = append(busy, fmt.Sprintf("outbox of %s: %v", q.Name, err))
 			} else if n > 0 {

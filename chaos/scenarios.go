@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
+
+	"usher/shared/keyspace"
 )
 
 // scenario is one fault, injected into a running stack under load.
@@ -184,7 +186,7 @@ func (s *stack) redisNodeOf(addr string) *redisNode {
 // redisMasterOf returns the node serving queue q's slot, and its replicas.
 func (s *stack) redisMasterOf(ctx context.Context, q string) (*redisNode, []*redisNode, error) {
 	s.rdb.ReloadState(ctx)
-	c, err := s.rdb.MasterForKey(ctx, keyWaiting(q))
+	c, err := s.rdb.MasterForKey(ctx, keyspace.Of(q).Waiting())
 	if err != nil {
 		return nil, nil, err
 	}
