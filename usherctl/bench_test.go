@@ -19,7 +19,10 @@ import (
 
 // BenchmarkUsherctl measures replay (events/s to io.Discard) and rebuild
 // (shoppers/s into an empty Redis) for a queue of USHERCTL_BENCH_JOINS
-// joins (default 100000), of which the first 20 are admitted. Run:
+// joins (default 100000), of which the first 20 are admitted; then the
+// same rebuild once the orders stream also holds as many order events of
+// another queue (beside-orders: the orders stream keeps every queue's
+// events for 30 days). Run:
 //
 //	USHERCTL_BENCH_JOINS=1000000 go test ./usherctl -run '^$' -bench Usherctl -benchtime 1x -timeout 30m
 func BenchmarkUsherctl(b *testing.B) {
@@ -51,25 +54,32 @@ func BenchmarkUsherctl(b *testing.B) {
 		}
 		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
 	})
-	b.Run("rebuild", func(b *testing.B) {
-		var redisCPU time.Duration
-		for b.Loop() {
-			b.StopTimer()
-			flush(b, w.redisURL)
-			before := redisCPUTime(b, w.redisURL)
-			b.StartTimer()
-			r := w.usherctl("rebuild", "--queue", q)
-			if r.err != nil {
-				b.Fatal(r.err)
-			}
-			b.StopTimer()
-			redisCPU += redisCPUTime(b, w.redisURL) - before
-			b.StartTimer()
-			b.Log(strings.SplitN(r.stdout, "\n", 2)[0]) // how long the read took, and the whole rebuild
-		}
-		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "shoppers/s")
-		b.ReportMetric(float64(redisCPU.Microseconds())/float64(n*b.N), "redis-µs/shopper")
+	b.Run("rebuild", func(b *testing.B) { benchRebuild(b, w, q, n) })
+	b.Run("beside-orders", func(b *testing.B) {
+		publishOrders(b, w.js, "elsewhere", n) // before b.Loop: not timed
+		benchRebuild(b, w, q, n)
 	})
+}
+
+// benchRebuild rebuilds queue q of n shoppers into an empty Redis.
+func benchRebuild(b *testing.B, w *world, q string, n int) {
+	var redisCPU time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		flush(b, w.redisURL)
+		before := redisCPUTime(b, w.redisURL)
+		b.StartTimer()
+		r := w.usherctl("rebuild", "--queue", q)
+		if r.err != nil {
+			b.Fatal(r.err)
+		}
+		b.StopTimer()
+		redisCPU += redisCPUTime(b, w.redisURL) - before
+		b.StartTimer()
+		b.Log(strings.SplitN(r.stdout, "\n", 2)[0]) // how long the read took, and the whole rebuild
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "shoppers/s")
+	b.ReportMetric(float64(redisCPU.Microseconds())/float64(n*b.N), "redis-µs/shopper")
 }
 
 // publishJoins publishes n joins of distinct users as the gateway does,
@@ -97,6 +107,43 @@ func publishJoins(b *testing.B, js jetstream.JetStream, q string, n int) {
 			b.Fatal(err)
 		}
 		f, err := js.PublishAsync(event.EnterSubject(q), body, jetstream.WithMsgID(id))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if pending = append(pending, f); len(pending) == window {
+			wait()
+		}
+	}
+	wait()
+}
+
+// publishOrders publishes n order requests of queue q, each for a token of
+// its own, asynchronously with a bounded window of acks outstanding.
+func publishOrders(b *testing.B, js jetstream.JetStream, q string, n int) {
+	b.Helper()
+	const window = 4096
+	pending := make([]jetstream.PubAckFuture, 0, window)
+	wait := func() {
+		for _, f := range pending {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				b.Fatal(err)
+			}
+		}
+		pending = pending[:0]
+	}
+	at := time.Now()
+	for i := range n {
+		id := "ord-" + q + "-" + strconv.Itoa(i)
+		user := "u" + strconv.Itoa(i)
+		body, err := event.Marshal(id, event.TypeOrderRequested, user, at, event.OrderRequested{OrderID: id,
+			TokenID: q + ":" + strconv.Itoa(i+1), Queue: q, User: user, SKU: "sku", Quantity: 1,
+			TokenExpiresAt: at.Add(time.Hour), RequestedAt: at})
+		if err != nil {
+			b.Fatal(err)
+		}
+		f, err := js.PublishAsync(event.OrderRequestedSubject(q), body, jetstream.WithMsgID(id))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -137,9 +137,11 @@ func loadHistory(ctx context.Context, js jetstream.JetStream, q string, p parts)
 	if p.orders {
 		// The orders stream may not exist yet, or hold no order events: then
 		// no token is known to be used.
-		err = readStream(ctx, js, window{stream: event.StreamOrders, filters: []string{"usher.order.>"}}, func(m storedMsg) error {
+		// The queue's subjects only, as the admitter's follower reads
+		// them: the stream holds every queue's orders of 30 days.
+		err = readStream(ctx, js, window{stream: event.StreamOrders, filters: []string{event.OrderSubjects(q)}}, func(m storedMsg) error {
 			e, ok := decodeLoose(m.Data)
-			if !ok || !strings.HasPrefix(e.Type, "usher.order.") || e.Data.TokenID == "" || !ofQueue(m.Data, q) {
+			if !ok || !strings.HasPrefix(e.Type, "usher.order.") || e.Data.TokenID == "" || !e.of(q) {
 				return nil
 			}
 			// When the order happened: its time, stamped by the order

@@ -35,9 +35,9 @@ to SUBJECT for a downstream service that lost its state. It asks first (or
 --yes), stops after --max events, and refuses subjects of usher's own
 streams: re-sending into the record would falsify it.`
 
-// replayStreams maps --stream to the stream and the subjects of queue q.
-// Orders and ops events are filtered by queue after reading (their subjects
-// do not carry it).
+// replayWindow maps --stream to the stream and the subjects of queue q.
+// Ops events are filtered by queue after reading (their subjects do not
+// carry it); order events by subject, and by their data as well.
 func replayWindow(name, q string) (window, bool, error) {
 	switch name {
 	case "entries":
@@ -45,7 +45,7 @@ func replayWindow(name, q string) (window, bool, error) {
 	case "admissions":
 		return window{stream: event.StreamAdmissions, filters: []string{event.AdmittedSubject(q)}}, false, nil
 	case "orders":
-		return window{stream: event.StreamOrders, filters: []string{"usher.order.>"}}, true, nil
+		return window{stream: event.StreamOrders, filters: []string{event.OrderSubjects(q)}}, true, nil
 	case "ops":
 		// Every ops event of the queue: configuration changes, adaptive
 		// limit moves, draws.
@@ -251,13 +251,16 @@ func decodeLoose(b []byte) (looseEvent, bool) {
 	return e, err == nil
 }
 
-// ofQueue reports whether an order or ops event belongs to queue q: its
-// data names the queue, or its token id is q's (tokens are "q:seq").
+// ofQueue reports whether an order or ops event belongs to queue q (see
+// looseEvent.of).
 func ofQueue(b []byte, q string) bool {
 	e, ok := decodeLoose(b)
-	if !ok {
-		return false
-	}
+	return ok && e.of(q)
+}
+
+// of reports whether the event belongs to queue q: its data names the
+// queue, or its token id is q's (tokens are "q:seq").
+func (e looseEvent) of(q string) bool {
 	if e.Data.Queue != "" {
 		return e.Data.Queue == q
 	}
