@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"usher/shared/event"
 	"usher/shared/keyspace"
 )
 
@@ -297,7 +297,7 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, subj
 func gatherStreams(ctx context.Context, js jetstream.JetStream, ev *evidence) error {
 	ev.Joins, ev.Leaves, ev.Admissions = map[string][]streamJoin{}, map[string][]streamLeave{}, map[string][]admission{}
 	for _, q := range ev.Queues {
-		err := readStream(ctx, js, "USHER_ENTRIES", []string{"usher.enter." + q.Name, "usher.leave." + q.Name}, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+		err := readStream(ctx, js, event.StreamEntries, []string{event.EnterSubject(q.Name), event.LeaveSubject(q.Name)}, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
 			var env envelope
 			if json.Unmarshal(m.Data(), &env) != nil {
 				return nil
@@ -307,7 +307,7 @@ func gatherStreams(ctx context.Context, js jetstream.JetStream, ev *evidence) er
 				Seq  uint64 `json:"seq"`
 			}
 			_ = json.Unmarshal(env.Data, &d)
-			if strings.HasPrefix(m.Subject(), "usher.enter.") {
+			if event.IsEnter(m.Subject()) {
 				ev.Joins[q.Name] = append(ev.Joins[q.Name], streamJoin{Seq: md.Sequence.Stream, User: d.User, Stored: md.Timestamp})
 			} else {
 				ev.Leaves[q.Name] = append(ev.Leaves[q.Name], streamLeave{Seq: d.Seq, User: d.User, Stored: md.Timestamp})
@@ -317,7 +317,7 @@ func gatherStreams(ctx context.Context, js jetstream.JetStream, ev *evidence) er
 		if err != nil {
 			return err
 		}
-		err = readStream(ctx, js, "USHER_ADMISSIONS", []string{"usher.admitted." + q.Name}, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+		err = readStream(ctx, js, event.StreamAdmissions, []string{event.AdmittedSubject(q.Name)}, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
 			var env envelope
 			if json.Unmarshal(m.Data(), &env) != nil {
 				return nil
@@ -332,15 +332,21 @@ func gatherStreams(ctx context.Context, js jetstream.JetStream, ev *evidence) er
 			return err
 		}
 	}
-	return readStream(ctx, js, "USHER_ORDERS", []string{"usher.order.>"}, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+	return readStream(ctx, js, event.StreamOrders, []string{event.OrderSubjects(event.All)}, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
 		var env envelope
 		if json.Unmarshal(m.Data(), &env) != nil {
 			return nil
 		}
 		var o orderEvent
 		_ = json.Unmarshal(env.Data, &o)
-		// usher.order.<kind> or usher.order.<kind>.<queue>
-		o.Type, _, _ = strings.Cut(strings.TrimPrefix(m.Subject(), "usher.order."), ".")
+		switch m.Subject() { // the subject's kind
+		case event.OrderRequestedSubject(o.Queue):
+			o.Type = "requested"
+		case event.OrderCompletedSubject(o.Queue):
+			o.Type = "completed"
+		case event.OrderFailedSubject(o.Queue):
+			o.Type = "failed"
+		}
 		o.Stored = md.Timestamp
 		ev.OrderEvents = append(ev.OrderEvents, o)
 		return nil

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"usher/shared/event"
 	"usher/shared/keyspace"
 )
 
@@ -370,7 +371,7 @@ func settle(ctx context.Context, s *stack, queues []queueSpec, within time.Durat
 		var busy []string
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
-		for _, st := range []string{"USHER_ENTRIES", "USHER_ORDERS"} {
+		for _, st := range []string{event.StreamEntries, event.StreamOrders} {
 			n, err := consumersInFlight(cctx, s.js, st)
 			if err != nil {
 				busy = append(busy, fmt.Sprintf("%s consumers: %v", st, err))

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"usher/shared/event"
 	"usher/shared/keyspace"
 )
 
@@ -152,7 +153,7 @@ func (s *stack) streamCurrent(ctx context.Context, stream string, within time.Du
 }
 
 func natsLeaderKill(ctx context.Context, f *fault) error {
-	n, err := f.s.streamLeader(ctx, "USHER_ENTRIES")
+	n, err := f.s.streamLeader(ctx, event.StreamEntries)
 	if err != nil {
 		return err
 	}
@@ -166,7 +167,7 @@ func natsLeaderKill(ctx context.Context, f *fault) error {
 	if err := n.proc.start(); err != nil {
 		return err
 	}
-	if err := f.s.streamCurrent(ctx, "USHER_ENTRIES", 60*time.Second); err != nil {
+	if err := f.s.streamCurrent(ctx, event.StreamEntries, 60*time.Second); err != nil {
 		return err
 	}
 	f.healed("NATS node %s restarted, USHER_ENTRIES replicas current", n.name)
