@@ -82,68 +82,53 @@ func benchRebuild(b *testing.B, w *world, q string, n int) {
 	b.ReportMetric(float64(redisCPU.Microseconds())/float64(n*b.N), "redis-µs/shopper")
 }
 
-// publishJoins publishes n joins of distinct users as the gateway does,
-// asynchronously with a bounded window of acks outstanding.
+// publishJoins publishes n joins of distinct users as the gateway does.
 func publishJoins(b *testing.B, js jetstream.JetStream, q string, n int) {
-	b.Helper()
-	const window = 4096
-	pending := make([]jetstream.PubAckFuture, 0, window)
-	wait := func() {
-		for _, f := range pending {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				b.Fatal(err)
-			}
-		}
-		pending = pending[:0]
-	}
 	at := time.Now()
-	for i := range n {
+	publishEach(b, js, n, func(i int) (string, string, []byte, error) {
 		user := "u" + strconv.Itoa(i)
 		id := q + "/" + user + "/0"
 		body, err := event.Marshal(id, event.TypeJoined, user, at, event.Joined{Queue: q, User: user, JoinedAt: at})
-		if err != nil {
-			b.Fatal(err)
-		}
-		f, err := js.PublishAsync(event.EnterSubject(q), body, jetstream.WithMsgID(id))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if pending = append(pending, f); len(pending) == window {
-			wait()
-		}
-	}
-	wait()
+		return event.EnterSubject(q), id, body, err
+	})
 }
 
 // publishOrders publishes n order requests of queue q, each for a token of
-// its own, asynchronously with a bounded window of acks outstanding.
+// its own.
 func publishOrders(b *testing.B, js jetstream.JetStream, q string, n int) {
-	b.Helper()
-	const window = 4096
-	pending := make([]jetstream.PubAckFuture, 0, window)
-	wait := func() {
-		for _, f := range pending {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				b.Fatal(err)
-			}
-		}
-		pending = pending[:0]
-	}
 	at := time.Now()
-	for i := range n {
+	publishEach(b, js, n, func(i int) (string, string, []byte, error) {
 		id := "ord-" + q + "-" + strconv.Itoa(i)
 		user := "u" + strconv.Itoa(i)
 		body, err := event.Marshal(id, event.TypeOrderRequested, user, at, event.OrderRequested{OrderID: id,
 			TokenID: q + ":" + strconv.Itoa(i+1), Queue: q, User: user, SKU: "sku", Quantity: 1,
 			TokenExpiresAt: at.Add(time.Hour), RequestedAt: at})
+		return event.OrderRequestedSubject(q), id, body, err
+	})
+}
+
+// publishEach publishes the n messages msg makes (subject, message id,
+// body), asynchronously with a bounded window of acks outstanding.
+func publishEach(b *testing.B, js jetstream.JetStream, n int, msg func(i int) (subject, id string, body []byte, err error)) {
+	b.Helper()
+	const window = 4096
+	pending := make([]jetstream.PubAckFuture, 0, window)
+	wait := func() {
+		for _, f := range pending {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				b.Fatal(err)
+			}
+		}
+		pending = pending[:0]
+	}
+	for i := range n {
+		subject, id, body, err := msg(i)
 		if err != nil {
 			b.Fatal(err)
 		}
-		f, err := js.PublishAsync(event.OrderRequestedSubject(q), body, jetstream.WithMsgID(id))
+		f, err := js.PublishAsync(subject, body, jetstream.WithMsgID(id))
 		if err != nil {
 			b.Fatal(err)
 		}
