@@ -187,8 +187,15 @@ func TestHeldUnitsComeBackToTheNextInLine(t *testing.T) {
 		t.Fatalf("leave = %d", code)
 	}
 	calTok := s.ready(cal, "cal")
-	// Restocked while held: the next shopper is admitted at once.
+	// Restocked while held: the next shoppers are admitted at once. The
+	// answer to a join is the view a poll gives: the last unit is held
+	// (for eve, second in line, too: her answer comes from the ingest
+	// alone, which did not read the line's figures).
 	dan := s.mustJoin("dan")
+	code, joined := s.join("eve")
+	if code != 202 || joined["status"] != "WAITING" || joined["position"] != 2.0 || joined["stock"] != "held" {
+		t.Fatalf("eve's join = %d %v, want 202 WAITING second in line with stock held", code, joined)
+	}
 	s.waitStatus(dan, "WAITING", "held")
 	s.stock(sku, 3) // cal holds one of them
 	s.ready(dan, "dan")

@@ -348,8 +348,9 @@ end
 // order, knows everything before a sequence is in line.
 // ARGV from 3: epoch (the entries stream's identity), seq, user, prev,
 // kind (see join).
-// Returns {status, seq of the live entry, rank or -1, waiting count}, or
-// {'stale'} when the line belongs to another incarnation of the stream, or
+// Returns {status, seq of the live entry, rank or -1, waiting count, rate,
+// stock state, SKUs with units left} (the line's figures a poll answers
+// too, so a join's answer is the view a poll would give), or {'stale'} when the line belongs to another incarnation of the stream, or
 // {'conflict'} when the sequence's record names another user.
 var ingestScript = redis.NewScript(luaLib + `
 local had = redis.call('HGET', C, 'entries.id')
@@ -359,7 +360,8 @@ if not live then return {'conflict'} end
 local rank = redis.call('ZRANK', W, live)
 if not st then st = redis.call('HGET', P .. 'e:' .. live, 'status') end
 if st == 'pre' and rank then st = 'waiting' end -- drawn, not settled yet (see drawScript)
-return {st or 'unknown', live, rank or -1, redis.call('ZCARD', W)}
+local stats = redis.call('HMGET', ST, 'rate', 'stock', 'skus')
+return {st or 'unknown', live, rank or -1, redis.call('ZCARD', W), stats[1] or '0', stats[2] or '', stats[3] or ''}
 `)
 
 // lookupScript finds the current entry of a user, if any, and how many

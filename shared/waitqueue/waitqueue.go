@@ -154,7 +154,15 @@ func (s *Store) IngestAs(ctx context.Context, q, epoch string, seq uint64, user 
 		}
 		return Entry{}, fmt.Errorf("ingest %s/%d for %s: %w", q, seq, user, ErrConflict)
 	}
-	return entryOf(res)
+	if len(res) != 7 {
+		return Entry{}, fmt.Errorf("ingest %s/%d: reply of %d fields", q, seq, len(res))
+	}
+	e, err := entryOf(res[:4])
+	if err != nil {
+		return Entry{}, err
+	}
+	e.figures(res[4], res[5], res[6])
+	return e, nil
 }
 
 // Current is a user's current entry in a queue, as Lookup finds it.
@@ -218,14 +226,20 @@ func (s *Store) poll(ctx context.Context, q string, seq uint64, present int) (En
 	e.ExpiresAt = msTime(res[5])
 	e.TokenID, _ = res[6].(string)
 	e.User, _ = res[7].(string)
-	rate, _ := res[8].(string)
-	e.Rate, _ = strconv.ParseFloat(rate, 64)
-	e.Stock, _ = res[9].(string)
-	if skus, _ := res[10].(string); skus != "" {
-		e.SKUs = strings.Split(skus, ",")
-	}
+	e.figures(res[8], res[9], res[10])
 	e.Reason, _ = res[11].(string)
 	return e, nil
+}
+
+// figures sets the line's figures a script read from its stats: the
+// admission rate, the stock state and the SKUs with units left.
+func (e *Entry) figures(rate, stock, skus any) {
+	r, _ := rate.(string)
+	e.Rate, _ = strconv.ParseFloat(r, 64)
+	e.Stock, _ = stock.(string)
+	if s, _ := skus.(string); s != "" {
+		e.SKUs = strings.Split(s, ",")
+	}
 }
 
 // Leave takes the entry out of line, or frees its slot if it was admitted,
