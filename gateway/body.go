@@ -25,6 +25,12 @@ func decodeBody(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			// Said in the document's terms, not Go's ("cannot unmarshal
+			// string into Go struct field Config.targetActive of type int").
+			return fmt.Errorf("json: %q is %s, want %s", te.Field, article(te.Value), jsonKind(te.Type))
+		}
 		return err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
@@ -35,6 +41,39 @@ func decodeBody(body []byte, v any) error {
 		return err
 	}
 	return exactNames(generic, reflect.TypeOf(v), "")
+}
+
+// article is a JSON value's kind as UnmarshalTypeError names it ("string",
+// "number", "number 1.5", "bool", "array", "object") with its article.
+func article(v string) string {
+	if strings.HasPrefix(v, "a") || strings.HasPrefix(v, "o") {
+		return "an " + v
+	}
+	return "a " + v
+}
+
+// jsonKind says what JSON value a Go type of a body is read from.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer of 0 or more"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a value of another kind"
 }
 
 var (
