@@ -350,7 +350,8 @@ end
 // kind (see join).
 // Returns {status, seq of the live entry, rank or -1, waiting count, rate,
 // stock state, SKUs with units left} (the line's figures a poll answers
-// too, so a join's answer is the view a poll would give), or {'stale'} when the line belongs to another incarnation of the stream, or
+// too, so a join's answer is the view a poll would give), or {'stale'}
+// when the line belongs to another incarnation of the stream, or
 // {'conflict'} when the sequence's record names another user.
 var ingestScript = redis.NewScript(luaLib + `
 local had = redis.call('HGET', C, 'entries.id')
