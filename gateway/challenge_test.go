@@ -17,6 +17,7 @@ import (
 	"usher/shared/keyspace"
 	"usher/shared/pow"
 	"usher/shared/testenv"
+	"usher/shared/waitqueue"
 )
 
 // clock is a test's clock: it moves only when told to.
@@ -316,7 +317,7 @@ func TestAutoDifficultyForRepeatCustomers(t *testing.T) {
 // reaches the stream, while everyone else goes on as before.
 func TestShadowLine(t *testing.T) {
 	h, clk := powHarness(t, `{"mode": "enforce", "difficulty": 6, "suspects": "shadow"}`)
-	h.putQueue(h.queue, `{"targetActive": 2, "rateLimit": `+limitsOff+`, "challenge": {"mode": "enforce", "difficulty": 6, "suspects": "shadow"}}`, 200)
+	h.putQueue(h.queue, `{"targetActive": 2, "sku": "shadow-sku", "rateLimit": `+limitsOff+`, "challenge": {"mode": "enforce", "difficulty": 6, "suspects": "shadow"}}`, 200)
 	const bot, shopper = "192.0.2.66", "198.51.100.7"
 	h.joinWithProof("real-1", shopper, solved(t, h.challengeFor(shopper)))
 	h.joinWithProof("real-2", shopper, solved(t, h.challengeFor(shopper)))
@@ -365,14 +366,35 @@ func TestShadowLine(t *testing.T) {
 		t.Errorf("%d waiting after the shadow join, want the 2 real shoppers only", got)
 	}
 	// The line goes on: three more real joins, the head two admitted.
+	var later string
 	for i := range 3 {
-		h.joinWithProof(fmt.Sprintf("later-%d", i), shopper, solved(t, h.challengeFor(shopper)))
+		later = h.joinWithProof(fmt.Sprintf("later-%d", i), shopper, solved(t, h.challengeFor(shopper))).str("ticket")
 	}
 	h.admit()
+	// A stock-aware tick (the line's figures name the SKUs with units left)
+	// and an operators' notice: a real poll carries both.
+	if err := h.line.SetStock(context.Background(), h.queue, true, waitqueue.StockLevel{SKU: "shadow-sku", Available: 100, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Tick(t, h.line, h.queue, waitqueue.Tick{Epoch: h.api.epoch(), TargetActive: 2, TickLength: 100 * time.Millisecond,
+		TokenTTL: time.Minute, StockAware: true})
+	if r := h.do("PUT", "/v1/admin/queues/"+h.queue+"/notice", `{"message": "Restock at 10:30."}`, adminAuth); r.status != 200 {
+		t.Fatalf("PUT notice = %d %s", r.status, r.raw)
+	}
 	clk.Advance(2 * time.Second) // past the line figures' one-second cache
 	p := h.poll(tkt)
 	if p.status != 200 || p.str("status") != "WAITING" || p.num("position") != 3 || p.num("waiting") != 3 || p.str("ticket") != tkt {
 		t.Errorf("poll of the shadow ticket = %d %s, want the same ticket WAITING still at 3, with the real line's 3 waiting", p.status, p.raw)
+	}
+	// Nothing a real waiting shopper's poll says is missing from it.
+	if real := h.poll(later); real.str("status") != "WAITING" || real.str("stock") != "available" {
+		t.Errorf("poll of a real ticket = %d %s, want WAITING with stock available", real.status, real.raw)
+	} else {
+		for k := range real.body {
+			if _, ok := p.body[k]; !ok {
+				t.Errorf("the shadow poll lacks %q, which a real one has:\nreal:   %s\nshadow: %s", k, real.raw, p.raw)
+			}
+		}
 	}
 	if r := h.do("DELETE", "/v1/queues/"+h.queue+"/tickets/"+tkt, "", nil); r.status != 204 {
 		t.Errorf("leave of a shadow ticket = %d %s, want 204", r.status, r.raw)

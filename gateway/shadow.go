@@ -9,7 +9,6 @@ import (
 
 	"usher/shared/catalog"
 	"usher/shared/problem"
-	"usher/shared/shopper"
 	"usher/shared/ticket"
 	"usher/shared/waitqueue"
 )
@@ -85,27 +84,13 @@ func (a *api) shadowTicket(c *fiber.Ctx) error {
 	return a.shadowAnswer(c, fiber.StatusOK, cfg, t, int64(t.Seq-off), st)
 }
 
-// shadowAnswer writes a shadow ticket's place, shaped as answer writes a
-// real one: position pos, the line's real length and pace.
+// shadowAnswer writes a shadow ticket's place as answer writes a real one
+// (the same function: no field a real answer has can be missing from it):
+// position pos, the line's real length, pace and stock.
 func (a *api) shadowAnswer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, pos int64, st waitqueue.Stats) error {
-	now := a.now()
-	e := waitqueue.Entry{Status: waitqueue.Waiting, Position: pos, Waiting: max(st.Waiting, pos), Rate: st.AdmitRatePerSec, Stock: st.Stock}
-	v, err := shopper.Of(e, cfg, t.User, now, a.keys)
-	if err != nil {
-		return err
-	}
-	str := a.door.shadow.Issue(t)
-	p := place{Ticket: str, Queue: cfg.Name, Status: string(v.Status), Position: v.Position, Waiting: v.Waiting,
-		Events: a.eventsURL(cfg.Name, str), Reason: v.Reason, Stock: v.Stock}
-	if v.ETAKnown {
-		p.ETASeconds = &v.ETA
-	}
-	if v.Status == shopper.Waiting {
-		p.PollAfterMs = pollAfter(v.Position, v.ETA, v.ETAKnown, a.jitter()).Milliseconds()
-	}
-	c.Set(fiber.HeaderLocation, "/v1/queues/"+cfg.Name+"/tickets/"+str)
-	c.Set(fiber.HeaderCacheControl, "no-store")
-	return sendPlace(c, status, p)
+	e := waitqueue.Entry{Status: waitqueue.Waiting, Position: pos, Waiting: max(st.Waiting, pos),
+		Rate: st.AdmitRatePerSec, Stock: st.Stock, SKUs: st.SKUsAvailable}
+	return a.answerAt(c, status, cfg, t, a.door.shadow.Issue(t), e, a.now())
 }
 
 // shadowOffset is what a shadow ticket's sequence adds to its position:

@@ -640,11 +640,13 @@ type Stats struct {
 	// Stock is the stock state of a stock-aware queue ("" otherwise),
 	// Sellable the units that could go to the next in line, HeldAdmitted
 	// the units held by admitted shoppers who have not ordered (one each),
-	// and SKUs each SKU's figures — as the last tick saw them.
-	Stock        string
-	Sellable     int64
-	HeldAdmitted int64
-	SKUs         []SKUStock
+	// SKUs each SKU's figures and SKUsAvailable the SKUs with units left
+	// (what a poll answers as skusAvailable) — as the last tick saw them.
+	Stock         string
+	Sellable      int64
+	HeldAdmitted  int64
+	SKUs          []SKUStock
+	SKUsAvailable []string
 	// PreQueue is how many wait in a scheduled drop's pre-queue; Drawn
 	// whether it has been drawn.
 	PreQueue int64
@@ -671,7 +673,7 @@ func (s *Store) Stats(ctx context.Context, q string) (Stats, error) {
 		w = p.ZCard(ctx, k.Waiting())
 		a = p.ZCard(ctx, k.Active())
 		pre = p.ZCard(ctx, k.PreQueue())
-		st = p.HMGet(ctx, k.Stats(), "admittedTotal", "rate", "stock", "sellable", "heldAdmitted", "skustock", "drawn", "lastTick")
+		st = p.HMGet(ctx, k.Stats(), "admittedTotal", "rate", "stock", "sellable", "heldAdmitted", "skustock", "drawn", "lastTick", "skus")
 		return nil
 	})
 	if err != nil {
@@ -702,6 +704,9 @@ func (s *Store) Stats(ctx context.Context, q string) (Stats, error) {
 		s.Claimed, _ = strconv.ParseInt(p[2], 10, 64)
 		s.Pending, _ = strconv.ParseInt(p[3], 10, 64)
 		out.SKUs = append(out.SKUs, s)
+	}
+	if skus := str(8); skus != "" {
+		out.SKUsAvailable = strings.Split(skus, ",")
 	}
 	return out, nil
 }
