@@ -174,10 +174,11 @@ func sampler(ctx context.Context, rdb redis.UniversalClient, queues []queueSpec,
 			cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 			var a, w *redis.IntCmd
 			var behind *redis.StringCmd
+			k := keyspace.Of(q.Name)
 			_, err := rdb.TxPipelined(cctx, func(p redis.Pipeliner) error {
-				a = p.ZCard(cctx, keyspace.Of(q.Name).Active())
-				w = p.ZCard(cctx, keyspace.Of(q.Name).Waiting())
-				behind = p.HGet(cctx, keyspace.Of(q.Name).Stats(), "behind")
+				a = p.ZCard(cctx, k.Active())
+				w = p.ZCard(cctx, k.Waiting())
+				behind = p.HGet(cctx, k.Stats(), "behind")
 				return nil
 			})
 			cancel()
