@@ -112,16 +112,28 @@ func addr(t *testing.T) string {
 // extra as name, value pairs on top.
 func stackEnv(t *testing.T, extra ...string) map[string]string {
 	t.Helper()
-	pg := addr(t)
+	// Five ports, each free a moment ago and none twice: a port closed by
+	// FreePort can come back from the next call (CI saw pgsim and the
+	// admitter given the same one: "bind: address already in use").
+	used := map[string]bool{}
+	distinct := func() string {
+		for {
+			if a := addr(t); !used[a] {
+				used[a] = true
+				return a
+			}
+		}
+	}
+	pg := distinct()
 	env := map[string]string{
 		"USHER_NATS_URL":         testenv.NATS(t),
 		"USHER_REDIS_URL":        testenv.RedisURL(t),
 		"USHER_DATABASE_URL":     testenv.PostgresURL(t),
 		"USHER_DATA_DIR":         t.TempDir(),
-		"USHER_GATEWAY_ADDR":     addr(t),
-		"USHER_ADMITTER_ADDR":    addr(t),
-		"USHER_NOTIFIER_ADDR":    addr(t),
-		"USHER_ORDERWORKER_ADDR": addr(t),
+		"USHER_GATEWAY_ADDR":     distinct(),
+		"USHER_ADMITTER_ADDR":    distinct(),
+		"USHER_NOTIFIER_ADDR":    distinct(),
+		"USHER_ORDERWORKER_ADDR": distinct(),
 		"USHER_PAYMENT_URL":      "http://" + pg,
 		"PGSIM_ADDR":             pg,
 		"USHER_ADMIN_TOKEN":      "e2e-admin",
