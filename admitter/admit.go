@@ -220,7 +220,11 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 	offset := a.rand.IntN(1000)
 	jitter := time.Duration(a.rand.IntN(2000)) * time.Microsecond
 	a.randMu.Unlock()
-	paused := cfg.State != catalog.StateOpen
+	// Once closesAt passed nobody more is admitted: shoppers still in line
+	// are told CLOSED (ended) from then on, and the queue is closed in the
+	// catalog below (joins get 410 already).
+	ended := cfg.Ended(a.now())
+	paused := cfg.State != catalog.StateOpen || ended
 	if a.breaker != nil {
 		// Back-pressure: while payments cannot go through, admitting more
 		// shoppers would only pile orders up behind the breaker. Read even
@@ -255,6 +259,10 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 		return tickLen, err
 	}
 	switch {
+	case ended:
+		if cfg.State != catalog.StateClosed {
+			a.closeEnded(ctx, cfg.Name)
+		}
 	case res.Stock == waitqueue.StockSoldOut && cfg.State != catalog.StateClosed:
 		a.closeSoldOut(ctx, cfg.Name)
 	case res.Stock == waitqueue.StockAvailable && cfg.State == catalog.StateClosed && cfg.ClosedReason == catalog.ReasonSoldOut:
@@ -428,6 +436,20 @@ func (a *admitter) closeSoldOut(ctx context.Context, q string) {
 			return false
 		}
 		c.State, c.ClosedReason = catalog.StateClosed, catalog.ReasonSoldOut
+		return true
+	})
+}
+
+// closeEnded closes a queue whose closesAt passed, with reason ended, so
+// that the catalog says what the line does (nobody admitted, shoppers in
+// line told CLOSED) and every service follows, as for a sold-out queue.
+// Moving closesAt later does not reopen it: an operator resumes it.
+func (a *admitter) closeEnded(ctx context.Context, q string) {
+	a.changeState(ctx, q, "admitter (closesAt passed)", "queue ended and closed", func(c *catalog.Config) bool {
+		if c.State == catalog.StateClosed || !c.Ended(a.now()) {
+			return false
+		}
+		c.State, c.ClosedReason = catalog.StateClosed, catalog.ReasonEnded
 		return true
 	})
 }

@@ -323,3 +323,38 @@ func assertOnceEach(t *testing.T, got []event.Admitted, want int) {
 		t.Fatalf("stream holds %d admissions with %d distinct token ids, want %d each once", len(got), len(ids), want)
 	}
 }
+
+// At closesAt the sale is over: nobody more is admitted, and the admitter
+// closes the queue in the catalog with reason ended (an audited change), so
+// every service tells the shoppers still in line CLOSED.
+func TestAtClosesAtNobodyMoreIsAdmittedAndTheQueueCloses(t *testing.T) {
+	c := cfg(1, 20, 300)
+	closesAt := time.Now().Add(1500 * time.Millisecond)
+	c.ClosesAt = &closesAt
+	w := newWorld(t, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go w.queues.Run(ctx) // follow the admitter's change
+	first, second := w.join("u0"), w.join("u1")
+	w.start(hooks{})
+	testenv.Eventually(t, 5*time.Second, func() bool { return w.status(first) == waitqueue.Admitted }, "the first admitted")
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		got, _ := w.queues.Get(w.queue)
+		return got.State == catalog.StateClosed && got.ClosedReason == catalog.ReasonEnded
+	}, "the queue closed with reason ended")
+	if time.Now().Before(closesAt) {
+		t.Fatal("closed before closesAt")
+	}
+	// The first shopper's slot comes free: before closesAt the second would
+	// be admitted at the next tick.
+	if _, err := w.line.Leave(ctx, w.queue, first, "u0"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // fifteen ticks
+	if st := w.status(second); st != waitqueue.Waiting {
+		t.Fatalf("the second shopper is %s after closesAt; want still waiting (told CLOSED), never admitted", st)
+	}
+	if n := len(w.admissions()); n != 1 {
+		t.Fatalf("%d admissions; want the first only", n)
+	}
+}

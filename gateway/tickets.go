@@ -86,21 +86,12 @@ func (a *api) join(c *fiber.Ctx) error {
 	if err := a.limitJoin(c, cfg, user); err != nil {
 		return err
 	}
-	if cfg.State == catalog.StateClosed {
-		// reason: sold_out when its stock ran out, else closed — what a
-		// shopper already in line is told (CLOSED with its reason).
-		p := problem.New(fiber.StatusGone, "queue-closed", "queue "+cfg.Name+" is closed")
-		p.Extensions = map[string]any{"reason": shopper.ClosedReason(cfg)}
+	now := a.now()
+	if p := closedProblem(cfg, now); p != nil {
 		return p
 	}
 	if done, err := a.checkProof(c, cfg, user); done || err != nil {
 		return err
-	}
-	now := a.now()
-	if cfg.Ended(now) {
-		p := problem.New(fiber.StatusGone, "queue-ended", "the sale in queue "+cfg.Name+" has ended")
-		p.Extensions = map[string]any{"reason": catalog.ReasonEnded}
-		return p
 	}
 	if cfg.QueueMode() == catalog.ModeReject {
 		return problem.Problem{Type: "https://usher.dev/problems/maintenance", Title: "Service Unavailable",
@@ -180,6 +171,24 @@ func (a *api) join(c *fiber.Ctx) error {
 	}
 	t := ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: e.Seq}
 	return a.answerAt(c, status, cfg, t, a.tickets.Issue(t), e, at)
+}
+
+// closedProblem is the 410 a join into a closed queue gets, nil while it is
+// open: queue-ended once closesAt passed (whether or not the admitter has
+// closed it in the catalog yet), else queue-closed with the reason a
+// shopper already in line is told (sold_out when its stock ran out).
+func closedProblem(cfg catalog.Config, now time.Time) error {
+	if cfg.Ended(now) || cfg.State == catalog.StateClosed && cfg.ClosedReason == catalog.ReasonEnded {
+		p := problem.New(fiber.StatusGone, "queue-ended", "the sale in queue "+cfg.Name+" has ended")
+		p.Extensions = map[string]any{"reason": catalog.ReasonEnded}
+		return p
+	}
+	if cfg.State == catalog.StateClosed {
+		p := problem.New(fiber.StatusGone, "queue-closed", "queue "+cfg.Name+" is closed")
+		p.Extensions = map[string]any{"reason": shopper.ClosedReason(cfg)}
+		return p
+	}
+	return nil
 }
 
 // ticketOf checks the ticket in the path: forged or garbled → 401, a

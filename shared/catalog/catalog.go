@@ -42,7 +42,7 @@ type Config struct {
 	TokenTTLSeconds int    `json:"tokenTtlSeconds"`
 	State           string `json:"state"`
 	// ClosedReason says why a closed queue closed (sold_out when its SKU
-	// ran out); waiting shoppers see it.
+	// ran out, ended once closesAt passed); waiting shoppers see it.
 	ClosedReason string `json:"closedReason,omitempty"`
 	// SKU is the product the queue sells: an entry token of this queue
 	// orders this SKU only. SKUs, when set, replaces it: the variants the
@@ -311,7 +311,8 @@ func (c Config) Allows(user string) bool {
 	return false
 }
 
-// ReasonEnded is the reason a join after closesAt is refused.
+// ReasonEnded is the reason a join after closesAt is refused, and the
+// ClosedReason of a queue the admitter closed once its closesAt passed.
 const ReasonEnded = "ended"
 
 var skuRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)

@@ -69,23 +69,23 @@ type Signer interface {
 // admitted shopper is first in line.
 func Of(e waitqueue.Entry, cfg catalog.Config, user string, now time.Time, keys Signer) (View, error) {
 	v := View{Waiting: e.Waiting}
-	closed := cfg.State == catalog.StateClosed
+	closed, reason := closedAt(cfg, now)
 	switch e.Status {
 	case waitqueue.Gone:
 		// Finished long enough ago that Redis forgot how.
 		v.Status = Expired
 		if closed {
-			v.Status, v.Reason = Closed, ClosedReason(cfg)
+			v.Status, v.Reason = Closed, reason
 		}
 	case waitqueue.PreQueued:
 		if closed {
-			v.Status, v.Reason = Closed, ClosedReason(cfg)
+			v.Status, v.Reason = Closed, reason
 			break
 		}
 		v.Status, v.OpensAt = PreQueue, cfg.OpensAt
 	case waitqueue.Unknown, waitqueue.Waiting:
 		if closed {
-			v.Status, v.Reason = Closed, ClosedReason(cfg)
+			v.Status, v.Reason = Closed, reason
 			break
 		}
 		v.Status, v.Position = Waiting, e.Position
@@ -130,8 +130,23 @@ func Token(e waitqueue.Entry, q, user string, keys Signer) (string, error) {
 	return keys.Sign(token.Claims{ID: e.TokenID, Queue: q, User: user, ReadyAt: e.ReadyAt, ExpiresAt: e.ExpiresAt})
 }
 
+// closedAt says whether the queue is closed to a shopper still in line at
+// now, and why: closed by an operator or because it sold out, or ended
+// (closesAt passed; the admitter closes it in the catalog a tick later, and
+// admits nobody meanwhile).
+func closedAt(cfg catalog.Config, now time.Time) (bool, string) {
+	switch {
+	case cfg.State == catalog.StateClosed:
+		return true, ClosedReason(cfg)
+	case cfg.Ended(now):
+		return true, catalog.ReasonEnded
+	}
+	return false, ""
+}
+
 // ClosedReason is what a shopper in a closed queue is told: the catalog's
-// reason (sold_out when the SKU ran out), or just closed.
+// reason (sold_out when the SKU ran out, ended after closesAt), or just
+// closed.
 func ClosedReason(cfg catalog.Config) string {
 	if cfg.ClosedReason != "" {
 		return cfg.ClosedReason

@@ -20,6 +20,8 @@ func TestOfSaysWhatTheLineHolds(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
 	open, closed := catalog.Defaults("q"), catalog.Defaults("q")
 	closed.State, closed.ClosedReason = catalog.StateClosed, catalog.ReasonSoldOut
+	ended := catalog.Defaults("q") // closesAt passed, not closed in the catalog yet (the admitter does it a tick later)
+	ended.ClosesAt = &now
 	admitted := waitqueue.Entry{Seq: 7, Status: waitqueue.Admitted, Waiting: 3, TokenID: "q:e1:7",
 		ReadyAt: now.Add(-time.Second), ExpiresAt: now.Add(time.Minute)}
 	early := admitted
@@ -41,6 +43,10 @@ func TestOfSaysWhatTheLineHolds(t *testing.T) {
 			shopper.View{Status: shopper.Waiting, Position: 10, Waiting: 9}},
 		{"waiting in a closed queue", waitqueue.Entry{Status: waitqueue.Waiting, Position: 4, Waiting: 9}, closed,
 			shopper.View{Status: shopper.Closed, Waiting: 9, Reason: "sold_out"}},
+		{"waiting once closesAt passed", waitqueue.Entry{Status: waitqueue.Waiting, Position: 4, Waiting: 9}, ended,
+			shopper.View{Status: shopper.Closed, Waiting: 9, Reason: "ended"}},
+		{"pre-queued once closesAt passed", waitqueue.Entry{Status: waitqueue.PreQueued, Waiting: 9}, ended,
+			shopper.View{Status: shopper.Closed, Waiting: 9, Reason: "ended"}},
 		{"admitted, before readyAt: first in line", early, open,
 			shopper.View{Status: shopper.Waiting, Position: 1, Waiting: 3, ETAKnown: true, Admitted: true, ReadyAt: early.ReadyAt}},
 		{"expired", waitqueue.Entry{Status: waitqueue.Expired}, open, shopper.View{Status: shopper.Expired}},
@@ -60,6 +66,9 @@ func TestOfSaysWhatTheLineHolds(t *testing.T) {
 	v, err := shopper.Of(admitted, closed, "alice", now, keys) // an admitted shopper keeps their token
 	if err != nil || v.Status != shopper.Ready || v.Token == "" || !v.ReadyAt.Equal(admitted.ReadyAt) || !v.ExpiresAt.Equal(admitted.ExpiresAt) {
 		t.Fatalf("Of(admitted) = %+v, %v; want READY with the admission's token", v, err)
+	}
+	if v, err := shopper.Of(admitted, ended, "alice", now, keys); err != nil || v.Status != shopper.Ready {
+		t.Fatalf("Of(admitted) once closesAt passed = %+v, %v; want READY: a token handed out stays good until it expires", v, err)
 	}
 	again, _ := shopper.Of(admitted, open, "alice", now.Add(time.Second), keys)
 	if again.Token != v.Token {
