@@ -105,9 +105,7 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 				lotErr = err
 				return false
 			}
-			if next.Notice == nil {
-				next.Notice = c.Notice // DELETE …/notice takes it down
-			}
+			next.Notice = c.Notice // set and taken down by PUT and DELETE …/notice only, which date it
 			*c = next
 			return true
 		})
@@ -115,6 +113,7 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 			return lotErr
 		}
 	} else {
+		cfg.Notice = nil // see above: a new queue has none until PUT …/notice
 		if cfg, err = withLottery(cfg, catalog.Config{}, fresh); err != nil {
 			return err
 		}

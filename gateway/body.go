@@ -26,9 +26,12 @@ func decodeBody(body []byte, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
+		if errors.As(err, &te) {
 			// Said in the document's terms, not Go's ("cannot unmarshal
 			// string into Go struct field Config.targetActive of type int").
+			if te.Field == "" { // the body itself
+				return fmt.Errorf("json: the body is %s, want %s", article(te.Value), jsonKind(te.Type))
+			}
 			return fmt.Errorf("json: %q is %s, want %s", te.Field, article(te.Value), jsonKind(te.Type))
 		}
 		return err

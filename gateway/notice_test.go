@@ -30,6 +30,12 @@ func TestANoticeIsShownToTheLineAndAudited(t *testing.T) {
 	if p := h.poll(tkt); p.body["notice"] == nil {
 		t.Fatalf("poll after a PUT of the queue = %s; want the notice kept", p.raw)
 	}
+	// Nor does one that says something else: the notice endpoint alone sets
+	// it, and dates it (a body's since would be the client's word).
+	h.putQueue(h.queue, `{"targetActive": 6, "rateLimit": `+limitsOff+`, "notice": {"message": "forged", "level": "info", "since": "1999-01-01T00:00:00Z"}}`, 200)
+	if n, _ := h.poll(tkt).body["notice"].(map[string]any); n == nil || n["message"] != "Restock at 10:30: stay in line." {
+		t.Fatalf("notice after a PUT of the queue with another = %v; want the one PUT …/notice set", n)
+	}
 	if r := h.do("DELETE", path, "", adminAuth); r.status != 204 {
 		t.Fatalf("DELETE notice = %d %s", r.status, r.raw)
 	}

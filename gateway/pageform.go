@@ -72,7 +72,7 @@ func (a *api) pageForm(c *fiber.Ctx) error {
 		d.SKU = sku
 	}
 	if a.anyClientNamesUser() {
-		if validUser(formUser) {
+		if catalog.ValidUser(formUser) {
 			d.User = formUser // the same shopper from form to form
 		}
 		if c.Get(headerUserID) == "" && d.User != "" {

@@ -44,25 +44,6 @@ type place struct {
 	Notice *catalog.Notice `json:"notice,omitempty"`
 }
 
-// validUser reports whether id is an acceptable user id (X-User-Id or a
-// user JWT's sub): 1–64 of
-// A-Z a-z 0-9 . _ : @ -.
-func validUser(id string) bool {
-	if len(id) == 0 || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c == '.', c == '_', c == ':', c == '@', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 func (a *api) queue(c *fiber.Ctx) (catalog.Config, error) {
 	name := c.Params("queue")
 	cfg, ok := a.queues.Get(name)

@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/golang-jwt/jwt/v5"
 
+	"usher/shared/catalog"
 	"usher/shared/problem"
 )
 
@@ -74,7 +75,7 @@ func (h headerAuth) identify(c *fiber.Ctx) (string, error) {
 		}
 	}
 	id := c.Get(headerUserID)
-	if !validUser(id) {
+	if !catalog.ValidUser(id) {
 		return "", problem.New(fiber.StatusBadRequest, "invalid-user",
 			"X-User-Id must be 1-64 characters of A-Z a-z 0-9 . _ : @ -")
 	}
@@ -126,7 +127,7 @@ func (j *jwtAuth) identify(c *fiber.Ctx) (string, error) {
 		}
 		return "", unauthorizedUser("the user token is not valid")
 	}
-	if !validUser(claims.Subject) {
+	if !catalog.ValidUser(claims.Subject) {
 		return "", unauthorizedUser("the user token's sub must be 1-64 characters of A-Z a-z 0-9 . _ : @ -")
 	}
 	return claims.Subject, nil // decoded from JSON: a string of its own

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -320,6 +321,24 @@ var skuRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 // ValidSKU reports whether s can name a SKU: 1–64 of A-Z a-z 0-9 . _ -.
 func ValidSKU(s string) bool { return skuRE.MatchString(s) }
 
+// ValidUser reports whether id is an acceptable user id (X-User-Id, a user
+// JWT's sub, an allow-listed user): 1–64 of A-Z a-z 0-9 . _ : @ -.
+func ValidUser(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '.', c == '_', c == ':', c == '@', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // ValidName reports whether s can name a queue: 1–64 of A-Z a-z 0-9 _ -, so
@@ -376,6 +395,12 @@ func (c Config) Validate() []FieldError {
 	if len(c.Allow) > 10_000 {
 		add("allow", "must list at most 10000 users")
 	}
+	for _, u := range c.Allow {
+		if !ValidUser(u) {
+			add("allow", "must list user ids of 1-64 of A-Z a-z 0-9 . _ : @ - (not "+strconv.Quote(u)+")")
+			break
+		}
+	}
 	if c.Notice != nil {
 		for _, e := range c.Notice.Validate() {
 			add("notice."+e.Name, e.Reason)
@@ -389,6 +414,9 @@ func (c Config) Validate() []FieldError {
 	}
 	if c.SKU != "" && !ValidSKU(c.SKU) {
 		add("sku", "must be 1-64 of A-Z a-z 0-9 . _ -")
+	}
+	if c.SKU != "" && len(c.SKUs) > 0 {
+		add("sku", "set sku or skus, not both (skus lists every SKU the queue sells)")
 	}
 	if c.MaxQuantity < 0 || c.MaxQuantity > 1000 {
 		add("maxQuantity", "must be 1..1000 (0 means 1)")
