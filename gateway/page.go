@@ -138,7 +138,7 @@ func (a *api) newPageData(c *fiber.Ctx, cfg catalog.Config, l *pageLang) pageDat
 	d.OpensAtHeading = l.HTML("prequeue.opensAt", map[string]template.HTML{"time": `<time id="opens-at"></time>`})
 	if a.anyClientNamesUser() {
 		d.User = c.Query("user")
-		if !validUser(d.User) {
+		if !catalog.ValidUser(d.User) {
 			d.User = randomUser()
 		}
 	}
