@@ -431,6 +431,8 @@ func timerC(t *time.Timer) <-chan time.Time {
 
 // push sends what the client has not been told yet. READY goes out at
 // readyAt, never before: until then an admitted shopper is first in line.
+// The notice goes to every live stream, READY ones included, as every
+// poll's answer carries it.
 func (st *stream) push() (done bool, err error) {
 	v, adm, end := st.c.state()
 	if end.event != "" {
@@ -446,10 +448,7 @@ func (st *stream) push() (done bool, err error) {
 		}
 		return true, st.send(end.event, data)
 	}
-	if adm != nil {
-		if st.readySent {
-			return false, nil
-		}
+	if adm != nil && !st.readySent {
 		// Never early on Redis's clock, whatever the sync's error: see
 		// clock.Synced.Earliest.
 		now := st.earliest()
@@ -458,12 +457,13 @@ func (st *stream) push() (done bool, err error) {
 				st.readyAt = time.NewTimer(adm.ReadyAt.Sub(now))
 			}
 			v = view{position: 1, waiting: v.waiting, etaKnown: true}
-		} else {
-			return false, st.ready(*adm, now)
+		} else if err := st.ready(*adm, now); err != nil {
+			return false, err
 		}
 	}
-	if n := st.c.currentNotice(); (n != st.sentNotice || st.noticeOwed) && adm == nil {
-		// What the operators tell the line; {} when they took it down.
+	if n := st.c.currentNotice(); n != st.sentNotice || st.noticeOwed {
+		// What the operators tell the line, whatever the shopper's state
+		// (a poll's answer carries it too); {} when they took it down.
 		st.sentNotice, st.noticeOwed = n, false
 		data := []byte("{}")
 		if n.Message != "" {
@@ -472,6 +472,9 @@ func (st *stream) push() (done bool, err error) {
 		if err := st.send("notice", data); err != nil {
 			return false, err
 		}
+	}
+	if st.readySent {
+		return false, nil // READY is said; only the notice and the end follow
 	}
 	if pre, opensAt := st.c.preQueue(); pre {
 		// In a scheduled drop's pre-queue: no place until the draw.

@@ -553,6 +553,38 @@ func TestANoticeReachesEveryWaitingStreamAtOnce(t *testing.T) {
 	}
 }
 
+// A READY shopper's stream is told the notice as a waiting one is, since
+// a poll of the same ticket carries it: at once on connect when one is up
+// (after ready), then each change, {} when it is taken down.
+func TestANoticeReachesReadyStreamsToo(t *testing.T) {
+	w := newWorld(t)
+	n := w.start("USHER_NOTIFIER_POSITION_INTERVAL", "1h")
+	tk := w.join(1, "alice")
+	w.admit(1, 10*time.Millisecond)
+	note := catalog.Notice{Message: "Restock at 10:30.", Level: catalog.NoticeInfo, Since: time.Now().UTC().Truncate(time.Second)}
+	w.configure(func(c *catalog.Config) { c.Notice = &note })
+	// bob, still waiting, is told it: the notifier knows the notice.
+	bob := open(t, n.url(w.queue, w.join(2, "bob")), "")
+	bob.until("notice", 5*time.Second)
+
+	alice := open(t, n.url(w.queue, tk), "")
+	if ev := alice.next(10 * time.Second); ev.typ != "ready" {
+		t.Fatalf("first event of a READY stream = %s %q, want ready", ev.typ, ev.data)
+	}
+	if ev := alice.next(5 * time.Second); ev.typ != "notice" || decode[catalog.Notice](t, ev) != note {
+		t.Fatalf("event after ready = %s %q, want notice %+v", ev.typ, ev.data, note)
+	}
+	w.configure(func(c *catalog.Config) { c.Notice = nil })
+	if ev := alice.until("notice", 5*time.Second); ev.data != "{}" {
+		t.Fatalf("READY stream's notice after it was taken down = %q, want {}", ev.data)
+	}
+	again := catalog.Notice{Message: "Checkout is slow: your token is safe.", Level: catalog.NoticeWarning, Since: time.Now().UTC().Truncate(time.Second)}
+	w.configure(func(c *catalog.Config) { c.Notice = &again })
+	if got := decode[catalog.Notice](t, alice.until("notice", 5*time.Second)); got != again {
+		t.Fatalf("READY stream's notice put up later = %+v, want %+v", got, again)
+	}
+}
+
 // A stream that resumes (Last-Event-ID) is told the notice at once, {}
 // when there is none: a page that lost its connection while the notice was
 // taken down drops the banner it still shows. A fresh stream without a
