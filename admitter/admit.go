@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -144,6 +145,7 @@ func (a *admitter) loop(ctx context.Context, q string, kick func()) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var closedCheck time.Time
+	unstocked := "" // the SKUs last said to have no stock row
 	for {
 		select {
 		case <-ctx.Done():
@@ -171,8 +173,18 @@ func (a *admitter) loop(ctx context.Context, q string, kick func()) error {
 			if err := a.dropIfClosedLong(ctx, cfg); err != nil && ctx.Err() == nil {
 				log.Warn("closed queue cleanup", "err", err)
 			}
-			if err := a.refreshStock(ctx, cfg); err != nil && ctx.Err() == nil {
+			missing, err := a.refreshStock(ctx, cfg)
+			if err != nil && ctx.Err() == nil {
 				log.Warn("read the stock", "err", err)
+			}
+			if m := strings.Join(missing, ","); err == nil && m != unstocked {
+				// Said once per change: a queue whose SKUs have no stock
+				// row waits without a word otherwise.
+				unstocked = m
+				if m != "" {
+					log.Warn("SKUs without stock in the store: the line counts no unit of theirs, and a queue whose SKUs all lack it admits nobody (PUT /v1/admin/stock/{sku})",
+						"skus", missing)
+				}
 			}
 		}
 		timer.Reset(next)
@@ -409,20 +421,31 @@ func (a *admitter) dropIfClosedLong(ctx context.Context, cfg catalog.Config) err
 // the line every second. The order path reports every change as it makes
 // it; this covers what it cannot (a Redis that lost its copy, an operator's
 // change in the database) — versions keep an older figure from winning.
-func (a *admitter) refreshStock(ctx context.Context, cfg catalog.Config) error {
+//
+// It returns the queue's SKUs the store has no stock row for: the line
+// counts no unit of theirs, and a queue whose SKUs all lack one admits
+// nobody (its stock is unknown) until the operators set it.
+func (a *admitter) refreshStock(ctx context.Context, cfg catalog.Config) (missing []string, err error) {
 	skus := cfg.Products()
 	if a.stock == nil || !cfg.StockAwareness() || len(skus) == 0 {
-		return nil
+		return nil, nil
 	}
 	st, err := a.stock.Stocks(ctx, skus)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	levels := make([]waitqueue.StockLevel, len(st))
+	known := make(map[string]bool, len(st))
 	for i, s := range st {
 		levels[i] = waitqueue.StockLevel{SKU: s.SKU, Available: s.Available, Version: s.Version}
+		known[s.SKU] = true
 	}
-	return a.line.SetStock(ctx, cfg.Name, true, levels...)
+	for _, sku := range skus {
+		if !known[sku] {
+			missing = append(missing, sku)
+		}
+	}
+	return missing, a.line.SetStock(ctx, cfg.Name, true, levels...)
 }
 
 // closeSoldOut closes a queue whose stock is gone — nothing left, held by

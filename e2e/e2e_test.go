@@ -86,6 +86,13 @@ func start(t *testing.T, name string, env map[string]string) *service {
 }
 
 // interrupt sends Ctrl-C and reports how the process ended.
+// output is what the service has written so far (stdout and stderr).
+func (s *service) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
+
 func (s *service) interrupt(t *testing.T) error {
 	t.Helper()
 	_ = s.cmd.Process.Signal(syscall.SIGINT)

@@ -13,22 +13,25 @@ import (
 // shop is the whole of usher with the order path: every service as its
 // binary, on real NATS, Redis and PostgreSQL, and pgsim.
 type shop struct {
-	t     *testing.T
-	base  string
-	admin map[string]string
-	queue string
-	adm   string // the admitter's address
-	nt    string // the notifier's
+	t        *testing.T
+	base     string
+	admin    map[string]string
+	queue    string
+	adm      string // the admitter's address
+	nt       string // the notifier's
+	admitter *service
 }
 
 func newShop(t *testing.T, extra ...string) *shop {
 	t.Helper()
 	env := stackEnv(t, append([]string{"PGSIM_LATENCY_MEAN_MS", "5"}, extra...)...)
 	gw, adm, nt, ow := env["USHER_GATEWAY_ADDR"], env["USHER_ADMITTER_ADDR"], env["USHER_NOTIFIER_ADDR"], env["USHER_ORDERWORKER_ADDR"]
-	for _, name := range []string{"pgsim", "gateway", "admitter", "notifier", "orderworker"} {
-		start(t, name, env)
-	}
 	s := &shop{t: t, base: "http://" + gw, admin: map[string]string{"Authorization": "Bearer e2e-admin"}, queue: testenv.Name(t), adm: adm, nt: nt}
+	for _, name := range []string{"pgsim", "gateway", "admitter", "notifier", "orderworker"} {
+		if svc := start(t, name, env); name == "admitter" {
+			s.admitter = svc
+		}
+	}
 	waitReady(t, 30*time.Second, s.base, "http://"+adm, "http://"+nt, "http://"+ow)
 	return s
 }
@@ -201,6 +204,32 @@ func TestHeldUnitsComeBackToTheNextInLine(t *testing.T) {
 	s.ready(dan, "dan")
 	if o := s.buy("cal", calTok, fmt.Sprintf(`{"sku": %q}`, sku)); o["status"] != "PAID" {
 		t.Fatalf("cal's order = %v", o)
+	}
+}
+
+// A stock-aware queue whose SKU the store has no stock for admits nobody —
+// it cannot know whether a unit is left — and the admitter says so once,
+// naming the SKU, rather than leaving the operators to wonder why the line
+// does not move. Setting the stock starts it.
+func TestAQueueOfAnUnstockedSKUWaitsAndSaysWhy(t *testing.T) {
+	s := newShop(t)
+	sku := "sku-" + s.queue
+	s.configure(fmt.Sprintf(`{"targetActive": 5, "tickMs": 20, "sku": %q}`, sku))
+	ann := s.mustJoin("ann")
+	testenv.Eventually(t, 10*time.Second, func() error {
+		out := s.admitter.output()
+		if !strings.Contains(out, "SKUs without stock") || !strings.Contains(out, sku) {
+			return fmt.Errorf("admitter said nothing of %s yet", sku)
+		}
+		return nil
+	}, "the admitter names the SKU without stock")
+	if body := s.poll(ann); body["status"] != "WAITING" {
+		t.Fatalf("ann = %v; want WAITING: nobody is admitted while the stock is unknown", body)
+	}
+	s.stock(sku, 1)
+	s.ready(ann, "ann")
+	if n := strings.Count(s.admitter.output(), "SKUs without stock"); n != 1 {
+		t.Errorf("the admitter said it %d times; want once", n)
 	}
 }
 
