@@ -191,6 +191,12 @@ func (a *api) placeOrder(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if len(cfg.Products()) == 0 {
+		// A queue with neither sku nor skus sells nothing here: the shop's
+		// own checkout takes its entry token (checked with the JWKS).
+		return problem.New(fiber.StatusUnprocessableEntity, "no-products",
+			"this queue sells nothing through usher's orders: its entry token is for the shop's own checkout")
+	}
 	if !cfg.Sells(sku) {
 		return problem.New(fiber.StatusUnprocessableEntity, "wrong-sku", "this entry token orders "+strings.Join(cfg.Products(), ", ")+" only")
 	}

@@ -153,6 +153,42 @@ func TestPlaceOrderStatuses(t *testing.T) {
 	}
 }
 
+// A queue with neither sku nor skus sells nothing through usher: its
+// entry token is for the shop's own checkout. An order with it, whatever
+// SKU it names, is a 422 no-products that says so (not a wrong-sku naming
+// an empty list), and takes nothing: the token is not redeemed, no order
+// is recorded or requested, and the shopper is still READY with it.
+func TestAnOrderInAQueueThatSellsNothing(t *testing.T) {
+	h := newHarness(t) // its queue: {"targetActive": 5}, no SKU
+	h.api.orders = orders.NewRecords(testenv.Redis(t))
+	h.app = h.api.app()
+	tk := h.join("alice").str("ticket")
+	h.admit()
+	tok := h.poll(tk).str("token")
+	if tok == "" {
+		t.Fatalf("alice is not READY in a queue without SKU: %s", h.poll(tk).raw)
+	}
+	for _, sku := range []string{h.queue, "sku-1", "anything"} {
+		r := h.order("alice", tok, `{"sku": "`+sku+`", "quantity": 1}`)
+		if r.status != 422 || !isProblem(r) || r.str("type") != "https://usher.dev/problems/no-products" ||
+			!strings.Contains(r.str("detail"), "sells nothing") || !strings.Contains(r.str("detail"), "shop's own checkout") {
+			t.Errorf("order of %q = %d %s, want 422 no-products sending the shopper to the shop's checkout", sku, r.status, r.raw)
+		}
+	}
+	if r := h.order("alice", tok, `{"sku":`); r.status != 400 {
+		t.Errorf("a malformed body = %d %s, want 400: the body is judged first", r.status, r.raw)
+	}
+	if _, found, err := h.api.orders.Get(t.Context(), orders.ID(h.tokenID(tok))); err != nil || found {
+		t.Errorf("an order was recorded (%v, %v)", found, err)
+	}
+	if reqs := h.requests(); len(reqs) != 0 {
+		t.Errorf("orders requested: %+v, want none", reqs)
+	}
+	if r := h.poll(tk); r.str("status") != "READY" || r.str("token") != tok {
+		t.Errorf("poll after the refused orders = %s, want READY with the same token", r.raw)
+	}
+}
+
 // Fifty concurrent submits of one token are one order: the same id for
 // all, one request in the stream.
 func TestConcurrentSubmitsOfOneTokenAreOneOrder(t *testing.T) {

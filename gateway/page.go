@@ -29,8 +29,12 @@ var pageTemplate = template.Must(template.ParseFS(web, "web/page.html"))
 
 // pageData fills the page template.
 type pageData struct {
-	Queue  string
-	SKU    string
+	Queue string
+	SKU   string
+	// Sells: the queue sells its SKUs through usher's orders, so READY
+	// offers the order form. A queue with neither sku nor skus sells
+	// nothing here: its entry token is for the shop's own checkout.
+	Sells  bool
 	CSSURL string // a shop's own stylesheet, loaded after ours
 
 	L      *pageLang
@@ -123,7 +127,7 @@ func (a *api) newPageData(c *fiber.Ctx, cfg catalog.Config, l *pageLang) pageDat
 		action += "?lang=" + url.QueryEscape(q)
 	}
 	d := pageData{
-		Queue: cfg.Name, SKU: sku, CSSURL: a.pageCSS,
+		Queue: cfg.Name, SKU: sku, Sells: len(cfg.Products()) > 0, CSSURL: a.pageCSS,
 		L: l, Lang: l.code, Script: l.script(),
 		Title:       l.T("page.title", "queue", cfg.Name),
 		Heading:     l.HTML("page.heading", map[string]template.HTML{"queue": queue}),

@@ -161,6 +161,34 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 		}, "order answer = %q after Enter on the focused button", answer)
 	})
 
+	t.Run("a queue that sells nothing", func(t *testing.T) {
+		// No sku, no skus: READY tells the turn and sends the shopper to
+		// the shop's own checkout, with no order button; the heading takes
+		// the focus instead, with and without JavaScript.
+		axe := axeSource(t)
+		q := queue(t, "nosku", `{"targetActive": 5, "rateLimit": `+limitsOff+`}`)
+		q.join("first")
+		const checkout = "Buy at the shop's own checkout: your turn is valid there while your place is held. This page takes no orders."
+		js := newTab(t, browserCtx, true, nil)
+		js.open(base + "/q/" + q.queue + "?user=nosku-js")
+		js.waitStatus("WAITING")
+		nojs := newTab(t, browserCtx, false, nil)
+		nojs.open(base + "/q/" + q.queue + "?user=nosku-nojs")
+		nojs.submit(`#join button`, "WAITING")
+		q.admit()
+		js.waitStatus("READY")
+		nojs.submit(`#waiting form button`, "READY")
+		for _, tab := range []*pageTab{js, nojs} {
+			tab.expectSoon(`document.activeElement.id`, "ready-title")
+			tab.expect(`document.getElementById('order') === null && document.getElementById('order-form') === null`, true)
+			tab.expect(`document.getElementById('shop-checkout').innerText`, checkout)
+		}
+		js.expect(`/^Your place is held for \d/.test(document.querySelector('#ready .js-only').innerText)`, true)
+		shoot(t, js.ctx, shots, "nosku-ready.png")
+		js.axe(axe, "js-ready-nosku")
+		nojs.axe(axe, "nojs-ready-nosku")
+	})
+
 	t.Run("axe", func(t *testing.T) {
 		axe := axeSource(t)
 		js := newTab(t, browserCtx, true, nil)

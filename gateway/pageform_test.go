@@ -6,6 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"usher/shared/orders"
+	"usher/shared/testenv"
 )
 
 // postForm posts the page's form fields as a browser does (same origin).
@@ -102,6 +105,51 @@ func TestPageFormFlow(t *testing.T) {
 	}
 	if !strings.Contains(string(r.raw), `disabled>Order now</button>`) {
 		t.Errorf("the order button is still enabled after the order went through")
+	}
+}
+
+// A READY shopper of a queue that sells nothing through usher (no sku,
+// no skus) gets no order form: the page tells their turn and where to buy
+// with it, the shop's own checkout, in the page's language, with the focus
+// on that heading. A stale order form posted anyway is refused as the API
+// refuses it, and the shopper stays READY.
+func TestPageOfAQueueThatSellsNothing(t *testing.T) {
+	h := newHarness(t) // its queue: {"targetActive": 5}, no SKU
+	h.api.orders = orders.NewRecords(testenv.Redis(t))
+	h.app = h.api.app()
+	page := "/q/" + h.queue
+	en, de := shippedLangs().byCode("en"), shippedLangs().byCode("de")
+
+	if r := h.do("GET", page+"?user=nosku-shopper&sku=sku-1", "", nil); !strings.Contains(string(r.raw), `data-sku=""`) {
+		t.Errorf("the page of a queue without SKU names a SKU for page.js to order:\n%s", r.raw)
+	}
+	r := h.postForm(page, map[string]string{"action": "join", "user": "nosku-shopper"}, nil)
+	tkt := match(formTicketRE, r.raw)
+	if tkt == "" {
+		t.Fatalf("join form = %d:\n%s", r.status, r.raw)
+	}
+	h.admit()
+	for _, l := range []*pageLang{en, de} {
+		r = h.postForm(page+"?lang="+l.code, map[string]string{"action": "check", "ticket": tkt, "user": "nosku-shopper"}, nil)
+		b := string(r.raw)
+		if match(statusRE, r.raw) != "READY" || !strings.Contains(b, l.T("ready.heading")) || !strings.Contains(b, html.EscapeString(l.T("ready.shopCheckout"))) {
+			t.Errorf("%s: check after admission: want READY, saying to buy at the shop's checkout:\n%s", l.code, b)
+		}
+		if strings.Contains(b, `id="order-form"`) || strings.Contains(b, `value="order"`) || strings.Contains(b, `name="sku"`) || strings.Contains(b, `id="order"`) {
+			t.Errorf("%s: the READY page of a queue without SKU offers an order:\n%s", l.code, b)
+		}
+		if !strings.Contains(b, `<h2 id="ready-title" tabindex="-1" autofocus>`) {
+			t.Errorf("%s: the READY heading does not take the focus:\n%s", l.code, b)
+		}
+	}
+
+	// The form of a page from before (or made by hand) orders nothing.
+	r = h.postForm(page, map[string]string{"action": "order", "ticket": tkt, "sku": h.queue, "user": "nosku-shopper"}, nil)
+	if a := match(answerRE, r.raw); a != en.T("ready.shopCheckout") || match(statusRE, r.raw) != "READY" {
+		t.Errorf("order form in a queue without SKU: status %q, answer %q:\n%s", match(statusRE, r.raw), a, r.raw)
+	}
+	if p := h.poll(tkt); p.str("status") != "READY" {
+		t.Errorf("poll after the refused order = %s, want READY", p.raw)
 	}
 }
 

@@ -394,6 +394,7 @@ var problemKeys = map[string]string{
 	"token-not-yours":       "problem.notYours",
 	"order-conflict":        "problem.used",
 	"already-purchased":     "problem.limit",
+	"no-products":           "ready.shopCheckout",
 	"wrong-sku":             "problem.order",
 	"too-many":              "problem.order",
 	"invalid-body":          "problem.order",

@@ -176,7 +176,12 @@
     show('ready');
     // The turn has come: the order button takes the focus, so a keyboard
     // or screen-reader user lands on it (its description is the heading).
-    if (first && !$('order').disabled) $('order').focus();
+    // A queue that sells nothing through usher has no order button: the
+    // heading takes the focus instead, and the text after it says where
+    // to buy.
+    const button = $('order');
+    if (first && !button) $('ready-title').focus();
+    else if (first && !button.disabled) button.focus();
     const expires = Date.parse(r.expiresAt);
     const tick = () => {
       const left = Math.max(0, Math.round((expires - Date.now()) / 1000));
@@ -418,7 +423,7 @@
     }
   }
 
-  $('order-form').addEventListener('submit', order);
+  if ($('order-form')) $('order-form').addEventListener('submit', order);
   $('rejoin-form').addEventListener('submit', (e) => {
     e.preventDefault();
     localStorage.removeItem(key);
