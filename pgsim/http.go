@@ -85,6 +85,7 @@ func newHandler(gw *Gateway, metrics *Metrics, clock Clock, adminToken string, l
 	mux.Handle("/v1/admin/charges", s.requireAdmin(methods{http.MethodGet: s.handleCharges}))
 	mux.Handle("/v1/admin/reset", s.requireAdmin(methods{http.MethodPost: s.handleReset}))
 	mux.Handle("/healthz", methods{http.MethodGet: handleHealthz})
+	mux.Handle("/readyz", methods{http.MethodGet: handleHealthz}) // nothing to wait for: ready once it runs
 	mux.Handle("/metrics", methods{http.MethodGet: s.handleMetrics})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem{problemBase + "not-found", "Not found", http.StatusNotFound,

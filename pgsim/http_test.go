@@ -397,11 +397,15 @@ func TestRoutingErrorsAreProblems(t *testing.T) {
 	r.problem(t)
 }
 
-func TestHealthz(t *testing.T) {
+// /healthz and /readyz, as on every usher service (pgsim depends on
+// nothing: ready as soon as it runs).
+func TestHealthzAndReadyz(t *testing.T) {
 	e := newTestEnv(t, GatewayOptions{})
-	r := e.mustDo(t, http.MethodGet, "/healthz", "", nil)
-	if r.status != http.StatusOK || string(r.body) != "ok" {
-		t.Fatalf("healthz = %d %q", r.status, r.body)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		r := e.mustDo(t, http.MethodGet, path, "", nil)
+		if r.status != http.StatusOK || string(r.body) != "ok" {
+			t.Fatalf("%s = %d %q", path, r.status, r.body)
+		}
 	}
 }
 
