@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"net/url"
 	"path"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,7 +31,12 @@ var pageTemplate = template.Must(template.ParseFS(web, "web/page.html"))
 // pageData fills the page template.
 type pageData struct {
 	Queue string
-	SKU   string
+	// SKU is what the order form orders: ?sku=, else the queue's one SKU.
+	// On a queue that sells Variants (skus) it is the one chosen, if any:
+	// ?sku= or the form's, when it is one of them; the READY shopper
+	// chooses in the form.
+	SKU      string
+	Variants []string
 	// Sells: the queue sells its SKUs through usher's orders, so READY
 	// offers the order form. A queue with neither sku nor skus sells
 	// nothing here: its entry token is for the shop's own checkout.
@@ -99,6 +105,11 @@ func (d pageData) NoticeText(level string) string {
 	return d.Notice.Message
 }
 
+// Chosen reports whether the order form names its SKU already: always
+// on a queue with one SKU, once a variant is chosen on one with several.
+// READY focuses the order button then, else the choice.
+func (d pageData) Chosen() bool { return len(d.Variants) == 0 || d.SKU != "" }
+
 // Show is the visibility of a section: shown when it is the page's; the
 // waiting section is also what page.js shows while it joins, so on the
 // page it starts from it is hidden only without JavaScript.
@@ -115,10 +126,17 @@ func (d pageData) Show(section string) template.HTMLAttr {
 // newPageData is the page of queue cfg in language l, before any state.
 func (a *api) newPageData(c *fiber.Ctx, cfg catalog.Config, l *pageLang) pageData {
 	sku := cfg.SKU
-	if s := c.Query("sku"); catalog.ValidSKU(s) {
+	if len(cfg.SKUs) == 1 {
+		sku = cfg.SKUs[0]
+	}
+	var variants []string
+	if len(cfg.SKUs) > 1 {
+		variants, sku = cfg.SKUs, ""
+	}
+	if s := c.Query("sku"); catalog.ValidSKU(s) && (variants == nil || slices.Contains(variants, s)) {
 		sku = s // page.js orders ?sku= too
 	}
-	if sku == "" {
+	if sku == "" && variants == nil {
 		sku = cfg.Name
 	}
 	queue := template.HTML(`<span class="queue">` + template.HTMLEscapeString(cfg.Name) + `</span>`)
@@ -127,7 +145,7 @@ func (a *api) newPageData(c *fiber.Ctx, cfg catalog.Config, l *pageLang) pageDat
 		action += "?lang=" + url.QueryEscape(q)
 	}
 	d := pageData{
-		Queue: cfg.Name, SKU: sku, Sells: len(cfg.Products()) > 0, CSSURL: a.pageCSS,
+		Queue: cfg.Name, SKU: sku, Variants: variants, Sells: len(cfg.Products()) > 0, CSSURL: a.pageCSS,
 		L: l, Lang: l.code, Script: l.script(),
 		Title:       l.T("page.title", "queue", cfg.Name),
 		Heading:     l.HTML("page.heading", map[string]template.HTML{"queue": queue}),

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -187,6 +188,59 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 		shoot(t, js.ctx, shots, "nosku-ready.png")
 		js.axe(axe, "js-ready-nosku")
 		nojs.axe(axe, "nojs-ready-nosku")
+	})
+
+	t.Run("a queue that sells variants", func(t *testing.T) {
+		// skus: READY offers a labelled choice of the queue's SKUs and the
+		// order names the one chosen, with and without JavaScript. ?sku=
+		// comes chosen and the order button takes the focus; without it
+		// the choice is required and takes the focus.
+		axe := axeSource(t)
+		q := queue(t, "skus", `{"targetActive": 5, "skus": ["shoe-41", "shoe-42"], "rateLimit": `+limitsOff+`}`)
+		q.join("first")
+		js := newTab(t, browserCtx, true, nil)
+		js.open(base + "/q/" + q.queue + "?user=skus-js&sku=shoe-42")
+		js.waitStatus("WAITING")
+		nojs := newTab(t, browserCtx, false, nil)
+		nojs.open(base + "/q/" + q.queue + "?user=skus-nojs")
+		nojs.submit(`#join button`, "WAITING")
+		q.admit()
+		js.waitStatus("READY")
+		nojs.submit(`#waiting form button`, "READY")
+		js.expectSoon(`document.activeElement.id`, "order")
+		nojs.expectSoon(`document.activeElement.id`, "variant")
+		for _, tab := range []*pageTab{js, nojs} {
+			tab.expect(`[...document.getElementById('variant').options].map((o) => o.value).join()`, ",shoe-41,shoe-42")
+			tab.expect(`document.getElementById('variant').labels[0].innerText`, "Variant")
+			tab.expect(`document.getElementById('variant').required`, true)
+		}
+		js.expect(`document.getElementById('variant').value`, "shoe-42")
+		nojs.expect(`document.getElementById('variant').value`, "")
+		shoot(t, js.ctx, shots, "skus-ready.png")
+		shoot(t, nojs.ctx, shots, "skus-ready-nojs.png")
+		js.axe(axe, "js-ready-skus")
+		nojs.axe(axe, "nojs-ready-skus")
+
+		// ordered is the order the page answered, which must name sku.
+		orderRE := regexp.MustCompile(`^Order (ord_[^:]+): received, now being processed$`)
+		ordered := func(tab *pageTab, user, sku string) {
+			t.Helper()
+			var answer string
+			testenv.Eventually(t, 30*time.Second, func() bool {
+				answer, _ = chromedp.Run(tab.ctx, chromedp.Evaluate[string](`document.getElementById('answer').textContent`))
+				return orderRE.MatchString(answer)
+			}, "order answer = %q", answer)
+			id := orderRE.FindStringSubmatch(answer)[1]
+			if r := q.do("GET", "/v1/orders/"+id, "", map[string]string{"X-User-Id": user}); r.str("sku") != sku || r.str("status") != "PENDING" {
+				t.Errorf("GET order %s of %s = %s, want PENDING %s", id, user, r.raw, sku)
+			}
+		}
+		js.do("order", chromedp.Click(chromedp.CSS(`#order`)))
+		ordered(js, "skus-js", "shoe-42")
+		js.expect(`document.getElementById('variant').disabled && document.getElementById('order').disabled`, true)
+		nojs.eval(`document.getElementById('variant').value = 'shoe-41'`) // the shopper's choice
+		nojs.submit(`#order`, "READY")
+		ordered(nojs, "skus-nojs", "shoe-41")
 	})
 
 	t.Run("axe", func(t *testing.T) {

@@ -68,8 +68,8 @@ func (a *api) pageForm(c *fiber.Ctx) error {
 	l := a.pageLang(c)
 	d := a.newPageData(c, cfg, l)
 	d.Server = true
-	if catalog.ValidSKU(sku) {
-		d.SKU = sku
+	if catalog.ValidSKU(sku) && (d.Variants == nil || slices.Contains(d.Variants, sku)) {
+		d.SKU = sku // the form's: the variant chosen, kept from form to form
 	}
 	if a.anyClientNamesUser() {
 		if catalog.ValidUser(formUser) {
@@ -139,6 +139,12 @@ func (a *api) formOrder(c *fiber.Ctx, d pageData, tkt string) error {
 	d = a.withPlace(d, p)
 	if p.Status != "READY" || p.Token == "" {
 		return a.renderPage(c, fiber.StatusOK, d) // it ended meanwhile: say how
+	}
+	if !d.Chosen() {
+		// A browser that let the form go without its required choice:
+		// the choice keeps the focus, and says what it wants.
+		d.Answer, d.AnswerClass = d.L.T("ready.variantChoose"), "bad"
+		return a.renderPage(c, fiber.StatusOK, d)
 	}
 	// POST /v1/orders's request, for its handler; the form's is put back
 	// after, for whatever reads the request once it is answered.

@@ -153,6 +153,87 @@ func TestPageOfAQueueThatSellsNothing(t *testing.T) {
 	}
 }
 
+// A READY shopper of a queue that sells variants (skus) chooses the one
+// to order in the order form, a labelled choice of the queue's SKUs: ?sku=
+// comes preselected when it is one of them and goes from form to form,
+// else the choice is required and takes the focus. The order names the
+// variant chosen and is accepted; a queue with one SKU in skus orders it.
+func TestPageOfAQueueThatSellsVariants(t *testing.T) {
+	h := newOrderHarness(t)
+	h.putQueue(h.queue, `{"targetActive": 5, "skus": ["shoe-41", "shoe-42"], "rateLimit": `+limitsOff+`}`, 200)
+	page := "/q/" + h.queue
+	en, ja := shippedLangs().byCode("en"), shippedLangs().byCode("ja")
+	const choice = `<select id="variant" name="sku" required aria-describedby="ready-title"`
+	chosenRE := regexp.MustCompile(`<option value="([^"]*)" selected>`)
+
+	r := h.do("GET", page+"?user=shoe-a&sku=shoe-42", "", nil)
+	b := string(r.raw)
+	if !strings.Contains(b, `<label for="variant">`+en.T("ready.variant")+`</label>`) || !strings.Contains(b, choice) ||
+		!strings.Contains(b, `<option value="shoe-41">shoe-41</option>`) || match(chosenRE, r.raw) != "shoe-42" {
+		t.Errorf("the page of ?sku=shoe-42 does not offer the variants with shoe-42 chosen:\n%s", b)
+	}
+	if !strings.Contains(b, `data-sku="shoe-42"`) || !strings.Contains(b, `<input type="hidden" name="sku" value="shoe-42"><input type="hidden" name="action" value="join">`) {
+		t.Errorf("page.js or the join form does not get the variant of ?sku=:\n%s", b)
+	}
+	if strings.Contains(b, `name="sku" value="`+h.queue+`"`) {
+		t.Errorf("the page orders the queue's name:\n%s", b)
+	}
+	r = h.do("GET", page+"?user=shoe-b&sku=sku-1", "", nil) // not one of the queue's
+	if got := match(chosenRE, r.raw); got != "" || !strings.Contains(string(r.raw), `data-sku=""`) {
+		t.Errorf("?sku=sku-1 chose %q in a queue of shoe-41, shoe-42:\n%s", got, r.raw)
+	}
+
+	// Without JavaScript: ?sku= goes from the join to READY.
+	a := h.postForm(page, map[string]string{"action": "join", "user": "shoe-a", "sku": "shoe-42"}, nil)
+	b2 := h.postForm(page, map[string]string{"action": "join", "user": "shoe-b"}, nil)
+	ta, tb := match(formTicketRE, a.raw), match(formTicketRE, b2.raw)
+	if ta == "" || tb == "" {
+		t.Fatalf("join forms: %s\n%s", a.raw, b2.raw)
+	}
+	h.admit()
+	r = h.postForm(page+"?lang=ja", map[string]string{"action": "check", "ticket": ta, "user": "shoe-a", "sku": "shoe-42"}, nil)
+	b = string(r.raw)
+	if match(statusRE, r.raw) != "READY" || match(chosenRE, r.raw) != "shoe-42" || !strings.Contains(b, `<label for="variant">`+ja.T("ready.variant")+`</label>`) ||
+		!strings.Contains(b, ` autofocus>`+ja.T("ready.order")+`</button>`) {
+		t.Errorf("READY of a shopper who came for shoe-42: want shoe-42 chosen, in Japanese, the order button focused:\n%s", b)
+	}
+	r = h.postForm(page, map[string]string{"action": "check", "ticket": tb, "user": "shoe-b"}, nil)
+	b = string(r.raw)
+	if match(statusRE, r.raw) != "READY" || match(chosenRE, r.raw) != "" || !strings.Contains(b, choice+` autofocus>`) ||
+		!strings.Contains(b, `<option value="" selected>`+en.T("ready.variantChoose")+`</option>`) || strings.Contains(b, ` autofocus>Order now</button>`) {
+		t.Errorf("READY with no variant chosen: want the choice required and focused:\n%s", b)
+	}
+
+	// An order with no variant chosen (a browser that skipped required)
+	// orders nothing; the one chosen in the form is ordered.
+	r = h.postForm(page, map[string]string{"action": "order", "ticket": tb, "user": "shoe-b"}, nil)
+	if ans := match(answerRE, r.raw); ans != en.T("ready.variantChoose") || match(statusRE, r.raw) != "READY" {
+		t.Errorf("order with no variant: answer %q, status %q", ans, match(statusRE, r.raw))
+	}
+	orderRE := regexp.MustCompile(`Order (ord_[^:]+): received, now being processed`)
+	for _, o := range []struct{ user, ticket, sku string }{{"shoe-b", tb, "shoe-41"}, {"shoe-a", ta, "shoe-42"}} {
+		r = h.postForm(page, map[string]string{"action": "order", "ticket": o.ticket, "user": o.user, "sku": o.sku}, nil)
+		id := match(orderRE, r.raw)
+		if id == "" {
+			t.Errorf("%s orders %s: answer %q:\n%s", o.user, o.sku, match(answerRE, r.raw), r.raw)
+			continue
+		}
+		if match(chosenRE, r.raw) != o.sku || !strings.Contains(string(r.raw), `disabled>Order now</button>`) {
+			t.Errorf("after %s's order: want %s still shown and the form disabled:\n%s", o.user, o.sku, r.raw)
+		}
+		if v := h.do("GET", "/v1/orders/"+id, "", map[string]string{"X-User-Id": o.user}); v.str("sku") != o.sku || v.str("status") != "PENDING" {
+			t.Errorf("GET order of %s = %s, want PENDING %s", o.user, v.raw, o.sku)
+		}
+	}
+
+	// One SKU in skus is the queue's one SKU: no choice.
+	h.putQueue(h.queue, `{"targetActive": 5, "skus": ["solo"], "rateLimit": `+limitsOff+`}`, 200)
+	r = h.do("GET", page+"?user=solo", "", nil)
+	if b := string(r.raw); strings.Contains(b, `<select`) || !strings.Contains(b, `<input type="hidden" name="sku" value="solo">`) {
+		t.Errorf("the page of a queue of skus [solo] does not order solo alone:\n%s", b)
+	}
+}
+
 // What the forms refuse or cannot do, and how the page says so.
 func TestPageFormEdges(t *testing.T) {
 	h := newHarness(t)

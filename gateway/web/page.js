@@ -35,7 +35,12 @@
   }
   const queue = root.dataset.queue;
   const params = new URLSearchParams(location.search);
+  // The SKU an order names: ?sku=, else the page's (data-sku), else the
+  // queue's name. A queue that sells variants (skus) has the shopper
+  // choose one in #variant instead, which the gateway preselected from
+  // ?sku= when it is one of them.
   const sku = params.get('sku') || root.dataset.sku || queue;
+  const variant = $('variant');
   const base = '/v1/queues/' + encodeURIComponent(queue) + '/tickets';
 
   // In production the shop's auth proxy, in front of the gateway, sets
@@ -178,9 +183,11 @@
     // or screen-reader user lands on it (its description is the heading).
     // A queue that sells nothing through usher has no order button: the
     // heading takes the focus instead, and the text after it says where
-    // to buy.
+    // to buy. On a queue that sells variants, the choice takes it until
+    // a variant is chosen.
     const button = $('order');
     if (first && !button) $('ready-title').focus();
+    else if (first && variant && !variant.value) variant.focus();
     else if (first && !button.disabled) button.focus();
     const expires = Date.parse(r.expiresAt);
     const tick = () => {
@@ -387,7 +394,14 @@
     const button = $('order');
     const answer = $('answer');
     if (button.disabled) return;
+    if (variant && !variant.value) { // the form's required choice, had it been skipped
+      answer.className = 'answer bad';
+      answer.textContent = t('ready.variantChoose');
+      variant.focus();
+      return;
+    }
     button.disabled = true;
+    if (variant) variant.disabled = true;
     answer.className = 'answer';
     answer.textContent = t('order.placing');
     try {
@@ -395,7 +409,7 @@
         'Authorization': 'Bearer ' + token,
         'Content-Type': 'application/json',
         'X-User-Id': user,
-      }, JSON.stringify({ sku, quantity: 1 }));
+      }, JSON.stringify({ sku: variant ? variant.value : sku, quantity: 1 }));
       const d = r.data || {};
       if (r.ok) {
         answer.className = 'answer ok';
@@ -404,11 +418,13 @@
         answer.className = 'answer bad';
         answer.textContent = problemText(r);
         button.disabled = false;
+        if (variant) variant.disabled = false;
       }
     } catch (err) {
       answer.className = 'answer bad';
       answer.textContent = t('order.sendFailed');
       button.disabled = false;
+      if (variant) variant.disabled = false;
     }
   }
 
