@@ -43,6 +43,23 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 		return q
 	}
 	const open = `{"targetActive": 5, "sku": "sku-1", "rateLimit": ` + limitsOff + `}`
+	// readyTabs takes a shopper to READY in a tab with JavaScript and one
+	// without (users prefix-js and prefix-nojs, query added to the page's
+	// address), behind one who joined first, and returns both tabs.
+	readyTabs := func(t *testing.T, q *harness, prefix, query string) (js, nojs *pageTab) {
+		t.Helper()
+		q.join("first")
+		js = newTab(t, browserCtx, true, nil)
+		js.open(base + "/q/" + q.queue + "?user=" + prefix + "-js" + query)
+		js.waitStatus("WAITING")
+		nojs = newTab(t, browserCtx, false, nil)
+		nojs.open(base + "/q/" + q.queue + "?user=" + prefix + "-nojs")
+		nojs.submit(`#join button`, "WAITING")
+		q.admit()
+		js.waitStatus("READY")
+		nojs.submit(`#waiting form button`, "READY")
+		return js, nojs
+	}
 
 	t.Run("languages", func(t *testing.T) {
 		q := queue(t, "lang", open)
@@ -168,17 +185,8 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 		// the focus instead, with and without JavaScript.
 		axe := axeSource(t)
 		q := queue(t, "nosku", `{"targetActive": 5, "rateLimit": `+limitsOff+`}`)
-		q.join("first")
 		const checkout = "Buy at the shop's own checkout: your turn is valid there while your place is held. This page takes no orders."
-		js := newTab(t, browserCtx, true, nil)
-		js.open(base + "/q/" + q.queue + "?user=nosku-js")
-		js.waitStatus("WAITING")
-		nojs := newTab(t, browserCtx, false, nil)
-		nojs.open(base + "/q/" + q.queue + "?user=nosku-nojs")
-		nojs.submit(`#join button`, "WAITING")
-		q.admit()
-		js.waitStatus("READY")
-		nojs.submit(`#waiting form button`, "READY")
+		js, nojs := readyTabs(t, q, "nosku", "")
 		for _, tab := range []*pageTab{js, nojs} {
 			tab.expectSoon(`document.activeElement.id`, "ready-title")
 			tab.expect(`document.getElementById('order') === null && document.getElementById('order-form') === null`, true)
@@ -197,16 +205,7 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 		// the choice is required and takes the focus.
 		axe := axeSource(t)
 		q := queue(t, "skus", `{"targetActive": 5, "skus": ["shoe-41", "shoe-42"], "rateLimit": `+limitsOff+`}`)
-		q.join("first")
-		js := newTab(t, browserCtx, true, nil)
-		js.open(base + "/q/" + q.queue + "?user=skus-js&sku=shoe-42")
-		js.waitStatus("WAITING")
-		nojs := newTab(t, browserCtx, false, nil)
-		nojs.open(base + "/q/" + q.queue + "?user=skus-nojs")
-		nojs.submit(`#join button`, "WAITING")
-		q.admit()
-		js.waitStatus("READY")
-		nojs.submit(`#waiting form button`, "READY")
+		js, nojs := readyTabs(t, q, "skus", "&sku=shoe-42")
 		js.expectSoon(`document.activeElement.id`, "order")
 		nojs.expectSoon(`document.activeElement.id`, "variant")
 		for _, tab := range []*pageTab{js, nojs} {
