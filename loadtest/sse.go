@@ -69,6 +69,20 @@ func sseScenario(ctx context.Context, c *client, o options, progress io.Writer) 
 	}
 	cancel()
 	wg.Wait()
+	// The notifier's own account of the same deliveries splits the blame:
+	// late at the notifier (the admission event, or the write) or between
+	// its write and this client's read (this process, on the same cores).
+	if after, err := scrape(o.notifier + "/metrics"); err == nil && held != nil {
+		for name, metric := range map[string]string{
+			"notifier: ready written after readyAt":   "usher_ready_delivery_seconds",
+			"notifier: admission event after readyAt": "usher_admission_event_lag_seconds",
+		} {
+			if h := histogram(held, after, metric); h.count > 0 {
+				res.Figures[name+", p50 ms (bucket bound)"] = h.quantile(0.5) * 1000
+				res.Figures[name+", p99 ms (bucket bound)"] = h.quantile(0.99) * 1000
+			}
+		}
+	}
 	rec := newRecorder()
 	for _, d := range streams.snapshot() {
 		rec.add(d, 200, nil)

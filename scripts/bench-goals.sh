@@ -121,7 +121,10 @@ want sse && for r in $(seq 1 "$rounds"); do
   k=$(jq -r '.figures["notifier RSS KiB per stream"] // empty' "$g/sse-$r.json" 2>/dev/null)
   ak=$(jq -r '.figures["anchor RSS KiB per stream"] // empty' "$g/sse-$r.json" 2>/dev/null)
   p99=$(jq -r '.steps[0].p99Ms // .steps[0].p99_ms // empty' "$g/sse-$r.json" 2>/dev/null)
-  echo "SSE round $r: notifier ${k:-?} KiB/stream, bare net/http ${ak:-?} KiB/stream; READY p99 ${p99:-?} ms ($n streams, 500 per 100 ms tick)"
+  nw=$(jq -r '.figures["notifier: ready written after readyAt, p99 ms (bucket bound)"] // empty' "$g/sse-$r.json" 2>/dev/null)
+  ne=$(jq -r '.figures["notifier: admission event after readyAt, p99 ms (bucket bound)"] // empty' "$g/sse-$r.json" 2>/dev/null)
+  echo "SSE round $r: notifier ${k:-?} KiB/stream, bare net/http ${ak:-?} KiB/stream; READY p99 ${p99:-?} ms ($n streams, 500 per 100 ms tick;" \
+    "the notifier's own p99, bucket bounds: written ≤ ${nw:-?} ms, admission event ≤ ${ne:-?} ms after readyAt)"
   record sse-kib "$k"; record anchor-sse-kib "$ak"; record sse-ratio "$(ratio "$k" "$ak")"; record ready-p99 "$p99"
 done
 
