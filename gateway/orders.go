@@ -299,7 +299,8 @@ func (a *api) putStock(c *fiber.Ctx) error {
 // restocked tells every queue that sells the SKU its new stock at once (the
 // admitters would read it within a second anyway) and reopens those that
 // closed because it had sold out: their line is as they left it, the
-// shoppers who waited are admitted first. It returns the queues reopened.
+// shoppers who waited are admitted first. It returns the queues reopened
+// (by it, or by an admitter that saw the units first).
 func (a *api) restocked(ctx context.Context, by string, st orders.Stock) []string {
 	reopened := []string{}
 	for _, cfg := range a.queues.List() {
@@ -312,15 +313,24 @@ func (a *api) restocked(ctx context.Context, by string, st orders.Stock) []strin
 		if st.Available <= 0 || cfg.State != catalog.StateClosed || cfg.ClosedReason != catalog.ReasonSoldOut {
 			continue
 		}
+		openMeanwhile := false
 		prev, now, err := a.queues.Update(ctx, cfg.Name, func(c *catalog.Config) bool {
 			if c.State != catalog.StateClosed || c.ClosedReason != catalog.ReasonSoldOut {
-				return false // an operator changed it meanwhile: theirs stands
+				// Changed meanwhile: theirs stands. Open already is this
+				// restock's doing too when an admitter's tick saw the units
+				// mirrored above first (it reopens a sold-out queue whose
+				// stock came back, and records it itself).
+				openMeanwhile = c.State == catalog.StateOpen
+				return false
 			}
 			c.State, c.ClosedReason = catalog.StateOpen, ""
 			return true
 		})
 		if err != nil {
-			if !errors.Is(err, catalog.ErrUnchanged) {
+			switch {
+			case errors.Is(err, catalog.ErrUnchanged) && openMeanwhile:
+				reopened = append(reopened, cfg.Name)
+			case !errors.Is(err, catalog.ErrUnchanged):
 				a.log.Error("reopen after restock", "queue", cfg.Name, "err", err)
 			}
 			continue
