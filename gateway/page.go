@@ -105,6 +105,12 @@ func (d pageData) NoticeText(level string) string {
 	return d.Notice.Message
 }
 
+// orderable reports whether the page may order sku: a valid SKU, one of
+// the queue's variants when it sells several.
+func orderable(variants []string, sku string) bool {
+	return catalog.ValidSKU(sku) && (variants == nil || slices.Contains(variants, sku))
+}
+
 // Chosen reports whether the order form names its SKU already: always
 // on a queue with one SKU, once a variant is chosen on one with several.
 // READY focuses the order button then, else the choice.
@@ -133,7 +139,7 @@ func (a *api) newPageData(c *fiber.Ctx, cfg catalog.Config, l *pageLang) pageDat
 	if len(cfg.SKUs) > 1 {
 		variants, sku = cfg.SKUs, ""
 	}
-	if s := c.Query("sku"); catalog.ValidSKU(s) && (variants == nil || slices.Contains(variants, s)) {
+	if s := c.Query("sku"); orderable(variants, s) {
 		sku = s // page.js orders ?sku= too
 	}
 	if sku == "" && variants == nil {

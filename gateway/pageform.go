@@ -68,7 +68,7 @@ func (a *api) pageForm(c *fiber.Ctx) error {
 	l := a.pageLang(c)
 	d := a.newPageData(c, cfg, l)
 	d.Server = true
-	if catalog.ValidSKU(sku) && (d.Variants == nil || slices.Contains(d.Variants, sku)) {
+	if orderable(d.Variants, sku) {
 		d.SKU = sku // the form's: the variant chosen, kept from form to form
 	}
 	if a.anyClientNamesUser() {

@@ -155,21 +155,22 @@ func (a *api) join(c *fiber.Ctx) error {
 }
 
 // closedProblem is the 410 a join into a closed queue gets, nil while it is
-// open: queue-ended once closesAt passed (whether or not the admitter has
-// closed it in the catalog yet), else queue-closed with the reason a
-// shopper already in line is told (sold_out when its stock ran out).
+// open (shopper.ClosedAt, what a shopper in line is told): queue-ended once
+// closesAt passed, whether or not the admitter has closed it in the catalog
+// yet, else queue-closed with its reason (sold_out when its stock ran out).
 func closedProblem(cfg catalog.Config, now time.Time) error {
-	if cfg.Ended(now) || cfg.State == catalog.StateClosed && cfg.ClosedReason == catalog.ReasonEnded {
+	closed, reason := shopper.ClosedAt(cfg, now)
+	switch {
+	case !closed:
+		return nil
+	case reason == catalog.ReasonEnded || cfg.Ended(now):
 		p := problem.New(fiber.StatusGone, "queue-ended", "the sale in queue "+cfg.Name+" has ended")
 		p.Extensions = map[string]any{"reason": catalog.ReasonEnded}
 		return p
 	}
-	if cfg.State == catalog.StateClosed {
-		p := problem.New(fiber.StatusGone, "queue-closed", "queue "+cfg.Name+" is closed")
-		p.Extensions = map[string]any{"reason": shopper.ClosedReason(cfg)}
-		return p
-	}
-	return nil
+	p := problem.New(fiber.StatusGone, "queue-closed", "queue "+cfg.Name+" is closed")
+	p.Extensions = map[string]any{"reason": reason}
+	return p
 }
 
 // ticketOf checks the ticket in the path: forged or garbled → 401, a

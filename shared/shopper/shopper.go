@@ -69,7 +69,7 @@ type Signer interface {
 // admitted shopper is first in line.
 func Of(e waitqueue.Entry, cfg catalog.Config, user string, now time.Time, keys Signer) (View, error) {
 	v := View{Waiting: e.Waiting}
-	closed, reason := closedAt(cfg, now)
+	closed, reason := ClosedAt(cfg, now)
 	switch e.Status {
 	case waitqueue.Gone:
 		// Finished long enough ago that Redis forgot how.
@@ -130,11 +130,11 @@ func Token(e waitqueue.Entry, q, user string, keys Signer) (string, error) {
 	return keys.Sign(token.Claims{ID: e.TokenID, Queue: q, User: user, ReadyAt: e.ReadyAt, ExpiresAt: e.ExpiresAt})
 }
 
-// closedAt says whether the queue is closed to a shopper still in line at
+// ClosedAt says whether the queue is closed to a shopper still in line at
 // now, and why: closed by an operator or because it sold out, or ended
 // (closesAt passed; the admitter closes it in the catalog a tick later, and
 // admits nobody meanwhile).
-func closedAt(cfg catalog.Config, now time.Time) (bool, string) {
+func ClosedAt(cfg catalog.Config, now time.Time) (bool, string) {
 	switch {
 	case cfg.State == catalog.StateClosed:
 		return true, ClosedReason(cfg)

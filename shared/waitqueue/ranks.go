@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"usher/shared/keyspace"
 
 	"github.com/redis/go-redis/v9"
@@ -53,9 +52,8 @@ func (s *Store) Ranks(ctx context.Context, q string, seqs []uint64) (Ranks, erro
 		out.Rate, _ = strconv.ParseFloat(v, 64)
 	}
 	out.Stock, _ = st.Val()[2].(string)
-	if v, ok := st.Val()[3].(string); ok && v != "" {
-		out.SKUs = strings.Split(v, ",")
-	}
+	v, _ := st.Val()[3].(string)
+	out.SKUs = skuList(v)
 	for i, c := range ranks {
 		r, err := c.Result()
 		switch {

@@ -237,9 +237,17 @@ func (e *Entry) figures(rate, stock, skus any) {
 	r, _ := rate.(string)
 	e.Rate, _ = strconv.ParseFloat(r, 64)
 	e.Stock, _ = stock.(string)
-	if s, _ := skus.(string); s != "" {
-		e.SKUs = strings.Split(s, ",")
+	s, _ := skus.(string)
+	e.SKUs = skuList(s)
+}
+
+// skuList reads the stats' skus field (SKUs with units left, comma
+// separated; "" for none).
+func skuList(s string) []string {
+	if s == "" {
+		return nil
 	}
+	return strings.Split(s, ",")
 }
 
 // Leave takes the entry out of line, or frees its slot if it was admitted,
@@ -705,9 +713,7 @@ func (s *Store) Stats(ctx context.Context, q string) (Stats, error) {
 		s.Pending, _ = strconv.ParseInt(p[3], 10, 64)
 		out.SKUs = append(out.SKUs, s)
 	}
-	if skus := str(8); skus != "" {
-		out.SKUsAvailable = strings.Split(skus, ",")
-	}
+	out.SKUsAvailable = skuList(str(8))
 	return out, nil
 }
 
