@@ -57,10 +57,19 @@ type payments struct {
 	timed func(outcome string, d time.Duration)
 }
 
-func newPayments(base string, timeout time.Duration, b *breaker, counted func(string)) *payments {
+// newPayments returns payments on the gateway at base. conns is how many
+// calls may be in flight at once (one per order in hand): the client keeps
+// that many idle connections to the gateway. net/http's default keeps two,
+// so with hundreds of orders in flight nearly every charge dialed a new
+// connection and closed it after the answer — a TCP handshake, a teardown
+// and a TIME_WAIT socket per order on both ends.
+func newPayments(base string, timeout time.Duration, conns int, b *breaker, counted func(string)) *payments {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = max(conns, tr.MaxIdleConns)
+	tr.MaxIdleConnsPerHost = max(conns, http.DefaultMaxIdleConnsPerHost)
 	return &payments{
 		base:    base,
-		http:    &http.Client{Timeout: timeout},
+		http:    &http.Client{Timeout: timeout, Transport: tr},
 		breaker: b,
 		sleep:   sleepCtx,
 		counted: counted,

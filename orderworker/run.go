@@ -52,7 +52,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	}
 	m.reg.MustRegister(bus.NewLagCollector(event.StreamOrders, consumerName, cons, time.Second))
 	br := newBreaker(d.Log, paybreaker.New(d.Redis), s.breakerOpen, m.breaker.Set)
-	pay := newPayments(s.paymentURL, s.paymentTimeout, br, func(o string) { m.payments.WithLabelValues(o).Inc() })
+	pay := newPayments(s.paymentURL, s.paymentTimeout, s.concurrency, br, func(o string) { m.payments.WithLabelValues(o).Inc() })
 	pay.timed = m.observePayment
 	w := &worker{
 		log: d.Log, store: db, records: orders.NewRecords(d.Redis), line: d.Line,
