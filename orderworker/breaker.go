@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -29,13 +30,26 @@ type breaker struct {
 	shared sharedBreaker
 	open   time.Duration
 	log    *slog.Logger
+	now    func() time.Time
+
+	mu         sync.Mutex
+	sharedAt   time.Time // when sharedOpen was read (zero: never)
+	sharedOpen bool
 }
+
+// sharedEvery is how long Blocked trusts its last read of the shared state.
+// Every order asks Blocked before its charge: read each time, it was one
+// Redis round trip an order, for a key that changes when some breaker
+// opens or closes, and then stays for an open period (seconds). So another
+// worker's open breaker is seen at most this late; this worker's own
+// changes are seen at once (they update the copy).
+const sharedEvery = 100 * time.Millisecond
 
 // newBreaker trips after 5 consecutive failed calls, stays open for the
 // open period, then lets one call through to probe. A declined payment is
 // an answer, not a failure of the gateway: it does not count.
 func newBreaker(log *slog.Logger, shared sharedBreaker, open time.Duration, gauge func(float64)) *breaker {
-	b := &breaker{shared: shared, open: open, log: log}
+	b := &breaker{shared: shared, open: open, log: log, now: time.Now}
 	b.cb = gobreaker.NewCircuitBreaker[string](gobreaker.Settings{
 		Name:        "payment",
 		MaxRequests: 1,
@@ -53,9 +67,11 @@ func newBreaker(log *slog.Logger, shared sharedBreaker, open time.Duration, gaug
 			case gobreaker.StateOpen:
 				gauge(1)
 				err = shared.MarkOpen(ctx, open)
+				b.remember(true)
 			case gobreaker.StateClosed:
 				gauge(0)
 				err = shared.MarkClosed(ctx)
+				b.remember(false)
 			}
 			if err != nil {
 				log.Error("share payment breaker state", "err", err)
@@ -80,10 +96,30 @@ func (b *breaker) Blocked(ctx context.Context) bool {
 	if b.cb.State() == gobreaker.StateOpen {
 		return true
 	}
+	return b.sharedIsOpen(ctx) && b.cb.State() != gobreaker.StateHalfOpen
+}
+
+// sharedIsOpen reads the shared state, or the copy of it read less than
+// sharedEvery ago. A failed read counts as closed and is not kept.
+func (b *breaker) sharedIsOpen(ctx context.Context) bool {
+	b.mu.Lock()
+	at, open := b.sharedAt, b.sharedOpen
+	b.mu.Unlock()
+	if !at.IsZero() && b.now().Sub(at) < sharedEvery {
+		return open
+	}
 	open, err := b.shared.Open(ctx)
 	if err != nil {
 		b.log.Warn("read shared payment breaker", "err", err)
 		return false
 	}
-	return open && b.cb.State() != gobreaker.StateHalfOpen
+	b.remember(open)
+	return open
+}
+
+// remember keeps what the shared state is now.
+func (b *breaker) remember(open bool) {
+	b.mu.Lock()
+	b.sharedAt, b.sharedOpen = b.now(), open
+	b.mu.Unlock()
 }
