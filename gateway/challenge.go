@@ -16,6 +16,7 @@ import (
 	"usher/shared/keyspace"
 	"usher/shared/pow"
 	"usher/shared/problem"
+	"usher/shared/script"
 	"usher/shared/ticket"
 	"usher/shared/waitqueue"
 )
@@ -28,7 +29,7 @@ import (
 
 // scriptRunner runs a Lua script on a queue's slot: the line's pipelines.
 type scriptRunner interface {
-	RunScript(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd
+	RunScript(ctx context.Context, sc *script.Script, keys []string, args ...any) *redis.Cmd
 }
 
 // statsReader reads a queue's live figures.
@@ -223,7 +224,7 @@ func (a *api) proofResult(ctx context.Context, cfg catalog.Config, value string,
 // until the challenge expires. Returns 1 the first time, 0 after: a proof
 // buys one join, and its mark is gone when the challenge could not be used
 // anyway.
-var spendScript = redis.NewScript(`return redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) and 1 or 0`)
+var spendScript = script.New(`return redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) and 1 or 0`)
 
 // spend records p as used and reports whether it was unused.
 func (d *door) spend(ctx context.Context, q string, p pow.Proof, now time.Time) (bool, error) {

@@ -29,6 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"usher/shared/keyspace"
+	"usher/shared/script"
 )
 
 // MaxRate bounds Rate and Burst: one request per microsecond is the
@@ -104,7 +105,7 @@ func (d Decision) Denied() (Result, bool) {
 // Runner runs a Lua script. A *waitqueue.Store with batching on runs it in
 // the gateway's shared pipelines; Direct runs it on a plain client.
 type Runner interface {
-	RunScript(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd
+	RunScript(ctx context.Context, sc *script.Script, keys []string, args ...any) *redis.Cmd
 }
 
 // Direct returns a Runner that sends each script call on its own.
@@ -112,7 +113,7 @@ func Direct(rdb redis.Scripter) Runner { return direct{rdb} }
 
 type direct struct{ rdb redis.Scripter }
 
-func (d direct) RunScript(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+func (d direct) RunScript(ctx context.Context, sc *script.Script, keys []string, args ...any) *redis.Cmd {
 	return sc.Run(ctx, d.rdb, keys, args...)
 }
 
@@ -139,7 +140,7 @@ func Key(q, kind, id string) string { return keyspace.Of(q).RateLimit(kind, id) 
 // Numbers go back to Redis through string.format('%.0f') because Lua's
 // default conversion keeps only 14 digits, and microsecond times have 16.
 // Returns {allowed, then per key: allowed, remaining, retryAfterµs, resetAfterµs}.
-var gcraScript = redis.NewScript(`
+var gcraScript = script.New(`
 local now = tonumber(ARGV[1])
 local allowed = 1
 local out = {0}

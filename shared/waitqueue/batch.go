@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"usher/shared/script"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -13,13 +14,16 @@ import (
 // write and a read system call per call on both ends; sending whatever has
 // queued up as one pipeline costs them once per batch. A batch goes out as
 // soon as a worker is free — there is no timer — so an idle gateway pays
-// no extra latency and a busy one pays far fewer system calls.
+// no extra latency and a busy one pays far fewer system calls. Within a
+// batch, the calls of one script on one queue's slot go as one many-call
+// script (package script): one command for Redis to dispatch and answer
+// instead of one per shopper.
 
 // maxBatch bounds one pipeline.
 const maxBatch = 512
 
 type scriptCall struct {
-	script *redis.Script
+	script *script.Script
 	keys   []string
 	args   []any
 	ctx    context.Context
@@ -40,8 +44,8 @@ func (s *Store) RunBatches(ctx context.Context, workers int) error {
 	if s.calls == nil {
 		return errors.New("waitqueue: RunBatches without EnableBatching")
 	}
-	for _, sc := range []*redis.Script{ingestScript, lookupScript, pollScript} {
-		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+	for _, sc := range []*script.Script{ingestScript, lookupScript, pollScript} {
+		if err := sc.Load(ctx, s.rdb); err != nil {
 			if ctx.Err() != nil {
 				return nil // stopped while starting: a shutdown, not a failure
 			}
@@ -80,23 +84,70 @@ func (s *Store) RunBatches(ctx context.Context, workers int) error {
 }
 
 func (s *Store) flush(ctx context.Context, batch []*scriptCall) {
+	groups := groupCalls(batch)
 	p := s.rdb.Pipeline()
-	for _, c := range batch {
-		c.cmd = c.script.EvalSha(ctx, p, c.keys, c.args...)
+	for _, g := range groups {
+		if len(g) == 1 {
+			g[0].cmd = g[0].script.EvalSha(ctx, p, g[0].keys, g[0].args...)
+			continue
+		}
+		g[0].cmd = g[0].script.EvalShaMany(ctx, p, callsOf(g))
 	}
 	_, _ = p.Exec(ctx)
-	for _, c := range batch {
+	for _, g := range groups {
+		c := g[0]
 		if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 			// Redis lost its script cache (restart, failover): run this
 			// one directly, which loads the script again.
-			c.cmd = c.script.Run(c.ctx, s.rdb, c.keys, c.args...)
+			if len(g) == 1 {
+				c.cmd = c.script.Run(c.ctx, s.rdb, c.keys, c.args...)
+			} else {
+				c.cmd = c.script.RunMany(c.ctx, s.rdb, callsOf(g))
+			}
 		}
-		close(c.done)
+		if len(g) > 1 {
+			for i, cmd := range script.Split(ctx, c.cmd, len(g)) {
+				g[i].cmd = cmd
+			}
+		}
+		for _, c := range g {
+			close(c.done)
+		}
 	}
 }
 
+// groupCalls puts together, in order, the calls of one script on one hash
+// tag with as many keys and arguments each: each group goes as one command.
+// A call whose keys have no hash tag goes alone.
+func groupCalls(batch []*scriptCall) [][]*scriptCall {
+	var groups [][]*scriptCall
+next:
+	for _, c := range batch {
+		tag := script.Tag(c.keys[0])
+		if tag != "" {
+			for i, g := range groups {
+				f := g[0]
+				if f.script == c.script && len(f.keys) == len(c.keys) && len(f.args) == len(c.args) && script.Tag(f.keys[0]) == tag {
+					groups[i] = append(g, c)
+					continue next
+				}
+			}
+		}
+		groups = append(groups, []*scriptCall{c})
+	}
+	return groups
+}
+
+func callsOf(g []*scriptCall) []script.Call {
+	calls := make([]script.Call, len(g))
+	for i, c := range g {
+		calls[i] = script.Call{Keys: c.keys, Args: c.args}
+	}
+	return calls
+}
+
 // run calls a script, through the batcher when batching is on.
-func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+func (s *Store) run(ctx context.Context, sc *script.Script, keys []string, args ...any) *redis.Cmd {
 	if s.calls == nil {
 		return sc.Run(ctx, s.rdb, keys, args...)
 	}
@@ -122,6 +173,6 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, args .
 // batching is off), so other per-request scripts on the queue's slot — the
 // gateway's rate limiter — share its pipelines. A script RunBatches did not
 // load is loaded on its first call.
-func (s *Store) RunScript(ctx context.Context, sc *redis.Script, keys []string, args ...any) *redis.Cmd {
+func (s *Store) RunScript(ctx context.Context, sc *script.Script, keys []string, args ...any) *redis.Cmd {
 	return s.run(ctx, sc, keys, args...)
 }

@@ -1,6 +1,10 @@
 package waitqueue
 
-import "github.com/redis/go-redis/v9"
+import (
+	"github.com/redis/go-redis/v9"
+
+	"usher/shared/script"
+)
 
 // Every script below runs on one queue's keys, which share the hash tag {q}
 // (see package keyspace), so each runs atomically on one Redis Cluster node.
@@ -353,7 +357,7 @@ end
 // too, so a join's answer is the view a poll would give), or {'stale'}
 // when the line belongs to another incarnation of the stream, or
 // {'conflict'} when the sequence's record names another user.
-var ingestScript = redis.NewScript(luaLib + `
+var ingestScript = script.New(luaLib + `
 local had = redis.call('HGET', C, 'entries.id')
 if had and had ~= ARGV[3] then return {'stale'} end
 local live, st = join(ARGV[4], ARGV[5], ARGV[6], ARGV[7], '0') -- just stored: now
@@ -369,7 +373,7 @@ return {st or 'unknown', live, rank or -1, redis.call('ZCARD', W), stats[1] or '
 // units the user bought in the queue.
 // KEYS: the user's pointer, the user's bought count. ARGV: prefix.
 // Returns {seq or the empty string, status or the empty string, bought}.
-var lookupScript = redis.NewScript(`
+var lookupScript = script.New(`
 local bought = tonumber(redis.call('GET', KEYS[2]) or '0')
 local cur = redis.call('GET', KEYS[1])
 if not cur then return {'', '', bought} end
@@ -385,7 +389,7 @@ return {cur, redis.call('HGET', ARGV[1] .. 'e:' .. cur, 'status') or 'unknown', 
 // expired).
 // Returns {status, seq, rank, waiting, readyAt, expiresAt, tokenId, user,
 // rate, stock state, SKUs with units left, reason}.
-var pollScript = redis.NewScript(`
+var pollScript = script.New(`
 local prefix, seq = ARGV[1], ARGV[2]
 local r = redis.call('HMGET', prefix .. 'e:' .. seq, 'status', 'readyAt', 'expiresAt', 'tokenId', 'user', 'reason', 'alias')
 if r[7] then

@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"usher/shared/testenv"
 	"usher/shared/waitqueue"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestMain(m *testing.M) {
@@ -385,16 +390,27 @@ func TestAdmissionRateIsMeasured(t *testing.T) {
 	}
 }
 
-// Batched calls (what the gateway uses) answer exactly like direct ones.
+// Batched calls (what the gateway uses) answer exactly like direct ones,
+// and the calls of one script on one queue that wait together reach Redis
+// as one command (package script's many-call form).
 func TestBatchedCallsAnswerLikeDirectOnes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := waitqueue.New(testenv.Redis(t))
+	url, stop := testenv.RedisServer(t) // its own: the command count below is this test's alone
+	defer stop()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	direct, s := waitqueue.New(rdb), waitqueue.New(rdb)
 	s.EnableBatching()
 	go s.RunBatches(ctx, 2)
 	q := testenv.Name(t)
+	const n = 300
 	var wg sync.WaitGroup
-	for i := 1; i <= 300; i++ {
+	for i := 1; i <= n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -404,16 +420,46 @@ func TestBatchedCallsAnswerLikeDirectOnes(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	for i := 1; i <= 300; i += 37 {
-		e, err := s.Poll(ctx, q, uint64(i))
-		if err != nil || e.Position != int64(i) || e.Waiting != 300 {
-			t.Fatalf("Poll(%d) = %+v, %v; want position %d of 300", i, e, err, i)
-		}
-		c, err := s.Lookup(ctx, q, fmt.Sprintf("u%d", i))
-		if err != nil || !c.Found || c.Seq != uint64(i) || c.Status != waitqueue.Waiting {
-			t.Fatalf("Lookup(u%d) = %+v %v", i, c, err)
-		}
+	before := evalshaCalls(t, rdb)
+	for i := 1; i <= n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, err := s.Poll(ctx, q, uint64(i))
+			want, werr := direct.Poll(ctx, q, uint64(i))
+			if err != nil || werr != nil || !reflect.DeepEqual(e, want) || e.Position != int64(i) || e.Waiting != n {
+				t.Errorf("Poll(%d) = %+v, %v; direct %+v, %v; want position %d of %d", i, e, err, want, werr, i, n)
+			}
+			c, err := s.Lookup(ctx, q, fmt.Sprintf("u%d", i))
+			if err != nil || !c.Found || c.Seq != uint64(i) || c.Status != waitqueue.Waiting {
+				t.Errorf("Lookup(u%d) = %+v %v", i, c, err)
+			}
+		}()
 	}
+	wg.Wait()
+	// 2n batched calls and n direct polls: the batched ones went in fewer
+	// commands than calls.
+	if got := evalshaCalls(t, rdb) - before - n; got >= 2*n {
+		t.Errorf("%d batched script calls took %d EVALSHA commands; want them grouped", 2*n, got)
+	}
+}
+
+// evalshaCalls is how many EVALSHA commands Redis has run.
+func evalshaCalls(t *testing.T, rdb *redis.Client) int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(info, "cmdstat_evalsha:calls=")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // BenchmarkAdmitTick1000 is one admission tick that admits 1,000 shoppers:

@@ -1,0 +1,177 @@
+// Package script is a Lua script Redis can also run many times in one call.
+//
+// A busy gateway sends the same few scripts (a poll, a join's lookup and
+// ingest, the rate limit) for hundreds of shoppers of one queue at once.
+// Each EVALSHA costs Redis a command dispatch, a fresh Lua call with its
+// KEYS and ARGV tables and a reply, and costs the client the encoding of
+// the script's hash and every key: for a poll that is as much as the reads
+// the script does. Many wraps a script's source in a function and calls it
+// once per call of a batch, so n calls on one hash slot are one command.
+//
+// Each call still runs atomically and in order (the whole batch does, as
+// one script); a call that raises an error answers that error and the next
+// call runs, as it would have on its own. Keys must all hash to one slot,
+// which the caller groups by (Tag).
+package script
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Script is one Lua script and its many-call form.
+type Script struct {
+	*redis.Script
+	many *redis.Script
+}
+
+// New returns the script of src. src is run as the body of a function
+// whose KEYS and ARGV are the call's own.
+func New(src string) *Script {
+	return &Script{Script: redis.NewScript(src), many: redis.NewScript(manyPrologue + src + manyEpilogue)}
+}
+
+// The many-call form: ARGV[1] the number of calls, ARGV[2] the keys per
+// call (0: every call gets all of KEYS, which they share), ARGV[3] the
+// arguments per call, then each call's arguments in turn. A call that
+// returns nothing answers false (a nil reply), so the reply has a place per
+// call; one that raises an error answers it as an error reply.
+const manyPrologue = "local function one(KEYS, ARGV)\n"
+
+const manyEpilogue = `
+end
+local n, nk, na = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local out = {}
+for i = 0, n - 1 do
+  local k = KEYS
+  if nk > 0 then
+    k = {}
+    for j = 1, nk do k[j] = KEYS[i * nk + j] end
+  end
+  local a = {}
+  for j = 1, na do a[j] = ARGV[3 + i * na + j] end
+  local ok, r = pcall(one, k, a)
+  if not ok then
+    if type(r) ~= 'table' or not r.err then r = redis.error_reply(tostring(r)) end
+  elseif r == nil then
+    r = false
+  end
+  out[i + 1] = r
+end
+return out
+`
+
+// Call is one call of a script: its keys and arguments.
+type Call struct {
+	Keys []string
+	Args []any
+}
+
+// Tag is the hash tag of key (the part between the first '{' and the next
+// '}', Redis Cluster's rule), or "" when it has none: calls whose keys share
+// a non-empty tag can run as one.
+func Tag(key string) string {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return ""
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	if j <= 0 {
+		return ""
+	}
+	return key[i+1 : i+1+j]
+}
+
+// EvalShaMany queues on c one EVALSHA that runs s once per call, in order.
+// Every call must have as many keys and as many arguments as the first, and
+// every key one slot. Split reads the reply.
+func (s *Script) EvalShaMany(ctx context.Context, c redis.Scripter, calls []Call) *redis.Cmd {
+	keys, args := manyArgs(calls)
+	return s.many.EvalSha(ctx, c, keys, args...)
+}
+
+// RunMany is EvalShaMany sent on its own, loading the script when Redis
+// does not have it (after a restart or a failover).
+func (s *Script) RunMany(ctx context.Context, c redis.Scripter, calls []Call) *redis.Cmd {
+	keys, args := manyArgs(calls)
+	return s.many.Run(ctx, c, keys, args...)
+}
+
+// Load loads both forms.
+func (s *Script) Load(ctx context.Context, c redis.Scripter) error {
+	if err := s.Script.Load(ctx, c).Err(); err != nil {
+		return err
+	}
+	return s.many.Load(ctx, c).Err()
+}
+
+func manyArgs(calls []Call) ([]string, []any) {
+	shared := true
+	for _, c := range calls[1:] {
+		if !equal(c.Keys, calls[0].Keys) {
+			shared = false
+			break
+		}
+	}
+	nk := len(calls[0].Keys)
+	keys := calls[0].Keys
+	if !shared {
+		keys = make([]string, 0, nk*len(calls))
+		for _, c := range calls {
+			keys = append(keys, c.Keys...)
+		}
+	} else {
+		nk = 0
+	}
+	na := len(calls[0].Args)
+	args := make([]any, 0, 3+na*len(calls))
+	args = append(args, len(calls), nk, na)
+	for _, c := range calls {
+		args = append(args, c.Args...)
+	}
+	return keys, args
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Split gives each of the n calls of a many-call reply its own result, as
+// one EVALSHA of the script would have: a nil reply is redis.Nil, an error
+// reply that call's error, an error of the whole call every call's.
+func Split(ctx context.Context, cmd *redis.Cmd, n int) []*redis.Cmd {
+	out := make([]*redis.Cmd, n)
+	vals, err := cmd.Slice()
+	if err == nil && len(vals) != n {
+		err = errors.New("script: a reply of " + strconv.Itoa(len(vals)) + " results for " + strconv.Itoa(n) + " calls")
+	}
+	for i := range out {
+		c := redis.NewCmd(ctx)
+		switch {
+		case err != nil:
+			c.SetErr(err)
+		case vals[i] == nil:
+			c.SetErr(redis.Nil)
+		default:
+			if e, ok := vals[i].(error); ok {
+				c.SetErr(e)
+			} else {
+				c.SetVal(vals[i])
+			}
+		}
+		out[i] = c
+	}
+	return out
+}
