@@ -41,9 +41,11 @@ const Alias Status = "alias"
 
 // restoreScript recreates entry records that Redis lost.
 //
-// KEYS: stdKeys. ARGV: prefix, tombstoneTTL, then groups
-// of nine: seq, status, user, alias, tokenId, readyAtMs, expiresAtMs,
-// orderId, score (a waiting entry's score in line; empty: its sequence).
+// KEYS: stdKeys. ARGV: prefix, tombstoneTTL, then a group per record:
+// nine for any record — seq, status, user, alias, tokenId, readyAtMs,
+// expiresAtMs, orderId, score (a waiting entry's score in line; empty: its
+// sequence) — or three for an entry waiting in its FIFO place, most of a
+// line: seq, 'w', user.
 // Invariants: a record that exists is never touched (the gateway and the
 // admitter may be writing the same queue while a rebuild runs, and what they
 // wrote is newer); sorted sets only grow with NX, so nobody moves; the user
@@ -52,21 +54,45 @@ const Alias Status = "alias"
 // pre-queued entry goes into the pre-queue set (counting its version up, as
 // the join script does), unless the queue was drawn meanwhile: then it
 // queues FIFO, as the join script puts a pre-queue join after the draw.
-// Returns, for each group, 1 if it was created and 0 if it was kept. The
-// line and the admitted set get one ZADD per call and the counters one
-// HINCRBY, a record one HSET.
+// Returns, for each group, 1 if it was created and 0 if it was kept.
+//
+// A record costs one HSET (and an EXPIRE if finished); the rest is one
+// command per call: the line, the pre-queue and the admitted set get one
+// ZADD each, the counters one HINCRBY. Whether the records exist is one
+// EXISTS of them all (a wiped queue holds none; only when it holds some is
+// each asked on its own), and the users' pointers one MSETNX (none of them
+// exists: each is set to the user's latest sequence of the call, with the
+// tombstone TTL if that entry is finished, which is what setting them one
+// by one in any order leaves; if any exists, they are set one by one).
 var restoreScript = redis.NewScript(`
 local prefix, ttl = ARGV[1], tonumber(ARGV[2])
-local out, line, held, heldIdx = {}, {}, {}, {}
-local admitted, pre, drawn = 0, 0, nil
-for i = 3, #ARGV, 9 do
-  local seq, st, user, alias = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3]
-  local tok, ready, exp, ord, score = ARGV[i+4], ARGV[i+5], ARGV[i+6], ARGV[i+7], ARGV[i+8]
-  local e = prefix .. 'e:' .. seq
-  if redis.call('EXISTS', e) == 1 then
-    out[#out+1] = 0
+local ekeys, at = {}, {} -- each record's key, and where its group starts
+local i = 3
+while i <= #ARGV do
+  ekeys[#ekeys+1], at[#at+1] = prefix .. 'e:' .. ARGV[i], i
+  if ARGV[i+1] == 'w' then i = i + 3 else i = i + 9 end
+end
+local fresh = #ekeys == 0 or redis.call('EXISTS', unpack(ekeys)) == 0
+local out, line, pre, held, heldIdx, created = {}, {}, {}, {}, {}, {}
+local ptrs = {} -- user pointers to set: user, seq, finished, in record order
+local admitted, drawn = 0, nil
+for j = 1, #ekeys do
+  local i = at[j]
+  local seq, st, user = ARGV[i], ARGV[i+1], ARGV[i+2]
+  local alias, tok, ready, exp, ord, score = '', '', '', '', '', ''
+  if st == 'w' then
+    st = 'waiting'
   else
-    out[#out+1] = 1
+    alias, tok, ready, exp, ord, score = ARGV[i+3], ARGV[i+4], ARGV[i+5], ARGV[i+6], ARGV[i+7], ARGV[i+8]
+  end
+  local e = ekeys[j]
+  local exists
+  if fresh then exists = created[e] else exists = redis.call('EXISTS', e) == 1 end
+  if exists then
+    out[j] = 0
+  else
+    out[j] = 1
+    created[e] = true
     if alias ~= '' then
       redis.call('HSET', e, 'alias', alias, 'user', user)
     else
@@ -74,20 +100,23 @@ for i = 3, #ARGV, 9 do
         if drawn == nil then drawn = redis.call('HEXISTS', KEYS[4], 'drawn') == 1 end
         if drawn then st, score = 'waiting', '' end
       end
-      local h = {'status', st, 'user', user}
-      if tok ~= '' then
-        h[5], h[6], h[7], h[8], h[9], h[10] = 'tokenId', tok, 'readyAt', ready, 'expiresAt', exp
-        admitted = admitted + 1
+      if tok == '' and ord == '' then
+        redis.call('HSET', e, 'status', st, 'user', user)
+      else
+        local h = {'status', st, 'user', user}
+        if tok ~= '' then
+          h[5], h[6], h[7], h[8], h[9], h[10] = 'tokenId', tok, 'readyAt', ready, 'expiresAt', exp
+          admitted = admitted + 1
+        end
+        if ord ~= '' then h[#h+1], h[#h+2] = 'orderId', ord end
+        redis.call('HSET', e, unpack(h))
       end
-      if ord ~= '' then h[#h+1], h[#h+2] = 'orderId', ord end
-      redis.call('HSET', e, unpack(h))
       local finished = false
       if st == 'waiting' then
         if score == '' then score = seq end
         line[#line+1], line[#line+2] = score, seq
       elseif st == 'pre' then
-        redis.call('ZADD', prefix .. 'pre', 'NX', seq, seq)
-        pre = pre + 1
+        pre[#pre+1], pre[#pre+2] = seq, seq
       elseif st == 'admitted' then
         held[#held+1], held[#held+2] = exp, seq
         heldIdx[#heldIdx+1], heldIdx[#heldIdx+2] = seq, 'a'
@@ -95,30 +124,56 @@ for i = 3, #ARGV, 9 do
         redis.call('EXPIRE', e, ttl)
         finished = true
       end
-      if user ~= '' then
-        local uk = prefix .. 'u:' .. user
-        local moved = redis.call('SET', uk, seq, 'NX')
-        if not moved then
-          local cur = redis.call('GET', uk)
-          if tonumber(cur) < tonumber(seq) then moved = redis.call('SET', uk, seq) end
-        end
-        if moved and finished then redis.call('EXPIRE', uk, ttl) end
+      if user ~= '' then ptrs[#ptrs+1] = {user, seq, finished} end
+    end
+  end
+end
+if #ptrs > 0 then
+  -- Each user's latest entry of the call, in the order first seen.
+  local latest, users = {}, {}
+  for _, p in ipairs(ptrs) do
+    local cur = latest[p[1]]
+    if cur == nil then
+      users[#users+1] = p[1]
+      latest[p[1]] = p
+    elseif tonumber(cur[2]) < tonumber(p[2]) then
+      latest[p[1]] = p
+    end
+  end
+  local kv = {}
+  for _, u in ipairs(users) do kv[#kv+1], kv[#kv+2] = prefix .. 'u:' .. u, latest[u][2] end
+  if redis.call('MSETNX', unpack(kv)) == 1 then
+    for _, u in ipairs(users) do
+      if latest[u][3] then redis.call('EXPIRE', prefix .. 'u:' .. u, ttl) end
+    end
+  else
+    for _, p in ipairs(ptrs) do
+      local uk, seq = prefix .. 'u:' .. p[1], p[2]
+      local moved = redis.call('SET', uk, seq, 'NX')
+      if not moved then
+        local cur = redis.call('GET', uk)
+        if tonumber(cur) < tonumber(seq) then moved = redis.call('SET', uk, seq) end
       end
+      if moved and p[3] then redis.call('EXPIRE', uk, ttl) end
     end
   end
 end
 if #line > 0 then redis.call('ZADD', KEYS[1], 'NX', unpack(line)) end
+if #pre > 0 then
+  redis.call('ZADD', prefix .. 'pre', 'NX', unpack(pre))
+  redis.call('HINCRBY', KEYS[4], 'preVersion', #pre / 2)
+end
 if #held > 0 then
   redis.call('ZADD', KEYS[2], 'NX', unpack(held))
   redis.call('HSET', prefix .. 'held', unpack(heldIdx)) -- what each holds, for the stock-aware tick (see syncHeld)
 end
 if admitted > 0 then redis.call('HINCRBY', KEYS[4], 'admittedTotal', admitted) end
-if pre > 0 then redis.call('HINCRBY', KEYS[4], 'preVersion', pre) end
 return out
 `)
 
 // restoreBatch is how many records go into one script call: big enough to
-// amortise the round trip, small enough not to block Redis for long.
+// amortise the round trip, small enough not to block Redis for long (and
+// below what Lua's unpack takes: the script unpacks two values a record).
 const restoreBatch = 256
 
 // Restore writes records that Redis lost, in the order given, creating each
@@ -128,6 +183,10 @@ const restoreBatch = 256
 // admitter ticking meanwhile sees every held slot before it sees the line.
 // A user's pointer is set for entries of their own (not aliases), to the
 // latest sequence.
+//
+// The script calls go out in order, a round of them at a time on one
+// connection, so Redis applies them in the order given; the next round's
+// arguments are made while Redis runs the one before.
 func (s *Store) Restore(ctx context.Context, q string, recs []Record) (RestoreResult, error) {
 	res := RestoreResult{Created: map[Status]int{}}
 	if err := restoreScript.Load(ctx, s.rdb).Err(); err != nil {
@@ -135,42 +194,66 @@ func (s *Store) Restore(ctx context.Context, q string, recs []Record) (RestoreRe
 	}
 	k := keyspace.Of(q)
 	keys := stdKeys(k)
-	const pipelined = 16 // script calls per round trip
-	for len(recs) > 0 {
-		var calls [][]Record
-		for len(calls) < pipelined && len(recs) > 0 {
-			n := min(restoreBatch, len(recs))
-			calls = append(calls, recs[:n])
-			recs = recs[n:]
+	rounds := make(chan restoreRound, 1)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { // owned by this call: it ends when the records do or the call returns
+		defer close(done)
+		defer close(rounds)
+		for len(recs) > 0 {
+			var r restoreRound
+			for len(r.calls) < restorePipelined && len(recs) > 0 {
+				n := min(restoreBatch, len(recs))
+				r.calls = append(r.calls, recs[:n])
+				r.args = append(r.args, restoreArgs(k.Prefix(), s.ttl, recs[:n]))
+				recs = recs[n:]
+			}
+			select {
+			case rounds <- r:
+			case <-stop:
+				return
+			}
 		}
-		cmds := make([]*redis.Cmd, len(calls))
+	}()
+	defer func() { close(stop); <-done }()
+	for r := range rounds {
+		cmds := make([]*redis.Cmd, len(r.calls))
 		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, batch := range calls {
-				cmds[i] = restoreScript.EvalSha(ctx, p, keys, restoreArgs(k.Prefix(), s.ttl, batch)...)
+			for i, args := range r.args {
+				cmds[i] = restoreScript.EvalSha(ctx, p, keys, args...)
 			}
 			return nil
 		})
 		if err != nil {
 			return res, fmt.Errorf("restore %s: %w", q, err)
 		}
-		for i, batch := range calls {
+		for i, batch := range r.calls {
 			created, err := cmds[i].Int64Slice()
 			if err != nil {
 				return res, fmt.Errorf("restore %s: %w", q, err)
 			}
-			for j, r := range batch {
+			for j, rec := range batch {
 				switch {
 				case j >= len(created) || created[j] == 0:
 					res.Kept++
-				case r.Alias != 0:
+				case rec.Alias != 0:
 					res.Created[Alias]++
 				default:
-					res.Created[r.Status]++
+					res.Created[rec.Status]++
 				}
 			}
 		}
 	}
 	return res, nil
+}
+
+// restorePipelined is how many script calls go in one round trip.
+const restorePipelined = 16
+
+// restoreRound is one round trip of script calls: their records and
+// arguments.
+type restoreRound struct {
+	calls [][]Record
+	args  [][]any
 }
 
 func restoreArgs(prefix string, ttl int, batch []Record) []any {
@@ -187,6 +270,10 @@ func restoreArgs(prefix string, ttl int, batch []Record) []any {
 		}
 		if r.Score != 0 {
 			score = strconv.FormatFloat(r.Score, 'g', -1, 64) // exactly the double the live scripts wrote
+		}
+		if r.Status == Waiting && alias == "" && r.TokenID == "" && r.OrderID == "" && score == "" {
+			args = append(args, strconv.FormatUint(r.Seq, 10), "w", r.User)
+			continue
 		}
 		args = append(args, strconv.FormatUint(r.Seq, 10), string(r.Status), r.User, alias, r.TokenID, ready, exp, r.OrderID, score)
 	}
