@@ -25,10 +25,11 @@ type orderStore interface {
 }
 
 // recordWriter rewrites the Redis order records from the store and counts
-// finished orders per queue for the ops dashboard.
+// finished orders per queue for the ops dashboard (PutFinal: the final
+// record and the count in one round trip).
 type recordWriter interface {
 	Put(ctx context.Context, rec orders.Record) error
-	CountOutcome(ctx context.Context, queue, id string, status orders.Status) error
+	PutFinal(ctx context.Context, rec orders.Record) (countErr, err error)
 }
 
 // slots redeems tokens and frees admission slots in the waiting line.
@@ -371,8 +372,9 @@ func (w *worker) later(o orders.Order) (orders.Order, error) {
 }
 
 // finish closes the loop on a final order: a paid order's units counted
-// against the user's limit, the Redis record, the stock a failure gave
-// back, the event, and last the admission slot (the admitter
+// against the user's limit, the Redis record (and the dashboard's outcome
+// count, in the same round trip), the stock a failure gave back, the
+// event, and last the admission slot (the admitter
 // sees what is left and closes a sold-out queue). Every step is
 // idempotent, so a redelivery after a crash anywhere here repeats them
 // harmlessly.
@@ -386,8 +388,15 @@ func (w *worker) finish(ctx context.Context, req event.OrderRequested, o orders.
 			return err
 		}
 	}
-	if err := w.putRecord(ctx, o); err != nil {
+	// The final record, and the order counted for the dashboard (once per
+	// order however often it is finished: a redelivery counts nothing).
+	countErr, err := w.records.PutFinal(ctx, orders.RecordOf(o))
+	if err != nil {
 		return err
+	}
+	if countErr != nil {
+		// A dashboard figure: not worth redelivering a finished order for.
+		w.log.Warn("order outcome not counted", "order", o.ID, "queue", o.Queue, "err", countErr)
 	}
 	typ, subj, id := event.TypeOrderCompleted, event.OrderCompletedSubject(o.Queue), "completed/"+o.ID
 	if o.Status != orders.Paid {
@@ -417,10 +426,6 @@ func (w *worker) finish(ctx context.Context, req event.OrderRequested, o orders.
 	}
 	w.metrics.orders.WithLabelValues(string(o.Status)).Inc()
 	w.metrics.observeFinal(req, o, w.now())
-	if err := w.records.CountOutcome(ctx, o.Queue, o.ID, o.Status); err != nil {
-		// A dashboard figure: not worth redelivering a finished order for.
-		w.log.Warn("order outcome not counted", "order", o.ID, "queue", o.Queue, "err", err)
-	}
 	return nil
 }
 

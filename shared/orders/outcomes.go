@@ -37,6 +37,42 @@ func (r *Records) CountOutcome(ctx context.Context, queue, id string, status Sta
 	return nil
 }
 
+// PutFinal writes the record of a final order as the store has it (Put)
+// and counts its outcome (CountOutcome) in one round trip: the two come
+// back to back at the end of every order, and pipelined they cost one
+// write and one read on each end instead of two. (The record and the
+// queue's counts live under different hash tags, so they cannot share a
+// script; on a cluster the pipeline goes to each key's node.) It returns
+// the record's error as err and the count's apart as countErr: the counts
+// are for dashboards, a failed count is not a failed order.
+func (r *Records) PutFinal(ctx context.Context, rec Record) (countErr, err error) {
+	putKeys, putArgs := []string{recordKey(rec.ID)}, putArgsOf(rec, r.ttl)
+	k := keyspace.Of(rec.Queue)
+	countKeys, countArgs := []string{k.Outcomes(), k.Counted(rec.ID)}, []any{string(rec.Status), int(r.ttl.Seconds())}
+	var put, count *redis.Cmd
+	// The pipeline's own error is one of its commands'; each is read below.
+	_, _ = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		put = putScript.EvalSha(ctx, p, putKeys, putArgs...)
+		count = countScript.EvalSha(ctx, p, countKeys, countArgs...)
+		return nil
+	})
+	// A Redis that does not hold a script yet (restarted, flushed) is sent
+	// its text, as Script.Run does.
+	if redis.HasErrorPrefix(put.Err(), "NOSCRIPT") {
+		put = putScript.Eval(ctx, r.rdb, putKeys, putArgs...)
+	}
+	if redis.HasErrorPrefix(count.Err(), "NOSCRIPT") {
+		count = countScript.Eval(ctx, r.rdb, countKeys, countArgs...)
+	}
+	if err := count.Err(); err != nil {
+		countErr = fmt.Errorf("count order outcome %s: %w", rec.ID, err)
+	}
+	if err := put.Err(); err != nil {
+		return countErr, fmt.Errorf("put order record %s: %w", rec.ID, err)
+	}
+	return countErr, nil
+}
+
 // Outcomes returns queue's finished orders by final status (only the
 // statuses seen so far).
 func (r *Records) Outcomes(ctx context.Context, queue string) (map[Status]int64, error) {

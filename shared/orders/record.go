@@ -118,13 +118,17 @@ func (r *Records) Get(ctx context.Context, id string) (Record, bool, error) {
 
 // Put writes the record as the store has it (see putScript).
 func (r *Records) Put(ctx context.Context, rec Record) error {
-	err := putScript.Run(ctx, r.rdb, []string{recordKey(rec.ID)},
-		rec.Owner, rec.Fingerprint, rec.Queue, rec.SKU, rec.Quantity, string(rec.Status), rec.Reason, rec.PaymentID,
-		int(r.ttl.Seconds())).Err()
+	err := putScript.Run(ctx, r.rdb, []string{recordKey(rec.ID)}, putArgsOf(rec, r.ttl)...).Err()
 	if err != nil {
 		return fmt.Errorf("put order record %s: %w", rec.ID, err)
 	}
 	return nil
+}
+
+// putArgsOf is putScript's ARGV for rec.
+func putArgsOf(rec Record, ttl time.Duration) []any {
+	return []any{rec.Owner, rec.Fingerprint, rec.Queue, rec.SKU, rec.Quantity, string(rec.Status), rec.Reason, rec.PaymentID,
+		int(ttl.Seconds())}
 }
 
 // RecordOf is the record of an order as the store has it.
