@@ -74,7 +74,8 @@ while i <= #ARGV do
 end
 local fresh = #ekeys == 0 or redis.call('EXISTS', unpack(ekeys)) == 0
 local out, line, pre, held, heldIdx, created = {}, {}, {}, {}, {}, {}
-local ptrs = {} -- user pointers to set: user, seq, finished, in record order
+-- User pointers to set, in record order: user, seq and finished (nil: not).
+local pu, ps, pf = {}, {}, {}
 local admitted, drawn = 0, nil
 for j = 1, #ekeys do
   local i = at[j]
@@ -124,37 +125,41 @@ for j = 1, #ekeys do
         redis.call('EXPIRE', e, ttl)
         finished = true
       end
-      if user ~= '' then ptrs[#ptrs+1] = {user, seq, finished} end
+      if user ~= '' then
+        local n = #pu + 1
+        pu[n], ps[n] = user, seq
+        if finished then pf[n] = true end
+      end
     end
   end
 end
-if #ptrs > 0 then
-  -- Each user's latest entry of the call, in the order first seen.
+if #pu > 0 then
+  -- Each user's latest entry of the call (its index), in the order first seen.
   local latest, users = {}, {}
-  for _, p in ipairs(ptrs) do
-    local cur = latest[p[1]]
+  for n = 1, #pu do
+    local cur = latest[pu[n]]
     if cur == nil then
-      users[#users+1] = p[1]
-      latest[p[1]] = p
-    elseif tonumber(cur[2]) < tonumber(p[2]) then
-      latest[p[1]] = p
+      users[#users+1] = pu[n]
+      latest[pu[n]] = n
+    elseif tonumber(ps[cur]) < tonumber(ps[n]) then
+      latest[pu[n]] = n
     end
   end
   local kv = {}
-  for _, u in ipairs(users) do kv[#kv+1], kv[#kv+2] = prefix .. 'u:' .. u, latest[u][2] end
+  for _, u in ipairs(users) do kv[#kv+1], kv[#kv+2] = prefix .. 'u:' .. u, ps[latest[u]] end
   if redis.call('MSETNX', unpack(kv)) == 1 then
     for _, u in ipairs(users) do
-      if latest[u][3] then redis.call('EXPIRE', prefix .. 'u:' .. u, ttl) end
+      if pf[latest[u]] then redis.call('EXPIRE', prefix .. 'u:' .. u, ttl) end
     end
   else
-    for _, p in ipairs(ptrs) do
-      local uk, seq = prefix .. 'u:' .. p[1], p[2]
+    for n = 1, #pu do
+      local uk, seq = prefix .. 'u:' .. pu[n], ps[n]
       local moved = redis.call('SET', uk, seq, 'NX')
       if not moved then
         local cur = redis.call('GET', uk)
         if tonumber(cur) < tonumber(seq) then moved = redis.call('SET', uk, seq) end
       end
-      if moved and p[3] then redis.call('EXPIRE', uk, ttl) end
+      if moved and pf[n] then redis.call('EXPIRE', uk, ttl) end
     end
   end
 end
