@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -127,14 +128,53 @@ func (a *api) app() *fiber.App {
 	admin.Get("/ops", a.opsSnapshotJSON)
 	admin.Get("/ops/stream", a.opsStream)
 
-	notFound := func(c *fiber.Ctx) error {
-		return problem.New(fiber.StatusNotFound, "not-found", "no such resource")
-	}
-	app.Use(notFound)
+	app.Use(notFound(app))
 	if a.admin != nil {
-		a.admin.Use(notFound)
+		a.admin.Use(notFound(a.admin))
 	}
 	return app
+}
+
+// notFound answers a request no route took: 405 with Allow when its path
+// is a resource of app under other methods (RFC 9110 §15.5.6), else 404.
+func notFound(app *fiber.App) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		if allow := allowed(app, c.Path()); allow != "" {
+			c.Set(fiber.HeaderAllow, allow)
+			return problem.New(fiber.StatusMethodNotAllowed, "method-not-allowed",
+				c.Method()+" is not a method of "+c.Path()+"; it allows "+allow)
+		}
+		return problem.New(fiber.StatusNotFound, "not-found", "no such resource")
+	}
+}
+
+// allowed lists the methods app's routes take at path, "" when none does.
+func allowed(app *fiber.App, path string) string {
+	var methods []string
+	for _, r := range app.GetRoutes(true) {
+		if routeMatches(r.Path, path) && !slices.Contains(methods, r.Method) {
+			methods = append(methods, r.Method)
+		}
+	}
+	slices.Sort(methods)
+	return strings.Join(methods, ", ")
+}
+
+// routeMatches reports whether path is one of route's (fiber's spelling:
+// ':name' is one segment, '*' the rest; a trailing slash is ignored, as the
+// router does).
+func routeMatches(route, path string) bool {
+	rs := strings.Split(strings.TrimSuffix(route, "/"), "/")
+	ps := strings.Split(strings.TrimSuffix(path, "/"), "/")
+	for i, r := range rs {
+		if r == "*" {
+			return true
+		}
+		if i >= len(ps) || (ps[i] != r && (!strings.HasPrefix(r, ":") || ps[i] == "")) {
+			return false
+		}
+	}
+	return len(rs) == len(ps)
 }
 
 // writeError is the one place where errors become responses: a Problem is

@@ -506,3 +506,31 @@ func FuzzAuthorization(f *testing.F) {
 		}
 	})
 }
+
+// A method a path does not take is 405 with Allow naming the ones it does
+// (RFC 9110 §15.5.6), whatever the path's parameters; a path that is no
+// resource is 404. Both are problem documents (and the contract checks
+// them against the document, x-usher-other-methods).
+func TestAWrongMethodIs405WithAllow(t *testing.T) {
+	h := newHarness(t)
+	for _, tt := range []struct{ method, path, allow string }{
+		{"PUT", "/v1/queues/" + h.queue + "/tickets", "POST"},
+		{"GET", "/v1/queues/" + h.queue + "/tickets", "POST"},
+		{"HEAD", "/v1/queues/" + h.queue + "/tickets", "POST"},
+		{"POST", "/v1/queues/" + h.queue, "GET, HEAD"},
+		{"PATCH", "/v1/queues/any-queue/tickets/t.x", "DELETE, GET, HEAD"},
+		{"DELETE", "/v1/orders", "POST"},
+		{"POST", "/v1/admin/queues/" + h.queue + "/notice", "DELETE, PUT"},
+		{"POST", "/healthz", "GET, HEAD"},
+	} {
+		r := h.do(tt.method, tt.path, "", map[string]string{"Authorization": "Bearer secret-admin"}) // the admin API asks who first
+		if r.status != 405 || r.header.Get("Allow") != tt.allow || (tt.method != "HEAD" && (!isProblem(r) || r.str("type") != "https://usher.dev/problems/method-not-allowed")) {
+			t.Errorf("%s %s = %d, Allow %q, %s; want 405, Allow %q, a method-not-allowed problem", tt.method, tt.path, r.status, r.header.Get("Allow"), r.raw, tt.allow)
+		}
+	}
+	for _, path := range []string{"/v1/nowhere", "/v1/queues/" + h.queue + "/tickets/t.x/extra", "/v1/queues//tickets"} {
+		if r := h.do("POST", path, "", nil); r.status != 404 || r.str("type") != "https://usher.dev/problems/not-found" {
+			t.Errorf("POST %s = %d %s, want 404 not-found", path, r.status, r.raw)
+		}
+	}
+}

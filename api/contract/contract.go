@@ -12,8 +12,8 @@
 //     malformed header) must be answered 4xx: a service that accepts what
 //     the document says it refuses has drifted from it.
 //   - A path or method the document does not give the service must be
-//     answered 404 not-found (405 on the notifier's events path), as a
-//     problem document.
+//     answered 404 not-found, or 405 method-not-allowed on a path whose
+//     x-usher-other-methods says so, as a problem document.
 //   - A problem document's type must be one of the slugs its response lists
 //     in x-usher-problem-types, and its status the response's.
 //   - A request body is read as JSON whatever its Content-Type says (as the
@@ -216,7 +216,7 @@ func (d *Doc) Check(service string, req *http.Request, reqBody []byte, res *http
 // catch-all answer: 404 not-found, or 405 on a known path that says so.
 func (d *Doc) checkUnknown(service, tmpl string, req *http.Request, res *http.Response, body []byte) error {
 	want, slug := http.StatusNotFound, "not-found"
-	if tmpl != "" && d.pathExtension(tmpl, "x-usher-other-methods") != nil && req.Method != http.MethodHead {
+	if tmpl != "" && d.pathExtension(tmpl, "x-usher-other-methods") != nil {
 		want, slug = http.StatusMethodNotAllowed, "method-not-allowed"
 	}
 	where := fmt.Sprintf("%s %s (not in the document for the %s)", req.Method, req.URL.Path, service)
