@@ -87,7 +87,7 @@ var lineReads = []string{
 // the rate limiter's scripts call (every redis.call in shared/: a test
 // keeps this list complete).
 var lineWrites = []string{
-	"expire", "persist", "set", "incrby",
+	"expire", "persist", "set", "msetnx", "incrby", // msetnx: a rebuild sets the users' pointers at once (restoreScript)
 	"hset", "hsetnx", "hdel", "hincrby",
 	"zadd", "zrem", "zremrangebyscore",
 	"sadd", "srem", // a drop's invite codes (Store.AddInvites, UseInvite)
