@@ -30,7 +30,8 @@ type Script struct {
 }
 
 // New returns the script of src. src is run as the body of a function
-// whose KEYS and ARGV are the call's own.
+// whose KEYS and ARGV are the call's own, so it has no shebang line
+// (flags such as no-writes apply to a whole script, not to one call).
 func New(src string) *Script {
 	return &Script{Script: redis.NewScript(src), many: redis.NewScript(manyPrologue + src + manyEpilogue)}
 }
