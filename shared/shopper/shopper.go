@@ -49,10 +49,12 @@ type View struct {
 	Token              string
 	ReadyAt, ExpiresAt time.Time
 	Reason             string // Closed: why (closed, sold_out, …)
-	// Stock is the queue's stock state for a shopper still waiting:
-	// available, held (the last units are with shoppers ahead and may come
-	// back) or sold_out; "" when the queue does not follow stock. SKUs
-	// lists the queue's SKUs that have units left.
+	// Stock is the queue's stock state for a shopper waiting, admitted or
+	// READY: available, held (the last units are with shoppers ahead and
+	// may come back) or sold_out; "" when the queue does not follow stock
+	// or the store has reported none yet. SKUs lists the queue's SKUs that
+	// have units left (not claimed by orders in flight): a READY shopper
+	// can order those.
 	Stock string
 	SKUs  []string
 	// OpensAt is when a PRE_QUEUE shopper's drop opens (and is drawn).
@@ -94,10 +96,11 @@ func Of(e waitqueue.Entry, cfg catalog.Config, user string, now time.Time, keys 
 			v.Position = e.Waiting + 1
 		}
 		v.ETA, v.ETAKnown = waitqueue.ETA(v.Position, e.Rate)
-		if e.Stock != waitqueue.StockUnknown {
-			v.Stock, v.SKUs = e.Stock, e.SKUs
-		}
+		v.Stock, v.SKUs = stockOf(e)
 	case waitqueue.Admitted:
+		// The stock too: a READY shopper of a queue of variants chooses
+		// one, and must see those that ran out while they waited.
+		v.Stock, v.SKUs = stockOf(e)
 		if now.Before(e.ReadyAt) {
 			v.Status, v.Position, v.ETA, v.ETAKnown = Waiting, 1, 0, true
 			v.Admitted, v.ReadyAt = true, e.ReadyAt
@@ -118,6 +121,15 @@ func Of(e waitqueue.Entry, cfg catalog.Config, user string, now time.Time, keys 
 		return v, fmt.Errorf("unexpected entry status %q", e.Status)
 	}
 	return v, nil
+}
+
+// stockOf is the stock a shopper in line or admitted is told: the line's
+// figures, none while the store has reported nothing (StockUnknown).
+func stockOf(e waitqueue.Entry) (string, []string) {
+	if e.Stock == waitqueue.StockUnknown {
+		return "", nil
+	}
+	return e.Stock, e.SKUs
 }
 
 // Token is the entry token of an admitted entry of queue q, for user:

@@ -26,6 +26,9 @@ func TestOfSaysWhatTheLineHolds(t *testing.T) {
 		ReadyAt: now.Add(-time.Second), ExpiresAt: now.Add(time.Minute)}
 	early := admitted
 	early.ReadyAt = now.Add(time.Second)
+	// A stock-aware queue's figures come with every read of the line.
+	stocked := early
+	stocked.Stock, stocked.SKUs = waitqueue.StockAvailable, []string{"shoe-41"}
 	tests := []struct {
 		name string
 		e    waitqueue.Entry
@@ -49,6 +52,12 @@ func TestOfSaysWhatTheLineHolds(t *testing.T) {
 			shopper.View{Status: shopper.Closed, Waiting: 9, Reason: "ended"}},
 		{"admitted, before readyAt: first in line", early, open,
 			shopper.View{Status: shopper.Waiting, Position: 1, Waiting: 3, ETAKnown: true, Admitted: true, ReadyAt: early.ReadyAt}},
+		{"admitted, before readyAt, in a stock-aware queue: the stock too", stocked, open,
+			shopper.View{Status: shopper.Waiting, Position: 1, Waiting: 3, ETAKnown: true, Admitted: true, ReadyAt: early.ReadyAt,
+				Stock: "available", SKUs: []string{"shoe-41"}}},
+		{"waiting before the store reported any stock: none said", waitqueue.Entry{Status: waitqueue.Waiting, Position: 4, Waiting: 9,
+			Stock: waitqueue.StockUnknown}, open,
+			shopper.View{Status: shopper.Waiting, Position: 4, Waiting: 9}},
 		{"expired", waitqueue.Entry{Status: waitqueue.Expired}, open, shopper.View{Status: shopper.Expired}},
 		{"used", waitqueue.Entry{Status: waitqueue.Used}, open, shopper.View{Status: shopper.Used}},
 		{"left", waitqueue.Entry{Status: waitqueue.Left}, open, shopper.View{Status: shopper.Left}},
@@ -69,6 +78,18 @@ func TestOfSaysWhatTheLineHolds(t *testing.T) {
 	}
 	if v, err := shopper.Of(admitted, ended, "alice", now, keys); err != nil || v.Status != shopper.Ready {
 		t.Fatalf("Of(admitted) once closesAt passed = %+v, %v; want READY: a token handed out stays good until it expires", v, err)
+	}
+	// READY in a stock-aware queue says which SKUs have units left, so the
+	// shopper does not choose one that ran out while they waited.
+	stocked.ReadyAt = admitted.ReadyAt
+	if v, err := shopper.Of(stocked, open, "alice", now, keys); err != nil || v.Status != shopper.Ready ||
+		v.Stock != "available" || !reflect.DeepEqual(v.SKUs, []string{"shoe-41"}) {
+		t.Errorf("Of(admitted) in a stock-aware queue = %+v, %v; want READY with stock available and skus [shoe-41]", v, err)
+	}
+	unknown := admitted
+	unknown.Stock = waitqueue.StockUnknown
+	if v, err := shopper.Of(unknown, open, "alice", now, keys); err != nil || v.Status != shopper.Ready || v.Stock != "" || v.SKUs != nil {
+		t.Errorf("Of(admitted) before the store reported stock = %+v, %v; want READY without stock", v, err)
 	}
 	again, _ := shopper.Of(admitted, open, "alice", now.Add(time.Second), keys)
 	if again.Token != v.Token {
