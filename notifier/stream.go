@@ -54,6 +54,9 @@ type (
 		Token     string    `json:"token"`
 		ReadyAt   time.Time `json:"readyAt"`
 		ExpiresAt time.Time `json:"expiresAt"`
+		// The stock of a stock-aware queue, as a READY poll says it.
+		Stock string   `json:"stock,omitempty"`
+		SKUs  []string `json:"skusAvailable,omitempty"`
 	}
 	closedData struct {
 		Reason string `json:"reason"`
@@ -511,7 +514,9 @@ func (st *stream) push() (done bool, err error) {
 }
 
 // ready sends READY with the entry token, minted by shopper.Of from the
-// admission the line holds, exactly as the gateway's poll does.
+// admission the line holds, exactly as the gateway's poll does, and the
+// stock of a stock-aware queue as the line held it with the admission
+// (the page offers only the variants with units left).
 func (st *stream) ready(e waitqueue.Entry, now time.Time) error {
 	cfg, _ := st.queues.Get(st.c.queue)
 	v, err := shopper.Of(e, cfg, st.user, now, st.keys)
@@ -521,7 +526,7 @@ func (st *stream) ready(e waitqueue.Entry, now time.Time) error {
 	if v.Status != shopper.Ready {
 		return fmt.Errorf("admission of %s/%d is %s at READY", st.c.queue, st.c.seq, v.Status)
 	}
-	data, _ := json.Marshal(readyData{Token: v.Token, ReadyAt: v.ReadyAt.UTC(), ExpiresAt: v.ExpiresAt.UTC()})
+	data, _ := json.Marshal(readyData{Token: v.Token, ReadyAt: v.ReadyAt.UTC(), ExpiresAt: v.ExpiresAt.UTC(), Stock: v.Stock, SKUs: v.SKUs})
 	if err := st.send("ready", data); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -523,6 +524,31 @@ func TestStockEventsAndAnImmediateSoldOutClose(t *testing.T) {
 	w.configure(func(c *catalog.Config) { c.State, c.ClosedReason = catalog.StateClosed, catalog.ReasonSoldOut })
 	if got := decode[closedData](t, bob.until("closed", 5*time.Second)); got.Reason != "sold_out" {
 		t.Fatalf("closed = %+v, want sold_out", got)
+	}
+}
+
+// READY in a stock-aware queue of variants says which have units left, as
+// a READY poll does: the shopper chooses among those, not one that ran out
+// while they waited.
+func TestReadyInAStockAwareQueueSaysWhatIsLeft(t *testing.T) {
+	w := newWorld(t)
+	w.configure(func(c *catalog.Config) { c.SKUs = []string{"shoe-41", "shoe-42"} })
+	n := w.start()
+	ctx := context.Background()
+	if err := w.line.SetStock(ctx, w.queue, true, waitqueue.StockLevel{SKU: "shoe-41", Available: 2, Version: 1},
+		waitqueue.StockLevel{SKU: "shoe-42", Available: 0, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	tk := w.join(1, "alice")
+	testenv.Applied(t, w.line, w.queue, w.epoch, 1<<40)
+	if r := testenv.Tick(t, w.line, w.queue, waitqueue.Tick{Epoch: w.epoch, TargetActive: 5, TickLength: 10 * time.Millisecond,
+		TokenTTL: time.Minute, StockAware: true}); r.Admitted != 1 {
+		t.Fatalf("tick = %+v, want alice admitted", r)
+	}
+	s := open(t, n.url(w.queue, tk), "")
+	r := decode[readyData](t, s.until("ready", 10*time.Second))
+	if r.Token == "" || r.Stock != "available" || !slices.Equal(r.SKUs, []string{"shoe-41"}) {
+		t.Errorf("ready = %+v, want a token, stock available and skusAvailable [shoe-41]", r)
 	}
 }
 
