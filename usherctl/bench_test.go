@@ -139,8 +139,7 @@ func publishEach(b *testing.B, js jetstream.JetStream, n int, msg func(i int) (s
 	wait()
 }
 
-// redisCPUTime is the CPU time (user and system) Redis has used so far,
-// from INFO cpu.
+// redisCPUTime is the CPU time Redis at url has used so far.
 func redisCPUTime(b *testing.B, url string) time.Duration {
 	b.Helper()
 	rdb, err := waitqueue.DialURL(url, 1)
@@ -148,21 +147,7 @@ func redisCPUTime(b *testing.B, url string) time.Duration {
 		b.Fatal(err)
 	}
 	defer rdb.Close()
-	info, err := rdb.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatalf("INFO cpu %s: %v", line, err)
-			}
-			total += f
-		}
-	}
-	return time.Duration(total * float64(time.Second))
+	return testenv.RedisCPU(b, rdb)
 }
 
 func flush(b *testing.B, url string) {

@@ -3,11 +3,8 @@ package waitqueue_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"usher/shared/testenv"
 	"usher/shared/waitqueue"
@@ -36,7 +33,7 @@ func BenchmarkRestore(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		q := testenv.Name(b)
-		before := redisCPU(b, rdb)
+		before := testenv.RedisCPU(b, rdb)
 		b.StartTimer()
 		res, err := s.Restore(ctx, q, recs)
 		if err != nil {
@@ -46,7 +43,7 @@ func BenchmarkRestore(b *testing.B) {
 			b.Fatalf("Restore = %+v, want %d waiting created", res, n-20)
 		}
 		b.StopTimer()
-		cpu += redisCPU(b, rdb) - before
+		cpu += testenv.RedisCPU(b, rdb) - before
 		if err := rdb.Eval(ctx, "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('UNLINK', k) end return 0", nil,
 			"usher:{"+q+"}:*").Err(); err != nil {
 			b.Fatal(err)
@@ -55,25 +52,4 @@ func BenchmarkRestore(b *testing.B) {
 	}
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(n*b.N), "redis-µs/record")
-}
-
-// redisCPU is the CPU time Redis has used so far (INFO cpu, user and
-// system).
-func redisCPU(b *testing.B, rdb redis.UniversalClient) time.Duration {
-	b.Helper()
-	info, err := rdb.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatalf("INFO cpu %s: %v", line, err)
-			}
-			total += f
-		}
-	}
-	return time.Duration(total * float64(time.Second))
 }

@@ -7,8 +7,6 @@ import (
 	"os"
 	"reflect"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -420,7 +418,7 @@ func TestBatchedCallsAnswerLikeDirectOnes(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	before := evalshaCalls(t, rdb)
+	before := testenv.RedisCalls(t, rdb, "evalsha")
 	for i := 1; i <= n; i++ {
 		wg.Add(1)
 		go func() {
@@ -439,27 +437,9 @@ func TestBatchedCallsAnswerLikeDirectOnes(t *testing.T) {
 	wg.Wait()
 	// 2n batched calls and n direct polls: the batched ones went in fewer
 	// commands than calls.
-	if got := evalshaCalls(t, rdb) - before - n; got >= 2*n {
+	if got := testenv.RedisCalls(t, rdb, "evalsha") - before - n; got >= 2*n {
 		t.Errorf("%d batched script calls took %d EVALSHA commands; want them grouped", 2*n, got)
 	}
-}
-
-// evalshaCalls is how many EVALSHA commands Redis has run.
-func evalshaCalls(t *testing.T, rdb *redis.Client) int {
-	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(info, "cmdstat_evalsha:calls=")
-	if !ok {
-		return 0
-	}
-	n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // BenchmarkAdmitTick1000 is one admission tick that admits 1,000 shoppers:
