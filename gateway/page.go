@@ -40,8 +40,14 @@ type pageData struct {
 	// Sells: the queue sells its SKUs through usher's orders, so READY
 	// offers the order form. A queue with neither sku nor skus sells
 	// nothing here: its entry token is for the shop's own checkout.
-	Sells  bool
-	CSSURL string // a shop's own stylesheet, loaded after ours
+	Sells bool
+	// Stocked: READY in a stock-aware queue whose stock the line knows,
+	// with Left the SKUs that have units left (skusAvailable). The form
+	// shows a variant not among them sold out and cannot choose it; with
+	// none left the page says so instead (see NothingLeft).
+	Stocked bool
+	Left    []string
+	CSSURL  string // a shop's own stylesheet, loaded after ours
 
 	L      *pageLang
 	Lang   string         // <html lang>
@@ -113,8 +119,47 @@ func orderable(variants []string, sku string) bool {
 
 // Chosen reports whether the order form names its SKU already: always
 // on a queue with one SKU, once a variant is chosen on one with several.
-// READY focuses the order button then, else the choice.
 func (d pageData) Chosen() bool { return len(d.Variants) == 0 || d.SKU != "" }
+
+// SoldOut reports whether READY knows sku has no units left.
+func (d pageData) SoldOut(sku string) bool { return d.Stocked && !slices.Contains(d.Left, sku) }
+
+// Choice is the variant the order form shows chosen: the one chosen,
+// unless it sold out.
+func (d pageData) Choice() string {
+	if d.SoldOut(d.SKU) {
+		return ""
+	}
+	return d.SKU
+}
+
+// NothingLeft reports whether READY knows nothing the form could order
+// has units left: every variant (or the one SKU) sold out.
+func (d pageData) NothingLeft() bool {
+	if !d.Sells || !d.Stocked {
+		return false
+	}
+	if len(d.Variants) == 0 {
+		return d.SoldOut(d.SKU)
+	}
+	return !slices.ContainsFunc(d.Variants, func(v string) bool { return !d.SoldOut(v) })
+}
+
+// FocusOn is what READY focuses: the order button once the order names
+// its SKU, else the variant's choice; the heading when there is no order
+// to place (a queue that sells nothing here, or nothing left). "" when
+// nothing takes the focus.
+func (d pageData) FocusOn() string {
+	switch {
+	case !d.Focus:
+		return ""
+	case !d.Sells || d.NothingLeft():
+		return "heading"
+	case len(d.Variants) > 0 && d.Choice() == "":
+		return "variant"
+	}
+	return "order"
+}
 
 // Show is the visibility of a section: shown when it is the page's; the
 // waiting section is also what page.js shows while it joins, so on the

@@ -242,6 +242,55 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 		ordered(nojs, "skus-nojs", "shoe-41")
 	})
 
+	t.Run("variants sold out", func(t *testing.T) {
+		// A stock-aware queue of variants: READY shows a variant that ran
+		// out while the shopper waited as sold out, and it cannot be
+		// chosen (not even as ?sku= named it), with and without
+		// JavaScript; once nothing is left the page says so instead of the
+		// form, with the focus on the heading — page.js by itself, from
+		// its polls.
+		axe := axeSource(t)
+		q := queue(t, "soldout", `{"targetActive": 5, "skus": ["shoe-41", "shoe-42", "shoe-43"], "rateLimit": `+limitsOff+`}`)
+		q.join("first")
+		js := newTab(t, browserCtx, true, nil)
+		js.open(base + "/q/" + q.queue + "?user=soldout-js&sku=shoe-42")
+		js.waitStatus("WAITING")
+		nojs := newTab(t, browserCtx, false, nil)
+		nojs.open(base + "/q/" + q.queue + "?user=soldout-nojs&sku=shoe-42")
+		nojs.submit(`#join button`, "WAITING")
+		q.admitWithStock(1, map[string]int64{"shoe-41": 3, "shoe-42": 0, "shoe-43": 1})
+		js.waitStatus("READY")
+		nojs.submit(`#waiting form button`, "READY")
+		for _, tab := range []*pageTab{js, nojs} {
+			tab.expectSoon(`document.activeElement.id`, "variant")
+			tab.expect(`[...document.getElementById('variant').options].map((o) => o.value + (o.disabled ? ':off' : '')).join()`, ",shoe-41,shoe-42:off,shoe-43")
+			tab.expect(`document.querySelector('#variant option[value="shoe-42"]').textContent`, "shoe-42 (sold out)")
+			tab.expect(`document.getElementById('variant').value`, "")
+			tab.expect(`!document.getElementById('order-form').hidden && document.getElementById('sold-out').textContent === ''`, true)
+		}
+		shoot(t, js.ctx, shots, "soldout-ready.png")
+		js.axe(axe, "js-ready-soldout")
+		nojs.axe(axe, "nojs-ready-soldout")
+
+		q.admitWithStock(2, map[string]int64{"shoe-41": 0, "shoe-42": 0, "shoe-43": 0})
+		nojs.submit(`#ready form:not(#order-form) button`, "READY") // check my place
+		const nothing = "Sold out: everything was sold while you waited, so there is nothing left to order."
+		testenv.Eventually(t, 30*time.Second, func() error {
+			if got := js.eval(`document.getElementById('sold-out').textContent`); got != nothing {
+				return fmt.Errorf("%q", got)
+			}
+			return nil
+		}, "the JavaScript page's #sold-out once nothing is left, want %q", nothing)
+		for _, tab := range []*pageTab{js, nojs} {
+			tab.expect(`document.getElementById('order-form').hidden && getComputedStyle(document.getElementById('order-form')).display === 'none'`, true)
+			tab.expect(`document.getElementById('sold-out').textContent`, nothing)
+			tab.expectSoon(`document.activeElement.id`, "ready-title")
+		}
+		shoot(t, js.ctx, shots, "soldout-nothing-left.png")
+		js.axe(axe, "js-ready-nothing-left")
+		nojs.axe(axe, "nojs-ready-nothing-left")
+	})
+
 	t.Run("axe", func(t *testing.T) {
 		axe := axeSource(t)
 		js := newTab(t, browserCtx, true, nil)

@@ -237,6 +237,7 @@ func (a *api) withPlace(d pageData, p place) pageData {
 		}
 	case "READY":
 		d.Section, d.Focus = "ready", true
+		d.Stocked, d.Left = p.Stock != "", p.SKUs
 		title = l.T("ready.heading")
 		if p.ExpiresAt != nil {
 			left := l.duration(int64(max(p.ExpiresAt.Sub(now), 0) / time.Second))

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"html"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"usher/shared/orders"
 	"usher/shared/testenv"
+	"usher/shared/waitqueue"
 )
 
 // postForm posts the page's form fields as a browser does (same origin).
@@ -375,6 +379,76 @@ func TestPageEndings(t *testing.T) {
 		d := endedAs(pageData{L: en}, tt.status, tt.reason)
 		if d.Section != "ended" || d.EndTitle != tt.title || d.EndText != tt.text || d.Rejoin != tt.rejoin {
 			t.Errorf("%s %s: %q / %q / rejoin %v", tt.status, tt.reason, d.EndTitle, d.EndText, d.Rejoin)
+		}
+	}
+}
+
+// admitWithStock records the stock of the queue's SKUs (version v: each
+// report newer than the last) and admits with a stock-aware tick, as the
+// admitter does: the line's figures then name the SKUs with units left.
+func (h *harness) admitWithStock(v int64, avail map[string]int64) {
+	h.t.Helper()
+	var levels []waitqueue.StockLevel
+	for sku, n := range avail {
+		levels = append(levels, waitqueue.StockLevel{SKU: sku, Available: n, Version: v})
+	}
+	if err := h.line.SetStock(context.Background(), h.queue, true, levels...); err != nil {
+		h.t.Fatal(err)
+	}
+	testenv.Applied(h.t, h.line, h.queue, h.api.epoch(), 1<<40)
+	testenv.Tick(h.t, h.line, h.queue, waitqueue.Tick{Epoch: h.api.epoch(), TargetActive: 5, TickLength: 10 * time.Millisecond,
+		TokenTTL: time.Minute, StockAware: true})
+	time.Sleep(10 * time.Millisecond) // past every readyAt of the tick
+}
+
+// A READY shopper of a stock-aware queue of variants sees which ran out
+// while they waited: the poll says which have units left, and the order
+// form shows the others disabled and labelled sold out (in the page's
+// language), not chosen even when ?sku= named one; with none left the
+// page says so, with the focus on it, instead of a form that cannot
+// succeed.
+func TestReadyPageShowsTheVariantsSoldOut(t *testing.T) {
+	h := newOrderHarness(t)
+	h.putQueue(h.queue, `{"targetActive": 5, "skus": ["shoe-41", "shoe-42", "shoe-43"], "rateLimit": `+limitsOff+`}`, 200)
+	page := "/q/" + h.queue
+	a := h.postForm(page, map[string]string{"action": "join", "user": "shoe-a", "sku": "shoe-42"}, nil)
+	ta := match(formTicketRE, a.raw)
+	if ta == "" {
+		t.Fatalf("join form: %s", a.raw)
+	}
+	h.admitWithStock(1, map[string]int64{"shoe-41": 3, "shoe-42": 0, "shoe-43": 1})
+
+	if p := h.poll(ta); p.str("status") != "READY" || p.str("stock") != "available" || fmt.Sprint(p.body["skusAvailable"]) != "[shoe-41 shoe-43]" {
+		t.Errorf("READY poll = %s, want stock available, skusAvailable [shoe-41 shoe-43]", p.raw)
+	}
+	for _, l := range shippedLangs().list {
+		r := h.postForm(page+"?lang="+l.code, map[string]string{"action": "check", "ticket": ta, "user": "shoe-a", "sku": "shoe-42"}, nil)
+		b := string(r.raw)
+		soldOut := `<option value="shoe-42" disabled>` + html.EscapeString(l.T("ready.variantSoldOut", "sku", "shoe-42")) + `</option>`
+		if match(statusRE, r.raw) != "READY" || !strings.Contains(b, soldOut) || !strings.Contains(b, `<option value="shoe-41">shoe-41</option>`) ||
+			!strings.Contains(b, `<option value="shoe-43">shoe-43</option>`) {
+			t.Errorf("%s: READY with shoe-42 sold out: want it disabled, labelled %q, the others offered:\n%s", l.code, l.T("ready.variantSoldOut", "sku", "shoe-42"), b)
+		}
+		if strings.Contains(b, ` selected>shoe-42`) || strings.Contains(b, `" selected>`+html.EscapeString(l.T("ready.variantSoldOut", "sku", "shoe-42"))) ||
+			!strings.Contains(b, `required aria-describedby="ready-title" autofocus>`) || strings.Contains(b, `id="order-form" method="post" action="`+page+`?lang=`+l.code+`" hidden`) {
+			t.Errorf("%s: the sold-out shoe-42 of ?sku= is chosen, or the choice does not take the focus, or the form is hidden:\n%s", l.code, b)
+		}
+	}
+
+	// Everything sold out: no form that cannot succeed, the page says so.
+	h.admitWithStock(2, map[string]int64{"shoe-41": 0, "shoe-42": 0, "shoe-43": 0})
+	if p := h.poll(ta); p.str("status") != "READY" || p.body["skusAvailable"] != nil || p.str("stock") == "" {
+		t.Errorf("READY poll once all sold out = %s, want the stock and no skusAvailable", p.raw)
+	}
+	for _, l := range shippedLangs().list {
+		r := h.postForm(page+"?lang="+l.code, map[string]string{"action": "check", "ticket": ta, "user": "shoe-a"}, nil)
+		b := string(r.raw)
+		if match(statusRE, r.raw) != "READY" || !strings.Contains(b, `<p id="sold-out" class="sold-out" role="status">`+html.EscapeString(l.T("ready.soldOut"))+`</p>`) {
+			t.Errorf("%s: READY with every variant sold out does not say so:\n%s", l.code, b)
+		}
+		if !strings.Contains(b, `id="order-form" method="post" action="`+page+`?lang=`+l.code+`" hidden>`) || strings.Contains(b, ` autofocus>`+l.T("ready.order")) ||
+			!strings.Contains(b, `<h2 id="ready-title" tabindex="-1" autofocus>`) {
+			t.Errorf("%s: READY with every variant sold out: want the form hidden and the focus on the heading:\n%s", l.code, b)
 		}
 	}
 }

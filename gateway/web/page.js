@@ -174,20 +174,64 @@
     countdown = setInterval(tick, 1000);
   }
 
+  // showLeft shows what a READY shopper can still order, from a READY
+  // answer or event r: on a stock-aware queue (r.stock said) a variant
+  // not in r.skusAvailable ran out, and is shown sold out and cannot be
+  // chosen; with nothing left the form gives way to #sold-out, a status
+  // that says so. Once an order is on its way (the button disabled) the
+  // form stays as the shopper sent it. Returns whether anything is left.
+  function showLeft(r) {
+    const form = $('order-form');
+    const button = $('order');
+    if (!form || button.disabled) return true;
+    const known = typeof r.stock === 'string' && r.stock !== '';
+    const left = new Set(Array.isArray(r.skusAvailable) ? r.skusAvailable : []);
+    let any = !known || left.has(sku);
+    if (variant) {
+      any = false;
+      for (const o of variant.options) {
+        if (!o.value) continue;
+        const out = known && !left.has(o.value);
+        if (out && o.selected) variant.value = '';
+        o.disabled = out;
+        const text = out ? t('ready.variantSoldOut', { sku: o.value }) : o.value;
+        if (o.textContent !== text) o.textContent = text;
+        if (!out) any = true;
+      }
+    }
+    const focused = form.contains(document.activeElement);
+    form.hidden = !any;
+    const status = $('sold-out');
+    const text = any ? '' : t('ready.soldOut');
+    if (status.textContent !== text) status.textContent = text;
+    if (focused && !any) {
+      // The focus was in the form it hid: to the heading, before the
+      // status that says why.
+      $('ready-title').tabIndex = -1;
+      $('ready-title').focus();
+    }
+    return any;
+  }
+
   function showReady(r) {
     const first = root.dataset.status !== 'READY';
     root.dataset.status = 'READY';
     token = r.token;
     show('ready');
+    const left = showLeft(r);
     // The turn has come: the order button takes the focus, so a keyboard
     // or screen-reader user lands on it (its description is the heading).
-    // A queue that sells nothing through usher has no order button: the
-    // heading takes the focus instead, and the text after it says where
-    // to buy. On a queue that sells variants, the choice takes it until
-    // a variant is chosen.
+    // A queue that sells nothing through usher has no order button, and
+    // one with nothing left no form: the heading takes the focus instead,
+    // and the text after it says where to buy, or that it sold out. On a
+    // queue that sells variants, the choice takes it until a variant is
+    // chosen.
     const button = $('order');
-    if (first && !button) $('ready-title').focus();
-    else if (first && variant && !variant.value) variant.focus();
+    const title = $('ready-title');
+    if (first && (!button || !left)) {
+      title.tabIndex = -1;
+      title.focus();
+    } else if (first && variant && !variant.value) variant.focus();
     else if (first && !button.disabled) button.focus();
     const expires = Date.parse(r.expiresAt);
     const tick = () => {
