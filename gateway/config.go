@@ -13,9 +13,13 @@ import (
 
 type settings struct {
 	service.Settings
-	addr           string
-	adminAddr      string // the admin API's own listener; empty: the public one
-	databaseURL    string
+	addr        string
+	adminAddr   string // the admin API's own listener; empty: the public one
+	databaseURL string
+	// redisPipelines: batched script calls in flight at once. Two makes
+	// fewer, larger batches than four (each script's calls on one queue
+	// go as one command, package script): BENCHMARKS.md, "Calls of one
+	// script on one queue as one command".
 	redisPipelines int
 	adminToken     string
 	signingKeyFile string
@@ -37,7 +41,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		Settings:       service.Load(env, 32),
 		addr:           env.String("USHER_GATEWAY_ADDR", "127.0.0.1:8080"),
 		adminAddr:      env.String("USHER_ADMIN_ADDR", ""),
-		redisPipelines: env.Int("USHER_REDIS_PIPELINES", 4, 1),
+		redisPipelines: env.Int("USHER_REDIS_PIPELINES", 2, 1),
 		databaseURL:    env.String("USHER_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/usher?sslmode=disable"),
 		adminToken:     env.String("USHER_ADMIN_TOKEN", devAdminToken),
 		signingKeyFile: env.String("USHER_SIGNING_KEY_FILE", filepath.Join(data, "signing.key")),
