@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"usher/shared/script"
 
 	"github.com/redis/go-redis/v9"
+
+	"usher/shared/script"
 )
 
 // Smart batching: a busy gateway has many joins and polls in flight at once,
@@ -98,11 +99,13 @@ func (s *Store) flush(ctx context.Context, batch []*scriptCall) {
 		c := g[0]
 		if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 			// Redis lost its script cache (restart, failover): run this
-			// one directly, which loads the script again.
+			// one directly, which loads the script again (a group on the
+			// batcher's context: it serves several callers, each of whom
+			// stops waiting at its own deadline).
 			if len(g) == 1 {
 				c.cmd = c.script.Run(c.ctx, s.rdb, c.keys, c.args...)
 			} else {
-				c.cmd = c.script.RunMany(c.ctx, s.rdb, callsOf(g))
+				c.cmd = c.script.RunMany(ctx, s.rdb, callsOf(g))
 			}
 		}
 		if len(g) > 1 {
@@ -123,11 +126,10 @@ func groupCalls(batch []*scriptCall) [][]*scriptCall {
 	var groups [][]*scriptCall
 next:
 	for _, c := range batch {
-		tag := script.Tag(c.keys[0])
-		if tag != "" {
+		if tag := tagOf(c); tag != "" {
 			for i, g := range groups {
 				f := g[0]
-				if f.script == c.script && len(f.keys) == len(c.keys) && len(f.args) == len(c.args) && script.Tag(f.keys[0]) == tag {
+				if f.script == c.script && len(f.keys) == len(c.keys) && len(f.args) == len(c.args) && tagOf(f) == tag {
 					groups[i] = append(g, c)
 					continue next
 				}
@@ -136,6 +138,14 @@ next:
 		groups = append(groups, []*scriptCall{c})
 	}
 	return groups
+}
+
+// tagOf is the hash tag of a call's keys ("" without keys).
+func tagOf(c *scriptCall) string {
+	if len(c.keys) == 0 {
+		return ""
+	}
+	return script.Tag(c.keys[0])
 }
 
 func callsOf(g []*scriptCall) []script.Call {

@@ -442,6 +442,45 @@ func TestBatchedCallsAnswerLikeDirectOnes(t *testing.T) {
 	}
 }
 
+// A Redis that lost its scripts (a restart, a failover: SCRIPT FLUSH here)
+// still answers batched calls, grouped and alone: the batcher loads them
+// again.
+func TestBatchedCallsSurviveALostScriptCache(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url, stop := testenv.RedisServer(t) // its own: SCRIPT FLUSH empties the whole server's cache
+	defer stop()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	s := waitqueue.New(rdb)
+	s.EnableBatching()
+	go s.RunBatches(ctx, 1)
+	q := testenv.Name(t)
+	if _, err := s.Ingest(ctx, q, epoch, 1, "u1", 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 50} { // one call alone, then many together
+		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if e, err := s.Poll(ctx, q, 1); err != nil || e.Position != 1 {
+					t.Errorf("Poll after SCRIPT FLUSH (%d at once) = %+v, %v; want position 1", n, e, err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
+
 // BenchmarkAdmitTick1000 is one admission tick that admits 1,000 shoppers:
 // pop, token records, active set, outbox, rate window — one script.
 func BenchmarkAdmitTick1000(b *testing.B) {
