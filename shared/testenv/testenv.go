@@ -120,6 +120,21 @@ func RedisServer(t testing.TB) (url string, stop func()) {
 	return RedisServerWith(t)
 }
 
+// OwnRedis returns a client of a fresh redis-server of the test's own
+// (RedisServer), for a test that counts the server's commands or empties
+// its script cache; both are gone when the test ends.
+func OwnRedis(t testing.TB) *redis.Client {
+	t.Helper()
+	url, _ := RedisServer(t)
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
 // RedisServerWith starts a fresh redis-server with extra command-line
 // arguments (say --aclfile, or TLS ports and files) and returns its URL and
 // a stop function. The server counts as up once it answers, even if only

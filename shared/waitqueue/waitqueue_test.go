@@ -13,8 +13,6 @@ import (
 
 	"usher/shared/testenv"
 	"usher/shared/waitqueue"
-
-	"github.com/redis/go-redis/v9"
 )
 
 func TestMain(m *testing.M) {
@@ -394,14 +392,7 @@ func TestAdmissionRateIsMeasured(t *testing.T) {
 func TestBatchedCallsAnswerLikeDirectOnes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	url, stop := testenv.RedisServer(t) // its own: the command count below is this test's alone
-	defer stop()
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	rdb := testenv.OwnRedis(t) // its own: the command count below is this test's alone
 	direct, s := waitqueue.New(rdb), waitqueue.New(rdb)
 	s.EnableBatching()
 	go s.RunBatches(ctx, 2)
@@ -448,14 +439,7 @@ func TestBatchedCallsAnswerLikeDirectOnes(t *testing.T) {
 func TestBatchedCallsSurviveALostScriptCache(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	url, stop := testenv.RedisServer(t) // its own: SCRIPT FLUSH empties the whole server's cache
-	defer stop()
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	rdb := testenv.OwnRedis(t) // its own: SCRIPT FLUSH empties the whole server's cache
 	s := waitqueue.New(rdb)
 	s.EnableBatching()
 	go s.RunBatches(ctx, 1)
