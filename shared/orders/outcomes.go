@@ -29,12 +29,18 @@ return 0
 // to the queue's outcome counts, once per order (see countScript). The
 // counts are for dashboards; PostgreSQL remains the truth.
 func (r *Records) CountOutcome(ctx context.Context, queue, id string, status Status) error {
-	k := keyspace.Of(queue)
-	keys := []string{k.Outcomes(), k.Counted(id)}
-	if err := countScript.Run(ctx, r.rdb, keys, string(status), int(r.ttl.Seconds())).Err(); err != nil {
+	keys, args := r.countCall(queue, id, status)
+	if err := countScript.Run(ctx, r.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("count order outcome %s: %w", id, err)
 	}
 	return nil
+}
+
+// countCall is countScript's keys and arguments for order id of queue,
+// finished with status.
+func (r *Records) countCall(queue, id string, status Status) ([]string, []any) {
+	k := keyspace.Of(queue)
+	return []string{k.Outcomes(), k.Counted(id)}, []any{string(status), int(r.ttl.Seconds())}
 }
 
 // PutFinal writes the record of a final order as the store has it (Put)
@@ -47,8 +53,7 @@ func (r *Records) CountOutcome(ctx context.Context, queue, id string, status Sta
 // are for dashboards, a failed count is not a failed order.
 func (r *Records) PutFinal(ctx context.Context, rec Record) (countErr, err error) {
 	putKeys, putArgs := []string{recordKey(rec.ID)}, putArgsOf(rec, r.ttl)
-	k := keyspace.Of(rec.Queue)
-	countKeys, countArgs := []string{k.Outcomes(), k.Counted(rec.ID)}, []any{string(rec.Status), int(r.ttl.Seconds())}
+	countKeys, countArgs := r.countCall(rec.Queue, rec.ID, rec.Status)
 	var put, count *redis.Cmd
 	// The pipeline's own error is one of its commands'; each is read below.
 	_, _ = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
