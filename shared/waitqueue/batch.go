@@ -3,7 +3,6 @@ package waitqueue
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -97,7 +96,7 @@ func (s *Store) flush(ctx context.Context, batch []*scriptCall) {
 	_, _ = p.Exec(ctx)
 	for _, g := range groups {
 		c := g[0]
-		if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
 			// Redis lost its script cache (restart, failover): run this
 			// one directly, which loads the script again (a group on the
 			// batcher's context: it serves several callers, each of whom
