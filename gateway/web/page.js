@@ -204,13 +204,18 @@
     const status = $('sold-out');
     const text = any ? '' : t('ready.soldOut');
     if (status.textContent !== text) status.textContent = text;
-    if (focused && !any) {
-      // The focus was in the form it hid: to the heading, before the
-      // status that says why.
-      $('ready-title').tabIndex = -1;
-      $('ready-title').focus();
-    }
+    // The focus was in the form it hid: to the heading, before the status
+    // that says why.
+    if (focused && !any) focusHeading();
     return any;
+  }
+
+  // focusHeading moves the focus to READY's heading (when there is no
+  // order to place).
+  function focusHeading() {
+    const title = $('ready-title');
+    title.tabIndex = -1;
+    title.focus();
   }
 
   function showReady(r) {
@@ -218,7 +223,7 @@
     root.dataset.status = 'READY';
     token = r.token;
     show('ready');
-    const left = showLeft(r);
+    const anyLeft = showLeft(r);
     // The turn has come: the order button takes the focus, so a keyboard
     // or screen-reader user lands on it (its description is the heading).
     // A queue that sells nothing through usher has no order button, and
@@ -227,11 +232,8 @@
     // queue that sells variants, the choice takes it until a variant is
     // chosen.
     const button = $('order');
-    const title = $('ready-title');
-    if (first && (!button || !left)) {
-      title.tabIndex = -1;
-      title.focus();
-    } else if (first && variant && !variant.value) variant.focus();
+    if (first && (!button || !anyLeft)) focusHeading();
+    else if (first && variant && !variant.value) variant.focus();
     else if (first && !button.disabled) button.focus();
     const expires = Date.parse(r.expiresAt);
     const tick = () => {
