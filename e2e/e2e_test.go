@@ -85,7 +85,6 @@ func start(t *testing.T, name string, env map[string]string) *service {
 	return s
 }
 
-// interrupt sends Ctrl-C and reports how the process ended.
 // output is what the service has written so far (stdout and stderr).
 func (s *service) output() string {
 	s.mu.Lock()
@@ -93,6 +92,7 @@ func (s *service) output() string {
 	return s.out.String()
 }
 
+// interrupt sends Ctrl-C and reports how the process ended.
 func (s *service) interrupt(t *testing.T) error {
 	t.Helper()
 	_ = s.cmd.Process.Signal(syscall.SIGINT)
