@@ -17,6 +17,7 @@ package script
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -113,7 +114,7 @@ func (s *Script) Load(ctx context.Context, c redis.Scripter) error {
 func manyArgs(calls []Call) ([]string, []any) {
 	shared := true
 	for _, c := range calls[1:] {
-		if !equal(c.Keys, calls[0].Keys) {
+		if !slices.Equal(c.Keys, calls[0].Keys) {
 			shared = false
 			break
 		}
@@ -135,18 +136,6 @@ func manyArgs(calls []Call) ([]string, []any) {
 		args = append(args, c.Args...)
 	}
 	return keys, args
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Split gives each of the n calls of a many-call reply its own result, as
