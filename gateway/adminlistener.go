@@ -60,7 +60,7 @@ func listenAdmin(addr string) (net.Listener, error) {
 // forever; the error that Accept then returns is the stop, not a failure.
 func serveApp(ctx context.Context, g *errgroup.Group, app *fiber.App, ln net.Listener, timeout time.Duration) {
 	g.Go(func() error {
-		err := app.Listener(ln)
+		err := listen(app, ln)
 		if ctx.Err() != nil {
 			return nil
 		}

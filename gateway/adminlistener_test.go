@@ -37,7 +37,7 @@ func serveOn(t *testing.T, app *fiber.App) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go app.Listener(ln)
+	go listen(app, ln)
 	t.Cleanup(func() { app.Shutdown() })
 	return "http://" + ln.Addr().String()
 }

@@ -269,6 +269,7 @@ func (a *api) newFiber(name string) *fiber.App {
 		IdleTimeout:           lim.idle,
 		ErrorHandler:          a.writeError,
 	})
+	lingerOnReadErrors(app)
 	app.Use(a.metrics.middleware)
 	return app
 }

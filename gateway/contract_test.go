@@ -208,7 +208,7 @@ func TestContractChecksServedRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go app.Listener(ln)
+	go listen(app, ln)
 	defer app.Shutdown()
 	for _, p := range []string{"/healthz", "/undocumented", "/v1/admin/ops/stream"} {
 		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+p, nil)

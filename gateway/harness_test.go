@@ -191,7 +191,7 @@ func (h *harness) serve() string {
 		h.t.Fatal(err)
 	}
 	checkServed(h.t, h.app, h.serviceOf(h.app)) // against the API contract
-	go h.app.Listener(ln)
+	go listen(h.app, ln)
 	h.t.Cleanup(func() { h.app.Shutdown() })
 	return "http://" + ln.Addr().String()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -327,6 +328,38 @@ func TestOversizedHeadersAre431(t *testing.T) {
 	req, _ := http.NewRequest("GET", base+"/v1/queues/"+h.queue+"/tickets/x", nil)
 	req.Header.Set("X-Junk", strings.Repeat("j", 16<<10))
 	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 431 || res.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("oversized headers = %d %s, want 431 problem+json", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+}
+
+// A client still sending its oversized request when the 431 is written
+// (a browser with too many cookies) can finish sending and then read the
+// answer: the gateway does not reset the connection under it.
+func TestA431ReachesAClientStillSending(t *testing.T) {
+	h := newHarness(t)
+	base := h.serve()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	head := "GET /v1/queues/" + h.queue + "/tickets/x HTTP/1.1\r\nHost: usher\r\nX-Junk: " + strings.Repeat("j", 12<<10)
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	// The gateway has read its 8 KiB of headers and answered by now;
+	// closing a socket with input unread would have reset it.
+	time.Sleep(200 * time.Millisecond)
+	if _, err := io.WriteString(conn, strings.Repeat("j", 4<<10)+"\r\n\r\n"); err != nil {
+		t.Fatalf("sending the rest of the request: %v (the gateway reset the connection)", err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

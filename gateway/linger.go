@@ -1,0 +1,79 @@
+package main
+
+import (
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
+)
+
+// A request the server cannot read — headers or a body beyond the limits,
+// a malformed request line, a client too slow — is answered with a problem
+// and its connection closed, often while the client is still sending the
+// rest of it. Closing a socket with input unread makes the kernel reset the
+// connection, and the client, still writing, sees "connection reset"
+// instead of the 431 or 413 that explains what to fix. So such a connection
+// is closed as net/http and nginx close one (a lingering close): the answer
+// is sent, the write side shut, what the client still sends read and
+// dropped — at most lingerBytes, for at most lingerTime — and only then is
+// the socket closed. Connections closed for any other reason close at once.
+const (
+	lingerBytes = 256 << 10
+	lingerTime  = time.Second
+)
+
+// lingerListener hands out connections that linger when closed after an
+// unreadable request.
+type lingerListener struct{ net.Listener }
+
+func (l lingerListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &lingerConn{Conn: c}, nil
+}
+
+type lingerConn struct {
+	net.Conn
+	linger atomic.Bool // the request could not be read; drain before closing
+}
+
+// Close closes at once, or — after an unreadable request — shuts the write
+// side and drains in the background, so the server's worker is not held.
+func (c *lingerConn) Close() error {
+	if !c.linger.CompareAndSwap(true, false) {
+		return c.Conn.Close()
+	}
+	go func() {
+		if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+		c.Conn.SetReadDeadline(time.Now().Add(lingerTime))
+		io.CopyN(io.Discard, c.Conn, lingerBytes)
+		c.Conn.Close()
+	}()
+	return nil
+}
+
+// lingerOnReadErrors marks the connection of every request app's server
+// could not read (the only requests fasthttp's error handler sees) to
+// linger when closed.
+func lingerOnReadErrors(app *fiber.App) {
+	srv := app.Server()
+	answer := srv.ErrorHandler
+	srv.ErrorHandler = func(ctx *fasthttp.RequestCtx, err error) {
+		if c, ok := ctx.Conn().(*lingerConn); ok {
+			c.linger.Store(true)
+		}
+		answer(ctx, err)
+	}
+}
+
+// listen serves app on ln until the app shuts down or ln fails.
+func listen(app *fiber.App, ln net.Listener) error {
+	return app.Listener(lingerListener{ln})
+}
