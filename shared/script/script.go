@@ -33,9 +33,24 @@ type Script struct {
 // New returns the script of src. src is run as the body of a function
 // whose KEYS and ARGV are the call's own, so it has no shebang line
 // (flags such as no-writes apply to a whole script, not to one call).
+//
+// src may read a value with once(name, f): f's value, read once per
+// command — once for a call on its own, once for all the calls of a batch
+// (a poll's line length and figures, read for each of a batch's polls,
+// cost Redis as much as the poll's own reads). Only for values that no
+// call of the same script changes: the batch's calls all run src.
 func New(src string) *Script {
-	return &Script{Script: redis.NewScript(src), many: redis.NewScript(manyPrologue + src + manyEpilogue)}
+	return &Script{Script: redis.NewScript(oncePrologue + src), many: redis.NewScript(oncePrologue + manyPrologue + src + manyEpilogue)}
 }
+
+// oncePrologue defines once (see New) for both forms.
+const oncePrologue = `local onceRead = {}
+local function once(name, f)
+  local v = onceRead[name]
+  if v == nil then v = f(); onceRead[name] = v end
+  return v
+end
+`
 
 // The many-call form: ARGV[1] the number of calls, ARGV[2] the keys per
 // call (0: every call gets all of KEYS, which they share), ARGV[3] the

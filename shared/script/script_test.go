@@ -121,3 +121,26 @@ func TestTag(t *testing.T) {
 		}
 	}
 }
+
+// once reads its value once per command: once for a call on its own, once
+// for all the calls of a batch, each call seeing the same value.
+func TestOnceReadsOncePerCommand(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	key := "{" + testenv.Name(t) + "}:reads"
+	reads := script.New(`return once('n', function() return redis.call('INCR', KEYS[1]) end)`)
+	calls := make([]script.Call, 5)
+	for i := range calls {
+		calls[i] = script.Call{Keys: []string{key}}
+	}
+	for batch, want := range []int64{1, 2} {
+		for i, c := range script.Split(ctx, reads.RunMany(ctx, rdb, calls), len(calls)) {
+			if got, err := c.Int64(); err != nil || got != want {
+				t.Fatalf("batch %d, call %d: %d, %v; want the batch's one read, %d", batch, i, got, err, want)
+			}
+		}
+	}
+	if got, err := reads.Run(ctx, rdb, []string{key}).Int64(); err != nil || got != 3 {
+		t.Fatalf("a call on its own: %d, %v; want a read of its own, 3", got, err)
+	}
+}

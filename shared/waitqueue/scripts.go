@@ -403,14 +403,17 @@ if not st then
   if c and tonumber(seq) <= tonumber(c) then st = 'gone' end
 end
 if ARGV[3] == '1' and (st == 'waiting' or st == 'pre') then
-  local t = redis.call('TIME')
+  local t = once('time', function() return redis.call('TIME') end)
   redis.call('ZADD', prefix .. 'seen', 'XX', 'GT', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), seq)
 end
 local rank = -1
 if st == 'waiting' or st == 'pre' then rank = redis.call('ZRANK', KEYS[1], seq) or -1 end
 if st == 'pre' and rank >= 0 then st = 'waiting' end -- drawn, not settled yet (see drawScript)
-local stats = redis.call('HMGET', KEYS[4], 'rate', 'stock', 'skus')
-return {st, seq, rank, redis.call('ZCARD', KEYS[1]),
+-- The line's length and figures: polls change neither, so a batch of
+-- polls of one queue reads them once (see script.New).
+local stats = once('stats ' .. KEYS[4], function() return redis.call('HMGET', KEYS[4], 'rate', 'stock', 'skus') end)
+local waiting = once('waiting ' .. KEYS[1], function() return redis.call('ZCARD', KEYS[1]) end)
+return {st, seq, rank, waiting,
   r[2] or '', r[3] or '', r[4] or '', r[5] or '', stats[1] or '0', stats[2] or '', stats[3] or '', r[6] or ''}
 `)
 
