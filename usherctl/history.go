@@ -235,9 +235,14 @@ type entry struct {
 	adm     *admission
 	usedAt  time.Time // first order completion or failure of its token (see loadHistory)
 	orderID string    // that order's id
-	leftAt  time.Time
-	orphan  bool // a leave whose join the streams no longer hold
-	ordered bool // an order event names its token (any type)
+	// claimedAt is when an order took its token: its first order event.
+	// The gateway publishes an order's request only once its claim made the
+	// entry used, so from then on a leave finds it used and changes nothing,
+	// and a join of the same user finds it finished.
+	claimedAt time.Time
+	leftAt    time.Time
+	orphan    bool // a leave whose join the streams no longer hold
+	ordered   bool // an order event names its token (any type)
 	// The kind of its join: into a scheduled drop's pre-queue, or allowed
 	// past the line (which wins, as the admitter's follower decides).
 	preQueue bool
@@ -270,10 +275,13 @@ func project(h *history) *line {
 		}
 		admOf[a.Seq] = a
 	}
-	usedAt, usedBy := map[string]time.Time{}, map[string]string{}
+	usedAt, usedBy, claimedAt := map[string]time.Time{}, map[string]string{}, map[string]time.Time{}
 	ordered := map[string]bool{}
 	for _, o := range h.orders {
 		ordered[o.tokenID] = true
+		if t, ok := claimedAt[o.tokenID]; !ok || o.at.Before(t) {
+			claimedAt[o.tokenID] = o.at
+		}
 		if o.typ != event.TypeOrderCompleted && o.typ != event.TypeOrderFailed {
 			continue
 		}
@@ -289,7 +297,7 @@ func project(h *history) *line {
 			if !e.adm.ExpiresAt.After(at) {
 				return false
 			}
-			if !e.usedAt.IsZero() && !e.usedAt.After(at) {
+			if !e.claimedAt.IsZero() && !e.claimedAt.After(at) {
 				return false
 			}
 		}
@@ -302,7 +310,7 @@ func project(h *history) *line {
 				priority: ev.priority, preQueue: ev.preQueue && !ev.priority}
 			if e.adm != nil {
 				e.usedAt, e.orderID = usedAt[e.adm.TokenID], usedBy[e.adm.TokenID]
-				e.ordered = ordered[e.adm.TokenID]
+				e.ordered, e.claimedAt = ordered[e.adm.TokenID], claimedAt[e.adm.TokenID]
 			} else if cur := users[ev.user]; cur != nil && cur.seq != ev.prev && live(cur, ev.stored) {
 				e.alias = cur.seq
 			}
@@ -323,7 +331,10 @@ func project(h *history) *line {
 			l.bySeq[e.seq] = e
 			continue
 		}
-		if live(e, ev.stored) {
+		// A claimed token's entry is used whatever the clocks say of the
+		// leave: a leave before the claim would have left the claim nothing
+		// to take (the claim script refuses a left entry).
+		if live(e, ev.stored) && e.claimedAt.IsZero() {
 			e.leftAt = ev.stored
 		}
 	}

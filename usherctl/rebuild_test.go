@@ -30,6 +30,8 @@ type liveLine struct {
 	alias uint64            // the duplicate join history made
 	// usedOrder is the order that redeemed the token history used.
 	usedOrder string
+	// claimedLeft is the entry whose shopper left after ordering.
+	claimedLeft uint64
 }
 
 func newLiveLine(t *testing.T) *liveLine {
@@ -162,6 +164,23 @@ func (l *liveLine) history() {
 	if _, err := l.store.Release(ctx, l.q, used, l.usedOrder); err != nil {
 		l.t.Fatal(err)
 	}
+	// u06 ordered at the gateway (the claim takes the token, then the
+	// request is published), left while the order was being paid — the
+	// leave finds the token used and changes nothing — and the order was
+	// paid: u06 is used, not left.
+	l.claimedLeft = l.seqs[6]
+	ctok := waitqueue.TokenID(l.q, l.epoch, l.claimedLeft)
+	corder := "order-" + ctok
+	c, err := l.store.Claim(ctx, l.q, l.claimedLeft, waitqueue.Order{ID: corder, TokenID: ctok, User: l.owner[l.claimedLeft], SKU: "sku", Quantity: 1}, time.Minute)
+	if err != nil || c.Outcome != waitqueue.Redeemed {
+		l.t.Fatalf("Claim = %+v, %v", c, err)
+	}
+	l.order(event.TypeOrderRequested, l.q, ctok, corder, c.At)
+	l.leave(l.claimedLeft)
+	l.order(event.TypeOrderCompleted, l.q, ctok, corder, time.Now())
+	if _, err := l.store.Release(ctx, l.q, l.claimedLeft, corder); err != nil {
+		l.t.Fatal(err)
+	}
 }
 
 // statusCount counts entries of their own (not the alias) by status.
@@ -192,6 +211,9 @@ func TestRebuildRestoresEveryShopperToTheSamePlace(t *testing.T) {
 		t.Fatalf("rebuild: %v\n%s%s", r.err, r.stdout, r.stderr)
 	}
 	got := l.state()
+	if st := want.entries[l.claimedLeft].Status; st != waitqueue.Used {
+		t.Fatalf("the shopper who left after ordering is %s in the live line, want used", st)
+	}
 	for _, seq := range l.seqs {
 		if !reflect.DeepEqual(got.entries[seq], want.entries[seq]) {
 			t.Errorf("seq %d after rebuild = %+v, want %+v", seq, got.entries[seq], want.entries[seq])
