@@ -2,7 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -10,6 +15,7 @@ import (
 
 	"usher/shared/bus"
 	"usher/shared/config"
+	"usher/shared/redisacl"
 	"usher/shared/waitqueue"
 )
 
@@ -20,6 +26,9 @@ type settings struct {
 	gatewayURL string
 	adminToken string
 	adminUser  string
+	// dataDir is USHER_DATA_DIR, where usherctl's NATS key and Redis
+	// password are looked for unless set explicitly.
+	dataDir string
 }
 
 func (c *cli) settings() (settings, error) {
@@ -30,6 +39,7 @@ func (c *cli) settings() (settings, error) {
 		gatewayURL: env.String("USHER_GATEWAY_URL", "http://127.0.0.1:8080"),
 		adminToken: env.String("USHER_ADMIN_TOKEN", "dev-admin-token"),
 		adminUser:  env.String("USER", "usherctl"),
+		dataDir:    env.String("USHER_DATA_DIR", ".usher"),
 	}
 	return s, env.Err()
 }
@@ -44,7 +54,7 @@ func (c *cli) jetStream(ctx context.Context) (*nats.Conn, jetstream.JetStream, e
 	}
 	nc, err := bus.Connect(s.nats.As(bus.Usherctl, nil), "usherctl")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, s.natsRefused(err)
 	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
@@ -60,15 +70,61 @@ func (c *cli) redisStore(ctx context.Context) (redis.UniversalClient, *waitqueue
 	if err != nil {
 		return nil, nil, err
 	}
-	rdb, err := waitqueue.Dial(s.redis.As("usherctl"))
+	rs := s.redis.As("usherctl")
+	rdb, err := waitqueue.Dial(rs)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rdb.Close()
-		return nil, nil, fmt.Errorf("redis: %w", err)
+		return nil, nil, s.redisRefused(rs, fmt.Errorf("redis: %w", err))
 	}
 	st := waitqueue.New(rdb)
 	st.SetTombstoneTTL(s.redis.Tombstones)
 	return rdb, st, nil
+}
+
+// natsRefused explains a broker's refusal of a connection that offered no
+// credentials because usherctl's key was not where it looked. The key's
+// default place is in USHER_DATA_DIR, itself by default .usher under the
+// current directory: run from anywhere but the repository's root, usherctl
+// finds no key, connects anonymously (right for a broker that
+// authenticates nobody) and is refused.
+func (s settings) natsRefused(err error) error {
+	msg := strings.ToLower(err.Error())
+	if s.nats.NKeyFile != "" || strings.Contains(strings.Join(s.nats.URLs, ","), "@") ||
+		!(errors.Is(err, nats.ErrAuthorization) || strings.Contains(msg, "authorization violation")) {
+		return err
+	}
+	return s.missing("NATS credentials", bus.DefaultKeyFile(s.dataDir, bus.Usherctl), "USHER_NATS_NKEY_FILE", err)
+}
+
+// redisRefused is natsRefused for Redis: a server whose default user is
+// off refuses a client that found no password file.
+func (s settings) redisRefused(r waitqueue.Settings, err error) error {
+	msg := err.Error()
+	if r.User != "" || r.Password.IsSet() || strings.Contains(r.URL, "@") ||
+		!(strings.Contains(msg, "NOAUTH") || strings.Contains(msg, "WRONGPASS")) {
+		return err
+	}
+	user := redisacl.UserOf("usherctl")
+	path := redisacl.PasswordFile(waitqueue.DefaultPasswordDir(s.dataDir), user)
+	return s.missing("Redis password of "+user, path, "USHER_REDIS_USER and USHER_REDIS_PASSWORD_FILE", err)
+}
+
+// missing says that what was looked for at path (in the data folder) is
+// not there, when it is not, and how to point usherctl at it; otherwise
+// it returns err as it is.
+func (s settings) missing(what, path, explicit string, err error) error {
+	if _, statErr := os.Stat(path); !errors.Is(statErr, fs.ErrNotExist) {
+		return err
+	}
+	where := path
+	if !filepath.IsAbs(path) {
+		if abs, absErr := filepath.Abs(path); absErr == nil {
+			where = fmt.Sprintf("%s (%s: USHER_DATA_DIR=%s is relative to the current directory)", path, abs, s.dataDir)
+		}
+	}
+	return fmt.Errorf("no %s at %s: set USHER_DATA_DIR to the folder make run wrote (.usher in the repository), or %s: %w",
+		what, where, explicit, err)
 }

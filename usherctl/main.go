@@ -12,8 +12,9 @@
 //	usherctl report --queue Q [--since DURATION|RFC3339] [--out FILE] [--json FILE]
 //
 // It reads the same environment as the services: USHER_NATS_URL,
-// USHER_REDIS_URL, USHER_ADMIN_TOKEN, and USHER_GATEWAY_URL for the admin
-// API (default http://127.0.0.1:8080). Exit status: 0 on success, 1 on a
+// USHER_REDIS_URL, USHER_ADMIN_TOKEN, USHER_DATA_DIR (where its NATS key
+// and Redis password are, default .usher under the current directory), and
+// USHER_GATEWAY_URL for the admin API (default http://127.0.0.1:8080). Exit status: 0 on success, 1 on a
 // failure or (audit) a violation found, 2 on a usage error.
 package main
 

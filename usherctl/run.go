@@ -80,8 +80,10 @@ Run "usherctl COMMAND --help" for a command's flags.
 
 Environment:
   USHER_NATS_URL      NATS server URLs, comma-separated (default nats://127.0.0.1:4222)
-  USHER_NATS_NKEY_FILE  usherctl's NKey seed (default $USHER_DATA_DIR/nats/usherctl.nk when it exists;
-                      USHER_DATA_DIR defaults to .usher); USHER_NATS_TLS_CA/_CERT/_KEY for TLS
+  USHER_DATA_DIR      the data folder make run wrote (default .usher under the current directory:
+                      run usherctl from the repository's root, or set it)
+  USHER_NATS_NKEY_FILE  usherctl's NKey seed (default $USHER_DATA_DIR/nats/usherctl.nk when it exists);
+                      USHER_NATS_TLS_CA/_CERT/_KEY for TLS
   USHER_REDIS_URL     Redis URL or cluster seeds (default redis://127.0.0.1:6379/0)
   USHER_REDIS_USER, USHER_REDIS_PASSWORD_FILE  Redis ACL user and its password (default: usher-usherctl
                       with $USHER_DATA_DIR/redis/usher-usherctl.pass when it exists); USHER_REDIS_TLS_CA/_CERT/_KEY
