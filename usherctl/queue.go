@@ -222,6 +222,57 @@ func (f *configFlags) apply(fs *flag.FlagSet, cfg *catalog.Config) {
 	})
 }
 
+// flagOf names the flag that sets a configuration's field, and whether it
+// is that field's only flag ("" for a field no flag sets).
+func flagOf(field string) (name string, only bool) {
+	switch field {
+	case "targetActive":
+		return "target-active", true
+	case "maxAdmitPerTick":
+		return "max-admit-per-tick", true
+	case "tickMs":
+		return "tick-ms", true
+	case "tokenTtlSeconds":
+		return "token-ttl", true
+	case "state":
+		return "state", true
+	case "adaptive":
+		return "adaptive, --adaptive-min, --adaptive-max", false
+	}
+	return "", false
+}
+
+// check is a usage error listing what the flags given make invalid in
+// base, by the rules the gateway applies (catalog.Config.Validate): the
+// problems base has with the flags applied that it did not have before.
+// With skipAdaptive the adaptive limit's bounds are left out.
+func (f *configFlags) check(fs *flag.FlagSet, verb string, base catalog.Config, skipAdaptive bool) error {
+	had := map[catalog.FieldError]bool{}
+	for _, e := range base.Validate() {
+		had[e] = true
+	}
+	changed := base
+	f.apply(fs, &changed)
+	var bad []string
+	for _, e := range changed.Validate() {
+		if had[e] || (skipAdaptive && strings.HasPrefix(e.Name, "adaptive")) {
+			continue
+		}
+		what := e.Name + " " + e.Reason
+		switch fl, only := flagOf(e.Name); {
+		case only:
+			what = fmt.Sprintf("--%s %s: %s", fl, fs.Lookup(fl).Value, what)
+		case fl != "":
+			what = fmt.Sprintf("--%s: %s", fl, what)
+		}
+		bad = append(bad, what)
+	}
+	if len(bad) > 0 {
+		return usagef("queue %s: %s", verb, strings.Join(bad, "; "))
+	}
+	return nil
+}
+
 func (c *cli) queue(ctx context.Context, args []string) error {
 	fs := newFlags("queue", queueSynopsis)
 	var cf configFlags
@@ -278,6 +329,13 @@ func (c *cli) queue(ctx context.Context, args []string) error {
 	if verb == "set" && changes == 0 {
 		return usagef("queue set: give at least one of --target-active, --max-admit-per-tick, --tick-ms, --token-ttl, --state, --adaptive, --adaptive-min, --adaptive-max")
 	}
+	// A value out of range is a bad command line, found before the gateway
+	// is asked. create changes the defaults; set changes a configuration
+	// only the gateway knows, so the adaptive bounds, which depend on it,
+	// are checked once it is read.
+	if err := cf.check(fs, verb, catalog.Defaults(*name), verb == "set"); err != nil {
+		return err
+	}
 	s, err := c.settings()
 	if err != nil {
 		return err
@@ -323,6 +381,9 @@ func (c *cli) queue(ctx context.Context, args []string) error {
 	}
 	switch verb {
 	case "set":
+		if err := cf.check(fs, verb, cfg, false); err != nil {
+			return err
+		}
 		cf.apply(fs, &cfg)
 	case "pause":
 		cfg.State = catalog.StatePaused

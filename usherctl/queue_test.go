@@ -135,3 +135,42 @@ func TestQueueCommandsChangeOnlyWhatTheyName(t *testing.T) {
 		t.Errorf("queue list with a bad token = %v, want the gateway's 401", err)
 	}
 }
+
+// A flag's value the gateway would refuse is a bad command line (exit 2),
+// and nothing is changed: values wrong in themselves are refused before the
+// gateway is asked, the adaptive limit's bounds against the configuration
+// it answers.
+func TestQueueValuesOutOfRangeAreUsageErrorsAndChangeNothing(t *testing.T) {
+	api := &adminAPI{queues: map[string]catalog.Config{"drop": catalog.Defaults("drop")}}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	usherctl := func(gateway string, args ...string) error {
+		var out, errb bytes.Buffer
+		env := map[string]string{"USHER_GATEWAY_URL": gateway}
+		return run(t.Context(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb)
+	}
+	down := "http://127.0.0.1:1" // no gateway: the value alone is wrong
+	tests := []struct {
+		gateway string
+		args    []string
+		want    string
+	}{
+		{down, []string{"queue", "set", "drop", "--target-active", "-5"}, "--target-active -5"},
+		{down, []string{"queue", "set", "drop", "--state", "weird"}, "--state weird"},
+		{down, []string{"queue", "create", "new", "--tick-ms", "1"}, "--tick-ms 1"},
+		{srv.URL, []string{"queue", "set", "drop", "--adaptive", "on", "--adaptive-min", "50", "--adaptive-max", "60"}, "min <= targetActive <= max"},
+		{srv.URL, []string{"queue", "set", "drop", "--adaptive", "on"}, "adaptive min and max must be 1..100000"},
+	}
+	for _, tt := range tests {
+		err := usherctl(tt.gateway, tt.args...)
+		if exitCode(err) != exitUsage || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("usherctl %v = %v (exit %d), want a usage error about %q", tt.args, err, exitCode(err), tt.want)
+		}
+	}
+	if len(api.by) != 0 || !reflect.DeepEqual(api.queues["drop"], catalog.Defaults("drop")) {
+		t.Errorf("after refused command lines: %d PUTs, drop = %+v; want none and drop unchanged", len(api.by), api.queues["drop"])
+	}
+	if err := usherctl(srv.URL, "queue", "set", "drop", "--adaptive", "on", "--adaptive-min", "5", "--adaptive-max", "60"); err != nil {
+		t.Errorf("adaptive bounds around targetActive 20: %v, want accepted", err)
+	}
+}
