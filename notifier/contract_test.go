@@ -244,3 +244,5 @@ func (p *patterns) HandleFunc(pattern string, h func(http.ResponseWriter, *http.
 	p.seen = append(p.seen, pattern)
 	p.mux.HandleFunc(pattern, h)
 }
+
+func (p *patterns) Handler(r *http.Request) (http.Handler, string) { return p.mux.Handler(r) }

@@ -86,7 +86,8 @@ func (p positionData) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-// routes adds the stream's routes to mux; every other path is a 404 problem.
+// routes adds the stream's routes to mux, and the catch-all that answers
+// every request no route takes (see unrouted).
 func (s *streams) routes(mux router) {
 	const path = "/v1/queues/{queue}/tickets/{ticket}/events"
 	mux.HandleFunc("GET "+path, s.serve)
@@ -96,9 +97,7 @@ func (s *streams) routes(mux router) {
 		w.Header().Set("Allow", "GET, OPTIONS")
 		problem.Write(w, problem.New(http.StatusMethodNotAllowed, "method-not-allowed", "use GET"))
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		problem.Write(w, problem.New(http.StatusNotFound, "not-found", "no such resource"))
-	})
+	mux.HandleFunc("/", unrouted(mux))
 }
 
 // cors lets pages of the allowed origins (the gateway's waiting-room page,
