@@ -234,12 +234,24 @@ func slugOf(status int) string {
 // requireAdmin lets a request through only with the admin bearer token,
 // compared in constant time.
 func (a *api) requireAdmin(c *fiber.Ctx) error {
-	got, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer ")
+	got, ok := bearerCredentials(c.Get(fiber.HeaderAuthorization))
 	if !ok || subtle.ConstantTimeCompare([]byte(got), a.adminToken) != 1 {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="usher-admin"`)
 		return problem.New(fiber.StatusUnauthorized, "unauthorized", "admin endpoints need Authorization: Bearer <USHER_ADMIN_TOKEN>")
 	}
 	return c.Next()
+}
+
+// bearerCredentials is the token of an Authorization value in the Bearer
+// scheme: the scheme's name in any case (RFC 9110 §11.1), then one or more
+// spaces. ok is false for another scheme or no token.
+func bearerCredentials(v string) (tok string, ok bool) {
+	scheme, tok, _ := strings.Cut(v, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimLeft(tok, " ")
+	return tok, tok != ""
 }
 
 func (a *api) jwks(c *fiber.Ctx) error {

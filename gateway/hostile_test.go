@@ -51,7 +51,7 @@ func TestEveryAdminRouteNeedsTheToken(t *testing.T) {
 			path = append(path, seg)
 		}
 		p := strings.Join(path, "/")
-		for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer nope", "Basic c2VjcmV0LWFkbWlu", "bearer secret-admin", "Bearer secret-admi", "Bearer secret-admin-and-more"} {
+		for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer nope", "Basic c2VjcmV0LWFkbWlu", "bearer secret-admi", "Bearer secret-admi", "Bearer secret-admin-and-more"} {
 			hdr := map[string]string{}
 			if auth != "" {
 				hdr["Authorization"] = auth
@@ -523,13 +523,17 @@ func FuzzAuthorization(f *testing.F) {
 	f.Add("Bearer eyJhbGciOiJub25lIn0.e30.")
 	f.Add("bearer  secret-admin")
 	f.Add("Basic YWRtaW46YWRtaW4=")
+	f.Add("BEARER secret-admin")
+	f.Add("Bearer\tsecret-admin")
 	f.Fuzz(func(t *testing.T, auth string) {
 		if !validHeaderValue(auth) {
 			return
 		}
 		h := h.with(t)
 		r := h.do("GET", "/v1/admin/queues/"+h.queue, "", map[string]string{"Authorization": auth})
-		opens := strings.Trim(auth, " \t") == "Bearer secret-admin" // HTTP trims the value
+		// HTTP trims the value; the scheme is any case, then spaces (RFC 9110 §11.1).
+		words := strings.FieldsFunc(strings.Trim(auth, " \t"), func(r rune) bool { return r == ' ' })
+		opens := len(words) == 2 && strings.EqualFold(words[0], "Bearer") && words[1] == "secret-admin"
 		if (r.status == 200) != opens || (r.status != 200 && (r.status != 401 || !isProblem(r))) {
 			t.Fatalf("admin with Authorization %q = %d %s", auth, r.status, r.raw)
 		}
@@ -538,6 +542,33 @@ func FuzzAuthorization(f *testing.F) {
 			t.Fatalf("order with Authorization %q = %d %s, want a 4xx problem", auth, o.status, o.raw)
 		}
 	})
+}
+
+// The Authorization scheme is matched in any case (RFC 9110 §11.1), at the
+// admin API and at the order endpoint alike; another scheme is a 401.
+func TestTheBearerSchemeIsMatchedInAnyCase(t *testing.T) {
+	h := newOrderHarness(t)
+	tok := h.ready("alice")[0]
+	for _, scheme := range []string{"Bearer ", "bearer ", "BEARER ", "bEaReR ", "Bearer   "} {
+		if r := h.do("GET", "/v1/admin/queues/"+h.queue, "", map[string]string{"Authorization": scheme + "secret-admin"}); r.status != 200 {
+			t.Errorf("admin with Authorization %q = %d %s, want 200", scheme+"secret-admin", r.status, r.raw)
+		}
+		o := h.do("POST", "/v1/orders", `{"sku": "sku-1", "quantity": 1}`,
+			map[string]string{"X-User-Id": "alice", "Authorization": scheme + tok, "Content-Type": "application/json"})
+		if o.status != 202 {
+			t.Errorf("order with the scheme %q = %d %s, want 202", scheme, o.status, o.raw)
+		}
+	}
+	for _, auth := range []string{"Basic secret-admin", "Bearersecret-admin", "Bearer", "Bearer\tsecret-admin"} {
+		if r := h.do("GET", "/v1/admin/queues/"+h.queue, "", map[string]string{"Authorization": auth}); r.status != 401 || !isProblem(r) {
+			t.Errorf("admin with Authorization %q = %d %s, want a 401 problem", auth, r.status, r.raw)
+		}
+		o := h.do("POST", "/v1/orders", `{"sku": "sku-1", "quantity": 1}`,
+			map[string]string{"X-User-Id": "alice", "Authorization": strings.Replace(auth, "secret-admin", tok, 1), "Content-Type": "application/json"})
+		if o.status != 401 || !isProblem(o) {
+			t.Errorf("order with Authorization %q = %d %s, want a 401 problem", auth, o.status, o.raw)
+		}
+	}
 }
 
 // A method a path does not take is 405 with Allow naming the ones it does

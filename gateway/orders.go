@@ -90,7 +90,7 @@ func viewOfRecord(r orders.Record) orderView {
 // 401, before its nbf → 425, another user's → 403, a queue this usher does
 // not know → 401.
 func (a *api) entryToken(c *fiber.Ctx, user string) (token.Claims, catalog.Config, error) {
-	raw, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer ")
+	raw, ok := bearerCredentials(c.Get(fiber.HeaderAuthorization))
 	if !ok {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="usher-orders"`)
 		return token.Claims{}, catalog.Config{}, problem.New(fiber.StatusUnauthorized, "invalid-token", "orders need Authorization: Bearer <entry token>")
