@@ -1,19 +1,25 @@
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"usher/shared/lottery"
+	"usher/shared/ticket"
 )
 
 // readmeDrawScript is the "Verifying a draw" script of the README, between
@@ -120,4 +126,47 @@ func TestTheREADMEDrawScriptRecomputesTheLotteryOrder(t *testing.T) {
 			t.Fatalf("script with another seed = %v\n%s\nwant a failure saying the seed does not match", err, out)
 		}
 	})
+}
+
+// Every ticket the README and the OpenAPI document show is one the gateway
+// could issue: the current format (ticket.Signer.Issue) with its queue, user,
+// epoch and place, and a MAC of the right length (or elided, "…"). Only the
+// MAC itself cannot be checked: it is keyed by a deployment's secret.
+func TestTheDocumentsShowTicketsAsTheGatewayIssuesThem(t *testing.T) {
+	signer, err := ticket.NewSigner(bytes.Repeat([]byte("k"), 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b64 := base64.RawURLEncoding.Strict()
+	shown := regexp.MustCompile("\\bt\\d+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[^\\s\"/`),]*")
+	for _, doc := range []string{"../README.md", "../api/openapi.yaml"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ex := range shown.FindAllString(string(b), -1) {
+			parts := strings.Split(ex, ".")
+			if len(parts) != 6 || parts[0] != "t2" {
+				t.Errorf("%s shows ticket %s, want t2.<queue>.<user>.<epoch>.<seq>.<mac>", doc, ex)
+				continue
+			}
+			q, err1 := b64.DecodeString(parts[1])
+			user, err2 := b64.DecodeString(parts[2])
+			seq, err3 := strconv.ParseUint(parts[4], 10, 64)
+			if err := errors.Join(err1, err2, err3); err != nil {
+				t.Errorf("%s shows ticket %s: %v", doc, ex, err)
+				continue
+			}
+			want := signer.Issue(ticket.Ticket{Queue: string(q), User: string(user), Epoch: parts[3], Seq: seq})
+			if _, err := signer.Parse(want); err != nil {
+				t.Errorf("%s shows ticket %s, which no gateway issues (%v)", doc, ex, err)
+				continue
+			}
+			wantParts := strings.Split(want, ".")
+			if strings.Join(parts[:5], ".") != strings.Join(wantParts[:5], ".") ||
+				(parts[5] != "…" && len(parts[5]) != len(wantParts[5])) {
+				t.Errorf("%s shows ticket %s, want the shape of %s", doc, ex, want)
+			}
+		}
+	}
 }
