@@ -281,6 +281,7 @@ func (a *api) newFiber(name string) *fiber.App {
 		IdleTimeout:           lim.idle,
 		ErrorHandler:          a.writeError,
 	})
+	app.Server().ErrorHandler = a.answerUnreadable(app)
 	lingerOnReadErrors(app)
 	app.Use(a.metrics.middleware)
 	return app

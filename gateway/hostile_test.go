@@ -369,6 +369,74 @@ func TestA431ReachesAClientStillSending(t *testing.T) {
 	}
 }
 
+// A request the gateway cannot parse is answered 400 at once with a
+// problem whose detail is fixed: never the request's bytes, which carry
+// credentials (the parser's own message quotes them).
+func TestAnUnparsableRequestIs400WithoutEchoingIt(t *testing.T) {
+	h := newHarness(t)
+	base := h.serve()
+	for _, raw := range []string{
+		"GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer SECRET\r\nBad Header\r\nX-After: y\r\n\r\n",
+		"GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer SECRET\r\nContent-Length: nope\r\n\r\n",
+		"GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer SECRET\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"GET\r\nAuthorization: Bearer SECRET\r\n\r\n",
+	} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(5 * time.Second)) // well before the read timeout's 408
+		if _, err := io.WriteString(conn, raw); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		var p struct{ Type, Detail string }
+		_ = json.Unmarshal(body, &p)
+		if res.StatusCode != 400 || res.Header.Get("Content-Type") != "application/problem+json" ||
+			p.Type != "https://usher.dev/problems/bad-request" || p.Detail != "the request could not be parsed" {
+			t.Errorf("%q = %d %s %s; want 400, a bad-request problem that the request could not be parsed", raw, res.StatusCode, res.Header.Get("Content-Type"), body)
+		}
+		if strings.Contains(string(body), "SECRET") {
+			t.Errorf("%q: the answer echoes the request: %s", raw, body)
+		}
+	}
+}
+
+// A head whose last header line has no colon is one fasthttp (v1.51)
+// cannot tell from a head still arriving — its header scanner waits for
+// a colon — so it is answered at the read timeout: a 408 problem that
+// echoes nothing, not a hang.
+func TestAHeaderLineWithoutAColonAtTheEndIs408(t *testing.T) {
+	h := newHarness(t)
+	h.api.http = httpLimits{read: 300 * time.Millisecond}
+	h.app = h.api.app()
+	base := h.serve()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second)) // a safety net only
+	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header SECRET\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 408 || res.Header.Get("Content-Type") != "application/problem+json" || strings.Contains(string(body), "SECRET") {
+		t.Fatalf("a head ending in a line without a colon = %d %s %s; want a 408 problem that echoes nothing", res.StatusCode, res.Header.Get("Content-Type"), body)
+	}
+}
+
 // Under a burst of malformed, oversized, forged and bot requests the
 // gateway stays healthy, answers none of them with a 5xx, and every valid
 // shopper keeps their place.
