@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	"usher/shared/lottery"
 	"usher/shared/ticket"
 )
@@ -168,5 +170,46 @@ func TestTheDocumentsShowTicketsAsTheGatewayIssuesThem(t *testing.T) {
 				t.Errorf("%s shows ticket %s, want the shape of %s", doc, ex, want)
 			}
 		}
+	}
+}
+
+// The README's Server-Sent Events example is the OpenAPI document's, line
+// for line — the heartbeat comment the notifier sends (": hb") included —
+// so the two cannot tell a client different things.
+func TestTheREADMEStreamExampleIsTheOpenAPIOne(t *testing.T) {
+	b, err := os.ReadFile("../api/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Paths map[string]struct {
+			Get struct {
+				Responses map[string]struct {
+					Content map[string]struct {
+						Example any `yaml:"example"`
+					} `yaml:"content"`
+				} `yaml:"responses"`
+			} `yaml:"get"`
+		} `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := doc.Paths["/v1/queues/{queue}/tickets/{ticket}/events"].Get.Responses["200"].Content["text/event-stream"].Example.(string)
+	if want == "" {
+		t.Fatal("api/openapi.yaml has no example of the event stream")
+	}
+	b, err = os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const curl, open = "curl -N localhost:8081/v1/queues/demo/tickets/$TICKET/events\n```\n```text\n", "\n```"
+	_, after, ok := strings.Cut(string(b), curl)
+	got, _, closed := strings.Cut(after, open)
+	if !ok || !closed {
+		t.Fatalf("README.md has no text block after %q", strings.TrimSpace(curl))
+	}
+	if strings.TrimSpace(got) != strings.TrimSpace(want) {
+		t.Errorf("README's event stream example:\n%s\nwant the OpenAPI document's:\n%s", got, want)
 	}
 }
