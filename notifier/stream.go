@@ -487,6 +487,15 @@ func (st *stream) push() (done bool, err error) {
 		data, _ := json.Marshal(preQueueData{OpensAt: opensAt.UTC()})
 		return false, st.send("prequeue", data)
 	}
+	if v.position < 1 {
+		// No place yet: a drop that opened, whose line has not placed this
+		// shopper although the catalog says drawn (the notifier heard the
+		// catalog first, or the admitter redoes a draw Redis lost), reads
+		// as an entry without a rank. A place is at least 1: say nothing
+		// until the line gives one (a stream open across the opening
+		// keeps its pre-queue state meanwhile).
+		return false, nil
+	}
 	if !st.sentAny || v != st.sent {
 		p := positionData{Position: v.position, Waiting: v.waiting}
 		if v.etaKnown {

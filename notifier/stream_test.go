@@ -710,3 +710,88 @@ func TestAStreamOnTheWire(t *testing.T) {
 		t.Error("the stream did not end when the notifier stopped")
 	}
 }
+
+// A scheduled drop's opening never tells a shopper a place below 1 (the
+// API's PositionEvent.position has minimum 1): between the catalog saying
+// the pre-queue is drawn and the line placing the shopper, a stream open
+// across the opening keeps the pre-queue state, and a stream opened then
+// says nothing yet; each says its place once the line gives one.
+func TestADropsOpeningSaysNoPlaceBelowOne(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	opens := time.Now().Add(time.Second).UTC()
+	w.configure(func(c *catalog.Config) {
+		c.OpensAt = &opens
+		c.Lottery = &catalog.Lottery{Commitment: strings.Repeat("0", 64)}
+	})
+	n := w.start()
+	for seq, user := range []string{"u1", "u2", "u3"} {
+		if _, err := w.line.IngestAs(ctx, w.queue, w.epoch, uint64(seq+1), user, 0, waitqueue.PreQueue); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ticketOf := func(seq uint64, user string) string {
+		return w.tickets.Issue(ticket.Ticket{Queue: w.queue, User: user, Epoch: w.epoch, Seq: seq})
+	}
+	var across *sub
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		res, _ := call(t, "GET", n.url(w.queue, ticketOf(1, "u1")), nil) // 503 until the notifier knows the schedule
+		if res.StatusCode != http.StatusOK {
+			return false
+		}
+		across = open(t, n.url(w.queue, ticketOf(1, "u1")), "")
+		return true
+	}, "the notifier knows the drop's schedule")
+	across.until("prequeue", 5*time.Second)
+
+	// The drop opens; the catalog says drawn before the line has placed
+	// anyone (a draw Redis lost and the admitter redoes, or a notifier
+	// that hears the catalog first).
+	testenv.Eventually(t, 5*time.Second, func() bool { return time.Now().After(opens) }, "the drop opens")
+	w.configure(func(c *catalog.Config) {
+		l := *c.Lottery
+		l.Drawn = true
+		c.Lottery = &l
+	})
+	opened := open(t, n.url(w.queue, ticketOf(2, "u2")), "")
+	// The window: ten position ticks in which neither stream may say a
+	// place, and a notice that wakes both.
+	w.configure(func(c *catalog.Config) {
+		c.Notice = &catalog.Notice{Message: "The drop is open.", Level: catalog.NoticeInfo, Since: time.Now().UTC()}
+	})
+	window := time.After(10 * 50 * time.Millisecond)
+	for quiet := false; !quiet; {
+		select {
+		case ev := <-across.events:
+			checkEvent(t, ev)
+			if ev.typ == "position" {
+				t.Fatalf("stream open across the opening, before the line placed the shopper: %s %s", ev.typ, ev.data)
+			}
+		case ev := <-opened.events:
+			checkEvent(t, ev)
+			if ev.typ == "position" {
+				t.Fatalf("stream opened after the opening, before the line placed the shopper: %s %s", ev.typ, ev.data)
+			}
+		case <-window:
+			quiet = true
+		}
+	}
+
+	// The line draws: u3, u1, u2.
+	testenv.Applied(t, w.line, w.queue, w.epoch, 1<<40)
+	_, _, version, err := w.line.PreQueue(ctx, w.queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.line.Draw(ctx, w.queue, w.epoch, version, []uint64{3, 1, 2}, "digest"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		s    *sub
+		want int64
+	}{{across, 2}, {opened, 3}} {
+		if p := decode[positionData](t, tt.s.until("position", 5*time.Second)); p.Position != tt.want || p.Waiting != 3 {
+			t.Errorf("first position once drawn = %+v, want %d of 3", p, tt.want)
+		}
+	}
+}
