@@ -15,6 +15,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/valyala/fasthttp"
 
 	"usher/shared/catalog"
 	"usher/shared/problem"
@@ -145,6 +146,26 @@ func notFound(app *fiber.App) fiber.Handler {
 				c.Method()+" is not a method of "+c.Path()+"; it allows "+allow)
 		}
 		return problem.New(fiber.StatusNotFound, "not-found", "no such resource")
+	}
+}
+
+// routeUnknownMethods answers a request whose method app's router does not
+// know at all — fiber would answer it a plain-text 400 before any route or
+// the error handler saw it — as notFound answers a method a path does not
+// take: 405 with Allow, or 404, a problem either way.
+func (a *api) routeUnknownMethods(app *fiber.App) {
+	srv := app.Server()
+	route, known := srv.Handler, app.Config().RequestMethods
+	srv.Handler = func(fctx *fasthttp.RequestCtx) {
+		if slices.Contains(known, string(fctx.Method())) {
+			route(fctx)
+			return
+		}
+		c := app.AcquireCtx(fctx)
+		defer app.ReleaseCtx(c)
+		if err := a.writeError(c, notFound(app)(c)); err != nil {
+			a.log.Debug("answering an unknown method", "err", err)
+		}
 	}
 }
 
@@ -282,6 +303,7 @@ func (a *api) newFiber(name string) *fiber.App {
 		ErrorHandler:          a.writeError,
 	})
 	app.Server().ErrorHandler = a.answerUnreadable(app)
+	a.routeUnknownMethods(app)
 	lingerOnReadErrors(app)
 	app.Use(a.metrics.middleware)
 	return app

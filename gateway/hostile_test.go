@@ -639,6 +639,28 @@ func TestTheBearerSchemeIsMatchedInAnyCase(t *testing.T) {
 	}
 }
 
+// A method the router does not know at all (not one of the standard ones)
+// is answered like any other method a path does not take: 405 with Allow
+// where the path is a resource, else 404 — problems both, not fiber's
+// plain-text 400.
+func TestAnUnknownMethodIs405WithAllowOr404(t *testing.T) {
+	h := newHarness(t)
+	for _, tt := range []struct{ method, path, allow string }{
+		{"FOO", "/healthz", "GET, HEAD"},
+		{"PROPFIND", "/v1/queues/" + h.queue, "GET, HEAD"},
+		{"get", "/v1/queues/" + h.queue + "/tickets", "POST"}, // methods are case-sensitive
+		{"FOO", "/v1/admin/queues/" + h.queue + "/notice", "DELETE, PUT"},
+	} {
+		r := h.do(tt.method, tt.path, "", nil)
+		if r.status != 405 || r.header.Get("Allow") != tt.allow || !isProblem(r) || r.str("type") != "https://usher.dev/problems/method-not-allowed" {
+			t.Errorf("%s %s = %d, Allow %q, %s; want 405, Allow %q, a method-not-allowed problem", tt.method, tt.path, r.status, r.header.Get("Allow"), r.raw, tt.allow)
+		}
+	}
+	if r := h.do("FOO", "/v1/nowhere", "", nil); r.status != 404 || !isProblem(r) || r.str("type") != "https://usher.dev/problems/not-found" {
+		t.Errorf("FOO /v1/nowhere = %d %s, want 404 not-found", r.status, r.raw)
+	}
+}
+
 // A method a path does not take is 405 with Allow naming the ones it does
 // (RFC 9110 §15.5.6), whatever the path's parameters; a path that is no
 // resource is 404. Both are problem documents (and the contract checks
