@@ -103,12 +103,15 @@ func (c *client) state() (view, *waitqueue.Entry, ending) {
 }
 
 // admit records the client's admission as the line holds it (the first
-// one wins: it is one token).
+// one wins: it is one token), and what it is told until readyAt — first
+// in line, of the line as that same read found it: the length an earlier
+// read found is the line before the admission took the shopper out.
 func (c *client) admit(e waitqueue.Entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.adm == nil && c.end.event == "" {
 		c.adm = &e
+		c.view = view{position: 1, waiting: e.Waiting, etaKnown: true}
 		c.signal()
 	}
 }

@@ -795,3 +795,33 @@ func TestADropsOpeningSaysNoPlaceBelowOne(t *testing.T) {
 		}
 	}
 }
+
+// The place an admitted shopper is told until readyAt (first in line) and
+// the line's length come from one read of the line, the one that found
+// the admission: never the length an earlier read found (3 here, before
+// the admission took alice out of it).
+func TestTheLastPositionBeforeReadyIsOneRead(t *testing.T) {
+	w := newWorld(t)
+	n := w.start("USHER_NOTIFIER_POSITION_INTERVAL", "1h") // no position ticks: only the reads of the admission
+	tk := w.join(1, "alice")
+	w.join(2, "bob")
+	w.join(3, "carol")
+	s := open(t, n.url(w.queue, tk), "")
+	if p := decode[positionData](t, s.until("position", 5*time.Second)); p.Position != 1 || p.Waiting != 3 {
+		t.Fatalf("position = %+v, want 1 of 3", p)
+	}
+	// alice is admitted, READY at the end of a 2 s tick.
+	testenv.Applied(t, w.line, w.queue, w.epoch, 1<<40)
+	testenv.Tick(t, w.line, w.queue, waitqueue.Tick{Epoch: w.epoch, TargetActive: 1, TickLength: 2 * time.Second,
+		TokenTTL: time.Minute, Offset: 999})
+	w.announce()
+	ev := s.next(10 * time.Second)
+	for ; ev.typ == "position"; ev = s.next(10 * time.Second) {
+		if p := decode[positionData](t, ev); p.Position != 1 || p.Waiting != 2 {
+			t.Errorf("position after the admission = %+v, want 1 of 2 (the line the admission's read found)", p)
+		}
+	}
+	if ev.typ != "ready" {
+		t.Fatalf("event after the admission = %s %s, want position, then ready", ev.typ, ev.data)
+	}
+}
