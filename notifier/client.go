@@ -227,6 +227,15 @@ func (c *client) rebase(rank, admittedTotal int64) {
 	c.mu.Unlock()
 }
 
+// unrank forgets the client's rank: a read found it out of line. Until a
+// read finds it in line again its place is not derived from that rank
+// (see advance), and every tick asks for it (see wantsRank).
+func (c *client) unrank() {
+	c.mu.Lock()
+	c.base = -1
+	c.mu.Unlock()
+}
+
 // positionEvery is how many position ticks apart a waiting client at
 // position p is told its place: every tick within the first thousand
 // places, one tick more per thousand further back, at most every five

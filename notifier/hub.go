@@ -321,19 +321,33 @@ func (h *hub) refresh(ctx context.Context, q string, p *pacer) {
 		}
 		return
 	}
+	// gone: read out of line (left, admitted, pre-queued still…). Their
+	// rank is no place any more: they are told nothing derived from it —
+	// a shopper who left heard their old place, of the shorter line, just
+	// before closed — and are asked again every tick until a Poll says
+	// what became of them.
 	var gone []*client
+	var isGone map[*client]bool
 	for i, c := range ask {
 		if rk.Rank[i] >= 0 {
 			c.rebase(rk.Rank[i], rk.AdmittedTotal)
-		} else {
-			gone = append(gone, c)
+			continue
 		}
+		c.unrank()
+		gone = append(gone, c)
+		if isGone == nil {
+			isGone = map[*client]bool{}
+		}
+		isGone[c] = true
 	}
 	for i := 0; i < len(all); i += wakeSlice {
 		if !p.next(ctx) {
 			return
 		}
 		for _, c := range all[i:min(i+wakeSlice, len(all))] {
+			if isGone[c] {
+				continue
+			}
 			c.advance(rk.AdmittedTotal, rk.Waiting, rk.Rate, p.tick)
 			c.setStock(rk.Stock, rk.SKUs)
 		}

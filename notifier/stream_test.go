@@ -825,3 +825,29 @@ func TestTheLastPositionBeforeReadyIsOneRead(t *testing.T) {
 		t.Fatalf("event after the admission = %s %s, want position, then ready", ev.typ, ev.data)
 	}
 }
+
+// A shopper who left hears closed (left), and no place before it: the
+// tick that finds them gone from the line tells them nothing derived from
+// the rank they had.
+func TestAShopperWhoLeftIsToldNoPlaceBeforeClosed(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	tk := w.join(1, "alice")
+	w.join(2, "bob")
+	s := open(t, n.url(w.queue, tk), "")
+	if p := decode[positionData](t, s.until("position", 5*time.Second)); p.Position != 1 || p.Waiting != 2 {
+		t.Fatalf("position = %+v, want 1 of 2", p)
+	}
+	if _, err := w.line.Leave(context.Background(), w.queue, 1, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	ev := s.next(5 * time.Second)
+	for ; ev.typ != "closed"; ev = s.next(5 * time.Second) {
+		if ev.typ == "position" {
+			t.Fatalf("after leaving: %s %s, want closed (left) and no place", ev.typ, ev.data)
+		}
+	}
+	if r := decode[closedData](t, ev); r.Reason != "left" {
+		t.Errorf("closed = %+v, want reason left", r)
+	}
+}
