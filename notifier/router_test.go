@@ -13,7 +13,8 @@ import (
 // method-not-allowed, with Allow naming the ones it does (RFC 9110
 // §15.5.6), for every path the API contract gives the notifier: the
 // operational endpoints as much as the stream. A path that is no resource
-// is 404 not-found. Both are problem documents (call checks each answer
+// is 404 not-found. A method no route knows (FOO) is one the path does
+// not take all the same. Both are problem documents (call checks each answer
 // against the document).
 func TestAMethodAPathDoesNotTakeIs405WithAllow(t *testing.T) {
 	w := newWorld(t)
@@ -39,7 +40,7 @@ func TestAMethodAPathDoesNotTakeIs405WithAllow(t *testing.T) {
 		}
 	}
 	for _, tt := range tests {
-		for _, method := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+		for _, method := range []string{"POST", "PUT", "PATCH", "DELETE", "FOO"} {
 			res, body := call(t, method, tt.url, nil)
 			if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != tt.allow ||
 				res.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(body), "/method-not-allowed") {
