@@ -182,11 +182,11 @@ func allowed(app *fiber.App, path string) string {
 }
 
 // routeMatches reports whether path is one of route's (fiber's spelling:
-// ':name' is one segment, '*' the rest; a trailing slash is ignored, as the
-// router does).
+// ':name' is one segment, '*' the rest; case and a trailing slash count,
+// as they do for the router: CaseSensitive, StrictRouting).
 func routeMatches(route, path string) bool {
-	rs := strings.Split(strings.TrimSuffix(route, "/"), "/")
-	ps := strings.Split(strings.TrimSuffix(path, "/"), "/")
+	rs := strings.Split(route, "/")
+	ps := strings.Split(path, "/")
 	for i, r := range rs {
 		if r == "*" {
 			return true
@@ -301,6 +301,10 @@ func (a *api) newFiber(name string) *fiber.App {
 		WriteTimeout:          lim.write,
 		IdleTimeout:           lim.idle,
 		ErrorHandler:          a.writeError,
+		// A path is the document's, exactly: /V1/QUEUES/q and
+		// /v1/queues/q/ are no resource (404), not another spelling.
+		CaseSensitive: true,
+		StrictRouting: true,
 	})
 	app.Server().ErrorHandler = a.answerUnreadable(app)
 	a.routeUnknownMethods(app)

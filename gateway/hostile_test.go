@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -658,6 +659,44 @@ func TestAnUnknownMethodIs405WithAllowOr404(t *testing.T) {
 	}
 	if r := h.do("FOO", "/v1/nowhere", "", nil); r.status != 404 || !isProblem(r) || r.str("type") != "https://usher.dev/problems/not-found" {
 		t.Errorf("FOO /v1/nowhere = %d %s, want 404 not-found", r.status, r.raw)
+	}
+}
+
+// A path is matched as the document spells it: another case or a
+// trailing slash is no resource (404), not another spelling of one.
+func TestAPathIsMatchedExactly(t *testing.T) {
+	h := newHarness(t)
+	q := h.queue
+	for _, path := range []string{"/v1/queues/" + q, "/openapi.json", "/healthz", "/q/" + q, "/v1/admin/queues/" + q} {
+		if r := h.do("GET", path, "", adminAuth); r.status != 200 {
+			t.Errorf("GET %s = %d %s, want 200", path, r.status, r.raw)
+		}
+	}
+	for _, path := range []string{"/V1/QUEUES/" + q, "/v1/Queues/" + q, "/OPENAPI.JSON", "/Healthz", "/Q/" + q, "/V1/ADMIN/QUEUES"} {
+		if r := h.do("GET", path, "", adminAuth); r.status != 404 || !isProblem(r) || r.str("type") != "https://usher.dev/problems/not-found" {
+			t.Errorf("GET %s = %d %s, want 404 not-found", path, r.status, r.raw)
+		}
+	}
+	// Not through h.do: the contract checker (api/contract) still drops a
+	// trailing slash when it looks a path up in the document.
+	for _, tt := range []struct{ method, path string }{
+		{"GET", "/v1/queues/" + q + "/"}, {"GET", "/openapi.json/"}, {"GET", "/healthz/"}, {"GET", "/q/" + q + "/"},
+		{"GET", "/v1/admin/queues/" + q + "/"}, {"POST", "/v1/queues/" + q + "/tickets/"},
+	} {
+		req := httptest.NewRequest(tt.method, tt.path, nil)
+		req.Header.Set("Authorization", adminAuth["Authorization"])
+		req.Header.Set("X-User-Id", "alice")
+		res, err := h.app.Test(req, 10_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		var p struct{ Type string }
+		_ = json.Unmarshal(body, &p)
+		if res.StatusCode != 404 || p.Type != "https://usher.dev/problems/not-found" || res.Header.Get("Allow") != "" {
+			t.Errorf("%s %s = %d, Allow %q, %s; want 404 not-found (no 405: the path is no resource)", tt.method, tt.path, res.StatusCode, res.Header.Get("Allow"), body)
+		}
 	}
 }
 
