@@ -22,23 +22,31 @@ import (
 // headerInvite carries a single-use invite code on a join.
 const headerInvite = "Usher-Invite"
 
-// joinKind decides how a join enters the line: before a scheduled drop
-// opens, the pre-queue; an allow-listed user, or one with a valid invite
-// code (taken here, once), past the line; anyone else at the back. It
-// returns the invite code taken, so a join that cannot be recorded gives
-// it back.
+// joinKind decides how a join enters the line: one with a valid invite
+// code (taken here, once) past the line, in a scheduled drop's pre-queue
+// as on an open queue (an unknown or used code is a 403 in both); an
+// allow-listed user past the line too, once the drop is open (before, the
+// lottery places them with everyone); anyone else, before the drop opens,
+// the pre-queue, else at the back. It returns the invite code taken, so a
+// join that cannot be recorded gives it back.
 func (a *api) joinKind(c *fiber.Ctx, cfg catalog.Config, user string, now time.Time) (waitqueue.JoinKind, string, error) {
-	if cfg.PreQueue(now) && (cfg.Lottery == nil || !cfg.Lottery.Drawn) {
-		return waitqueue.PreQueue, "", nil
-	}
-	if cfg.Allows(user) {
+	pre := cfg.PreQueue(now) && !drawn(cfg)
+	if !pre && cfg.Allows(user) {
 		return waitqueue.Priority, "", nil
 	}
-	code := c.Get(headerInvite)
-	if code == "" {
-		return waitqueue.InLine, "", nil
+	if code := c.Get(headerInvite); code != "" {
+		return a.spendInvite(c.UserContext(), cfg, code)
 	}
-	ok, err := a.line.UseInvite(c.UserContext(), cfg.Name, code)
+	if pre {
+		return waitqueue.PreQueue, "", nil
+	}
+	return waitqueue.InLine, "", nil
+}
+
+// spendInvite takes invite code of cfg's queue: a priority join, or a 403
+// when the code is unknown or used.
+func (a *api) spendInvite(ctx context.Context, cfg catalog.Config, code string) (waitqueue.JoinKind, string, error) {
+	ok, err := a.line.UseInvite(ctx, cfg.Name, code)
 	if err != nil {
 		return "", "", lineDown(err)
 	}
@@ -48,9 +56,21 @@ func (a *api) joinKind(c *fiber.Ctx, cfg catalog.Config, user string, now time.T
 	return waitqueue.Priority, code, nil
 }
 
+// drawn reports whether cfg's pre-queue lottery has been drawn.
+func drawn(cfg catalog.Config) bool { return cfg.Lottery != nil && cfg.Lottery.Drawn }
+
+// awaitsDraw: cfg is a scheduled drop whose pre-queue is not drawn yet.
+// Its ticks (waitqueue.Tick.AwaitDraw) admit only those allowed past the
+// line then; a join is not admitted at once, which could admit one who
+// joined after the opening ahead of the pre-queue still to be drawn.
+func awaitsDraw(cfg catalog.Config) bool {
+	return cfg.OpensAt != nil && cfg.Lottery != nil && !drawn(cfg)
+}
+
 // admitAtOnce answers a join with READY in the join's own answer when it
 // can — no tick, no second request: every join of a passthrough queue, and
-// a join into an empty line with a slot free (no crowd, no wait). The
+// a join into an empty line with a slot free (no crowd, no wait); never
+// before a scheduled drop's draw (awaitsDraw), as no tick admits then. The
 // admission is the line's (waitqueue.Store.AdmitNow: FIFO, capped by
 // targetActive and by what is left of the tick's maxAdmitPerTick, one
 // atomic step), taken once the admitter's follower has applied the join
@@ -69,7 +89,7 @@ func (a *api) admitAtOnce(ctx context.Context, cfg catalog.Config, epoch string,
 	if passthrough && e.Status == waitqueue.Admitted {
 		return e, a.readyClock(e) // a tick admitted it already
 	}
-	if cfg.State != catalog.StateOpen || e.Status != waitqueue.Waiting || !(passthrough || alone) {
+	if cfg.State != catalog.StateOpen || awaitsDraw(cfg) || e.Status != waitqueue.Waiting || !(passthrough || alone) {
 		return e, a.now()
 	}
 	ttl, tick := time.Duration(cfg.TokenTTLSeconds)*time.Second, time.Duration(cfg.TickMs)*time.Millisecond

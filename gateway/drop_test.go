@@ -8,6 +8,8 @@ import (
 
 	"usher/shared/catalog"
 	"usher/shared/lottery"
+	"usher/shared/testenv"
+	"usher/shared/waitqueue"
 )
 
 var adminAuth = map[string]string{"Authorization": "Bearer secret-admin"}
@@ -185,6 +187,76 @@ func TestAllowListAndInvitesPassTheLine(t *testing.T) {
 	if res := h.admit(); res.Admitted != 5 || res.Waiting != 0 {
 		t.Fatalf("tick = %+v", res)
 	}
+}
+
+// In a scheduled drop's pre-queue an invite is what it is on an open
+// queue: a valid code passes the line (a place at the head, no lottery)
+// into the next free slot, once; an unknown or used code is a 403.
+func TestInAPreQueueAnInvitePassesTheLineOnce(t *testing.T) {
+	h := newHarness(t)
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(time.Now().Add(time.Hour))+`"}`, 200)
+	h.drawTick()
+	pre := h.join("a")
+	if pre.status != 202 || pre.str("status") != "PRE_QUEUE" {
+		t.Fatalf("join without an invite = %d %s; want 202 PRE_QUEUE", pre.status, pre.raw)
+	}
+	inv := h.do("POST", "/v1/admin/queues/"+h.queue+"/invites", `{"count": 1}`, adminAuth)
+	codes, _ := inv.body["codes"].([]any)
+	if inv.status != 201 || len(codes) != 1 {
+		t.Fatalf("POST invites = %d %s; want 1 code", inv.status, inv.raw)
+	}
+	code := codes[0].(string)
+	withCode := func(user, code string) response {
+		return h.do("POST", "/v1/queues/"+h.queue+"/tickets", "", map[string]string{"X-User-Id": user, "Usher-Invite": code})
+	}
+
+	if r := withCode("guest", "totally-bogus"); r.status != 403 || !isProblem(r) || r.str("type") != "https://usher.dev/problems/invalid-invite" {
+		t.Fatalf("an unknown invite in the pre-queue = %d %s; want 403 invalid-invite", r.status, r.raw)
+	}
+	guest := withCode("guest", code)
+	if guest.status != 202 || guest.str("status") != "WAITING" || guest.num("position") != 1 {
+		t.Fatalf("a valid invite in the pre-queue = %d %s; want 202 WAITING at position 1 (past the line, no lottery)", guest.status, guest.raw)
+	}
+	if r := withCode("other", code); r.status != 403 || !isProblem(r) || r.str("type") != "https://usher.dev/problems/invalid-invite" {
+		t.Fatalf("a used invite in the pre-queue = %d %s; want 403 invalid-invite", r.status, r.raw)
+	}
+	if v := h.publicQueue(); v.PreQueue != 1 || v.Waiting != 1 {
+		t.Fatalf("public view = %+v; want 1 pre-queued (a), 1 waiting past the line (guest)", v)
+	}
+	// Into the next free slot, as on an open queue: the next tick admits
+	// the invited shopper; the pre-queued wait for the draw.
+	if res := h.drawTick(); res.Admitted != 1 {
+		t.Fatalf("the tick after the invited join admitted %d, want 1", res.Admitted)
+	}
+	if r := h.poll(guest.str("ticket")); r.str("status") != "READY" {
+		t.Fatalf("the invited shopper after a tick = %s; want READY", r.raw)
+	}
+	if r := h.poll(pre.str("ticket")); r.str("status") != "PRE_QUEUE" {
+		t.Fatalf("the pre-queued shopper after a tick = %s; want PRE_QUEUE", r.raw)
+	}
+}
+
+// Between the opening and the draw, a join is not admitted in its own
+// request, however empty the line looks: the pre-queue, not in it yet, is
+// drawn ahead of every join made after the opening.
+func TestBeforeTheDrawNoJoinIsAdmittedAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(time.Now().Add(time.Minute))+`"}`, 200)
+	h.join("early")
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(time.Now().Add(-time.Second))+`"}`, 200)
+	h.drawTick() // a tick that found the line current: admission at once may proceed, but for the draw
+	if r := h.join("late"); r.status != 202 || r.str("status") != "WAITING" {
+		t.Fatalf("a join after the opening, before the draw = %d %s; want 202 WAITING", r.status, r.raw)
+	}
+}
+
+// drawTick is an admission tick of h's queue as the admitter runs it for a
+// scheduled drop: nobody in the pre-queue admitted before the draw.
+func (h *harness) drawTick() waitqueue.TickResult {
+	h.t.Helper()
+	testenv.Applied(h.t, h.line, h.queue, h.api.epoch(), 1<<40)
+	return testenv.Tick(h.t, h.line, h.queue, waitqueue.Tick{Epoch: h.api.epoch(), TargetActive: 5,
+		TickLength: 100 * time.Millisecond, TokenTTL: time.Minute, AwaitDraw: true})
 }
 
 func TestPassthroughIsCountedAsIfQueued(t *testing.T) {
