@@ -190,8 +190,9 @@ func TestAllowListAndInvitesPassTheLine(t *testing.T) {
 }
 
 // In a scheduled drop's pre-queue an invite is what it is on an open
-// queue: a valid code passes the line (a place at the head, no lottery)
-// into the next free slot, once; an unknown or used code is a 403.
+// queue: a valid code passes the line (a place at the head, no lottery),
+// once; an unknown or used code is a 403. Nobody is admitted before the
+// opening, the invited neither: they wait at the head for the draw.
 func TestInAPreQueueAnInvitePassesTheLineOnce(t *testing.T) {
 	h := newHarness(t)
 	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(time.Now().Add(time.Hour))+`"}`, 200)
@@ -223,13 +224,13 @@ func TestInAPreQueueAnInvitePassesTheLineOnce(t *testing.T) {
 	if v := h.publicQueue(); v.PreQueue != 1 || v.Waiting != 1 {
 		t.Fatalf("public view = %+v; want 1 pre-queued (a), 1 waiting past the line (guest)", v)
 	}
-	// Into the next free slot, as on an open queue: the next tick admits
-	// the invited shopper; the pre-queued wait for the draw.
-	if res := h.drawTick(); res.Admitted != 1 {
-		t.Fatalf("the tick after the invited join admitted %d, want 1", res.Admitted)
+	// Before the opening a tick admits nobody: the invited shopper waits
+	// at the head, the pre-queued for the draw.
+	if res := h.drawTick(); res.Admitted != 0 {
+		t.Fatalf("a tick before the opening admitted %d, want 0", res.Admitted)
 	}
-	if r := h.poll(guest.str("ticket")); r.str("status") != "READY" {
-		t.Fatalf("the invited shopper after a tick = %s; want READY", r.raw)
+	if r := h.poll(guest.str("ticket")); r.str("status") != "WAITING" || r.num("position") != 1 {
+		t.Fatalf("the invited shopper before the opening = %s; want WAITING at position 1", r.raw)
 	}
 	if r := h.poll(pre.str("ticket")); r.str("status") != "PRE_QUEUE" {
 		t.Fatalf("the pre-queued shopper after a tick = %s; want PRE_QUEUE", r.raw)

@@ -336,3 +336,36 @@ func TestARedrawAfterALossGivesTheLineItHad(t *testing.T) {
 		t.Fatalf("line after settling = %v", got)
 	}
 }
+
+// A join allowed past the line (an invite) into a scheduled drop waits at
+// the head like everyone for the draw — nobody is admitted before it,
+// though its place sorts ahead of every other — and is admitted first
+// after it.
+func TestAJoinPastTheLineWaitsForTheDraw(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	applyKind(t, s, q, 0, waitqueue.PreQueue, 1, 2)
+	applyKind(t, s, q, 2, waitqueue.Priority, 3)
+	tk := tick(100)
+	tk.AwaitDraw = true
+	if r := testenv.Tick(t, s, q, tk); r.Admitted != 0 {
+		t.Fatalf("tick before the draw = %+v, want nobody admitted", r)
+	}
+	if e, _ := s.Poll(ctx, q, 3); e.Status != waitqueue.Waiting || e.Position != 1 {
+		t.Fatalf("the join past the line before the draw = %+v, want waiting at position 1", e)
+	}
+	_, _, version, err := s.PreQueue(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Draw(ctx, q, epoch, version, []uint64{2, 1}, "d"); err != nil {
+		t.Fatal(err)
+	}
+	tk.TargetActive = 1
+	if r := testenv.Tick(t, s, q, tk); r.Admitted != 1 {
+		t.Fatalf("tick after the draw = %+v, want 1 admitted", r)
+	}
+	if e, _ := s.Poll(ctx, q, 3); e.Status != waitqueue.Admitted {
+		t.Fatalf("the join past the line after the draw = %s, want admitted first", e.Status)
+	}
+}

@@ -525,8 +525,10 @@ end
 
 local watermark = cursorAt('entries', epoch)
 -- A scheduled drop admits nobody until its pre-queue is drawn: the
--- pre-queued get their places first.
-if awaitDraw and not redis.call('HGET', ST, 'drawn') then watermark = 0 end
+-- pre-queued get their places first, and nobody is admitted before the
+-- opening — a join allowed past the line (an invite) neither: its place
+-- sorts below any watermark, so the draw is waited for on its own.
+local beforeDraw = awaitDraw and not redis.call('HGET', ST, 'drawn')
 local behind = 0
 if head > 0 and cursorAt('admissions', hid) < head then behind = 1 end
 if ohead > 0 and cursorAt('orders', oid) < ohead then behind = 1 end
@@ -600,7 +602,7 @@ if behind == 0 then
   local cap = target - redis.call('ZCARD', A)
   if maxTick > 0 and cap > maxTick then cap = maxTick end
   if stockAware and cap > sellable then cap = sellable end
-  if not paused and cap > 0 then
+  if not paused and not beforeDraw and cap > 0 then
     local seqs = redis.call('ZRANGEBYSCORE', W, '-inf', watermark, 'LIMIT', 0, cap)
     local k = #seqs
     if k > 0 then
