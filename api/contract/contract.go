@@ -142,7 +142,8 @@ func (d *Doc) Routes(service string) []string {
 // find is the document's path template that serves path on service, and
 // whether it has method.
 func (d *Doc) find(service, method, path string) (tmpl string, hasMethod bool) {
-	segs := strings.Split(strings.Trim(path, "/"), "/")
+	// Exactly: a trailing slash makes another path, which no route serves.
+	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	best, bestLiterals := -1, -1
 	for i, r := range d.ops {
 		if len(r.segments) != len(segs) || !slices.Contains(r.services, service) {
