@@ -157,9 +157,11 @@ func (a *api) routeUnknownMethods(app *fiber.App) {
 	srv := app.Server()
 	route, known := srv.Handler, app.Config().RequestMethods
 	srv.Handler = func(fctx *fasthttp.RequestCtx) {
-		if slices.Contains(known, string(fctx.Method())) {
-			route(fctx)
-			return
+		for _, m := range known {
+			if string(fctx.Method()) == m { // compared, not converted: no allocation per request
+				route(fctx)
+				return
+			}
 		}
 		c := app.AcquireCtx(fctx)
 		defer app.ReleaseCtx(c)
