@@ -305,17 +305,11 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 	h.api.http = httpLimits{read: 300 * time.Millisecond}
 	h.app = h.api.app()
 	base := h.serve()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := dialRaw(t, base) // its 30 s deadline a safety net only: the server must close long before it
 	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: usher\r\nX-Slow: "); err != nil {
 		t.Fatal(err)
 	}
-	// A safety net only: the server must close long before it.
-	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	_, err = io.ReadAll(conn)
+	_, err := io.ReadAll(conn)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		t.Fatal("the gateway kept a stalled request's connection open")
@@ -344,12 +338,7 @@ func TestOversizedHeadersAre431(t *testing.T) {
 func TestA431ReachesAClientStillSending(t *testing.T) {
 	h := newHarness(t)
 	base := h.serve()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	conn := dialRaw(t, base)
 	head := "GET /v1/queues/" + h.queue + "/tickets/x HTTP/1.1\r\nHost: usher\r\nX-Junk: " + strings.Repeat("j", 12<<10)
 	if _, err := io.WriteString(conn, head); err != nil {
 		t.Fatal(err)
@@ -382,11 +371,7 @@ func TestAnUnparsableRequestIs400WithoutEchoingIt(t *testing.T) {
 		"GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer SECRET\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
 		"GET\r\nAuthorization: Bearer SECRET\r\n\r\n",
 	} {
-		conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
+		conn := dialRaw(t, base)
 		conn.SetDeadline(time.Now().Add(5 * time.Second)) // well before the read timeout's 408
 		if _, err := io.WriteString(conn, raw); err != nil {
 			t.Fatal(err)
@@ -418,12 +403,7 @@ func TestAHeaderLineWithoutAColonAtTheEndIs408(t *testing.T) {
 	h.api.http = httpLimits{read: 300 * time.Millisecond}
 	h.app = h.api.app()
 	base := h.serve()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second)) // a safety net only
+	conn := dialRaw(t, base) // its deadline a safety net only
 	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header SECRET\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -726,4 +706,18 @@ func TestAWrongMethodIs405WithAllow(t *testing.T) {
 			t.Errorf("POST %s = %d %s, want 404 not-found", path, r.status, r.raw)
 		}
 	}
+}
+
+// dialRaw opens a connection to the gateway at base for a test to write
+// raw HTTP on, closed when the test ends, every read and write bounded by
+// 30 s.
+func dialRaw(t *testing.T, base string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	return conn
 }
