@@ -242,7 +242,6 @@ type entry struct {
 	claimedAt time.Time
 	leftAt    time.Time
 	orphan    bool // a leave whose join the streams no longer hold
-	ordered   bool // an order event names its token (any type)
 	// The kind of its join: into a scheduled drop's pre-queue, or allowed
 	// past the line (which wins, as the admitter's follower decides).
 	preQueue bool
@@ -276,9 +275,7 @@ func project(h *history) *line {
 		admOf[a.Seq] = a
 	}
 	usedAt, usedBy, claimedAt := map[string]time.Time{}, map[string]string{}, map[string]time.Time{}
-	ordered := map[string]bool{}
 	for _, o := range h.orders {
-		ordered[o.tokenID] = true
 		if t, ok := claimedAt[o.tokenID]; !ok || o.at.Before(t) {
 			claimedAt[o.tokenID] = o.at
 		}
@@ -310,7 +307,7 @@ func project(h *history) *line {
 				priority: ev.priority, preQueue: ev.preQueue && !ev.priority}
 			if e.adm != nil {
 				e.usedAt, e.orderID = usedAt[e.adm.TokenID], usedBy[e.adm.TokenID]
-				e.ordered, e.claimedAt = ordered[e.adm.TokenID], claimedAt[e.adm.TokenID]
+				e.claimedAt = claimedAt[e.adm.TokenID]
 			} else if cur := users[ev.user]; cur != nil && cur.seq != ev.prev && live(cur, ev.stored) {
 				e.alias = cur.seq
 			}
