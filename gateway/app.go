@@ -163,11 +163,7 @@ func (a *api) routeUnknownMethods(app *fiber.App) {
 				return
 			}
 		}
-		c := app.AcquireCtx(fctx)
-		defer app.ReleaseCtx(c)
-		if err := a.writeError(c, notFound(app)(c)); err != nil {
-			a.log.Debug("answering an unknown method", "err", err)
-		}
+		a.answerOutsideRouter(app, fctx, notFound(app))
 	}
 }
 
@@ -310,7 +306,6 @@ func (a *api) newFiber(name string) *fiber.App {
 	})
 	app.Server().ErrorHandler = a.answerUnreadable(app)
 	a.routeUnknownMethods(app)
-	lingerOnReadErrors(app)
 	app.Use(a.metrics.middleware)
 	return app
 }

@@ -59,17 +59,11 @@ func (c *lingerConn) Close() error {
 	return nil
 }
 
-// lingerOnReadErrors marks the connection of every request app's server
-// could not read (the only requests fasthttp's error handler sees) to
-// linger when closed.
-func lingerOnReadErrors(app *fiber.App) {
-	srv := app.Server()
-	answer := srv.ErrorHandler
-	srv.ErrorHandler = func(ctx *fasthttp.RequestCtx, err error) {
-		if c, ok := ctx.Conn().(*lingerConn); ok {
-			c.linger.Store(true)
-		}
-		answer(ctx, err)
+// lingerAfter marks the connection of a request the server could not read
+// (see answerUnreadable) to linger when closed.
+func lingerAfter(ctx *fasthttp.RequestCtx) {
+	if c, ok := ctx.Conn().(*lingerConn); ok {
+		c.linger.Store(true)
 	}
 }
 

@@ -14,14 +14,23 @@ import (
 
 // answerUnreadable is app's answer to a request its server could not read
 // (fasthttp's ErrorHandler): a problem through writeError, like every
-// other error answer.
+// other error answer, on a connection that then closes lingering (see
+// lingerConn) — the client may still be sending the rest.
 func (a *api) answerUnreadable(app *fiber.App) func(*fasthttp.RequestCtx, error) {
 	return func(fctx *fasthttp.RequestCtx, err error) {
-		c := app.AcquireCtx(fctx)
-		defer app.ReleaseCtx(c)
-		if err := a.writeError(c, unreadableProblem(err)); err != nil {
-			a.log.Debug("answering a request that could not be read", "err", err)
-		}
+		lingerAfter(fctx)
+		a.answerOutsideRouter(app, fctx, func(*fiber.Ctx) error { return unreadableProblem(err) })
+	}
+}
+
+// answerOutsideRouter writes the error answer of a request app's router
+// never saw (fasthttp's error handler, a method fiber does not know) as
+// writeError writes every other: the error is what answer says of it.
+func (a *api) answerOutsideRouter(app *fiber.App, fctx *fasthttp.RequestCtx, answer fiber.Handler) {
+	c := app.AcquireCtx(fctx)
+	defer app.ReleaseCtx(c)
+	if err := a.writeError(c, answer(c)); err != nil {
+		a.log.Debug("writing an answer outside the router", "err", err)
 	}
 }
 
