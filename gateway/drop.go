@@ -30,7 +30,7 @@ const headerInvite = "Usher-Invite"
 // the pre-queue, else at the back. It returns the invite code taken, so a
 // join that cannot be recorded gives it back.
 func (a *api) joinKind(c *fiber.Ctx, cfg catalog.Config, user string, now time.Time) (waitqueue.JoinKind, string, error) {
-	pre := cfg.PreQueue(now) && !drawn(cfg)
+	pre := cfg.PreQueue(now) && !cfg.Drawn()
 	if !pre && cfg.Allows(user) {
 		return waitqueue.Priority, "", nil
 	}
@@ -56,15 +56,12 @@ func (a *api) spendInvite(ctx context.Context, cfg catalog.Config, code string) 
 	return waitqueue.Priority, code, nil
 }
 
-// drawn reports whether cfg's pre-queue lottery has been drawn.
-func drawn(cfg catalog.Config) bool { return cfg.Lottery != nil && cfg.Lottery.Drawn }
-
 // awaitsDraw: cfg is a scheduled drop whose pre-queue is not drawn yet.
-// Its ticks (waitqueue.Tick.AwaitDraw) admit only those allowed past the
-// line then; a join is not admitted at once, which could admit one who
-// joined after the opening ahead of the pre-queue still to be drawn.
+// Its ticks (waitqueue.Tick.AwaitDraw) admit nobody then; nor is a join
+// admitted at once, which could admit one who joined after the opening
+// ahead of the pre-queue still to be drawn.
 func awaitsDraw(cfg catalog.Config) bool {
-	return cfg.OpensAt != nil && cfg.Lottery != nil && !drawn(cfg)
+	return cfg.OpensAt != nil && cfg.Lottery != nil && !cfg.Drawn()
 }
 
 // admitAtOnce answers a join with READY in the join's own answer when it

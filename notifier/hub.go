@@ -169,7 +169,7 @@ func (h *hub) onAdmitted(a event.Admitted) {
 // A drop whose pre-queue was drawn has every client's place read at the
 // next position tick: the pre-queued learn their place at once.
 func (h *hub) onConfig(cfg catalog.Config) {
-	drawn := cfg.Lottery != nil && cfg.Lottery.Drawn
+	drawn := cfg.Drawn()
 	h.mu.Lock()
 	var all []*client
 	if r := h.rooms[cfg.Name]; r != nil {

@@ -325,7 +325,7 @@ func (s *streams) open(w http.ResponseWriter, r *http.Request) *stream {
 	}
 	c.apply(e)
 	c.setNotice(cfg.Notice)
-	if e.Status == waitqueue.PreQueued && cfg.OpensAt != nil && (cfg.Lottery == nil || !cfg.Lottery.Drawn) {
+	if e.Status == waitqueue.PreQueued && cfg.OpensAt != nil && !cfg.Drawn() {
 		c.preQueued(*cfg.OpensAt)
 	}
 	if cfg.State == catalog.StateClosed {

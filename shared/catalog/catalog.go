@@ -297,6 +297,9 @@ func (c Config) PreQueue(now time.Time) bool {
 	return c.OpensAt != nil && now.Before(*c.OpensAt)
 }
 
+// Drawn reports whether the drop's pre-queue lottery has been drawn.
+func (c Config) Drawn() bool { return c.Lottery != nil && c.Lottery.Drawn }
+
 // Ended reports whether the drop is over at now (closesAt passed).
 func (c Config) Ended(now time.Time) bool {
 	return c.ClosesAt != nil && !now.Before(*c.ClosesAt)
