@@ -327,9 +327,7 @@ func TestOversizedHeadersAre431(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	if res.StatusCode != 431 || res.Header.Get("Content-Type") != "application/problem+json" {
-		t.Fatalf("oversized headers = %d %s, want 431 problem+json", res.StatusCode, res.Header.Get("Content-Type"))
-	}
+	wantProblemResponse(t, "oversized headers", res, 431)
 }
 
 // A client still sending its oversized request when the 431 is written
@@ -354,9 +352,7 @@ func TestA431ReachesAClientStillSending(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	if res.StatusCode != 431 || res.Header.Get("Content-Type") != "application/problem+json" {
-		t.Fatalf("oversized headers = %d %s, want 431 problem+json", res.StatusCode, res.Header.Get("Content-Type"))
-	}
+	wantProblemResponse(t, "oversized headers", res, 431)
 }
 
 // A request the gateway cannot parse is answered 400 at once with a
@@ -720,4 +716,13 @@ func dialRaw(t *testing.T, base string) net.Conn {
 	t.Cleanup(func() { conn.Close() })
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
 	return conn
+}
+
+// wantProblemResponse fails t unless res, the answer to what, has status
+// and is a problem document.
+func wantProblemResponse(t *testing.T, what string, res *http.Response, status int) {
+	t.Helper()
+	if res.StatusCode != status || res.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("%s = %d %s, want %d problem+json", what, res.StatusCode, res.Header.Get("Content-Type"), status)
+	}
 }

@@ -249,9 +249,7 @@ func TestOversizedBodyIs413(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	if res.StatusCode != 413 || res.Header.Get("Content-Type") != "application/problem+json" {
-		t.Fatalf("PUT oversized = %d %s, want 413 problem+json", res.StatusCode, res.Header.Get("Content-Type"))
-	}
+	wantProblemResponse(t, "PUT oversized", res, 413)
 }
 
 // Metrics carry route templates, never tickets or users, and stay
