@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -264,7 +263,7 @@ type line struct {
 // they join again gets an alias, as the ingest script does, unless that
 // entry is the join's prev: the gateway saw it finished).
 func project(h *history) *line {
-	l := &line{bySeq: make(map[uint64]*entry, h.joins)}
+	l := &line{bySeq: make(map[uint64]*entry, len(h.entries))}
 	admOf := make(map[uint64]*admission, len(h.admissions))
 	for i := range h.admissions {
 		a := &h.admissions[i]
@@ -300,10 +299,19 @@ func project(h *history) *line {
 		}
 		return true
 	}
-	users := map[string]*entry{}
+	joins := 0
 	for _, ev := range h.entries {
 		if !ev.leave {
-			e := &entry{seq: ev.seq, user: ev.user, joined: ev.stored, adm: admOf[ev.seq],
+			joins++
+		}
+	}
+	users := make(map[string]*entry, joins)
+	joined := make([]entry, joins) // the joins' entries, allocated at once
+	for _, ev := range h.entries {
+		if !ev.leave {
+			e := &joined[0]
+			joined = joined[1:]
+			*e = entry{seq: ev.seq, user: ev.user, joined: ev.stored, adm: admOf[ev.seq],
 				priority: ev.priority, preQueue: ev.preQueue && !ev.priority}
 			if e.adm != nil {
 				e.usedAt, e.orderID = usedAt[e.adm.TokenID], usedBy[e.adm.TokenID]
@@ -335,7 +343,10 @@ func project(h *history) *line {
 			e.leftAt = ev.stored
 		}
 	}
-	sort.Slice(l.entries, func(i, j int) bool { return l.entries[i].seq < l.entries[j].seq })
+	bySeq := func(a, b *entry) int { return cmp.Compare(a.seq, b.seq) }
+	if !slices.IsSortedFunc(l.entries, bySeq) { // only orphans are out of order
+		slices.SortFunc(l.entries, bySeq)
+	}
 	return l
 }
 
@@ -365,9 +376,7 @@ func (l *line) records(now time.Time, d *drop) []waitqueue.Record {
 	if d == nil {
 		d = &drop{place: map[uint64]int{}}
 	}
-	recs := make([]waitqueue.Record, 0, len(l.entries))
-	admitted, waiting := 0, 0
-	for _, e := range l.entries {
+	record := func(e *entry) waitqueue.Record {
 		r := waitqueue.Record{Seq: e.seq, User: e.user, Alias: e.alias}
 		if e.orphan {
 			r.User = "" // the leave script does not point the user at an unknown entry
@@ -384,20 +393,25 @@ func (l *line) records(now time.Time, d *drop) []waitqueue.Record {
 				r.OrderID = e.orderID
 			}
 		}
-		switch r.Status {
+		return r
+	}
+	// Counted first, then each record made where it belongs: appending to
+	// three growing slices moved records over and over (a third of a
+	// rebuild's CPU at 200,000 shoppers), and a second slice to sort them
+	// into cost as much again in fresh memory.
+	admitted, waiting := 0, 0
+	for _, e := range l.entries {
+		switch record(e).Status {
 		case waitqueue.Admitted:
 			admitted++
 		case waitqueue.Waiting:
 			waiting++
 		}
-		recs = append(recs, r)
 	}
-	// Placed where they belong in one pass (appending to three growing
-	// slices of records moved them over and over: a third of a rebuild's
-	// CPU at 200,000 shoppers).
-	out := make([]waitqueue.Record, len(recs))
+	out := make([]waitqueue.Record, len(l.entries))
 	a, w, x := 0, admitted, admitted+waiting
-	for _, r := range recs {
+	for _, e := range l.entries {
+		r := record(e)
 		switch r.Status {
 		case waitqueue.Admitted:
 			out[a], a = r, a+1

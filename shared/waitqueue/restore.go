@@ -41,11 +41,12 @@ const Alias Status = "alias"
 
 // restoreScript recreates entry records that Redis lost.
 //
-// KEYS: stdKeys. ARGV: prefix, tombstoneTTL, then a group per record:
-// nine for any record — seq, status, user, alias, tokenId, readyAtMs,
-// expiresAtMs, orderId, score (a waiting entry's score in line; empty: its
-// sequence) — or three for an entry waiting in its FIFO place, most of a
-// line: seq, 'w', user.
+// KEYS: stdKeys. ARGV: prefix, tombstoneTTL, unique ('1' when no user has
+// two records in the call, as most calls of a rebuild), then a group per
+// record: nine for any record — seq, status, user, alias, tokenId,
+// readyAtMs, expiresAtMs, orderId, score (a waiting entry's score in line;
+// empty: its sequence) — or three for an entry waiting in its FIFO place,
+// most of a line: seq, 'w', user. No two records of a call have one seq.
 // Invariants: a record that exists is never touched (the gateway and the
 // admitter may be writing the same queue while a rebuild runs, and what they
 // wrote is newer); sorted sets only grow with NX, so nobody moves; the user
@@ -64,20 +65,25 @@ const Alias Status = "alias"
 // exists: each is set to the user's latest sequence of the call, with the
 // tombstone TTL if that entry is finished, which is what setting them one
 // by one in any order leaves; if any exists, they are set one by one).
+// Lua tables keyed by strings are this script's dearest work (BENCHMARKS.md,
+// "Rebuild: what a restored record costs Redis"): the caller's promises —
+// distinct seqs, and whether a user repeats — spare it two of them.
 var restoreScript = redis.NewScript(`
-local prefix, ttl = ARGV[1], tonumber(ARGV[2])
-local ekeys, at = {}, {} -- each record's key, and where its group starts
-local i = 3
+local prefix, ttl, unique = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
+local ekeys, at, ne = {}, {}, 0 -- each record's key, and where its group starts
+local i = 4
 while i <= #ARGV do
-  ekeys[#ekeys+1], at[#at+1] = prefix .. 'e:' .. ARGV[i], i
+  ne = ne + 1
+  ekeys[ne], at[ne] = prefix .. 'e:' .. ARGV[i], i
   if ARGV[i+1] == 'w' then i = i + 3 else i = i + 9 end
 end
-local fresh = #ekeys == 0 or redis.call('EXISTS', unpack(ekeys)) == 0
-local out, line, pre, held, heldIdx, created = {}, {}, {}, {}, {}, {}
+local fresh = ne == 0 or redis.call('EXISTS', unpack(ekeys)) == 0
+local out, line, pre, held, heldIdx = {}, {}, {}, {}, {}
+local nl = 0
 -- User pointers to set, in record order: user, seq and finished (nil: not).
-local pu, ps, pf = {}, {}, {}
+local pu, ps, pf, np = {}, {}, {}, 0
 local admitted, drawn = 0, nil
-for j = 1, #ekeys do
+for j = 1, ne do
   local i = at[j]
   local seq, st, user = ARGV[i], ARGV[i+1], ARGV[i+2]
   local alias, tok, ready, exp, ord, score = '', '', '', '', '', ''
@@ -87,13 +93,10 @@ for j = 1, #ekeys do
     alias, tok, ready, exp, ord, score = ARGV[i+3], ARGV[i+4], ARGV[i+5], ARGV[i+6], ARGV[i+7], ARGV[i+8]
   end
   local e = ekeys[j]
-  local exists
-  if fresh then exists = created[e] else exists = redis.call('EXISTS', e) == 1 end
-  if exists then
+  if not fresh and redis.call('EXISTS', e) == 1 then
     out[j] = 0
   else
     out[j] = 1
-    created[e] = true
     if alias ~= '' then
       redis.call('HSET', e, 'alias', alias, 'user', user)
     else
@@ -115,7 +118,7 @@ for j = 1, #ekeys do
       local finished = false
       if st == 'waiting' then
         if score == '' then score = seq end
-        line[#line+1], line[#line+2] = score, seq
+        line[nl+1], line[nl+2], nl = score, seq, nl + 2
       elseif st == 'pre' then
         pre[#pre+1], pre[#pre+2] = seq, seq
       elseif st == 'admitted' then
@@ -126,33 +129,44 @@ for j = 1, #ekeys do
         finished = true
       end
       if user ~= '' then
-        local n = #pu + 1
-        pu[n], ps[n] = user, seq
-        if finished then pf[n] = true end
+        np = np + 1
+        pu[np], ps[np] = user, seq
+        if finished then pf[np] = true end
       end
     end
   end
 end
-if #pu > 0 then
-  -- Each user's latest entry of the call (its index), in the order first seen.
-  local latest, users = {}, {}
-  for n = 1, #pu do
-    local cur = latest[pu[n]]
-    if cur == nil then
-      users[#users+1] = pu[n]
-      latest[pu[n]] = n
-    elseif tonumber(ps[cur]) < tonumber(ps[n]) then
-      latest[pu[n]] = n
+if np > 0 then
+  -- Each user's latest entry of the call (its index), in the order first
+  -- seen: every entry, when no user has two.
+  local users = pu
+  local latest = nil
+  if not unique then
+    latest, users = {}, {}
+    for n = 1, np do
+      local cur = latest[pu[n]]
+      if cur == nil then
+        users[#users+1] = pu[n]
+        latest[pu[n]] = n
+      elseif tonumber(ps[cur]) < tonumber(ps[n]) then
+        latest[pu[n]] = n
+      end
     end
   end
-  local kv = {}
-  for _, u in ipairs(users) do kv[#kv+1], kv[#kv+2] = prefix .. 'u:' .. u, ps[latest[u]] end
+  local kv, nu = {}, #users
+  for n = 1, nu do
+    local u, m = users[n], n
+    if latest then m = latest[u] end
+    kv[2*n-1], kv[2*n] = prefix .. 'u:' .. u, ps[m]
+  end
   if redis.call('MSETNX', unpack(kv)) == 1 then
-    for _, u in ipairs(users) do
-      if pf[latest[u]] then redis.call('EXPIRE', prefix .. 'u:' .. u, ttl) end
+    for n = 1, nu do
+      local m = n
+      if latest then m = latest[users[n]] end
+      if pf[m] then redis.call('EXPIRE', kv[2*n-1], ttl) end
     end
   else
-    for n = 1, #pu do
+    for n = 1, np do
       local uk, seq = prefix .. 'u:' .. pu[n], ps[n]
       local moved = redis.call('SET', uk, seq, 'NX')
       if not moved then
@@ -163,7 +177,7 @@ if #pu > 0 then
     end
   end
 end
-if #line > 0 then redis.call('ZADD', KEYS[1], 'NX', unpack(line)) end
+if nl > 0 then redis.call('ZADD', KEYS[1], 'NX', unpack(line)) end
 if #pre > 0 then
   redis.call('ZADD', prefix .. 'pre', 'NX', unpack(pre))
   redis.call('HINCRBY', KEYS[4], 'preVersion', #pre / 2)
@@ -187,13 +201,15 @@ const restoreBatch = 256
 // never moves anyone in the line. Give admitted records first, so an
 // admitter ticking meanwhile sees every held slot before it sees the line.
 // A user's pointer is set for entries of their own (not aliases), to the
-// latest sequence.
+// latest sequence. An entry given twice is written as it was given first
+// (the second finds it and counts as kept).
 //
 // The script calls go out in order, a round of them at a time on one
 // connection, so Redis applies them in the order given; the next round's
 // arguments are made while Redis runs the one before.
 func (s *Store) Restore(ctx context.Context, q string, recs []Record) (RestoreResult, error) {
 	res := RestoreResult{Created: map[Status]int{}}
+	recs, res.Kept = firstOfEach(recs)
 	if err := restoreScript.Load(ctx, s.rdb).Err(); err != nil {
 		return res, fmt.Errorf("load restore script: %w", err)
 	}
@@ -251,6 +267,30 @@ func (s *Store) Restore(ctx context.Context, q string, recs []Record) (RestoreRe
 	return res, nil
 }
 
+// firstOfEach is recs without the records of an entry given before, and
+// how many it left out: the script trusts each call's seqs to be distinct.
+// recs itself when they are, as a rebuild's are.
+func firstOfEach(recs []Record) ([]Record, int) {
+	seen := make(map[uint64]struct{}, len(recs))
+	var out []Record // nil until the first repeat
+	for i, r := range recs {
+		if _, dup := seen[r.Seq]; dup {
+			if out == nil {
+				out = append(make([]Record, 0, len(recs)), recs[:i]...)
+			}
+			continue
+		}
+		seen[r.Seq] = struct{}{}
+		if out != nil {
+			out = append(out, r)
+		}
+	}
+	if out == nil {
+		return recs, 0
+	}
+	return out, len(recs) - len(out)
+}
+
 // restorePipelined is how many script calls go in one round trip.
 const restorePipelined = 16
 
@@ -262,8 +302,16 @@ type restoreRound struct {
 }
 
 func restoreArgs(prefix string, ttl int, batch []Record) []any {
-	args := make([]any, 0, 2+9*len(batch))
-	args = append(args, prefix, ttl)
+	args := make([]any, 0, 3+9*len(batch))
+	users := make(map[string]struct{}, len(batch))
+	for _, r := range batch {
+		users[r.User] = struct{}{}
+	}
+	unique := "0"
+	if len(users) == len(batch) {
+		unique = "1"
+	}
+	args = append(args, prefix, ttl, unique)
 	for _, r := range batch {
 		alias, ready, exp, score := "", "", "", ""
 		if r.Alias != 0 {
