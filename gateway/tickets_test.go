@@ -214,6 +214,18 @@ func TestAdminListsEveryInvalidField(t *testing.T) {
 	}
 }
 
+// A token's lifetime or a tick too long for a time.Duration wrapped around
+// (tokenTtlSeconds 99999999999 made tokens expire in 2273): refused.
+func TestAdminRefusesFiguresBeyondTheirBounds(t *testing.T) {
+	h := newHarness(t)
+	r := h.do("PUT", "/v1/admin/queues/q2", `{"targetActive":1000001,"maxAdmitPerTick":1000001,"tickMs":10000000000000,"tokenTtlSeconds":99999999999}`,
+		map[string]string{"Authorization": "Bearer secret-admin"})
+	params, _ := r.body["invalid-params"].([]any)
+	if r.status != 400 || !isProblem(r) || len(params) != 4 {
+		t.Fatalf("PUT = %d %s, want 400 listing 4 fields", r.status, pretty(r.raw))
+	}
+}
+
 func TestAdminQueueLifecycle(t *testing.T) {
 	h := newHarness(t)
 	name := h.queue + "-x"

@@ -354,6 +354,14 @@ type FieldError struct {
 	Reason string `json:"reason"`
 }
 
+// The largest targetActive (and maxAdmitPerTick), tickMs and
+// tokenTtlSeconds a queue may have.
+const (
+	MaxTargetActive    = 1_000_000
+	MaxTickMs          = 60_000
+	MaxTokenTTLSeconds = 86_400
+)
+
 // Validate lists every invalid field of c.
 func (c Config) Validate() []FieldError {
 	var errs []FieldError
@@ -361,17 +369,21 @@ func (c Config) Validate() []FieldError {
 	if !ValidName(c.Name) {
 		add("name", "must be 1-64 of A-Z a-z 0-9 _ -")
 	}
-	if c.TargetActive < 1 {
-		add("targetActive", "must be >= 1")
+	// The upper bounds keep every figure a time.Duration and the line's
+	// scripts can hold: beyond them a tick or a token's lifetime wraps
+	// around (10^11 s of TTL read as 246 years, 10^13 ms of tick as a
+	// negative one).
+	if c.TargetActive < 1 || c.TargetActive > MaxTargetActive {
+		add("targetActive", "must be 1..1000000")
 	}
-	if c.MaxAdmitPerTick < 0 {
-		add("maxAdmitPerTick", "must be >= 0 (0 = no cap)")
+	if c.MaxAdmitPerTick < 0 || c.MaxAdmitPerTick > MaxTargetActive {
+		add("maxAdmitPerTick", "must be 0..1000000 (0 = no cap)")
 	}
-	if c.TickMs < 10 {
-		add("tickMs", "must be >= 10")
+	if c.TickMs < 10 || c.TickMs > MaxTickMs {
+		add("tickMs", "must be 10..60000")
 	}
-	if c.TokenTTLSeconds < 1 {
-		add("tokenTtlSeconds", "must be >= 1")
+	if c.TokenTTLSeconds < 1 || c.TokenTTLSeconds > MaxTokenTTLSeconds {
+		add("tokenTtlSeconds", "must be 1..86400")
 	}
 	if c.State != StateOpen && c.State != StatePaused && c.State != StateClosed {
 		add("state", "must be open, paused or closed")
