@@ -29,31 +29,31 @@ const headerInvite = "Usher-Invite"
 // lottery places them with everyone); anyone else, before the drop opens,
 // the pre-queue, else at the back. It returns the invite code taken, so a
 // join that cannot be recorded gives it back.
-func (a *api) joinKind(c *fiber.Ctx, cfg catalog.Config, user string, now time.Time) (waitqueue.JoinKind, string, error) {
+func (a *api) joinKind(c *fiber.Ctx, cfg catalog.Config, user string, now time.Time) (waitqueue.JoinKind, waitqueue.Invite, error) {
 	pre := cfg.PreQueue(now) && !cfg.Drawn()
 	if !pre && cfg.Allows(user) {
-		return waitqueue.Priority, "", nil
+		return waitqueue.Priority, waitqueue.Invite{}, nil
 	}
 	if code := c.Get(headerInvite); code != "" {
-		return a.spendInvite(c.UserContext(), cfg, code)
+		return a.spendInvite(c.UserContext(), cfg, code, now)
 	}
 	if pre {
-		return waitqueue.PreQueue, "", nil
+		return waitqueue.PreQueue, waitqueue.Invite{}, nil
 	}
-	return waitqueue.InLine, "", nil
+	return waitqueue.InLine, waitqueue.Invite{}, nil
 }
 
 // spendInvite takes invite code of cfg's queue: a priority join, or a 403
-// when the code is unknown or used.
-func (a *api) spendInvite(ctx context.Context, cfg catalog.Config, code string) (waitqueue.JoinKind, string, error) {
-	ok, err := a.line.UseInvite(ctx, cfg.Name, code)
+// when the code is unknown, used or expired.
+func (a *api) spendInvite(ctx context.Context, cfg catalog.Config, code string, now time.Time) (waitqueue.JoinKind, waitqueue.Invite, error) {
+	inv, ok, err := a.line.UseInvite(ctx, cfg.Name, code, now)
 	if err != nil {
-		return "", "", lineDown(err)
+		return "", waitqueue.Invite{}, lineDown(err)
 	}
 	if !ok {
-		return "", "", problem.New(fiber.StatusForbidden, "invalid-invite", "the invite code is unknown or used")
+		return "", waitqueue.Invite{}, problem.New(fiber.StatusForbidden, "invalid-invite", "the invite code is unknown, used or expired")
 	}
-	return waitqueue.Priority, code, nil
+	return waitqueue.Priority, inv, nil
 }
 
 // awaitsDraw: cfg is a scheduled drop whose pre-queue is not drawn yet.
@@ -252,8 +252,13 @@ func (a *api) newLottery(ctx context.Context, cfg catalog.Config) (*catalog.Lott
 	return l, nil
 }
 
-// maxInvites bounds one request for invite codes.
-const maxInvites = 10_000
+// maxInvites bounds one request for invite codes, maxInviteTTL their
+// lifetime (a year: far beyond a drop, well within a time.Duration).
+const (
+	maxInvites    = 10_000
+	maxInviteTTL  = 365 * 24 * time.Hour
+	inviteBodyErr = `the body must be {"count": 1..%d, "ttlSeconds": 0..%d} (ttlSeconds 0 or absent: 7 days)`
+)
 
 // createInvites answers POST /v1/admin/queues/{q}/invites {"count": n,
 // "ttlSeconds": s}: n single-use codes that let their holder pass the line
@@ -267,13 +272,16 @@ func (a *api) createInvites(c *fiber.Ctx) error {
 		Count      int `json:"count"`
 		TTLSeconds int `json:"ttlSeconds"`
 	}
-	if err := decodeBody(c.Body(), &body); err != nil || body.Count < 1 || body.Count > maxInvites || body.TTLSeconds < 0 {
-		return problem.New(fiber.StatusBadRequest, "invalid-body", fmt.Sprintf(`the body must be {"count": 1..%d, "ttlSeconds": s}`, maxInvites))
+	if err := decodeBody(c.Body(), &body); err != nil || body.Count < 1 || body.Count > maxInvites ||
+		body.TTLSeconds < 0 || body.TTLSeconds > int(maxInviteTTL/time.Second) {
+		return problem.New(fiber.StatusBadRequest, "invalid-body", fmt.Sprintf(inviteBodyErr, maxInvites, int(maxInviteTTL/time.Second)))
 	}
 	ttl := time.Duration(body.TTLSeconds) * time.Second
 	if ttl == 0 {
 		ttl = 7 * 24 * time.Hour
 	}
+	now := a.now()
+	expiresAt := now.Add(ttl)
 	codes := make([]string, body.Count)
 	for i := range codes {
 		var b [10]byte
@@ -282,12 +290,12 @@ func (a *api) createInvites(c *fiber.Ctx) error {
 		}
 		codes[i] = strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 	}
-	if err := a.line.AddInvites(c.UserContext(), cfg.Name, codes, ttl); err != nil {
+	if err := a.line.AddInvites(c.UserContext(), cfg.Name, codes, now, expiresAt); err != nil {
 		return lineDown(err)
 	}
 	by := c.Get("X-Admin-User", "admin") + fmt.Sprintf(" (%d invite codes, valid %s)", body.Count, ttl)
 	a.audit(c.UserContext(), by, cfg, cfg)
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	return c.Status(fiber.StatusCreated).JSON(fiber.Map{"queue": cfg.Name, "codes": codes,
-		"expiresAt": a.now().Add(ttl).UTC()})
+		"expiresAt": expiresAt.UTC()})
 }

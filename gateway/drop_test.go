@@ -189,6 +189,42 @@ func TestAllowListAndInvitesPassTheLine(t *testing.T) {
 	}
 }
 
+// A batch of invites lives as long as it was asked to, whatever batches
+// come after it: the codes shared one key whose EXPIRE each batch reset,
+// so a batch of one second killed a day's codes a second later, and a
+// ttlSeconds beyond a time.Duration (9300000000) wrapped around to an
+// expiry in 1737 that dropped every code at once.
+func TestEveryBatchOfInvitesLivesAsLongAsItWasAsked(t *testing.T) {
+	h := newHarness(t)
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`}`, 200)
+	invites := func(body string) []any {
+		t.Helper()
+		r := h.do("POST", "/v1/admin/queues/"+h.queue+"/invites", body, adminAuth)
+		codes, _ := r.body["codes"].([]any)
+		if r.status != 201 || len(codes) == 0 {
+			t.Fatalf("POST invites %s = %d %s", body, r.status, r.raw)
+		}
+		return codes
+	}
+	day := invites(`{"count": 1, "ttlSeconds": 86400}`)
+	second := invites(`{"count": 1, "ttlSeconds": 1}`)
+	for _, body := range []string{`{"count": 1, "ttlSeconds": 9300000000}`, `{"count": 1, "ttlSeconds": 31536001}`, `{"count": 1, "ttlSeconds": -1}`} {
+		if r := h.do("POST", "/v1/admin/queues/"+h.queue+"/invites", body, adminAuth); r.status != 400 || !isProblem(r) {
+			t.Fatalf("POST invites %s = %d %s; want 400", body, r.status, r.raw)
+		}
+	}
+	time.Sleep(2100 * time.Millisecond)
+	withCode := func(user string, code any) response {
+		return h.do("POST", "/v1/queues/"+h.queue+"/tickets", "", map[string]string{"X-User-Id": user, "Usher-Invite": code.(string)})
+	}
+	if r := withCode("late", second[0]); r.status != 403 || !isProblem(r) {
+		t.Fatalf("a code of a batch of 1 s, 2 s on = %d %s; want 403", r.status, r.raw)
+	}
+	if r := withCode("guest", day[0]); r.status != 202 {
+		t.Fatalf("a code of a day's batch, after a batch of 1 s expired = %d %s; want 202", r.status, r.raw)
+	}
+}
+
 // In a scheduled drop's pre-queue an invite is what it is on an open
 // queue: a valid code passes the line (a place at the head, no lottery),
 // once; an unknown or used code is a 403. Nobody is admitted before the

@@ -113,8 +113,8 @@ func (a *api) join(c *fiber.Ctx) error {
 	}
 	ack, err := a.events.Publish(ctx, event.EnterSubject(cfg.Name), body, jetstream.WithMsgID(id))
 	if err != nil {
-		if invite != "" {
-			if err := a.line.ReturnInvite(context.WithoutCancel(ctx), cfg.Name, invite); err != nil {
+		if invite.Code != "" {
+			if err := a.line.ReturnInvite(context.WithoutCancel(ctx), cfg.Name, invite, a.now()); err != nil {
 				a.log.Error("invite code lost with a join that was not recorded", "queue", cfg.Name, "err", err)
 			}
 		}

@@ -89,8 +89,7 @@ var lineReads = []string{
 var lineWrites = []string{
 	"expire", "persist", "set", "msetnx", "incrby", // msetnx: a rebuild sets the users' pointers at once (restoreScript)
 	"hset", "hsetnx", "hdel", "hincrby",
-	"zadd", "zrem", "zremrangebyscore",
-	"sadd", "srem", // a drop's invite codes (Store.AddInvites, UseInvite)
+	"zadd", "zrem", "zremrangebyscore", // zsets, a drop's invite codes too (Store.AddInvites, UseInvite)
 	"rename", // a drop's draw makes the staged order the line (drawScript)
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"usher/shared/keyspace"
 	"usher/shared/testenv"
 	"usher/shared/waitqueue"
 )
@@ -284,23 +285,55 @@ func TestAdmitNowKeepsTheTicksRate(t *testing.T) {
 func TestAnInviteIsTakenOnce(t *testing.T) {
 	s, q := newStore(t)
 	ctx := context.Background()
-	if err := s.AddInvites(ctx, q, []string{"a", "b"}, time.Minute); err != nil {
+	now := time.Now()
+	if err := s.AddInvites(ctx, q, []string{"a", "b"}, now, now.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := s.UseInvite(ctx, q, "a"); !ok || err != nil {
-		t.Fatalf("first use = %v, %v; want taken", ok, err)
+	inv, ok, err := s.UseInvite(ctx, q, "a", now)
+	if !ok || err != nil || inv.Code != "a" || inv.ExpiresAt.UnixMilli() != now.Add(time.Minute).UnixMilli() {
+		t.Fatalf("first use = %+v, %v, %v; want taken, with its expiry", inv, ok, err)
 	}
-	if ok, _ := s.UseInvite(ctx, q, "a"); ok {
+	if _, ok, _ := s.UseInvite(ctx, q, "a", now); ok {
 		t.Fatal("second use of one code taken")
 	}
-	if ok, _ := s.UseInvite(ctx, q, "zzz"); ok {
+	if _, ok, _ := s.UseInvite(ctx, q, "zzz", now); ok {
 		t.Fatal("an unknown code taken")
 	}
-	if err := s.ReturnInvite(ctx, q, "a"); err != nil {
+	if err := s.ReturnInvite(ctx, q, inv, now); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := s.UseInvite(ctx, q, "a"); !ok {
+	if _, ok, _ := s.UseInvite(ctx, q, "a", now); !ok {
 		t.Fatal("a returned code not usable again")
+	}
+}
+
+// Each batch of invite codes keeps the lifetime it was issued with: a
+// later, shorter-lived batch does not cut an earlier one's short (all the
+// codes shared one key's EXPIRE, so a batch of 60 s killed a week's codes
+// a minute later), nor does a longer-lived one keep a short batch alive.
+func TestEveryBatchOfInvitesKeepsItsOwnExpiry(t *testing.T) {
+	rdb := testenv.Redis(t)
+	s, q := waitqueue.New(rdb), testenv.Name(t)
+	ctx := context.Background()
+	now := time.Now()
+	if err := s.AddInvites(ctx, q, []string{"week1", "week2"}, now, now.Add(7*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddInvites(ctx, q, []string{"minute1", "minute2"}, now, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := rdb.TTL(ctx, keyspace.Of(q).Invites()).Val(); ttl < 7*24*time.Hour-time.Minute {
+		t.Fatalf("after a batch of a minute the codes' key lives %v, want the week of the first batch", ttl)
+	}
+	later := now.Add(2 * time.Minute)
+	if _, ok, _ := s.UseInvite(ctx, q, "minute1", later); ok {
+		t.Fatal("a code used past its expiry was taken")
+	}
+	if _, ok, err := s.UseInvite(ctx, q, "week1", later); !ok || err != nil {
+		t.Fatalf("a week's code two minutes on = %v, %v; want taken", ok, err)
+	}
+	if _, ok, _ := s.UseInvite(ctx, q, "minute2", now.Add(30*time.Second)); !ok {
+		t.Fatal("a minute's code 30 s on was refused")
 	}
 }
 

@@ -979,36 +979,74 @@ func (s *Store) admitNow(ctx context.Context, q, epoch string, target, maxPerTic
 // lies ahead after ticks that caught up. The next tick may lift it.
 var ErrNotCurrent = errors.New("waitqueue: the line is not current (no recent tick, behind the streams, or its last admissions not READY yet)")
 
-// AddInvites records single-use invite codes of q, valid for ttl.
-func (s *Store) AddInvites(ctx context.Context, q string, codes []string, ttl time.Duration) error {
-	k := keyspace.Of(q)
-	members := make([]any, len(codes))
+// Invite is an invite code taken by a join, with the expiry it was
+// issued with: a join that cannot be recorded gives it back as it was.
+type Invite struct {
+	Code      string
+	ExpiresAt time.Time
+}
+
+// AddInvites records single-use invite codes of q, each valid until
+// expiresAt (now is the caller's Redis-synced clock). Every code keeps its
+// own expiry (its score, in Unix ms): a later batch neither cuts an earlier
+// one's lifetime short nor stretches it, and the key lives as long as its
+// longest-lived code. Codes past their expiry are dropped on the way.
+func (s *Store) AddInvites(ctx context.Context, q string, codes []string, now, expiresAt time.Time) error {
+	members := make([]redis.Z, len(codes))
 	for i, c := range codes {
-		members[i] = c
+		members[i] = redis.Z{Score: float64(expiresAt.UnixMilli()), Member: c}
 	}
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.SAdd(ctx, k.Invites(), members...)
-		p.Expire(ctx, k.Invites(), ttl)
-		return nil
-	})
-	if err != nil {
+	if err := s.putInvites(ctx, q, members, now, expiresAt); err != nil {
 		return fmt.Errorf("add invites %s: %w", q, err)
 	}
 	return nil
 }
 
-// UseInvite takes invite code of q, once: false when it is unknown or used.
-func (s *Store) UseInvite(ctx context.Context, q, code string) (bool, error) {
-	n, err := s.rdb.SRem(ctx, keyspace.Of(q).Invites(), code).Result()
-	if err != nil {
-		return false, fmt.Errorf("use invite %s: %w", q, err)
+// putInvites adds members to q's invite codes and keeps the key until
+// expiresAt at least: EXPIRE NX gives a new key its lifetime, EXPIRE GT
+// lengthens an existing key's, never shortens it.
+func (s *Store) putInvites(ctx context.Context, q string, members []redis.Z, now, expiresAt time.Time) error {
+	if !expiresAt.After(now) {
+		return nil // expired already: nothing to keep (and EXPIRE 0 would drop every code)
 	}
-	return n == 1, nil
+	key := keyspace.Of(q).Invites()
+	ttl := expiresAt.Sub(now).Truncate(time.Second) + time.Second
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZRemRangeByScore(ctx, key, "-inf", "("+strconv.FormatInt(now.UnixMilli(), 10))
+		p.ZAdd(ctx, key, members...)
+		p.ExpireNX(ctx, key, ttl)
+		p.ExpireGT(ctx, key, ttl)
+		return nil
+	})
+	return err
 }
 
-// ReturnInvite gives back a code whose join could not be recorded.
-func (s *Store) ReturnInvite(ctx context.Context, q, code string) error {
-	if err := s.rdb.SAdd(ctx, keyspace.Of(q).Invites(), code).Err(); err != nil {
+// UseInvite takes invite code of q, once: false when it is unknown, used or
+// past its expiry at now (the caller's Redis-synced clock).
+func (s *Store) UseInvite(ctx context.Context, q, code string, now time.Time) (Invite, bool, error) {
+	key := keyspace.Of(q).Invites()
+	var score *redis.FloatCmd
+	var removed *redis.IntCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		score = p.ZScore(ctx, key, code)
+		removed = p.ZRem(ctx, key, code)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Invite{}, false, fmt.Errorf("use invite %s: %w", q, err)
+	}
+	if removed.Val() != 1 || score.Err() != nil {
+		return Invite{}, false, nil
+	}
+	inv := Invite{Code: code, ExpiresAt: time.UnixMilli(int64(score.Val()))}
+	return inv, now.Before(inv.ExpiresAt), nil
+}
+
+// ReturnInvite gives back a code whose join could not be recorded, with
+// the expiry it had.
+func (s *Store) ReturnInvite(ctx context.Context, q string, inv Invite, now time.Time) error {
+	err := s.putInvites(ctx, q, []redis.Z{{Score: float64(inv.ExpiresAt.UnixMilli()), Member: inv.Code}}, now, inv.ExpiresAt)
+	if err != nil {
 		return fmt.Errorf("return invite %s: %w", q, err)
 	}
 	return nil
