@@ -65,6 +65,19 @@ func TestBeforeOpensAtAJoinIsPreQueuedWithoutAPlace(t *testing.T) {
 	}
 }
 
+// A drop that opens further ahead than a time.Duration reaches (the year
+// 9999) is polled every 30 s like any far one: the wait until it, saturated
+// at the largest Duration, plus the jitter wrapped around to a negative one,
+// and the answer said 1 s.
+func TestAFarAwayOpeningIsPolledEveryThirtySeconds(t *testing.T) {
+	h := newHarness(t)
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "opensAt": "9999-12-31T23:59:59Z"}`, 200)
+	r := h.join("alice")
+	if ms := r.num("pollAfterMs"); r.str("status") != "PRE_QUEUE" || ms < 29_000 || ms > 30_000 {
+		t.Fatalf("join before an opening in 9999 = %d %s; want PRE_QUEUE, pollAfterMs 30 s", r.status, r.raw)
+	}
+}
+
 func TestTheLotteryIsCommittedToAndItsSeedKeptSecret(t *testing.T) {
 	h := newHarness(t)
 	opens := time.Now().Add(time.Hour)

@@ -306,8 +306,10 @@ func (a *api) answerAt(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ti
 		p.ReadyAt, p.ExpiresAt = &v.ReadyAt, &v.ExpiresAt
 	case v.Status == shopper.PreQueue && v.OpensAt != nil:
 		// Come back around the opening (spread over two seconds), at most
-		// every 30 s meanwhile.
-		wait := v.OpensAt.Sub(a.now()) + time.Duration(a.jitter()*2000)*time.Millisecond
+		// every 30 s meanwhile. The wait is capped before the jitter is
+		// added: an opening centuries ahead saturates Sub, and the sum
+		// would wrap around to a negative wait.
+		wait := min(v.OpensAt.Sub(a.now()), 30*time.Second) + time.Duration(a.jitter()*2000)*time.Millisecond
 		p.PollAfterMs = min(max(wait, time.Second), 30*time.Second).Milliseconds()
 	}
 	c.Set(fiber.HeaderLocation, "/v1/queues/"+cfg.Name+"/tickets/"+str)
