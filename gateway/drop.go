@@ -217,6 +217,15 @@ func publicLotteryOf(l *catalog.Lottery) *publicLottery {
 // operator's to set.
 func withLottery(cfg, prev catalog.Config, fresh *catalog.Lottery) (catalog.Config, error) {
 	cfg.Lottery = prev.Lottery
+	if cfg.Lottery != nil && !cfg.Lottery.Drawn && cfg.OpensAt == nil {
+		// Without an opening nothing would ever draw the pre-queue: its
+		// shoppers would wait unplaced for good while later joins pass
+		// them. Open it instead (an opensAt now draws at the next tick).
+		p := problem.New(fiber.StatusBadRequest, "invalid-config", "1 invalid field(s)")
+		p.InvalidParams = []problem.Param{{Name: "opensAt", Reason: "a scheduled drop keeps its opensAt until its pre-queue is drawn: " +
+			"move it (to now to open at once), or close the queue"}}
+		return cfg, p
+	}
 	if cfg.Lottery != nil || cfg.OpensAt == nil {
 		return cfg, nil
 	}

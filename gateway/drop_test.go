@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -76,6 +77,35 @@ func TestAFarAwayOpeningIsPolledEveryThirtySeconds(t *testing.T) {
 	if ms := r.num("pollAfterMs"); r.str("status") != "PRE_QUEUE" || ms < 29_000 || ms > 30_000 {
 		t.Fatalf("join before an opening in 9999 = %d %s; want PRE_QUEUE, pollAfterMs 30 s", r.status, r.raw)
 	}
+}
+
+// A PUT that drops opensAt before the draw stranded the pre-queue: nothing
+// draws a drop without an opening, so its shoppers stayed PRE_QUEUE for
+// good while the next join was READY at once. Refused; after the draw the
+// schedule is the operator's to drop.
+func TestAnUndrawnDropKeepsItsOpening(t *testing.T) {
+	h := newHarness(t)
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(time.Now().Add(time.Hour))+`"}`, 200)
+	if r := h.join("early"); r.str("status") != "PRE_QUEUE" {
+		t.Fatalf("join before the opening = %s", r.raw)
+	}
+	r := h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`}`, 400)
+	params, _ := r.body["invalid-params"].([]any)
+	if !isProblem(r) || len(params) != 1 || !strings.Contains(string(r.raw), `"opensAt"`) {
+		t.Fatalf("PUT without opensAt before the draw = %s; want 400 naming opensAt", r.raw)
+	}
+	if cfg, _ := h.api.queues.Get(h.queue); cfg.OpensAt == nil {
+		t.Fatal("the refused PUT dropped opensAt all the same")
+	}
+	// Moving the opening is fine, and keeps the commitment.
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(time.Now().Add(2*time.Hour))+`"}`, 200)
+	if _, _, err := h.api.queues.Update(context.Background(), h.queue, func(c *catalog.Config) bool {
+		c.Lottery.Drawn = true
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`}`, 200)
 }
 
 func TestTheLotteryIsCommittedToAndItsSeedKeptSecret(t *testing.T) {
