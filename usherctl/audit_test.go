@@ -149,6 +149,16 @@ func TestAuditSaysWhereTargetActiveCameFrom(t *testing.T) {
 	}
 }
 
+// A queue nothing knows of (a typo) is no fair line: audit said "verdict:
+// CLEAN" and exit 0 for it.
+func TestAuditOfAQueueNothingKnowsFails(t *testing.T) {
+	w := newWorld(t)
+	r := w.usherctl("audit", "--queue", testenv.Name(t))
+	if r.code != 1 || strings.Contains(r.stdout, "CLEAN") || r.err == nil || !strings.Contains(r.err.Error(), "no queue") {
+		t.Fatalf("audit of an unknown queue = exit %d, %v\n%s; want exit 1 saying there is no such queue", r.code, r.err, r.stdout)
+	}
+}
+
 func TestAHistoryMadeByTheLiveScriptsAuditsClean(t *testing.T) {
 	l := newLiveLine(t)
 	l.configured(l.q, 6, 3) // before it: 3 (the first tick, an hour ago); after: 6
