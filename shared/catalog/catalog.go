@@ -477,8 +477,14 @@ type Catalog struct {
 	watchCtx  context.Context
 	stopWatch context.CancelFunc
 
-	mu       sync.RWMutex
-	queues   map[string]Config
+	mu     sync.RWMutex
+	queues map[string]Config
+	// revs is the bucket revision each queue's live copy (or deletion)
+	// comes from. The watch delivers a process's own writes too, after
+	// Put or Update has stored them: without revs a watch still behind
+	// would put an older configuration back for a moment (a PUT's new
+	// rate limits not applied to the next join).
+	revs     map[string]uint64
 	onChange func(Config) // see OnChange
 }
 
@@ -513,7 +519,7 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Catalog, 
 		stop()
 		return nil, fmt.Errorf("watch catalog: %w", err)
 	}
-	c := &Catalog{kv: kv, watcher: w, watchCtx: wctx, stopWatch: stop, queues: map[string]Config{}}
+	c := &Catalog{kv: kv, watcher: w, watchCtx: wctx, stopWatch: stop, queues: map[string]Config{}, revs: map[string]uint64{}}
 	for e := range w.Updates() {
 		if e == nil { // every current value has been delivered
 			return c, nil
@@ -549,7 +555,10 @@ func (c *Catalog) Run(ctx context.Context) error {
 func (c *Catalog) apply(e jetstream.KeyValueEntry) {
 	if e.Operation() != jetstream.KeyValuePut {
 		c.mu.Lock()
-		delete(c.queues, e.Key())
+		if e.Revision() > c.revs[e.Key()] {
+			delete(c.queues, e.Key())
+			c.revs[e.Key()] = e.Revision()
+		}
 		c.mu.Unlock()
 		return
 	}
@@ -559,8 +568,19 @@ func (c *Catalog) apply(e jetstream.KeyValueEntry) {
 	if err := json.Unmarshal(e.Value(), &cfg); err != nil {
 		return
 	}
+	c.store(e.Key(), cfg, e.Revision())
+}
+
+// store makes cfg, written at revision rev, queue name's live copy — unless
+// the live copy already comes from a later write — and tells OnChange.
+func (c *Catalog) store(name string, cfg Config, rev uint64) {
 	c.mu.Lock()
-	c.queues[e.Key()] = cfg
+	if rev <= c.revs[name] {
+		c.mu.Unlock()
+		return
+	}
+	c.queues[name] = cfg
+	c.revs[name] = rev
 	f := c.onChange
 	c.mu.Unlock()
 	if f != nil {
@@ -596,21 +616,16 @@ func (c *Catalog) Put(ctx context.Context, cfg Config) (created bool, err error)
 	if err != nil {
 		return false, err
 	}
-	if _, err = c.kv.Create(ctx, cfg.Name, b); err == nil {
+	rev, err := c.kv.Create(ctx, cfg.Name, b)
+	if err == nil {
 		created = true
 	} else if errors.Is(err, jetstream.ErrKeyExists) {
-		_, err = c.kv.Put(ctx, cfg.Name, b)
+		rev, err = c.kv.Put(ctx, cfg.Name, b)
 	}
 	if err != nil {
 		return false, fmt.Errorf("put queue %s: %w", cfg.Name, err)
 	}
-	c.mu.Lock()
-	c.queues[cfg.Name] = cfg
-	f := c.onChange
-	c.mu.Unlock()
-	if f != nil {
-		f(cfg)
-	}
+	c.store(cfg.Name, cfg, rev)
 	return created, nil
 }
 
@@ -646,15 +661,9 @@ func (c *Catalog) Update(ctx context.Context, name string, change func(*Config) 
 		if err != nil {
 			return before, after, err
 		}
-		_, err = c.kv.Update(ctx, name, b, e.Revision())
+		rev, err := c.kv.Update(ctx, name, b, e.Revision())
 		if err == nil {
-			c.mu.Lock()
-			c.queues[name] = after
-			f := c.onChange
-			c.mu.Unlock()
-			if f != nil {
-				f(after)
-			}
+			c.store(name, after, rev)
 			return before, after, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {

@@ -3,6 +3,8 @@ package catalog_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,5 +180,58 @@ func TestUpdateNeverOverwritesAConcurrentChange(t *testing.T) {
 	}
 	if _, _, err := a.Update(ctx, "q", func(c *catalog.Config) bool { return false }); !errors.Is(err, catalog.ErrUnchanged) {
 		t.Fatalf("Update without a change = %v, want ErrUnchanged", err)
+	}
+}
+
+// The watch delivers a catalog's own writes too, after Put has stored them:
+// a watch still behind must never put an older configuration back, not
+// even for a moment (a PUT's new rate limits missed by the next join).
+func TestOwnWritesAreNeverUndoneByTheWatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{testenv.NATS(t)}, Replicas: 1}, "catalog-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c, err := catalog.Open(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		seen []int
+	)
+	c.OnChange(func(cfg catalog.Config) {
+		mu.Lock()
+		seen = append(seen, cfg.TargetActive)
+		mu.Unlock()
+	})
+	// Both writes land before the watch has delivered either.
+	cfg := catalog.Defaults("own")
+	for _, n := range []int{1, 2} {
+		cfg.TargetActive = n
+		if _, err := c.Put(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go c.Run(ctx)
+	// A third write from another process marks how far the watch has come.
+	other, err := catalog.Open(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.TargetActive = 3
+	if _, err := other.Put(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		got, _ := c.Get("own")
+		return got.TargetActive == 3
+	}, "the watch did not deliver the other process's write")
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(seen, []int{1, 2, 3}) {
+		t.Fatalf("the live copy went through targetActive %v, want [1 2 3]: the watch put an older write back", seen)
 	}
 }
