@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -89,6 +90,9 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 		return err
 	}
 	ctx := c.UserContext()
+	if err := a.refuseDropOverALine(ctx, cfg); err != nil {
+		return err
+	}
 	fresh, err := a.newLottery(ctx, cfg)
 	if err != nil {
 		return err
@@ -128,6 +132,29 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 		status = fiber.StatusCreated
 	}
 	return c.Status(status).JSON(cfg.Redacted())
+}
+
+// refuseDropOverALine refuses to schedule a drop (a first opensAt) on a
+// queue shoppers wait in: its draw places the pre-queue at the head of the
+// line, so they — who joined first — would move back behind it, and no one
+// would be admitted until the opening. A drop starts on a new or empty
+// queue. (A join racing this PUT, within the catalog's milliseconds of
+// reaching every gateway, is not covered.)
+func (a *api) refuseDropOverALine(ctx context.Context, cfg catalog.Config) error {
+	cur, exists := a.queues.Get(cfg.Name)
+	if !exists || cur.Lottery != nil || cfg.OpensAt == nil {
+		return nil
+	}
+	st, err := a.line.Stats(ctx, cfg.Name)
+	if err != nil {
+		return lineDown(err)
+	}
+	if st.Waiting > 0 {
+		return problem.New(fiber.StatusConflict, "line-not-empty", fmt.Sprintf(
+			"%d shopper(s) wait in this line: a drop's draw would place its pre-queue ahead of them; "+
+				"schedule it on a new queue, or once nobody waits", st.Waiting))
+	}
+	return nil
 }
 
 func (a *api) publishConfigChange(c *fiber.Ctx, prev, cfg catalog.Config) {

@@ -371,3 +371,33 @@ func TestAJoinAdmittedAtOnceIsReadyWhateverThisHostsClockSays(t *testing.T) {
 		t.Fatalf("passthrough join with this host's clock 200 ms behind = %d %s; want 202 READY with a token", r.status, r.raw)
 	}
 }
+
+// A drop's draw places its pre-queue at the head of the line: scheduling one
+// over shoppers already waiting would move them — who joined first — back
+// behind it. Refused while anyone waits; a drop starts on an empty line.
+func TestADropIsNeverScheduledOverAWaitingLine(t *testing.T) {
+	h := newHarness(t)
+	first := h.join("first")
+	if first.status != 202 || first.str("status") != "WAITING" {
+		t.Fatalf("join = %d %s, want 202 WAITING", first.status, first.raw)
+	}
+	drop := `{"targetActive": 5, "rateLimit": ` + limitsOff + `, "opensAt": "` + rfc3339(time.Now().Add(time.Hour)) + `"}`
+	r := h.putQueue(h.queue, drop, 409)
+	if !isProblem(r) || !strings.HasSuffix(r.str("type"), "line-not-empty") || !strings.Contains(r.str("detail"), "1 shopper(s)") {
+		t.Fatalf("scheduling a drop over a waiting line = %s; want 409 line-not-empty counting the one waiting", r.raw)
+	}
+	if cfg, _ := h.api.queues.Get(h.queue); cfg.OpensAt != nil || cfg.Lottery != nil {
+		t.Fatalf("the refused PUT stored %+v all the same", cfg)
+	}
+	if p := h.poll(first.str("ticket")); p.str("status") != "WAITING" || p.num("position") != 1 {
+		t.Fatalf("the waiting shopper after the refusal = %s, want WAITING at position 1", p.raw)
+	}
+	// Once nobody waits, the drop is scheduled.
+	if r := h.do("DELETE", "/v1/queues/"+h.queue+"/tickets/"+first.str("ticket"), "", nil); r.status != 204 {
+		t.Fatalf("leave = %d %s", r.status, r.raw)
+	}
+	h.putQueue(h.queue, drop, 200)
+	if r := h.join("early"); r.str("status") != "PRE_QUEUE" {
+		t.Fatalf("a join after scheduling = %s, want PRE_QUEUE", r.raw)
+	}
+}
