@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,20 +17,5 @@ func Attach(ctx context.Context, js jetstream.JetStream) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
-	// As in Open: the watch lives as long as ctx, or until Run returns.
-	wctx, stop := context.WithCancel(ctx)
-	w, err := kv.WatchAll(wctx)
-	if err != nil {
-		stop()
-		return nil, fmt.Errorf("watch catalog: %w", err)
-	}
-	c := &Catalog{kv: kv, watcher: w, watchCtx: wctx, stopWatch: stop, queues: map[string]Config{}}
-	for e := range w.Updates() {
-		if e == nil { // every current value has been delivered
-			return c, nil
-		}
-		c.apply(e)
-	}
-	stop()
-	return nil, errors.New("watch catalog: closed while loading")
+	return follow(ctx, kv)
 }

@@ -510,9 +510,14 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Catalog, 
 	if err != nil {
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
-	// The watch lives as long as Open's context, or until Run returns.
-	// Knowing its context lets Run tell a watch that ended with it from
-	// one that failed.
+	return follow(ctx, kv)
+}
+
+// follow loads every queue of kv and starts following its changes (Open's
+// and Attach's common end).
+func follow(ctx context.Context, kv jetstream.KeyValue) (*Catalog, error) {
+	// The watch lives as long as ctx, or until Run returns. Knowing its
+	// context lets Run tell a watch that ended with it from one that failed.
 	wctx, stop := context.WithCancel(ctx)
 	w, err := kv.WatchAll(wctx)
 	if err != nil {
