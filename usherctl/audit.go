@@ -90,7 +90,7 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 			targets = func(time.Time) int { return t }
 			source = "the current catalog (no config_changed history for this queue)"
 		} else {
-			if len(h.entries) == 0 && len(h.admissions) == 0 && len(h.orders) == 0 && len(h.draws) == 0 {
+			if h.silent() {
 				// Nothing to judge: a verdict of CLEAN would pass a typo off
 				// as a fair line.
 				return fmt.Errorf("audit: no queue %s: the streams hold none of its events and the catalog has no entry (is the name right?)", *q)

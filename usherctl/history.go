@@ -40,6 +40,13 @@ type history struct {
 	entriesFirst uint64
 }
 
+// silent reports whether the streams hold nothing of the queue: no entry,
+// admission, order, config change or draw. Of a queue the catalog does not
+// know either, that is a name nobody used (a typo), not an empty line.
+func (h *history) silent() bool {
+	return len(h.entries) == 0 && len(h.admissions) == 0 && len(h.orders) == 0 && len(h.configs) == 0 && len(h.draws) == 0
+}
+
 // entryEvent is a join (leave false) or a leave of USHER_ENTRIES.
 type entryEvent struct {
 	seq    uint64 // stream sequence: for a join, the shopper's place

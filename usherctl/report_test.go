@@ -329,3 +329,17 @@ func TestReportSince(t *testing.T) {
 		t.Errorf("report without --queue exited %d, want a usage error", res.code)
 	}
 }
+
+// A queue nothing knows of (a typo) has no report: an empty one, exit 0,
+// passed the typo off as a quiet queue.
+func TestReportOfAQueueNothingKnowsFails(t *testing.T) {
+	w := newWorld(t)
+	out := filepath.Join(t.TempDir(), "report.html")
+	r := w.usherctl("report", "--queue", testenv.Name(t), "--out", out)
+	if r.code != 1 || r.err == nil || !strings.Contains(r.err.Error(), "no queue") {
+		t.Fatalf("report of an unknown queue = exit %d, %v\n%s; want exit 1 saying there is no such queue", r.code, r.err, r.stdout)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("the refused report wrote its file all the same")
+	}
+}
