@@ -1,7 +1,6 @@
 package catalog_test
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -14,6 +13,28 @@ import (
 	"usher/shared/catalog"
 	"usher/shared/testenv"
 )
+
+// broker is a JetStream connection to the NATS server at url (a test's
+// own: testenv.NATS), closed when the test ends.
+func broker(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, js, err := bus.Open(t.Context(), bus.Settings{URLs: []string{url}, Replicas: 1}, "catalog-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return js
+}
+
+// open is catalog.Open for a test.
+func open(t *testing.T, js jetstream.JetStream) *catalog.Catalog {
+	t.Helper()
+	c, err := catalog.Open(t.Context(), js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 func TestValidate(t *testing.T) {
 	tests := []struct {
@@ -79,13 +100,8 @@ func withLimits(rl catalog.RateLimit) catalog.Config {
 // A configuration stored before a field existed reads back with the
 // field's default, as an admin PUT that omits it does.
 func TestOldConfigurationsTakeNewDefaults(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{testenv.NATS(t)}, Replicas: 1}, "catalog-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	ctx := t.Context()
+	js := broker(t, testenv.NATS(t))
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: catalog.Bucket, History: 16})
 	if err != nil {
 		t.Fatal(err)
@@ -93,11 +109,7 @@ func TestOldConfigurationsTakeNewDefaults(t *testing.T) {
 	if _, err := kv.Put(ctx, "old", []byte(`{"name":"old","targetActive":3,"tickMs":100,"tokenTtlSeconds":60,"state":"open"}`)); err != nil {
 		t.Fatal(err)
 	}
-	c, err := catalog.Open(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, ok := c.Get("old")
+	got, ok := open(t, js).Get("old")
 	if want := catalog.DefaultRateLimit(); !ok || got.RateLimit != want || got.TargetActive != 3 {
 		t.Fatalf("Get(old) = %+v, want targetActive 3 and rateLimit %+v", got, want)
 	}
@@ -106,23 +118,13 @@ func TestOldConfigurationsTakeNewDefaults(t *testing.T) {
 // A change written through one catalog reaches another process's catalog
 // within a second, without restarts.
 func TestChangesReachEveryCatalog(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	url := testenv.NATS(t)
-	open := func() *catalog.Catalog {
-		nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{url}, Replicas: 1}, "catalog-test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		c, err := catalog.Open(ctx, js, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
+	ctx, url := t.Context(), testenv.NATS(t)
+	follower := func() *catalog.Catalog { // each a process of its own
+		c := open(t, broker(t, url))
 		go c.Run(ctx)
 		return c
 	}
-	writer, reader := open(), open()
+	writer, reader := follower(), follower()
 	cfg := catalog.Defaults("drop")
 	created, err := writer.Put(ctx, cfg)
 	if err != nil || !created {
@@ -137,7 +139,7 @@ func TestChangesReachEveryCatalog(t *testing.T) {
 		return ok && got.TargetActive == 99
 	}, "the other catalog did not see targetActive 99")
 	// A catalog opened later loads the current state.
-	if got, ok := open().Get("drop"); !ok || got.TargetActive != 99 {
+	if got, ok := follower().Get("drop"); !ok || got.TargetActive != 99 {
 		t.Fatalf("late catalog Get = %+v, %v", got, ok)
 	}
 }
@@ -145,20 +147,9 @@ func TestChangesReachEveryCatalog(t *testing.T) {
 // Update is a compare-and-set: a writer that changed the queue in between
 // is never overwritten; the change runs again on what they wrote.
 func TestUpdateNeverOverwritesAConcurrentChange(t *testing.T) {
-	ctx := context.Background()
-	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{testenv.NATS(t)}, Replicas: 1}, "catalog-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	a, err := catalog.Open(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := catalog.Open(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx := t.Context()
+	js := broker(t, testenv.NATS(t))
+	a, b := open(t, js), open(t, js)
 	if _, err := a.Put(ctx, catalog.Defaults("q")); err != nil {
 		t.Fatal(err)
 	}
@@ -187,17 +178,9 @@ func TestUpdateNeverOverwritesAConcurrentChange(t *testing.T) {
 // a watch still behind must never put an older configuration back, not
 // even for a moment (a PUT's new rate limits missed by the next join).
 func TestOwnWritesAreNeverUndoneByTheWatch(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{testenv.NATS(t)}, Replicas: 1}, "catalog-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	c, err := catalog.Open(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx := t.Context()
+	js := broker(t, testenv.NATS(t))
+	c := open(t, js)
 	var (
 		mu   sync.Mutex
 		seen []int
@@ -217,12 +200,8 @@ func TestOwnWritesAreNeverUndoneByTheWatch(t *testing.T) {
 	}
 	go c.Run(ctx)
 	// A third write from another process marks how far the watch has come.
-	other, err := catalog.Open(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg.TargetActive = 3
-	if _, err := other.Put(ctx, cfg); err != nil {
+	if _, err := open(t, js).Put(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 5*time.Second, func() bool {
