@@ -86,7 +86,9 @@ func TestARedisRefusingUsherctlWithoutItsPasswordSaysWhereItLooked(t *testing.T)
 		t.Fatalf("redis-acl: %v\n%s", err, out)
 	}
 	url, _ := testenv.RedisServerWith(t, "--aclfile", filepath.Join(redisDir, redisacl.AuthFile))
-	rebuild := []string{"rebuild", "--queue", "q1", "--dry-run"}
+	q := testenv.Name(t)
+	w.join(q, "alice") // a queue rebuild knows: it refuses one nothing knows
+	rebuild := []string{"rebuild", "--queue", q, "--dry-run"}
 
 	empty := t.TempDir()
 	_, err := usherctlWith(t, map[string]string{"USHER_NATS_URL": w.natsURL, "USHER_REDIS_URL": url, "USHER_DATA_DIR": empty}, rebuild...)

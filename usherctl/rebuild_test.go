@@ -297,3 +297,19 @@ func TestAJoinDuringTheRebuildIsNotLost(t *testing.T) {
 		t.Errorf("late joiner = %+v, want waiting at the back of the line", e)
 	}
 }
+
+// A queue nothing knows of (a typo) is not rebuilt: "rebuilt from 0 joins"
+// and exit 0 passed the typo off as a rebuilt queue.
+func TestRebuildOfAQueueNothingKnowsFails(t *testing.T) {
+	l := newLiveLine(t)
+	for _, args := range [][]string{{"rebuild", "--queue", l.q}, {"rebuild", "--queue", l.q, "--dry-run"}} {
+		r := l.usherctl(args...)
+		if r.code != 1 || r.err == nil || !strings.Contains(r.err.Error(), "no queue") {
+			t.Errorf("%q of an unknown queue = exit %d, %v\n%s; want exit 1 saying there is no such queue", args, r.code, r.err, r.stdout)
+		}
+	}
+	l.world.join(l.q, "alice") // in the stream, lost from Redis
+	if r := l.usherctl("rebuild", "--queue", l.q, "--dry-run"); r.code != 0 {
+		t.Errorf("rebuild --dry-run of a queue the streams know = exit %d, %v", r.code, r.err)
+	}
+}
