@@ -392,6 +392,12 @@ func (c *cli) queue(ctx context.Context, args []string) error {
 	case "close":
 		cfg.State = catalog.StateClosed
 	}
+	if cfg.State != catalog.StateClosed {
+		// Why the queue closed is over once it is not closed (as the ops
+		// dashboard's buttons do): a reason kept through a resume made a
+		// later close say sold_out to shoppers, and a restock reopen it.
+		cfg.ClosedReason = ""
+	}
 	return c.putAndShow(ctx, api, cfg)
 }
 

@@ -174,3 +174,24 @@ func TestQueueValuesOutOfRangeAreUsageErrorsAndChangeNothing(t *testing.T) {
 		t.Errorf("adaptive bounds around targetActive 20: %v, want accepted", err)
 	}
 }
+
+// A queue the admitter closed as sold out and ops resume is open for no
+// reason: resume kept closedReason sold_out, so a later "queue close" told
+// shoppers sold_out and the next restock reopened the queue ops had closed.
+func TestResumeForgetsWhyTheQueueClosed(t *testing.T) {
+	soldOut := catalog.Defaults("drop")
+	soldOut.State, soldOut.ClosedReason = catalog.StateClosed, catalog.ReasonSoldOut
+	api := &adminAPI{queues: map[string]catalog.Config{"drop": soldOut}}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	env := map[string]string{"USHER_GATEWAY_URL": srv.URL, "USHER_ADMIN_TOKEN": "dev-admin-token"}
+	for _, args := range [][]string{{"queue", "resume", "drop"}, {"queue", "close", "drop"}} {
+		var out, errb bytes.Buffer
+		if err := run(t.Context(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb); err != nil {
+			t.Fatalf("usherctl %v: %v", args, err)
+		}
+		if got := api.queues["drop"]; got.ClosedReason != "" {
+			t.Errorf("after usherctl %v: state %s, closedReason %q; want none", args, got.State, got.ClosedReason)
+		}
+	}
+}
