@@ -190,3 +190,24 @@ func TestRepublishSendsTheEventsAfterConfirmation(t *testing.T) {
 		}
 	}
 }
+
+// A start after the queue's newest event replays nothing and ends: the
+// newest event, never delivered, kept a replay without --follow waiting for
+// it forever (--since 1s on a quiet queue, --from-time in the future).
+func TestReplayFromAfterTheNewestEventEnds(t *testing.T) {
+	w := newWorld(t)
+	q := testenv.Name(t)
+	w.join(q, "alice")
+	time.Sleep(1100 * time.Millisecond)
+	for _, args := range [][]string{
+		{"--since", "1s"},
+		{"--from-time", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		r := w.run(invocation{ctx: ctx}, append([]string{"replay", "--stream", "entries", "--queue", q}, args...)...)
+		cancel()
+		if r.code != 0 || r.stdout != "" {
+			t.Errorf("replay %v after the newest event = exit %d, %v, %q; want nothing and exit 0", args, r.code, r.err, r.stdout)
+		}
+	}
+}

@@ -55,10 +55,14 @@ func readStream(ctx context.Context, js jetstream.JetStream, w window, fn func(s
 	// queue, and waiting for "no more" would be a guess with a timeout.
 	var last uint64
 	if !w.follow {
-		if last, err = lastOf(ctx, st, w); err != nil {
+		var stored time.Time
+		if last, stored, err = lastOf(ctx, st, w); err != nil {
 			return err
 		}
-		if last == 0 || last < w.fromSeq {
+		// A start after the newest event: the consumer would deliver
+		// nothing, and the leader's newest event, never read, kept the
+		// read waiting for it forever (--since 1s on a quiet queue).
+		if last == 0 || last < w.fromSeq || stored.Before(w.fromTime) {
 			return nil
 		}
 	}
@@ -93,7 +97,7 @@ func readStream(ctx context.Context, js jetstream.JetStream, w window, fn func(s
 	// more asks the leader whether it holds events after the last read
 	// (after last too, if events were deleted since it was read).
 	more := func() (bool, error) {
-		now, err := lastOf(ctx, st, w)
+		now, _, err := lastOf(ctx, st, w)
 		if err != nil {
 			return false, err
 		}
@@ -171,18 +175,21 @@ func readStream(ctx context.Context, js jetstream.JetStream, w window, fn func(s
 }
 
 // lastOf is the newest event of the window's filters the stream's leader
-// holds (0: none).
-func lastOf(ctx context.Context, st jetstream.Stream, w window) (uint64, error) {
+// holds (0: none), and when the stream stored it.
+func lastOf(ctx context.Context, st jetstream.Stream, w window) (uint64, time.Time, error) {
 	var last uint64
+	var stored time.Time
 	for _, f := range w.filters {
 		m, err := st.GetLastMsgForSubject(ctx, f)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("stream %s: last event on %s: %w", w.stream, f, err)
+			return 0, time.Time{}, fmt.Errorf("stream %s: last event on %s: %w", w.stream, f, err)
 		}
-		last = max(last, m.Sequence)
+		if m.Sequence > last {
+			last, stored = m.Sequence, m.Time
+		}
 	}
-	return last, nil
+	return last, stored, nil
 }
