@@ -143,6 +143,15 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
 	if st == nil {
 		return // answered with a problem
 	}
+	if r.Method == http.MethodHead {
+		// The GET route takes HEAD too: its answer is the stream's header
+		// and no body (RFC 9110 §9.3.2). Taken over, the stream wrote its
+		// events after the header all the same, and kept the connection
+		// open for a client that reads no body.
+		s.hub.unregister(st.c)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	if s.detach(w, r, st) {
 		return
 	}

@@ -851,3 +851,33 @@ func TestAShopperWhoLeftIsToldNoPlaceBeforeClosed(t *testing.T) {
 		t.Errorf("closed = %+v, want reason left", r)
 	}
 }
+
+// A HEAD of the stream (the GET route takes it) answers the stream's
+// header and no body: it used to be taken over like a GET, its events
+// written after the header of a response that has none.
+func TestAHeadOfTheStreamHasNoBody(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	tk := w.join(1, "alice")
+	conn, err := net.Dial("tcp", n.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	path := strings.TrimPrefix(n.url(w.queue, tk), "http://"+n.addr)
+	fmt.Fprintf(conn, "HEAD %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, n.addr)
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(conn)
+	req, _ := http.NewRequest("HEAD", n.url(w.queue, tk), nil)
+	res, err := http.ReadResponse(r, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		t.Errorf("HEAD = %s, Content-Type %q; want 200 text/event-stream", res.Status, res.Header.Get("Content-Type"))
+	}
+	// The connection (Connection: close) ends after the header.
+	if rest, err := io.ReadAll(r); len(rest) > 0 || err != nil {
+		t.Errorf("after the header of a HEAD: %q, %v; want nothing, then the connection's end", rest, err)
+	}
+}
