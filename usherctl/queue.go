@@ -31,6 +31,7 @@ var errNotFound = errors.New("no such queue")
 
 // apiError is a problem+json answer of the gateway.
 type apiError struct {
+	Type          string `json:"type"`
 	Status        int    `json:"status"`
 	Title         string `json:"title"`
 	Detail        string `json:"detail"`
@@ -79,7 +80,15 @@ func (a *adminClient) do(ctx context.Context, method, path string, body []byte) 
 		_ = json.Unmarshal(b, ae)
 		ae.Status = resp.StatusCode
 		if resp.StatusCode == http.StatusNotFound && method == http.MethodGet {
-			return nil, resp.StatusCode, fmt.Errorf("%w: %w", errNotFound, ae)
+			// Only the admin API's own "unknown-queue" says the queue does
+			// not exist. Any other 404 is no admin API at that address —
+			// the public listener of a gateway with USHER_ADMIN_ADDR, or
+			// not a gateway — and "no such queue" would deny a queue
+			// that exists.
+			if strings.HasSuffix(ae.Type, "/unknown-queue") {
+				return nil, resp.StatusCode, fmt.Errorf("%w: %w", errNotFound, ae)
+			}
+			return nil, resp.StatusCode, fmt.Errorf("no admin API at USHER_GATEWAY_URL %s (with USHER_ADMIN_ADDR the gateway serves it on that address only): %w", a.base, ae)
 		}
 		return nil, resp.StatusCode, ae
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -50,7 +51,7 @@ func (a *adminAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.WriteHeader(http.StatusNotFound)
-			_, _ = w.Write([]byte(`{"status":404,"title":"Not Found","detail":"no queue named \"` + name + `\""}`))
+			_, _ = w.Write([]byte(`{"type":"https://usher.dev/problems/unknown-queue","status":404,"title":"Not Found","detail":"no queue named \"` + name + `\""}`))
 			return
 		}
 		_ = json.NewEncoder(w).Encode(view(c))
@@ -193,5 +194,32 @@ func TestResumeForgetsWhyTheQueueClosed(t *testing.T) {
 		if got := api.queues["drop"]; got.ClosedReason != "" {
 			t.Errorf("after usherctl %v: state %s, closedReason %q; want none", args, got.State, got.ClosedReason)
 		}
+	}
+}
+
+// An address with no admin API (the public listener of a gateway that
+// serves it on USHER_ADMIN_ADDR only) answers 404 for every admin path:
+// "no such queue" denied a queue that exists, and create went on to PUT.
+func TestNoAdminAPIAtTheURLIsNotAMissingQueue(t *testing.T) {
+	puts := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			puts++
+		}
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"type":"https://usher.dev/problems/not-found","title":"Not Found","status":404,"detail":"no such resource"}`))
+	}))
+	t.Cleanup(srv.Close)
+	env := map[string]string{"USHER_GATEWAY_URL": srv.URL, "USHER_ADMIN_TOKEN": "dev-admin-token"}
+	for _, args := range [][]string{{"queue", "get", "drop"}, {"queue", "pause", "drop"}, {"queue", "create", "drop"}} {
+		var out, errb bytes.Buffer
+		err := run(t.Context(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb)
+		if exitCode(err) != exitFailure || errors.Is(err, errNotFound) || !strings.Contains(err.Error(), "USHER_GATEWAY_URL") {
+			t.Errorf("usherctl %v against no admin API = %v (exit %d); want a failure naming USHER_GATEWAY_URL, not 'no such queue'", args, err, exitCode(err))
+		}
+	}
+	if puts != 0 {
+		t.Errorf("%d PUTs to an address with no admin API; want none", puts)
 	}
 }
