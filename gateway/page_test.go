@@ -135,6 +135,29 @@ func TestWaitingRoomInABrowser(t *testing.T) {
 	shoot(t, ctx, shots, "ordered.png")
 }
 
+// A page whose kept ticket is of a line since reset (the poll's 410
+// ticket-stale) drops it and joins again, as it does a ticket the line does
+// not know and as the page without JavaScript does. It used to poll the
+// stale ticket every few seconds for good, showing only the problem.
+func TestAPageWithAStaleTicketJoinsAgain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin := chromium.Path(t)
+	h := newOrderHarness(t)
+	base, _ := serveWithNotifier(t, h)
+	tab := newTab(t, browser(t, bin), true, nil)
+	page := base + "/q/" + h.queue + "?user=stale-shopper"
+	tab.open(page)
+	tab.waitStatus("WAITING")
+	stale := h.api.tickets.Issue(ticket.Ticket{Queue: h.queue, User: "stale-shopper", Epoch: "linesincereset", Seq: 1})
+	key := "usher.ticket." + h.queue + ".stale-shopper"
+	tab.eval(`localStorage.setItem('` + key + `', '` + stale + `'), true`)
+	tab.open(page)
+	tab.waitStatus("WAITING")
+	tab.expect(`localStorage.getItem('`+key+`') !== '`+stale+`'`, true)
+}
+
 // serveWithNotifier serves h, with a real notifier process beside it (the
 // page's stream): the notifier shares the gateway's keys and ticket
 // secret, and lets the gateway's page open streams. It returns the

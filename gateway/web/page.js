@@ -349,7 +349,11 @@
 
   async function poll() {
     const r = await call('GET', base + '/' + encodeURIComponent(ticket));
-    if (r.status === 401 || r.status === 404) {
+    // A ticket of a line since reset (410 ticket-stale) is dropped like one
+    // the line does not know, and the shopper joins again (as without
+    // JavaScript): kept, it was polled every few seconds for good.
+    const stale = r.status === 410 && /ticket-stale$/.test((r.data && r.data.type) || '');
+    if (r.status === 401 || r.status === 404 || stale) {
       localStorage.removeItem(key);
       return join();
     }
