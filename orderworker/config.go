@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"net/url"
 	"time"
 
 	"usher/shared/config"
@@ -39,5 +41,18 @@ func loadSettings(env *config.Env) (settings, error) {
 		ackWait:        env.Duration("USHER_ORDER_ACK_WAIT", 30*time.Second),
 		concurrency:    env.Int("USHER_ORDER_CONCURRENCY", 256, 1),
 	}
+	env.Check(checkPaymentURL(s.paymentURL))
 	return s, env.Err()
+}
+
+// checkPaymentURL refuses a payment gateway URL no charge can be sent to.
+// Without a scheme ("127.0.0.1:8090") every charge's request failed to be
+// made, which the worker takes for a refusal: every order FAILED
+// payment_declined, its shopper's slot gone.
+func checkPaymentURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("USHER_PAYMENT_URL %q: want http://host:port or https://host:port", raw)
+	}
+	return nil
 }

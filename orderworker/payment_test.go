@@ -8,11 +8,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"usher/shared/config"
 	"usher/shared/orders"
 )
 
@@ -73,5 +75,33 @@ func TestConcurrentChargesReuseTheirConnections(t *testing.T) {
 	if again := dials.Load() - first; first != inFlight || again > inFlight/4 {
 		t.Fatalf("%d concurrent charges dialed %d connections, then %d more for the next %d; want %d, then at most %d",
 			inFlight, first, again, inFlight, inFlight, inFlight/4)
+	}
+}
+
+// A payment gateway URL without a scheme made every charge's request fail
+// to be built, taken for a refusal: every order FAILED payment_declined.
+// The worker refuses such a URL at start instead.
+func TestAPaymentURLNoChargeCanBeSentToIsRefusedAtStart(t *testing.T) {
+	for _, u := range []string{"127.0.0.1:8090", "pgsim:8090", "ftp://pgsim", "http://"} {
+		env := config.New(func(k string) string {
+			if k == "USHER_PAYMENT_URL" {
+				return u
+			}
+			return ""
+		})
+		if _, err := loadSettings(env); err == nil || !strings.Contains(err.Error(), "USHER_PAYMENT_URL") {
+			t.Errorf("USHER_PAYMENT_URL=%s: %v, want a configuration error naming it", u, err)
+		}
+	}
+	for _, u := range []string{"", "http://127.0.0.1:8090", "https://pay.example:443"} {
+		env := config.New(func(k string) string {
+			if k == "USHER_PAYMENT_URL" {
+				return u
+			}
+			return ""
+		})
+		if _, err := loadSettings(env); err != nil {
+			t.Errorf("USHER_PAYMENT_URL=%q: %v, want it taken", u, err)
+		}
 	}
 }
