@@ -158,6 +158,31 @@ func TestAPageWithAStaleTicketJoinsAgain(t *testing.T) {
 	tab.expect(`localStorage.getItem('`+key+`') !== '`+stale+`'`, true)
 }
 
+// A READY page shows a notice put up after the turn came, as the README
+// promises every READY shopper: the page closed its stream at READY (and
+// polled no more), so no notice reached it until it was reloaded.
+func TestAReadyPageShowsANoticePutUpAfterwards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin := chromium.Path(t)
+	h := newOrderHarness(t)
+	base, _ := serveWithNotifier(t, h)
+	tab := newTab(t, browser(t, bin), true, nil)
+	tab.open(base + "/q/" + h.queue + "?user=ready-notice")
+	tab.waitStatus("WAITING")
+	h.admit()
+	publishAdmissions(t, h)
+	tab.waitStatus("READY")
+	h.putNotice("Payments are slow: your turn is kept.", "warning")
+	var got string
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		got, _ = chromedp.Run(tab.ctx, chromedp.Evaluate[string](`document.getElementById('notice-warning').textContent`))
+		return strings.Contains(got, "Payments are slow")
+	}, "READY page's warning notice = %q, want the one put up after READY", got)
+	tab.expect(`document.getElementById('usher').dataset.status`, "READY")
+}
+
 // serveWithNotifier serves h, with a real notifier process beside it (the
 // page's stream): the notifier shares the gateway's keys and ticket
 // secret, and lets the gateway's page open streams. It returns the

@@ -418,14 +418,19 @@
     es.addEventListener('position', (e) => showPosition(data(e)));
     es.addEventListener('stock', (e) => { const d = data(e); showStock(d.stock, d.skusAvailable); });
     es.addEventListener('notice', (e) => showNotice(data(e)));
+    // After READY the stream stays open for the operators' notices (it says
+    // nothing else until the token's end); its end leaves the page as it
+    // is, which the countdown and the order's answer keep up to date.
     es.addEventListener('ready', (e) => {
       showReady(data(e));
-      stopStream();
       stopPolling();
       setConn('live', t('conn.yourTurn'));
     });
-    es.addEventListener('expired', () => end('EXPIRED'));
+    es.addEventListener('expired', () => {
+      if (root.dataset.status === 'READY') stopStream(); else end('EXPIRED');
+    });
     es.addEventListener('closed', (e) => {
+      if (root.dataset.status === 'READY') return stopStream();
       const d = data(e);
       end(d.reason === 'used' ? 'USED' : d.reason === 'left' ? 'LEFT' : 'CLOSED', d.reason);
     });
