@@ -20,6 +20,9 @@ type view struct {
 // ending is a stream's last event: "expired", or "closed" with a reason.
 type ending struct {
 	event, reason string
+	// expiresAt is when an expired token ran out, as the line read after it
+	// holds it (zero: not known), for a stream that never saw it admitted.
+	expiresAt time.Time
 }
 
 // client is one open stream as the hub sees it. The hub writes its state;
@@ -142,7 +145,7 @@ func (c *client) close(reason string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.adm == nil && c.end.event == "" {
-		c.end = ending{"closed", reason}
+		c.end = ending{event: "closed", reason: reason}
 		c.signal()
 	}
 }
@@ -304,10 +307,10 @@ func (c *client) apply(e waitqueue.Entry) {
 	case waitqueue.Admitted:
 		c.admit(e)
 	case waitqueue.Expired, waitqueue.Gone:
-		c.finish(ending{event: "expired"})
+		c.finish(ending{event: "expired", expiresAt: e.ExpiresAt})
 	case waitqueue.Used:
-		c.finish(ending{"closed", "used"})
+		c.finish(ending{event: "closed", reason: "used"})
 	case waitqueue.Left:
-		c.finish(ending{"closed", "left"})
+		c.finish(ending{event: "closed", reason: "left"})
 	}
 }

@@ -190,7 +190,7 @@ func (h *hub) onConfig(cfg catalog.Config) {
 // onUsed ends the streams of the entry whose token became a final order.
 func (h *hub) onUsed(q string, seq uint64) {
 	for _, c := range h.clientsOf(q, seq) {
-		c.finish(ending{"closed", "used"})
+		c.finish(ending{event: "closed", reason: "used"})
 	}
 }
 

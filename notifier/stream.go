@@ -452,8 +452,11 @@ func (st *stream) push() (done bool, err error) {
 			data, _ = json.Marshal(closedData{Reason: end.reason})
 		} else {
 			var exp *time.Time
-			if adm != nil {
+			switch {
+			case adm != nil:
 				exp = &adm.ExpiresAt
+			case !end.expiresAt.IsZero():
+				exp = &end.expiresAt
 			}
 			data, _ = json.Marshal(expiredData{ExpiresAt: exp})
 		}

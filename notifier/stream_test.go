@@ -235,6 +235,24 @@ func TestUnusedTokenExpires(t *testing.T) {
 	}
 }
 
+// A stream opened after the token ran out says when it expired, as one
+// open across the expiry does (the README's expired event carries
+// expiresAt): it said {}.
+func TestAStreamOpenedAfterTheExpirySaysWhen(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	tk := w.join(1, "alice")
+	w.tick(1, time.Second, 100*time.Millisecond)
+	adm := w.announce()
+	time.Sleep(1500 * time.Millisecond)
+	w.tick(1, time.Second, 100*time.Millisecond) // the line expires the token
+	s := open(t, n.url(w.queue, tk), "")
+	ev := s.until("expired", 10*time.Second)
+	if got := decode[expiredData](t, ev).ExpiresAt; got == nil || !got.Equal(adm[0].ExpiresAt) {
+		t.Errorf("expired = %s, want expiresAt %s", ev.data, adm[0].ExpiresAt)
+	}
+}
+
 // A READY shopper whose token became a final order hears closed (used)
 // at once, not when the token would have expired.
 func TestAFinishedOrderEndsTheStream(t *testing.T) {
