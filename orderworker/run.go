@@ -54,8 +54,9 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	br := newBreaker(d.Log, paybreaker.New(d.Redis), s.breakerOpen, m.breaker.Set)
 	pay := newPayments(s.paymentURL, s.paymentTimeout, s.concurrency, br, func(o string) { m.payments.WithLabelValues(o).Inc() })
 	pay.timed = m.observePayment
+	records := orders.NewRecords(d.Redis)
 	w := &worker{
-		log: d.Log, store: db, records: orders.NewRecords(d.Redis), line: d.Line,
+		log: d.Log, store: db, records: records, line: d.Line,
 		queues: d.Queues, events: d.JS, breaker: br, lookupGrace: s.lookupGrace,
 		pay:      pay,
 		now:      d.Clock.Now,
@@ -87,6 +88,8 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	d.Go(gctx, g)
 	g.Go(func() error { return c.Run(gctx, workCtx, cons) })
 	g.Go(func() error { return c.feed.Run(gctx) })
+	keeper := &recordKeeper{log: d.Log, store: db, records: records, now: d.Clock.Now, every: recordsCheckEvery}
+	g.Go(func() error { return keeper.Run(gctx) })
 	g.Go(func() error { return opshttp.Serve(gctx, ln, mux, s.Shutdown) })
 	g.Go(func() error { return opshttp.ServeProfiles(gctx, s.Profiles) })
 	g.Go(func() error {

@@ -33,6 +33,7 @@
 //	usher:{q}:limit              hash    adaptive (admitter)            LimitTTL after its last decision (derived: the adaptive limit, its reason, the controller's state)
 //	usher:{q}:ow:<window>        hash    adaptive (orderworker)         OrderWindowTTL (derived: one decision window of the order path's figures)
 //	usher:order:{<order>}        hash    orders (gateway, orderworker)  RecordTTL after its last change
+//	usher:order:{kept}           string  orders (orderworker)           no TTL: set once the order records of the last RecordTTL are in Redis; missing after a loss, until the workers put them back from PostgreSQL
 //	usher:breaker:payment        string  paybreaker (orderworker)       the breaker's open period
 //
 // A closed queue's keys are removed by the admitter ClosedGrace after it
@@ -133,6 +134,12 @@ func (k Queue) RateLimit(kind, id string) string { return k.prefix + "rl:" + kin
 // OrderRecord is the Redis copy of an order (its own hash tag: the order
 // id, so records spread over the cluster).
 func OrderRecord(orderID string) string { return "usher:order:{" + orderID + "}" }
+
+// OrderRecordsKept is present while Redis holds every order record of the
+// last RecordTTL: order records are PostgreSQL's copies, not the streams',
+// so after a loss the order workers put them back and set it again ("kept"
+// is no order id: those are ord_…).
+const OrderRecordsKept = "usher:order:{kept}"
 
 // Breaker is present while the shared payment breaker is open.
 const Breaker = "usher:breaker:payment"

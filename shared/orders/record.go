@@ -125,6 +125,52 @@ func (r *Records) Put(ctx context.Context, rec Record) error {
 	return nil
 }
 
+// PutAll writes records as the store has them (see putScript), many to a
+// round trip: how a worker puts back what Redis lost.
+func (r *Records) PutAll(ctx context.Context, recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	if err := putScript.Load(ctx, r.rdb).Err(); err != nil {
+		return fmt.Errorf("put order records: %w", err)
+	}
+	cmds, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, rec := range recs {
+			putScript.EvalSha(ctx, p, []string{recordKey(rec.ID)}, putArgsOf(rec, r.ttl)...)
+		}
+		return nil
+	})
+	if err == nil {
+		for _, c := range cmds {
+			if err = c.Err(); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("put %d order records: %w", len(recs), err)
+	}
+	return nil
+}
+
+// Kept reports whether Redis holds every order record of the last
+// RecordTTL (see keyspace.OrderRecordsKept); false after a loss.
+func (r *Records) Kept(ctx context.Context) (bool, error) {
+	n, err := r.rdb.Exists(ctx, keyspace.OrderRecordsKept).Result()
+	if err != nil {
+		return false, fmt.Errorf("are the order records kept: %w", err)
+	}
+	return n == 1, nil
+}
+
+// MarkKept says Redis holds every order record again.
+func (r *Records) MarkKept(ctx context.Context) error {
+	if err := r.rdb.Set(ctx, keyspace.OrderRecordsKept, "1", 0).Err(); err != nil {
+		return fmt.Errorf("mark the order records kept: %w", err)
+	}
+	return nil
+}
+
 // putArgsOf is putScript's ARGV for rec.
 func putArgsOf(rec Record, ttl time.Duration) []any {
 	return []any{rec.Owner, rec.Fingerprint, rec.Queue, rec.SKU, rec.Quantity, string(rec.Status), rec.Reason, rec.PaymentID,

@@ -210,6 +210,29 @@ func (s *Store) Get(ctx context.Context, id string) (Order, bool, error) {
 	return o, true, nil
 }
 
+// ChangedSince calls fn with every order changed at or after t, in no
+// particular order (a scan: it runs once after Redis lost the records).
+func (s *Store) ChangedSince(ctx context.Context, t time.Time, fn func(Order) error) error {
+	rows, err := s.pool.Query(ctx, `SELECT `+orderColumns+` FROM orders WHERE updated_at >= $1`, t)
+	if err != nil {
+		return fmt.Errorf("orders changed since %s: %w", t.Format(time.RFC3339), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		o, err := scanOrder(rows)
+		if err != nil {
+			return fmt.Errorf("orders changed since %s: %w", t.Format(time.RFC3339), err)
+		}
+		if err := fn(o); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("orders changed since %s: %w", t.Format(time.RFC3339), err)
+	}
+	return nil
+}
+
 // Pay is transaction 2 of a paid order: it records the payment id and
 // PAID. An order that is final already is returned as it stands.
 func (s *Store) Pay(ctx context.Context, id, paymentID string) (Order, error) {
