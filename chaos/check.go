@@ -93,7 +93,7 @@ func judge(ev *evidence) ([]checkResult, figures) {
 	rate, rec, fr := checkRate(ev)
 	pay := checkPayments(ev)
 	checks := []checkResult{lost, twice, fifo, over, checkBursts(ev), rate, rec, pay,
-		checkStock(ev), checkOrders(ev), checkReady(ev), checkDrained(ev), checkAudits(ev)}
+		checkStock(ev), checkOrders(ev), checkRecords(ev), checkReady(ev), checkDrained(ev), checkAudits(ev)}
 	f.JoinsAccepted = len(acceptedJoins(ev))
 	f.Lost = lost.Count
 	f.Duplicated = twice.Count
@@ -757,6 +757,34 @@ func checkStock(ev *evidence) checkResult {
 		}
 		if got := ev.Stock[q.SKU] + sold; got != q.Stock {
 			c.fail("%s: available %d + sold %d = %d, initial %d", q.SKU, ev.Stock[q.SKU], sold, got, q.Stock)
+		}
+	}
+	return c.done()
+}
+
+// checkRecords: every final order reads back, on GET /v1/orders/{id}, the
+// status PostgreSQL holds — its Redis record, which a Redis that lost
+// everything gets back from the order workers. Not judged where the fault
+// loses one shard's last writes (see timeline.PartialRedisLoss).
+func checkRecords(ev *evidence) checkResult {
+	c := checkResult{Name: "order records truthful", Invariant: "every final order reads back the status PostgreSQL holds"}
+	switch {
+	case ev.DBErr != "":
+		c.Status, c.Note = statusSkipped, "PostgreSQL unavailable: "+ev.DBErr
+		return c.done()
+	case ev.RecordsErr != "":
+		c.Status, c.Note = statusSkipped, "Redis unavailable: "+ev.RecordsErr
+		return c.done()
+	case ev.Timeline.PartialRedisLoss:
+		c.Status, c.Note = statusSkipped, "the fault loses one shard's last writes, which the order workers' marker does not see"
+		return c.done()
+	}
+	for _, o := range ev.Orders {
+		if st, ok := ev.Records[o.ID]; ok && st != o.Status {
+			if st == "" {
+				st = "(no record: 404)"
+			}
+			c.fail("order %s (%s): GET answers %s, PostgreSQL holds %s", o.ID, o.Queue, st, o.Status)
 		}
 	}
 	return c.done()

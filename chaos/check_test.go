@@ -28,6 +28,7 @@ func newHistory() *history {
 		Waiting:    map[string]map[uint64]bool{"q": {}},
 		Stock:      map[string]int64{"s": 10},
 		Charges:    map[string]charge{},
+		Records:    map[string]string{},
 		Settled:    settleState{Drained: true},
 	}}
 }
@@ -49,6 +50,7 @@ func (h *history) admit(seq uint64, user, token string, readyMs, ttlMs int) {
 func (h *history) paid(id, token string, ms int) {
 	h.ev.Orders = append(h.ev.Orders, dbOrder{ID: id, TokenID: token, Queue: "q", SKU: "s", Quantity: 1, Status: "PAID", Deadline: at(ms + 20000)})
 	h.ev.Charges[id] = charge{Captures: 1}
+	h.ev.Records[id] = "PAID"
 	h.ev.ChargeTotal.Total++
 	h.ev.ChargeTotal.Keys++
 	h.ev.ChargeTotal.MaxPerKey = 1
@@ -191,6 +193,9 @@ func TestEachBreakFailsItsCheck(t *testing.T) {
 			h.ev.Orders[0].Status, h.ev.Orders[0].Reason = "FAILED", "declined"
 			h.ev.Charges["ord_a"] = charge{Captures: 1, Voided: true}
 			h.ev.Stock["s"]++
+		}},
+		{"a paid order whose record Redis lost", "order records truthful", "GET answers (no record: 404), PostgreSQL holds PAID", func(h *history) {
+			h.ev.Records["ord_a"] = ""
 		}},
 		{"READY with a token no admission recorded", "READY backed by an admission", `token "q:9"`, func(h *history) {
 			h.ev.Journal = append(h.ev.Journal, record{T: at(150), Kind: recReady, Queue: "q", Seq: 9, TokenID: "q:9"})

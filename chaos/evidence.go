@@ -47,6 +47,11 @@ type evidence struct {
 	Stock  map[string]int64
 	DBErr  string
 
+	// From Redis at the end: the status each final order's record says
+	// (what GET /v1/orders/{id} answers; "" when Redis holds none).
+	Records    map[string]string
+	RecordsErr string
+
 	// From pgsim at the end: captures per order id (idempotency key).
 	Charges     map[string]charge
 	ChargeTotal chargeTotals
@@ -142,6 +147,10 @@ type timeline struct {
 	// Bound is how long recovery may take (see recoveryBound and
 	// failoverBound).
 	Bound time.Duration `json:"recoveryBound"`
+	// PartialRedisLoss: the fault loses Redis's last writes on one shard
+	// and not the rest (a failover, an AOF cut back), which the order
+	// workers' marker does not see (README, Orders).
+	PartialRedisLoss bool `json:"partialRedisLoss"`
 }
 
 // settleState is whether the pipeline drained after the load stopped.
@@ -437,6 +446,35 @@ func gatherPostgres(ctx context.Context, url string, ev *evidence) error {
 		ev.Stock[sku] = n
 	}
 	return rows.Err()
+}
+
+// gatherRecords reads the Redis record of every final order PostgreSQL
+// holds.
+func gatherRecords(ctx context.Context, rdb redis.UniversalClient, ev *evidence) error {
+	ev.Records = map[string]string{}
+	var ids []string
+	for _, o := range ev.Orders {
+		if o.Status != "PENDING" {
+			ids = append(ids, o.ID)
+		}
+	}
+	cmds := make([]*redis.StringCmd, len(ids))
+	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGet(ctx, keyspace.OrderRecord(id), "status")
+		}
+		return nil
+	}); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("order records: %w", err)
+	}
+	for i, id := range ids {
+		st, err := cmds[i].Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("order record %s: %w", id, err)
+		}
+		ev.Records[id] = st
+	}
+	return nil
 }
 
 // gatherPgsim reads pgsim's ledger: its totals and every payment, by

@@ -166,7 +166,7 @@ func runScenario(ctx context.Context, re *runEnv, sc scenario, seed uint64) (res
 	if err != nil {
 		return errored(res, err)
 	}
-	tl := &timeline{RecoverFromHeal: sc.recoverFromHeal, Bound: sc.bound}
+	tl := &timeline{RecoverFromHeal: sc.recoverFromHeal, Bound: sc.bound, PartialRedisLoss: sc.partialRedisLoss}
 	f := &fault{s: s, rng: rng, j: j, tl: tl, t: t}
 	var p plan
 	if sc.prepare != nil {
@@ -430,6 +430,8 @@ func gather(ctx context.Context, s *stack, jpath string, ev *evidence) error {
 	}
 	if err := gatherPostgres(gctx, s.pg.url, ev); err != nil {
 		ev.DBErr = err.Error()
+	} else if err := gatherRecords(gctx, s.rdb, ev); err != nil {
+		ev.RecordsErr = err.Error()
 	}
 	if err := gatherPgsim(gctx, s.pgsimURL, s.token, ev); err != nil {
 		ev.PgsimErr = err.Error()

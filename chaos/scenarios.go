@@ -32,6 +32,8 @@ type scenario struct {
 	recoverFromHeal bool
 	// bound is how long recovery may take (0: recoveryBound).
 	bound time.Duration
+	// partialRedisLoss: the fault loses Redis's last writes on one shard.
+	partialRedisLoss bool
 }
 
 // fault is what a scenario's injection works with.
@@ -506,9 +508,9 @@ func scenarios() []scenario {
 		{name: "stop-orderworker", what: "SIGSTOP an order worker past its ack wait, SIGCONT", inject: freeze(kindOrderworker, owAck)},
 		{name: "nats-leader-kill", what: "kill -9 the NATS node leading USHER_ENTRIES, restart it", inject: natsLeaderKill},
 		{name: "redis-master-failover", what: "kill -9 a Redis master (its replica takes over), restart it", inject: redisMasterFailover,
-			bound: failoverBound},
+			bound: failoverBound, partialRedisLoss: true},
 		{name: "redis-lose-last-second", what: "kill -9 a Redis master and its replica, lose the last second of their AOF, restart both", inject: redisLoseLastSecond,
-			recoverFromHeal: true},
+			recoverFromHeal: true, partialRedisLoss: true},
 		{name: "redis-flushall", what: "FLUSHALL on every Redis master under traffic", inject: redisFlushAll},
 		{name: "payment-outage", what: "payment gateway outage (503), then normal", inject: paymentMode("outage", `{"mode":"outage"}`), recoverFromHeal: true},
 		{name: "payment-slow", what: "payment gateway slow (4 s, past the 2 s timeout), then normal", inject: paymentMode("slow", `{"mode":"slow","slowMs":4000}`), recoverFromHeal: true},
