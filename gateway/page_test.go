@@ -140,13 +140,7 @@ func TestWaitingRoomInABrowser(t *testing.T) {
 // not know and as the page without JavaScript does. It used to poll the
 // stale ticket every few seconds for good, showing only the problem.
 func TestAPageWithAStaleTicketJoinsAgain(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	bin := chromium.Path(t)
-	h := newOrderHarness(t)
-	base, _ := serveWithNotifier(t, h)
-	tab := newTab(t, browser(t, bin), true, nil)
+	h, base, tab := orderPage(t)
 	page := base + "/q/" + h.queue + "?user=stale-shopper"
 	tab.open(page)
 	tab.waitStatus("WAITING")
@@ -162,13 +156,7 @@ func TestAPageWithAStaleTicketJoinsAgain(t *testing.T) {
 // promises every READY shopper: the page closed its stream at READY (and
 // polled no more), so no notice reached it until it was reloaded.
 func TestAReadyPageShowsANoticePutUpAfterwards(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	bin := chromium.Path(t)
-	h := newOrderHarness(t)
-	base, _ := serveWithNotifier(t, h)
-	tab := newTab(t, browser(t, bin), true, nil)
+	h, base, tab := orderPage(t)
 	tab.open(base + "/q/" + h.queue + "?user=ready-notice")
 	tab.waitStatus("WAITING")
 	h.admit()
@@ -415,4 +403,17 @@ func TestDropPagesInABrowser(t *testing.T) {
 		t.Errorf("maintenance page title = %q", title)
 	}
 	shoot(t, ctx, shots, "maintenance.png")
+}
+
+// orderPage is an order harness served with a notifier, and a tab of a
+// browser with JavaScript on it (browser tests are skipped with -short).
+func orderPage(t *testing.T) (*harness, string, *pageTab) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	bin := chromium.Path(t)
+	h := newOrderHarness(t)
+	base, _ := serveWithNotifier(t, h)
+	return h, base, newTab(t, browser(t, bin), true, nil)
 }

@@ -688,15 +688,7 @@ func TestAStreamOnTheWire(t *testing.T) {
 	w := newWorld(t)
 	n := w.start("USHER_NOTIFIER_CORS_ORIGINS", "https://shop.example")
 	tk := w.join(1, "alice")
-	conn, err := net.Dial("tcp", n.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	path := strings.TrimPrefix(n.url(w.queue, tk), "http://"+n.addr)
-	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nOrigin: https://shop.example\r\n\r\n", path, n.addr)
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	r := bufio.NewReader(conn)
+	r := onTheWire(t, n, "GET", n.url(w.queue, tk), "Origin: https://shop.example")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", n.url(w.queue, tk), nil)
@@ -877,15 +869,7 @@ func TestAHeadOfTheStreamHasNoBody(t *testing.T) {
 	w := newWorld(t)
 	n := w.start()
 	tk := w.join(1, "alice")
-	conn, err := net.Dial("tcp", n.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	path := strings.TrimPrefix(n.url(w.queue, tk), "http://"+n.addr)
-	fmt.Fprintf(conn, "HEAD %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, n.addr)
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	r := bufio.NewReader(conn)
+	r := onTheWire(t, n, "HEAD", n.url(w.queue, tk), "Connection: close")
 	req, _ := http.NewRequest("HEAD", n.url(w.queue, tk), nil)
 	res, err := http.ReadResponse(r, req)
 	if err != nil {
@@ -898,4 +882,20 @@ func TestAHeadOfTheStreamHasNoBody(t *testing.T) {
 	if rest, err := io.ReadAll(r); len(rest) > 0 || err != nil {
 		t.Errorf("after the header of a HEAD: %q, %v; want nothing, then the connection's end", rest, err)
 	}
+}
+
+// onTheWire sends one HTTP/1.1 request for url with the header line given,
+// by hand, to the notifier n and returns the connection to read the answer
+// from (10 s at most); it closes when the test ends.
+func onTheWire(t *testing.T, n *notifier, method, url, header string) *bufio.Reader {
+	t.Helper()
+	conn, err := net.Dial("tcp", n.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	path := strings.TrimPrefix(url, "http://"+n.addr)
+	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\n%s\r\n\r\n", method, path, n.addr, header)
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	return bufio.NewReader(conn)
 }
