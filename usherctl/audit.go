@@ -90,10 +90,8 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 			targets = func(time.Time) int { return t }
 			source = "the current catalog (no config_changed history for this queue)"
 		} else {
-			if h.silent() {
-				// Nothing to judge: a verdict of CLEAN would pass a typo off
-				// as a fair line.
-				return fmt.Errorf("audit: no queue %s: the streams hold none of its events and the catalog has no entry (is the name right?)", *q)
+			if err := h.unknownQueue(ctx, js, "audit"); err != nil {
+				return err
 			}
 			targets, source = nil, "nowhere (no config history and no catalog entry)"
 		}

@@ -47,6 +47,21 @@ func (h *history) silent() bool {
 	return len(h.entries) == 0 && len(h.admissions) == 0 && len(h.orders) == 0 && len(h.configs) == 0 && len(h.draws) == 0
 }
 
+// unknownQueue is cmd's answer for a queue nothing knows — the streams are
+// silent of it and the catalog has no entry — and nil for any other: a
+// clean verdict, an empty report or "rebuilt from 0 joins" with exit 0
+// would pass a typo off as a fair, quiet or rebuilt queue. The catalog is
+// asked only of a silent history.
+func (h *history) unknownQueue(ctx context.Context, js jetstream.JetStream, cmd string) error {
+	if !h.silent() {
+		return nil
+	}
+	if _, known := currentTarget(ctx, js, h.queue); known {
+		return nil
+	}
+	return fmt.Errorf("%s: no queue %s: the streams hold none of its events and the catalog has no entry (is the name right?)", cmd, h.queue)
+}
+
 // entryEvent is a join (leave false) or a leave of USHER_ENTRIES.
 type entryEvent struct {
 	seq    uint64 // stream sequence: for a join, the shopper's place

@@ -73,10 +73,8 @@ func (c *cli) rebuild(ctx context.Context, args []string) error {
 	if err := loadDrop(ctx, js, h); err != nil {
 		return err
 	}
-	if _, known := currentTarget(ctx, js, *q); !known && h.silent() {
-		// Nothing to restore: "rebuilt from 0 joins" and exit 0 would pass
-		// a typo off as a rebuilt queue.
-		return fmt.Errorf("rebuild: no queue %s: the streams hold none of its joins, admissions or orders and the catalog has no entry (is the name right?)", *q)
+	if err := h.unknownQueue(ctx, js, "rebuild"); err != nil {
+		return err
 	}
 	read := time.Since(start)
 	l := project(h)

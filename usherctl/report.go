@@ -79,9 +79,8 @@ func (c *cli) report(ctx context.Context, args []string) error {
 	if err := loadDrop(ctx, js, h); err != nil {
 		return err
 	}
-	if _, known := currentTarget(ctx, js, *q); !known && h.silent() {
-		// An empty report would pass a typo off as a quiet queue.
-		return fmt.Errorf("report: no queue %s: the streams hold none of its events and the catalog has no entry (is the name right?)", *q)
+	if err := h.unknownQueue(ctx, js, "report"); err != nil {
+		return err
 	}
 	closes, err := loadCloses(ctx, js, *q)
 	if err != nil {
