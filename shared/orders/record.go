@@ -134,19 +134,13 @@ func (r *Records) PutAll(ctx context.Context, recs []Record) error {
 	if err := putScript.Load(ctx, r.rdb).Err(); err != nil {
 		return fmt.Errorf("put order records: %w", err)
 	}
-	cmds, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	// Pipelined answers the first command's error, if any failed.
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, rec := range recs {
 			putScript.EvalSha(ctx, p, []string{recordKey(rec.ID)}, putArgsOf(rec, r.ttl)...)
 		}
 		return nil
 	})
-	if err == nil {
-		for _, c := range cmds {
-			if err = c.Err(); err != nil {
-				break
-			}
-		}
-	}
 	if err != nil {
 		return fmt.Errorf("put %d order records: %w", len(recs), err)
 	}
