@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"log/slog"
 	"net/netip"
 	"sync"
 	"time"
@@ -155,69 +156,70 @@ func (a *api) issue(ctx context.Context, cfg catalog.Config, client netip.Addr) 
 // counted. Under enforce it is refused with 428 and a fresh challenge; in
 // a queue with suspects "shadow", a client whose address keeps failing is
 // answered with a ticket in the shadow line instead (done: the answer is
-// written).
-func (a *api) checkProof(c *fiber.Ctx, cfg catalog.Config, user string) (done bool, err error) {
+// written). It returns the proof it spent, if any: a join refused after
+// all gives it back (giveBack).
+func (a *api) checkProof(c *fiber.Ctx, cfg catalog.Config, user string) (spent pow.Proof, done bool, err error) {
 	ch := cfg.Challenge
 	if !ch.On() {
-		return false, nil
+		return pow.Proof{}, false, nil
 	}
 	ctx, now, client := c.UserContext(), a.now(), a.clientIP(c)
-	result, err := a.proofResult(ctx, cfg, c.Get(pow.Header), client, now)
+	result, spent, err := a.proofResult(ctx, cfg, c.Get(pow.Header), client, now)
 	if err != nil {
-		return false, err
+		return pow.Proof{}, false, err
 	}
 	a.door.metrics.checks.WithLabelValues(cfg.Name, ch.Mode, result).Inc()
 	if result == proofOK {
-		return false, nil
+		return spent, false, nil
 	}
 	fails := a.door.noteFailed(cfg.Name, client, now)
 	if ch.Mode != catalog.ChallengeEnforce {
-		return false, nil
+		return pow.Proof{}, false, nil
 	}
 	if ch.Shadow() && fails >= shadowAfter {
-		return true, a.shadowJoin(c, cfg, user)
+		return pow.Proof{}, true, a.shadowJoin(c, cfg, user)
 	}
 	fresh, err := a.issue(ctx, cfg, client)
 	if err != nil {
-		return false, err
+		return pow.Proof{}, false, err
 	}
 	p := problem.New(fiber.StatusPreconditionRequired, "challenge-required", proofDetail[result])
 	p.Extensions = map[string]any{"challenge": fresh, "reason": result}
-	return false, p
+	return pow.Proof{}, false, p
 }
 
-// proofResult checks value and, when it holds, spends it.
-func (a *api) proofResult(ctx context.Context, cfg catalog.Config, value string, client netip.Addr, now time.Time) (string, error) {
+// proofResult checks value and, when it holds, spends it (and returns it).
+func (a *api) proofResult(ctx context.Context, cfg catalog.Config, value string, client netip.Addr, now time.Time) (string, pow.Proof, error) {
 	proof, err := a.door.issuer.Verify(value, cfg.Name, client, now)
 	switch {
 	case errors.Is(err, pow.ErrMissing):
-		return proofMissing, nil
+		return proofMissing, pow.Proof{}, nil
 	case errors.Is(err, pow.ErrMalformed):
-		return proofMalformed, nil
+		return proofMalformed, pow.Proof{}, nil
 	case errors.Is(err, pow.ErrForged):
-		return proofInvalid, nil
+		return proofInvalid, pow.Proof{}, nil
 	case errors.Is(err, pow.ErrExpired):
-		return proofExpired, nil
+		return proofExpired, pow.Proof{}, nil
 	case errors.Is(err, pow.ErrUnsolved):
-		return proofUnsolved, nil
+		return proofUnsolved, pow.Proof{}, nil
 	case err != nil:
-		return "", err
+		return "", pow.Proof{}, err
 	}
 	want, err := a.door.required(ctx, cfg, now)
 	if err != nil {
-		return "", lineDown(err)
+		return "", pow.Proof{}, lineDown(err)
 	}
 	if proof.Difficulty < want {
-		return proofTooEasy, nil
+		return proofTooEasy, pow.Proof{}, nil
 	}
 	fresh, err := a.door.spend(ctx, cfg.Name, proof, now)
 	if err != nil {
-		return "", lineDown(err)
+		return "", pow.Proof{}, lineDown(err)
 	}
 	if !fresh {
-		return proofReused, nil
+		return proofReused, pow.Proof{}, nil
 	}
-	return proofOK, nil
+	return proofOK, proof, nil
 }
 
 // spendScript marks a challenge spent. KEYS: the proof's key. ARGV: ms
@@ -234,6 +236,24 @@ func (d *door) spend(ctx context.Context, q string, p pow.Proof, now time.Time) 
 		return false, err
 	}
 	return n == 1, nil
+}
+
+// giveBackScript unmarks a spent challenge. KEYS: the proof's key.
+var giveBackScript = script.New(`return redis.call('DEL', KEYS[1])`)
+
+// giveBack unmarks proof p (spent by this request, so nobody else holds
+// it) when the join it was spent on was refused (joinErr): a proof buys a
+// place in line, and a join refused after the check — an unknown invite,
+// maintenance, the line down — bought none, so the shopper's retry with
+// the same proof is not sent back to solve another. Nothing to give back
+// when nothing was spent or the join was recorded.
+func (d *door) giveBack(ctx context.Context, log *slog.Logger, q string, p pow.Proof, joinErr error) {
+	if p.ID == "" || joinErr == nil {
+		return
+	}
+	if err := d.spent.RunScript(context.WithoutCancel(ctx), giveBackScript, []string{keyspace.Of(q).Proof(p.ID)}).Err(); err != nil {
+		log.Warn("a refused join's proof stays spent: the shopper solves another", "queue", q, "err", err)
+	}
 }
 
 // powMetrics are the door's metrics, labelled by queue (names ops

@@ -473,3 +473,41 @@ func TestOpsSnapshotShowsDifficulty(t *testing.T) {
 		}
 	}
 }
+
+// A proof buys one place in line, not one answer: a join refused after
+// its proof was checked — an invite code mistyped, the queue in
+// maintenance — costs the shopper no work, and the same proof, sent again
+// once the cause is gone, gets the place. It used to be spent all the same,
+// so the retry was a 428 "reused" and a phone solved a new challenge. Once
+// a join with it is recorded, it is spent.
+func TestAJoinRefusedAfterItsProofKeepsTheProof(t *testing.T) {
+	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": 6}`)
+	const ip = "198.51.100.21"
+	withInvite := func(user, proof, code string) response {
+		return h.do("POST", "/v1/queues/"+h.queue+"/tickets", "", map[string]string{"X-User-Id": user, clientHeader: ip,
+			pow.Header: proof, headerInvite: code})
+	}
+	inv := h.do("POST", "/v1/admin/queues/"+h.queue+"/invites", `{"count": 1}`, adminAuth)
+	code := inv.body["codes"].([]any)[0].(string)
+
+	proof := solved(t, h.challengeFor(ip))
+	if r := withInvite("guest", proof, "mistyped"); r.status != 403 || r.str("type") != "https://usher.dev/problems/invalid-invite" {
+		t.Fatalf("join with an unknown invite = %d %s, want 403 invalid-invite", r.status, r.raw)
+	}
+	if r := withInvite("guest", proof, code); r.status != 202 {
+		t.Fatalf("the same proof with the right invite = %d %s, want 202", r.status, r.raw)
+	}
+	if r := h.joinWithProof("someone-else", ip, proof); r.status != 428 || r.str("reason") != "reused" {
+		t.Fatalf("the proof of a recorded join again = %d %s, want 428 reused", r.status, r.raw)
+	}
+
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "mode": "reject", "challenge": {"mode": "enforce", "difficulty": 6}}`, 200)
+	proof = solved(t, h.challengeFor(ip))
+	if r := h.joinWithProof("patient", ip, proof); r.status != 503 || !isProblem(r) {
+		t.Fatalf("join in maintenance = %d %s, want 503", r.status, r.raw)
+	}
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "challenge": {"mode": "enforce", "difficulty": 6}}`, 200)
+	if r := h.joinWithProof("patient", ip, proof); r.status != 202 {
+		t.Fatalf("the same proof after the maintenance = %d %s, want 202", r.status, r.raw)
+	}
+}

@@ -55,7 +55,7 @@ func (a *api) queue(c *fiber.Ctx) (catalog.Config, error) {
 
 // join puts the shopper in line: 202 with a new ticket, or 200 with the
 // ticket they already hold while they are in line or admitted.
-func (a *api) join(c *fiber.Ctx) error {
+func (a *api) join(c *fiber.Ctx) (err error) {
 	user, err := a.user(c)
 	if err != nil {
 		return err
@@ -71,9 +71,11 @@ func (a *api) join(c *fiber.Ctx) error {
 	if p := closedProblem(cfg, now); p != nil {
 		return p
 	}
-	if done, err := a.checkProof(c, cfg, user); done || err != nil {
+	proof, done, err := a.checkProof(c, cfg, user)
+	if done || err != nil {
 		return err
 	}
+	defer func() { a.door.giveBack(c.UserContext(), a.log, cfg.Name, proof, err) }()
 	if cfg.QueueMode() == catalog.ModeReject {
 		return problem.Problem{Type: "https://usher.dev/problems/maintenance", Title: "Service Unavailable",
 			Status: fiber.StatusServiceUnavailable, Detail: "queue " + cfg.Name + " is in maintenance; come back later", RetryAfter: 60}
