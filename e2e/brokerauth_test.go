@@ -28,14 +28,7 @@ import (
 // credentials, and an admission forged with any key but the admitter's.
 func TestJourneyUnderLeastPrivilege(t *testing.T) {
 	data := t.TempDir()
-	natsDir := filepath.Join(data, "nats")
-	gen := exec.Command(filepath.Join(bins, "usherctl"), "nats-auth",
-		"--dir", natsDir, "--base", "../nats.conf", "--downstream", "example-downstream")
-	if out, err := gen.CombinedOutput(); err != nil {
-		t.Fatalf("usherctl nats-auth: %v\n%s", err, out)
-	}
-	brokerLog := &testenv.NATSLog{}
-	natsURL := testenv.NATSFromConfig(t, filepath.Join(natsDir, "nats.conf"), brokerLog).ClientURL()
+	natsURL, brokerLog := leastPrivilegeBroker(t, data)
 
 	gw, adm, nt, ow, pg := addr(t), addr(t), addr(t), addr(t), addr(t)
 	env := map[string]string{
@@ -153,6 +146,21 @@ func TestJourneyUnderLeastPrivilege(t *testing.T) {
 	if n := info.State.Subjects[event.AdmittedSubject(q)]; n != 2 {
 		t.Errorf("USHER_ADMISSIONS holds %d admissions of %s, want ann's and ben's", n, q)
 	}
+}
+
+// leastPrivilegeBroker starts make run's broker — nats.conf with the
+// auth.conf `usherctl nats-auth` writes, each role's key in data as the
+// services look for it — and returns its URL and its log.
+func leastPrivilegeBroker(t *testing.T, data string) (string, *testenv.NATSLog) {
+	t.Helper()
+	natsDir := filepath.Join(data, "nats")
+	gen := exec.Command(filepath.Join(bins, "usherctl"), "nats-auth",
+		"--dir", natsDir, "--base", "../nats.conf", "--downstream", "example-downstream")
+	if out, err := gen.CombinedOutput(); err != nil {
+		t.Fatalf("usherctl nats-auth: %v\n%s", err, out)
+	}
+	brokerLog := &testenv.NATSLog{}
+	return testenv.NATSFromConfig(t, filepath.Join(natsDir, "nats.conf"), brokerLog).ClientURL(), brokerLog
 }
 
 // awaitSSE reads an event stream until an event named want arrives.

@@ -50,6 +50,42 @@ func admissionHandler(log *slog.Logger, h *hub) nats.MsgHandler {
 	}
 }
 
+// leavesSubject is every queue's leaves: the gateway's (a shopper's
+// DELETE) and the admitter's (abandoned). Like admissions, one core
+// subscription per notifier; a leave it misses ends the stream at the
+// next read of the line (a waiting shopper's resync, a token's expiry).
+var leavesSubject = event.LeaveSubject(event.All)
+
+// decodeLeft reads a leave event and returns the entry it names, checking
+// that it names the queue of the subject it came on.
+func decodeLeft(subject string, data []byte) (q string, seq uint64, err error) {
+	q, ok := strings.CutPrefix(subject, event.LeaveSubject(""))
+	if !ok || !catalog.ValidName(q) {
+		return "", 0, fmt.Errorf("leave on subject %q", subject)
+	}
+	var l event.Left
+	if _, err := event.Unmarshal(data, event.TypeLeft, &l); err != nil {
+		return "", 0, err
+	}
+	if l.Queue != q || l.Seq == 0 {
+		return "", 0, errors.New("leave event for another queue or without a place")
+	}
+	return q, l.Seq, nil
+}
+
+// leaveHandler wakes the streams of the entry a leave names: each reads
+// the line (never the event) to learn how the entry ended.
+func leaveHandler(log *slog.Logger, h *hub) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		q, seq, err := decodeLeft(m.Subject, m.Data)
+		if err != nil {
+			log.Warn("skipping leave event", "subject", m.Subject, "err", err)
+			return
+		}
+		h.onLeft(q, seq)
+	}
+}
+
 // ordersSubject is every order event; the notifier acts on the finished
 // ones. Like admissions, one core subscription per notifier.
 var ordersSubject = event.OrderSubjects(event.All)

@@ -43,9 +43,10 @@ type client struct {
 	// adm is the client's admission as the line holds it (read from
 	// Redis, never taken from an event): the token is minted from it.
 	adm *waitqueue.Entry
-	// stale: an admission event named this client's entry; the stream
-	// reads the line afresh before it says anything more.
-	stale bool
+	// stale: an admission or a leave event named this client's entry; the
+	// stream reads the line afresh before it says anything more. left: it
+	// was a leave (see stream.readLine).
+	stale, left bool
 	// stock is the queue's stock state and SKUs with units left, as last
 	// read ("" while the queue does not follow stock).
 	stock stockView
@@ -130,13 +131,25 @@ func (c *client) recheck() {
 	}
 }
 
-// takeStale reports (and clears) whether the stream must read the line.
-func (c *client) takeStale() bool {
+// leaving asks the stream to read the line afresh, whatever the client's
+// state: a leave event named its entry, and the line says how it ended.
+func (c *client) leaving() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.stale
-	c.stale = false
-	return st
+	if c.end.event == "" {
+		c.stale, c.left = true, true
+		c.signal()
+	}
+}
+
+// takeStale reports (and clears) whether the stream must read the line,
+// and whether a leave is why.
+func (c *client) takeStale() (stale, left bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	stale, left = c.stale, c.left
+	c.stale, c.left = false, false
+	return stale, left
 }
 
 // close ends a waiting client's stream with reason. An admitted shopper

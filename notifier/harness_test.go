@@ -207,6 +207,25 @@ func (w *world) announce() []waitqueue.Admission {
 	return out
 }
 
+// leave takes the shopper at seq out as the gateway's DELETE does: it
+// publishes the leave on the entries stream, then writes it to the line,
+// after lag (a slow round trip).
+func (w *world) leave(seq uint64, user string, lag time.Duration) {
+	w.t.Helper()
+	id := "leave/" + w.queue + "/" + fmt.Sprint(seq)
+	body, err := event.Marshal(id, event.TypeLeft, user, time.Now(), event.Left{Queue: w.queue, User: user, Seq: seq})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.js.Publish(context.Background(), event.LeaveSubject(w.queue), body, jetstream.WithMsgID(id)); err != nil {
+		w.t.Fatal(err)
+	}
+	time.Sleep(lag)
+	if _, err := w.line.Leave(context.Background(), w.queue, seq, user); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
 // logField returns the field of the first JSON log line with message msg.
 func logField(logs *testenv.Buffer, msg, key string) string {
 	for _, line := range strings.Split(logs.String(), "\n") {

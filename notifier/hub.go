@@ -187,6 +187,16 @@ func (h *hub) onConfig(cfg catalog.Config) {
 	}
 }
 
+// onLeft wakes the clients of an entry a leave event named, READY ones
+// too: each reads the line until it says how the entry ended (see
+// stream.readLine). Without it a READY shopper who left heard nothing
+// until their token's expiry, and a waiting one until the next resync.
+func (h *hub) onLeft(q string, seq uint64) {
+	for _, c := range h.clientsOf(q, seq) {
+		c.leaving()
+	}
+}
+
 // onUsed ends the streams of the entry whose token became a final order.
 func (h *hub) onUsed(q string, seq uint64) {
 	for _, c := range h.clientsOf(q, seq) {

@@ -55,6 +55,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err := orders.SetPendingLimits(1<<20, 256<<20); err != nil {
 		return err
 	}
+	leaves, err := d.NC.Subscribe(leavesSubject, leaveHandler(d.Log, h))
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", leavesSubject, err)
+	}
+	if err := leaves.SetPendingLimits(1<<20, 256<<20); err != nil {
+		return err
+	}
 	// Listen before serving, so a taken port fails start-up synchronously.
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {

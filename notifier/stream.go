@@ -372,6 +372,45 @@ type stream struct {
 	readySent  bool
 	readyAt    *time.Timer
 	expiresAt  *time.Timer
+	// After a leave event, until leaveBy, the line is read again every
+	// rereadIn (growing) while it still holds the entry live: see readLine.
+	reread   *time.Timer
+	rereadIn time.Duration
+	leaveBy  time.Time
+}
+
+// leaveWait is how long a stream told of a leave reads the line for it.
+// The gateway writes the leave to the line a round trip after it published
+// it; when that write fails, the admitter's follower applies the leave from
+// the entries stream. A leave the line never takes (the entry had ended
+// otherwise, or the gateway's DELETE answered 503 before publishing) has
+// the stream go on as the line says.
+const leaveWait = 5 * time.Second
+
+// readLine reads the entry afresh and takes what the line holds. After a
+// leave event (left) it reads again, sooner then later, until the line
+// ends the entry or leaveWait passes: the gateway publishes a leave before
+// it writes it to the line (the event is the record), so the first read
+// often comes before the write.
+func (st *stream) readLine(ctx context.Context, left bool) error {
+	if left {
+		st.leaveBy, st.rereadIn = time.Now().Add(leaveWait), 0
+	}
+	e, err := st.line.Poll(ctx, st.c.queue, st.c.seq)
+	if err != nil {
+		return err
+	}
+	st.c.apply(e)
+	if st.leaveBy.IsZero() || st.reread != nil {
+		return nil
+	}
+	if _, _, end := st.c.state(); end.event != "" || time.Now().After(st.leaveBy) {
+		st.leaveBy = time.Time{}
+		return nil
+	}
+	st.rereadIn = min(max(2*st.rereadIn, 20*time.Millisecond), 500*time.Millisecond)
+	st.reread = time.NewTimer(st.rereadIn)
+	return nil
 }
 
 // run sends the current state at once, then whatever changes, until the
@@ -389,16 +428,18 @@ func (st *stream) run(ctx context.Context) error {
 		if st.expiresAt != nil {
 			st.expiresAt.Stop()
 		}
+		if st.reread != nil {
+			st.reread.Stop()
+		}
 	}()
 	for {
-		if st.c.takeStale() {
-			// An admission event named this entry: read what the line
-			// holds, the only thing a token is minted from.
-			e, err := st.line.Poll(ctx, st.c.queue, st.c.seq)
-			if err != nil {
+		if stale, left := st.c.takeStale(); stale {
+			// An admission or a leave event named this entry: read what
+			// the line holds, the only thing a token is minted from and
+			// the only word on how an entry ended.
+			if err := st.readLine(ctx, left); err != nil {
 				return nil // the client reconnects and reads it afresh
 			}
-			st.c.apply(e)
 		}
 		done, err := st.push()
 		if done || err != nil {
@@ -410,6 +451,11 @@ func (st *stream) run(ctx context.Context) error {
 		case <-st.c.wake:
 		case <-timerC(st.readyAt):
 			st.readyAt = nil
+		case <-timerC(st.reread):
+			st.reread = nil
+			if err := st.readLine(ctx, false); err != nil {
+				return nil // the client reconnects and reads it afresh
+			}
 		case <-timerC(st.expiresAt):
 			st.expiresAt = nil
 			e, err := st.line.Poll(ctx, st.c.queue, st.c.seq)

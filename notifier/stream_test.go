@@ -862,6 +862,56 @@ func TestAShopperWhoLeftIsToldNoPlaceBeforeClosed(t *testing.T) {
 	}
 }
 
+// A READY shopper who leaves hears closed (left) at once on every stream
+// they hold — two tabs — not at the token's expiry (an hour here). The
+// leave comes as the gateway makes it: the event first, the line's write a
+// moment later, so the notifier's first read finds the shopper still READY.
+func TestAReadyShopperWhoLeavesIsToldAtOnce(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	tk := w.join(1, "alice")
+	tabs := []*sub{open(t, n.url(w.queue, tk), ""), open(t, n.url(w.queue, tk), "")}
+	w.tick(1, time.Hour, 100*time.Millisecond)
+	w.announce()
+	for _, s := range tabs {
+		s.until("ready", 10*time.Second)
+	}
+	w.leave(1, "alice", 200*time.Millisecond)
+	for i, s := range tabs {
+		if r := decode[closedData](t, s.until("closed", 3*time.Second)); r.Reason != "left" {
+			t.Errorf("tab %d: closed = %+v, want reason left", i, r)
+		}
+	}
+}
+
+func TestDecodeLeft(t *testing.T) {
+	left := func(q string, seq uint64) []byte {
+		b, _ := event.Marshal("x", event.TypeLeft, "u", time.Now(), event.Left{Queue: q, User: "u", Seq: seq})
+		return b
+	}
+	tests := []struct {
+		name    string
+		subject string
+		data    []byte
+		wantErr bool
+	}{
+		{"a shopper's leave", event.LeaveSubject("demo"), left("demo", 7), false},
+		{"another queue's", event.LeaveSubject("other"), left("demo", 7), true},
+		{"no place", event.LeaveSubject("demo"), left("demo", 0), true},
+		{"an admission", event.LeaveSubject("demo"), func() []byte {
+			b, _ := event.Marshal("x", event.TypeAdmitted, "u", time.Now(), event.Admitted{Queue: "demo", Seq: 7})
+			return b
+		}(), true},
+		{"garbage", event.LeaveSubject("demo"), []byte("{"), true},
+	}
+	for _, tt := range tests {
+		q, seq, err := decodeLeft(tt.subject, tt.data)
+		if (err != nil) != tt.wantErr || (err == nil && (q != "demo" || seq != 7)) {
+			t.Errorf("%s: decodeLeft = %q %d %v", tt.name, q, seq, err)
+		}
+	}
+}
+
 // A HEAD of the stream (the GET route takes it) answers the stream's
 // header and no body: it used to be taken over like a GET, its events
 // written after the header of a response that has none.

@@ -78,8 +78,8 @@ func (p Policy) durables() []durable {
 //	             publishes admissions; reads entries, admissions and orders
 //	             with ordered consumers; follows the catalog; reads seeds
 //	             (no other role may read a seed)
-//	notifier     publishes nothing; subscribes to admissions and order
-//	             events; follows the catalog
+//	notifier     publishes nothing; subscribes to admissions, leaves and
+//	             order events; follows the catalog
 //	orderworker  publishes order outcomes; consumes order requests through
 //	             its durable consumer; writes (sold out) and follows the
 //	             catalog
@@ -116,8 +116,8 @@ func (p Policy) Permissions(r Role) (Permissions, bool) {
 		g.writeCatalog()
 		g.get(event.StreamSeeds) // the seed of the lottery it draws
 	case Notifier:
-		// The notifier's two core subscriptions, spelled as it spells them.
-		g.subscribe(event.AdmittedSubject(">"), event.OrderSubjects(event.All))
+		// The notifier's three core subscriptions, spelled as it spells them.
+		g.subscribe(event.AdmittedSubject(">"), event.LeaveSubject(event.All), event.OrderSubjects(event.All))
 		g.identities()
 		g.watchCatalog()
 	case OrderWorker:

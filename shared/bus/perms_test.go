@@ -305,7 +305,7 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 		}
 		testenv.Eventually(t, 5*time.Second, func() bool { _, ok := cat.Get(q); return ok }, "notifier sees queue %s", q)
 		notified = make(chan *nats.Msg, 16)
-		for _, s := range []string{event.AdmittedSubject(">"), event.OrderSubjects(event.All)} {
+		for _, s := range []string{event.AdmittedSubject(">"), event.LeaveSubject(event.All), event.OrderSubjects(event.All)} {
 			if _, err := nc.ChanSubscribe(s, notified); err != nil {
 				t.Fatal(err)
 			}
@@ -316,6 +316,7 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 	})
 	t.Run("admitter", func(t *testing.T) {
 		pub(bus.Admitter, admJS, event.AdmittedSubject(q))
+		pub(bus.Admitter, admJS, event.LeaveSubject(q)) // a shopper found gone
 		// The followers: ordered consumers on three streams, from the start.
 		for _, f := range []struct{ stream, subject string }{
 			{event.StreamEntries, event.EnterSubject(q)},
@@ -360,8 +361,8 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 			t.Fatalf("admitter reads the lottery seed = %q, %v; want 5eed", seed, err)
 		}
 	})
-	t.Run("notifier hears admissions and orders", func(t *testing.T) {
-		for _, want := range []string{event.AdmittedSubject(q)} {
+	t.Run("notifier hears admissions, leaves and orders", func(t *testing.T) {
+		for _, want := range []string{event.AdmittedSubject(q), event.LeaveSubject(q)} {
 			select {
 			case m := <-notified:
 				if m.Subject != want {
