@@ -675,7 +675,7 @@ func (a *admitter) revealDraw(ctx context.Context, q string, d waitqueue.Drawing
 			return false
 		}
 		l := *c.Lottery
-		l.Drawn, l.DrawnAt, l.Entries, l.EntriesCursor = true, &at, d.Entries, d.Cursor
+		l.Drawn, l.DrawnAt, l.Entries, l.EntriesCursor, l.OrderDigest = true, &at, d.Entries, d.Cursor, d.Digest
 		l.Seed = hex.EncodeToString(seed)
 		c.Lottery = &l
 		return true

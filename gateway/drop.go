@@ -176,12 +176,15 @@ type publicQueue struct {
 }
 
 // publicLottery is the lottery as anyone may see it: the commitment from
-// the start, the seed only once drawn.
+// the start; once drawn the seed, how many were drawn and the digest of
+// their order — all a shopper needs to check a published pre-queue list
+// against the draw, and their own place in it (README, "Verifying a draw").
 type publicLottery struct {
-	Commitment string     `json:"commitment"`
-	Seed       string     `json:"seed,omitempty"`
-	DrawnAt    *time.Time `json:"drawnAt,omitempty"`
-	Entries    int        `json:"entries,omitempty"`
+	Commitment  string     `json:"commitment"`
+	Seed        string     `json:"seed,omitempty"`
+	DrawnAt     *time.Time `json:"drawnAt,omitempty"`
+	Entries     int        `json:"entries,omitempty"`
+	OrderDigest string     `json:"orderDigest,omitempty"`
 }
 
 // getPublicQueue answers GET /v1/queues/{q}: no auth, no secret.
@@ -206,7 +209,7 @@ func publicLotteryOf(l *catalog.Lottery) *publicLottery {
 	}
 	p := &publicLottery{Commitment: l.Commitment}
 	if l.Drawn {
-		p.Seed, p.DrawnAt, p.Entries = l.Seed, l.DrawnAt, l.Entries
+		p.Seed, p.DrawnAt, p.Entries, p.OrderDigest = l.Seed, l.DrawnAt, l.Entries, l.OrderDigest
 	}
 	return p
 }

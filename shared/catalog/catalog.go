@@ -281,6 +281,11 @@ type Lottery struct {
 	// (every pre-queue join up to it, none after).
 	Entries       int    `json:"entries,omitempty"`
 	EntriesCursor uint64 `json:"entriesCursor,omitempty"`
+	// OrderDigest is SHA-256 (lowercase hex) of the drawn user ids in
+	// lottery order, one a line (lottery.Digest): published with the seed,
+	// so that anyone holding the pre-queue's list can check it is the one
+	// drawn.
+	OrderDigest string `json:"orderDigest,omitempty"`
 }
 
 // QueueMode is the queue's mode (ModeQueue when unset).
