@@ -288,6 +288,7 @@ type entry struct {
 	// past the line (which wins, as the admitter's follower decides).
 	preQueue bool
 	priority bool
+	released bool // a rebuild wrote its record (see release)
 }
 
 // line is the queue replayed from its history: what the live scripts
