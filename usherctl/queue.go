@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"usher/shared/catalog"
+	"usher/shared/event"
 )
 
 // adminClient speaks the gateway's admin API.
@@ -62,7 +63,15 @@ func (a *adminClient) do(ctx context.Context, method, path string, body []byte) 
 		return nil, 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+a.token)
-	req.Header.Set("X-Admin-User", a.user)
+	if method != http.MethodGet {
+		// Only a change is audited; a read sends no name, so an odd USER
+		// never fails one.
+		if !event.ValidBy(a.user) {
+			return nil, 0, fmt.Errorf("USER %.40q cannot name who makes this change: the gateway records it (X-Admin-User) "+
+				"only as 1-%d printable characters; run with USER set to a shorter name", a.user, event.MaxBy)
+		}
+		req.Header.Set("X-Admin-User", a.user)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -176,7 +185,8 @@ const queueSynopsis = `usherctl queue create|set|get|list|pause|resume|close [fl
   close QUEUE    refuse joins; waiting shoppers are told CLOSED
 
 Changes are sent with X-Admin-User: $USER, which the config-change audit
-records. set, pause, resume and close read the current configuration and
+records (1-128 printable characters; another USER fails a change before it
+is sent). set, pause, resume and close read the current configuration and
 write it back changed: the API replaces a configuration as a whole.`
 
 // configFlags are the settable fields; only the flags given are applied.

@@ -223,3 +223,35 @@ func TestNoAdminAPIAtTheURLIsNotAMissingQueue(t *testing.T) {
 		t.Errorf("%d PUTs to an address with no admin API; want none", puts)
 	}
 }
+
+// The gateway records who changed a queue (X-Admin-User, from $USER) only
+// as 1-128 printable characters. A USER it would refuse fails a change
+// before anything is sent, saying what to do; reads send no name and work
+// whatever USER is.
+func TestQueueChangesNeedAUserTheGatewayCanRecord(t *testing.T) {
+	api := &adminAPI{queues: map[string]catalog.Config{}}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	usherctl := func(user string, args ...string) (string, error) {
+		env := map[string]string{"USHER_GATEWAY_URL": srv.URL, "USER": user}
+		var out, errb bytes.Buffer
+		err := run(t.Context(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb)
+		return out.String(), err
+	}
+	longest := strings.Repeat("o", 128)
+	if _, err := usherctl(longest, "queue", "create", "drop"); err != nil {
+		t.Fatalf("create as a 128-character USER: %v", err)
+	}
+	for name, user := range map[string]string{"129 characters": strings.Repeat("o", 129), "a line break": "ops\nalice"} {
+		_, err := usherctl(user, "queue", "pause", "drop")
+		if exitCode(err) != exitFailure || !strings.Contains(err.Error(), "USER") || !strings.Contains(err.Error(), "1-128 printable characters") {
+			t.Errorf("pause as a USER of %s = %v, want a failure naming USER and the bound", name, err)
+		}
+		if out, err := usherctl(user, "queue", "list"); err != nil || !strings.Contains(out, "drop") {
+			t.Errorf("list as a USER of %s = %q, %v; want the list", name, out, err)
+		}
+	}
+	if len(api.by) != 1 || api.by[0] != longest || api.queues["drop"].State != catalog.StateOpen {
+		t.Errorf("PUTs by %q, state %s: want the create alone, still open", api.by, api.queues["drop"].State)
+	}
+}

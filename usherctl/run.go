@@ -91,7 +91,7 @@ Environment:
   USHER_GATEWAY_URL   gateway base URL for the admin API (default http://127.0.0.1:8080)
   USHER_ADMIN_TOKEN   bearer token of the admin API (default dev-admin-token)
   USHER_LOG_LEVEL     diagnostics on stderr: debug, info, warn, error (default warn)
-  USER                recorded as who changed a queue (X-Admin-User)
+  USER                recorded as who changed a queue (X-Admin-User; 1-128 printable characters)
 
 Exit status: 0 success, 1 failure or audit violations, 2 usage error.
 `

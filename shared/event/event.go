@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"usher/shared/jsonenc"
 )
@@ -329,6 +331,25 @@ type ConfigChanged struct {
 	By       string `json:"by"`
 	Config   any    `json:"config"`
 	Previous any    `json:"previous,omitempty"`
+}
+
+// MaxBy is the most characters a ConfigChanged's By may hold: a name, not
+// a document (it is what an operator's X-Admin-User says).
+const MaxBy = 128
+
+// ValidBy reports whether by can name who made a change: 1 to MaxBy
+// characters of valid UTF-8, each printable (no control characters, no
+// line breaks).
+func ValidBy(by string) bool {
+	if by == "" || len(by) > MaxBy*utf8.UTFMax || !utf8.ValidString(by) || utf8.RuneCountInString(by) > MaxBy {
+		return false
+	}
+	for _, r := range by {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // OrderRequested says a shopper submitted an order with an entry token the
