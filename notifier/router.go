@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"path"
 	"strings"
 
 	"usher/shared/problem"
@@ -46,4 +47,35 @@ func allowed(mux router, r *http.Request) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// exactPaths hands next (the notifier's http.ServeMux) only paths it takes
+// as they are. A path ServeMux would clean first — "//", a "." or ".."
+// segment, escaped or not — it answers with a 307 to the cleaned path;
+// the API contract matches paths exactly, so such a path is no resource of
+// the document: 404 not-found, as any other.
+func exactPaths(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodConnect && cleanPath(r.URL.Path) != r.URL.Path {
+			problem.Write(w, problem.New(http.StatusNotFound, "not-found", "no such resource"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// cleanPath is the path ServeMux routes p by (as its own cleanPath does):
+// path.Clean's, rooted, keeping a trailing slash. CONNECT's is not cleaned.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
 }

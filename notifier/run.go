@@ -81,7 +81,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g.Go(func() error { return d.Line.RunBatches(ctx, 2) })
 	g.Go(func() error { return h.Run(ctx) })
 	g.Go(func() error { return opshttp.ServeProfiles(ctx, s.Profiles) })
-	g.Go(func() error { return opshttp.Serve(ctx, ln, mux, s.Shutdown) })
+	g.Go(func() error { return opshttp.Serve(ctx, ln, exactPaths(mux), s.Shutdown) })
 	err = g.Wait()
 	st.detached.Wait() // the streams taken over from net/http end with ctx
 	return err
