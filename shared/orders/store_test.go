@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"usher/shared/orders"
 	"usher/shared/testenv"
@@ -227,5 +230,53 @@ func TestStockVersionsAndTheLimitPerUser(t *testing.T) {
 	levels, err := s.Stocks(ctx, []string{"sku", "nope"})
 	if err != nil || len(levels) != 1 || levels[0] != (orders.Stock{SKU: "sku", Available: 5, Version: failed.StockVersion}) {
 		t.Fatalf("Stocks = %+v, %v; want sku at 5, version %d", levels, err, failed.StockVersion)
+	}
+}
+
+// Sold sums a queue's PAID orders (the sales view) and reads that queue's
+// orders only, through an index: the ops dashboard asks once a second,
+// and the table holds every queue's orders ever taken.
+func TestSoldReadsOnlyTheQueuesOrders(t *testing.T) {
+	url := testenv.PostgresURL(t)
+	s := newStoreOn(t, url, orders.Options{MaxConns: 4})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// 200,000 orders of 20 past sales, then this sale's: 2 + 3 units of
+	// "a" and 4 of "b" paid, 7 of "a" failed, 1 of "b" pending.
+	if _, err := conn.Exec(ctx, `
+INSERT INTO orders (id, token_id, queue, user_id, sku, quantity, amount, status, deadline)
+SELECT 'old-' || i, 'old:' || i, 'past-' || (i % 20), 'u' || i, 'a', 1, 0, 'PAID', now()
+FROM generate_series(1, 200000) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `
+INSERT INTO orders (id, token_id, queue, user_id, sku, quantity, amount, status, deadline) VALUES
+  ('n1', 'n:1', 'now', 'u1', 'a', 2, 0, 'PAID', now()), ('n2', 'n:2', 'now', 'u2', 'a', 3, 0, 'PAID', now()),
+  ('n3', 'n:3', 'now', 'u3', 'b', 4, 0, 'PAID', now()), ('n4', 'n:4', 'now', 'u4', 'a', 7, 0, 'FAILED', now()),
+  ('n5', 'n:5', 'now', 'u5', 'b', 1, 0, 'PENDING', now())`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `ANALYZE orders`); err != nil {
+		t.Fatal(err)
+	}
+	sold, err := s.Sold(ctx, "now")
+	if err != nil || len(sold) != 2 || sold["a"] != 5 || sold["b"] != 4 {
+		t.Fatalf("Sold(now) = %v, %v; want a: 5, b: 4", sold, err)
+	}
+	rows, err := conn.Query(ctx, `EXPLAIN SELECT sku, sold FROM sales WHERE queue = 'now'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, "orders_queue_sku") {
+		t.Errorf("the sales sum of one queue reads the whole table, want the index orders_queue_sku:\n%s", plan)
 	}
 }
