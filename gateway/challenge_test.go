@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"usher/shared/catalog"
 	"usher/shared/event"
 	"usher/shared/keyspace"
 	"usher/shared/pow"
@@ -509,5 +510,84 @@ func TestAJoinRefusedAfterItsProofKeepsTheProof(t *testing.T) {
 	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "challenge": {"mode": "enforce", "difficulty": 6}}`, 200)
 	if r := h.joinWithProof("patient", ip, proof); r.status != 202 {
 		t.Fatalf("the same proof after the maintenance = %d %s, want 202", r.status, r.raw)
+	}
+}
+
+// Before a scheduled drop opens every join is pre-queued, and so is a
+// suspect's: its shadow answer was "WAITING at place 1", polled every half
+// second, where every real join said PRE_QUEUE with the opening — a bot
+// knew at once it was shadowed, at the very drop it came for. Now it is
+// PRE_QUEUE like the rest until the draw, then a place among the drawn
+// that never moves; a suspect's join between the opening and the draw is
+// placed behind the pre-queue, as a real one is.
+func TestAShadowJoinBeforeADropOpensIsPreQueuedLikeAnyOther(t *testing.T) {
+	h, clk := powHarness(t, `{"mode": "enforce", "difficulty": 6, "suspects": "shadow"}`)
+	sched := func(opens time.Time) {
+		h.putQueue(h.queue, `{"targetActive": 2, "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(opens)+
+			`", "challenge": {"mode": "enforce", "difficulty": 6, "suspects": "shadow"}}`, 200)
+	}
+	sched(clk.Now().Add(time.Hour))
+	const bot, shopper = "192.0.2.66", "198.51.100.7"
+	real := h.joinWithProof("honest", shopper, solved(t, h.challengeFor(shopper)))
+	if real.status != 202 || real.str("status") != "PRE_QUEUE" {
+		t.Fatalf("a real join before the opening = %d %s", real.status, real.raw)
+	}
+	var r response
+	for range shadowAfter {
+		r = h.joinWithProof("bot", bot, "")
+	}
+	if n := value(t, h.api.metrics.pow.shadowed.WithLabelValues(h.queue)); n != 1 {
+		t.Fatalf("usher_pow_shadowed_total = %v, want 1 (the last join shadowed)", n)
+	}
+	same := func(what string, shadow, real response) {
+		t.Helper()
+		if shadow.status != real.status || shadow.str("status") != real.str("status") || shadow.str("opensAt") != real.str("opensAt") ||
+			(shadow.body["position"] == nil) != (real.body["position"] == nil) || shadow.num("waiting") != real.num("waiting") {
+			t.Fatalf("%s:\nshadow: %d %s\nreal:   %d %s\nwant them alike", what, shadow.status, shadow.raw, real.status, real.raw)
+		}
+		for k := range real.body {
+			if _, ok := shadow.body[k]; !ok {
+				t.Fatalf("%s: the shadow answer lacks %q:\nshadow: %s\nreal:   %s", what, k, shadow.raw, real.raw)
+			}
+		}
+		if d := shadow.num("pollAfterMs") - real.num("pollAfterMs"); d < -2000 || d > 2000 {
+			t.Fatalf("%s: pollAfterMs %d, a real one %d", what, shadow.num("pollAfterMs"), real.num("pollAfterMs"))
+		}
+	}
+	same("a suspect's join before the opening", r, real)
+	tkt := r.str("ticket")
+	same("its poll before the opening", h.poll(tkt), h.poll(real.str("ticket")))
+
+	// Opened, not drawn yet: the pre-queued still wait for the draw; a
+	// suspect joining now is placed behind them.
+	sched(clk.Now().Add(-time.Second))
+	clk.Advance(2 * time.Second) // past the line figures' one-second cache
+	same("its poll between the opening and the draw", h.poll(tkt), h.poll(real.str("ticket")))
+	if late := h.joinWithProof("bot-2", bot, ""); late.status != 202 || late.str("status") != "WAITING" || late.num("position") != 2 || late.num("waiting") != 2 {
+		t.Fatalf("a suspect's join between the opening and the draw = %d %s; want WAITING at 2 of 2, behind the pre-queued", late.status, late.raw)
+	}
+
+	// Drawn: a place among the drawn, the same at every poll.
+	if _, _, err := h.api.queues.Update(context.Background(), h.queue, func(c *catalog.Config) bool {
+		l := *c.Lottery
+		l.Drawn, l.Entries = true, 1
+		c.Lottery = &l
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if cfg, _ := h.api.queues.Get(h.queue); !cfg.Drawn() {
+			return fmt.Errorf("the gateway has not seen the draw")
+		}
+		return nil
+	}, "the draw in the gateway's catalog")
+	for range 2 {
+		if p := h.poll(tkt); p.status != 200 || p.str("status") != "WAITING" || p.num("position") != 1 || p.str("ticket") != tkt {
+			t.Fatalf("the shadow ticket's poll after the draw = %d %s; want WAITING at place 1 (of the 1 drawn), the same ticket", p.status, p.raw)
+		}
+	}
+	if r := h.do("DELETE", "/v1/queues/"+h.queue+"/tickets/"+tkt, "", nil); r.status != 204 {
+		t.Fatalf("leave of the pre-queued shadow ticket = %d %s, want 204", r.status, r.raw)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
+	"math/rand/v2"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -30,6 +31,12 @@ import (
 //   - A poll answers that position, frozen, with the real line's length
 //     and admission rate (so waiting and the ETA look alive), through the
 //     same view real polls use (shopper.Of); a leave answers 204.
+//   - Before a scheduled drop opens every join is pre-queued, a suspect's
+//     too: its sequence lies just below the offset (a random distance, so
+//     no two look alike), and its polls answer PRE_QUEUE until the draw,
+//     then a place among the drawn picked by that distance, frozen. After
+//     the opening a suspect's join is placed behind the pre-queue still to
+//     be drawn, as a real one is.
 //
 // What a careful bot could still notice: its position never changes, its
 // ticket's events URL is refused by the notifier (which knows no shadow
@@ -40,15 +47,39 @@ import (
 // shadowJoin answers a suspect's join: 202 and a shadow ticket at the back
 // of the line as it stands now.
 func (a *api) shadowJoin(c *fiber.Ctx, cfg catalog.Config, user string) error {
-	st, _, err := a.door.sample(c.UserContext(), cfg.Name, a.now())
+	now := a.now()
+	st, _, err := a.door.sample(c.UserContext(), cfg.Name, now)
 	if err != nil {
 		return lineDown(err)
 	}
-	pos := st.Waiting + 1
 	epoch := a.epoch()
-	t := ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: a.door.shadowOffset(cfg.Name, epoch) + uint64(pos)}
+	off := a.door.shadowOffset(cfg.Name, epoch)
 	a.door.metrics.shadowed.WithLabelValues(cfg.Name).Inc()
+	if cfg.PreQueue(now) && !cfg.Drawn() {
+		t := ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: off - 1 - rand.Uint64N(shadowPreSpan)}
+		return a.shadowAnswer(c, fiber.StatusAccepted, cfg, t, 0, st)
+	}
+	pos := st.Waiting + st.PreQueue + 1 // the pre-queue still to be drawn goes ahead
+	t := ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: off + uint64(pos)}
 	return a.shadowAnswer(c, fiber.StatusAccepted, cfg, t, pos, st)
+}
+
+// shadowPreSpan is how far below the offset a pre-queued shadow ticket's
+// sequence lies, at most.
+const shadowPreSpan = 1 << 19
+
+// shadowDrawnPlace is the place of a pre-queued shadow ticket whose
+// sequence lies below off by 1 + r: none (0: PRE_QUEUE) while the drop
+// awaits its draw, then one among the drawn, fixed by r.
+func shadowDrawnPlace(cfg catalog.Config, off, seq uint64) int64 {
+	if awaitsDraw(cfg) {
+		return 0
+	}
+	drawn := uint64(1)
+	if cfg.Lottery != nil && cfg.Lottery.Entries > 0 {
+		drawn = uint64(cfg.Lottery.Entries)
+	}
+	return int64(1 + (off-1-seq)%drawn)
 }
 
 // shadowTicket stands in front of poll and leave: a shadow ticket of a
@@ -71,7 +102,13 @@ func (a *api) shadowTicket(c *fiber.Ctx) error {
 		return problem.New(fiber.StatusGone, "ticket-stale", "the line this ticket was for has been reset; join again")
 	}
 	off := a.door.shadowOffset(cfg.Name, t.Epoch)
-	if t.Seq <= off {
+	var pos int64
+	switch {
+	case t.Seq > off:
+		pos = int64(t.Seq - off)
+	case t.Seq < off && t.Seq >= off-shadowPreSpan:
+		pos = shadowDrawnPlace(cfg, off, t.Seq)
+	default:
 		return problem.New(fiber.StatusUnauthorized, "invalid-ticket", "the ticket is not one this queue issued")
 	}
 	if c.Method() == fiber.MethodDelete {
@@ -81,15 +118,20 @@ func (a *api) shadowTicket(c *fiber.Ctx) error {
 	if err != nil {
 		return lineDown(err)
 	}
-	return a.shadowAnswer(c, fiber.StatusOK, cfg, t, int64(t.Seq-off), st)
+	return a.shadowAnswer(c, fiber.StatusOK, cfg, t, pos, st)
 }
 
 // shadowAnswer writes a shadow ticket's place as answer writes a real one
 // (the same function: no field a real answer has can be missing from it):
-// position pos, the line's real length, pace and stock.
+// position pos (0: pre-queued, no place yet), the line's real length (the
+// pre-queue still to be drawn counted in, as a real poll counts it), pace
+// and stock.
 func (a *api) shadowAnswer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, pos int64, st waitqueue.Stats) error {
-	e := waitqueue.Entry{Status: waitqueue.Waiting, Position: pos, Waiting: max(st.Waiting, pos),
+	e := waitqueue.Entry{Status: waitqueue.Waiting, Position: pos, Waiting: max(st.Waiting+st.PreQueue, pos),
 		Rate: st.AdmitRatePerSec, Stock: st.Stock, SKUs: st.SKUsAvailable}
+	if pos == 0 {
+		e.Status, e.Position, e.Waiting = waitqueue.PreQueued, 0, st.Waiting
+	}
 	return a.answerAt(c, status, cfg, t, a.door.shadow.Issue(t), e, a.now())
 }
 
