@@ -357,7 +357,7 @@ end
 // too, so a join's answer is the view a poll would give), or {'stale'}
 // when the line belongs to another incarnation of the stream, or
 // {'conflict'} when the sequence's record names another user.
-var ingestScript = script.New(luaLib + `
+var ingestScript = script.New(luaLib + undrawnLua + `
 local had = redis.call('HGET', C, 'entries.id')
 if had and had ~= ARGV[3] then return {'stale'} end
 local live, st = join(ARGV[4], ARGV[5], ARGV[6], ARGV[7], '0') -- just stored: now
@@ -366,7 +366,9 @@ local rank = redis.call('ZRANK', W, live)
 if not st then st = redis.call('HGET', P .. 'e:' .. live, 'status') end
 if st == 'pre' and rank then st = 'waiting' end -- drawn, not settled yet (see drawScript)
 local stats = redis.call('HMGET', ST, 'rate', 'stock', 'skus')
-return {st or 'unknown', live, rank or -1, redis.call('ZCARD', W), stats[1] or '0', stats[2] or '', stats[3] or ''}
+local waiting = redis.call('ZCARD', W)
+if st == 'waiting' then rank, waiting = undrawnAhead(W, live, rank or -1, waiting, undrawn(ST, P)) end
+return {st or 'unknown', live, rank or -1, waiting, stats[1] or '0', stats[2] or '', stats[3] or ''}
 `)
 
 // lookupScript finds the current entry of a user, if any, and how many
@@ -380,6 +382,27 @@ if not cur then return {'', '', bought} end
 return {cur, redis.call('HGET', ARGV[1] .. 'e:' .. cur, 'status') or 'unknown', bought}
 `)
 
+// undrawnLua counts a scheduled drop's pre-queue in a waiting entry's
+// place before the draw: the draw puts it ahead of every join made since
+// the opening (scores from 1, their sequences) and behind those allowed
+// past the line (negative scores; see drawScript), so such a join is told
+// the place it will have, not "1 of 1" and, at the draw, one as far back
+// as the pre-queue is long. Once drawn, or with no pre-queue, nothing
+// changes. undrawn(ST, prefix) is the pre-queue still to be drawn;
+// undrawnAhead(W, seq, rank, waiting, pre) returns rank and waiting with
+// it counted in.
+const undrawnLua = `
+local function undrawn(st, prefix)
+  if redis.call('HEXISTS', st, 'drawn') == 1 then return 0 end
+  return redis.call('ZCARD', prefix .. 'pre')
+end
+local function undrawnAhead(w, seq, rank, waiting, pre)
+  if pre == 0 then return rank, waiting end
+  if rank >= 0 and tonumber(redis.call('ZSCORE', w, seq)) > 0 then rank = rank + pre end
+  return rank, waiting + pre
+end
+`
+
 // pollScript reads everything a poll answers in one round trip and, when
 // asked (a shopper's own poll), records that a waiting shopper is present
 // (see admitScript: abandonment).
@@ -389,7 +412,7 @@ return {cur, redis.call('HGET', ARGV[1] .. 'e:' .. cur, 'status') or 'unknown', 
 // expired).
 // Returns {status, seq, rank, waiting, readyAt, expiresAt, tokenId, user,
 // rate, stock state, SKUs with units left, reason}.
-var pollScript = script.New(`
+var pollScript = script.New(undrawnLua + `
 local prefix, seq = ARGV[1], ARGV[2]
 local r = redis.call('HMGET', prefix .. 'e:' .. seq, 'status', 'readyAt', 'expiresAt', 'tokenId', 'user', 'reason', 'alias')
 if r[7] then
@@ -413,6 +436,10 @@ if st == 'pre' and rank >= 0 then st = 'waiting' end -- drawn, not settled yet (
 -- polls of one queue reads them once (see script.New).
 local stats = once('stats ' .. KEYS[4], function() return redis.call('HMGET', KEYS[4], 'rate', 'stock', 'skus') end)
 local waiting = once('waiting ' .. KEYS[1], function() return redis.call('ZCARD', KEYS[1]) end)
+if st == 'waiting' then
+  local pre = once('undrawn ' .. KEYS[1], function() return undrawn(KEYS[4], prefix) end)
+  rank, waiting = undrawnAhead(KEYS[1], seq, rank, waiting, pre)
+end
 return {st, seq, rank, waiting,
   r[2] or '', r[3] or '', r[4] or '', r[5] or '', stats[1] or '0', stats[2] or '', stats[3] or '', r[6] or ''}
 `)
@@ -695,7 +722,7 @@ return {'claimed', n}
 // left entries cannot be redeemed.
 // Returns {outcome, orderId}: redeemed | conflict | expired | left |
 // waiting | unknown.
-var redeemScript = redis.NewScript(luaLib + `
+var redeemScript = script.New(luaLib + `
 local seq, tok, ord, hold = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local e = P .. 'e:' .. seq
 local f = redis.call('HMGET', e, 'status', 'tokenId', 'orderId')
@@ -716,7 +743,7 @@ return {'redeemed', ord}
 // ARGV from 3: seq, orderId.
 // Invariant: only the order that used the entry frees its slot, and
 // freeing twice is harmless. Returns 1 if a slot was freed.
-var releaseScript = redis.NewScript(luaLib + `
+var releaseScript = script.New(luaLib + `
 local e = P .. 'e:' .. ARGV[3]
 local f = redis.call('HMGET', e, 'orderId', 'user')
 if f[1] ~= ARGV[4] then return 0 end
@@ -736,7 +763,7 @@ return redis.call('ZREM', A, ARGV[3])
 // towards refusing, and the store's own per-user check stays exact.
 // ARGV from 3: seq, orderId, user, quantity, seconds the count is kept.
 // Returns 1 if it counted.
-var boughtScript = redis.NewScript(luaLib + `
+var boughtScript = script.New(luaLib + `
 local e = P .. 'e:' .. ARGV[3]
 if redis.call('HGET', e, 'orderId') ~= ARGV[4] or redis.call('HSETNX', e, 'counted', 1) == 0 then return 0 end
 local bk = P .. 'b:' .. ARGV[5]
@@ -749,7 +776,7 @@ return 1
 // units are out of the store's stock figure now, no longer held by the
 // line) together with the stock the store reported, in one step.
 // ARGV from 3: seq, orderId, sku, available, version.
-var placedScript = redis.NewScript(luaLib + `
+var placedScript = script.New(luaLib + `
 local e = P .. 'e:' .. ARGV[3]
 if redis.call('HGET', e, 'orderId') == ARGV[4] then
   redis.call('HSET', e, 'placed', 1)
