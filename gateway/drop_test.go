@@ -401,3 +401,49 @@ func TestADropIsNeverScheduledOverAWaitingLine(t *testing.T) {
 		t.Fatalf("a join after scheduling = %s, want PRE_QUEUE", r.raw)
 	}
 }
+
+// Between the opening and the draw (a second or so, when most of a drop's
+// crowd arrives) a join is told the place it will have: behind the whole
+// pre-queue, which the draw puts ahead of every join since the opening.
+// It was told "position 1 of 1" — the pre-queue not being in the line
+// yet — and then, at the draw, a place as far back as the pre-queue is
+// long. An invited shopper, who waits ahead of the pre-queue, keeps place
+// 1. After the draw nobody's place has moved.
+func TestAJoinBeforeTheDrawIsToldItsPlaceBehindThePreQueue(t *testing.T) {
+	h := newHarness(t)
+	h.putQueue(h.queue, `{"targetActive": 5, "state": "paused", "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(time.Now().Add(time.Minute))+`"}`, 200)
+	pre := map[string]string{}
+	for _, u := range []string{"p1", "p2", "p3"} {
+		pre[u] = h.join(u).str("ticket")
+	}
+	inv := h.do("POST", "/v1/admin/queues/"+h.queue+"/invites", `{"count": 1}`, adminAuth)
+	guest := h.do("POST", "/v1/queues/"+h.queue+"/tickets", "", map[string]string{"X-User-Id": "guest",
+		"Usher-Invite": inv.body["codes"].([]any)[0].(string)})
+	h.putQueue(h.queue, `{"targetActive": 5, "state": "paused", "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(time.Now().Add(-time.Second))+`"}`, 200)
+
+	late := h.join("late")
+	if late.status != 202 || late.str("status") != "WAITING" || late.num("position") != 5 || late.num("waiting") != 5 {
+		t.Fatalf("a join after the opening, before the draw = %d %s; want WAITING at 5 of 5 (the invited, 3 pre-queued, then it)", late.status, late.raw)
+	}
+	testenv.Applied(t, h.line, h.queue, h.api.epoch(), 1<<40)
+	if r := h.poll(late.str("ticket")); r.num("position") != 5 || r.num("waiting") != 5 {
+		t.Fatalf("its poll before the draw = %s; want position 5 of 5", r.raw)
+	}
+	if r := h.poll(guest.str("ticket")); r.num("position") != 1 || r.num("waiting") != 5 {
+		t.Fatalf("the invited shopper's poll before the draw = %s; want position 1 of 5", r.raw)
+	}
+
+	ctx := context.Background()
+	entries, _, version, err := h.line.PreQueue(ctx, h.queue)
+	if err != nil || len(entries) != 3 {
+		t.Fatalf("PreQueue = %v, %v", entries, err)
+	}
+	if _, err := h.line.Draw(ctx, h.queue, h.api.epoch(), version, []uint64{entries[2].Seq, entries[0].Seq, entries[1].Seq}, "d"); err != nil {
+		t.Fatal(err)
+	}
+	for tk, want := range map[string]int64{guest.str("ticket"): 1, pre["p3"]: 2, pre["p1"]: 3, pre["p2"]: 4, late.str("ticket"): 5} {
+		if r := h.poll(tk); r.str("status") != "WAITING" || r.num("position") != want || r.num("waiting") != 5 {
+			t.Fatalf("poll after the draw = %s; want WAITING at %d of 5", r.raw, want)
+		}
+	}
+}

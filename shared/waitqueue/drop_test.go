@@ -402,3 +402,37 @@ func TestAJoinPastTheLineWaitsForTheDraw(t *testing.T) {
 		t.Fatalf("the join past the line after the draw = %s, want admitted first", e.Status)
 	}
 }
+
+// Before the draw the pre-queue counts in the line as the draw will place
+// it — behind those allowed past the line, ahead of every join since the
+// opening — in the ranks the notifier pushes as a poll answers them: a join
+// in the second between the opening and the draw was pushed "1 of 1".
+func TestRanksCountTheUndrawnPreQueueAheadOfLaterJoins(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	applyKind(t, s, q, 0, waitqueue.PreQueue, 1, 2, 3)
+	applyKind(t, s, q, 3, waitqueue.Priority, 4)
+	applyKind(t, s, q, 4, waitqueue.InLine, 5, 6)
+	r, err := s.Ranks(ctx, q, []uint64{1, 4, 5, 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Waiting != 6 || fmt.Sprint(r.Rank) != "[-1 0 4 5]" {
+		t.Fatalf("Ranks before the draw = %d waiting, ranks %v; want 6, [-1 0 4 5] (pre-queued: none yet; invited first; later joins behind the 3 pre-queued)", r.Waiting, r.Rank)
+	}
+	for seq, want := range map[uint64]int64{4: 1, 5: 5, 6: 6} {
+		if e, err := s.Poll(ctx, q, seq); err != nil || e.Position != want || e.Waiting != 6 {
+			t.Fatalf("Poll(%d) before the draw = %+v, %v; want position %d of 6", seq, e, err, want)
+		}
+	}
+	_, _, version, err := s.PreQueue(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Draw(ctx, q, epoch, version, []uint64{2, 3, 1}, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = s.Ranks(ctx, q, []uint64{2, 3, 1, 4, 5, 6}); err != nil || r.Waiting != 6 || fmt.Sprint(r.Rank) != "[1 2 3 0 4 5]" {
+		t.Fatalf("Ranks after the draw = %+v, %v; want 6 waiting, ranks [1 2 3 0 4 5]: nobody moved", r, err)
+	}
+}

@@ -28,13 +28,19 @@ type Ranks struct {
 // queue's hash tag). Because the count and the ranks are read at the same
 // instant, a caller can derive later positions from the count alone: in a
 // FIFO line every admission since happened ahead of every waiting entry.
+// Before a scheduled drop's draw its pre-queue counts in the line, ahead of
+// every join since the opening (as a poll counts it: see undrawnLua).
 func (s *Store) Ranks(ctx context.Context, q string, seqs []uint64) (Ranks, error) {
 	k := keyspace.Of(q)
-	var card *redis.IntCmd
+	var card, pre, passed *redis.IntCmd
+	var drawn *redis.BoolCmd
 	var st *redis.SliceCmd
 	ranks := make([]*redis.IntCmd, len(seqs))
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		card = p.ZCard(ctx, k.Waiting())
+		drawn = p.HExists(ctx, k.Stats(), "drawn")
+		pre = p.ZCard(ctx, k.PreQueue())
+		passed = p.ZCount(ctx, k.Waiting(), "-inf", "(0") // allowed past the line: ahead of the draw
 		st = p.HMGet(ctx, k.Stats(), "admittedTotal", "rate", "stock", "skus")
 		for i, seq := range seqs {
 			ranks[i] = p.ZRank(ctx, k.Waiting(), strconv.FormatUint(seq, 10))
@@ -44,7 +50,11 @@ func (s *Store) Ranks(ctx context.Context, q string, seqs []uint64) (Ranks, erro
 	if err != nil && err != redis.Nil {
 		return Ranks{}, fmt.Errorf("ranks %s: %w", q, err)
 	}
-	out := Ranks{Waiting: card.Val(), Rank: make([]int64, len(seqs))}
+	var undrawn int64
+	if !drawn.Val() {
+		undrawn = pre.Val()
+	}
+	out := Ranks{Waiting: card.Val() + undrawn, Rank: make([]int64, len(seqs))}
 	if v, ok := st.Val()[0].(string); ok {
 		out.AdmittedTotal, _ = strconv.ParseInt(v, 10, 64)
 	}
@@ -61,6 +71,8 @@ func (s *Store) Ranks(ctx context.Context, q string, seqs []uint64) (Ranks, erro
 			out.Rank[i] = -1
 		case err != nil:
 			return Ranks{}, fmt.Errorf("ranks %s: %w", q, err)
+		case r >= passed.Val():
+			out.Rank[i] = r + undrawn
 		default:
 			out.Rank[i] = r
 		}
