@@ -591,3 +591,66 @@ func TestAShadowJoinBeforeADropOpensIsPreQueuedLikeAnyOther(t *testing.T) {
 		t.Fatalf("leave of the pre-queued shadow ticket = %d %s, want 204", r.status, r.raw)
 	}
 }
+
+// auto: a scheduled drop's pre-queue is where its crowd — and a botnet
+// after lottery tickets — arrives, so its joins are pressure like any;
+// the draw, which moves the pre-queue into the line at once, is none.
+// Pressure counted waiting + admitted only: a pre-queue flood left the
+// difficulty at min, and the draw read as thousands of joins in a second,
+// raising it for the shoppers who came after the opening.
+func TestAutoDifficultyCountsThePreQueueAndNotTheDraw(t *testing.T) {
+	h, clk := powHarness(t, `{"mode": "log", "difficulty": "auto", "min": 2, "max": 12}`)
+	sched := func(opens time.Time) {
+		h.putQueue(h.queue, `{"targetActive": 5, "state": "paused", "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(opens)+
+			`", "challenge": {"mode": "log", "difficulty": "auto", "min": 2, "max": 12}}`, 200)
+	}
+	sched(clk.Now().Add(time.Hour))
+	asked := 0
+	ask := func() int { // from a new network each time: no client's own bits
+		t.Helper()
+		asked++
+		return h.challengeFor(fmt.Sprintf("172.%d.%d.1", 16+asked/250, asked%250)).Difficulty
+	}
+	if d := ask(); d != 2 {
+		t.Fatalf("calm queue: difficulty %d, want min 2", d)
+	}
+	for i := range 40 {
+		if r := h.joinWithProof(fmt.Sprintf("early-%d", i), fmt.Sprintf("10.%d.0.1", i), ""); r.status != 202 || r.str("status") != "PRE_QUEUE" {
+			t.Fatalf("pre-queue join %d = %d %s", i, r.status, r.raw)
+		}
+	}
+	clk.Advance(time.Second)
+	// 40 joins/s against 1 admission/s: floor(log2 40) = 5 bits over min.
+	if d := ask(); d != 7 {
+		t.Fatalf("after 40 pre-queue joins in a second: difficulty %d, want 7", d)
+	}
+	// Quiet until the opening: back to min.
+	for range 60 {
+		clk.Advance(time.Second)
+		ask()
+	}
+	if d := ask(); d != 2 {
+		t.Fatalf("a minute after the burst: difficulty %d, want min 2", d)
+	}
+	// The draw places the 40 at once; nobody joins.
+	sched(clk.Now().Add(-time.Second))
+	ctx := context.Background()
+	testenv.Applied(t, h.line, h.queue, h.api.epoch(), 1<<40)
+	entries, _, version, err := h.line.PreQueue(ctx, h.queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := make([]uint64, len(entries))
+	for i, e := range entries {
+		order[len(entries)-1-i] = e.Seq
+	}
+	if _, err := h.line.Draw(ctx, h.queue, h.api.epoch(), version, order, "d"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		clk.Advance(time.Second)
+		if d := ask(); d != 2 {
+			t.Fatalf("after the draw, nobody joining: difficulty %d, want min 2", d)
+		}
+	}
+}

@@ -17,9 +17,11 @@ import (
 // is calm. Two things raise it, within [Min, Max]:
 //
 //   - Pressure: joins outpacing admissions. Each gateway samples the line
-//     at most once a second (one Redis read: waiting, admitted in all, the
-//     admitter's measured admission rate). Joins per second are the growth
-//     of waiting + admitted in all (places taken: a refused join takes
+//     at most once a second (one Redis read: waiting, pre-queued, admitted
+//     in all, the admitter's measured admission rate). Joins per second
+//     are the growth of waiting + pre-queued + admitted in all (places
+//     taken: a refused join takes none; a scheduled drop's pre-queue joins
+//     count as any, and its draw, moving the pre-queue into the line, as
 //     none), smoothed: a rise counts at once, a fall fades with a 10 s time
 //     constant. The queue asks one more bit per doubling of joins over
 //     admissions: floor(log2(joins/s ÷ max(admissions/s, 1))) bits, so
@@ -52,7 +54,7 @@ type pressure struct {
 	mu        sync.Mutex
 	sampling  bool
 	at        time.Time       // the last sample (zero: none yet)
-	total     int64           // waiting + admitted in all, then
+	total     int64           // waiting + pre-queued + admitted in all, then
 	joinRate  float64         // joins per second, smoothed
 	st        waitqueue.Stats // the last sample's figures
 	bits      int             // pressure bits over Min
@@ -95,7 +97,7 @@ func (d *door) sample(ctx context.Context, q string, now time.Time) (waitqueue.S
 
 // observe takes one sample of the line's figures at now.
 func (p *pressure) observe(st waitqueue.Stats, now time.Time) {
-	total := st.Waiting + st.AdmittedTotal
+	total := st.Waiting + st.PreQueue + st.AdmittedTotal
 	if p.at.IsZero() {
 		p.at, p.total, p.st, p.changedAt = now, total, st, now
 		return
