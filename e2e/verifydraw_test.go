@@ -81,6 +81,11 @@ func TestAShopperChecksTheDrawFromPublicDataAlone(t *testing.T) {
 	if lot["orderDigest"] != hex.EncodeToString(digest[:]) || lot["entries"] != float64(len(order)) {
 		t.Fatalf("public lottery = %v; want entries %d and orderDigest %x, the recomputed order's", lot, len(order), digest)
 	}
+	// A list with someone left out is not the one drawn.
+	short := independentOrder(t, seedHex, published[1:])
+	if d := sha256.Sum256([]byte(strings.Join(short, "\n") + "\n")); lot["orderDigest"] == hex.EncodeToString(d[:]) {
+		t.Fatal("a list with someone left out has the published digest")
+	}
 	// …and it holds everyone who stayed, nobody who left.
 	stayed := slices.Clone(users[5:])
 	slices.Sort(stayed)
