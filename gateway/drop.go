@@ -217,7 +217,8 @@ func publicLotteryOf(l *catalog.Lottery) *publicLottery {
 // withLottery gives a scheduled queue its lottery: the one it had (a seed,
 // once committed to, never changes), or fresh (see newLottery) the first
 // time opensAt is set. Whatever lottery a request carried is not the
-// operator's to set.
+// operator's to set. An undrawn drop keeps an opening; a drawn one cannot
+// move it past the draw.
 func withLottery(cfg, prev catalog.Config, fresh *catalog.Lottery) (catalog.Config, error) {
 	cfg.Lottery = prev.Lottery
 	if cfg.Lottery != nil && !cfg.Lottery.Drawn && cfg.OpensAt == nil {
@@ -227,6 +228,18 @@ func withLottery(cfg, prev catalog.Config, fresh *catalog.Lottery) (catalog.Conf
 		p := problem.New(fiber.StatusBadRequest, "invalid-config", "1 invalid field(s)")
 		p.InvalidParams = []problem.Param{{Name: "opensAt", Reason: "a scheduled drop keeps its opensAt until its pre-queue is drawn: " +
 			"move it (to now to open at once), or close the queue"}}
+		return cfg, p
+	}
+	if l := cfg.Lottery; l != nil && l.Drawn && l.DrawnAt != nil && cfg.OpensAt != nil && cfg.OpensAt.After(*l.DrawnAt) &&
+		(prev.OpensAt == nil || !cfg.OpensAt.Equal(*prev.OpensAt)) {
+		// The drop opened and was drawn: an opening after the draw would
+		// show a countdown while every join is admitted as it comes (the
+		// lottery is spent, so nothing pre-queues), and a lottery anew
+		// would re-roll the line's places. A next drop has a queue of its
+		// own.
+		p := problem.New(fiber.StatusBadRequest, "invalid-config", "1 invalid field(s)")
+		p.InvalidParams = []problem.Param{{Name: "opensAt", Reason: "this drop was drawn at " + l.DrawnAt.UTC().Format(time.RFC3339) +
+			": its opening cannot move past the draw (keep it, move it back or leave it out); schedule the next drop on a new queue"}}
 		return cfg, p
 	}
 	if cfg.Lottery != nil || cfg.OpensAt == nil {

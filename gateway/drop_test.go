@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -445,5 +446,54 @@ func TestAJoinBeforeTheDrawIsToldItsPlaceBehindThePreQueue(t *testing.T) {
 		if r := h.poll(tk); r.str("status") != "WAITING" || r.num("position") != want || r.num("waiting") != 5 {
 			t.Fatalf("poll after the draw = %s; want WAITING at %d of 5", r.raw, want)
 		}
+	}
+}
+
+// A drawn drop has opened: its opening cannot move past the draw. A PUT
+// that set a new opensAt an hour ahead on a drawn queue (a "next drop" on
+// the same queue) was taken: the public view said the queue opens in an
+// hour while a shopper arriving now was READY at once — no pre-queue, no
+// lottery (the old one stays drawn), the drop open an hour early. Refused,
+// naming opensAt; keeping it, moving it back or leaving it out is fine.
+func TestADrawnDropsOpeningCannotMovePastTheDraw(t *testing.T) {
+	h := newHarness(t)
+	opens := time.Now().Add(-time.Minute)
+	cfgWith := func(opens string) string {
+		return `{"targetActive": 5, "rateLimit": ` + limitsOff + opens + `}`
+	}
+	h.putQueue(h.queue, cfgWith(`, "opensAt": "`+rfc3339(opens)+`"`), 200)
+	drawnAt := opens.Add(time.Second)
+	if _, _, err := h.api.queues.Update(context.Background(), h.queue, func(c *catalog.Config) bool {
+		l := *c.Lottery
+		l.Drawn, l.DrawnAt = true, &drawnAt
+		c.Lottery = &l
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if cfg, _ := h.api.queues.Get(h.queue); !cfg.Drawn() {
+			return fmt.Errorf("the gateway has not seen the draw")
+		}
+		return nil
+	}, "the draw in the gateway's catalog")
+
+	later := time.Now().Add(time.Hour)
+	r := h.putQueue(h.queue, cfgWith(`, "opensAt": "`+rfc3339(later)+`"`), 400)
+	if !isProblem(r) || !strings.Contains(string(r.raw), `"opensAt"`) {
+		t.Fatalf("PUT moving a drawn drop's opening an hour ahead = %s; want 400 naming opensAt", r.raw)
+	}
+	if v := h.publicQueue(); v.OpensAt == nil || !v.OpensAt.Equal(opens.Truncate(time.Nanosecond)) && v.OpensAt.Sub(opens).Abs() > time.Millisecond {
+		t.Fatalf("public opensAt after the refused PUT = %v, want %s unchanged", v.OpensAt, opens)
+	}
+	h.putQueue(h.queue, cfgWith(`, "opensAt": "`+rfc3339(opens)+`"`), 200)                 // kept
+	h.putQueue(h.queue, cfgWith(`, "opensAt": "`+rfc3339(opens.Add(-time.Hour))+`"`), 200) // moved back
+	h.putQueue(h.queue, cfgWith(``), 200)                                                  // left out
+	r = h.putQueue(h.queue, cfgWith(`, "opensAt": "`+rfc3339(later)+`"`), 400)
+	if !strings.Contains(string(r.raw), `"opensAt"`) {
+		t.Fatalf("PUT scheduling a drawn queue again = %s; want 400 naming opensAt", r.raw)
+	}
+	if v := h.publicQueue(); v.Lottery == nil || v.Lottery.DrawnAt == nil {
+		t.Fatalf("public lottery = %+v; want the drawn one kept", v.Lottery)
 	}
 }
