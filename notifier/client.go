@@ -20,6 +20,10 @@ type view struct {
 // ending is a stream's last event: "expired", or "closed" with a reason.
 type ending struct {
 	event, reason string
+	// abandoned: closed (left) because the shopper was gone for the
+	// queue's abandonAfterSeconds, as a poll's LEFT says with reason
+	// abandoned (see closedData).
+	abandoned bool
 	// expiresAt is when an expired token ran out, as the line read after it
 	// holds it (zero: not known), for a stream that never saw it admitted.
 	expiresAt time.Time
@@ -324,6 +328,6 @@ func (c *client) apply(e waitqueue.Entry) {
 	case waitqueue.Used:
 		c.finish(ending{event: "closed", reason: "used"})
 	case waitqueue.Left:
-		c.finish(ending{event: "closed", reason: "left"})
+		c.finish(ending{event: "closed", reason: "left", abandoned: e.Reason == waitqueue.ReasonAbandoned})
 	}
 }

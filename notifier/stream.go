@@ -60,6 +60,13 @@ type (
 	}
 	closedData struct {
 		Reason string `json:"reason"`
+		// Abandoned: left (reason left) because the shopper was gone for
+		// the queue's abandonAfterSeconds — a poll's LEFT with reason
+		// abandoned. It is a member of its own, not a reason: clients take
+		// any reason but used and left for the queue's closing (an
+		// operator's closedReason is free text), and would tell an
+		// abandoned shopper, who may join again, that the sale closed.
+		Abandoned bool `json:"abandoned,omitempty"`
 	}
 	preQueueData struct {
 		OpensAt time.Time `json:"opensAt"`
@@ -495,7 +502,7 @@ func (st *stream) push() (done bool, err error) {
 	if end.event != "" {
 		var data []byte
 		if end.event == "closed" {
-			data, _ = json.Marshal(closedData{Reason: end.reason})
+			data, _ = json.Marshal(closedData{Reason: end.reason, Abandoned: end.abandoned})
 		} else {
 			var exp *time.Time
 			switch {

@@ -878,9 +878,32 @@ func TestAReadyShopperWhoLeavesIsToldAtOnce(t *testing.T) {
 	}
 	w.leave(1, "alice", 200*time.Millisecond)
 	for i, s := range tabs {
-		if r := decode[closedData](t, s.until("closed", 3*time.Second)); r.Reason != "left" {
+		if r := decode[closedData](t, s.until("closed", 3*time.Second)); r != (closedData{Reason: "left"}) {
 			t.Errorf("tab %d: closed = %+v, want reason left", i, r)
 		}
+	}
+}
+
+// A shopper who was gone for the queue's abandonAfterSeconds, and whose
+// stream comes back (a laptop waking), is told what a poll says — LEFT,
+// abandoned — as closed with reason left (the page offers to join again)
+// and abandoned: true.
+func TestAnAbandonedShoppersStreamSaysSo(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	tk := w.join(1, "alice")
+	testenv.Applied(t, w.line, w.queue, w.epoch, 1<<40)
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		r := testenv.Tick(t, w.line, w.queue, waitqueue.Tick{Epoch: w.epoch, TargetActive: 0, TickLength: 100 * time.Millisecond,
+			TokenTTL: time.Minute, AbandonAfter: 100 * time.Millisecond})
+		return r.Abandoned == 1
+	}, "alice abandoned")
+	if e, err := w.line.Poll(context.Background(), w.queue, 1); err != nil || e.Status != waitqueue.Left || e.Reason != waitqueue.ReasonAbandoned {
+		t.Fatalf("Poll = %+v, %v; want left, abandoned", e, err)
+	}
+	s := open(t, n.url(w.queue, tk), "")
+	if r := decode[closedData](t, s.until("closed", 5*time.Second)); r != (closedData{Reason: "left", Abandoned: true}) {
+		t.Fatalf("closed = %+v, want reason left, abandoned", r)
 	}
 }
 
