@@ -606,7 +606,9 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 	if err != nil {
 		return err
 	}
-	if at := cur[waitqueue.StreamEntries]; at.StreamID != head.StreamID || at.Seq < head.Seq {
+	// A queue the stream holds no join of has nothing to apply: it is drawn
+	// (nobody placed) at once, not when its first join sets the cursor.
+	if at := cur[waitqueue.StreamEntries]; head.Seq > 0 && (at.StreamID != head.StreamID || at.Seq < head.Seq) {
 		return nil // the follower is still applying joins: next tick
 	}
 	entries, _, version, err := a.line.PreQueue(ctx, cfg.Name)
