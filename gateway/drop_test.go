@@ -465,7 +465,7 @@ func TestADrawnDropsOpeningCannotMovePastTheDraw(t *testing.T) {
 	drawnAt := opens.Add(time.Second)
 	if _, _, err := h.api.queues.Update(context.Background(), h.queue, func(c *catalog.Config) bool {
 		l := *c.Lottery
-		l.Drawn, l.DrawnAt = true, &drawnAt
+		l.Drawn, l.DrawnAt, l.Entries, l.OrderDigest = true, &drawnAt, 3, strings.Repeat("5e", 32)
 		c.Lottery = &l
 		return true
 	}); err != nil {
@@ -493,7 +493,8 @@ func TestADrawnDropsOpeningCannotMovePastTheDraw(t *testing.T) {
 	if !strings.Contains(string(r.raw), `"opensAt"`) {
 		t.Fatalf("PUT scheduling a drawn queue again = %s; want 400 naming opensAt", r.raw)
 	}
-	if v := h.publicQueue(); v.Lottery == nil || v.Lottery.DrawnAt == nil {
-		t.Fatalf("public lottery = %+v; want the drawn one kept", v.Lottery)
+	// The public view (checked against the API contract) shows the draw.
+	if v := h.publicQueue(); v.Lottery == nil || v.Lottery.DrawnAt == nil || v.Lottery.Entries != 3 || v.Lottery.OrderDigest != strings.Repeat("5e", 32) {
+		t.Fatalf("public lottery = %+v; want the drawn one kept, with its entries and order digest", v.Lottery)
 	}
 }
