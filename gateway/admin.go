@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
@@ -45,13 +46,14 @@ type stockView struct {
 }
 
 // skuView is one SKU: available in the store, held by orders the store has
-// not placed yet, pending (placed, not final), sold (PAID).
+// not placed yet, pending (placed, not final), sold (PAID; nil, null in
+// JSON, while PostgreSQL's figure cannot be read: unknown, never 0).
 type skuView struct {
 	SKU       string `json:"sku"`
 	Available int64  `json:"available"`
 	Held      int64  `json:"held"`
 	Pending   int64  `json:"pending"`
-	Sold      int64  `json:"sold"`
+	Sold      *int64 `json:"sold"`
 }
 
 // decodeQueueConfig reads a PUT body over the defaults: omitted fields take
@@ -157,6 +159,40 @@ func (a *api) refuseDropOverALine(ctx context.Context, cfg catalog.Config) error
 	return nil
 }
 
+// requireAdminUser refuses a change whose X-Admin-User cannot name who
+// made it: every change records the header in its audit event on the ops
+// stream, so it is a name of 1-128 printable characters (event.ValidBy),
+// not whatever a client sends. Absent, it is "admin". A value that is not
+// UTF-8 is read as ISO-8859-1, which is how a browser's fetch() sends a
+// header (the dashboard's "José" arrives as 4 bytes), and passed on as
+// UTF-8. Reads record nothing and are not refused for it.
+func (a *api) requireAdminUser(c *fiber.Ctx) error {
+	if m := c.Method(); m == fiber.MethodGet || m == fiber.MethodHead {
+		return c.Next()
+	}
+	by := c.Get("X-Admin-User")
+	if by != "" && len(by) <= event.MaxBy && !utf8.ValidString(by) {
+		by = latin1(by)
+		c.Request().Header.Set("X-Admin-User", by)
+	}
+	if by != "" && !event.ValidBy(by) {
+		reason := fmt.Sprintf("must be 1-%d printable characters: who makes the change, recorded in its audit event", event.MaxBy)
+		p := problem.New(fiber.StatusBadRequest, "invalid-admin-user", "X-Admin-User "+reason)
+		p.InvalidParams = []problem.Param{{Name: "X-Admin-User", Reason: reason}}
+		return p
+	}
+	return c.Next()
+}
+
+// latin1 is s's bytes read as ISO-8859-1 characters.
+func latin1(s string) string {
+	r := make([]rune, len(s))
+	for i := range len(s) {
+		r[i] = rune(s[i])
+	}
+	return string(r)
+}
+
 func (a *api) publishConfigChange(c *fiber.Ctx, prev, cfg catalog.Config) {
 	a.audit(c.UserContext(), c.Get("X-Admin-User", "admin"), prev, cfg)
 }
@@ -213,17 +249,28 @@ func (a *api) view(c *fiber.Ctx, cfg catalog.Config) (queueView, error) {
 	if v.AdaptiveLimit, err = a.adaptiveOf(ctx, cfg); err != nil {
 		return queueView{}, lineDown(err)
 	}
-	if v.Stock != nil && a.sales != nil {
-		sold, err := a.sales.Sold(ctx, cfg.Name)
-		if err != nil {
-			// The sold figure is the database's; the rest stands without it.
-			a.log.Warn("read the units sold", "queue", cfg.Name, "err", err)
-		}
-		for i := range v.Stock.SKUs {
-			v.Stock.SKUs[i].Sold = sold[v.Stock.SKUs[i].SKU]
-		}
+	if a.sales != nil {
+		a.withSold(ctx, &v, a.sales)
 	}
 	return v, nil
+}
+
+// withSold adds a stock-aware queue's units sold per SKU, as sales reads
+// them (PostgreSQL's sums). The sold figure is the database's; the rest
+// of the view stands without it, its sold left unknown.
+func (a *api) withSold(ctx context.Context, v *queueView, sales salesReader) {
+	if v.Stock == nil {
+		return
+	}
+	sold, err := sales.Sold(ctx, v.Name)
+	if err != nil {
+		a.log.Warn("read the units sold", "queue", v.Name, "err", err)
+		return
+	}
+	for i := range v.Stock.SKUs {
+		n := sold[v.Stock.SKUs[i].SKU]
+		v.Stock.SKUs[i].Sold = &n
+	}
 }
 
 func viewOf(cfg catalog.Config, st waitqueue.Stats) queueView {

@@ -118,7 +118,7 @@ func (a *api) app() *fiber.App {
 	v1.Post("/orders", a.placeOrder)
 	v1.Get("/orders/:id", a.getOrder)
 
-	admin := adm.Group("/v1/admin", a.requireAdmin)
+	admin := adm.Group("/v1/admin", a.requireAdmin, a.requireAdminUser)
 	admin.Get("/queues", a.listQueues)
 	admin.Put("/queues/:queue", a.putQueue)
 	admin.Get("/queues/:queue", a.getQueue)

@@ -79,6 +79,24 @@ func TestANoticeIsShownToTheLineAndAudited(t *testing.T) {
 // USHER_OPS: the configuration each one recorded, as JSON.
 func (h *harness) configChanges() []string {
 	h.t.Helper()
+	var out []string
+	for _, c := range h.configEvents() {
+		out = append(out, string(c.Config))
+	}
+	return out
+}
+
+// configChange is a config_changed event as a test reads it.
+type configChange struct {
+	Queue  string          `json:"queue"`
+	By     string          `json:"by"`
+	Config json.RawMessage `json:"config"`
+}
+
+// configEvents reads the harness queue's config_changed events from
+// USHER_OPS.
+func (h *harness) configEvents() []configChange {
+	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cons, err := h.js.OrderedConsumer(ctx, event.StreamOps, jetstream.OrderedConsumerConfig{
@@ -86,7 +104,7 @@ func (h *harness) configChanges() []string {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	var out []string
+	var out []configChange
 	for {
 		batch, err := cons.FetchNoWait(100)
 		if err != nil {
@@ -95,12 +113,9 @@ func (h *harness) configChanges() []string {
 		n := 0
 		for m := range batch.Messages() {
 			n++
-			var c struct {
-				Queue  string          `json:"queue"`
-				Config json.RawMessage `json:"config"`
-			}
+			var c configChange
 			if _, err := event.Unmarshal(m.Data(), event.TypeConfigChanged, &c); err == nil && c.Queue == h.queue {
-				out = append(out, string(c.Config))
+				out = append(out, c)
 			}
 		}
 		if n == 0 {

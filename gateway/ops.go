@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -61,6 +62,53 @@ type opsDeps struct {
 	limits   limitReader   // nil: adaptive queues show no limit
 	interval time.Duration // between stream events; 0: one second
 	slots    chan struct{} // one per open stream
+	// sold shares the reads of units sold among every viewer; nil: made
+	// from the api's salesReader, if it has one.
+	sold *soldCache
+}
+
+// soldEvery is how often the dashboard reads each queue's units sold from
+// PostgreSQL, however many operators watch it: the sum runs over the
+// queue's PAID orders (some 30 ms for a queue of 100,000), and each open
+// dashboard asks for a snapshot every second.
+const soldEvery = time.Second
+
+// soldCache shares one read of a queue's units sold among the dashboard's
+// viewers: at most one query per queue per every. A failed read is
+// shared too (the sold figures then show as unknown until the next one),
+// so a database in trouble is not asked harder by more viewers; a read
+// cut short by its own caller's leaving is not.
+type soldCache struct {
+	src   salesReader
+	now   func() time.Time
+	every time.Duration
+
+	mu   sync.Mutex // held across a read: the viewers that come meanwhile wait for it
+	last map[string]soldRead
+}
+
+type soldRead struct {
+	at   time.Time
+	sold map[string]int64
+	err  error
+}
+
+func newSoldCache(src salesReader, now func() time.Time, every time.Duration) *soldCache {
+	return &soldCache{src: src, now: now, every: every, last: map[string]soldRead{}}
+}
+
+// Sold returns queue q's units sold per SKU as read within the last every.
+func (s *soldCache) Sold(ctx context.Context, q string) (map[string]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.last[q]; ok && s.now().Sub(r.at) < s.every {
+		return r.sold, r.err
+	}
+	sold, err := s.src.Sold(ctx, q)
+	if err == nil || ctx.Err() == nil {
+		s.last[q] = soldRead{at: s.now(), sold: sold, err: err}
+	}
+	return sold, err
 }
 
 // opsQueue is one queue on the dashboard: its configuration, its live
@@ -92,6 +140,9 @@ func (a *api) opsDefaults() {
 	if a.ops.slots == nil {
 		a.ops.slots = make(chan struct{}, maxOpsStreams)
 	}
+	if a.ops.sold == nil && a.sales != nil {
+		a.ops.sold = newSoldCache(a.sales, a.now, soldEvery)
+	}
 }
 
 // snapshot reads every queue's figures, the breaker and the outcomes.
@@ -122,6 +173,9 @@ func (a *api) opsQueueOf(ctx context.Context, cfg catalog.Config) (opsQueue, err
 	q := opsQueue{queueView: viewOf(cfg, st), Orders: map[orders.Status]int64{}}
 	if q.AdaptiveLimit, err = a.adaptiveOf(ctx, cfg); err != nil {
 		return opsQueue{}, err
+	}
+	if a.ops.sold != nil {
+		a.withSold(ctx, &q.queueView, a.ops.sold)
 	}
 	switch {
 	case st.Waiting == 0:

@@ -4,11 +4,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +22,7 @@ import (
 	"usher/shared/orders"
 	"usher/shared/testenv"
 	"usher/shared/testenv/chromium"
+	"usher/shared/waitqueue"
 )
 
 // lazy formats as what its function returns when the message is built,
@@ -262,6 +267,13 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 	}, "4 joins in line")
 	h.admit()
 	records.CountOutcome(context.Background(), h.queue, "o1", orders.Paid)
+	// The queue sells a SKU, of which PostgreSQL holds 2 + 3 units paid.
+	db := migratedStore(t)
+	h.api.sales = db
+	h.api.ops.sold = newSoldCache(db, time.Now, soldEvery)
+	h.putQueue(h.queue, `{"targetActive": 1, "sku": "dash-sku", "rateLimit": `+limitsOff+`}`, 200)
+	stockTick(t, h, 1, "dash-sku")
+	paidOrders(t, db, h.queue, "dash-sku", 2, 3)
 	base := h.serve()
 
 	shots := screenshotDirs(t)
@@ -285,7 +297,8 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 	if got := eval(`document.getElementById('ops').dataset.conn`); got != "login" {
 		t.Fatalf("before the token the page is %q, want login", got)
 	}
-	run("sign in",
+	run("sign in as José",
+		chromedp.SetValue(chromedp.CSS("#who"), "José"),
 		chromedp.SendKeys(chromedp.CSS("#token"), "secret-admin"),
 		chromedp.Click(chromedp.CSS("#signin")))
 	var got, page string
@@ -303,6 +316,9 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 	if ord := eval(card + `.querySelector('[data-field=orders]').textContent`); ord != "1 paid" {
 		t.Errorf("orders = %q, want 1 paid", ord)
 	}
+	if stock := eval(card + `.querySelector('[data-field=stock]').textContent`); !strings.Contains(stock, "dash-sku: ") || !strings.Contains(stock, " 5 sold") {
+		t.Errorf("stock = %q, want dash-sku's 5 sold", stock)
+	}
 	// A few events in, the sparklines have points to draw.
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		return eval(card+`.querySelector('[data-chart=waiting] polyline').getAttribute('points').split(' ').length >= 3 ? 'y' : ''`) == "y"
@@ -314,6 +330,11 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 		cfg, _ := h.api.queues.Get(h.queue)
 		return cfg.State == catalog.StatePaused
 	}, "queue %s never paused in the catalog", h.queue)
+	// The browser sent its operator's name as ISO-8859-1 (fetch does):
+	// the audit says José all the same.
+	if changes := h.configEvents(); len(changes) == 0 || changes[len(changes)-1].By != "José" {
+		t.Errorf("the pause's audit event is by %q, want José", changes[len(changes)-1:])
+	}
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		got = eval(card + `.dataset.state`)
 		return got == catalog.StatePaused
@@ -343,5 +364,229 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 	}, "the notice never came down")
 	if _, err := os.Stat(filepath.Join("testdata", "screenshots", "ops.png")); err != nil {
 		t.Errorf("screenshot not kept: %v", err)
+	}
+}
+
+// countedSales counts the reads of units sold that reach the database.
+type countedSales struct {
+	src salesReader
+	n   atomic.Int64
+}
+
+func (c *countedSales) Sold(ctx context.Context, q string) (map[string]int64, error) {
+	c.n.Add(1)
+	return c.src.Sold(ctx, q)
+}
+
+// soldQueue makes the harness queue sell sku, stock-aware, with a tick
+// that saw its stock, so the admin view and the dashboard show its SKUs.
+func soldQueue(t *testing.T, h *harness, sku string) {
+	t.Helper()
+	h.putQueue(h.queue, `{"targetActive": 5, "sku": "`+sku+`", "rateLimit": `+limitsOff+`}`, 200)
+	stockTick(t, h, 5, sku)
+}
+
+// stockTick runs a stock-aware tick of the harness queue (targetActive
+// target) that sees 100 units of sku.
+func stockTick(t *testing.T, h *harness, target int, sku string) {
+	t.Helper()
+	if err := h.line.SetStock(context.Background(), h.queue, true, waitqueue.StockLevel{SKU: sku, Available: 100, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Tick(t, h.line, h.queue, waitqueue.Tick{Epoch: h.api.epoch(), TargetActive: target, TickLength: 100 * time.Millisecond,
+		TokenTTL: time.Minute, StockAware: true})
+}
+
+// paidOrders puts PAID orders of sku in queue into db, one per quantity.
+func paidOrders(t *testing.T, db *orders.Store, queue, sku string, quantities ...int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := db.SetStock(ctx, sku, 100); err != nil {
+		t.Fatal(err)
+	}
+	for i, qty := range quantities {
+		id := fmt.Sprintf("%s-%s-%d", queue, sku, i)
+		if _, err := db.Place(ctx, orders.Order{ID: id, TokenID: "tok-" + id, Queue: queue, User: "user-" + id, SKU: sku,
+			Quantity: qty, Deadline: time.Now().Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Pay(ctx, id, "pay-"+id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// migratedStore is a migrated order store on a fresh database.
+func migratedStore(t *testing.T) *orders.Store {
+	t.Helper()
+	db, err := orders.Open(testenv.PostgresURL(t), orders.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if err := db.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// soldOf fetches path over HTTP as an operator and returns the sold figure
+// of queue's sku ("absent" when the answer has no such SKU, "null" when
+// it is unknown).
+func soldOf(t *testing.T, base, path, queue, sku string) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+path, nil)
+	req.Header.Set("Authorization", "Bearer secret-admin")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("GET %s = %d %s", path, res.StatusCode, raw)
+	}
+	return soldIn(t, raw, queue, sku)
+}
+
+// soldIn reads the sold figure of queue's sku in a queue view, a list of
+// them or an ops snapshot.
+func soldIn(t *testing.T, raw []byte, queue, sku string) string {
+	t.Helper()
+	type view struct {
+		Name  string `json:"name"`
+		Stock *struct {
+			SKUs []struct {
+				SKU  string          `json:"sku"`
+				Sold json.RawMessage `json:"sold"`
+			} `json:"skus"`
+		} `json:"stock"`
+	}
+	var body struct {
+		view
+		Queues []view `json:"queues"`
+	}
+	if err := json.Unmarshal(raw, &body); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	for _, v := range append(body.Queues, body.view) {
+		if v.Name != queue || v.Stock == nil {
+			continue
+		}
+		for _, s := range v.Stock.SKUs {
+			if s.SKU == sku {
+				if s.Sold == nil {
+					return "absent"
+				}
+				return string(s.Sold)
+			}
+		}
+	}
+	return "absent"
+}
+
+// The dashboard shows each SKU's units sold as the admin API does: the
+// PAID orders PostgreSQL sums. Operators watching it share one read per
+// queue a second (soldEvery), however many dashboards are open.
+func TestOpsDashboardShowsUnitsSold(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	db := migratedStore(t)
+	reads := &countedSales{src: db}
+	clk := &clock{t: time.Now()}
+	h.api.sales = reads
+	h.api.ops.sold = newSoldCache(reads, clk.Now, soldEvery)
+	h.api.ops.interval = 20 * time.Millisecond
+	const sku = "ops-sold-sku"
+	soldQueue(t, h, sku)
+	if _, err := db.SetStock(ctx, sku, 100); err != nil {
+		t.Fatal(err)
+	}
+	order := func(id string, qty int, pay bool) {
+		t.Helper()
+		o, err := db.Place(ctx, orders.Order{ID: id, TokenID: "tok-" + id, Queue: h.queue, User: "user-" + id, SKU: sku,
+			Quantity: qty, Deadline: time.Now().Add(time.Minute)})
+		if err != nil || o.Status != orders.Pending {
+			t.Fatalf("place %s = %+v, %v", id, o, err)
+		}
+		if pay {
+			_, err = db.Pay(ctx, id, "pay-"+id)
+		} else {
+			_, err = db.Fail(ctx, id, "payment_declined")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	order("a", 2, true)
+	order("b", 3, true)
+	order("c", 4, false) // failed: not sold
+	base := h.serve()
+
+	if got := soldOf(t, base, "/v1/admin/queues/"+h.queue, h.queue, sku); got != "5" {
+		t.Fatalf("admin API: sold = %s, want 5", got)
+	}
+	reads.n.Store(0)
+	if got := soldOf(t, base, "/v1/admin/ops", h.queue, sku); got != "5" {
+		t.Fatalf("dashboard snapshot: sold = %s, want 5, as the admin API shows", got)
+	}
+	// Eight more operators load it at once, a ninth streams it.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if got := soldOf(t, base, "/v1/admin/ops", h.queue, sku); got != "5" {
+				t.Errorf("another operator's dashboard: sold = %s, want 5", got)
+			}
+		})
+	}
+	wg.Wait()
+	req, _ := http.NewRequest("GET", base+"/v1/admin/ops/stream", nil)
+	req.Header.Set("Authorization", "Bearer secret-admin")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	_, events := readEvents(t, bufio.NewScanner(res.Body), 3)
+	for _, ev := range events {
+		if got := soldIn(t, []byte(ev.data), h.queue, sku); ev.name != "queues" || got != "5" {
+			t.Errorf("stream event %s: sold = %s, want 5", ev.name, got)
+		}
+	}
+	if n := reads.n.Load(); n != 1 {
+		t.Errorf("the dashboard's viewers read the units sold %d times within a second, want once", n)
+	}
+	// A sale a moment later shows once the second is over.
+	order("d", 1, true)
+	if got := soldOf(t, base, "/v1/admin/ops", h.queue, sku); got != "5" {
+		t.Errorf("dashboard within the second: sold = %s, want 5 (the shared read)", got)
+	}
+	clk.Advance(soldEvery)
+	if got := soldOf(t, base, "/v1/admin/ops", h.queue, sku); got != "6" {
+		t.Errorf("dashboard a second later: sold = %s, want 6", got)
+	}
+	if n := reads.n.Load(); n != 2 {
+		t.Errorf("reads after a second = %d, want 2", n)
+	}
+}
+
+// While PostgreSQL cannot be read, the sold figures are unknown (null),
+// never a misleading 0, and the rest of the view stands.
+func TestUnitsSoldUnknownWithoutTheDatabase(t *testing.T) {
+	h := newHarness(t)
+	db, err := orders.Open(testenv.PostgresURL(t), orders.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close() // every read fails
+	h.api.sales = db
+	h.api.ops.sold = newSoldCache(db, time.Now, soldEvery)
+	const sku = "ops-unknown-sku"
+	soldQueue(t, h, sku)
+	base := h.serve()
+	for _, path := range []string{"/v1/admin/queues/" + h.queue, "/v1/admin/queues", "/v1/admin/ops"} {
+		if got := soldOf(t, base, path, h.queue, sku); got != "null" {
+			t.Errorf("GET %s: sold = %s, want null", path, got)
+		}
 	}
 }

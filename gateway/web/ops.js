@@ -255,12 +255,13 @@
   }
 
   // stockText is a stock-aware queue's stock: its state, then each SKU's
-  // available / held / pending / sold units.
+  // available / held / pending / sold units (sold null: the database could
+  // not be read, so unknown, never shown as 0).
   function stockText(st) {
     if (!st) { return '—'; }
     var skus = (st.skus || []).map(function (k) {
       return k.sku + ': ' + fmt(k.available) + ' available, ' + fmt(k.held) + ' held, ' +
-        fmt(k.pending) + ' pending, ' + fmt(k.sold) + ' sold';
+        fmt(k.pending) + ' pending, ' + (k.sold == null ? 'sold unknown' : fmt(k.sold) + ' sold');
     });
     return st.state.replace('_', ' ') + ' (' + fmt(st.sellable) + ' for the next in line, ' +
       fmt(st.heldByAdmitted) + ' held by admitted shoppers)' + (skus.length ? ' · ' + skus.join(' · ') : '');
