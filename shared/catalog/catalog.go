@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"sort"
 	"strconv"
@@ -642,6 +643,11 @@ func (c *Catalog) Put(ctx context.Context, cfg Config) (created bool, err error)
 // ErrUnchanged is Update's answer when change made no change.
 var ErrUnchanged = errors.New("configuration unchanged")
 
+// updateAttempts bounds how many times Update reads and writes again after
+// losing to another writer: with its backoff, about 2 s of a queue's
+// configuration changing without pause.
+const updateAttempts = 50
+
 // Update changes queue name's stored configuration with change, as a
 // compare-and-set on the bucket's revision: change sees the configuration
 // as stored (never a stale copy), and a concurrent writer's change is never
@@ -649,7 +655,17 @@ var ErrUnchanged = errors.New("configuration unchanged")
 // to leave the queue as it is (ErrUnchanged). It returns the configuration
 // before and after.
 func (c *Catalog) Update(ctx context.Context, name string, change func(*Config) bool) (before, after Config, err error) {
-	for attempt := 0; attempt < 10; attempt++ {
+	for attempt := 0; attempt < updateAttempts; attempt++ {
+		if attempt > 0 {
+			// Someone wrote in between: wait a random while, longer
+			// after each loss, so that writers racing for one queue
+			// (operators' PUTs, admitters closing it) take turns.
+			select {
+			case <-time.After(time.Duration(rand.Int64N(int64(min(time.Millisecond<<min(attempt, 6), 50*time.Millisecond))))):
+			case <-ctx.Done():
+				return before, after, fmt.Errorf("update queue %s: %w", name, ctx.Err())
+			}
+		}
 		e, err := c.kv.Get(ctx, name)
 		if err != nil {
 			return before, after, fmt.Errorf("update queue %s: %w", name, err)
