@@ -568,20 +568,7 @@ func TestAShadowJoinBeforeADropOpensIsPreQueuedLikeAnyOther(t *testing.T) {
 	}
 
 	// Drawn: a place among the drawn, the same at every poll.
-	if _, _, err := h.api.queues.Update(context.Background(), h.queue, func(c *catalog.Config) bool {
-		l := *c.Lottery
-		l.Drawn, l.Entries = true, 1
-		c.Lottery = &l
-		return true
-	}); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, 5*time.Second, func() error {
-		if cfg, _ := h.api.queues.Get(h.queue); !cfg.Drawn() {
-			return fmt.Errorf("the gateway has not seen the draw")
-		}
-		return nil
-	}, "the draw in the gateway's catalog")
+	h.recordDraw(func(l *catalog.Lottery) { l.Entries = 1 })
 	for range 2 {
 		if p := h.poll(tkt); p.status != 200 || p.str("status") != "WAITING" || p.num("position") != 1 || p.str("ticket") != tkt {
 			t.Fatalf("the shadow ticket's poll after the draw = %d %s; want WAITING at place 1 (of the 1 drawn), the same ticket", p.status, p.raw)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -463,20 +462,7 @@ func TestADrawnDropsOpeningCannotMovePastTheDraw(t *testing.T) {
 	}
 	h.putQueue(h.queue, cfgWith(`, "opensAt": "`+rfc3339(opens)+`"`), 200)
 	drawnAt := opens.Add(time.Second)
-	if _, _, err := h.api.queues.Update(context.Background(), h.queue, func(c *catalog.Config) bool {
-		l := *c.Lottery
-		l.Drawn, l.DrawnAt, l.Entries, l.OrderDigest = true, &drawnAt, 3, strings.Repeat("5e", 32)
-		c.Lottery = &l
-		return true
-	}); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, 5*time.Second, func() error {
-		if cfg, _ := h.api.queues.Get(h.queue); !cfg.Drawn() {
-			return fmt.Errorf("the gateway has not seen the draw")
-		}
-		return nil
-	}, "the draw in the gateway's catalog")
+	h.recordDraw(func(l *catalog.Lottery) { l.DrawnAt, l.Entries, l.OrderDigest = &drawnAt, 3, strings.Repeat("5e", 32) })
 
 	later := time.Now().Add(time.Hour)
 	r := h.putQueue(h.queue, cfgWith(`, "opensAt": "`+rfc3339(later)+`"`), 400)

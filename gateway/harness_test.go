@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -150,6 +151,28 @@ func (h *harness) putQueue(q, body string, want int) response {
 		h.t.Fatalf("PUT queue %s = %d %s, want %d", q, r.status, r.raw, want)
 	}
 	return r
+}
+
+// recordDraw records a draw of the harness's queue in the catalog, as the
+// admitter does (draw sets what it drew), and waits until the gateway's
+// catalog has it.
+func (h *harness) recordDraw(draw func(*catalog.Lottery)) {
+	h.t.Helper()
+	if _, _, err := h.api.queues.Update(context.Background(), h.queue, func(c *catalog.Config) bool {
+		l := *c.Lottery
+		l.Drawn = true
+		draw(&l)
+		c.Lottery = &l
+		return true
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+	testenv.Eventually(h.t, 5*time.Second, func() error {
+		if cfg, _ := h.api.queues.Get(h.queue); !cfg.Drawn() {
+			return errors.New("the gateway has not seen the draw")
+		}
+		return nil
+	}, "the draw in the gateway's catalog")
 }
 
 // admit runs one admission tick as the admitter would, once its follower

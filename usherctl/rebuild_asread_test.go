@@ -151,18 +151,5 @@ func TestARebuildAsReadRestoresALongLine(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("rebuild: %v\n%s%s", r.err, r.stdout, r.stderr)
 	}
-	got := l.state()
-	for _, seq := range l.seqs {
-		if !reflect.DeepEqual(got.entries[seq], want.entries[seq]) {
-			t.Errorf("seq %d after rebuild = %+v, want %+v", seq, got.entries[seq], want.entries[seq])
-		}
-	}
-	for u, w := range want.lookups {
-		if got.lookups[u] != w {
-			t.Errorf("Lookup(%s) after rebuild = %s, want %s", u, got.lookups[u], w)
-		}
-	}
-	if !reflect.DeepEqual(got.stats, want.stats) {
-		t.Errorf("Stats after rebuild = %+v, want %+v", got.stats, want.stats)
-	}
+	sameState(t, l, l.state(), want)
 }

@@ -210,23 +210,10 @@ func TestRebuildRestoresEveryShopperToTheSamePlace(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("rebuild: %v\n%s%s", r.err, r.stdout, r.stderr)
 	}
-	got := l.state()
 	if st := want.entries[l.claimedLeft].Status; st != waitqueue.Used {
 		t.Fatalf("the shopper who left after ordering is %s in the live line, want used", st)
 	}
-	for _, seq := range l.seqs {
-		if !reflect.DeepEqual(got.entries[seq], want.entries[seq]) {
-			t.Errorf("seq %d after rebuild = %+v, want %+v", seq, got.entries[seq], want.entries[seq])
-		}
-	}
-	for u, w := range want.lookups {
-		if got.lookups[u] != w {
-			t.Errorf("Lookup(%s) after rebuild = %s, want %s", u, got.lookups[u], w)
-		}
-	}
-	if !reflect.DeepEqual(got.stats, want.stats) {
-		t.Errorf("Stats after rebuild = %+v, want %+v", got.stats, want.stats)
-	}
+	sameState(t, l, l.state(), want)
 	// The redeemed token keeps its order id: the same order redeeming again
 	// is told it is redeemed, another order is refused.
 	tok := waitqueue.TokenID(l.q, l.epoch, l.seqs[5])
