@@ -238,8 +238,10 @@ func (d *door) spend(ctx context.Context, q string, p pow.Proof, now time.Time) 
 	return n == 1, nil
 }
 
-// giveBackScript unmarks a spent challenge. KEYS: the proof's key.
-var giveBackScript = script.New(`return redis.call('DEL', KEYS[1])`)
+// giveBackScript unmarks a spent challenge. KEYS: the proof's key. An
+// EXPIRE of 0 deletes the key (a non-positive timeout deletes rather than
+// expires), with a command the gateway's Redis user holds: it may not DEL.
+var giveBackScript = script.New(`return redis.call('EXPIRE', KEYS[1], 0)`)
 
 // giveBack unmarks proof p (spent by this request, so nobody else holds
 // it) when the join it was spent on was refused (joinErr): a proof buys a
