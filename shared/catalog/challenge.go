@@ -66,8 +66,16 @@ func (c Challenge) validate() []FieldError {
 	if c.Difficulty != DifficultyAuto && (c.Difficulty < 0 || c.Difficulty > pow.MaxDifficulty) {
 		add("difficulty", fmt.Sprintf("must be 0..%d leading zero bits, or \"auto\"", pow.MaxDifficulty))
 	}
-	if c.Min < 0 || c.Min > pow.MaxDifficulty || c.Max < 0 || c.Max > pow.MaxDifficulty || c.Min > c.Max {
-		add("min", fmt.Sprintf("min and max must be 0 <= min <= max <= %d", pow.MaxDifficulty))
+	// The bound that is wrong is the one named: a max beyond 32 is max's
+	// fault, not min's; bounds upside down are min's.
+	bounds := fmt.Sprintf("min and max must be 0 <= min <= max <= %d", pow.MaxDifficulty)
+	switch {
+	case c.Min < 0 || c.Min > pow.MaxDifficulty:
+		add("min", bounds)
+	case c.Max < 0 || c.Max > pow.MaxDifficulty:
+		add("max", bounds)
+	case c.Min > c.Max:
+		add("min", bounds)
 	}
 	switch c.Suspects {
 	case "", SuspectsShadow:

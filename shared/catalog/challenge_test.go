@@ -26,7 +26,9 @@ func TestChallengeValidate(t *testing.T) {
 		{"an unknown mode", catalog.Challenge{Mode: "on"}, []string{"challenge.mode"}},
 		{"beyond 32 bits", catalog.Challenge{Mode: "enforce", Difficulty: 33}, []string{"challenge.difficulty"}},
 		{"bounds upside down", catalog.Challenge{Difficulty: catalog.DifficultyAuto, Min: 20, Max: 10}, []string{"challenge.min"}},
-		{"a max beyond 32", catalog.Challenge{Difficulty: catalog.DifficultyAuto, Max: 40}, []string{"challenge.min"}},
+		{"a max beyond 32", catalog.Challenge{Difficulty: catalog.DifficultyAuto, Max: 40}, []string{"challenge.max"}},
+		{"a negative max", catalog.Challenge{Difficulty: catalog.DifficultyAuto, Max: -1}, []string{"challenge.max"}},
+		{"a min beyond 32", catalog.Challenge{Difficulty: catalog.DifficultyAuto, Min: 33, Max: 33}, []string{"challenge.min"}},
 		{"an unknown suspects", catalog.Challenge{Suspects: "block"}, []string{"challenge.suspects"}},
 	}
 	for _, tt := range tests {
