@@ -25,6 +25,9 @@ func decodeBody(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) { // Decode's word for "nothing to read"
+			return errors.New("the body is empty, want a JSON object")
+		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			// Said in the document's terms, not Go's ("cannot unmarshal

@@ -40,6 +40,8 @@ func TestBodiesAreReadAsTheDocumentReadsThem(t *testing.T) {
 		{`{"challenge": {"mode": 1}}`, `"challenge.mode" is a number, want a string`},
 		{`{"list": {}}`, `"list" is an object, want an array`},
 		{`null`, `null`},
+		{``, `the body is empty`},
+		{" \n", `the body is empty`},
 		{`[1, 2]`, `the body is an array, want an object`},
 		{`{"tickMs": null}`, `"tickMs" is null`},
 		{`{"challenge": {"mode": null}}`, `"challenge.mode" is null`},
