@@ -144,7 +144,10 @@
         on('notice', (d) => apply({ notice: d }, 'stream'));
         on('ready', (d) => apply(d, 'stream', 'READY'));
         on('expired', (d) => apply(d, 'stream', 'EXPIRED'));
-        on('closed', (d) => apply(d, 'stream', d.reason === 'used' ? 'USED' : d.reason === 'left' ? 'LEFT' : 'CLOSED'));
+        // An abandoned shopper's stream says left + abandoned; a poll says
+        // LEFT, reason abandoned: the same end either way.
+        on('closed', (d) => apply(d.abandoned ? Object.assign({}, d, { reason: 'abandoned' }) : d, 'stream',
+          d.reason === 'used' ? 'USED' : d.reason === 'left' ? 'LEFT' : 'CLOSED'));
       };
 
       join().then((s) => { apply(s, 'join'); listen(); }, finish);

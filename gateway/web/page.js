@@ -432,7 +432,7 @@
     es.addEventListener('closed', (e) => {
       if (root.dataset.status === 'READY') return stopStream();
       const d = data(e);
-      end(d.reason === 'used' ? 'USED' : d.reason === 'left' ? 'LEFT' : 'CLOSED', d.reason);
+      end(d.reason === 'used' ? 'USED' : d.reason === 'left' ? 'LEFT' : 'CLOSED', d.abandoned ? 'abandoned' : d.reason);
     });
   }
 
