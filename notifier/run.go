@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 
+	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
 
 	"usher/shared/config"
@@ -40,27 +41,19 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	m := newMetrics()
 	h := newHub(d.Log, d.Line, d.Queues, d.Clock.Now, s.timing, m)
 	d.Queues.OnChange(h.onConfig)
-	sub, err := d.NC.Subscribe(admissionsSubject, admissionHandler(d.Log, h))
-	if err != nil {
-		return fmt.Errorf("subscribe %s: %w", admissionsSubject, err)
-	}
-	// A burst of admissions must not make NATS drop this subscriber.
-	if err := sub.SetPendingLimits(1<<20, 256<<20); err != nil {
-		return err
-	}
-	orders, err := d.NC.Subscribe(ordersSubject, orderHandler(d.Log, h))
-	if err != nil {
-		return fmt.Errorf("subscribe %s: %w", ordersSubject, err)
-	}
-	if err := orders.SetPendingLimits(1<<20, 256<<20); err != nil {
-		return err
-	}
-	leaves, err := d.NC.Subscribe(leavesSubject, leaveHandler(d.Log, h))
-	if err != nil {
-		return fmt.Errorf("subscribe %s: %w", leavesSubject, err)
-	}
-	if err := leaves.SetPendingLimits(1<<20, 256<<20); err != nil {
-		return err
+	// One core subscription each, for every queue: admissions, order
+	// events and leaves name the entries whose streams hear of them.
+	for _, sub := range []struct {
+		subject string
+		handle  nats.MsgHandler
+	}{
+		{admissionsSubject, admissionHandler(d.Log, h)},
+		{ordersSubject, orderHandler(d.Log, h)},
+		{leavesSubject, leaveHandler(d.Log, h)},
+	} {
+		if err := subscribe(d.NC, sub.subject, sub.handle); err != nil {
+			return err
+		}
 	}
 	// Listen before serving, so a taken port fails start-up synchronously.
 	ln, err := net.Listen("tcp", s.addr)
@@ -85,4 +78,17 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	err = g.Wait()
 	st.detached.Wait() // the streams taken over from net/http end with ctx
 	return err
+}
+
+// subscribe subscribes handle to subject with pending limits a burst of
+// events does not reach: NATS must not drop this subscriber.
+func subscribe(nc *nats.Conn, subject string, handle nats.MsgHandler) error {
+	sub, err := nc.Subscribe(subject, handle)
+	if err == nil {
+		err = sub.SetPendingLimits(1<<20, 256<<20)
+	}
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", subject, err)
+	}
+	return nil
 }
