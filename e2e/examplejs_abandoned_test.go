@@ -22,9 +22,6 @@ import (
 // API document's answers, served by the test: what is checked is how the
 // client reads them.
 func TestTheJSClientTellsAnAbandonedShopperAsAPollDoes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	bin := chromium.Path(t)
 	mux := http.NewServeMux()
 	mux.Handle("GET /usher.js", http.FileServer(http.Dir("../examples/js")))

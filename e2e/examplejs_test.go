@@ -32,9 +32,6 @@ import (
 // its own files, and /v1 and /q/static passed to the gateway on the same
 // origin.
 func TestExampleJSClient(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	bin := chromium.Path(t)
 
 	// The shop's origin, known before the notifier starts (its CORS).

@@ -124,9 +124,6 @@ func TestAdaptiveSettingIsValidated(t *testing.T) {
 // The dashboard says how each queue's limit is set, and its buttons still
 // work on an adaptive queue (the live fields stay out of the PUT).
 func TestOpsDashboardShowsTheAdaptiveLimit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	bin := chromium.Path(t)
 	h := newHarness(t)
 	st := adaptive.NewStore(testenv.Redis(t))

@@ -52,9 +52,6 @@ func powPage(t testing.TB, bin, base string) context.Context {
 // (the smallest), hashes like crypto/sha256 on one block and on several,
 // and solves through the Promise API, in a Worker and on the page.
 func TestPowJSAgreesWithGo(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	bin := chromium.Path(t)
 	h := newHarness(t)
 	ctx := powPage(t, bin, h.serve())
@@ -134,9 +131,6 @@ func TestPowJSAgreesWithGo(t *testing.T) {
 // showing its progress, before it joins: the gateway sees one valid proof
 // and no refused join.
 func TestWaitingRoomSolvesBeforeJoining(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	bin := chromium.Path(t)
 	h := newHarness(t)
 	h.putQueue(h.queue, `{"rateLimit": `+limitsOff+`, "challenge": {"mode": "enforce", "difficulty": 16}}`, 200)

@@ -250,9 +250,6 @@ func TestOpsStreamsAreBounded(t *testing.T) {
 // queue's figures live, and its Pause button changes the queue in the
 // catalog.
 func TestOpsDashboardInABrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	bin := chromium.Path(t)
 	h := newHarness(t)
 	records := orders.NewRecords(testenv.Redis(t))

@@ -67,9 +67,6 @@ func TestPageAndAssetsAreServed(t *testing.T) {
 // the notifier's stream, keeps going through a notifier restart, flips to
 // READY on admission and places the order.
 func TestWaitingRoomInABrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	bin := chromium.Path(t)
 	h := newOrderHarness(t)
 	base, n := serveWithNotifier(t, h)
@@ -354,9 +351,6 @@ func envOf(env []string, name string) string {
 // A scheduled drop's page counts down to the opening, and a queue in
 // maintenance says so, in a real browser.
 func TestDropPagesInABrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	bin := chromium.Path(t)
 	h := newHarness(t)
 	base := h.serve()
@@ -409,9 +403,6 @@ func TestDropPagesInABrowser(t *testing.T) {
 // browser with JavaScript on it (browser tests are skipped with -short).
 func orderPage(t *testing.T) (*harness, string, *pageTab) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	bin := chromium.Path(t)
 	h := newOrderHarness(t)
 	base, _ := serveWithNotifier(t, h)

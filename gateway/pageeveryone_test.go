@@ -27,9 +27,6 @@ import (
 // flow by keyboard alone, and an axe-core audit of both pages in every
 // state a shopper meets.
 func TestPageForEveryoneInABrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	bin := chromium.Path(t)
 	h := newOrderHarness(t)
 	base := h.serve()

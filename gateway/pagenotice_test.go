@@ -98,9 +98,6 @@ func TestPageShowsTheNoticeWithoutJavaScript(t *testing.T) {
 // the page by polling too while the stream is down; the page without
 // JavaScript shows it; axe-core finds nothing wrong with a banner shown.
 func TestNoticeBannerInABrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	bin := chromium.Path(t)
 	h := newHarness(t)
 	base, n := serveWithNotifier(t, h)

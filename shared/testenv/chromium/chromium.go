@@ -12,11 +12,15 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// Path returns the path of Debian's chromium. Without it a browser test
-// skips on a developer's machine and fails in CI (CI set), where
-// scripts/deps.sh must have installed it.
+// Path returns the path of Debian's chromium. A browser test is a long
+// one: under -short it skips. Without chromium it skips on a developer's
+// machine and fails in CI (CI set), where scripts/deps.sh must have
+// installed it.
 func Path(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short")
+	}
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
