@@ -6,9 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"usher/shared/orders"
-	"usher/shared/testenv"
 )
 
 // X-Admin-User is who made a change, recorded in its audit event on the
@@ -17,14 +14,7 @@ import (
 // changes or is recorded.
 func TestAdminUserIsBounded(t *testing.T) {
 	h := newHarness(t)
-	db, err := orders.Open(testenv.PostgresURL(t), orders.Options{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	if err := db.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	db := migratedStore(t)
 	h.api.stock = &migratedStock{store: db}
 	base := h.serve()
 	send := func(method, path, body, by string) (int, []byte) {

@@ -82,6 +82,17 @@ func (h *harness) challengeFor(client string) pow.Challenge {
 	return c
 }
 
+// difficultyAsker returns a function that asks the queue's difficulty
+// from a new network each time (no client's own bits: the queue's alone).
+func (h *harness) difficultyAsker() func() int {
+	asked := 0
+	return func() int {
+		h.t.Helper()
+		asked++
+		return h.challengeFor(fmt.Sprintf("172.%d.%d.1", 16+asked/250, asked%250)).Difficulty
+	}
+}
+
 // joinAs joins as user from client with an Usher-PoW value ("" for none).
 func (h *harness) joinWithProof(user, client, proof string) response {
 	h.t.Helper()
@@ -246,12 +257,7 @@ func TestAutoDifficultyFollowsPressure(t *testing.T) {
 	gauge := func() int {
 		return int(value(t, h.api.metrics.pow.difficulty.WithLabelValues(h.queue)))
 	}
-	asked := 0
-	ask := func() int { // from a new network each time: no client's own bits
-		t.Helper()
-		asked++
-		return h.challengeFor(fmt.Sprintf("172.%d.%d.1", 16+asked/250, asked%250)).Difficulty
-	}
+	ask := h.difficultyAsker()
 	if d := ask(); d != 2 {
 		t.Fatalf("calm queue: difficulty %d, want min 2", d)
 	}
@@ -592,12 +598,7 @@ func TestAutoDifficultyCountsThePreQueueAndNotTheDraw(t *testing.T) {
 			`", "challenge": {"mode": "log", "difficulty": "auto", "min": 2, "max": 12}}`, 200)
 	}
 	sched(clk.Now().Add(time.Hour))
-	asked := 0
-	ask := func() int { // from a new network each time: no client's own bits
-		t.Helper()
-		asked++
-		return h.challengeFor(fmt.Sprintf("172.%d.%d.1", 16+asked/250, asked%250)).Difficulty
-	}
+	ask := h.difficultyAsker()
 	if d := ask(); d != 2 {
 		t.Fatalf("calm queue: difficulty %d, want min 2", d)
 	}

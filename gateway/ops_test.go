@@ -147,13 +147,7 @@ func TestOpsStreamSendsQueueSnapshots(t *testing.T) {
 	}
 	base := h.serve()
 
-	req, _ := http.NewRequest("GET", base+"/v1/admin/ops/stream", nil)
-	req.Header.Set("Authorization", "Bearer secret-admin")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
+	res := operatorGet(t, base, "/v1/admin/ops/stream")
 	if got, want := res.Header.Get("Content-Type"), "text/event-stream"; res.StatusCode != 200 || got != want {
 		t.Fatalf("stream = %d %s, want 200 %s", res.StatusCode, got, want)
 	}
@@ -213,13 +207,7 @@ func TestOpsStreamEndsAtShutdown(t *testing.T) {
 	h := newHarness(t)
 	h.api.ops.interval = 20 * time.Millisecond
 	base := h.serve()
-	req, _ := http.NewRequest("GET", base+"/v1/admin/ops/stream", nil)
-	req.Header.Set("Authorization", "Bearer secret-admin")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
+	res := operatorGet(t, base, "/v1/admin/ops/stream")
 	sc := bufio.NewScanner(res.Body)
 	readEvents(t, sc, 1)
 	if err := h.app.ShutdownWithTimeout(30 * time.Second); err != nil {
@@ -427,10 +415,9 @@ func migratedStore(t *testing.T) *orders.Store {
 	return db
 }
 
-// soldOf fetches path over HTTP as an operator and returns the sold figure
-// of queue's sku ("absent" when the answer has no such SKU, "null" when
-// it is unknown).
-func soldOf(t *testing.T, base, path, queue, sku string) string {
+// operatorGet GETs path over HTTP as an operator (the admin token); the
+// body is closed when the test ends.
+func operatorGet(t *testing.T, base, path string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest("GET", base+path, nil)
 	req.Header.Set("Authorization", "Bearer secret-admin")
@@ -438,7 +425,16 @@ func soldOf(t *testing.T, base, path, queue, sku string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	t.Cleanup(func() { res.Body.Close() })
+	return res
+}
+
+// soldOf fetches path over HTTP as an operator and returns the sold figure
+// of queue's sku ("absent" when the answer has no such SKU, "null" when
+// it is unknown).
+func soldOf(t *testing.T, base, path, queue, sku string) string {
+	t.Helper()
+	res := operatorGet(t, base, path)
 	raw, _ := io.ReadAll(res.Body)
 	if res.StatusCode != 200 {
 		t.Fatalf("GET %s = %d %s", path, res.StatusCode, raw)
@@ -537,13 +533,7 @@ func TestOpsDashboardShowsUnitsSold(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	req, _ := http.NewRequest("GET", base+"/v1/admin/ops/stream", nil)
-	req.Header.Set("Authorization", "Bearer secret-admin")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
+	res := operatorGet(t, base, "/v1/admin/ops/stream")
 	_, events := readEvents(t, bufio.NewScanner(res.Body), 3)
 	for _, ev := range events {
 		if got := soldIn(t, []byte(ev.data), h.queue, sku); ev.name != "queues" || got != "5" {
