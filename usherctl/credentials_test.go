@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"path/filepath"
 	"strings"
@@ -12,15 +11,6 @@ import (
 	"usher/shared/testenv"
 )
 
-// usherctlWith runs the command line as main does, with env as the whole
-// environment.
-func usherctlWith(t *testing.T, env map[string]string, args ...string) (string, error) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	err := run(t.Context(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb)
-	return out.String() + errb.String(), err
-}
-
 // usherctl finds its NATS key in USHER_DATA_DIR, as make run lays it out;
 // where there is none it connects anonymously, and a broker that refuses
 // that is explained: the error names the file it looked for and
@@ -29,8 +19,8 @@ func usherctlWith(t *testing.T, env map[string]string, args ...string) (string, 
 func TestABrokerRefusingUsherctlWithoutItsKeySaysWhereItLooked(t *testing.T) {
 	data := t.TempDir()
 	natsDir := filepath.Join(data, "nats")
-	if out, err := usherctlWith(t, nil, "nats-auth", "--dir", natsDir); err != nil {
-		t.Fatalf("nats-auth: %v\n%s", err, out)
+	if r := usherctlWith(t, nil, "nats-auth", "--dir", natsDir); r.err != nil {
+		t.Fatalf("nats-auth: %v\n%s%s", r.err, r.stdout, r.stderr)
 	}
 	url := testenv.NATSFromConfig(t, filepath.Join(natsDir, bus.AuthFile), nil).ClientURL()
 	admitter := bus.Settings{URLs: []string{url}, Replicas: 1, Role: bus.Admitter,
@@ -43,7 +33,7 @@ func TestABrokerRefusingUsherctlWithoutItsKeySaysWhereItLooked(t *testing.T) {
 	replay := []string{"replay", "--stream", "entries", "--queue", "q1"}
 
 	t.Run("USHER_DATA_DIR unset, no .usher in the current directory", func(t *testing.T) {
-		_, err := usherctlWith(t, map[string]string{"USHER_NATS_URL": url}, replay...)
+		err := usherctlWith(t, map[string]string{"USHER_NATS_URL": url}, replay...).err
 		want := filepath.Join(".usher", "nats", "usherctl.nk")
 		if exitCode(err) != exitFailure || !strings.Contains(err.Error(), "no NATS credentials at "+want) ||
 			!strings.Contains(err.Error(), "USHER_DATA_DIR") || !strings.Contains(err.Error(), "Authorization Violation") {
@@ -52,16 +42,15 @@ func TestABrokerRefusingUsherctlWithoutItsKeySaysWhereItLooked(t *testing.T) {
 	})
 	t.Run("USHER_DATA_DIR a folder without the key", func(t *testing.T) {
 		empty := t.TempDir()
-		_, err := usherctlWith(t, map[string]string{"USHER_NATS_URL": url, "USHER_DATA_DIR": empty}, replay...)
+		err := usherctlWith(t, map[string]string{"USHER_NATS_URL": url, "USHER_DATA_DIR": empty}, replay...).err
 		want := bus.DefaultKeyFile(empty, bus.Usherctl)
 		if err == nil || !strings.Contains(err.Error(), "no NATS credentials at "+want+":") {
 			t.Errorf("replay = %v, want a failure naming %s", err, want)
 		}
 	})
 	t.Run("USHER_DATA_DIR the folder make run wrote", func(t *testing.T) {
-		out, err := usherctlWith(t, map[string]string{"USHER_NATS_URL": url, "USHER_DATA_DIR": data}, replay...)
-		if err != nil {
-			t.Errorf("replay = %v\n%s, want it to connect with the key it found", err, out)
+		if r := usherctlWith(t, map[string]string{"USHER_NATS_URL": url, "USHER_DATA_DIR": data}, replay...); r.err != nil {
+			t.Errorf("replay = %v\n%s%s, want it to connect with the key it found", r.err, r.stdout, r.stderr)
 		}
 	})
 	t.Run("an explicit key that the broker refuses is not blamed on the data folder", func(t *testing.T) {
@@ -69,7 +58,7 @@ func TestABrokerRefusingUsherctlWithoutItsKeySaysWhereItLooked(t *testing.T) {
 		if _, err := bus.LoadOrCreateKey(filepath.Join(other, "stranger.nk")); err != nil {
 			t.Fatal(err)
 		}
-		_, err := usherctlWith(t, map[string]string{"USHER_NATS_URL": url, "USHER_NATS_NKEY_FILE": filepath.Join(other, "stranger.nk")}, replay...)
+		err := usherctlWith(t, map[string]string{"USHER_NATS_URL": url, "USHER_NATS_NKEY_FILE": filepath.Join(other, "stranger.nk")}, replay...).err
 		if err == nil || strings.Contains(err.Error(), "USHER_DATA_DIR") {
 			t.Errorf("replay with a stranger's key = %v, want the broker's refusal alone", err)
 		}
@@ -82,8 +71,8 @@ func TestARedisRefusingUsherctlWithoutItsPasswordSaysWhereItLooked(t *testing.T)
 	w := newWorld(t) // a broker that authenticates nobody
 	data := t.TempDir()
 	redisDir := filepath.Join(data, "redis")
-	if out, err := usherctlWith(t, nil, "redis-acl", "--dir", redisDir); err != nil {
-		t.Fatalf("redis-acl: %v\n%s", err, out)
+	if r := usherctlWith(t, nil, "redis-acl", "--dir", redisDir); r.err != nil {
+		t.Fatalf("redis-acl: %v\n%s%s", r.err, r.stdout, r.stderr)
 	}
 	url, _ := testenv.RedisServerWith(t, "--aclfile", filepath.Join(redisDir, redisacl.AuthFile))
 	q := testenv.Name(t)
@@ -91,15 +80,14 @@ func TestARedisRefusingUsherctlWithoutItsPasswordSaysWhereItLooked(t *testing.T)
 	rebuild := []string{"rebuild", "--queue", q, "--dry-run"}
 
 	empty := t.TempDir()
-	_, err := usherctlWith(t, map[string]string{"USHER_NATS_URL": w.natsURL, "USHER_REDIS_URL": url, "USHER_DATA_DIR": empty}, rebuild...)
+	err := usherctlWith(t, map[string]string{"USHER_NATS_URL": w.natsURL, "USHER_REDIS_URL": url, "USHER_DATA_DIR": empty}, rebuild...).err
 	want := redisacl.PasswordFile(filepath.Join(empty, "redis"), "usher-usherctl")
 	if exitCode(err) != exitFailure || !strings.Contains(err.Error(), "no Redis password of usher-usherctl at "+want+":") ||
 		!strings.Contains(err.Error(), "USHER_DATA_DIR") {
 		t.Errorf("rebuild without the password file = %v (exit %d), want a failure naming %s and USHER_DATA_DIR", err, exitCode(err), want)
 	}
 
-	out, err := usherctlWith(t, map[string]string{"USHER_NATS_URL": w.natsURL, "USHER_REDIS_URL": url, "USHER_DATA_DIR": data}, rebuild...)
-	if err != nil {
-		t.Errorf("rebuild with USHER_DATA_DIR the folder make run wrote = %v\n%s, want it to connect as usher-usherctl", err, out)
+	if r := usherctlWith(t, map[string]string{"USHER_NATS_URL": w.natsURL, "USHER_REDIS_URL": url, "USHER_DATA_DIR": data}, rebuild...); r.err != nil {
+		t.Errorf("rebuild with USHER_DATA_DIR the folder make run wrote = %v\n%s%s, want it to connect as usher-usherctl", r.err, r.stdout, r.stderr)
 	}
 }

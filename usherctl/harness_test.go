@@ -91,6 +91,15 @@ func (w *world) run(inv invocation, args ...string) result {
 	return result{stdout: out.String(), stderr: errb.String(), code: exitCode(err), err: err}
 }
 
+// usherctlWith runs the command line as main does, with env as its whole
+// environment: no world, no clock but the real one.
+func usherctlWith(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(t.Context(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb)
+	return result{stdout: out.String(), stderr: errb.String(), code: exitCode(err), err: err}
+}
+
 // publish stores an event as the services do (event.Marshal, Nats-Msg-Id =
 // the envelope id) and returns its stream sequence.
 func (w *world) publish(subject, id, typ string, at time.Time, data any) uint64 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -79,9 +78,8 @@ func TestQueueCommandsChangeOnlyWhatTheyName(t *testing.T) {
 	t.Cleanup(srv.Close)
 	env := map[string]string{"USHER_GATEWAY_URL": srv.URL, "USER": "ops-alice"}
 	usherctl := func(args ...string) (string, error) {
-		var out, errb bytes.Buffer
-		err := run(t.Context(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb)
-		return out.String(), err
+		r := usherctlWith(t, env, args...)
+		return r.stdout, r.err
 	}
 	want := catalog.Defaults("drop")
 	steps := []struct {
@@ -146,9 +144,7 @@ func TestQueueValuesOutOfRangeAreUsageErrorsAndChangeNothing(t *testing.T) {
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	usherctl := func(gateway string, args ...string) error {
-		var out, errb bytes.Buffer
-		env := map[string]string{"USHER_GATEWAY_URL": gateway}
-		return run(t.Context(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb)
+		return usherctlWith(t, map[string]string{"USHER_GATEWAY_URL": gateway}, args...).err
 	}
 	down := "http://127.0.0.1:1" // no gateway: the value alone is wrong
 	tests := []struct {
@@ -187,8 +183,7 @@ func TestResumeForgetsWhyTheQueueClosed(t *testing.T) {
 	t.Cleanup(srv.Close)
 	env := map[string]string{"USHER_GATEWAY_URL": srv.URL, "USHER_ADMIN_TOKEN": "dev-admin-token"}
 	for _, args := range [][]string{{"queue", "resume", "drop"}, {"queue", "close", "drop"}} {
-		var out, errb bytes.Buffer
-		if err := run(t.Context(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb); err != nil {
+		if err := usherctlWith(t, env, args...).err; err != nil {
 			t.Fatalf("usherctl %v: %v", args, err)
 		}
 		if got := api.queues["drop"]; got.ClosedReason != "" {
@@ -213,8 +208,7 @@ func TestNoAdminAPIAtTheURLIsNotAMissingQueue(t *testing.T) {
 	t.Cleanup(srv.Close)
 	env := map[string]string{"USHER_GATEWAY_URL": srv.URL, "USHER_ADMIN_TOKEN": "dev-admin-token"}
 	for _, args := range [][]string{{"queue", "get", "drop"}, {"queue", "pause", "drop"}, {"queue", "create", "drop"}} {
-		var out, errb bytes.Buffer
-		err := run(t.Context(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb)
+		err := usherctlWith(t, env, args...).err
 		if exitCode(err) != exitFailure || errors.Is(err, errNotFound) || !strings.Contains(err.Error(), "USHER_GATEWAY_URL") {
 			t.Errorf("usherctl %v against no admin API = %v (exit %d); want a failure naming USHER_GATEWAY_URL, not 'no such queue'", args, err, exitCode(err))
 		}
@@ -233,10 +227,8 @@ func TestQueueChangesNeedAUserTheGatewayCanRecord(t *testing.T) {
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	usherctl := func(user string, args ...string) (string, error) {
-		env := map[string]string{"USHER_GATEWAY_URL": srv.URL, "USER": user}
-		var out, errb bytes.Buffer
-		err := run(t.Context(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb)
-		return out.String(), err
+		r := usherctlWith(t, map[string]string{"USHER_GATEWAY_URL": srv.URL, "USER": user}, args...)
+		return r.stdout, r.err
 	}
 	longest := strings.Repeat("o", 128)
 	if _, err := usherctl(longest, "queue", "create", "drop"); err != nil {
