@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -68,9 +66,7 @@ func TestJourneyUnderLeastPrivilege(t *testing.T) {
 		tickets[i] = body["ticket"].(string)
 	}
 	// READY pushed by the notifier, then polled from the gateway.
-	if err := awaitSSE(t, "http://"+nt+"/v1/queues/"+q+"/tickets/"+tickets[0]+"/events", "ready", 15*time.Second); err != nil {
-		t.Fatalf("ann's event stream: %v", err)
-	}
+	openTab(t, "http://"+nt+"/v1/queues/"+q+"/tickets/"+tickets[0]+"/events").await(t, "ready", 15*time.Second)
 	var token string
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		_, body := call(t, "GET", base+"/v1/queues/"+q+"/tickets/"+tickets[0], "", nil)
@@ -161,30 +157,4 @@ func leastPrivilegeBroker(t *testing.T, data string) (string, *testenv.NATSLog) 
 	}
 	brokerLog := &testenv.NATSLog{}
 	return testenv.NATSFromConfig(t, filepath.Join(natsDir, "nats.conf"), brokerLog).ClientURL(), brokerLog
-}
-
-// awaitSSE reads an event stream until an event named want arrives.
-func awaitSSE(t *testing.T, url, want string, within time.Duration) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return errors.New(res.Status)
-	}
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		if sc.Text() == "event: "+want {
-			return nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	return errors.New("stream ended without " + want)
 }

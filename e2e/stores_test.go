@@ -128,9 +128,7 @@ func TestJourneyOnLockedDownStores(t *testing.T) {
 		t.Fatalf("join = %d %v", code, body)
 	}
 	tk := body["ticket"].(string)
-	if err := awaitSSE(t, "http://"+nt+"/v1/queues/"+q+"/tickets/"+tk+"/events", "ready", 15*time.Second); err != nil {
-		t.Fatalf("ann's event stream: %v", err)
-	}
+	openTab(t, "http://"+nt+"/v1/queues/"+q+"/tickets/"+tk+"/events").await(t, "ready", 15*time.Second)
 	var token string
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		_, body := call(t, "GET", base+"/v1/queues/"+q+"/tickets/"+tk, "", nil)
