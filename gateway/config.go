@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"usher/shared/config"
@@ -48,7 +50,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		verifyKeyFiles: env.List("USHER_VERIFY_KEY_FILES", ""),
 		ticketSecret:   env.String("USHER_TICKET_SECRET_FILE", filepath.Join(data, "ticket.secret")),
 		powSecret:      env.String("USHER_CHALLENGE_SECRET_FILE", filepath.Join(data, "challenge.secret")),
-		notifierURL:    env.String("USHER_NOTIFIER_PUBLIC_URL", ""),
+		notifierURL:    notifierPublicURL(env),
 		pageCSS:        env.String("USHER_PAGE_CSS_URL", ""),
 		protect:        loadProtectSettings(env),
 		orderHold:      env.Duration("USHER_ORDER_HOLD", 6*time.Minute+30*time.Second),
@@ -66,4 +68,24 @@ func loadSettings(env *config.Env) (settings, error) {
 		env.Check(fmt.Errorf("USHER_PAGE_LANG_DIR=%s: %w", dir, err))
 	}
 	return s, env.Err()
+}
+
+// notifierPublicURL reads USHER_NOTIFIER_PUBLIC_URL, the notifier's public
+// base URL that every join and poll answer's events URL starts with: an
+// http(s) URL with a host and, behind a proxy that routes by path, a path
+// prefix. A value without a scheme ("notifier:8081") or with a query would
+// make every events URL one no browser can open, so it stops the start; a
+// trailing slash is dropped (the events path brings its own).
+func notifierPublicURL(env *config.Env) string {
+	raw := env.String("USHER_NOTIFIER_PUBLIC_URL", "")
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		env.Check(fmt.Errorf("USHER_NOTIFIER_PUBLIC_URL=%q: want the notifier's public URL, http(s)://host[:port][/path], such as https://events.shop.example", raw))
+		return ""
+	}
+	return strings.TrimRight(raw, "/")
 }
