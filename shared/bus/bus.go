@@ -93,8 +93,17 @@ func LoadSettings(env *config.Env) Settings {
 	if (s.TLS.Cert == "") != (s.TLS.Key == "") {
 		env.Check(errors.New("USHER_NATS_TLS_CERT and USHER_NATS_TLS_KEY: set both (a client certificate and its key) or neither"))
 	}
+	if s.Replicas > MaxReplicas {
+		// JetStream refuses the streams, and the declaration would be
+		// retried until the start is given up on: say so now.
+		env.Check(fmt.Errorf("USHER_STREAM_REPLICAS=%d: JetStream keeps at most %d replicas of a stream (1 on one server, 3 on a cluster)", s.Replicas, MaxReplicas))
+		s.Replicas = 1
+	}
 	return s
 }
+
+// MaxReplicas is the most replicas JetStream keeps of a stream.
+const MaxReplicas = 5
 
 // As returns s for a process of role r, logging to log.
 func (s Settings) As(r Role, log *slog.Logger) Settings {
