@@ -55,6 +55,11 @@ func Load(env *config.Env, redisPool int) Settings {
 		Local:    env.LocalClock(),
 		Profiles: env.String("USHER_PPROF_ADDR", ""),
 	}
+	// The level is checked here, with every other setting, so a bad one is
+	// reported beside the rest rather than alone on the next start.
+	if _, err := config.Logger(io.Discard, s.LogLevel); err != nil {
+		env.Check(err)
+	}
 	if s.Profiles != "" && !config.IsLoopback(s.Profiles) {
 		env.Check(fmt.Errorf("USHER_PPROF_ADDR=%s serves Go profiles (memory, goroutines) to whoever connects: set it to a loopback address such as 127.0.0.1:6060, or unset it", s.Profiles))
 	}
