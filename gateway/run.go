@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -29,17 +30,18 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// The files' errors name the file; the operator sets a variable.
 	keys, err := token.LoadKeyring(s.signingKeyFile, s.verifyKeyFiles)
 	if err != nil {
-		return err
+		return fmt.Errorf("USHER_SIGNING_KEY_FILE=%s, USHER_VERIFY_KEY_FILES=%s: %w", s.signingKeyFile, strings.Join(s.verifyKeyFiles, ","), err)
 	}
 	tickets, err := ticket.LoadOrCreateSigner(s.ticketSecret)
 	if err != nil {
-		return err
+		return fmt.Errorf("USHER_TICKET_SECRET_FILE=%s: %w", s.ticketSecret, err)
 	}
 	challenges, err := pow.LoadOrCreateIssuer(s.powSecret, 0)
 	if err != nil {
-		return err
+		return fmt.Errorf("USHER_CHALLENGE_SECRET_FILE=%s: %w", s.powSecret, err)
 	}
 	d, err := service.Open(ctx, s.Settings, "gateway", stdout)
 	if err != nil {

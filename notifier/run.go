@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
@@ -22,13 +23,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// The files' errors name the file; the operator sets a variable.
 	keys, err := token.LoadKeyring(s.signingKeyFile, s.verifyKeyFiles)
 	if err != nil {
-		return err
+		return fmt.Errorf("USHER_SIGNING_KEY_FILE=%s, USHER_VERIFY_KEY_FILES=%s: %w", s.signingKeyFile, strings.Join(s.verifyKeyFiles, ","), err)
 	}
 	tickets, err := ticket.LoadOrCreateSigner(s.ticketSecret)
 	if err != nil {
-		return err
+		return fmt.Errorf("USHER_TICKET_SECRET_FILE=%s: %w", s.ticketSecret, err)
 	}
 	d, err := service.Open(ctx, s.Settings, "notifier", stdout)
 	if err != nil {
