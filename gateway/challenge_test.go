@@ -642,3 +642,35 @@ func TestAutoDifficultyCountsThePreQueueAndNotTheDraw(t *testing.T) {
 		}
 	}
 }
+
+// A queue in maintenance (mode reject) turns every join away with 503,
+// and a suspect's too: its shadow answer was 202 WAITING at the back of
+// the line, while every other client, with or without a proof, was told
+// 503 maintenance — a bot knew it was shadowed, and an innocent client
+// behind a failing address was shown a place in a line that was shut.
+func TestAShadowJoinInMaintenanceIsRefusedLikeAnyOther(t *testing.T) {
+	const challenge = `{"mode": "enforce", "difficulty": 6, "suspects": "shadow"}`
+	h, _ := powHarness(t, challenge)
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "mode": "reject", "challenge": `+challenge+`}`, 200)
+	const bot, shopper = "192.0.2.67", "198.51.100.8"
+	real := h.joinWithProof("honest", shopper, solved(t, h.challengeFor(shopper)))
+	if real.status != 503 || real.str("type") != "https://usher.dev/problems/maintenance" {
+		t.Fatalf("a real join in maintenance = %d %s, want 503 maintenance", real.status, real.raw)
+	}
+	for i := range shadowAfter {
+		r := h.joinWithProof("bot", bot, "")
+		if i < shadowAfter-1 {
+			if r.status != 428 {
+				t.Fatalf("join %d of a failing client = %d %s, want 428", i+1, r.status, r.raw)
+			}
+			continue
+		}
+		if r.status != real.status || r.str("type") != real.str("type") || r.str("detail") != real.str("detail") || r.header.Get("Retry-After") != "60" {
+			t.Fatalf("a suspect's join in maintenance = %d %s (Retry-After %q)\nreal: %d %s\nwant the same 503 maintenance, Retry-After 60",
+				r.status, r.raw, r.header.Get("Retry-After"), real.status, real.raw)
+		}
+	}
+	if n := value(t, h.api.metrics.pow.shadowed.WithLabelValues(h.queue)); n != 0 {
+		t.Errorf("usher_pow_shadowed_total = %v, want 0: nobody was given a shadow place", n)
+	}
+}

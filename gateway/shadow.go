@@ -47,6 +47,11 @@ import (
 // shadowJoin answers a suspect's join: 202 and a shadow ticket at the back
 // of the line as it stands now.
 func (a *api) shadowJoin(c *fiber.Ctx, cfg catalog.Config, user string) error {
+	// A queue in maintenance refuses every join, a suspect's too: a place
+	// where everyone else is turned away would tell it it is shadowed.
+	if cfg.QueueMode() == catalog.ModeReject {
+		return maintenance(cfg)
+	}
 	now := a.now()
 	st, _, err := a.door.sample(c.UserContext(), cfg.Name, now)
 	if err != nil {

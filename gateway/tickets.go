@@ -77,8 +77,7 @@ func (a *api) join(c *fiber.Ctx) (err error) {
 	}
 	defer func() { a.door.giveBack(c.UserContext(), a.log, cfg.Name, proof, err) }()
 	if cfg.QueueMode() == catalog.ModeReject {
-		return problem.Problem{Type: "https://usher.dev/problems/maintenance", Title: "Service Unavailable",
-			Status: fiber.StatusServiceUnavailable, Detail: "queue " + cfg.Name + " is in maintenance; come back later", RetryAfter: 60}
+		return maintenance(cfg)
 	}
 	ctx := c.UserContext()
 	epoch := a.epoch()
@@ -154,6 +153,12 @@ func (a *api) join(c *fiber.Ctx) (err error) {
 	}
 	t := ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: e.Seq}
 	return a.answerAt(c, status, cfg, t, a.tickets.Issue(t), e, at)
+}
+
+// maintenance is the 503 a join into a queue in mode reject gets.
+func maintenance(cfg catalog.Config) error {
+	return problem.Problem{Type: "https://usher.dev/problems/maintenance", Title: "Service Unavailable",
+		Status: fiber.StatusServiceUnavailable, Detail: "queue " + cfg.Name + " is in maintenance; come back later", RetryAfter: 60}
 }
 
 // closedProblem is the 410 a join into a closed queue gets, nil while it is
