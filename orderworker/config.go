@@ -42,8 +42,19 @@ func loadSettings(env *config.Env) (settings, error) {
 		concurrency:    env.Int("USHER_ORDER_CONCURRENCY", 256, 1),
 	}
 	env.Check(checkPaymentURL(s.paymentURL))
+	if s.ackWait < minAckWait {
+		// A worker tells the broker it is still working every third of
+		// the ack wait: below this the ticker cannot tick (a panic at the
+		// first order), and the broker would redeliver every order while
+		// it is worked on. The durable consumer keeps the setting for
+		// every worker.
+		env.Check(fmt.Errorf("USHER_ORDER_ACK_WAIT=%s: want at least %s", s.ackWait, minAckWait))
+	}
 	return s, env.Err()
 }
+
+// minAckWait is the shortest USHER_ORDER_ACK_WAIT a worker takes.
+const minAckWait = time.Second
 
 // checkPaymentURL refuses a payment gateway URL no charge can be sent to.
 // Without a scheme ("127.0.0.1:8090") every charge's request failed to be
