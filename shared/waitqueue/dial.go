@@ -173,6 +173,9 @@ func LoadSettings(env *config.Env, pool int) Settings {
 // check lists what is wrong with the authentication and TLS settings.
 func (s Settings) check() error {
 	var errs []error
+	if err := checkURL(s.URL); err != nil {
+		errs = append(errs, err)
+	}
 	if s.User != "" && !s.Password.IsSet() {
 		errs = append(errs, fmt.Errorf("USHER_REDIS_USER=%q needs USHER_REDIS_PASSWORD_FILE (or USHER_REDIS_PASSWORD)", s.User))
 	}
@@ -187,6 +190,41 @@ func (s Settings) check() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkURL refuses a USHER_REDIS_URL Dial could not connect with: a
+// single server's URL redis.ParseURL refuses, or a cluster's list with an
+// entry that is not host:port (a database path, "/0", has no place there:
+// a cluster has database 0 only). Either used to surface only once NATS
+// was reached, the list's after 30 s of dialling "lookup tcp/6379/0".
+func checkURL(raw string) error {
+	if strings.Contains(raw, ",") {
+		for _, a := range strings.Split(raw, ",") {
+			a = strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(a), "rediss://"), "redis://")
+			if a == "" {
+				continue
+			}
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" || strings.ContainsAny(port, "/?#") {
+				if i := strings.LastIndex(a, "@"); i >= 0 {
+					a = "***" + a[i:] // credentials stay out of the error
+				}
+				return fmt.Errorf("USHER_REDIS_URL: %q in the cluster's list is not host:port (a cluster has no database to name)", a)
+			}
+		}
+		return nil
+	}
+	u := raw
+	if !strings.Contains(u, "://") {
+		u = "redis://" + u
+	}
+	if _, err := redis.ParseURL(u); err != nil {
+		var ue *url.Error // it quotes the whole URL, password and all
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("USHER_REDIS_URL=%s: %w", redact(u), err)
+	}
+	return nil
 }
 
 // config builds the TLS configuration of the files.
