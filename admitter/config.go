@@ -22,7 +22,7 @@ type settings struct {
 func loadSettings(env *config.Env) (settings, error) {
 	s := settings{
 		Settings:    service.Load(env, 32),
-		addr:        env.String("USHER_ADMITTER_ADDR", "127.0.0.1:8082"),
+		addr:        env.Addr("USHER_ADMITTER_ADDR", "127.0.0.1:8082"),
 		databaseURL: env.String("USHER_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/usher?sslmode=disable"),
 		orderHold:   env.Duration("USHER_ORDER_HOLD", 6*time.Minute+30*time.Second),
 	}

@@ -41,8 +41,8 @@ func loadSettings(env *config.Env) (settings, error) {
 	data := env.String("USHER_DATA_DIR", ".usher")
 	s := settings{
 		Settings:       service.Load(env, 32),
-		addr:           env.String("USHER_GATEWAY_ADDR", "127.0.0.1:8080"),
-		adminAddr:      env.String("USHER_ADMIN_ADDR", ""),
+		addr:           env.Addr("USHER_GATEWAY_ADDR", "127.0.0.1:8080"),
+		adminAddr:      env.Addr("USHER_ADMIN_ADDR", ""),
 		redisPipelines: env.Int("USHER_REDIS_PIPELINES", 2, 1),
 		databaseURL:    env.String("USHER_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/usher?sslmode=disable"),
 		adminToken:     env.String("USHER_ADMIN_TOKEN", devAdminToken),

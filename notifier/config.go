@@ -34,7 +34,7 @@ func loadSettings(env *config.Env) (settings, error) {
 	data := env.String("USHER_DATA_DIR", ".usher")
 	s := settings{
 		Settings:       service.Load(env, 64),
-		addr:           env.String("USHER_NOTIFIER_ADDR", "127.0.0.1:8081"),
+		addr:           env.Addr("USHER_NOTIFIER_ADDR", "127.0.0.1:8081"),
 		signingKeyFile: env.String("USHER_SIGNING_KEY_FILE", filepath.Join(data, "signing.key")),
 		verifyKeyFiles: env.List("USHER_VERIFY_KEY_FILES", ""),
 		ticketSecret:   env.String("USHER_TICKET_SECRET_FILE", filepath.Join(data, "ticket.secret")),

@@ -29,7 +29,7 @@ type settings struct {
 func loadSettings(env *config.Env) (settings, error) {
 	s := settings{
 		Settings:       service.Load(env, 64),
-		addr:           env.String("USHER_ORDERWORKER_ADDR", "127.0.0.1:8083"),
+		addr:           env.Addr("USHER_ORDERWORKER_ADDR", "127.0.0.1:8083"),
 		databaseURL:    env.String("USHER_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/usher?sslmode=disable"),
 		dbPool:         env.Int("USHER_DB_POOL", 40, 1),
 		dbWriters:      env.Int("USHER_ORDER_WRITERS", 4, 0),

@@ -13,6 +13,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -80,6 +81,26 @@ func (e *Env) Duration(name string, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// Addr returns the variable as a listen address, host:port (an empty host
+// is every interface, port 0 any free port), or def when unset. Anything
+// else is a problem now rather than a failed listen after the service has
+// connected everything else ("127.0.0.1" without its port).
+func (e *Env) Addr(name, def string) string {
+	v := e.String(name, def)
+	if v == "" {
+		return v
+	}
+	_, port, err := net.SplitHostPort(v)
+	if err == nil {
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil {
+		e.errs = append(e.errs, fmt.Errorf("%s=%q: want host:port, such as 127.0.0.1:8080", name, v))
+		return def
+	}
+	return v
 }
 
 // Check records err as a configuration problem when it is not nil.

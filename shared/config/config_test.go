@@ -70,3 +70,38 @@ func TestLoadOrCreateFileUnderARace(t *testing.T) {
 		t.Fatalf("file mode = %v, %v; want 0600", info.Mode().Perm(), err)
 	}
 }
+
+// A listen address is host:port, checked with the rest of the settings:
+// "127.0.0.1" without its port used to pass, and failed at the listen,
+// after the service had connected everything else (USHER_PPROF_ADDR's
+// after the service reported itself running).
+func TestAddrWantsHostPort(t *testing.T) {
+	for _, tt := range []struct {
+		value, want string // want "": refused
+	}{
+		{"", "127.0.0.1:8080"},
+		{"127.0.0.1:9000", "127.0.0.1:9000"},
+		{":8080", ":8080"},
+		{"[::1]:0", "[::1]:0"},
+		{"gateway.internal:8080", "gateway.internal:8080"},
+		{"127.0.0.1", ""},
+		{"8080", ""},
+		{"127.0.0.1:99999", ""},
+		{"127.0.0.1:-1", ""},
+		{"::1:8080", ""},
+	} {
+		vars := map[string]string{"X_ADDR": tt.value}
+		env := config.New(func(k string) string { return vars[k] })
+		got := env.Addr("X_ADDR", "127.0.0.1:8080")
+		err := env.Err()
+		if tt.want == "" {
+			if err == nil || !strings.Contains(err.Error(), `X_ADDR="`+tt.value+`": want host:port`) {
+				t.Errorf("Addr(X_ADDR=%q): error %v, want one naming X_ADDR", tt.value, err)
+			}
+			continue
+		}
+		if got != tt.want || err != nil {
+			t.Errorf("Addr(X_ADDR=%q) = %q, error %v; want %q, nil", tt.value, got, err, tt.want)
+		}
+	}
+}

@@ -53,7 +53,7 @@ func Load(env *config.Env, redisPool int) Settings {
 		LogLevel: env.String("USHER_LOG_LEVEL", "info"),
 		Shutdown: env.Duration("USHER_SHUTDOWN_TIMEOUT", 5*time.Second),
 		Local:    env.LocalClock(),
-		Profiles: env.String("USHER_PPROF_ADDR", ""),
+		Profiles: env.Addr("USHER_PPROF_ADDR", ""),
 	}
 	// The level is checked here, with every other setting, so a bad one is
 	// reported beside the rest rather than alone on the next start.
