@@ -175,6 +175,13 @@ func (s userAuthSettings) check() error {
 		if s.jwksURL == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			errs = append(errs, errors.New("USHER_USER_AUTH=jwt-jwks needs USHER_USER_JWKS_URL, an http(s) URL"))
 		}
+		// The refresh fetches the shop's key set on every tick, back to
+		// back: at 1ms that was thousands of requests a second to the
+		// shop's identity provider. An unknown key is fetched on demand
+		// at most this often anyway.
+		if s.jwksRefresh < minJWKSRefresh {
+			errs = append(errs, fmt.Errorf("USHER_USER_JWKS_REFRESH=%s: want at least %s", s.jwksRefresh, minJWKSRefresh))
+		}
 	default:
 		errs = append(errs, fmt.Errorf("USHER_USER_AUTH=%q: want header, jwt-hs256 or jwt-jwks", s.mode))
 	}

@@ -108,6 +108,10 @@ func TestUserAuthSettings(t *testing.T) {
 		{"jwks without a URL", map[string]string{"USHER_USER_AUTH": "jwt-jwks"}, false},
 		{"jwks with a file URL", map[string]string{"USHER_USER_AUTH": "jwt-jwks", "USHER_USER_JWKS_URL": "file:///etc/keys"}, false},
 		{"jwks with a URL", map[string]string{"USHER_USER_AUTH": "jwt-jwks", "USHER_USER_JWKS_URL": "https://shop.example/.well-known/jwks.json"}, true},
+		{"jwks refreshed every minute", map[string]string{"USHER_USER_AUTH": "jwt-jwks", "USHER_USER_JWKS_URL": "https://shop.example/.well-known/jwks.json", "USHER_USER_JWKS_REFRESH": "1m"}, true},
+		// Every tick fetches: 1ms was thousands of requests a second to the shop.
+		{"jwks refreshed every millisecond", map[string]string{"USHER_USER_AUTH": "jwt-jwks", "USHER_USER_JWKS_URL": "https://shop.example/.well-known/jwks.json", "USHER_USER_JWKS_REFRESH": "1ms"}, false},
+		{"jwks refreshed every 29s", map[string]string{"USHER_USER_AUTH": "jwt-jwks", "USHER_USER_JWKS_URL": "https://shop.example/.well-known/jwks.json", "USHER_USER_JWKS_REFRESH": "29s"}, false},
 		{"an unknown mode", map[string]string{"USHER_USER_AUTH": "basic"}, false},
 		{"a client IP header without proxies", map[string]string{"USHER_CLIENT_IP_HEADER": "X-Forwarded-For"}, false},
 		{"proxies and a header", map[string]string{"USHER_TRUSTED_PROXIES": "10.0.0.0/8, 173.245.48.0/20", "USHER_CLIENT_IP_HEADER": "CF-Connecting-IP"}, true},

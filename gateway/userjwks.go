@@ -49,10 +49,14 @@ type jwk struct {
 // jwksMethods are the algorithms a JWKS key may sign with.
 var jwksMethods = []string{"RS256", "ES256", "EdDSA"}
 
+// minJWKSRefresh is the shortest USHER_USER_JWKS_REFRESH, and how long an
+// on-demand fetch (a token naming an unknown key) waits after the last.
+const minJWKSRefresh = 30 * time.Second
+
 func newJWKSKeys(u string, refresh time.Duration, now func() time.Time, log *slog.Logger) *jwksKeys {
 	return &jwksKeys{
 		url: u, client: &http.Client{Timeout: 5 * time.Second},
-		refresh: refresh, minRefetch: 30 * time.Second, now: now, log: log,
+		refresh: refresh, minRefetch: minJWKSRefresh, now: now, log: log,
 		keys: map[string]jwk{},
 	}
 }
