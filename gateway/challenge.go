@@ -176,7 +176,11 @@ func (a *api) checkProof(c *fiber.Ctx, cfg catalog.Config, user string) (spent p
 	if ch.Mode != catalog.ChallengeEnforce {
 		return pow.Proof{}, false, nil
 	}
-	if ch.Shadow() && fails >= shadowAfter {
+	// A proof that is only too easy did the work of a challenge issued to
+	// this very client before the queue asked for more: an honest client
+	// behind an address others fail from, to be told to do more, never
+	// shadowed.
+	if ch.Shadow() && fails >= shadowAfter && result != proofTooEasy {
 		return pow.Proof{}, true, a.shadowJoin(c, cfg, user)
 	}
 	fresh, err := a.issue(ctx, cfg, client)

@@ -674,3 +674,33 @@ func TestAShadowJoinInMaintenanceIsRefusedLikeAnyOther(t *testing.T) {
 		t.Errorf("usher_pow_shadowed_total = %v, want 0: nobody was given a shadow place", n)
 	}
 }
+
+// A proof that is solved but too easy — its challenge was issued to this
+// client before the queue asked for more — is never shadowed: it is an
+// honest client's work, sent back for more with a 428. Behind an address
+// other clients kept failing from (a carrier's NAT), it was answered 202
+// WAITING in the shadow line, a place that never moves, for a shopper
+// whose only fault was a difficulty raised while it solved.
+func TestASolvedButTooEasyProofIsNeverShadowed(t *testing.T) {
+	const easy, hard = `{"mode": "enforce", "difficulty": 4, "suspects": "shadow"}`, `{"mode": "enforce", "difficulty": 6, "suspects": "shadow"}`
+	h, _ := powHarness(t, easy)
+	const nat = "100.64.0.9"
+	proof := solved(t, h.challengeFor(nat))
+	for i := range shadowAfter - 1 {
+		if r := h.joinWithProof(fmt.Sprintf("bot-%d", i), nat, ""); r.status != 428 {
+			t.Fatalf("proofless join %d = %d %s, want 428", i+1, r.status, r.raw)
+		}
+	}
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "challenge": `+hard+`}`, 200)
+	r := h.joinWithProof("honest", nat, proof)
+	if r.status != 428 || r.str("reason") != "too_easy" {
+		t.Fatalf("a solved proof of the old difficulty, from an address others failed from = %d %s; want 428 too_easy", r.status, r.raw)
+	}
+	r = h.joinWithProof("honest", nat, solved(t, challengeOf(t, r)))
+	if _, err := h.api.tickets.Parse(r.str("ticket")); r.status != 202 || err != nil {
+		t.Fatalf("the carried challenge solved = %d %s (a real ticket: %v); want 202 with a real place", r.status, r.raw, err)
+	}
+	if n := value(t, h.api.metrics.pow.shadowed.WithLabelValues(h.queue)); n != 0 {
+		t.Errorf("usher_pow_shadowed_total = %v, want 0", n)
+	}
+}
