@@ -184,11 +184,16 @@ func serveWithNotifier(t *testing.T, h *harness) (string, *notifierProc) {
 		t.Fatal(err)
 	}
 	base := h.serve() // before FreePort: the kernel could hand out its port again
+	// Built before the port is chosen: the port is free only until someone
+	// else takes it, and the build takes seconds (minutes on a cold cache),
+	// long enough for another test's server to be given it (seen in CI: the
+	// notifier's /healthz answered by a NATS server's INFO line).
+	bin := buildNotifier(t)
 	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &notifierProc{t: t, bin: buildNotifier(t), env: append(os.Environ(),
+	n := &notifierProc{t: t, bin: bin, env: append(os.Environ(),
 		"USHER_NOTIFIER_ADDR=127.0.0.1:"+fmt.Sprint(port),
 		"USHER_GATEWAY_PUBLIC_URL="+base, // the page's origin: the notifier lets it open streams
 		"USHER_NATS_URL="+h.js.Conn().ConnectedUrl(),
