@@ -192,39 +192,61 @@ func (s Settings) check() error {
 	return errors.Join(errs...)
 }
 
-// checkURL refuses a USHER_REDIS_URL Dial could not connect with: a
-// single server's URL redis.ParseURL refuses, or a cluster's list with an
-// entry that is not host:port (a database path, "/0", has no place there:
-// a cluster has database 0 only). Either used to surface only once NATS
-// was reached, the list's after 30 s of dialling "lookup tcp/6379/0".
+// checkURL refuses a USHER_REDIS_URL Dial could not connect with (see
+// clusterAddrs and serverOptions): either used to surface only once NATS
+// was reached, a cluster list's after 30 s of dialling "lookup tcp/6379/0".
 func checkURL(raw string) error {
 	if strings.Contains(raw, ",") {
-		for _, a := range strings.Split(raw, ",") {
-			a = strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(a), "rediss://"), "redis://")
-			if a == "" {
-				continue
-			}
-			if _, port, err := net.SplitHostPort(a); err != nil || port == "" || strings.ContainsAny(port, "/?#") {
-				if i := strings.LastIndex(a, "@"); i >= 0 {
-					a = "***" + a[i:] // credentials stay out of the error
-				}
-				return fmt.Errorf("USHER_REDIS_URL: %q in the cluster's list is not host:port (a cluster has no database to name)", a)
-			}
-		}
-		return nil
+		_, _, err := clusterAddrs(raw)
+		return err
 	}
+	_, err := serverOptions(raw)
+	return err
+}
+
+// clusterAddrs reads a Redis Cluster's comma-separated list: each node's
+// host:port, and whether any asked for TLS (rediss://). An entry that is
+// not host:port is refused: a database path, "/0", has no place there (a
+// cluster has database 0 only).
+func clusterAddrs(raw string) (addrs []string, tls bool, err error) {
+	for _, a := range strings.Split(raw, ",") {
+		a = strings.TrimSpace(a)
+		if rest, ok := strings.CutPrefix(a, "rediss://"); ok {
+			a, tls = rest, true
+		}
+		if a = strings.TrimPrefix(a, "redis://"); a == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" || strings.ContainsAny(port, "/?#") {
+			if i := strings.LastIndex(a, "@"); i >= 0 {
+				a = "***" + a[i:] // credentials stay out of the error
+			}
+			return nil, false, fmt.Errorf("USHER_REDIS_URL: %q in the cluster's list is not host:port (a cluster has no database to name)", a)
+		}
+		addrs = append(addrs, a)
+	}
+	if len(addrs) == 0 {
+		return nil, false, fmt.Errorf("USHER_REDIS_URL=%q: no address in the cluster's list", raw)
+	}
+	return addrs, tls, nil
+}
+
+// serverOptions reads a single server's URL (redis:// when it names no
+// scheme).
+func serverOptions(raw string) (*redis.Options, error) {
 	u := raw
 	if !strings.Contains(u, "://") {
 		u = "redis://" + u
 	}
-	if _, err := redis.ParseURL(u); err != nil {
+	opt, err := redis.ParseURL(u)
+	if err != nil {
 		var ue *url.Error // it quotes the whole URL, password and all
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("USHER_REDIS_URL=%s: %w", redact(u), err)
+		return nil, fmt.Errorf("USHER_REDIS_URL=%s: %w", redact(u), err)
 	}
-	return nil
+	return opt, nil
 }
 
 // config builds the TLS configuration of the files.
@@ -279,21 +301,12 @@ func Dial(s Settings) (redis.UniversalClient, error) {
 	}
 	creds := s.credentials()
 	if strings.Contains(s.URL, ",") {
-		var addrs []string
-		for _, a := range strings.Split(s.URL, ",") {
-			a = strings.TrimSpace(a)
-			if rest, ok := strings.CutPrefix(a, "rediss://"); ok {
-				a = rest
-				if tlsConfig == nil {
-					tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-				}
-			}
-			if a = strings.TrimPrefix(a, "redis://"); a != "" {
-				addrs = append(addrs, a)
-			}
+		addrs, secure, err := clusterAddrs(s.URL)
+		if err != nil {
+			return nil, err
 		}
-		if len(addrs) == 0 {
-			return nil, fmt.Errorf("redis address %q: empty", s.URL)
+		if secure && tlsConfig == nil {
+			tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 		c := redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: addrs, PoolSize: s.Pool, Protocol: protocol,
@@ -309,17 +322,9 @@ func Dial(s Settings) (redis.UniversalClient, error) {
 		followTopology(c)
 		return c, nil
 	}
-	u := s.URL
-	if !strings.Contains(u, "://") {
-		u = "redis://" + u
-	}
-	opt, err := redis.ParseURL(u)
+	opt, err := serverOptions(s.URL)
 	if err != nil {
-		var ue *url.Error // it quotes the whole URL, password and all
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("redis url %s: %w", redact(u), err)
+		return nil, err
 	}
 	opt.PoolSize, opt.Protocol = s.Pool, protocol
 	if tlsConfig != nil {
