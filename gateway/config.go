@@ -51,7 +51,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		ticketSecret:   env.String("USHER_TICKET_SECRET_FILE", filepath.Join(data, "ticket.secret")),
 		powSecret:      env.String("USHER_CHALLENGE_SECRET_FILE", filepath.Join(data, "challenge.secret")),
 		notifierURL:    notifierPublicURL(env),
-		pageCSS:        env.String("USHER_PAGE_CSS_URL", ""),
+		pageCSS:        pageCSSURL(env),
 		protect:        loadProtectSettings(env),
 		orderHold:      env.Duration("USHER_ORDER_HOLD", 6*time.Minute+30*time.Second),
 	}
@@ -88,4 +88,29 @@ func notifierPublicURL(env *config.Env) string {
 		return ""
 	}
 	return strings.TrimRight(raw, "/")
+}
+
+// pageCSSURL reads USHER_PAGE_CSS_URL, the shop's stylesheet that every
+// waiting-room page links after its own (<link rel=stylesheet href>): an
+// http(s) URL with a host, or a path from the root of the page's own
+// origin ("/brand.css", served by the shop's proxy in front of the
+// gateway). Anything else would reach the shopper's browser as a link to
+// nothing — a bare "shop.example/brand.css" is a path under /q/, another
+// scheme is no stylesheet — and leave the page unstyled with no error
+// anywhere, and credentials in it would be shown to every shopper; so it
+// stops the start.
+func pageCSSURL(env *config.Env) string {
+	raw := env.String("USHER_PAGE_CSS_URL", "")
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	absolute := err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil
+	rooted := err == nil && u.Scheme == "" && u.Host == "" && strings.HasPrefix(raw, "/") &&
+		!strings.HasPrefix(raw, "//") && !strings.HasPrefix(raw, "/\\") // a browser reads both as another host
+	if !absolute && !rooted {
+		env.Check(fmt.Errorf("USHER_PAGE_CSS_URL=%q: want the stylesheet's http(s)://host[:port]/path (no credentials), or a /path on the page's own origin, such as https://shop.example/brand.css", raw))
+		return ""
+	}
+	return raw
 }

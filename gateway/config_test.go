@@ -52,6 +52,55 @@ func TestNotifierPublicURLIsCheckedAtStartUp(t *testing.T) {
 	}
 }
 
+// USHER_PAGE_CSS_URL goes into every waiting-room page as a <link
+// rel=stylesheet href>: a value the shopper's browser would resolve to
+// nothing (a bare host, a path relative to /q/, another scheme) or one
+// that shows credentials to every shopper stops the start, naming the
+// variable; a stylesheet on another site or on the page's own (behind the
+// shop's proxy) is taken as written.
+func TestPageCSSURLIsCheckedAtStartUp(t *testing.T) {
+	tests := []struct {
+		value string
+		ok    bool
+	}{
+		{"", true},
+		{"https://shop.example/brand.css", true},
+		{"http://127.0.0.1:9000/brand.css", true},
+		{"https://cdn.shop.example/css/brand.css?v=3", true},
+		{"/assets/brand.css", true},
+		{"shop.example/brand.css", false},
+		{"brand.css", false},
+		{"cdn.shop.example:443/brand.css", false},
+		{"//cdn.shop.example/brand.css", false},
+		{"/\\cdn.shop.example/brand.css", false},
+		{"ftp://shop.example/brand.css", false},
+		{"javascript:alert(1)", false},
+		{"data:text/css,body{color:red}", false},
+		{"https://", false},
+		{"https:///brand.css", false},
+		{"https://user:pw@shop.example/brand.css", false},
+		{"https://shop.example/br\tand.css", false},
+		{"https://shop example/brand.css", false},
+	}
+	for _, tt := range tests {
+		env := map[string]string{"USHER_PAGE_CSS_URL": tt.value}
+		s, err := loadSettings(config.New(func(k string) string { return env[k] }))
+		if !tt.ok {
+			if err == nil || !strings.Contains(err.Error(), "USHER_PAGE_CSS_URL") {
+				t.Errorf("USHER_PAGE_CSS_URL=%q: loadSettings = %v, want refused naming USHER_PAGE_CSS_URL", tt.value, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("USHER_PAGE_CSS_URL=%q: loadSettings = %v, want it to start", tt.value, err)
+			continue
+		}
+		if s.pageCSS != tt.value {
+			t.Errorf("USHER_PAGE_CSS_URL=%q: pageCSS = %q, want it as written", tt.value, s.pageCSS)
+		}
+	}
+}
+
 // A key or secret file that cannot be used stops the start with the
 // variable that names it, before anything is dialled.
 func TestRunNamesTheVariableOfAnUnusableKeyFile(t *testing.T) {
