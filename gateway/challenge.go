@@ -250,9 +250,9 @@ var giveBackScript = script.New(`return redis.call('EXPIRE', KEYS[1], 0)`)
 // giveBack unmarks proof p (spent by this request, so nobody else holds
 // it) when the join it was spent on was refused (joinErr): a proof buys a
 // place in line, and a join refused after the check — an unknown invite,
-// maintenance, the line down — bought none, so the shopper's retry with
-// the same proof is not sent back to solve another. Nothing to give back
-// when nothing was spent or the join was recorded.
+// the line down — bought none, so the shopper's retry with the same proof
+// is not sent back to solve another. Nothing to give back when nothing was
+// spent or the join was recorded.
 func (d *door) giveBack(ctx context.Context, log *slog.Logger, q string, p pow.Proof, joinErr error) {
 	if p.ID == "" || joinErr == nil {
 		return

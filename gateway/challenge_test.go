@@ -482,11 +482,12 @@ func TestOpsSnapshotShowsDifficulty(t *testing.T) {
 }
 
 // A proof buys one place in line, not one answer: a join refused after
-// its proof was checked — an invite code mistyped, the queue in
-// maintenance — costs the shopper no work, and the same proof, sent again
-// once the cause is gone, gets the place. It used to be spent all the same,
-// so the retry was a 428 "reused" and a phone solved a new challenge. Once
-// a join with it is recorded, it is spent.
+// its proof was checked — an invite code mistyped — costs the shopper no
+// work, and the same proof, sent again once the cause is gone, gets the
+// place (a queue in maintenance refuses before the check: nothing is
+// spent). It used to be spent all the same, so the retry was a 428
+// "reused" and a phone solved a new challenge. Once a join with it is
+// recorded, it is spent.
 func TestAJoinRefusedAfterItsProofKeepsTheProof(t *testing.T) {
 	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": 6}`)
 	const ip = "198.51.100.21"
@@ -651,27 +652,60 @@ func TestAutoDifficultyCountsThePreQueueAndNotTheDraw(t *testing.T) {
 func TestAShadowJoinInMaintenanceIsRefusedLikeAnyOther(t *testing.T) {
 	const challenge = `{"mode": "enforce", "difficulty": 6, "suspects": "shadow"}`
 	h, _ := powHarness(t, challenge)
-	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "mode": "reject", "challenge": `+challenge+`}`, 200)
 	const bot, shopper = "192.0.2.67", "198.51.100.8"
+	// The bot fails until its next failure would be shadowed.
+	for i := range shadowAfter - 1 {
+		if r := h.joinWithProof("bot", bot, ""); r.status != 428 {
+			t.Fatalf("join %d of a failing client = %d %s, want 428", i+1, r.status, r.raw)
+		}
+	}
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "mode": "reject", "challenge": `+challenge+`}`, 200)
 	real := h.joinWithProof("honest", shopper, solved(t, h.challengeFor(shopper)))
 	if real.status != 503 || real.str("type") != "https://usher.dev/problems/maintenance" {
 		t.Fatalf("a real join in maintenance = %d %s, want 503 maintenance", real.status, real.raw)
 	}
-	for i := range shadowAfter {
-		r := h.joinWithProof("bot", bot, "")
-		if i < shadowAfter-1 {
-			if r.status != 428 {
-				t.Fatalf("join %d of a failing client = %d %s, want 428", i+1, r.status, r.raw)
-			}
-			continue
-		}
-		if r.status != real.status || r.str("type") != real.str("type") || r.str("detail") != real.str("detail") || r.header.Get("Retry-After") != "60" {
-			t.Fatalf("a suspect's join in maintenance = %d %s (Retry-After %q)\nreal: %d %s\nwant the same 503 maintenance, Retry-After 60",
-				r.status, r.raw, r.header.Get("Retry-After"), real.status, real.raw)
-		}
+	r := h.joinWithProof("bot", bot, "")
+	if r.status != real.status || r.str("type") != real.str("type") || r.str("detail") != real.str("detail") || r.header.Get("Retry-After") != "60" {
+		t.Fatalf("a suspect's join in maintenance = %d %s (Retry-After %q)\nreal: %d %s\nwant the same 503 maintenance, Retry-After 60",
+			r.status, r.raw, r.header.Get("Retry-After"), real.status, real.raw)
 	}
 	if n := value(t, h.api.metrics.pow.shadowed.WithLabelValues(h.queue)); n != 0 {
 		t.Errorf("usher_pow_shadowed_total = %v, want 0: nobody was given a shadow place", n)
+	}
+}
+
+// A queue in maintenance turns a join away before asking for its proof,
+// as a closed queue does: a join without one is told 503 maintenance at
+// once. It was told 428 with a challenge, and the page solved it — up to
+// minutes of a phone's work — to be told 503 maintenance after all.
+// Nothing is checked, so nothing is counted: no challenge issued, no
+// proof missing, no failure toward the shadow line.
+func TestAJoinInMaintenanceIsRefusedBeforeItsProofIsAsked(t *testing.T) {
+	const challenge = `{"mode": "enforce", "difficulty": 6, "suspects": "shadow"}`
+	h, _ := powHarness(t, challenge)
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "mode": "reject", "challenge": `+challenge+`}`, 200)
+	const ip = "198.51.100.31"
+	for i, proof := range []string{"", "let me in", strings.Repeat("A", pow.ChallengeLen) + ":0", "", "", "", ""} {
+		r := h.joinWithProof("early", ip, proof)
+		if r.status != 503 || r.str("type") != "https://usher.dev/problems/maintenance" || r.header.Get("Retry-After") != "60" {
+			t.Fatalf("join %d in maintenance with Usher-PoW %q = %d %s; want 503 maintenance, Retry-After 60, with no challenge to solve",
+				i+1, proof, r.status, r.raw)
+		}
+	}
+	m := h.api.metrics.pow
+	if n := value(t, m.issued.WithLabelValues(h.queue)); n != 0 {
+		t.Errorf("usher_pow_challenges_issued_total = %v, want 0", n)
+	}
+	for _, result := range []string{"missing", "malformed", "invalid"} {
+		if n := value(t, m.checks.WithLabelValues(h.queue, "enforce", result)); n != 0 {
+			t.Errorf("usher_pow_checks_total{result=%s} = %v, want 0: nothing was checked", result, n)
+		}
+	}
+	// Out of maintenance, the address has failed nothing: its proofless
+	// join is a first failure (428), not a suspect's shadow place.
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "challenge": `+challenge+`}`, 200)
+	if r := h.joinWithProof("early", ip, ""); r.status != 428 || r.str("reason") != "missing" {
+		t.Errorf("the first proofless join after the maintenance = %d %s, want 428 missing", r.status, r.raw)
 	}
 }
 

@@ -45,13 +45,10 @@ import (
 // figures at most once a second per queue).
 
 // shadowJoin answers a suspect's join: 202 and a shadow ticket at the back
-// of the line as it stands now.
+// of the line as it stands now. A join into a closed queue or one in
+// maintenance never gets here (join refuses it before the proof check), so
+// a suspect there is turned away like any other.
 func (a *api) shadowJoin(c *fiber.Ctx, cfg catalog.Config, user string) error {
-	// A queue in maintenance refuses every join, a suspect's too: a place
-	// where everyone else is turned away would tell it it is shadowed.
-	if cfg.QueueMode() == catalog.ModeReject {
-		return maintenance(cfg)
-	}
 	now := a.now()
 	st, _, err := a.door.sample(c.UserContext(), cfg.Name, now)
 	if err != nil {

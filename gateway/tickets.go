@@ -67,18 +67,21 @@ func (a *api) join(c *fiber.Ctx) (err error) {
 	if err := a.limitJoin(c, cfg, user); err != nil {
 		return err
 	}
+	// A closed queue or one in maintenance turns every join away, before
+	// asking for a proof: a client is not made to solve a challenge for a
+	// place it cannot have.
 	now := a.now()
 	if p := closedProblem(cfg, now); p != nil {
 		return p
+	}
+	if cfg.QueueMode() == catalog.ModeReject {
+		return maintenance(cfg)
 	}
 	proof, done, err := a.checkProof(c, cfg, user)
 	if done || err != nil {
 		return err
 	}
 	defer func() { a.door.giveBack(c.UserContext(), a.log, cfg.Name, proof, err) }()
-	if cfg.QueueMode() == catalog.ModeReject {
-		return maintenance(cfg)
-	}
 	ctx := c.UserContext()
 	epoch := a.epoch()
 	cur, err := a.line.Lookup(ctx, cfg.Name, user)
