@@ -246,6 +246,9 @@ func serverOptions(raw string) (*redis.Options, error) {
 		}
 		return nil, fmt.Errorf("USHER_REDIS_URL=%s: %w", redact(u), err)
 	}
+	if opt.DB < 0 { // go-redis would not SELECT it and use database 0
+		return nil, fmt.Errorf("USHER_REDIS_URL=%s: no database %d: Redis numbers them from 0", redact(u), opt.DB)
+	}
 	return opt, nil
 }
 
@@ -359,8 +362,9 @@ func DialURL(url string, pool int) (redis.UniversalClient, error) {
 
 // Connect dials Redis (see Dial) and waits until it answers PING — a Redis
 // that is still loading its data set at start-up answers LOADING — for at
-// most 30 seconds or until ctx ends. Refused credentials end the wait at
-// once: they will not get better by waiting.
+// most 30 seconds or until ctx ends. Refused credentials, and a database
+// the server does not have, end the wait at once: they will not get better
+// by waiting.
 func Connect(ctx context.Context, s Settings) (redis.UniversalClient, error) {
 	rdb, err := Dial(s)
 	if err != nil {
@@ -376,6 +380,10 @@ func Connect(ctx context.Context, s Settings) (redis.UniversalClient, error) {
 		if refused(err) {
 			rdb.Close()
 			return nil, fmt.Errorf("redis %s refused user %q (USHER_REDIS_USER, USHER_REDIS_PASSWORD_FILE, USHER_REDIS_TLS_*): %w", redact(s.URL), userName(s.User), err)
+		}
+		if strings.Contains(err.Error(), "DB index is out of range") { // SELECT, on every new connection
+			rdb.Close()
+			return nil, fmt.Errorf("USHER_REDIS_URL=%s: redis has no database %d (it has as many as its databases setting, 16 by default, numbered from 0): %w", redact(s.URL), database(rdb), err)
 		}
 		select {
 		case <-ctx.Done():
@@ -400,6 +408,15 @@ func refused(err error) bool {
 		}
 	}
 	return false
+}
+
+// database is the index a single server's client SELECTs (a cluster has
+// database 0 only).
+func database(rdb redis.UniversalClient) int {
+	if c, ok := rdb.(*redis.Client); ok {
+		return c.Options().DB
+	}
+	return 0
 }
 
 func userName(u string) string {

@@ -1,8 +1,18 @@
 package waitqueue_test
 
 import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"usher/shared/testenv"
+	"usher/shared/waitqueue"
 )
 
 // A USHER_REDIS_URL no connection can be made with stops the start naming
@@ -26,6 +36,8 @@ func TestLoadSettingsRefusesARedisURLThatCannotBeDialled(t *testing.T) {
 		{"redis://u:s3cret-url@10.0.0.1:7000/0,10.0.0.2:7000", `USHER_REDIS_URL: "***@10.0.0.1:7000/0"`},
 		{"http://127.0.0.1:6379", "USHER_REDIS_URL=http://127.0.0.1:6379: redis: invalid URL scheme: http"},
 		{"redis://127.0.0.1:6379/zero", "USHER_REDIS_URL=redis://127.0.0.1:6379/zero: "},
+		{"redis://127.0.0.1:6379/-1", "USHER_REDIS_URL=redis://127.0.0.1:6379/-1: no database -1"},
+		{"redis://127.0.0.1:6379/0?db=-2", "USHER_REDIS_URL=redis://127.0.0.1:6379/0?db=-2: no database -2"},
 	}
 	for _, tt := range tests {
 		_, err := load(map[string]string{"USHER_REDIS_URL": tt.url})
@@ -37,5 +49,85 @@ func TestLoadSettingsRefusesARedisURLThatCannotBeDialled(t *testing.T) {
 		case err != nil && strings.Contains(err.Error(), "s3cret-url"):
 			t.Errorf("USHER_REDIS_URL=%q: the error %q shows the password", tt.url, err)
 		}
+	}
+}
+
+// A database the server does not have (Redis has 16, numbered from 0,
+// unless its `databases` setting says otherwise) stops Connect at once,
+// naming the variable and the index: SELECT's "ERR DB index is out of
+// range" will not get better by waiting, and it was asked again for 30 s,
+// then reported as "redis … not ready".
+func TestConnectRefusesADatabaseTheServerDoesNotHave(t *testing.T) {
+	base := strings.TrimSuffix(testenv.RedisURL(t), "/0")
+	tests := []struct {
+		url  string
+		want string // in the error; "" = connected
+	}{
+		{base + "/15", ""},
+		{base + "/16", "USHER_REDIS_URL=" + base + "/16: redis has no database 16"},
+		{base + "/99", "USHER_REDIS_URL=" + base + "/99: redis has no database 99"},
+		{base + "/0?db=20", "USHER_REDIS_URL=" + base + "/0?db=20: redis has no database 20"},
+	}
+	for _, tt := range tests {
+		// Long enough to tell a prompt answer from the wait, short enough
+		// that the wait does not hold the suite for 30 s a case.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		start := time.Now()
+		rdb, err := waitqueue.Connect(ctx, waitqueue.Settings{URL: tt.url, Pool: 1})
+		took := time.Since(start)
+		cancel()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("Connect(%s) = %v, want connected", tt.url, err)
+		case tt.want == "" && err == nil:
+			rdb.Close()
+		case err == nil:
+			rdb.Close()
+			t.Errorf("Connect(%s) connected, want an error saying %q", tt.url, tt.want)
+		case !strings.Contains(err.Error(), tt.want) || took > 2*time.Second:
+			t.Errorf("Connect(%s) = %v after %v, want at once an error saying %q", tt.url, err, took.Round(time.Millisecond), tt.want)
+		}
+	}
+}
+
+// A Redis that is not up yet is waited for, database and all: make run
+// starts the services before Redis answers.
+func TestConnectWaitsForARedisNotUpYet(t *testing.T) {
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	type result struct {
+		rdb redis.UniversalClient
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rdb, err := waitqueue.Connect(ctx, waitqueue.Settings{URL: fmt.Sprintf("redis://127.0.0.1:%d/3", port), Pool: 1})
+		done <- result{rdb, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("Connect with no Redis yet = %v, want it to wait", r.err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	srv := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("Connect once Redis is up = %v, want connected", r.err)
+	}
+	defer r.rdb.Close()
+	if info, err := r.rdb.Do(ctx, "CLIENT", "INFO").Text(); err != nil || !strings.Contains(info, " db=3 ") {
+		t.Errorf("CLIENT INFO = %q, %v; want db=3", info, err)
 	}
 }
