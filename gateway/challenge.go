@@ -117,17 +117,24 @@ const shadowAfter = 6
 
 // challenge answers GET /v1/queues/{q}/challenge: a fresh challenge for
 // this client and queue. It writes nothing anywhere; a queue whose
-// challenge is off answers difficulty 0, so a client can always ask.
+// challenge is off answers difficulty 0, so a client can always ask. A
+// HEAD (fiber routes it here too) gets GET's status and headers and no
+// challenge: it could not read one, so none is issued, and none counts
+// toward the address's extra bits or usher_pow_challenges_issued_total.
 func (a *api) challenge(c *fiber.Ctx) error {
 	cfg, err := a.queue(c)
 	if err != nil {
 		return err
 	}
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	if c.Method() == fiber.MethodHead {
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return nil
+	}
 	ch, err := a.issue(c.UserContext(), cfg, a.clientIP(c))
 	if err != nil {
 		return err
 	}
-	c.Set(fiber.HeaderCacheControl, "no-store")
 	return c.JSON(ch)
 }
 

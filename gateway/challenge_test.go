@@ -160,6 +160,36 @@ func TestChallengeIsStateless(t *testing.T) {
 	}
 }
 
+// A HEAD of the challenge (fiber routes it to the GET handler) answers
+// GET's status and headers and issues nothing: a client cannot read a
+// challenge from it, so none is counted toward its address's extra bits
+// or usher_pow_challenges_issued_total. Forty HEADs used to count as forty
+// challenges: the address's next GET asked two bits more, and a monitor
+// probing the endpoint with HEAD raised the price of its own network.
+func TestAChallengeHEADIssuesNothing(t *testing.T) {
+	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": "auto", "min": 4, "max": 16}`)
+	const ip = "198.51.100.41"
+	issued := func() float64 { return value(t, h.api.metrics.pow.issued.WithLabelValues(h.queue)) }
+	for i := range 40 {
+		r := h.do("HEAD", "/v1/queues/"+h.queue+"/challenge", "", map[string]string{clientHeader: ip})
+		if r.status != 200 || len(r.raw) != 0 || r.header.Get("Cache-Control") != "no-store" || r.header.Get("Content-Type") != "application/json" {
+			t.Fatalf("HEAD challenge %d = %d %v %q; want 200, Content-Type application/json, Cache-Control no-store, no body", i+1, r.status, r.header, r.raw)
+		}
+	}
+	if n := issued(); n != 0 {
+		t.Errorf("usher_pow_challenges_issued_total after 40 HEADs = %v, want 0", n)
+	}
+	if d := h.challengeFor(ip).Difficulty; d != 4 {
+		t.Errorf("the address's first GET after 40 HEADs asks %d bits, want min 4 (no challenge of its own counted yet)", d)
+	}
+	if n := issued(); n != 1 {
+		t.Errorf("usher_pow_challenges_issued_total after one GET = %v, want 1", n)
+	}
+	if r := h.do("HEAD", "/v1/queues/no-such-queue/challenge", "", nil); r.status != 404 {
+		t.Errorf("HEAD challenge of an unknown queue = %d, want 404", r.status)
+	}
+}
+
 // Under enforce, a join needs a valid, unexpired, unused proof of this
 // queue and address, at the queue's difficulty; anything else is a 428
 // problem with a fresh challenge, which does let the client in.
