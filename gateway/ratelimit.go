@@ -9,6 +9,7 @@ import (
 	"usher/shared/catalog"
 	"usher/shared/problem"
 	"usher/shared/ratelimit"
+	"usher/shared/waitqueue"
 )
 
 // Rate limits stand in front of the line: a join is checked per client IP
@@ -42,13 +43,23 @@ func userPolicy(rl catalog.RateLimit) ratelimit.Policy {
 	return ratelimit.Policy{Name: policyUser, Rate: rl.PerUserPerSecond, Burst: rl.PerUserBurst}
 }
 
-// limitJoin charges a join to its client IP and its user.
-func (a *api) limitJoin(c *fiber.Ctx, cfg catalog.Config, user string) error {
-	rl := cfg.RateLimit
-	return a.limit(c,
-		ratelimit.Check{Key: ratelimit.Key(cfg.Name, "ip", ipKey(a.clientIP(c))), Policy: ipPolicy(rl)},
-		ratelimit.Check{Key: ratelimit.Key(cfg.Name, "u", user), Policy: userPolicy(rl)},
-	)
+// lookupJoin charges a join to its client IP and its user and looks the
+// user up in the line, in one Redis round trip (waitqueue.LookupLimited):
+// a 429 when a limit refuses.
+func (a *api) lookupJoin(c *fiber.Ctx, cfg catalog.Config, user string) (waitqueue.Current, error) {
+	var plan ratelimit.Plan
+	if a.limiter != nil {
+		rl := cfg.RateLimit
+		plan = ratelimit.NewPlan(a.now(),
+			ratelimit.Check{Key: ratelimit.Key(cfg.Name, "ip", ipKey(a.clientIP(c))), Policy: ipPolicy(rl)},
+			ratelimit.Check{Key: ratelimit.Key(cfg.Name, "u", user), Policy: userPolicy(rl)},
+		)
+	}
+	cur, d, err := a.line.LookupLimited(c.UserContext(), cfg.Name, user, plan)
+	if err != nil {
+		return cur, lineDown(err)
+	}
+	return cur, a.decided(c, d)
 }
 
 // limitOrder charges an order to its client IP, its user (when known) and
@@ -76,6 +87,12 @@ func (a *api) limit(c *fiber.Ctx, checks ...ratelimit.Check) error {
 	if err != nil {
 		return lineDown(err)
 	}
+	return a.decided(c, d)
+}
+
+// decided writes a decision's RateLimit header fields on the answer; a
+// refusal is a 429 with Retry-After.
+func (a *api) decided(c *fiber.Ctx, d ratelimit.Decision) error {
 	if len(d.Results) == 0 {
 		return nil
 	}

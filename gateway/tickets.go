@@ -64,7 +64,9 @@ func (a *api) join(c *fiber.Ctx) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := a.limitJoin(c, cfg, user); err != nil {
+	// The rate limits and the user's current entry, in one round trip.
+	cur, err := a.lookupJoin(c, cfg, user)
+	if err != nil {
 		return err
 	}
 	// A closed queue or one in maintenance turns every join away, before
@@ -84,10 +86,6 @@ func (a *api) join(c *fiber.Ctx) (err error) {
 	defer func() { a.door.giveBack(c.UserContext(), a.log, cfg.Name, proof, err) }()
 	ctx := c.UserContext()
 	epoch := a.epoch()
-	cur, err := a.line.Lookup(ctx, cfg.Name, user)
-	if err != nil {
-		return lineDown(err)
-	}
 	prev := cur.Seq
 	if cur.Found && cur.Status.Live() {
 		e, err := a.line.PollPresent(ctx, cfg.Name, prev)

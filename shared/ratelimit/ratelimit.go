@@ -130,7 +130,11 @@ func New(run Runner) *Limiter { return &Limiter{run: run} }
 // contain what the caller did not validate.
 func Key(q, kind, id string) string { return keyspace.Of(q).RateLimit(kind, id) }
 
-// gcraScript decides one request against every limit given, atomically.
+// Lua defines gcra(KEYS, ARGV), the decision of one request against every
+// limit given, atomically, for a script that decides a request's limits in
+// the same step as its own work (a join's lookup: one round trip where two
+// were); Allow's script is it alone. Plan gives the call's keys and
+// arguments and reads its reply.
 //
 // KEYS: one TAT key per limit. ARGV: now (µs), then per limit its emission
 // interval (µs) and burst.
@@ -140,67 +144,80 @@ func Key(q, kind, id string) string { return keyspace.Of(q).RateLimit(kind, id) 
 // Numbers go back to Redis through string.format('%.0f') because Lua's
 // default conversion keeps only 14 digits, and microsecond times have 16.
 // Returns {allowed, then per key: allowed, remaining, retryAfterµs, resetAfterµs}.
-var gcraScript = script.New(`
-local now = tonumber(ARGV[1])
-local allowed = 1
-local out = {0}
-local tats = {}
-for i = 1, #KEYS do
-  local interval = tonumber(ARGV[2 * i])
-  local burst = tonumber(ARGV[2 * i + 1])
-  local tat = tonumber(redis.call('GET', KEYS[i]) or '0') or 0
-  if tat < now then tat = now end
-  local newTat = tat + interval
-  local diff = now - (newTat - burst * interval)
-  local base = 4 * (i - 1) + 2
-  if diff < 0 then
-    allowed = 0
-    out[base], out[base + 1], out[base + 2], out[base + 3] = 0, 0, -diff, tat - now
-  else
-    out[base], out[base + 1], out[base + 2], out[base + 3] = 1, math.floor(diff / interval), 0, newTat - now
-  end
-  tats[i] = newTat
-end
-out[1] = allowed
-if allowed == 1 then
+const Lua = `
+local function gcra(KEYS, ARGV)
+  local now = tonumber(ARGV[1])
+  local allowed = 1
+  local out = {0}
+  local tats = {}
   for i = 1, #KEYS do
-    local ttl = math.ceil((tats[i] - now) / 1000) + 1
-    redis.call('SET', KEYS[i], string.format('%.0f', tats[i]), 'PX', string.format('%.0f', ttl))
+    local interval = tonumber(ARGV[2 * i])
+    local burst = tonumber(ARGV[2 * i + 1])
+    local tat = tonumber(redis.call('GET', KEYS[i]) or '0') or 0
+    if tat < now then tat = now end
+    local newTat = tat + interval
+    local diff = now - (newTat - burst * interval)
+    local base = 4 * (i - 1) + 2
+    if diff < 0 then
+      allowed = 0
+      out[base], out[base + 1], out[base + 2], out[base + 3] = 0, 0, -diff, tat - now
+    else
+      out[base], out[base + 1], out[base + 2], out[base + 3] = 1, math.floor(diff / interval), 0, newTat - now
+    end
+    tats[i] = newTat
   end
+  out[1] = allowed
+  if allowed == 1 then
+    for i = 1, #KEYS do
+      local ttl = math.ceil((tats[i] - now) / 1000) + 1
+      redis.call('SET', KEYS[i], string.format('%.0f', tats[i]), 'PX', string.format('%.0f', ttl))
+    end
+  end
+  return out
 end
-return out
-`)
+`
 
-// Allow decides one request at now against every check whose policy is on,
-// in one round trip. With no such check it allows without calling Redis.
-func (l *Limiter) Allow(ctx context.Context, now time.Time, checks ...Check) (Decision, error) {
-	keys := make([]string, 0, len(checks))
-	args := make([]any, 1, 1+2*len(checks))
-	args[0] = now.UnixMicro()
-	var on []Policy
+var gcraScript = script.New(Lua + "return gcra(KEYS, ARGV)")
+
+// Plan is one decision at a time against the checks whose policy is on:
+// the keys and arguments of gcra's call (see Lua), and how to read its
+// reply.
+type Plan struct {
+	Keys []string
+	Args []any
+	on   []Policy
+}
+
+// NewPlan plans the decision of one request at now against every check
+// whose policy is on.
+func NewPlan(now time.Time, checks ...Check) Plan {
+	p := Plan{Keys: make([]string, 0, len(checks)), Args: make([]any, 1, 1+2*len(checks))}
+	p.Args[0] = now.UnixMicro()
 	for _, c := range checks {
 		if !c.Policy.On() {
 			continue
 		}
-		keys = append(keys, c.Key)
-		args = append(args, c.Policy.interval().Microseconds(), c.Policy.burst())
-		on = append(on, c.Policy)
+		p.Keys = append(p.Keys, c.Key)
+		p.Args = append(p.Args, c.Policy.interval().Microseconds(), c.Policy.burst())
+		p.on = append(p.on, c.Policy)
 	}
-	if len(on) == 0 {
-		return Decision{Allowed: true}, nil
+	return p
+}
+
+// Empty reports whether no check is on: the request is allowed without
+// asking Redis.
+func (p Plan) Empty() bool { return len(p.on) == 0 }
+
+// Decide reads gcra's reply.
+func (p Plan) Decide(res []int64) (Decision, error) {
+	if len(res) != 1+4*len(p.on) {
+		return Decision{}, fmt.Errorf("rate limit: reply of %d fields for %d limits", len(res), len(p.on))
 	}
-	res, err := l.run.RunScript(ctx, gcraScript, keys, args...).Int64Slice()
-	if err != nil {
-		return Decision{}, fmt.Errorf("rate limit: %w", err)
-	}
-	if len(res) != 1+4*len(on) {
-		return Decision{}, fmt.Errorf("rate limit: reply of %d fields for %d limits", len(res), len(on))
-	}
-	d := Decision{Allowed: res[0] == 1, Results: make([]Result, len(on))}
-	for i, p := range on {
+	d := Decision{Allowed: res[0] == 1, Results: make([]Result, len(p.on))}
+	for i, pol := range p.on {
 		r := res[1+4*i:]
 		d.Results[i] = Result{
-			Policy:     p,
+			Policy:     pol,
 			Allowed:    r[0] == 1,
 			Remaining:  int(r[1]),
 			RetryAfter: time.Duration(r[2]) * time.Microsecond,
@@ -208,11 +225,25 @@ func (l *Limiter) Allow(ctx context.Context, now time.Time, checks ...Check) (De
 		}
 		if !d.Allowed && r[0] == 1 {
 			// Refused elsewhere, so not charged here: one more remains.
-			d.Results[i].Remaining = min(d.Results[i].Remaining+1, p.burst())
-			d.Results[i].ResetAfter = max(d.Results[i].ResetAfter-p.interval(), 0)
+			d.Results[i].Remaining = min(d.Results[i].Remaining+1, pol.burst())
+			d.Results[i].ResetAfter = max(d.Results[i].ResetAfter-pol.interval(), 0)
 		}
 	}
 	return d, nil
+}
+
+// Allow decides one request at now against every check whose policy is on,
+// in one round trip. With no such check it allows without calling Redis.
+func (l *Limiter) Allow(ctx context.Context, now time.Time, checks ...Check) (Decision, error) {
+	p := NewPlan(now, checks...)
+	if p.Empty() {
+		return Decision{Allowed: true}, nil
+	}
+	res, err := l.run.RunScript(ctx, gcraScript, p.Keys, p.Args...).Int64Slice()
+	if err != nil {
+		return Decision{}, fmt.Errorf("rate limit: %w", err)
+	}
+	return p.Decide(res)
 }
 
 // Seconds rounds d up to whole seconds, at least 1 for any positive d: the

@@ -44,7 +44,7 @@ func (s *Store) RunBatches(ctx context.Context, workers int) error {
 	if s.calls == nil {
 		return errors.New("waitqueue: RunBatches without EnableBatching")
 	}
-	for _, sc := range []*script.Script{ingestScript, lookupScript, pollScript} {
+	for _, sc := range []*script.Script{ingestScript, lookupScript, lookupLimitedScript, pollScript} {
 		if err := sc.Load(ctx, s.rdb); err != nil {
 			if ctx.Err() != nil {
 				return nil // stopped while starting: a shutdown, not a failure

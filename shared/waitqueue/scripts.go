@@ -3,6 +3,7 @@ package waitqueue
 import (
 	"github.com/redis/go-redis/v9"
 
+	"usher/shared/ratelimit"
 	"usher/shared/script"
 )
 
@@ -371,15 +372,36 @@ if st == 'waiting' then rank, waiting = undrawnAhead(W, live, rank or -1, waitin
 return {st or 'unknown', live, rank or -1, waiting, stats[1] or '0', stats[2] or '', stats[3] or ''}
 `)
 
-// lookupScript finds the current entry of a user, if any, and how many
-// units the user bought in the queue.
+// lookupLua finds the current entry of a user, if any, and how many units
+// the user bought in the queue: lookup(pointer key, bought key, prefix)
+// returns {seq or the empty string, status or the empty string, bought}.
+const lookupLua = `
+local function lookup(uk, bk, prefix)
+  local bought = tonumber(redis.call('GET', bk) or '0')
+  local cur = redis.call('GET', uk)
+  if not cur then return {'', '', bought} end
+  return {cur, redis.call('HGET', prefix .. 'e:' .. cur, 'status') or 'unknown', bought}
+end
+`
+
+// lookupScript is lookup alone.
 // KEYS: the user's pointer, the user's bought count. ARGV: prefix.
-// Returns {seq or the empty string, status or the empty string, bought}.
-var lookupScript = script.New(`
-local bought = tonumber(redis.call('GET', KEYS[2]) or '0')
-local cur = redis.call('GET', KEYS[1])
-if not cur then return {'', '', bought} end
-return {cur, redis.call('HGET', ARGV[1] .. 'e:' .. cur, 'status') or 'unknown', bought}
+var lookupScript = script.New(lookupLua + `return lookup(KEYS[1], KEYS[2], ARGV[1])`)
+
+// lookupLimitedScript decides a join's rate limits (ratelimit.Lua) and
+// looks its user up in one step: a join's one round trip before its
+// publish, where two were.
+// KEYS: the user's pointer, the user's bought count, then the limits' keys.
+// ARGV: prefix, then the limits' arguments (ratelimit.Plan).
+// Returns lookup's three fields, then gcra's.
+var lookupLimitedScript = script.New(ratelimit.Lua + lookupLua + `
+local lk = {}
+for i = 3, #KEYS do lk[i - 2] = KEYS[i] end
+local la = {}
+for i = 2, #ARGV do la[i - 1] = ARGV[i] end
+local out = lookup(KEYS[1], KEYS[2], ARGV[1])
+for _, v in ipairs(gcra(lk, la)) do out[#out + 1] = v end
+return out
 `)
 
 // undrawnLua counts a scheduled drop's pre-queue in a waiting entry's

@@ -27,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"usher/shared/keyspace"
+	"usher/shared/ratelimit"
 )
 
 // Status is where an entry stands.
@@ -183,15 +184,55 @@ func (s *Store) Lookup(ctx context.Context, q, user string) (Current, error) {
 	if len(res) != 3 {
 		return Current{}, fmt.Errorf("lookup %s/%s: reply of %d fields", q, user, len(res))
 	}
-	var c Current
+	return current(q, user, res)
+}
+
+// LookupLimited is Lookup and the rate-limit decision of limits (whose
+// keys are q's, see ratelimit.Key) in one step: a request the limits refuse
+// is charged to none of them, and its lookup is answered all the same.
+// With no limit on it is Lookup, and the decision allows.
+func (s *Store) LookupLimited(ctx context.Context, q, user string, limits ratelimit.Plan) (Current, ratelimit.Decision, error) {
+	if limits.Empty() {
+		c, err := s.Lookup(ctx, q, user)
+		return c, ratelimit.Decision{Allowed: true}, err
+	}
+	k := keyspace.Of(q)
+	keys := append([]string{k.User(user), k.Bought(user)}, limits.Keys...)
+	args := append([]any{k.Prefix()}, limits.Args...)
+	res, err := s.run(ctx, lookupLimitedScript, keys, args...).Slice()
+	if err != nil {
+		return Current{}, ratelimit.Decision{}, fmt.Errorf("lookup %s/%s: %w", q, user, err)
+	}
+	if len(res) < 3 {
+		return Current{}, ratelimit.Decision{}, fmt.Errorf("lookup %s/%s: reply of %d fields", q, user, len(res))
+	}
+	ints := make([]int64, len(res)-3)
+	for i, v := range res[3:] {
+		n, ok := v.(int64)
+		if !ok {
+			return Current{}, ratelimit.Decision{}, fmt.Errorf("lookup %s/%s: rate limit field %d is %T", q, user, i, v)
+		}
+		ints[i] = n
+	}
+	d, err := limits.Decide(ints)
+	if err != nil {
+		return Current{}, ratelimit.Decision{}, fmt.Errorf("lookup %s/%s: %w", q, user, err)
+	}
+	c, err := current(q, user, res[:3])
+	return c, d, err
+}
+
+// current reads lookup's reply.
+func current(q, user string, res []any) (Current, error) {
 	bought, _ := res[2].(int64)
-	c.Bought = int(bought)
+	c := Current{Bought: int(bought)}
 	if seq, _ := res[0].(string); seq != "" {
-		if c.Seq, err = strconv.ParseUint(seq, 10, 64); err != nil {
+		n, err := strconv.ParseUint(seq, 10, 64)
+		if err != nil {
 			return Current{}, fmt.Errorf("lookup %s/%s: bad seq %q", q, user, seq)
 		}
 		st, _ := res[1].(string)
-		c.Found, c.Status = true, Status(st)
+		c.Found, c.Seq, c.Status = true, n, Status(st)
 	}
 	return c, nil
 }
