@@ -15,7 +15,7 @@ deps:
 
 build:
 	@mkdir -p bin
-	@$(GO) build -o bin/ $(addprefix ./,$(SERVICES)) ./loadtest ./usherctl
+	@$(GO) build -o bin/ $(addprefix ./,$(SERVICES)) ./loadtest ./loadtest/naivejoin ./usherctl
 	@$(GO) build -o bin/nats-server github.com/nats-io/nats-server/v2
 
 bench: deps build

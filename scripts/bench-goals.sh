@@ -8,6 +8,9 @@
 #
 #   joins     wrk -t2 -c256, a join of a user of its own per request
 #             vs nats bench js pub async (1 client, 128 B, file store), same broker
+#             and beside the issue's naive prototype of the join path
+#             (bin/naivejoin, loadtest/naivejoin: fiber, async publish with
+#             ack, pull consumer, pipelined ZADD NX) under the same wrk load
 #   polls     wrk -t2 -c32, polls of one ticket
 #             vs redis-benchmark -t get -c 32, same Redis
 #   SSE       loadtest -scenario sse, 19,000 idle streams on one notifier, then
@@ -56,6 +59,16 @@ ticket=$(curl -fs -X POST -H 'X-User-Id: poller' "$gw/v1/queues/bpoll/tickets" |
 : >"$g/joins-cpu" ; : >"$g/polls-cpu"
 : >"$g/anchor-js" ; : >"$g/joins" ; : >"$g/joins-p99" ; : >"$g/joins-ratio" ; : >"$g/joins-non2xx"
 : >"$g/anchor-get" ; : >"$g/polls" ; : >"$g/polls-ratio"
+: >"$g/naive" ; : >"$g/naive-ratio" ; : >"$g/naive-cpu" ; : >"$g/joins-of-naive"
+# The naive prototype's process, on the same broker and Redis (its own
+# stream NAIVE and key naive:{q}:line).
+naive=
+if want http; then
+  bin/naivejoin -listen 127.0.0.1:18095 -nats nats://127.0.0.1:14222 -redis 127.0.0.1:16379 >"$g/naivejoin.log" 2>&1 & naive=$!
+  trap '[ -n "$naive" ] && kill "$naive" 2>/dev/null' EXIT INT TERM
+  for _ in $(seq 1 100); do curl -fs -o /dev/null -X POST -H 'X-User-Id: probe' http://127.0.0.1:18095/v1/queues/naive/tickets && break; sleep 0.1; done
+fi
+naiveprocs() { echo "naivejoin=$naive $(echo " ${BENCH_PROCS:-}" | grep -o ' nats-server=[0-9]*\| redis=[0-9]*' | tr -d '\n')"; }
 
 echo "## Issue #16 goals ($rounds rounds, anchor and usher in turn; medians)"
 want http && for r in $(seq 1 "$rounds"); do
@@ -71,6 +84,13 @@ want http && for r in $(seq 1 "$rounds"); do
   echo "joins: wrk -c256: $j joins/s, p99 $p ms, non-2xx $bad; CPU µs per join: $c"
   record joins-cpu "${c##* }"
   record anchor-js "$a"; record joins "$j"; record joins-p99 "$p"; record joins-non2xx "$bad"; record joins-ratio "$(ratio "$j" "$a")"
+  # The naive prototype, same load: what the path's shape allows here.
+  t0=$(BENCH_PROCS=$(naiveprocs) ticks)
+  w=$(timeout 60 wrk -t2 -c256 -d"$gdur" --latency -s scripts/bench/join.lua http://127.0.0.1:18095 -- naive "r$r-$tag" 2>&1 | tee "$g/wrk-naive-$r.txt" | grep '^WRK')
+  nj=$(echo "$w" | field rps)
+  c=$(cpuper "$t0" "$(BENCH_PROCS=$(naiveprocs) ticks)" "$(echo "$w" | field requests)")
+  echo "naive prototype: wrk -c256: $nj joins/s, p99 $(echo "$w" | field p99_ms) ms, non-2xx $(echo "$w" | field non2xx); CPU µs per join: $c"
+  record naive "$nj"; record naive-ratio "$(ratio "$nj" "$a")"; record naive-cpu "${c##* }"; record joins-of-naive "$(ratio "$j" "$nj")"
   # Polls of one ticket: Redis's own GET first, then usher's polls on it.
   a=$(timeout 60 redis-benchmark -p 16379 -t get -c 32 -n 400000 -q 2>&1 | tr '\r' '\n' | grep -Eo 'GET: [0-9.]+' | tail -n 1 | cut -d' ' -f2)
   echo "anchor: redis-benchmark -t get -c 32: ${a:-?} ops/s"
@@ -166,11 +186,12 @@ met() { awk -v s="$*" 'BEGIN { n = split(s, a, " "); ok = 1
 echo "| figure | goal | anchor (median) | usher (median) | ratio (median of rounds) | goal |"
 echo "| --- | --- | ---: | ---: | ---: | --- |"
 echo "| joins/s, wrk -c256; p99 | ≥ 0.25 × anchor, p99 ≤ 50 ms | nats bench js pub async $(m anchor-js) msgs/s | $(m joins)/s, p99 $(m joins-p99) ms | $(m joins-ratio) | $(met "$(m joins-ratio)" '>=' 0.25 "$(m joins-p99)" '<=' 50) |"
+echo "| (the issue's naive join prototype, same load) | – | nats bench js pub async $(m anchor-js) msgs/s | $(m naive)/s | $(m naive-ratio) | usher's joins $(m joins-of-naive) of it |"
 echo "| polls/s on one ticket, wrk -c32 | ≥ 0.45 × anchor | redis-benchmark -t get -c 32 $(m anchor-get)/s | $(m polls)/s | $(m polls-ratio) | $(met "$(m polls-ratio)" '>=' 0.45) |"
 echo "| SSE memory per idle stream at $n | ≤ 1.1 × anchor | bare net/http SSE $(m anchor-sse-kib) KiB | $(m sse-kib) KiB | $(m sse-ratio) | $(met "$(m sse-ratio)" '<=' 1.1) |"
 echo "| READY delivery p99, $n connected, 5,000/s | ≤ 200 ms | – | $(m ready-p99) ms | – | $(met "$(m ready-p99)" '<=' 200) |"
 echo "| rebuild (usherctl rebuild, 200,000 joins) | ≥ 100,000/s | nats bench js ordered $(m anchor-ordered) msgs/s | $(m rebuild)/s | $(m rebuild-ratio) | $(met "$(m rebuild)" '>=' 100000) |"
 echo "| order path, one hot SKU | ≥ 1,000/s, hold p99 ≤ 20 ms | pgbench hot row, 4 clients $(m anchor-pg) tps | $(m orders)/s, holds ≤ 20 ms $(m orders-hold20) % | $(m orders-ratio) | $(met "$(m orders)" '>=' 1000 "$(m orders-hold20)" '>=' 99) |"
 echo
-echo "CPU per operation (gateway + admitter + nats-server + redis, from /proc; wrk's own not counted): join $(m joins-cpu) µs, poll $(m polls-cpu) µs (medians)"
+echo "CPU per operation (gateway + admitter + nats-server + redis, from /proc; wrk's own not counted): join $(m joins-cpu) µs, poll $(m polls-cpu) µs; the naive prototype's join (naivejoin + nats-server + redis) $(m naive-cpu) µs (medians)"
 
