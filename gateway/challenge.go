@@ -163,8 +163,8 @@ func (a *api) issue(ctx context.Context, cfg catalog.Config, client netip.Addr) 
 // counted. Under enforce it is refused with 428 and a fresh challenge; in
 // a queue with suspects "shadow", a client whose address keeps failing is
 // answered with a ticket in the shadow line instead (done: the answer is
-// written). It returns the proof it spent, if any: a join refused after
-// all gives it back (giveBack).
+// written). It returns the proof it spent, if any: a join that takes no
+// new place after all gives it back (giveBack).
 func (a *api) checkProof(c *fiber.Ctx, cfg catalog.Config, user string) (spent pow.Proof, done bool, err error) {
 	ch := cfg.Challenge
 	if !ch.On() {
@@ -255,13 +255,15 @@ func (d *door) spend(ctx context.Context, q string, p pow.Proof, now time.Time) 
 var giveBackScript = script.New(`return redis.call('EXPIRE', KEYS[1], 0)`)
 
 // giveBack unmarks proof p (spent by this request, so nobody else holds
-// it) when the join it was spent on was refused (joinErr): a proof buys a
+// it) when the join it was spent on took no new place: a proof buys a
 // place in line, and a join refused after the check — an unknown invite,
-// the line down — bought none, so the shopper's retry with the same proof
-// is not sent back to solve another. Nothing to give back when nothing was
-// spent or the join was recorded.
-func (d *door) giveBack(ctx context.Context, log *slog.Logger, q string, p pow.Proof, joinErr error) {
-	if p.ID == "" || joinErr == nil {
+// the line down — or answered with the place the shopper already holds
+// (a reload, a double click) bought none, so the shopper's next join with
+// the same proof is not sent back to solve another. Given back, it still
+// buys one new place, from the address it was issued to, as it did before
+// it was sent. Nothing to give back when nothing was spent.
+func (d *door) giveBack(ctx context.Context, log *slog.Logger, q string, p pow.Proof) {
+	if p.ID == "" {
 		return
 	}
 	if err := d.spent.RunScript(context.WithoutCancel(ctx), giveBackScript, []string{keyspace.Of(q).Proof(p.ID)}).Err(); err != nil {

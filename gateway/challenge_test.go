@@ -550,6 +550,39 @@ func TestAJoinRefusedAfterItsProofKeepsTheProof(t *testing.T) {
 	}
 }
 
+// A proof buys a new place in line; a join answered with the place the
+// shopper already holds (a reload, a second tab, a double click) bought
+// none, so its proof is given back. It used to be spent: the same proof
+// sent again was 428 "reused", and a phone already in line solved a new
+// challenge only to be shown its own place. Given back, the proof still
+// buys one new place and no more, from the address it was issued to.
+func TestARejoinGivesItsProofBack(t *testing.T) {
+	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": 6}`)
+	const ip = "198.51.100.51"
+	first := h.joinWithProof("alice", ip, solved(t, h.challengeFor(ip)))
+	if first.status != 202 {
+		t.Fatalf("join = %d %s, want 202", first.status, first.raw)
+	}
+	proof := solved(t, h.challengeFor(ip))
+	for i := range 3 {
+		if r := h.joinWithProof("alice", ip, proof); r.status != 200 || r.str("ticket") != first.str("ticket") {
+			t.Fatalf("rejoin %d of a shopper in line with one fresh proof = %d %s; want 200 with the place already held, %s",
+				i+1, r.status, r.raw, first.str("ticket"))
+		}
+	}
+	if r := h.joinWithProof("bob", ip, proof); r.status != 202 {
+		t.Fatalf("the proof a rejoin gave back, for a new place = %d %s, want 202", r.status, r.raw)
+	}
+	for _, user := range []string{"carol", "alice"} {
+		if r := h.joinWithProof(user, ip, proof); r.status != 428 || r.str("reason") != "reused" {
+			t.Errorf("%s's join with the proof of bob's place = %d %s, want 428 reused", user, r.status, r.raw)
+		}
+	}
+	if st, err := h.line.Stats(context.Background(), h.queue); err != nil || st.Waiting != 2 {
+		t.Errorf("line = %+v (%v), want alice and bob waiting", st, err)
+	}
+}
+
 // Before a scheduled drop opens every join is pre-queued, and so is a
 // suspect's: its shadow answer was "WAITING at place 1", polled every half
 // second, where every real join said PRE_QUEUE with the opening — a bot

@@ -83,7 +83,15 @@ func (a *api) join(c *fiber.Ctx) (err error) {
 	if done || err != nil {
 		return err
 	}
-	defer func() { a.door.giveBack(c.UserContext(), a.log, cfg.Name, proof, err) }()
+	// The proof buys a new place in line: a join refused after the check,
+	// or answered with the place the shopper already holds, bought none
+	// and gives it back.
+	held := false
+	defer func() {
+		if err != nil || held {
+			a.door.giveBack(c.UserContext(), a.log, cfg.Name, proof)
+		}
+	}()
 	ctx := c.UserContext()
 	epoch := a.epoch()
 	prev := cur.Seq
@@ -92,6 +100,7 @@ func (a *api) join(c *fiber.Ctx) (err error) {
 		if err != nil {
 			return lineDown(err)
 		}
+		held = true
 		return a.answer(c, fiber.StatusOK, cfg, ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: e.Seq}, e)
 	}
 	if limit := cfg.UserLimit(); len(cfg.Products()) > 0 && cur.Bought >= limit {
