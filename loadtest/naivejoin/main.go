@@ -108,27 +108,37 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		// The line: each batch the consumer hands over goes to Redis as one
+		// The line: what the consumer has delivered goes to Redis as one
 		// pipeline of ZADD NX (score = stream sequence), then is acked as a
-		// whole (AckAll on its last message).
-		for ctx.Err() == nil {
-			batch, err := cons.FetchNoWait(512)
-			if err != nil {
-				return fmt.Errorf("fetch: %w", err)
-			}
+		// whole (AckAll on its last message). One long-lived pull, so an
+		// idle prototype costs the broker nothing beside the stack.
+		msgs := make(chan jetstream.Msg, 1024)
+		cc, err := cons.Consume(func(m jetstream.Msg) { msgs <- m }, jetstream.PullMaxMessages(512))
+		if err != nil {
+			return fmt.Errorf("consume: %w", err)
+		}
+		defer cc.Stop()
+		for {
 			var last jetstream.Msg
 			pipe := rdb.Pipeline()
-			for m := range batch.Messages() {
+			select {
+			case <-ctx.Done():
+				return nil
+			case last = <-msgs:
+			}
+			for m := last; m != nil; {
 				md, err := m.Metadata()
 				if err != nil {
 					return err
 				}
 				pipe.ZAddNX(ctx, zkey, redis.Z{Score: float64(md.Sequence.Stream), Member: m.Headers().Get(jetstream.MsgIDHeader)})
-				last = m
-			}
-			if last == nil {
-				time.Sleep(time.Millisecond)
-				continue
+				last, m = m, nil
+				if pipe.Len() < 512 {
+					select {
+					case m = <-msgs:
+					default:
+					}
+				}
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				return fmt.Errorf("zadd: %w", err)
@@ -137,7 +147,6 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 				return fmt.Errorf("ack: %w", err)
 			}
 		}
-		return nil
 	})
 	g.Go(func() error {
 		log.Info("naivejoin listening", "addr", *listen)
