@@ -17,10 +17,11 @@ import (
 
 // decodeBody reads a request body into v the way the API document reads
 // it: one JSON value and nothing after it, no field v does not have, and
-// field names matched exactly, no null anywhere and times in RFC 3339's
-// date-time form — encoding/json alone would take "TickMs" for "tickMs",
-// null for "leave the default" and "2030-01-01T0:00:00Z" for a time, all
-// of which the document refuses.
+// field names matched exactly, no name twice in one object, no null
+// anywhere and times in RFC 3339's date-time form — encoding/json alone
+// would take "TickMs" for "tickMs", the last of two "targetActive"s, null
+// for "leave the default" and "2030-01-01T0:00:00Z" for a time, all of
+// which the document refuses.
 func decodeBody(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -42,11 +43,61 @@ func decodeBody(body []byte, v any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("unexpected data after the JSON value")
 	}
-	var generic any
-	if err := json.Unmarshal(body, &generic); err != nil {
+	// The second reading, for what encoding/json does not check: the
+	// body as plain values, read token by token so that a name twice in
+	// one object is seen (decoded, the last would have replaced the first).
+	walk := json.NewDecoder(bytes.NewReader(body))
+	walk.UseNumber() // v's types checked the numbers
+	generic, err := readOnce(walk, "")
+	if err != nil {
 		return err
 	}
 	return exactNames(generic, reflect.TypeOf(v), "")
+}
+
+// readOnce reads the next JSON value of dec as encoding/json reads one
+// into an any (objects as map[string]any, arrays as []any), refusing an
+// object that names a key twice, "at" being where the value is in the
+// body. encoding/json would keep the last value — or, for two objects,
+// merge them — so {"targetActive": 10, "targetActive": 100000} would apply
+// 100000 where a proxy in front, a reviewer or the template's author read
+// 10.
+func readOnce(dec *json.Decoder, at string) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		obj := map[string]any{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			k, _ := tok.(string) // a key is a string, or Token failed
+			if _, ok := obj[k]; ok {
+				return nil, fmt.Errorf("json: %q appears twice; give each name once", strings.TrimPrefix(at+"."+k, "."))
+			}
+			if obj[k], err = readOnce(dec, at+"."+k); err != nil {
+				return nil, err
+			}
+		}
+		_, err := dec.Token() // the closing brace
+		return obj, err
+	case json.Delim('['):
+		arr := []any{}
+		for dec.More() {
+			e, err := readOnce(dec, at)
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, e)
+		}
+		_, err := dec.Token() // the closing bracket
+		return arr, err
+	}
+	return tok, nil
 }
 
 // article is a JSON value's kind as UnmarshalTypeError names it ("string",

@@ -56,6 +56,15 @@ func TestBodiesAreReadAsTheDocumentReadsThem(t *testing.T) {
 		{`{"at": "2030-01-01T09:00:00+0530"}`, `2030-01-01`},
 		{`{"at": "2030-01-01 09:00:00Z"}`, `2030-01-01`},
 		{`{"at": "2030-13-01T09:00:00Z"}`, `month out of range`},
+		// A name twice in one object: encoding/json keeps the last, a
+		// proxy in front may have checked the first.
+		{`{"tickMs": 5, "tickMs": 6}`, `json: "tickMs" appears twice`},
+		{`{"tickMs": null, "tickMs": 6}`, `json: "tickMs" appears twice`},
+		{`{"tickMs": 5, "tick\u004ds": 6}`, `json: "tickMs" appears twice`},
+		{`{"challenge": {"mode": "log", "mode": "enforce"}}`, `json: "challenge.mode" appears twice`},
+		{`{"ptr": {"mode": "y"}, "ptr": {"mode": "z"}}`, `json: "ptr" appears twice`},
+		{`{"list": [{"mode": "x"}, {"mode": "x", "mode": "y"}]}`, `json: "list.mode" appears twice`},
+		{`{"challenge": {"mode": "a"}, "ptr": {"mode": "b"}, "list": [{"mode": "c"}, {"mode": "d"}]}`, ""},
 	} {
 		var b body
 		err := decodeBody([]byte(tc.in), &b)
@@ -80,5 +89,35 @@ func TestQueueConfigFieldNamesAreCaseSensitive(t *testing.T) {
 	}
 	if _, ok := h.api.queues.Get(h.queue + "-case"); ok {
 		t.Fatal("the refused configuration is in the catalog")
+	}
+}
+
+// A key twice in one object of a body is a 400 naming it, and nothing
+// changes: encoding/json would apply the last value, where a validating
+// proxy in front, a reviewer or the integrator's template meant the first.
+func TestADuplicatedKeyInABodyIsRefused(t *testing.T) {
+	h := newHarness(t)
+	admin := map[string]string{"Authorization": "Bearer secret-admin"}
+	q := h.queue + "-dup"
+	tests := []struct {
+		path, body, name string
+	}{
+		{"/v1/admin/queues/" + q, `{"targetActive": 10, "targetActive": 100000}`, "targetActive"},
+		{"/v1/admin/queues/" + q, `{"targetActive": 10, "rateLimit": {"perIpBurst": 5, "perIpBurst": 500000}}`, "rateLimit.perIpBurst"},
+		{"/v1/admin/queues/" + q, `{"challenge": {"mode": "enforce", "difficulty": 8, "mode": "off"}}`, "challenge.mode"},
+		{"/v1/admin/queues/" + q, `{"adaptive": {"enabled": true, "min": 1, "max": 50}, "adaptive": {"enabled": false}}`, "adaptive"},
+		{"/v1/admin/queues/" + h.queue + "/notice", `{"message": "back at 10", "message": "<script>"}`, "message"},
+	}
+	for _, tt := range tests {
+		r := h.do("PUT", tt.path, tt.body, admin)
+		if r.status != 400 || !isProblem(r) || !strings.Contains(r.str("detail"), `"`+tt.name+`" appears twice`) {
+			t.Errorf("PUT %s %s = %d %s, want a 400 problem naming %q", tt.path, tt.body, r.status, r.raw, tt.name)
+		}
+	}
+	if _, ok := h.api.queues.Get(q); ok {
+		t.Error("a refused configuration is in the catalog")
+	}
+	if _, _, err := parseOrderBody([]byte(`{"sku": "sku-1", "quantity": 1, "quantity": 50}`)); statusOf(err) != 400 || !strings.Contains(err.Error(), `"quantity" appears twice`) {
+		t.Errorf(`parseOrderBody with "quantity" twice = %v, want a 400 naming it`, err)
 	}
 }

@@ -45,6 +45,8 @@ func FuzzAdminBody(f *testing.F) {
 	f.Add(`{"state": null, "challenge": {"mode": "log"}}`)
 	f.Add(`{"TickMs": 5, "adaptive": {"Enabled": true}}`)
 	f.Add(`{"opensAt": "2030-01-01T00:00:00Z", "skus": ["a"], "maxQuantity": 2, "notice": {"message": "hi"}}`)
+	f.Add(`{"targetActive": 10, "targetActive": 100000}`)
+	f.Add(`{"rateLimit": {"perIpBurst": 5, "perIpBurst": 500000}, "lottery": {"seed": "a", "seed": "b"}}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		h := h.with(t)
 		r := h.do("PUT", "/v1/admin/queues/fuzz-"+h.queue, body, map[string]string{"Authorization": "Bearer secret-admin"})

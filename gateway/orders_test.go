@@ -297,7 +297,7 @@ func TestClosedQueueSaysWhy(t *testing.T) {
 }
 
 func FuzzOrderBody(f *testing.F) {
-	for _, s := range []string{`{"sku":"a","quantity":1}`, `{"sku":"a"}`, `{}`, `{"quantity":1e99}`, `[]`, `{"sku":"a"} {}`, "\x00", `{"sku":"` + strings.Repeat("a", 65) + `"}`} {
+	for _, s := range []string{`{"sku":"a","quantity":1}`, `{"sku":"a"}`, `{}`, `{"quantity":1e99}`, `[]`, `{"sku":"a"} {}`, `{"sku":"a","sku":"b"}`, "\x00", `{"sku":"` + strings.Repeat("a", 65) + `"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
