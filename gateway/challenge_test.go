@@ -550,6 +550,31 @@ func TestAJoinRefusedAfterItsProofKeepsTheProof(t *testing.T) {
 	}
 }
 
+// A join the stream recorded keeps its proof spent, even when the gateway
+// cannot read its place afterwards and answers 503: the follower puts it
+// in line all the same, so the proof bought a place. It used to be given
+// back with the 503, and the same proof then bought a second place for
+// another user from the same address.
+func TestARecordedJoinKeepsItsProofSpentWhenItsPlaceCannotBeRead(t *testing.T) {
+	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": 6}`)
+	const ip = "198.51.100.61"
+	// The line says it belongs to another incarnation of the entries
+	// stream: the gateway's own ingest of a join, after its publish,
+	// answers stale (what a reset stream looks like until the follower
+	// catches up).
+	rdb := testenv.Redis(t)
+	if err := rdb.HSet(context.Background(), keyspace.Of(h.queue).Cursor(), "entries.id", "an-older-stream").Err(); err != nil {
+		t.Fatal(err)
+	}
+	proof := solved(t, h.challengeFor(ip))
+	if r := h.joinWithProof("first", ip, proof); r.status != 503 {
+		t.Fatalf("join while the line is behind = %d %s, want 503", r.status, r.raw)
+	}
+	if r := h.joinWithProof("second", ip, proof); r.status != 428 || r.str("reason") != "reused" {
+		t.Fatalf("the proof of a recorded join again = %d %s, want 428 reused", r.status, r.raw)
+	}
+}
+
 // A proof buys a new place in line; a join answered with the place the
 // shopper already holds (a reload, a second tab, a double click) bought
 // none, so its proof is given back. It used to be spent: the same proof

@@ -83,12 +83,14 @@ func (a *api) join(c *fiber.Ctx) (err error) {
 	if done || err != nil {
 		return err
 	}
-	// The proof buys a new place in line: a join refused after the check,
-	// or answered with the place the shopper already holds, bought none
-	// and gives it back.
-	held := false
+	// The proof buys a new place in line: a join refused before its
+	// publish, or answered with the place the shopper already holds,
+	// bought none and gives it back. One the stream recorded bought one,
+	// even when its place cannot be read after (a 503): the follower puts
+	// it in line.
+	held, recorded := false, false
 	defer func() {
-		if err != nil || held {
+		if (err != nil && !recorded) || held {
 			a.door.giveBack(c.UserContext(), a.log, cfg.Name, proof)
 		}
 	}()
@@ -131,6 +133,7 @@ func (a *api) join(c *fiber.Ctx) (err error) {
 		}
 		return unavailable(fmt.Errorf("publish join to %s: %w", cfg.Name, err), "the line could not record the join; retry")
 	}
+	recorded = true
 	a.metrics.joins.Inc()
 	// The admitter's follower applies the event too (and is what
 	// guarantees it); doing it here as well lets the answer carry the
