@@ -139,10 +139,13 @@ func (a *api) challenge(c *fiber.Ctx) error {
 }
 
 // issue makes a challenge for client: the queue's difficulty, plus, under
-// auto, the client's own extra bits for asking often.
+// auto, the client's own extra bits for asking often. A queue that turns
+// every join away (closed, in maintenance: join refuses those before the
+// proof check) asks for no work, as one with its challenge off: a page is
+// not made to solve for a join refused whatever its proof.
 func (a *api) issue(ctx context.Context, cfg catalog.Config, client netip.Addr) (pow.Challenge, error) {
 	now := a.now()
-	if !cfg.Challenge.On() {
+	if !cfg.Challenge.On() || closedProblem(cfg, now) != nil || cfg.QueueMode() == catalog.ModeReject {
 		return a.door.issuer.Issue(cfg.Name, client, 0, now), nil
 	}
 	d, err := a.door.difficulty(ctx, cfg, now)

@@ -539,8 +539,8 @@ func TestAJoinRefusedAfterItsProofKeepsTheProof(t *testing.T) {
 		t.Fatalf("the proof of a recorded join again = %d %s, want 428 reused", r.status, r.raw)
 	}
 
+	proof = solved(t, h.challengeFor(ip)) // solved before the maintenance, which asks for none
 	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "mode": "reject", "challenge": {"mode": "enforce", "difficulty": 6}}`, 200)
-	proof = solved(t, h.challengeFor(ip))
 	if r := h.joinWithProof("patient", ip, proof); r.status != 503 || !isProblem(r) {
 		t.Fatalf("join in maintenance = %d %s, want 503", r.status, r.raw)
 	}
@@ -794,6 +794,37 @@ func TestAJoinInMaintenanceIsRefusedBeforeItsProofIsAsked(t *testing.T) {
 	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "challenge": `+challenge+`}`, 200)
 	if r := h.joinWithProof("early", ip, ""); r.status != 428 || r.str("reason") != "missing" {
 		t.Errorf("the first proofless join after the maintenance = %d %s, want 428 missing", r.status, r.raw)
+	}
+}
+
+// A queue that turns every join away — in maintenance, closed — asks the
+// page for no work: its challenge has difficulty 0 and is not counted, so
+// a phone does not solve seconds of work only to be told 503 or 410. It
+// used to get the queue's difficulty (19 bits here: about a second of a
+// phone's work, minutes at max) for a join refused whatever its proof.
+func TestAQueueThatRefusesEveryJoinAsksForNoWork(t *testing.T) {
+	const challenge = `{"mode": "enforce", "difficulty": 19}`
+	h, _ := powHarness(t, challenge)
+	const ip = "198.51.100.71"
+	for _, c := range []struct{ name, cfg, want string }{
+		{"maintenance", `"mode": "reject"`, "https://usher.dev/problems/maintenance"},
+		{"closed", `"state": "closed"`, "https://usher.dev/problems/queue-closed"},
+	} {
+		h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, `+c.cfg+`, "challenge": `+challenge+`}`, 200)
+		ch := h.challengeFor(ip)
+		if ch.Difficulty != 0 {
+			t.Errorf("%s: challenge difficulty %d, want 0", c.name, ch.Difficulty)
+		}
+		if r := h.joinWithProof("early", ip, solved(t, ch)); r.str("type") != c.want {
+			t.Errorf("%s: join with its proof = %d %s, want %s", c.name, r.status, r.raw, c.want)
+		}
+	}
+	if n := value(t, h.api.metrics.pow.issued.WithLabelValues(h.queue)); n != 0 {
+		t.Errorf("usher_pow_challenges_issued_total = %v, want 0", n)
+	}
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "challenge": `+challenge+`}`, 200)
+	if ch := h.challengeFor(ip); ch.Difficulty != 19 {
+		t.Errorf("open again: challenge difficulty %d, want 19", ch.Difficulty)
 	}
 }
 
