@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -605,6 +606,33 @@ func TestARejoinGivesItsProofBack(t *testing.T) {
 	}
 	if st, err := h.line.Stats(context.Background(), h.queue); err != nil || st.Waiting != 2 {
 		t.Errorf("line = %+v (%v), want alice and bob waiting", st, err)
+	}
+}
+
+// A double click's second join — the stream took the first click's event
+// and answered the second as a duplicate — is answered 200 with the first
+// one's place: it bought none, so its proof, a different one, is given
+// back. It used to stay spent.
+func TestADoubleClicksSecondProofIsGivenBack(t *testing.T) {
+	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": 6}`)
+	const ip = "198.51.100.81"
+	// The first click's event is in the stream and not yet in the line
+	// (its own gateway is still on its way to the ingest), under the id
+	// the second click's join uses too.
+	id := h.queue + "/dana/0"
+	body, err := event.Marshal(id, event.TypeJoined, "dana", time.Now(), event.Joined{Queue: h.queue, User: "dana", JoinedAt: time.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.js.Publish(context.Background(), event.EnterSubject(h.queue), body, jetstream.WithMsgID(id)); err != nil {
+		t.Fatal(err)
+	}
+	proof := solved(t, h.challengeFor(ip))
+	if r := h.joinWithProof("dana", ip, proof); r.status != 200 {
+		t.Fatalf("the second click = %d %s, want 200 with the first click's place", r.status, r.raw)
+	}
+	if r := h.joinWithProof("erin", ip, proof); r.status != 202 {
+		t.Errorf("the second click's proof, for a new place = %d %s, want 202: it bought none", r.status, r.raw)
 	}
 }
 

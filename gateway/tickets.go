@@ -158,7 +158,9 @@ func (a *api) join(c *fiber.Ctx) (err error) {
 	}
 	status := fiber.StatusAccepted
 	if ack.Duplicate || e.Seq != ack.Sequence {
-		status = fiber.StatusOK
+		// A double click's second join, or one the line resolved to the
+		// place the user holds: no new place.
+		status, held = fiber.StatusOK, true
 	}
 	at := a.now()
 	if e.Seq == ack.Sequence {
