@@ -74,6 +74,13 @@ func (h headerAuth) identify(c *fiber.Ctx) (string, error) {
 				"X-User-Id is believed only from the shop's proxy; this request did not come through it")
 		}
 	}
+	// Given twice, the header names nobody: a proxy that adds its own
+	// beside the client's (rather than replacing it) leaves the client's
+	// first, which is the one a single read would believe.
+	if n := len(c.Request().Header.PeekAll(headerUserID)); n > 1 {
+		return "", problem.New(fiber.StatusBadRequest, "invalid-user",
+			fmt.Sprintf("X-User-Id was given %d times; the shop's proxy must set it once, replacing any the client sent", n))
+	}
 	id := c.Get(headerUserID)
 	if !catalog.ValidUser(id) {
 		return "", problem.New(fiber.StatusBadRequest, "invalid-user",

@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/base64"
+	"io"
 	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -154,4 +156,45 @@ func FuzzUserToken(f *testing.F) {
 			t.Fatalf("join with %q = %d %s, want a place or a 401 problem", tok, r.status, r.raw)
 		}
 	})
+}
+
+// An X-User-Id given twice names nobody: the first of the two is no more
+// the shop's than the second. A proxy that adds its header beside the
+// client's (Envoy's request_headers_to_add appends by default, HAProxy's
+// add-header) left the client's own first, and the gateway believed it:
+// anyone joined, polled the place of and ordered as anyone else.
+func TestAUserIdGivenTwiceNamesNobody(t *testing.T) {
+	h := newHarness(t)
+	for _, tt := range []struct {
+		name   string
+		values []string
+	}{
+		{"the client's first, the proxy's after", []string{"victim", "mallory"}},
+		{"the same id twice", []string{"alice", "alice"}},
+		{"an empty one first", []string{"", "alice"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, path := range []string{"/v1/queues/" + h.queue + "/tickets", "/v1/orders"} {
+				req := httptest.NewRequest("POST", path, strings.NewReader(`{"sku": "s"}`))
+				for _, v := range tt.values {
+					req.Header.Add("X-User-Id", v)
+				}
+				res, err := h.app.Test(req, 10_000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				raw, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				h.checkExchange(h.app, req, `{"sku": "s"}`, res, raw)
+				if res.StatusCode != 400 || !strings.Contains(string(raw), `/problems/invalid-user"`) ||
+					!strings.Contains(string(raw), "once") {
+					t.Errorf("POST %s with X-User-Id %q = %d %s, want 400 invalid-user saying to give it once", path, tt.values, res.StatusCode, raw)
+				}
+			}
+		})
+	}
+	// Nobody was put in line for either id.
+	if r := h.join("victim"); r.status != 202 {
+		t.Errorf("victim's own join = %d %s, want 202 (a new place: nothing joined for them before)", r.status, r.raw)
+	}
 }
