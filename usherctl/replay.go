@@ -391,18 +391,39 @@ func (c *cli) republish(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 		if n++; n >= f.max {
 			return errStop
 		}
+		if n == 1 && target == "" {
+			// A broker that may not take the subject says so only
+			// asynchronously: find out before sending the rest.
+			return refused(nc, f.republish)
+		}
 		return nil
 	})
 	if err == nil {
 		err = wait()
 	}
 	if err == nil {
-		err = nc.FlushTimeout(10 * time.Second)
+		err = refused(nc, f.republish)
 	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "republished %d events of %s (queue %s) to %s\n", n, w.stream, f.queue, f.republish)
+	return nil
+}
+
+// refused flushes nc and reports a publish to subj the broker refused: a
+// core publish outside the connection's permissions (usherctl's are
+// replay.>) is dropped by the server, which tells the client only with an
+// asynchronous error, ahead of the flush's answer.
+func refused(nc *nats.Conn, subj string) error {
+	if err := nc.FlushTimeout(10 * time.Second); err != nil {
+		return fmt.Errorf("republish: %w", err)
+	}
+	if err := nc.LastError(); errors.Is(err, nats.ErrPermissionViolation) &&
+		strings.Contains(err.Error(), fmt.Sprintf("Publish to %q", subj)) {
+		return fmt.Errorf("republish to %s refused by the broker (%w): usherctl may publish only under replay.> "+
+			"(a downstream reader <name> subscribes to replay.<name>.>)", subj, err)
+	}
 	return nil
 }
 

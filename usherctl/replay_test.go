@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"usher/shared/bus"
 	"usher/shared/event"
 	"usher/shared/testenv"
 )
@@ -209,5 +211,46 @@ func TestReplayFromAfterTheNewestEventEnds(t *testing.T) {
 		if r.code != 0 || r.stdout != "" {
 			t.Errorf("replay %v after the newest event = exit %d, %v, %q; want nothing and exit 0", args, r.code, r.err, r.stdout)
 		}
+	}
+}
+
+// A republish the broker refuses is a failure, not "republished N events":
+// on make run's broker usherctl may publish only under replay.>, and a core
+// publish to anything else was dropped by the server while usherctl printed
+// its success and exited 0.
+func TestARepublishTheBrokerRefusesFails(t *testing.T) {
+	data := t.TempDir()
+	natsDir := filepath.Join(data, "nats")
+	if r := usherctlWith(t, nil, "nats-auth", "--dir", natsDir); r.err != nil {
+		t.Fatalf("nats-auth: %v\n%s%s", r.err, r.stdout, r.stderr)
+	}
+	url := testenv.NATSFromConfig(t, filepath.Join(natsDir, bus.AuthFile), nil).ClientURL()
+	// The admitter declares the streams and may record a leave.
+	nc, js, err := bus.Open(context.Background(), bus.Settings{URLs: []string{url}, Replicas: 1, Role: bus.Admitter,
+		NKeyFile: bus.DefaultKeyFile(data, bus.Admitter)}, "usherctl-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	body, err := event.Marshal("abandoned/q1/e/1", event.TypeLeft, "alice", time.Now(), event.Left{Queue: "q1", User: "alice", Seq: 1, Reason: "abandoned"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(context.Background(), event.LeaveSubject("q1"), body); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"USHER_NATS_URL": url, "USHER_DATA_DIR": data}
+	replay := []string{"replay", "--stream", "entries", "--queue", "q1", "--yes", "--republish"}
+
+	if r := usherctlWith(t, env, append(replay, "replay.crm.q1")...); r.err != nil || !strings.Contains(r.stdout, "republished 1 events") {
+		t.Fatalf("republish to replay.crm.q1 = %v (exit %d)\n%s%s, want it republished", r.err, r.code, r.stdout, r.stderr)
+	}
+	r := usherctlWith(t, env, append(replay, "crm.q1")...)
+	if r.code != exitFailure || r.err == nil || !strings.Contains(r.err.Error(), `Permissions Violation for Publish to "crm.q1"`) ||
+		!strings.Contains(r.err.Error(), "replay.>") {
+		t.Errorf("republish to crm.q1 = %v (exit %d), want a failure naming the broker's refusal and replay.>", r.err, r.code)
+	}
+	if strings.Contains(r.stdout, "republished") {
+		t.Errorf("republish to crm.q1 printed %q although the broker refused it", r.stdout)
 	}
 }
