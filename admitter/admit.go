@@ -288,6 +288,17 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 		return min(res.Next, tickLen) + jitter, nil
 	}
 	a.metrics.observeTick(cfg, res, time.Since(start))
+	if res.Abandoned > 0 {
+		// The script took the gone out of the line before it admitted
+		// anyone behind them: their leaves go on the record before those
+		// admissions are announced, so the streams (and the audit, which
+		// judges from them alone) never show a shopper passed while still
+		// waiting. A crash in between leaves both outboxes, and the next
+		// tick records the leaves first too.
+		if err := a.recordAbandoned(ctx, cfg.Name); err != nil {
+			return tickLen, err
+		}
+	}
 	if res.Behind {
 		// The line has not applied every admission or order the streams
 		// hold (Redis lost writes, or the followers are a moment behind):
@@ -305,11 +316,6 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 	}
 	if err := a.announce(ctx, cfg.Name); err != nil {
 		return tickLen, err
-	}
-	if res.Abandoned > 0 {
-		if err := a.recordAbandoned(ctx, cfg.Name); err != nil {
-			return tickLen, err
-		}
 	}
 	return min(max(res.Next, time.Millisecond), tickLen) + jitter, nil
 }

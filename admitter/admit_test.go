@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"usher/shared/bus"
 	"usher/shared/catalog"
 	"usher/shared/event"
+	"usher/shared/keyspace"
 	"usher/shared/testenv"
 	"usher/shared/waitqueue"
 )
@@ -356,5 +358,90 @@ func TestAtClosesAtNobodyMoreIsAdmittedAndTheQueueCloses(t *testing.T) {
 	}
 	if n := len(w.admissions()); n != 1 {
 		t.Fatalf("%d admissions; want the first only", n)
+	}
+}
+
+// storedAt reads when the stream stored each event of subject (of type
+// typ), by the event's sequence field (a join's place for a leave or an admission).
+func (w *world) storedAt(stream, subject, typ string) map[uint64]time.Time {
+	w.t.Helper()
+	ctx := context.Background()
+	cons, err := w.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	out := map[uint64]time.Time{}
+	for {
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(200*time.Millisecond))
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			var d struct {
+				Seq uint64 `json:"seq"`
+			}
+			if _, err := event.Unmarshal(m.Data(), typ, &d); err != nil {
+				w.t.Fatal(err)
+			}
+			md, err := m.Metadata()
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			out[d.Seq] = md.Timestamp
+			n++
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+// Shoppers a tick finds gone and the admission that then passes them are
+// recorded in that order: the leaves first. The tick took the gone out of
+// the line before it admitted anyone behind them, but the admitter
+// announced the admission before it recorded the leaves, so the streams
+// showed someone admitted past shoppers still waiting, and usherctl audit
+// (which judges from the streams alone) reported "VIOLATED admission in join
+// order: seq 31 (ipu24) was waiting when seq 33 (ipu36), who joined later,
+// was admitted" for a fair line.
+func TestAbandonedShoppersAreRecordedBeforeTheAdmissionPassingThem(t *testing.T) {
+	c := cfg(1, 100, 300)
+	after := 10
+	c.AbandonAfterSeconds = &after
+	w := newWorld(t, c)
+	w.start(hooks{})
+	holder := w.join("holder")
+	testenv.Eventually(t, 5*time.Second, func() bool { return w.status(holder) == waitqueue.Admitted }, "the holder admitted")
+	gone1, gone2, next := w.join("gone1"), w.join("gone2"), w.join("next")
+	testenv.Eventually(t, 5*time.Second, func() bool { return w.status(next) == waitqueue.Waiting }, "the line applied")
+
+	// In one step: gone1 and gone2 were last seen long ago, and the
+	// holder's token has expired. The next tick frees the slot, takes the
+	// two out and admits next, all at once.
+	rdb, err := waitqueue.DialURL(w.redisURL, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	k := keyspace.Of(w.queue)
+	_, err = rdb.TxPipelined(context.Background(), func(p redis.Pipeliner) error {
+		p.ZAdd(context.Background(), k.Seen(), redis.Z{Score: 1, Member: gone1}, redis.Z{Score: 1, Member: gone2})
+		p.ZAdd(context.Background(), k.Active(), redis.Z{Score: 1, Member: holder})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left, admitted map[uint64]time.Time
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		left = w.storedAt(event.StreamEntries, event.LeaveSubject(w.queue), event.TypeLeft)
+		admitted = w.storedAt(event.StreamAdmissions, event.AdmittedSubject(w.queue), event.TypeAdmitted)
+		return len(left) == 2 && !admitted[next].IsZero()
+	}, "two leaves and next's admission")
+	for _, g := range []uint64{gone1, gone2} {
+		if left[g].IsZero() || !left[g].Before(admitted[next]) {
+			t.Errorf("seq %d's leave stored at %s, next's admission at %s: want the leave first", g, left[g], admitted[next])
+		}
 	}
 }
