@@ -36,6 +36,12 @@ func decodeBody(body []byte, v any) error {
 			if te.Field == "" { // the body itself
 				return fmt.Errorf("json: the body is %s, want %s", article(te.Value), jsonKind(te.Type))
 			}
+			if n, ok := strings.CutPrefix(te.Value, "number "); ok && isIntegerLiteral(n) &&
+				!(strings.HasPrefix(n, "-") && jsonKind(te.Type) == "an integer of 0 or more") {
+				// An integer the field's type cannot hold: "want an
+				// integer" would be false, its size is what is wrong.
+				return fmt.Errorf("json: %q is %s, an integer out of range", te.Field, n)
+			}
 			return fmt.Errorf("json: %q is %s, want %s", te.Field, article(te.Value), jsonKind(te.Type))
 		}
 		return err
@@ -98,6 +104,13 @@ func readOnce(dec *json.Decoder, at string) (any, error) {
 		return arr, err
 	}
 	return tok, nil
+}
+
+// isIntegerLiteral says whether a JSON number is written as an integer
+// (an optional minus and digits: no fraction, no exponent).
+func isIntegerLiteral(n string) bool {
+	n = strings.TrimPrefix(n, "-")
+	return n != "" && strings.Trim(n, "0123456789") == ""
 }
 
 // article is a JSON value's kind as UnmarshalTypeError names it ("string",

@@ -37,6 +37,10 @@ func TestBodiesAreReadAsTheDocumentReadsThem(t *testing.T) {
 		{`{"tickMs": 5} {}`, `after the JSON value`},
 		{`{"tickMs": "5"}`, `"tickMs" is a string, want an integer`},
 		{`{"tickMs": 1.5}`, `"tickMs" is a number 1.5, want an integer`},
+		// An integer is an integer however large: what is wrong with it is
+		// its size, which "want an integer" did not say.
+		{`{"tickMs": 99999999999999999999}`, `"tickMs" is 99999999999999999999, an integer out of range`},
+		{`{"tickMs": -99999999999999999999}`, `"tickMs" is -99999999999999999999, an integer out of range`},
 		{`{"challenge": {"mode": 1}}`, `"challenge.mode" is a number, want a string`},
 		{`{"list": {}}`, `"list" is an object, want an array`},
 		{`null`, `null`},
