@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"usher/shared/bus"
+	"usher/shared/event"
 	"usher/shared/redisacl"
 	"usher/shared/testenv"
 )
@@ -25,11 +27,19 @@ func TestABrokerRefusingUsherctlWithoutItsKeySaysWhereItLooked(t *testing.T) {
 	url := testenv.NATSFromConfig(t, filepath.Join(natsDir, bus.AuthFile), nil).ClientURL()
 	admitter := bus.Settings{URLs: []string{url}, Replicas: 1, Role: bus.Admitter,
 		NKeyFile: bus.DefaultKeyFile(data, bus.Admitter)}
-	nc, _, err := bus.Open(context.Background(), admitter, "usherctl-test") // declares the streams
+	nc, js, err := bus.Open(context.Background(), admitter, "usherctl-test") // declares the streams
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	// q1 is a queue the streams know (replay refuses a name nothing knows).
+	body, err := event.Marshal("abandoned/q1/e/1", event.TypeLeft, "alice", time.Now(), event.Left{Queue: "q1", User: "alice", Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(context.Background(), event.LeaveSubject("q1"), body); err != nil {
+		t.Fatal(err)
+	}
 	replay := []string{"replay", "--stream", "entries", "--queue", "q1"}
 
 	t.Run("USHER_DATA_DIR unset, no .usher in the current directory", func(t *testing.T) {

@@ -25,7 +25,8 @@ const replaySynopsis = `usherctl replay --stream entries|admissions|orders|ops -
 
 Prints a queue's events in stream order. Without a start flag it starts at the
 stream's first event; without --follow it ends at the newest event stored when
-it began. In json format each line is one object:
+it began. A queue neither the streams nor the catalog know is exit 1. In
+json format each line is one object:
 
   {"seq":N,"stream":"USHER_ENTRIES","subject":"usher.enter.Q","stored":"RFC3339 time","event":{CloudEvents envelope as stored}}
 
@@ -127,7 +128,48 @@ func (c *cli) replay(ctx context.Context, args []string) error {
 	if errors.Is(err, context.Canceled) && f.follow {
 		return nil // interrupted, as --follow expects
 	}
+	if err == nil && n == 0 {
+		err = unknownReplayQueue(ctx, js, f.queue)
+	}
 	return err
+}
+
+// unknownReplayQueue is replay's answer when it printed nothing for a queue
+// nothing knows — no catalog entry, and no event of it in any stream — and
+// nil for any other: an empty replay with exit 0 would pass a typo off as a
+// quiet queue (audit, report and rebuild refuse such a name the same way).
+func unknownReplayQueue(ctx context.Context, js jetstream.JetStream, q string) error {
+	if _, known := currentTarget(ctx, js, q); known {
+		return nil
+	}
+	for _, name := range []string{"entries", "admissions", "orders"} {
+		w, _, _ := replayWindow(name, q)
+		st, err := js.Stream(ctx, w.stream)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", w.stream, err)
+		}
+		for _, filter := range w.filters {
+			info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+			if err != nil {
+				return fmt.Errorf("stream %s: %w", w.stream, err)
+			}
+			if len(info.State.Subjects) > 0 {
+				return nil
+			}
+		}
+	}
+	ops, _, _ := replayWindow("ops", q)
+	found := false
+	err := readStream(ctx, js, ops, func(m storedMsg) error {
+		if found = ofQueue(m.Data, q); found {
+			return errStop
+		}
+		return nil
+	})
+	if err != nil || found {
+		return err
+	}
+	return fmt.Errorf("replay: no queue %s: the streams hold none of its events and the catalog has no entry (is the name right?)", q)
 }
 
 // replayWindowOf checks the flags all at once and turns them into a window.
@@ -337,6 +379,11 @@ func (c *cli) republish(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 			held += n
 		}
 	}
+	if held == 0 { // nothing to send: say so of a mistyped name before asking
+		if err := unknownReplayQueue(ctx, js, f.queue); err != nil {
+			return err
+		}
+	}
 	upTo := min(held, uint64(f.max))
 	// A subject some stream captures gets JetStream publishes (acked); any
 	// other gets core publishes and a flush.
@@ -403,6 +450,9 @@ func (c *cli) republish(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 	}
 	if err == nil {
 		err = refused(nc, f.republish)
+	}
+	if err == nil && n == 0 {
+		err = unknownReplayQueue(ctx, js, f.queue)
 	}
 	if err != nil {
 		return err

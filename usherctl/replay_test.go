@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"usher/shared/bus"
+	"usher/shared/catalog"
 	"usher/shared/event"
 	"usher/shared/testenv"
 )
@@ -252,5 +253,42 @@ func TestARepublishTheBrokerRefusesFails(t *testing.T) {
 	}
 	if strings.Contains(r.stdout, "republished") {
 		t.Errorf("republish to crm.q1 printed %q although the broker refused it", r.stdout)
+	}
+}
+
+// A queue nothing knows of (a typo) is no quiet queue: replay printed
+// nothing and exited 0 for it, as audit did before it refused one. A queue
+// the catalog or any stream knows replays an empty window with exit 0.
+func TestReplayOfAQueueNothingKnowsFails(t *testing.T) {
+	w := newWorld(t)
+	queues, err := catalog.Open(context.Background(), w.js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--stream", "entries"},
+		{"--stream", "ops", "--since", "1h"},
+		{"--stream", "admissions", "--republish", "replay.crm.x", "--yes"},
+		{"--stream", "ops", "--republish", "replay.crm.x", "--yes"},
+	} {
+		r := w.usherctl(append([]string{"replay", "--queue", testenv.Name(t)}, args...)...)
+		if r.code != exitFailure || r.err == nil || !strings.Contains(r.err.Error(), "no queue") || strings.Contains(r.stdout, "republished") {
+			t.Errorf("replay %v of an unknown queue = exit %d, %v\n%s; want exit 1 saying there is no such queue", args, r.code, r.err, r.stdout)
+		}
+	}
+
+	joined, configured, cataloged := testenv.Name(t)+"-j", testenv.Name(t)+"-c", testenv.Name(t)+"-k"
+	w.join(joined, "alice")
+	w.configured(configured, 5, 0)
+	if _, err := queues.Put(context.Background(), catalog.Defaults(cataloged)); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{joined, configured, cataloged} {
+		for _, stream := range []string{"entries", "admissions", "orders", "ops"} {
+			r := w.usherctl("replay", "--stream", stream, "--queue", q, "--from-seq", "1000000")
+			if r.err != nil || r.stdout != "" {
+				t.Errorf("replay --stream %s of %s (known, nothing in the window) = %v\n%s; want nothing and exit 0", stream, q, r.err, r.stdout)
+			}
+		}
 	}
 }
