@@ -82,5 +82,8 @@ func TestBadCommandLinesExitWithStatusTwo(t *testing.T) {
 		if !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("usherctl %v: error %q, want it to contain %q", tt.args, err, tt.want)
 		}
+		if len(tt.args) > 0 && strings.Contains(err.Error(), tt.args[0]+": "+tt.args[0]+":") {
+			t.Errorf("usherctl %v: error %q names the command twice", tt.args, err)
+		}
 	}
 }

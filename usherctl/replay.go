@@ -52,7 +52,7 @@ func replayWindow(name, q string) (window, bool, error) {
 		// limit moves, draws.
 		return window{stream: event.StreamOps, filters: []string{event.OpsSubjects}}, true, nil
 	}
-	return window{}, false, usagef("replay: --stream %q: want entries, admissions, orders or ops", name)
+	return window{}, false, usagef("--stream %q: want entries, admissions, orders or ops", name)
 }
 
 // replayFlags are replay's command line.
