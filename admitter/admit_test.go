@@ -122,17 +122,14 @@ func (w *world) status(seq uint64) waitqueue.Status {
 	return e.Status
 }
 
-// admissions reads every admission event of the queue from the stream.
-func (w *world) admissions() []event.Admitted {
+// each hands every event of subject in stream, decoded as type typ into
+// a value of its own, to f with its metadata, in stream order.
+func each[T any](w *world, stream, subject, typ string, f func(T, *jetstream.MsgMetadata)) {
 	w.t.Helper()
-	ctx := context.Background()
-	cons, err := w.js.OrderedConsumer(ctx, event.StreamAdmissions, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{event.AdmittedSubject(w.queue)},
-	})
+	cons, err := w.js.OrderedConsumer(context.Background(), stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	var out []event.Admitted
 	for {
 		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(200*time.Millisecond))
 		if err != nil {
@@ -140,17 +137,31 @@ func (w *world) admissions() []event.Admitted {
 		}
 		n := 0
 		for m := range batch.Messages() {
-			var a event.Admitted
-			if _, err := event.Unmarshal(m.Data(), event.TypeAdmitted, &a); err != nil {
+			var v T
+			if _, err := event.Unmarshal(m.Data(), typ, &v); err != nil {
 				w.t.Fatal(err)
 			}
-			out = append(out, a)
+			md, err := m.Metadata()
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			f(v, md)
 			n++
 		}
 		if n == 0 {
-			return out
+			return
 		}
 	}
+}
+
+// admissions reads every admission event of the queue from the stream.
+func (w *world) admissions() []event.Admitted {
+	w.t.Helper()
+	var out []event.Admitted
+	each(w, event.StreamAdmissions, event.AdmittedSubject(w.queue), event.TypeAdmitted, func(a event.Admitted, _ *jetstream.MsgMetadata) {
+		out = append(out, a)
+	})
+	return out
 }
 
 func cfg(target, tickMs, ttl int) catalog.Config {
@@ -365,36 +376,13 @@ func TestAtClosesAtNobodyMoreIsAdmittedAndTheQueueCloses(t *testing.T) {
 // typ), by the event's sequence field (a join's place for a leave or an admission).
 func (w *world) storedAt(stream, subject, typ string) map[uint64]time.Time {
 	w.t.Helper()
-	ctx := context.Background()
-	cons, err := w.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
-	if err != nil {
-		w.t.Fatal(err)
-	}
 	out := map[uint64]time.Time{}
-	for {
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(200*time.Millisecond))
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			var d struct {
-				Seq uint64 `json:"seq"`
-			}
-			if _, err := event.Unmarshal(m.Data(), typ, &d); err != nil {
-				w.t.Fatal(err)
-			}
-			md, err := m.Metadata()
-			if err != nil {
-				w.t.Fatal(err)
-			}
-			out[d.Seq] = md.Timestamp
-			n++
-		}
-		if n == 0 {
-			return out
-		}
-	}
+	each(w, stream, subject, typ, func(d struct {
+		Seq uint64 `json:"seq"`
+	}, md *jetstream.MsgMetadata) {
+		out[d.Seq] = md.Timestamp
+	})
+	return out
 }
 
 // Shoppers a tick finds gone and the admission that then passes them are
