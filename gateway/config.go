@@ -11,6 +11,7 @@ import (
 
 	"usher/shared/config"
 	"usher/shared/service"
+	"usher/shared/shopper"
 )
 
 type settings struct {
@@ -24,9 +25,7 @@ type settings struct {
 	// script on one queue as one command".
 	redisPipelines int
 	adminToken     string
-	signingKeyFile string
-	verifyKeyFiles []string
-	ticketSecret   string
+	keyFiles       shopper.KeyFiles
 	powSecret      string // proof of work at the door: challenges and shadow tickets
 	notifierURL    string
 	pageCSS        string
@@ -46,9 +45,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		redisPipelines: env.Int("USHER_REDIS_PIPELINES", 2, 1),
 		databaseURL:    env.String("USHER_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/usher?sslmode=disable"),
 		adminToken:     env.String("USHER_ADMIN_TOKEN", devAdminToken),
-		signingKeyFile: env.String("USHER_SIGNING_KEY_FILE", filepath.Join(data, "signing.key")),
-		verifyKeyFiles: env.List("USHER_VERIFY_KEY_FILES", ""),
-		ticketSecret:   env.String("USHER_TICKET_SECRET_FILE", filepath.Join(data, "ticket.secret")),
+		keyFiles:       shopper.LoadKeyFiles(env, data),
 		powSecret:      env.String("USHER_CHALLENGE_SECRET_FILE", filepath.Join(data, "challenge.secret")),
 		notifierURL:    notifierPublicURL(env),
 		pageCSS:        pageCSSURL(env),

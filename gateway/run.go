@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
-	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -20,8 +19,6 @@ import (
 	"usher/shared/pow"
 	"usher/shared/ratelimit"
 	"usher/shared/service"
-	"usher/shared/ticket"
-	"usher/shared/token"
 )
 
 // run wires the gateway and serves until ctx ends.
@@ -30,14 +27,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	// The files' errors name the file; the operator sets a variable.
-	keys, err := token.LoadKeyring(s.signingKeyFile, s.verifyKeyFiles)
+	keys, tickets, err := s.keyFiles.Open()
 	if err != nil {
-		return fmt.Errorf("USHER_SIGNING_KEY_FILE=%s, USHER_VERIFY_KEY_FILES=%s: %w", s.signingKeyFile, strings.Join(s.verifyKeyFiles, ","), err)
-	}
-	tickets, err := ticket.LoadOrCreateSigner(s.ticketSecret)
-	if err != nil {
-		return fmt.Errorf("USHER_TICKET_SECRET_FILE=%s: %w", s.ticketSecret, err)
+		return err
 	}
 	challenges, err := pow.LoadOrCreateIssuer(s.powSecret, 0)
 	if err != nil {

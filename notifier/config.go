@@ -1,11 +1,11 @@
 package main
 
 import (
-	"path/filepath"
 	"time"
 
 	"usher/shared/config"
 	"usher/shared/service"
+	"usher/shared/shopper"
 )
 
 // settings are the notifier's environment. The names and defaults it
@@ -13,12 +13,10 @@ import (
 // are the gateway's, so one environment serves both.
 type settings struct {
 	service.Settings
-	addr           string
-	signingKeyFile string
-	verifyKeyFiles []string
-	ticketSecret   string
-	corsOrigins    []string
-	timing         timing
+	addr        string
+	keyFiles    shopper.KeyFiles
+	corsOrigins []string
+	timing      timing
 }
 
 // timing is the stream's pacing; tests shorten it.
@@ -33,12 +31,10 @@ type timing struct {
 func loadSettings(env *config.Env) (settings, error) {
 	data := env.String("USHER_DATA_DIR", ".usher")
 	s := settings{
-		Settings:       service.Load(env, 64),
-		addr:           env.Addr("USHER_NOTIFIER_ADDR", "127.0.0.1:8081"),
-		signingKeyFile: env.String("USHER_SIGNING_KEY_FILE", filepath.Join(data, "signing.key")),
-		verifyKeyFiles: env.List("USHER_VERIFY_KEY_FILES", ""),
-		ticketSecret:   env.String("USHER_TICKET_SECRET_FILE", filepath.Join(data, "ticket.secret")),
-		corsOrigins:    loadCORSOrigins(env),
+		Settings:    service.Load(env, 64),
+		addr:        env.Addr("USHER_NOTIFIER_ADDR", "127.0.0.1:8081"),
+		keyFiles:    shopper.LoadKeyFiles(env, data),
+		corsOrigins: loadCORSOrigins(env),
 		timing: timing{
 			positions:    env.Duration("USHER_NOTIFIER_POSITION_INTERVAL", time.Second),
 			heartbeat:    env.Duration("USHER_NOTIFIER_HEARTBEAT", 15*time.Second),

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
@@ -13,8 +12,6 @@ import (
 	"usher/shared/config"
 	"usher/shared/opshttp"
 	"usher/shared/service"
-	"usher/shared/ticket"
-	"usher/shared/token"
 )
 
 // run wires the notifier and serves until ctx ends.
@@ -23,14 +20,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	// The files' errors name the file; the operator sets a variable.
-	keys, err := token.LoadKeyring(s.signingKeyFile, s.verifyKeyFiles)
+	keys, tickets, err := s.keyFiles.Open()
 	if err != nil {
-		return fmt.Errorf("USHER_SIGNING_KEY_FILE=%s, USHER_VERIFY_KEY_FILES=%s: %w", s.signingKeyFile, strings.Join(s.verifyKeyFiles, ","), err)
-	}
-	tickets, err := ticket.LoadOrCreateSigner(s.ticketSecret)
-	if err != nil {
-		return fmt.Errorf("USHER_TICKET_SECRET_FILE=%s: %w", s.ticketSecret, err)
+		return err
 	}
 	d, err := service.Open(ctx, s.Settings, "notifier", stdout)
 	if err != nil {
