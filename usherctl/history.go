@@ -60,7 +60,13 @@ func (h *history) unknownQueue(ctx context.Context, js jetstream.JetStream, cmd 
 	if _, known := currentTarget(ctx, js, h.queue); known {
 		return nil
 	}
-	return fmt.Errorf("%s: no queue %s: the streams hold none of its events and the catalog has no entry (is the name right?)", cmd, h.queue)
+	return noQueue(cmd, h.queue)
+}
+
+// noQueue is the error of cmd for queue q, which neither the streams nor
+// the catalog know (unknownQueue, and replay's unknownReplayQueue).
+func noQueue(cmd, q string) error {
+	return fmt.Errorf("%s: no queue %s: the streams hold none of its events and the catalog has no entry (is the name right?)", cmd, q)
 }
 
 // entryEvent is a join (leave false) or a leave of USHER_ENTRIES.

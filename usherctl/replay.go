@@ -169,7 +169,7 @@ func unknownReplayQueue(ctx context.Context, js jetstream.JetStream, q string) e
 	if err != nil || found {
 		return err
 	}
-	return fmt.Errorf("replay: no queue %s: the streams hold none of its events and the catalog has no entry (is the name right?)", q)
+	return noQueue("replay", q)
 }
 
 // replayWindowOf checks the flags all at once and turns them into a window.
