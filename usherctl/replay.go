@@ -404,7 +404,7 @@ func (c *cli) republish(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 			select {
 			case <-p.Ok():
 			case err := <-p.Err():
-				return fmt.Errorf("republish: %w", err)
+				return fmt.Errorf("republish to %s refused by stream %s: %w", f.republish, target, err)
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -435,21 +435,25 @@ func (c *cli) republish(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 		} else if err := nc.PublishMsg(msg); err != nil {
 			return fmt.Errorf("republish: %w", err)
 		}
-		if n++; n >= f.max {
-			return errStop
-		}
-		if n == 1 && target == "" {
+		if n++; n == 1 {
 			// A broker that may not take the subject says so only
-			// asynchronously: find out before sending the rest.
-			return refused(nc, f.republish)
+			// asynchronously, and never acks a JetStream publish it
+			// refused: find out before sending the rest or waiting for
+			// an ack.
+			if err := refused(nc, f.republish); err != nil {
+				return err
+			}
+		}
+		if n >= f.max {
+			return errStop
 		}
 		return nil
 	})
 	if err == nil {
-		err = wait()
+		err = refused(nc, f.republish)
 	}
 	if err == nil {
-		err = refused(nc, f.republish)
+		err = wait()
 	}
 	if err == nil && n == 0 {
 		err = unknownReplayQueue(ctx, js, f.queue)

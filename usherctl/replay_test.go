@@ -2,15 +2,18 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"usher/shared/bus"
 	"usher/shared/catalog"
@@ -290,5 +293,86 @@ func TestReplayOfAQueueNothingKnowsFails(t *testing.T) {
 				t.Errorf("replay --stream %s of %s (known, nothing in the window) = %v\n%s; want nothing and exit 0", stream, q, r.err, r.stdout)
 			}
 		}
+	}
+}
+
+// A republish to a subject another stream stores goes out as a JetStream
+// publish and waits for the stream's ack. When the broker refuses the
+// publish (usherctl may publish only under replay.>) no ack ever comes:
+// the republish must fail at once, naming the refusal, not wait for an
+// ack until it is stopped (here: its context's deadline, which a failure
+// that names the refusal did not reach). When the stream itself refuses
+// it (here: full, discarding new messages), its answer names why.
+func TestARepublishToAnotherStreamTheBrokerRefusesFailsFast(t *testing.T) {
+	data := t.TempDir()
+	natsDir := filepath.Join(data, "nats")
+	if r := usherctlWith(t, nil, "nats-auth", "--dir", natsDir); r.err != nil {
+		t.Fatalf("nats-auth: %v\n%s%s", r.err, r.stdout, r.stderr)
+	}
+	// The broker also serves a downstream service whose operators declare
+	// streams of its own (user crm, no usher role).
+	conf := filepath.Join(natsDir, bus.AuthFile)
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte("users = ["), []byte("users = [\n    {user: crm, password: crm}"), 1)
+	if err := os.WriteFile(conf, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := testenv.NATSFromConfig(t, conf, nil).ClientURL()
+	nc, js, err := bus.Open(context.Background(), bus.Settings{URLs: []string{url}, Replicas: 1, Role: bus.Admitter,
+		NKeyFile: bus.DefaultKeyFile(data, bus.Admitter)}, "usherctl-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	body, err := event.Marshal("abandoned/q1/e/1", event.TypeLeft, "alice", time.Now(), event.Left{Queue: "q1", User: "alice", Seq: 1, Reason: "abandoned"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(context.Background(), event.LeaveSubject("q1"), body); err != nil {
+		t.Fatal(err)
+	}
+	crm, err := nats.Connect(url, nats.UserInfo("crm", "crm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(crm.Close)
+	cjs, err := jetstream.New(crm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := cjs.CreateStream(ctx, jetstream.StreamConfig{Name: "CRM", Subjects: []string{"crm.>"}, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cjs.CreateStream(ctx, jetstream.StreamConfig{Name: "CRM_REPLAY", Subjects: []string{"replay.crm.>"},
+		Storage: jetstream.MemoryStorage, MaxBytes: 1, Discard: jetstream.DiscardNew}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"USHER_NATS_URL": url, "USHER_DATA_DIR": data}
+	replay := []string{"replay", "--stream", "entries", "--queue", "q1", "--yes", "--republish"}
+
+	republish := func(subj string) result {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		var out, errb bytes.Buffer
+		err := run(ctx, append(replay, subj), func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb)
+		return result{stdout: out.String(), stderr: errb.String(), code: exitCode(err), err: err}
+	}
+	r := republish("crm.q1")
+	if r.code != exitFailure || r.err == nil || !strings.Contains(r.err.Error(), `Permissions Violation for Publish to "crm.q1"`) ||
+		!strings.Contains(r.err.Error(), "replay.>") {
+		t.Errorf("republish to crm.q1 (stored by CRM) = %v (exit %d), want a failure naming the broker's refusal and replay.>", r.err, r.code)
+	}
+	if strings.Contains(r.stdout, "republished") {
+		t.Errorf("republish to crm.q1 printed %q although the broker refused it", r.stdout)
+	}
+
+	r = republish("replay.crm.q1")
+	if r.code != exitFailure || r.err == nil || !strings.Contains(r.err.Error(), "CRM_REPLAY") ||
+		!strings.Contains(r.err.Error(), "maximum bytes exceeded") {
+		t.Errorf("republish to replay.crm.q1 (a full CRM_REPLAY) = %v (exit %d), want a failure naming the stream and why", r.err, r.code)
 	}
 }
