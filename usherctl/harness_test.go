@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -19,9 +21,37 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(asMain) == "1" { // re-executed by usherctlProcess
+		main()
+	}
 	code := m.Run()
 	testenv.Stop()
 	os.Exit(code)
+}
+
+// asMain, set in the environment, makes the test binary run usherctl's
+// main with its command line instead of the tests.
+const asMain = "USHERCTL_TEST_AS_MAIN"
+
+// usherctlProcess runs usherctl's main in a process of its own, with env as
+// its environment besides asMain, and returns what it printed and its exit
+// status: what an operator sees in a terminal, the process's stderr
+// included, which libraries write to on their own.
+func usherctlProcess(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
+	cmd.Env = []string{asMain + "=1", "HOME=" + t.TempDir()}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("usherctl %v: %v", args, err)
+	}
+	return result{stdout: out.String(), stderr: errb.String(), code: cmd.ProcessState.ExitCode(), err: err}
 }
 
 // world is a NATS JetStream server with usher's streams, and optionally a

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"reflect"
 	"strings"
 	"testing"
@@ -298,5 +299,29 @@ func TestRebuildOfAQueueNothingKnowsFails(t *testing.T) {
 	l.world.join(l.q, "alice") // in the stream, lost from Redis
 	if r := l.usherctl("rebuild", "--queue", l.q, "--dry-run"); r.code != 0 {
 		t.Errorf("rebuild --dry-run of a queue the streams know = exit %d, %v", r.code, r.err)
+	}
+}
+
+// With Redis down an operator sees one error, usherctl's, naming Redis and
+// what refused: go-redis's own logger printed its dial failures on stderr
+// first ("redis: … connection pool: failed to dial after 5 attempts: …"),
+// lines of another format that read as more failures.
+func TestRebuildWithRedisDownSaysSoOnce(t *testing.T) {
+	w := newWorld(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "redis://" + ln.Addr().String() + "/0" // nothing listens there once closed
+	ln.Close()
+	r := usherctlProcess(t, map[string]string{"USHER_NATS_URL": w.natsURL, "USHER_REDIS_URL": down, "USER": "tester"},
+		"rebuild", "--queue", "drop")
+	lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+	if r.code != exitFailure || len(lines) != 1 || !strings.HasPrefix(lines[0], "usherctl: ") ||
+		!strings.Contains(lines[0], "redis") || !strings.Contains(lines[0], "connection refused") {
+		t.Errorf("rebuild with Redis down = exit %d, stderr:\n%s\nwant exit 1 and one line, usherctl's, naming Redis's refusal", r.code, r.stderr)
+	}
+	if r.stdout != "" {
+		t.Errorf("rebuild with Redis down printed %q on stdout, want nothing", r.stdout)
 	}
 }
