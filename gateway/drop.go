@@ -179,11 +179,13 @@ type publicQueue struct {
 // the start; once drawn the seed, how many were drawn and the digest of
 // their order — all a shopper needs to check a published pre-queue list
 // against the draw, and their own place in it (README, "Verifying a draw").
+// Entries is there once drawn, 0 included: a verifier compares it with the
+// length of the list it checked, and an empty draw's list is empty.
 type publicLottery struct {
 	Commitment  string     `json:"commitment"`
 	Seed        string     `json:"seed,omitempty"`
 	DrawnAt     *time.Time `json:"drawnAt,omitempty"`
-	Entries     int        `json:"entries,omitempty"`
+	Entries     *int       `json:"entries,omitempty"`
 	OrderDigest string     `json:"orderDigest,omitempty"`
 }
 
@@ -209,7 +211,8 @@ func publicLotteryOf(l *catalog.Lottery) *publicLottery {
 	}
 	p := &publicLottery{Commitment: l.Commitment}
 	if l.Drawn {
-		p.Seed, p.DrawnAt, p.Entries, p.OrderDigest = l.Seed, l.DrawnAt, l.Entries, l.OrderDigest
+		n := l.Entries
+		p.Seed, p.DrawnAt, p.Entries, p.OrderDigest = l.Seed, l.DrawnAt, &n, l.OrderDigest
 	}
 	return p
 }

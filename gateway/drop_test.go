@@ -480,7 +480,37 @@ func TestADrawnDropsOpeningCannotMovePastTheDraw(t *testing.T) {
 		t.Fatalf("PUT scheduling a drawn queue again = %s; want 400 naming opensAt", r.raw)
 	}
 	// The public view (checked against the API contract) shows the draw.
-	if v := h.publicQueue(); v.Lottery == nil || v.Lottery.DrawnAt == nil || v.Lottery.Entries != 3 || v.Lottery.OrderDigest != strings.Repeat("5e", 32) {
+	if v := h.publicQueue(); v.Lottery == nil || v.Lottery.DrawnAt == nil || v.Lottery.Entries == nil || *v.Lottery.Entries != 3 || v.Lottery.OrderDigest != strings.Repeat("5e", 32) {
 		t.Fatalf("public lottery = %+v; want the drawn one kept, with its entries and order digest", v.Lottery)
+	}
+}
+
+// A draw with nobody pre-queued shows entries 0 in the public view, as it
+// shows every other count: a verifier compares its list's length with
+// lottery.entries (README, "Verifying a draw"), and an empty list is
+// length 0, not a missing field.
+func TestAnEmptyDrawShowsZeroEntries(t *testing.T) {
+	h := newHarness(t)
+	opens := time.Now().Add(-time.Minute)
+	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(opens)+`"}`, 200)
+	lot := func() (map[string]any, string) {
+		t.Helper()
+		h.publicQueue() // checked against the API contract
+		r := h.do("GET", "/v1/queues/"+h.queue, "", nil)
+		var v struct {
+			Lottery map[string]any `json:"lottery"`
+		}
+		if err := json.Unmarshal(r.raw, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v.Lottery, string(r.raw)
+	}
+	if l, raw := lot(); l["entries"] != nil {
+		t.Fatalf("public view before the draw = %s; want no entries", raw)
+	}
+	drawnAt := opens.Add(time.Second)
+	h.recordDraw(func(l *catalog.Lottery) { l.DrawnAt, l.Entries, l.OrderDigest = &drawnAt, 0, lottery.Digest(nil) })
+	if l, raw := lot(); l["entries"] != float64(0) {
+		t.Fatalf("public view after an empty draw = %s; want lottery.entries 0", raw)
 	}
 }
