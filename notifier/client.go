@@ -111,9 +111,10 @@ func (c *client) state() (view, *waitqueue.Entry, ending) {
 }
 
 // admit records the client's admission as the line holds it (the first
-// one wins: it is one token), and what it is told until readyAt — first
-// in line, of the line as that same read found it: the length an earlier
-// read found is the line before the admission took the shopper out.
+// one wins: it is one token), and the line's length as that same read
+// found it: what the shopper is told until readyAt (stream.untilReady)
+// counts that line, never the length an earlier read found, from before
+// the admission took the shopper out.
 func (c *client) admit(e waitqueue.Entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -310,11 +311,14 @@ func (c *client) apply(e waitqueue.Entry) {
 		return
 	case waitqueue.Waiting, waitqueue.Unknown:
 		c.mu.Lock()
-		pos := e.Position
+		pos, waiting := e.Position, e.Waiting
 		if e.Status == waitqueue.Unknown {
-			pos = e.Waiting + 1 // joined, not yet in Redis: at the back
+			// Joined, not yet in Redis: at the back, of the line with
+			// them in it (as shopper.Of tells a poll).
+			pos = e.Waiting + 1
+			waiting = pos
 		}
-		v := view{position: pos, waiting: e.Waiting}
+		v := view{position: pos, waiting: waiting}
 		v.eta, v.etaKnown = waitqueue.ETA(pos, e.Rate)
 		if c.base < 0 && v != c.view {
 			c.view = v

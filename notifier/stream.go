@@ -523,7 +523,9 @@ func (st *stream) push() (done bool, err error) {
 			if st.readyAt == nil {
 				st.readyAt = time.NewTimer(adm.ReadyAt.Sub(now))
 			}
-			v = view{position: 1, waiting: v.waiting, etaKnown: true}
+			if v, err = st.untilReady(*adm, v.waiting, now); err != nil {
+				return false, err
+			}
 		} else if err := st.ready(*adm, now); err != nil {
 			return false, err
 		}
@@ -584,6 +586,20 @@ func (st *stream) push() (done bool, err error) {
 		return false, st.send("stock", data)
 	}
 	return false, nil
+}
+
+// untilReady is what an admitted shopper is told until readyAt, as a poll
+// of theirs answers it (shopper.Of: first in line, of a line that holds
+// them), with the line's length as last read (line): the admission's read,
+// or a position tick's since.
+func (st *stream) untilReady(adm waitqueue.Entry, line int64, now time.Time) (view, error) {
+	cfg, _ := st.queues.Get(st.c.queue)
+	adm.Waiting = line
+	v, err := shopper.Of(adm, cfg, st.user, now, st.keys)
+	if err != nil {
+		return view{}, err
+	}
+	return view{position: v.Position, waiting: v.Waiting, eta: v.ETA, etaKnown: v.ETAKnown}, nil
 }
 
 // ready sends READY with the entry token, minted by shopper.Of from the

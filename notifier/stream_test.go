@@ -17,6 +17,7 @@ import (
 
 	"usher/shared/catalog"
 	"usher/shared/event"
+	"usher/shared/shopper"
 	"usher/shared/testenv"
 	"usher/shared/ticket"
 	"usher/shared/token"
@@ -809,7 +810,7 @@ func TestADropsOpeningSaysNoPlaceBelowOne(t *testing.T) {
 // The place an admitted shopper is told until readyAt (first in line) and
 // the line's length come from one read of the line, the one that found
 // the admission: never the length an earlier read found (3 here, before
-// the admission took alice out of it).
+// dave joined and the admission took alice out of it).
 func TestTheLastPositionBeforeReadyIsOneRead(t *testing.T) {
 	w := newWorld(t)
 	n := w.start("USHER_NOTIFIER_POSITION_INTERVAL", "1h") // no position ticks: only the reads of the admission
@@ -820,6 +821,7 @@ func TestTheLastPositionBeforeReadyIsOneRead(t *testing.T) {
 	if p := decode[positionData](t, s.until("position", 5*time.Second)); p.Position != 1 || p.Waiting != 3 {
 		t.Fatalf("position = %+v, want 1 of 3", p)
 	}
+	w.join(4, "dave") // no position tick tells alice's stream of him
 	// alice is admitted, READY at the end of a 2 s tick.
 	testenv.Applied(t, w.line, w.queue, w.epoch, 1<<40)
 	testenv.Tick(t, w.line, w.queue, waitqueue.Tick{Epoch: w.epoch, TargetActive: 1, TickLength: 2 * time.Second,
@@ -827,12 +829,70 @@ func TestTheLastPositionBeforeReadyIsOneRead(t *testing.T) {
 	w.announce()
 	ev := s.next(10 * time.Second)
 	for ; ev.typ == "position"; ev = s.next(10 * time.Second) {
-		if p := decode[positionData](t, ev); p.Position != 1 || p.Waiting != 2 {
-			t.Errorf("position after the admission = %+v, want 1 of 2 (the line the admission's read found)", p)
+		if p := decode[positionData](t, ev); p.Position != 1 || p.Waiting != 4 {
+			t.Errorf("position after the admission = %+v, want 1 of 4 (alice ahead of the line the admission's read found)", p)
 		}
 	}
 	if ev.typ != "ready" {
 		t.Fatalf("event after the admission = %s %s, want position, then ready", ev.typ, ev.data)
+	}
+}
+
+// Until readyAt an admitted shopper's stream says what a poll of theirs
+// answers (shopper.Of, the gateway's view): first in line, of a line that
+// holds them. Alone, that is 1 of 1 — never "1 of 0", which the line's
+// count (the admission took them out of it) would make it.
+func TestAnAdmittedShoppersPositionIsWhatThePollSays(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	tk := w.join(1, "alice")
+	s := open(t, n.url(w.queue, tk), "")
+	if p := decode[positionData](t, s.until("position", 5*time.Second)); p.Position != 1 || p.Waiting != 1 {
+		t.Fatalf("position = %+v, want 1 of 1", p)
+	}
+	// alice is admitted, READY at the end of a 3 s tick.
+	testenv.Applied(t, w.line, w.queue, w.epoch, 1<<40)
+	testenv.Tick(t, w.line, w.queue, waitqueue.Tick{Epoch: w.epoch, TargetActive: 1, TickLength: 3 * time.Second,
+		TokenTTL: time.Minute, Offset: 999})
+	w.announce()
+	e, err := w.line.Poll(context.Background(), w.queue, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := w.queues.Get(w.queue)
+	poll, err := shopper.Of(e, cfg, "alice", time.Now(), nil) // before readyAt: nothing to sign
+	if err != nil || !poll.Admitted {
+		t.Fatalf("the poll's view = %+v, %v; want admitted, first in line", poll, err)
+	}
+	told := 0
+	ev := s.next(10 * time.Second)
+	for ; ev.typ == "position"; ev = s.next(10 * time.Second) {
+		told++
+		p := decode[positionData](t, ev)
+		if p.Position != 1 || p.Waiting != 1 {
+			t.Errorf("position after the admission = %s, want 1 of 1", ev.data)
+		}
+		if p.Position != poll.Position || p.Waiting != poll.Waiting || p.ETASeconds == nil || *p.ETASeconds != poll.ETA {
+			t.Errorf("position after the admission = %s; a poll says %+v", ev.data, poll)
+		}
+	}
+	if ev.typ != "ready" || told == 0 {
+		t.Fatalf("after the admission: %d position events, then %s %s; want position, then ready", told, ev.typ, ev.data)
+	}
+}
+
+// A join the line has not applied yet (Redis lost it, the follower has not
+// put it back) is at the back of a line that holds it, as a poll says:
+// 3 of 3 behind alice and bob, not 3 of 2.
+func TestAJoinNotInTheLineYetIsCountedInIt(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	w.join(1, "alice")
+	w.join(2, "bob")
+	tk := w.tickets.Issue(ticket.Ticket{Queue: w.queue, User: "carol", Epoch: w.epoch, Seq: 3}) // not in Redis
+	s := open(t, n.url(w.queue, tk), "")
+	if p := decode[positionData](t, s.until("position", 5*time.Second)); p.Position != 3 || p.Waiting != 3 {
+		t.Fatalf("position = %+v, want 3 of 3", p)
 	}
 }
 

@@ -37,7 +37,9 @@ const (
 type View struct {
 	Status   Status
 	Position int64 // 1-based place while Waiting; 0 otherwise
-	Waiting  int64 // how many wait in the queue
+	// Waiting is how many wait in the queue; a shopper told Waiting is
+	// one of them, an admitted one before ReadyAt too (first in line).
+	Waiting int64
 	// ETA is the estimated wait in seconds, when ETAKnown (the queue has
 	// admitted someone: see waitqueue.ETA).
 	ETA      int64
@@ -92,8 +94,10 @@ func Of(e waitqueue.Entry, cfg catalog.Config, user string, now time.Time, keys 
 		}
 		v.Status, v.Position = Waiting, e.Position
 		if e.Status == waitqueue.Unknown {
-			// Joined, not yet applied to the line: at the back.
+			// Joined, not yet applied to the line: at the back, of the
+			// line with them in it.
 			v.Position = e.Waiting + 1
+			v.Waiting = v.Position
 		}
 		v.ETA, v.ETAKnown = waitqueue.ETA(v.Position, e.Rate)
 		v.Stock, v.SKUs = stockOf(e)
@@ -102,7 +106,10 @@ func Of(e waitqueue.Entry, cfg catalog.Config, user string, now time.Time, keys 
 		// one, and must see those that ran out while they waited.
 		v.Stock, v.SKUs = stockOf(e)
 		if now.Before(e.ReadyAt) {
-			v.Status, v.Position, v.ETA, v.ETAKnown = Waiting, 1, 0, true
+			// First in line until readyAt, of a line that holds them: the
+			// line's count no longer does (the admission took them out of
+			// it), and alone they would be told 1 of 0.
+			v.Status, v.Position, v.Waiting, v.ETA, v.ETAKnown = Waiting, 1, e.Waiting+1, 0, true
 			v.Admitted, v.ReadyAt = true, e.ReadyAt
 			break
 		}

@@ -26,6 +26,8 @@ func TestOfSaysWhatTheLineHolds(t *testing.T) {
 		ReadyAt: now.Add(-time.Second), ExpiresAt: now.Add(time.Minute)}
 	early := admitted
 	early.ReadyAt = now.Add(time.Second)
+	alone := early // nobody behind: the line's count (Waiting) is 0
+	alone.Waiting = 0
 	// A stock-aware queue's figures come with every read of the line.
 	stocked := early
 	stocked.Stock, stocked.SKUs = waitqueue.StockAvailable, []string{"shoe-41"}
@@ -42,18 +44,20 @@ func TestOfSaysWhatTheLineHolds(t *testing.T) {
 		{"waiting while the last units are held ahead", waitqueue.Entry{Status: waitqueue.Waiting, Position: 4, Waiting: 9,
 			Stock: waitqueue.StockHeld, SKUs: []string{"shoe-41"}}, open,
 			shopper.View{Status: shopper.Waiting, Position: 4, Waiting: 9, Stock: "held", SKUs: []string{"shoe-41"}}},
-		{"joined, not applied yet: at the back", waitqueue.Entry{Status: waitqueue.Unknown, Waiting: 9}, open,
-			shopper.View{Status: shopper.Waiting, Position: 10, Waiting: 9}},
+		{"joined, not applied yet: at the back, of the line with them", waitqueue.Entry{Status: waitqueue.Unknown, Waiting: 9}, open,
+			shopper.View{Status: shopper.Waiting, Position: 10, Waiting: 10}},
 		{"waiting in a closed queue", waitqueue.Entry{Status: waitqueue.Waiting, Position: 4, Waiting: 9}, closed,
 			shopper.View{Status: shopper.Closed, Waiting: 9, Reason: "sold_out"}},
 		{"waiting once closesAt passed", waitqueue.Entry{Status: waitqueue.Waiting, Position: 4, Waiting: 9}, ended,
 			shopper.View{Status: shopper.Closed, Waiting: 9, Reason: "ended"}},
 		{"pre-queued once closesAt passed", waitqueue.Entry{Status: waitqueue.PreQueued, Waiting: 9}, ended,
 			shopper.View{Status: shopper.Closed, Waiting: 9, Reason: "ended"}},
-		{"admitted, before readyAt: first in line", early, open,
-			shopper.View{Status: shopper.Waiting, Position: 1, Waiting: 3, ETAKnown: true, Admitted: true, ReadyAt: early.ReadyAt}},
+		{"admitted, before readyAt: first of the line, which holds them (3 behind)", early, open,
+			shopper.View{Status: shopper.Waiting, Position: 1, Waiting: 4, ETAKnown: true, Admitted: true, ReadyAt: early.ReadyAt}},
+		{"admitted alone, before readyAt: 1 of 1, never 1 of 0", alone, open,
+			shopper.View{Status: shopper.Waiting, Position: 1, Waiting: 1, ETAKnown: true, Admitted: true, ReadyAt: early.ReadyAt}},
 		{"admitted, before readyAt, in a stock-aware queue: the stock too", stocked, open,
-			shopper.View{Status: shopper.Waiting, Position: 1, Waiting: 3, ETAKnown: true, Admitted: true, ReadyAt: early.ReadyAt,
+			shopper.View{Status: shopper.Waiting, Position: 1, Waiting: 4, ETAKnown: true, Admitted: true, ReadyAt: early.ReadyAt,
 				Stock: "available", SKUs: []string{"shoe-41"}}},
 		{"waiting before the store reported any stock: none said", waitqueue.Entry{Status: waitqueue.Waiting, Position: 4, Waiting: 9,
 			Stock: waitqueue.StockUnknown}, open,
