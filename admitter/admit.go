@@ -156,18 +156,10 @@ func (a *admitter) loop(ctx context.Context, q string, kick func()) error {
 		if !ok {
 			return nil
 		}
-		tickLen := time.Duration(cfg.TickMs) * time.Millisecond
-		next, err := a.tick(ctx, cfg, kick)
-		if err != nil {
-			if h, isHook := err.(hookError); isHook {
-				return h.err
-			}
-			if ctx.Err() != nil {
-				return nil
-			}
-			log.Error("admission tick", "err", err)
-			next = tickLen
-		}
+		// Before the tick: a stock-aware queue's first tick then knows its
+		// stock. One that did not admitted nobody, and turned away every
+		// admission at once (a passthrough join, a join into an empty
+		// line) until the next tick.
 		if time.Since(closedCheck) > time.Second {
 			closedCheck = time.Now()
 			if err := a.dropIfClosedLong(ctx, cfg); err != nil && ctx.Err() == nil {
@@ -186,6 +178,18 @@ func (a *admitter) loop(ctx context.Context, q string, kick func()) error {
 						"skus", missing)
 				}
 			}
+		}
+		tickLen := time.Duration(cfg.TickMs) * time.Millisecond
+		next, err := a.tick(ctx, cfg, kick)
+		if err != nil {
+			if h, isHook := err.(hookError); isHook {
+				return h.err
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.Error("admission tick", "err", err)
+			next = tickLen
 		}
 		timer.Reset(next)
 	}

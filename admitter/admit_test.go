@@ -18,6 +18,7 @@ import (
 	"usher/shared/catalog"
 	"usher/shared/event"
 	"usher/shared/keyspace"
+	"usher/shared/orders"
 	"usher/shared/testenv"
 	"usher/shared/waitqueue"
 )
@@ -37,6 +38,7 @@ type world struct {
 	queues   *catalog.Catalog
 	line     *waitqueue.Store
 	queue    string
+	dbURL    string // where the admitter reads the stock ("": the default, none in tests)
 }
 
 func newWorld(t *testing.T, cfg catalog.Config) *world {
@@ -92,6 +94,9 @@ func (w *world) start(h hooks) <-chan error {
 	env := map[string]string{
 		"USHER_NATS_URL": w.natsURL, "USHER_REDIS_URL": w.redisURL,
 		"USHER_ADMITTER_ADDR": "127.0.0.1:0", "USHER_LOG_LEVEL": "error",
+	}
+	if w.dbURL != "" {
+		env["USHER_DATABASE_URL"] = w.dbURL
 	}
 	go func() {
 		defer close(done)
@@ -431,5 +436,48 @@ func TestAbandonedShoppersAreRecordedBeforeTheAdmissionPassingThem(t *testing.T)
 		if left[g].IsZero() || !left[g].Before(admitted[next]) {
 			t.Errorf("seq %d's leave stored at %s, next's admission at %s: want the leave first", g, left[g], admitted[next])
 		}
+	}
+}
+
+// A passthrough join into a new stock-aware queue is READY in its own
+// answer: the gateway admits it at once (AdmitEntry) as soon as the queue
+// has ticked, and the first tick knows the stock, which the admitter reads
+// before it. It read it after: the first tick found the stock unknown
+// (nothing sellable), and every join until the next tick — a minute here,
+// 100 ms by default — answered WAITING.
+func TestAStockAwareQueuesFirstTickKnowsItsStock(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.PostgresURL(t)
+	store, err := orders.Open(db, orders.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.SetStock(ctx, "shoe", 10); err != nil {
+		t.Fatal(err)
+	}
+	c := cfg(20, 60000, 300) // one tick in the test: the next is a minute away
+	c.Mode, c.SKU = catalog.ModePassthrough, "shoe"
+	w := newWorld(t, c)
+	w.dbURL = db
+	w.start(hooks{})
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		st, err := w.line.Stats(ctx, w.queue)
+		return err == nil && !st.LastTick.IsZero()
+	}, "the queue never ticked")
+
+	seq := w.join("alice")
+	testenv.Eventually(t, 10*time.Second, func() bool { return w.status(seq) == waitqueue.Waiting }, "alice not in line")
+	epoch, err := bus.StreamID(ctx, w.js, event.StreamEntries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := w.line.AdmitEntry(ctx, w.queue, epoch, seq, 5*time.Minute, time.Minute, true)
+	if err != nil || len(got) != 1 || got[0] != seq {
+		st, _ := w.line.Stats(ctx, w.queue)
+		t.Fatalf("AdmitEntry after the first tick = %v, %v (stock %q); want alice (%d) admitted at once", got, err, st.Stock, seq)
 	}
 }
