@@ -87,8 +87,8 @@ func viewOfRecord(r orders.Record) orderView {
 }
 
 // entryToken checks the bearer entry token: garbage, forged or expired →
-// 401, before its nbf → 425, another user's → 403, a queue this usher does
-// not know → 401.
+// 401 (but an expired one that placed an order: see placedBy), before its
+// nbf → 425, another user's → 403, a queue this usher does not know → 401.
 func (a *api) entryToken(c *fiber.Ctx, user string) (token.Claims, catalog.Config, error) {
 	raw, ok := bearerCredentials(c.Get(fiber.HeaderAuthorization))
 	if !ok {
@@ -110,7 +110,10 @@ func (a *api) entryToken(c *fiber.Ctx, user string) (token.Claims, catalog.Confi
 		p.RetryAfter = 1
 		return claims, catalog.Config{}, p
 	case errors.Is(err, token.ErrExpired):
-		return claims, catalog.Config{}, problem.New(fiber.StatusUnauthorized, "token-expired", "the entry token has expired")
+		claims, err = a.placedBy(c.UserContext(), raw, user)
+		if err != nil {
+			return claims, catalog.Config{}, err
+		}
 	case err != nil:
 		return claims, catalog.Config{}, problem.New(fiber.StatusUnauthorized, "invalid-token", "the entry token is not one usher issued")
 	}
@@ -126,6 +129,27 @@ func (a *api) entryToken(c *fiber.Ctx, user string) (token.Claims, catalog.Confi
 		return claims, cfg, problem.New(fiber.StatusUnauthorized, "invalid-token", "the entry token is for a line that has been reset")
 	}
 	return claims, cfg, nil
+}
+
+// placedBy reads an expired entry token that placed an order: a shopper
+// whose answer was lost (a dropped connection, a tab closed on "Order")
+// submits the token again, and is answered with the order it placed — 202
+// while pending, 200 once final — however long after the token expired;
+// the order id comes from the token alone. A token that placed nothing, or
+// another user's, is a 401 token-expired as ever: an expired token orders
+// nothing new.
+func (a *api) placedBy(ctx context.Context, raw, user string) (token.Claims, error) {
+	expired := problem.New(fiber.StatusUnauthorized, "token-expired", "the entry token has expired")
+	claims, err := a.keys.VerifyExpired(raw, a.now())
+	if err != nil || claims.User != user {
+		return token.Claims{}, expired
+	}
+	if _, found, err := a.orders.Get(ctx, orders.ID(claims.ID)); err != nil {
+		return token.Claims{}, lineDown(err)
+	} else if !found {
+		return token.Claims{}, expired
+	}
+	return claims, nil
 }
 
 // readyTolerance is how early an order may come by this host's clock: the

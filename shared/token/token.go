@@ -213,6 +213,32 @@ func (kr *Keyring) Verify(s string, now time.Time) (Claims, error) {
 	return Claims{ID: c.ID, Queue: c.Audience[0], User: c.Subject, ReadyAt: c.NotBefore.Time, ExpiresAt: c.ExpiresAt.Time}, nil
 }
 
+// VerifyExpired returns the claims of a token that Verify refuses at now
+// for its expiry alone: signed by a key of the keyring, by usher, and
+// valid when it was (checked at its not-before). Anything else is the
+// error Verify gives at now (nil for a token still valid: ErrInvalid
+// then, it is not expired). It grants nothing: a caller may answer only
+// for what the token did while it was valid — the order it placed, which
+// a shopper whose answer was lost asks for again with it.
+func (kr *Keyring) VerifyExpired(s string, now time.Time) (Claims, error) {
+	_, err := kr.Verify(s, now)
+	switch {
+	case err == nil:
+		return Claims{}, ErrInvalid
+	case !errors.Is(err, ErrExpired):
+		return Claims{}, err
+	}
+	var c claims
+	if _, _, err := jwt.NewParser().ParseUnverified(s, &c); err != nil || c.NotBefore == nil {
+		return Claims{}, ErrInvalid
+	}
+	got, err := kr.Verify(s, c.NotBefore.Time)
+	if err != nil {
+		return Claims{}, ErrInvalid
+	}
+	return got, nil
+}
+
 // JWKS returns the JSON Web Key Set (RFC 7517, OKP keys per RFC 8037) of
 // every key the keyring accepts.
 func (kr *Keyring) JWKS() []byte {

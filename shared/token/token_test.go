@@ -137,3 +137,42 @@ func flipLastBits(sig string) string {
 	last := strings.IndexByte(alphabet, sig[len(sig)-1])
 	return sig[:len(sig)-1] + string(alphabet[last^1])
 }
+
+// VerifyExpired hands the claims of a token whose only fault is its
+// expiry — what an order resubmitted after it asks for — and nothing for
+// any other token.
+func TestVerifyExpired(t *testing.T) {
+	key, other := newKey(t), newKey(t)
+	kr := token.NewKeyring(key)
+	at := time.Unix(1_800_000_000, 0)
+	c := token.Claims{ID: "demo:1", Queue: "demo", User: "alice", ReadyAt: at, ExpiresAt: at.Add(time.Second)}
+	good, _ := kr.Sign(c)
+	forged, _ := token.NewKeyring(other).Sign(c)
+	parts := strings.Split(good, ".")
+	later := at.Add(time.Hour)
+	tests := []struct {
+		name string
+		tok  string
+		now  time.Time
+		want error
+	}{
+		{"expired", good, later, nil},
+		{"at its expiry", good, at.Add(time.Second), nil},
+		{"still valid", good, at, token.ErrInvalid},
+		{"before readyAt", good, at.Add(-time.Second), token.ErrEarly},
+		{"expired, signed by another key", forged, later, token.ErrInvalid},
+		{"expired, tampered payload", parts[0] + "." + parts[1] + "x." + parts[2], later, token.ErrInvalid},
+		{"garbage", "not.a.jwt", later, token.ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := kr.VerifyExpired(tt.tok, tt.now)
+			if !errors.Is(err, tt.want) && !(err == nil && tt.want == nil) {
+				t.Fatalf("VerifyExpired = %+v, %v; want %v", got, err, tt.want)
+			}
+			if err == nil && (got.ID != c.ID || got.Queue != c.Queue || got.User != c.User || !got.ExpiresAt.Equal(c.ExpiresAt)) {
+				t.Errorf("VerifyExpired claims = %+v, want %+v", got, c)
+			}
+		})
+	}
+}
