@@ -303,6 +303,12 @@ func (a *api) newFiber(name string) *fiber.App {
 		// /v1/queues/q/ are no resource (404), not another spelling.
 		CaseSensitive: true,
 		StrictRouting: true,
+		// A body is read as JSON whatever its Content-Type says (the API
+		// document): fasthttp must not parse one labelled
+		// multipart/form-data as a form while reading the request, which
+		// refused a JSON order so labelled as unparseable (400) before any
+		// handler saw it. The page's form reads its fields when it asks.
+		DisablePreParseMultipartForm: true,
 	})
 	app.Server().ErrorHandler = a.answerUnreadable(app)
 	a.routeUnknownMethods(app)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -330,5 +331,46 @@ func TestAnOrderAtReadyIsNotTooEarlyForAClockAMomentBehind(t *testing.T) {
 	h.api.now = func() time.Time { return readyAt.Add(-700 * time.Millisecond) }
 	if r := h.order("alice", tok, body); r.status != 425 {
 		t.Fatalf("order 700 ms before nbf = %d %s; want 425", r.status, r.raw)
+	}
+}
+
+// An order's body is read as JSON whatever its Content-Type says, as the
+// API document says of every body: a client library that labels it
+// multipart/form-data (with a boundary) was answered 400 bad-request,
+// "the request could not be parsed", before the handler saw the order —
+// the HTTP server parsed the body as a multipart form while reading the
+// request. A body that is not the JSON the document wants (a real form)
+// is a 400 invalid-body that says what it wants.
+func TestAnOrderBodyIsReadAsJSONWhateverItsContentType(t *testing.T) {
+	h := newOrderHarness(t)
+	types := []string{
+		"application/json",
+		"multipart/form-data; boundary=usher-boundary",
+		"multipart/form-data",
+		"application/x-www-form-urlencoded", // curl -d's
+		"",
+	}
+	users := make([]string, len(types))
+	for i := range types {
+		users[i] = fmt.Sprintf("buyer%d", i)
+	}
+	toks := h.ready(users...)
+	for i, ct := range types {
+		header := map[string]string{"X-User-Id": users[i], "Authorization": "Bearer " + toks[i]}
+		if ct != "" {
+			header["Content-Type"] = ct
+		}
+		r := h.do("POST", "/v1/orders", `{"sku": "sku-1", "quantity": 1}`, header)
+		if r.status != 202 || r.str("status") != "PENDING" {
+			t.Errorf("POST /v1/orders with a JSON body as Content-Type %q = %d %s, want 202 PENDING", ct, r.status, r.raw)
+		}
+	}
+
+	form := "--usher-boundary\r\nContent-Disposition: form-data; name=\"sku\"\r\n\r\nsku-1\r\n--usher-boundary--\r\n"
+	tok := h.entryToken("former", 99, time.Now().Add(-time.Second), time.Now().Add(time.Minute))
+	r := h.do("POST", "/v1/orders", form, map[string]string{"X-User-Id": "former", "Authorization": "Bearer " + tok,
+		"Content-Type": "multipart/form-data; boundary=usher-boundary"})
+	if r.status != 400 || !isProblem(r) || !strings.HasSuffix(r.str("type"), "/invalid-body") || !strings.Contains(r.str("detail"), `{"sku"`) {
+		t.Errorf("POST /v1/orders with a multipart form = %d %s, want 400 invalid-body naming the JSON it wants", r.status, r.raw)
 	}
 }
