@@ -38,8 +38,10 @@ func (p place) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"position":`...)
 		b = strconv.AppendInt(b, p.Position, 10)
 	}
-	b = append(b, `,"waiting":`...)
-	b = strconv.AppendInt(b, p.Waiting, 10)
+	if p.Waiting != nil {
+		b = append(b, `,"waiting":`...)
+		b = strconv.AppendInt(b, *p.Waiting, 10)
+	}
 	if p.ETASeconds != nil {
 		b = append(b, `,"etaSeconds":`...)
 		b = strconv.AppendInt(b, *p.ETASeconds, 10)

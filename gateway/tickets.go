@@ -26,7 +26,7 @@ type place struct {
 	Queue       string     `json:"queue"`
 	Status      string     `json:"status"`
 	Position    int64      `json:"position,omitempty"`
-	Waiting     int64      `json:"waiting"`
+	Waiting     *int64     `json:"waiting,omitempty"` // nil for CLOSED: no line to tell of (see answerAt)
 	ETASeconds  *int64     `json:"etaSeconds,omitempty"`
 	PollAfterMs int64      `json:"pollAfterMs,omitempty"`
 	Events      string     `json:"events"`
@@ -313,9 +313,15 @@ func (a *api) answerAt(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ti
 	if err != nil {
 		return err
 	}
-	p := place{Ticket: str, Queue: cfg.Name, Status: string(v.Status), Position: v.Position, Waiting: v.Waiting,
+	p := place{Ticket: str, Queue: cfg.Name, Status: string(v.Status), Position: v.Position,
 		Events: a.eventsURL(cfg.Name, str), Token: v.Token, Reason: v.Reason, Stock: v.Stock, SKUs: v.SKUs, OpensAt: v.OpensAt,
 		Notice: cfg.Notice}
+	if v.Status != shopper.Closed {
+		// A closed queue has no line to tell of: nobody in it is admitted
+		// and nobody can join it (as the stream's closed event, it says
+		// only why). The count of those it held stays the public view's.
+		p.Waiting = &v.Waiting
+	}
 	if v.ETAKnown {
 		p.ETASeconds = &v.ETA
 	}

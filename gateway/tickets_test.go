@@ -150,8 +150,10 @@ func TestClosedQueueRefusesJoinsAndTellsTheLine(t *testing.T) {
 	if r := h.join("bob"); r.status != 410 || !isProblem(r) || r.str("reason") != "closed" {
 		t.Errorf("join closed = %d %s, want 410 problem with reason closed", r.status, r.raw)
 	}
-	if r := h.poll(tk); r.str("status") != "CLOSED" {
-		t.Errorf("poll = %s, want CLOSED", r.raw)
+	// A closed queue has no line to tell of: the answer says why, as the
+	// stream's closed event does, and no waiting figure.
+	if r := h.poll(tk); r.str("status") != "CLOSED" || r.str("reason") != "closed" || r.body["waiting"] != nil {
+		t.Errorf("poll = %s, want CLOSED (closed) without waiting", r.raw)
 	}
 }
 
