@@ -27,12 +27,17 @@ func TestAShopperAdmittedBeforeClosesAtOrdersAfterIt(t *testing.T) {
 		t.Fatalf("stock = %d %v", code, body)
 	}
 	q := testenv.Name(t)
-	closesAt := time.Now().Add(3 * time.Second).UTC()
-	cfg := `{"targetActive": 1, "tickMs": 20, "tokenTtlSeconds": 300, "sku": "e2e-close-sku", "closesAt": "` +
-		closesAt.Format(time.RFC3339Nano) + `"}`
-	if code, body := call(t, "PUT", base+"/v1/admin/queues/"+q, cfg, admin); code != 201 {
-		t.Fatalf("create queue = %d %v", code, body)
+	// The queue closes an hour from now until ann is admitted, then in
+	// half a second: however slow the machine, she is admitted before it.
+	putCloses := func(closesAt time.Time, want int) {
+		t.Helper()
+		cfg := `{"targetActive": 1, "tickMs": 20, "tokenTtlSeconds": 300, "sku": "e2e-close-sku", "closesAt": "` +
+			closesAt.Format(time.RFC3339Nano) + `"}`
+		if code, body := call(t, "PUT", base+"/v1/admin/queues/"+q, cfg, admin); code != want {
+			t.Fatalf("PUT queue closing at %s = %d %v, want %d", closesAt, code, body, want)
+		}
 	}
+	putCloses(time.Now().Add(time.Hour).UTC(), 201)
 	tickets := map[string]string{}
 	for _, u := range []string{"ann", "ben"} {
 		code, body := call(t, "POST", base+"/v1/queues/"+q+"/tickets", "", map[string]string{"X-User-Id": u})
@@ -54,6 +59,8 @@ func TestAShopperAdmittedBeforeClosesAtOrdersAfterIt(t *testing.T) {
 	if body := poll("ben"); body["status"] != "WAITING" {
 		t.Fatalf("ben = %v, want WAITING while ann holds the one slot", body)
 	}
+	closesAt := time.Now().Add(500 * time.Millisecond).UTC()
+	putCloses(closesAt, 200)
 
 	// closesAt passes, and the admitter closes the queue as ended.
 	testenv.Eventually(t, 15*time.Second, func() bool {
