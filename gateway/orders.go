@@ -215,31 +215,34 @@ func (a *api) placeOrder(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if len(cfg.Products()) == 0 {
-		// A queue with neither sku nor skus sells nothing here: the shop's
-		// own checkout takes its entry token (checked with the JWKS).
-		return problem.New(fiber.StatusUnprocessableEntity, "no-products",
-			"this queue sells nothing through usher's orders: its entry token is for the shop's own checkout")
-	}
-	if !cfg.Sells(sku) {
-		return problem.New(fiber.StatusUnprocessableEntity, "wrong-sku", "this entry token orders "+strings.Join(cfg.Products(), ", ")+" only")
-	}
-	if quantity > cfg.OrderLimit() {
-		return problem.New(fiber.StatusUnprocessableEntity, "too-many", "an order in this queue takes at most "+strconv.Itoa(cfg.OrderLimit())+" unit(s)")
-	}
 	id := orders.ID(claims.ID)
 	ctx := c.UserContext()
-	// A final order is answered as it stands, long after its token's
-	// admission has left Redis.
-	if rec, found, err := a.orders.Get(ctx, id); err != nil {
+	// The order this token placed, if any, is what a resubmit gets,
+	// whatever the queue sells now: an operator may have changed its SKUs
+	// or lowered maxQuantity since. A final one is answered as it stands,
+	// long after its token's admission has left Redis.
+	rec, placed, err := a.orders.Get(ctx, id)
+	if err != nil {
 		return lineDown(err)
-	} else if found && rec.Status.Final() {
+	}
+	switch {
+	case placed && rec.Status.Final():
 		if rec.Fingerprint != orders.Fingerprint(sku, quantity) || rec.Owner != user {
 			return problem.New(fiber.StatusConflict, "order-conflict", "this entry token was already used for an order with another body")
 		}
 		c.Set(fiber.HeaderLocation, "/v1/orders/"+id)
 		c.Set(fiber.HeaderCacheControl, "no-store")
 		return c.Status(fiber.StatusOK).JSON(viewOfRecord(rec))
+	case placed: // pending: the claim and the record below find it again
+	case len(cfg.Products()) == 0:
+		// A queue with neither sku nor skus sells nothing here: the shop's
+		// own checkout takes its entry token (checked with the JWKS).
+		return problem.New(fiber.StatusUnprocessableEntity, "no-products",
+			"this queue sells nothing through usher's orders: its entry token is for the shop's own checkout")
+	case !cfg.Sells(sku):
+		return problem.New(fiber.StatusUnprocessableEntity, "wrong-sku", "this entry token orders "+strings.Join(cfg.Products(), ", ")+" only")
+	case quantity > cfg.OrderLimit():
+		return problem.New(fiber.StatusUnprocessableEntity, "too-many", "an order in this queue takes at most "+strconv.Itoa(cfg.OrderLimit())+" unit(s)")
 	}
 	requestedAt, err := a.claim(ctx, cfg, claims, waitqueue.Order{ID: id, SKU: sku, Quantity: quantity})
 	if err != nil {

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"usher/shared/orders"
+	"usher/shared/testenv"
+)
+
+// A resubmitted token is the order it placed, whatever the queue sells
+// now: an operator who lowers maxQuantity or changes the SKU mid-sale
+// turns away new orders that break the new rule, not the answer a shopper
+// asks for again about the order already taken.
+func TestAResubmitIsTheOrderPlacedWhateverTheQueueSellsNow(t *testing.T) {
+	h := newOrderHarness(t) // sku-1, maxQuantity 2
+	toks := h.ready("alice", "bob")
+	alice, bob := toks[0], toks[1]
+	body := `{"sku": "sku-1", "quantity": 2}`
+	id := h.order("alice", alice, body).str("orderId")
+	if id == "" {
+		t.Fatal("alice's order was not taken")
+	}
+	h.putQueue(h.queue, `{"targetActive": 5, "sku": "sku-2", "maxQuantity": 1, "rateLimit": `+limitsOff+`}`, 200)
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if cfg, _ := h.api.queues.Get(h.queue); cfg.OrderLimit() != 1 || !cfg.Sells("sku-2") {
+			return errors.New("the gateway has not seen the change")
+		}
+		return nil
+	}, "the new configuration in the gateway's catalog")
+
+	if r := h.order("alice", alice, body); r.status != 202 || r.str("orderId") != id || r.str("status") != "PENDING" {
+		t.Errorf("resubmit while pending = %d %s, want 202 PENDING %s", r.status, r.raw, id)
+	}
+	h.api.orders.(*orders.Records).Put(context.Background(), orders.Record{ID: id, Owner: "alice",
+		Fingerprint: orders.Fingerprint("sku-1", 2), Queue: h.queue, SKU: "sku-1", Quantity: 2, Status: orders.Paid, PaymentID: "pay_1"})
+	if r := h.order("alice", alice, body); r.status != 200 || r.str("orderId") != id || r.str("status") != "PAID" {
+		t.Errorf("resubmit once paid = %d %s, want 200 PAID %s", r.status, r.raw, id)
+	}
+	tests := []struct {
+		name       string
+		user, tok  string
+		body       string
+		wantStatus int
+		wantType   string
+	}{
+		{"the placed order's token with another body", "alice", alice, `{"sku": "sku-2", "quantity": 1}`, 409, "order-conflict"},
+		{"a new order of the SKU no longer sold", "bob", bob, `{"sku": "sku-1", "quantity": 1}`, 422, "wrong-sku"},
+		{"a new order above the new maxQuantity", "bob", bob, `{"sku": "sku-2", "quantity": 2}`, 422, "too-many"},
+	}
+	for _, tt := range tests {
+		r := h.order(tt.user, tt.tok, tt.body)
+		if r.status != tt.wantStatus || !isProblem(r) || r.str("type") != "https://usher.dev/problems/"+tt.wantType {
+			t.Errorf("%s: POST /v1/orders = %d %s, want %d %s", tt.name, r.status, r.raw, tt.wantStatus, tt.wantType)
+		}
+	}
+	if got := h.requests(); len(got) != 1 || got[0].OrderID != id {
+		t.Errorf("requests in the stream = %+v, want alice's alone", got)
+	}
+}
