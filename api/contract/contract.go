@@ -54,8 +54,12 @@ const (
 )
 
 // Doc is the document, ready to check exchanges. It is safe for concurrent
-// use.
+// use: its checks take turns (mu), because libopenapi renders a schema for
+// validation by writing into the shared model, a data race between two
+// checks at once (seen under -race: a gateway browser test's tabs, each
+// request checked by checkServed on its own fasthttp goroutine).
 type Doc struct {
+	mu      sync.Mutex // held by Check and CheckEvent
 	v       validator.Validator
 	model   *v3.Document
 	raw     map[string]any // the JSON document, for its extensions
@@ -175,6 +179,8 @@ func (d *Doc) find(service, method, path string) (tmpl string, hasMethod bool) {
 // body (nil for an event stream, whose events CheckEvent takes). It returns
 // what does not match the document, or nil.
 func (d *Doc) Check(service string, req *http.Request, reqBody []byte, res *http.Response, resBody []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	// The path as the service routes it: escaped (an escaped slash is no
 	// segment boundary).
 	req = req.Clone(req.Context())
@@ -368,6 +374,8 @@ func (d *Doc) Events(tmpl, method string) map[string]string {
 // (say GET /v1/queues/{queue}/tickets/{ticket}/events): its name must be
 // one the document lists, its data valid against that event's schema.
 func (d *Doc) CheckEvent(tmpl, method, name string, data []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	events := d.Events(tmpl, method)
 	if len(events) == 0 {
 		return fmt.Errorf("%s %s: the document lists no x-sse-events", method, tmpl)
