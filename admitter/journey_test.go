@@ -182,10 +182,13 @@ func TestTimeInLineIsObservedByTheAdmitterWhosePublishWasStored(t *testing.T) {
 		got = testenv.GatherValues(t, first.metrics.reg)
 		return got.Value(analytics.TimeInLine, q) == 3
 	}, "the first admitter measured %v admissions, want 3", got.Value(analytics.TimeInLine, q))
-	// Ingested joins: the line's time is the ingest's, a moment after the
-	// stream stored them.
-	if want, sum := w.expectedWait(), got.HistogramSum(analytics.TimeInLine, q); math.Abs(sum-want) > 3*0.02 || sum < 0.3 {
-		t.Errorf("time in line adds up to %.6f s, want %.6f s (within 20 ms each)", sum, want)
+	// Ingested joins: the line's time is the ingest's, after the stream
+	// stored them (at most the stream's time to the millisecond, 1 ms
+	// each) and at least the 100 ms slept between the last ingest and the
+	// tick. How much after depends on the machine's load: a loaded one
+	// ingested 30 ms after the publish, which a tolerance of 20 ms failed.
+	if most, sum := w.expectedWait(), got.HistogramSum(analytics.TimeInLine, q); sum > most+3*0.001 || sum < 0.3 {
+		t.Errorf("time in line adds up to %.6f s, want 0.3 s to %.6f s (the stream's times)", sum, most)
 	}
 	time.Sleep(100 * time.Millisecond)
 	if n := testenv.GatherValues(t, second.metrics.reg).Value(analytics.TimeInLine, q); n != 0 {
