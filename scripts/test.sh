@@ -10,6 +10,10 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change: $unformatted" >&2
   exit 1
 fi
+# stage prints how long the run has taken when each stage starts: CI must
+# stay under 15 minutes, and the log says which stage grew.
+stage() { echo "test.sh: $1 at $((SECONDS / 60))m$((SECONDS % 60))s"; }
+stage vet
 go vet ./...
 # The chaos smoke test builds the services and nats-server as make chaos
 # does (-trimpath) on a deadline of its own. Compiled here first, outside
@@ -17,7 +21,9 @@ go vet ./...
 # from nothing beside every package's race-instrumented tests once took
 # more than its four minutes.
 go build -trimpath ./gateway ./admitter ./notifier ./orderworker ./pgsim ./usherctl github.com/nats-io/nats-server/v2
+stage "go test -race"
 go test -race -count=1 -timeout 10m ./...
+stage fuzz
 
 # Fuzz briefly in CI; a crasher lands in the package's testdata/fuzz and
 # becomes a regular test case from then on.
@@ -49,4 +55,5 @@ go list -f '{{.Dir}}' ./... | while read -r dir; do
       >/tmp/usher-fuzz.log 2>&1 || { echo "fuzz $pkg $target failed (exit $?)"; cat /tmp/usher-fuzz.log; exit 1; }
   done
 done
+stage done
 echo "make test: all passed"
