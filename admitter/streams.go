@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -46,7 +47,18 @@ func (s *streamHeads) Heads(ctx context.Context, q string) (admissions, orders w
 	return
 }
 
+// headWait bounds one read of a stream's head. A read sent while the
+// stream's leader is gone (a NATS node killed; the election takes 4–7 s on
+// the fault suite's cluster) is never answered, and without a bound it
+// waited for the client's default of 5 s: the tick that asked, and the
+// follower's check for a silent consumer, came back only then, and the
+// queue's admission stayed stopped seconds after the new leader could
+// answer. Asked again after a second instead, they find it within one.
+const headWait = time.Second
+
 func (s *streamHeads) head(ctx context.Context, stream, subject string) (waitqueue.Head, error) {
+	ctx, cancel := context.WithTimeout(ctx, headWait)
+	defer cancel()
 	h := waitqueue.Head{StreamID: s.Of(stream)}
 	v, ok := s.handles.Load(stream)
 	if !ok {
