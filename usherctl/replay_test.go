@@ -229,20 +229,7 @@ func TestARepublishTheBrokerRefusesFails(t *testing.T) {
 		t.Fatalf("nats-auth: %v\n%s%s", r.err, r.stdout, r.stderr)
 	}
 	url := testenv.NATSFromConfig(t, filepath.Join(natsDir, bus.AuthFile), nil).ClientURL()
-	// The admitter declares the streams and may record a leave.
-	nc, js, err := bus.Open(context.Background(), bus.Settings{URLs: []string{url}, Replicas: 1, Role: bus.Admitter,
-		NKeyFile: bus.DefaultKeyFile(data, bus.Admitter)}, "usherctl-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	body, err := event.Marshal("abandoned/q1/e/1", event.TypeLeft, "alice", time.Now(), event.Left{Queue: "q1", User: "alice", Seq: 1, Reason: "abandoned"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.Publish(context.Background(), event.LeaveSubject("q1"), body); err != nil {
-		t.Fatal(err)
-	}
+	abandonedLeave(t, url, data)
 	env := map[string]string{"USHER_NATS_URL": url, "USHER_DATA_DIR": data}
 	replay := []string{"replay", "--stream", "entries", "--queue", "q1", "--yes", "--republish"}
 
@@ -321,19 +308,7 @@ func TestARepublishToAnotherStreamTheBrokerRefusesFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := testenv.NATSFromConfig(t, conf, nil).ClientURL()
-	nc, js, err := bus.Open(context.Background(), bus.Settings{URLs: []string{url}, Replicas: 1, Role: bus.Admitter,
-		NKeyFile: bus.DefaultKeyFile(data, bus.Admitter)}, "usherctl-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	body, err := event.Marshal("abandoned/q1/e/1", event.TypeLeft, "alice", time.Now(), event.Left{Queue: "q1", User: "alice", Seq: 1, Reason: "abandoned"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.Publish(context.Background(), event.LeaveSubject("q1"), body); err != nil {
-		t.Fatal(err)
-	}
+	abandonedLeave(t, url, data)
 	crm, err := nats.Connect(url, nats.UserInfo("crm", "crm"))
 	if err != nil {
 		t.Fatal(err)
@@ -374,5 +349,25 @@ func TestARepublishToAnotherStreamTheBrokerRefusesFailsFast(t *testing.T) {
 	if r.code != exitFailure || r.err == nil || !strings.Contains(r.err.Error(), "CRM_REPLAY") ||
 		!strings.Contains(r.err.Error(), "maximum bytes exceeded") {
 		t.Errorf("republish to replay.crm.q1 (a full CRM_REPLAY) = %v (exit %d), want a failure naming the stream and why", r.err, r.code)
+	}
+}
+
+// abandonedLeave records alice's abandoned leave of q1 on the broker at
+// url as the admitter (it declares the streams and may record a leave),
+// with the keys nats-auth wrote under data.
+func abandonedLeave(t *testing.T, url, data string) {
+	t.Helper()
+	nc, js, err := bus.Open(context.Background(), bus.Settings{URLs: []string{url}, Replicas: 1, Role: bus.Admitter,
+		NKeyFile: bus.DefaultKeyFile(data, bus.Admitter)}, "usherctl-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	body, err := event.Marshal("abandoned/q1/e/1", event.TypeLeft, "alice", time.Now(), event.Left{Queue: "q1", User: "alice", Seq: 1, Reason: "abandoned"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(context.Background(), event.LeaveSubject("q1"), body); err != nil {
+		t.Fatal(err)
 	}
 }
