@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"usher/shared/catalog"
+	"usher/shared/shopper"
 	"usher/shared/waitqueue"
 )
 
@@ -311,15 +312,8 @@ func (c *client) apply(e waitqueue.Entry) {
 		return
 	case waitqueue.Waiting, waitqueue.Unknown:
 		c.mu.Lock()
-		pos, waiting := e.Position, e.Waiting
-		if e.Status == waitqueue.Unknown {
-			// Joined, not yet in Redis: at the back, of the line with
-			// them in it (as shopper.Of tells a poll).
-			pos = e.Waiting + 1
-			waiting = pos
-		}
-		v := view{position: pos, waiting: waiting}
-		v.eta, v.etaKnown = waitqueue.ETA(pos, e.Rate)
+		var v view
+		v.position, v.waiting, v.eta, v.etaKnown = shopper.InLine(e) // as a poll is told
 		if c.base < 0 && v != c.view {
 			c.view = v
 			c.signal()

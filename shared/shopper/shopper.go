@@ -92,14 +92,8 @@ func Of(e waitqueue.Entry, cfg catalog.Config, user string, now time.Time, keys 
 			v.Status, v.Reason = Closed, reason
 			break
 		}
-		v.Status, v.Position = Waiting, e.Position
-		if e.Status == waitqueue.Unknown {
-			// Joined, not yet applied to the line: at the back, of the
-			// line with them in it.
-			v.Position = e.Waiting + 1
-			v.Waiting = v.Position
-		}
-		v.ETA, v.ETAKnown = waitqueue.ETA(v.Position, e.Rate)
+		v.Status = Waiting
+		v.Position, v.Waiting, v.ETA, v.ETAKnown = InLine(e)
 		v.Stock, v.SKUs = stockOf(e)
 	case waitqueue.Admitted:
 		// The stock too: a READY shopper of a queue of variants chooses
@@ -128,6 +122,20 @@ func Of(e waitqueue.Entry, cfg catalog.Config, user string, now time.Time, keys 
 		return v, fmt.Errorf("unexpected entry status %q", e.Status)
 	}
 	return v, nil
+}
+
+// InLine is where an entry waiting (or joined, not yet applied to the
+// line) stands, as the poll and the event stream tell it: its position,
+// the line's length, and the wait's estimate. A join not yet applied is at
+// the back, of the line with them in it.
+func InLine(e waitqueue.Entry) (position, waiting, eta int64, etaKnown bool) {
+	position, waiting = e.Position, e.Waiting
+	if e.Status == waitqueue.Unknown {
+		position = e.Waiting + 1
+		waiting = position
+	}
+	eta, etaKnown = waitqueue.ETA(position, e.Rate)
+	return position, waiting, eta, etaKnown
 }
 
 // stockOf is the stock a shopper in line or admitted is told: the line's
