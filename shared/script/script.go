@@ -38,7 +38,9 @@ type Script struct {
 // command — once for a call on its own, once for all the calls of a batch
 // (a poll's line length and figures, read for each of a batch's polls,
 // cost Redis as much as the poll's own reads). Only for values that no
-// call of the same script changes: the batch's calls all run src.
+// call of the same script changes — or, when a call may change one,
+// forget(name) after the change, so the next call reads it again: the
+// batch's calls all run src.
 func New(src string) *Script {
 	return &Script{Script: redis.NewScript(oncePrologue + src), many: redis.NewScript(oncePrologue + manyPrologue + src + manyEpilogue)}
 }
@@ -50,6 +52,7 @@ local function once(name, f)
   if v == nil then v = f(); onceRead[name] = v end
   return v
 end
+local function forget(name) onceRead[name] = nil end
 `
 
 // The many-call form: ARGV[1] the number of calls, ARGV[2] the keys per

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,5 +143,29 @@ func TestOnceReadsOncePerCommand(t *testing.T) {
 	}
 	if got, err := reads.Run(ctx, rdb, []string{key}).Int64(); err != nil || got != 3 {
 		t.Fatalf("a call on its own: %d, %v; want a read of its own, 3", got, err)
+	}
+}
+
+// forget drops a value once read, so the next call of the batch reads it
+// again: for a value a call changed.
+func TestForgetReadsAgain(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	key := "{" + testenv.Name(t) + "}:reads"
+	reads := script.New(`local v = once('n', function() return redis.call('INCR', KEYS[1]) end)
+if ARGV[1] == 'changed' then forget('n') end
+return v`)
+	calls := []script.Call{{Keys: []string{key}, Args: []any{"-"}}, {Keys: []string{key}, Args: []any{"changed"}},
+		{Keys: []string{key}, Args: []any{"-"}}, {Keys: []string{key}, Args: []any{"-"}}}
+	var got []int64
+	for i, c := range script.Split(ctx, reads.RunMany(ctx, rdb, calls), len(calls)) {
+		v, err := c.Int64()
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		got = append(got, v)
+	}
+	if want := []int64{1, 1, 2, 2}; !slices.Equal(got, want) {
+		t.Fatalf("reads seen by the calls: %v, want %v (one read until the second call forgets it, one after)", got, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -434,5 +435,36 @@ func TestRanksCountTheUndrawnPreQueueAheadOfLaterJoins(t *testing.T) {
 	}
 	if r, err = s.Ranks(ctx, q, []uint64{2, 3, 1, 4, 5, 6}); err != nil || r.Waiting != 6 || fmt.Sprint(r.Rank) != "[1 2 3 0 4 5]" {
 		t.Fatalf("Ranks after the draw = %+v, %v; want 6 waiting, ranks [1 2 3 0 4 5]: nobody moved", r, err)
+	}
+}
+
+// The gateway's ingests of one queue that wait together run as one
+// command, which reads the pre-queue still to be drawn once — and again
+// after a join into it: each join of such a batch is told the place it
+// would be told alone. (Around a drop's opening one batch can hold late
+// pre-queue joins and the first joins after it.)
+func TestBatchedIngestsAroundTheOpeningTellEachItsOwnPlace(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	joins := []waitqueue.BatchedJoin{{1, "u1", waitqueue.PreQueue}, {2, "u2", waitqueue.InLine},
+		{3, "u3", waitqueue.PreQueue}, {4, "u4", waitqueue.Priority}, {5, "u5", waitqueue.InLine}}
+	batched, err := s.IngestInOneBatch(ctx, q, epoch, joins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := q + "-alone"
+	for i, j := range joins {
+		want, err := s.IngestAs(ctx, alone, epoch, j.Seq, j.User, 0, j.Kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(batched[i], want) {
+			t.Errorf("join %d in one batch = %+v; alone %+v", j.Seq, batched[i], want)
+		}
+	}
+	for i, want := range map[int]struct{ pos, waiting int64 }{1: {2, 2}, 4: {5, 5}} { // behind the pre-queue as it stood
+		if e := batched[i]; e.Position != want.pos || e.Waiting != want.waiting {
+			t.Errorf("join %d = position %d of %d, want %d of %d", joins[i].Seq, e.Position, e.Waiting, want.pos, want.waiting)
+		}
 	}
 }

@@ -358,17 +358,23 @@ end
 // too, so a join's answer is the view a poll would give), or {'stale'}
 // when the line belongs to another incarnation of the stream, or
 // {'conflict'} when the sequence's record names another user.
+// A batch of a queue's joins reads the line's identity, figures and
+// undrawn pre-queue once (script.New's once): no join changes the first two,
+// and one into the pre-queue forgets the third.
 var ingestScript = script.New(luaLib + undrawnLua + `
-local had = redis.call('HGET', C, 'entries.id')
+local had = once('epoch ' .. C, function() return redis.call('HGET', C, 'entries.id') end)
 if had and had ~= ARGV[3] then return {'stale'} end
 local live, st = join(ARGV[4], ARGV[5], ARGV[6], ARGV[7], '0') -- just stored: now
 if not live then return {'conflict'} end
+if st == 'pre' then forget('undrawn ' .. ST) end
 local rank = redis.call('ZRANK', W, live)
 if not st then st = redis.call('HGET', P .. 'e:' .. live, 'status') end
 if st == 'pre' and rank then st = 'waiting' end -- drawn, not settled yet (see drawScript)
-local stats = redis.call('HMGET', ST, 'rate', 'stock', 'skus')
+local stats = once('stats ' .. ST, function() return redis.call('HMGET', ST, 'rate', 'stock', 'skus') end)
 local waiting = redis.call('ZCARD', W)
-if st == 'waiting' then rank, waiting = undrawnAhead(W, live, rank or -1, waiting, undrawn(ST, P)) end
+if st == 'waiting' then
+  rank, waiting = undrawnAhead(W, live, rank or -1, waiting, once('undrawn ' .. ST, function() return undrawn(ST, P) end))
+end
 return {st or 'unknown', live, rank or -1, waiting, stats[1] or '0', stats[2] or '', stats[3] or ''}
 `)
 

@@ -145,7 +145,12 @@ func (s *Store) Ingest(ctx context.Context, q, epoch string, seq uint64, user st
 // IngestAs is Ingest of a join of the given kind.
 func (s *Store) IngestAs(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64, kind JoinKind) (Entry, error) {
 	k := keyspace.Of(q)
-	res, err := s.run(ctx, ingestScript, stdKeys(k), s.args(k, epoch, seq, user, prev, string(kind))...).Slice()
+	return ingested(s.run(ctx, ingestScript, stdKeys(k), s.args(k, epoch, seq, user, prev, string(kind))...), q, seq, user)
+}
+
+// ingested reads the reply of an ingest of seq by user into q.
+func ingested(cmd *redis.Cmd, q string, seq uint64, user string) (Entry, error) {
+	res, err := cmd.Slice()
 	if err != nil {
 		return Entry{}, fmt.Errorf("ingest %s/%d: %w", q, seq, err)
 	}
