@@ -496,8 +496,13 @@ func timerC(t *time.Timer) <-chan time.Time {
 // push sends what the client has not been told yet. READY goes out at
 // readyAt, never before: until then an admitted shopper is first in line.
 // The notice goes to every live stream, READY ones included, as every
-// poll's answer carries it.
+// poll's answer carries it — and before anything else: on a stream that
+// opens, fresh or resumed, READY or waiting, it is the first event (see
+// pushNotice).
 func (st *stream) push() (done bool, err error) {
+	if err := st.pushNotice(); err != nil {
+		return false, err
+	}
 	v, adm, end := st.c.state()
 	if end.event != "" {
 		var data []byte
@@ -527,18 +532,6 @@ func (st *stream) push() (done bool, err error) {
 				return false, err
 			}
 		} else if err := st.ready(*adm, now); err != nil {
-			return false, err
-		}
-	}
-	if n := st.c.currentNotice(); n != st.sentNotice || st.noticeOwed {
-		// What the operators tell the line, whatever the shopper's state
-		// (a poll's answer carries it too); {} when they took it down.
-		st.sentNotice, st.noticeOwed = n, false
-		data := []byte("{}")
-		if n.Message != "" {
-			data, _ = json.Marshal(n)
-		}
-		if err := st.send("notice", data); err != nil {
 			return false, err
 		}
 	}
@@ -586,6 +579,29 @@ func (st *stream) push() (done bool, err error) {
 		return false, st.send("stock", data)
 	}
 	return false, nil
+}
+
+// pushNotice tells the operators' notice if the client has not heard it:
+// what they tell the line, whatever the shopper's state (a poll's answer
+// carries it too), {} when they took it down, and on a resumed stream
+// (noticeOwed) at once, {} included.
+//
+// It goes before the state's own event. A client that acts on ready at
+// once — examples/js/usher.js resolves with the READY state and closes the
+// stream — never reads an event after it: told ready first, it kept the
+// notice it had before it lost the connection (a notice taken down
+// meanwhile stayed up on its page) and never saw one put up meanwhile.
+func (st *stream) pushNotice() error {
+	n := st.c.currentNotice()
+	if n == st.sentNotice && !st.noticeOwed {
+		return nil
+	}
+	st.sentNotice, st.noticeOwed = n, false
+	data := []byte("{}")
+	if n.Message != "" {
+		data, _ = json.Marshal(n)
+	}
+	return st.send("notice", data)
 }
 
 // untilReady is what an admitted shopper is told until readyAt, as a poll

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -115,7 +116,8 @@ func TestReadyArrivesAtReadyAtNeverBefore(t *testing.T) {
 }
 
 // A client that reconnects after READY, with its Last-Event-ID, gets READY
-// again at once, and ids keep growing.
+// again at once — right after the notice a resumed stream opens with ({}
+// here: none is up) — and ids keep growing.
 func TestReconnectAfterReadyGetsReadyAgain(t *testing.T) {
 	w := newWorld(t)
 	n := w.start()
@@ -125,10 +127,13 @@ func TestReconnectAfterReadyGetsReadyAgain(t *testing.T) {
 	first := s.until("ready", 10*time.Second)
 	s.close()
 	again := open(t, n.url(w.queue, tk), first.id)
-	ev := again.next(5 * time.Second)
 	last, _ := strconv.ParseUint(first.id, 10, 64)
-	if ev.typ != "ready" || ev.id != strconv.FormatUint(last+1, 10) {
-		t.Fatalf("first event after reconnecting with Last-Event-ID %s = %+v, want ready with id %d", first.id, ev, last+1)
+	if ev := again.next(5 * time.Second); ev.typ != "notice" || ev.data != "{}" || ev.id != strconv.FormatUint(last+1, 10) {
+		t.Fatalf("first event after reconnecting with Last-Event-ID %s = %+v, want notice {} with id %d", first.id, ev, last+1)
+	}
+	ev := again.next(5 * time.Second)
+	if ev.typ != "ready" || ev.id != strconv.FormatUint(last+2, 10) {
+		t.Fatalf("event after the notice = %+v, want ready with id %d", ev, last+2)
 	}
 	if got, want := decode[readyData](t, ev).Token, decode[readyData](t, first).Token; got != want {
 		t.Errorf("token after reconnect differs from the first one")
@@ -600,7 +605,8 @@ func TestANoticeReachesEveryWaitingStreamAtOnce(t *testing.T) {
 
 // A READY shopper's stream is told the notice as a waiting one is, since
 // a poll of the same ticket carries it: at once on connect when one is up
-// (after ready), then each change, {} when it is taken down.
+// (before ready: see TestTheNoticeIsTheFirstEventOfEveryStream), then each
+// change, {} when it is taken down.
 func TestANoticeReachesReadyStreamsToo(t *testing.T) {
 	w := newWorld(t)
 	n := w.start("USHER_NOTIFIER_POSITION_INTERVAL", "1h")
@@ -613,11 +619,11 @@ func TestANoticeReachesReadyStreamsToo(t *testing.T) {
 	bob.until("notice", 5*time.Second)
 
 	alice := open(t, n.url(w.queue, tk), "")
-	if ev := alice.next(10 * time.Second); ev.typ != "ready" {
-		t.Fatalf("first event of a READY stream = %s %q, want ready", ev.typ, ev.data)
-	}
 	if ev := alice.next(5 * time.Second); ev.typ != "notice" || decode[catalog.Notice](t, ev) != note {
-		t.Fatalf("event after ready = %s %q, want notice %+v", ev.typ, ev.data, note)
+		t.Fatalf("first event of a READY stream = %s %q, want notice %+v", ev.typ, ev.data, note)
+	}
+	if ev := alice.next(10 * time.Second); ev.typ != "ready" {
+		t.Fatalf("event after the notice = %s %q, want ready", ev.typ, ev.data)
 	}
 	w.configure(func(c *catalog.Config) { c.Notice = nil })
 	if ev := alice.until("notice", 5*time.Second); ev.data != "{}" {
@@ -662,6 +668,92 @@ func TestAResumedStreamIsToldTheNoticeEvenWhenItWasTakenDown(t *testing.T) {
 	fresh := open(t, n.url(w.queue, w.join(3, "bob")), "")
 	if ev := fresh.next(5 * time.Second); ev.typ != "position" {
 		t.Fatalf("first event of a fresh stream without a notice = %s %q, want position", ev.typ, ev.data)
+	}
+}
+
+// The operators' notice is the first event of every stream that opens
+// with one up (README, "notice": a resumed stream gets the current one
+// first, {} included), whatever the shopper's state: fresh or resumed
+// (Last-Event-ID), waiting, admitted before readyAt, READY, pre-queued,
+// or ending at once (the queue closed).
+// A client that acts on ready at once (examples/js/usher.js resolves with
+// the READY state and closes the stream) reads nothing after it: told
+// ready first, a page that lost its connection kept a banner taken down
+// meanwhile, or never showed the one put up.
+func TestTheNoticeIsTheFirstEventOfEveryStream(t *testing.T) {
+	note := catalog.Notice{Message: "Sizes 40-42 restock at 10:30: keep your place.", Level: catalog.NoticeWarning,
+		Since: time.Now().UTC().Truncate(time.Second)}
+	noteJSON, _ := json.Marshal(note)
+	tests := []struct {
+		name   string
+		state  string // waiting, admitted (readyAt ahead), ready, pre, closed
+		notice *catalog.Notice
+		lastID string // Last-Event-ID; "": a fresh stream
+		want   []string
+	}{
+		{"fresh, READY, a notice up", "ready", &note, "", []string{"1 notice " + string(noteJSON), "2 ready"}},
+		{"resumed, READY, a notice up", "ready", &note, "41", []string{"42 notice " + string(noteJSON), "43 ready"}},
+		{"resumed, READY, none up", "ready", nil, "41", []string{"42 notice {}", "43 ready"}},
+		{"fresh, READY, none up", "ready", nil, "", []string{"1 ready"}},
+		{"fresh, waiting, a notice up", "waiting", &note, "", []string{"1 notice " + string(noteJSON), "2 position"}},
+		{"resumed, waiting, none up", "waiting", nil, "41", []string{"42 notice {}", "43 position"}},
+		{"resumed, admitted before readyAt, a notice up", "admitted", &note, "41", []string{"42 notice " + string(noteJSON), "43 position", "44 ready"}},
+		{"resumed, pre-queued, none up", "pre", nil, "41", []string{"42 notice {}", "43 prequeue"}},
+		{"resumed, the queue closed, a notice up", "closed", &note, "41", []string{"42 notice " + string(noteJSON), "43 closed"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t)
+			if tt.state == "pre" {
+				opens := time.Now().Add(time.Hour).UTC()
+				w.configure(func(c *catalog.Config) {
+					c.OpensAt = &opens
+					c.Lottery = &catalog.Lottery{Commitment: strings.Repeat("0", 64)}
+				})
+			}
+			if tt.state == "closed" {
+				w.configure(func(c *catalog.Config) { c.State = catalog.StateClosed })
+			}
+			w.configure(func(c *catalog.Config) { c.Notice = tt.notice })
+			n := w.start("USHER_NOTIFIER_POSITION_INTERVAL", "1h")
+			var tk string
+			switch tt.state {
+			case "pre":
+				if _, err := w.line.IngestAs(context.Background(), w.queue, w.epoch, 1, "alice", 0, waitqueue.PreQueue); err != nil {
+					t.Fatal(err)
+				}
+				tk = w.tickets.Issue(ticket.Ticket{Queue: w.queue, User: "alice", Epoch: w.epoch, Seq: 1})
+			default:
+				tk = w.join(1, "alice")
+			}
+			switch tt.state {
+			case "ready":
+				w.admit(1, 10*time.Millisecond)
+			case "admitted": // READY at the end of a 2 s tick
+				testenv.Applied(t, w.line, w.queue, w.epoch, 1<<40)
+				testenv.Tick(t, w.line, w.queue, waitqueue.Tick{Epoch: w.epoch, TargetActive: 1, TickLength: 2 * time.Second,
+					TokenTTL: time.Minute, Offset: 999})
+			}
+			if tt.state == "pre" {
+				testenv.Eventually(t, 10*time.Second, func() bool {
+					res, _ := call(t, "GET", n.url(w.queue, tk), nil) // 503 until the notifier knows the schedule
+					return res.StatusCode == http.StatusOK
+				}, "the notifier knows the drop's schedule")
+			}
+			s := open(t, n.url(w.queue, tk), tt.lastID)
+			var got []string
+			for range tt.want {
+				ev := s.next(10 * time.Second)
+				g := ev.id + " " + ev.typ
+				if ev.typ == "notice" {
+					g += " " + ev.data
+				}
+				got = append(got, g)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("the stream's first events = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
 
