@@ -83,7 +83,7 @@ func decodeQueueConfig(name string, body []byte) (catalog.Config, error) {
 // putQueue creates (201) or replaces (200) a queue's configuration, and
 // records the change on the ops stream.
 func (a *api) putQueue(c *fiber.Ctx) error {
-	name := string([]byte(c.Params("queue")))
+	name := string([]byte(pathParam(c, "queue")))
 	if !catalog.ValidName(name) {
 		return problem.New(fiber.StatusBadRequest, "invalid-queue", "queue names are 1-64 of A-Z a-z 0-9 _ -")
 	}

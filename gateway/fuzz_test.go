@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -12,6 +13,12 @@ func FuzzJoinAndPoll(f *testing.F) {
 	f.Add("", "", "")
 	f.Add("a b", "../admin", "%00")
 	f.Add("u@x.io", h.queue, h.join("bob").str("ticket"))
+	// Sent as written too (asSegment): a name with its characters encoded
+	// by the client, a stray %, an escaped slash or dot-dot.
+	f.Add("carl", encoded(h.queue), encoded(h.join("carl").str("ticket")))
+	f.Add("dora", "%"+h.queue, "%zz")
+	f.Add("eve", "a%2Fb", "%2E%2E")
+	f.Add("fay", "%2564emo", "%00")
 	f.Fuzz(func(t *testing.T, user, queue, tkt string) {
 		if !validHeaderValue(user) {
 			return // not something an HTTP client can send
@@ -24,10 +31,17 @@ func FuzzJoinAndPoll(f *testing.F) {
 		}
 		h := h.with(t)
 		path := "/v1/queues/" + url.PathEscape(queue) + "/tickets"
-		for _, r := range []response{
+		rs := []response{
 			h.do("POST", path, "", map[string]string{"X-User-Id": user}),
 			h.do("GET", path+"/"+url.PathEscape(tkt), "", nil),
-		} {
+		}
+		if asSegment(queue) && asSegment(tkt) {
+			raw := "/v1/queues/" + queue + "/tickets"
+			rs = append(rs,
+				h.doTarget("POST", raw, map[string]string{"X-User-Id": user}),
+				h.doTarget("GET", raw+"/"+tkt, nil))
+		}
+		for _, r := range rs {
 			if r.status >= 500 || (r.status >= 400 && !isProblem(r)) {
 				t.Fatalf("status %d %s for user %q queue %q ticket %q", r.status, r.raw, user, queue, tkt)
 			}
@@ -65,6 +79,21 @@ func FuzzAdminBody(f *testing.F) {
 func validHeaderValue(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// asSegment reports whether s can be sent as a path segment as it is:
+// RFC 3986's pchar, and % whether or not an escape follows.
+func asSegment(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~!$&'()*+,;=:@%", c) >= 0) {
 			return false
 		}
 	}

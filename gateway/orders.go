@@ -286,7 +286,7 @@ func (a *api) getOrder(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	id := c.Params("id")
+	id := pathParam(c, "id")
 	notFound := problem.New(fiber.StatusNotFound, "order-not-found", "no such order")
 	if !orders.ValidID(id) {
 		return notFound
@@ -304,7 +304,7 @@ func (a *api) getOrder(c *fiber.Ctx) error {
 
 // putStock sets a SKU's available units.
 func (a *api) putStock(c *fiber.Ctx) error {
-	sku := string([]byte(c.Params("sku")))
+	sku := string([]byte(pathParam(c, "sku")))
 	if !catalog.ValidSKU(sku) {
 		return problem.New(fiber.StatusBadRequest, "invalid-sku", "SKUs are 1-64 of A-Z a-z 0-9 . _ -")
 	}

@@ -269,6 +269,7 @@ func TestPutStock(t *testing.T) {
 		{"missing", "sku-1", `{}`, 400},
 		{"trailing data", "sku-1", `{"available": 1} x`, 400},
 		{"bad sku", "a%20b", `{"available": 1}`, 400},
+		{"an encoded sku is the sku", "%73ku-1", `{"available": 100}`, 200},
 	}
 	for _, tt := range tests {
 		r := h.do("PUT", "/v1/admin/stock/"+tt.sku, tt.body, admin)

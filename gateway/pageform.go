@@ -47,7 +47,7 @@ func ticketParam(c *fiber.Ctx) string {
 	if t, ok := c.Locals(formTicketKey{}).(string); ok {
 		return t
 	}
-	return c.Params("ticket")
+	return pathParam(c, "ticket")
 }
 
 // pageForm answers a form of the page: POST /q/{queue}.

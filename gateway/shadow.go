@@ -88,11 +88,11 @@ func shadowDrawnPlace(cfg catalog.Config, off, seq uint64) int64 {
 // queue with suspects "shadow" gets its shadow answer; anything else goes
 // on to the real handler.
 func (a *api) shadowTicket(c *fiber.Ctx) error {
-	cfg, ok := a.queues.Get(c.Params("queue"))
+	cfg, ok := a.queues.Get(pathParam(c, "queue"))
 	if !ok || cfg.Challenge.Suspects != catalog.SuspectsShadow {
 		return c.Next()
 	}
-	t, err := a.door.shadow.Parse(c.Params("ticket"))
+	t, err := a.door.shadow.Parse(pathParam(c, "ticket"))
 	if err != nil {
 		return c.Next()
 	}

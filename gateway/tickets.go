@@ -45,7 +45,7 @@ type place struct {
 }
 
 func (a *api) queue(c *fiber.Ctx) (catalog.Config, error) {
-	name := c.Params("queue")
+	name := pathParam(c, "queue")
 	cfg, ok := a.queues.Get(name)
 	if !ok {
 		return cfg, problem.New(fiber.StatusNotFound, "unknown-queue", "no queue named "+strconv.Quote(name))

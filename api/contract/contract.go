@@ -181,11 +181,12 @@ func (d *Doc) find(service, method, path string) (tmpl string, hasMethod bool) {
 func (d *Doc) Check(service string, req *http.Request, reqBody []byte, res *http.Response, resBody []byte) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	// The path as the service routes it: escaped (an escaped slash is no
-	// segment boundary).
-	req = req.Clone(req.Context())
-	req.URL.Path, req.URL.RawPath = req.URL.EscapedPath(), ""
-	tmpl, hasMethod := d.find(service, req.Method, req.URL.Path)
+	// The path's template is found by the path as the service routes it:
+	// escaped (an escaped slash is no segment boundary). The URL itself is
+	// the validator's as sent: it splits the escaped path and decodes each
+	// parameter once, as OpenAPI reads one (%64emo is demo); put the
+	// escaped path in URL.Path and it decodes to what was sent (%64emo).
+	tmpl, hasMethod := d.find(service, req.Method, req.URL.EscapedPath())
 	req = d.requestOf(req, reqBody, tmpl)
 	if tmpl == "" || !hasMethod {
 		return d.checkUnknown(service, tmpl, req, res, resBody)
@@ -215,7 +216,7 @@ func (d *Doc) Check(service string, req *http.Request, reqBody []byte, res *http
 	if len(msgs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s %s (the document's %s) → %d %s: %s", req.Method, req.URL.Path, tmpl,
+	return fmt.Errorf("%s %s (the document's %s) → %d %s: %s", req.Method, req.URL.EscapedPath(), tmpl,
 		res.StatusCode, res.Header.Get("Content-Type"), strings.Join(msgs, "; "))
 }
 
@@ -226,7 +227,7 @@ func (d *Doc) checkUnknown(service, tmpl string, req *http.Request, res *http.Re
 	if tmpl != "" && d.pathExtension(tmpl, "x-usher-other-methods") != nil {
 		want, slug = http.StatusMethodNotAllowed, "method-not-allowed"
 	}
-	where := fmt.Sprintf("%s %s (not in the document for the %s)", req.Method, req.URL.Path, service)
+	where := fmt.Sprintf("%s %s (not in the document for the %s)", req.Method, req.URL.EscapedPath(), service)
 	if res.StatusCode != want {
 		return fmt.Errorf("%s → %d, want %d %s", where, res.StatusCode, want, slug)
 	}

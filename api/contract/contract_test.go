@@ -1,6 +1,8 @@
 package contract_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -40,5 +42,38 @@ func TestContractChecksEvents(t *testing.T) {
 	}
 	if ev := d.Events("/v1/admin/ops/stream", "GET"); ev["queues"] != "OpsSnapshot" {
 		t.Errorf("ops stream events = %v", ev)
+	}
+}
+
+// A path parameter is held to its schema decoded, as OpenAPI reads it: a
+// client may percent-encode any character of a segment (%64emo is the
+// queue demo), while a segment that decodes to no valid value, an escaped
+// slash one, is refused. An encoded name used to be checked encoded twice
+// over — %2564emo, decoded once to %64emo — and refused whatever it named.
+func TestContractDecodesPathParameters(t *testing.T) {
+	d, err := contract.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		target  string
+		refused bool
+	}{
+		{"/v1/queues/demo", false},
+		{"/v1/queues/%64emo", false},
+		{"/v1/queues/%64%65%6D%6F", false},
+		{"/v1/queues/%2564emo", true}, // %64emo: no queue name
+		{"/v1/queues/a%2Fb", true},
+		{"/v1/queues/a%20b", true},
+	}
+	for _, tt := range tests {
+		req := httptest.NewRequest("GET", tt.target, nil)
+		body := []byte(`{"name":"demo","state":"open","waiting":0,"admitted":0}`)
+		res := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}}
+		err := d.Check(contract.Gateway, req, nil, res, body)
+		refused := err != nil && strings.Contains(err.Error(), "the document refuses this request")
+		if refused != tt.refused {
+			t.Errorf("GET %s answered 200: %v, want refused %v", tt.target, err, tt.refused)
+		}
 	}
 }
