@@ -10,15 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"usher/shared/waitqueue"
 )
-
-// redisLog hands what go-redis logs to a slog logger, at debug level.
-type redisLog struct{ log *slog.Logger }
-
-func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
-	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "from", "go-redis")
-}
 
 // Exit statuses.
 const (
@@ -125,14 +118,11 @@ func (c *cli) run(ctx context.Context, args []string) error {
 	if c.log == nil {
 		c.log = slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
 	}
-	// go-redis logs through a logger of its own, process-wide (v9 has no
-	// per-client one), straight to stderr: with Redis down, each dial
-	// failure came out in its format ahead of usherctl's one error, which
-	// already names the cause. Here it goes to usherctl's log at debug
-	// level (USHER_LOG_LEVEL=debug shows it). Set by usherctl's run, for
-	// usherctl's process: no shared package sets it, so no service's
-	// logging changes with it.
-	redis.SetLogger(redisLog{c.log})
+	// go-redis logs through a logger of its own, straight to stderr: with
+	// Redis down, each dial failure came out in its format ahead of
+	// usherctl's one error, which already names the cause. It goes to
+	// usherctl's log at debug level instead, as in every service.
+	waitqueue.LogRedisTo(c.log)
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(c.stdout, usage)

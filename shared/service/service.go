@@ -86,6 +86,9 @@ type Deps struct {
 // the admitter to), the catalog and Redis, syncs the clock
 // to Redis's and reads the streams' identities. On error, what was opened
 // is closed.
+//
+// What go-redis logs itself goes to the service's logger, at debug level
+// (see waitqueue.LogRedisTo).
 func Open(ctx context.Context, s Settings, name string, stdout io.Writer) (d *Deps, err error) {
 	d = &Deps{shutdown: s.Shutdown}
 	defer func() {
@@ -97,6 +100,9 @@ func Open(ctx context.Context, s Settings, name string, stdout io.Writer) (d *De
 	if d.Log, err = config.Logger(stdout, s.LogLevel); err != nil {
 		return d, err
 	}
+	// go-redis's own lines (dial failures, pool trouble) join the service's
+	// JSON log instead of stderr; the first Open of a process sets it.
+	waitqueue.LogRedisTo(d.Log)
 	// The service's role on the broker is its name: its key, its inbox, and
 	// whether it declares the streams and the catalog or waits for them.
 	broker := s.NATS.As(bus.Role(name), d.Log)
