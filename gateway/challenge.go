@@ -118,9 +118,11 @@ const shadowAfter = 6
 // challenge answers GET /v1/queues/{q}/challenge: a fresh challenge for
 // this client and queue. It writes nothing anywhere; a queue whose
 // challenge is off answers difficulty 0, so a client can always ask. A
-// HEAD (fiber routes it here too) gets GET's status and headers and no
-// challenge: it could not read one, so none is issued, and none counts
-// toward the address's extra bits or usher_pow_challenges_issued_total.
+// HEAD (fiber routes it here too) gets the status and headers GET would —
+// the difficulty is read as for GET, so a line that cannot be read is a
+// 503 to both — and no challenge: it could not read one, so none is
+// issued, and none counts toward the address's extra bits or
+// usher_pow_challenges_issued_total.
 func (a *api) challenge(c *fiber.Ctx) error {
 	cfg, err := a.queue(c)
 	if err != nil {
@@ -128,6 +130,9 @@ func (a *api) challenge(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	if c.Method() == fiber.MethodHead {
+		if _, _, err := a.asks(c.UserContext(), cfg, a.clientIP(c), a.now()); err != nil {
+			return err
+		}
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return nil
 	}
@@ -138,26 +143,40 @@ func (a *api) challenge(c *fiber.Ctx) error {
 	return c.JSON(ch)
 }
 
-// issue makes a challenge for client: the queue's difficulty, plus, under
-// auto, the client's own extra bits for asking often. A queue that turns
-// every join away (closed, in maintenance: join refuses those before the
-// proof check) asks for no work, as one with its challenge off: a page is
-// not made to solve for a join refused whatever its proof.
+// issue makes a challenge for client at the difficulty it asks now (asks),
+// and counts it when it asks for work.
 func (a *api) issue(ctx context.Context, cfg catalog.Config, client netip.Addr) (pow.Challenge, error) {
 	now := a.now()
-	if !cfg.Challenge.On() || closedProblem(cfg, now) != nil || cfg.QueueMode() == catalog.ModeReject {
-		return a.door.issuer.Issue(cfg.Name, client, 0, now), nil
-	}
-	d, err := a.door.difficulty(ctx, cfg, now)
+	d, work, err := a.asks(ctx, cfg, client, now)
 	if err != nil {
-		return pow.Challenge{}, lineDown(err)
+		return pow.Challenge{}, err
+	}
+	if work {
+		a.door.noteIssued(cfg.Name, client, now)
+		a.door.metrics.issued.WithLabelValues(cfg.Name).Inc()
+	}
+	return a.door.issuer.Issue(cfg.Name, client, d, now), nil
+}
+
+// asks is the difficulty a challenge for client asks now: the queue's,
+// plus, under auto, the client's own extra bits for asking often. work is
+// false when it asks for none: a queue whose challenge is off, or one that
+// turns every join away (closed, in maintenance: join refuses those before
+// the proof check) — a page is not made to solve for a join refused
+// whatever its proof. It reads the line under auto (a 503 while it
+// cannot), and counts nothing.
+func (a *api) asks(ctx context.Context, cfg catalog.Config, client netip.Addr, now time.Time) (d int, work bool, err error) {
+	if !cfg.Challenge.On() || closedProblem(cfg, now) != nil || cfg.QueueMode() == catalog.ModeReject {
+		return 0, false, nil
+	}
+	d, err = a.door.difficulty(ctx, cfg, now)
+	if err != nil {
+		return 0, false, lineDown(err)
 	}
 	if cfg.Challenge.Difficulty == catalog.DifficultyAuto {
 		d = min(d+a.door.clientBits(cfg.Name, client, now), cfg.Challenge.Max)
 	}
-	a.door.noteIssued(cfg.Name, client, now)
-	a.door.metrics.issued.WithLabelValues(cfg.Name).Inc()
-	return a.door.issuer.Issue(cfg.Name, client, d, now), nil
+	return d, true, nil
 }
 
 // checkProof lets a join through when its queue asks for no proof, or its

@@ -191,6 +191,41 @@ func TestAChallengeHEADIssuesNothing(t *testing.T) {
 	}
 }
 
+// A HEAD of the challenge answers the status a GET would, with its
+// headers and no body: with the line's Redis gone, a queue under auto
+// difficulty cannot read its pressure, and GET answers 503 problem+json.
+// HEAD answered 200 (it read nothing): a monitor probing the door with
+// HEAD saw it healthy while every shopper's GET failed.
+func TestAChallengeHEADAnswersWhatGETWouldWhileRedisIsDown(t *testing.T) {
+	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": "auto", "min": 4, "max": 16}`)
+	url, stop := testenv.RedisServer(t)
+	rdb, err := waitqueue.DialURL(url, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	h.api.line = waitqueue.New(rdb)
+	h.api.door = nil // a door of its own, on this line (doorDefaults)
+	h.app = h.api.app()
+	stop() // Redis is gone
+
+	path := "/v1/queues/" + h.queue + "/challenge"
+	hdr := map[string]string{clientHeader: "198.51.100.42"}
+	head := h.do("HEAD", path, "", hdr)
+	get := h.do("GET", path, "", hdr)
+	if get.status != 503 || !isProblem(get) {
+		t.Fatalf("GET challenge with Redis down = %d %s, want a 503 problem", get.status, get.raw)
+	}
+	if head.status != get.status || len(head.raw) != 0 {
+		t.Fatalf("HEAD challenge with Redis down = %d %q, want GET's %d and no body", head.status, head.raw, get.status)
+	}
+	for _, k := range []string{"Content-Type", "Cache-Control", "Retry-After"} {
+		if got, want := head.header.Get(k), get.header.Get(k); got != want {
+			t.Errorf("HEAD challenge with Redis down: %s = %q, want GET's %q", k, got, want)
+		}
+	}
+}
+
 // Under enforce, a join needs a valid, unexpired, unused proof of this
 // queue and address, at the queue's difficulty; anything else is a 428
 // problem with a fresh challenge, which does let the client in.
