@@ -899,6 +899,84 @@ func TestADropsOpeningSaysNoPlaceBelowOne(t *testing.T) {
 	}
 }
 
+// Between a scheduled drop's opening and its draw, the stream and a poll
+// of the same shopper tell the same place in the same line: the pre-queue
+// still to be drawn counts in it, by one rule (the line's, see
+// waitqueue.Ranks), for a shopper admitted before the drop was scheduled
+// and not READY yet (first of a line that holds it: "1 of 2" in the poll
+// and "1 of 5" on the stream before), one who joined since the opening
+// (behind the pre-queue), and one whose join the line has not applied yet
+// (at the back, behind the pre-queue too: the poll and the stream said
+// "2 of 2", and "5 of 5" once the join was applied).
+func TestAroundADropsOpeningTheStreamSaysWhatThePollSays(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	n := w.start()
+	// alice is admitted, READY at the end of a 10 s tick; the line is empty.
+	alice := w.join(1, "alice")
+	testenv.Applied(t, w.line, w.queue, w.epoch, 1) // the entries cursor: every join after it is the follower's still
+	testenv.Tick(t, w.line, w.queue, waitqueue.Tick{Epoch: w.epoch, TargetActive: 1, TickLength: 10 * time.Second,
+		TokenTTL: time.Minute, Offset: 999})
+	// The operators schedule a drop on the queue nobody waits in; three
+	// join its pre-queue.
+	opens := time.Now().Add(time.Second).UTC()
+	w.configure(func(c *catalog.Config) {
+		c.OpensAt = &opens
+		c.Lottery = &catalog.Lottery{Commitment: strings.Repeat("0", 64)}
+	})
+	for seq, user := range []string{"u2", "u3", "u4"} {
+		if _, err := w.line.IngestAs(ctx, w.queue, w.epoch, uint64(seq+2), user, 0, waitqueue.PreQueue); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The drop opens; the draw is pending. dave joins, erin's join is not
+	// in the line yet.
+	testenv.Eventually(t, 5*time.Second, func() bool { return time.Now().After(opens) }, "the drop opens")
+	dave := w.join(5, "dave")
+	erin := w.tickets.Issue(ticket.Ticket{Queue: w.queue, User: "erin", Epoch: w.epoch, Seq: 6})
+
+	for _, tt := range []struct {
+		user, ticket string
+		seq          uint64
+		want         positionData // what both say
+	}{
+		{"alice", alice, 1, positionData{Position: 1, Waiting: 5}},
+		{"dave", dave, 5, positionData{Position: 4, Waiting: 4}},
+		{"erin", erin, 6, positionData{Position: 5, Waiting: 5}},
+	} {
+		e, err := w.line.Poll(ctx, w.queue, tt.seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, _ := w.queues.Get(w.queue)
+		poll, err := shopper.Of(e, cfg, tt.user, time.Now(), nil) // before readyAt: nothing to sign
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := open(t, n.url(w.queue, tt.ticket), "")
+		// The stream's place once the notifier's position ticks (50 ms)
+		// have read the line: the last position of a quiet second.
+		var told positionData
+		for quiet := time.After(time.Second); quiet != nil; {
+			select {
+			case ev := <-s.events:
+				checkEvent(t, ev)
+				if ev.typ == "position" {
+					told = decode[positionData](t, ev)
+				}
+			case <-quiet:
+				quiet = nil
+			}
+		}
+		if poll.Status != shopper.Waiting || poll.Position != tt.want.Position || poll.Waiting != tt.want.Waiting {
+			t.Errorf("%s's poll = %s %d of %d; want WAITING %d of %d", tt.user, poll.Status, poll.Position, poll.Waiting, tt.want.Position, tt.want.Waiting)
+		}
+		if told.Position != poll.Position || told.Waiting != poll.Waiting {
+			t.Errorf("%s's stream says %d of %d; the poll %d of %d", tt.user, told.Position, told.Waiting, poll.Position, poll.Waiting)
+		}
+	}
+}
+
 // The place an admitted shopper is told until readyAt (first in line) and
 // the line's length come from one read of the line, the one that found
 // the admission: never the length an earlier read found (3 here, before

@@ -23,59 +23,69 @@ type Ranks struct {
 	Rank []int64
 }
 
+// ranksScript reads the line's length, its admission figures and the
+// rank of each of many sequences in one atomic step, by the rule a poll
+// reads them with (undrawnLua): before a scheduled drop's draw the
+// pre-queue still to be drawn counts in the line's length, and in the rank
+// of every join since the opening.
+// KEYS: the line (waiting), the stats hash. ARGV: the queue's prefix, then
+// the sequences.
+// Returns {waiting, admittedTotal, rate, stock state, SKUs with units
+// left, then each sequence's rank or -1}.
+var ranksScript = redis.NewScript(undrawnLua + `
+local W, ST = KEYS[1], KEYS[2]
+local pre = undrawn(ST, ARGV[1])
+local _, waiting = undrawnAhead(W, '', -1, redis.call('ZCARD', W), pre)
+local st = redis.call('HMGET', ST, 'admittedTotal', 'rate', 'stock', 'skus')
+local out = {waiting, st[1] or '0', st[2] or '0', st[3] or '', st[4] or ''}
+for i = 2, #ARGV do
+  local rank = redis.call('ZRANK', W, ARGV[i])
+  if rank then rank = undrawnAhead(W, ARGV[i], rank, 0, pre) else rank = -1 end
+  out[i + 4] = rank
+end
+return out
+`)
+
 // Ranks reads the line's length, its admission count and rate, and the rank
-// of each of seqs in one atomic round trip (MULTI/EXEC: every key shares the
-// queue's hash tag). Because the count and the ranks are read at the same
-// instant, a caller can derive later positions from the count alone: in a
-// FIFO line every admission since happened ahead of every waiting entry.
-// Before a scheduled drop's draw its pre-queue counts in the line, ahead of
-// every join since the opening (as a poll counts it: see undrawnLua).
+// of each of seqs in one atomic round trip (ranksScript: every key shares
+// the queue's hash tag). Because the count and the ranks are read at the
+// same instant, a caller can derive later positions from the count alone:
+// in a FIFO line every admission since happened ahead of every waiting
+// entry. Before a scheduled drop's draw its pre-queue counts in the line,
+// ahead of every join since the opening, by the rule a poll counts it with
+// (see undrawnLua): the notifier's streams and the gateway's polls tell the
+// same place of the same line.
 func (s *Store) Ranks(ctx context.Context, q string, seqs []uint64) (Ranks, error) {
 	k := keyspace.Of(q)
-	var card, pre, passed *redis.IntCmd
-	var drawn *redis.BoolCmd
-	var st *redis.SliceCmd
-	ranks := make([]*redis.IntCmd, len(seqs))
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		card = p.ZCard(ctx, k.Waiting())
-		drawn = p.HExists(ctx, k.Stats(), "drawn")
-		pre = p.ZCard(ctx, k.PreQueue())
-		passed = p.ZCount(ctx, k.Waiting(), "-inf", "(0") // allowed past the line: ahead of the draw
-		st = p.HMGet(ctx, k.Stats(), "admittedTotal", "rate", "stock", "skus")
-		for i, seq := range seqs {
-			ranks[i] = p.ZRank(ctx, k.Waiting(), strconv.FormatUint(seq, 10))
-		}
-		return nil
-	})
-	if err != nil && err != redis.Nil {
+	args := make([]any, 1, len(seqs)+1)
+	args[0] = k.Prefix()
+	for _, seq := range seqs {
+		args = append(args, strconv.FormatUint(seq, 10))
+	}
+	res, err := ranksScript.Run(ctx, s.rdb, []string{k.Waiting(), k.Stats()}, args...).Slice()
+	if err != nil {
 		return Ranks{}, fmt.Errorf("ranks %s: %w", q, err)
 	}
-	var undrawn int64
-	if !drawn.Val() {
-		undrawn = pre.Val()
+	if len(res) != 5+len(seqs) {
+		return Ranks{}, fmt.Errorf("ranks %s: reply of %d fields for %d sequences", q, len(res), len(seqs))
 	}
-	out := Ranks{Waiting: card.Val() + undrawn, Rank: make([]int64, len(seqs))}
-	if v, ok := st.Val()[0].(string); ok {
+	out := Ranks{Rank: make([]int64, len(seqs))}
+	out.Waiting, _ = res[0].(int64)
+	if v, ok := res[1].(string); ok {
 		out.AdmittedTotal, _ = strconv.ParseInt(v, 10, 64)
 	}
-	if v, ok := st.Val()[1].(string); ok {
+	if v, ok := res[2].(string); ok {
 		out.Rate, _ = strconv.ParseFloat(v, 64)
 	}
-	out.Stock, _ = st.Val()[2].(string)
-	v, _ := st.Val()[3].(string)
+	out.Stock, _ = res[3].(string)
+	v, _ := res[4].(string)
 	out.SKUs = skuList(v)
-	for i, c := range ranks {
-		r, err := c.Result()
-		switch {
-		case err == redis.Nil:
-			out.Rank[i] = -1
-		case err != nil:
-			return Ranks{}, fmt.Errorf("ranks %s: %w", q, err)
-		case r >= passed.Val():
-			out.Rank[i] = r + undrawn
-		default:
-			out.Rank[i] = r
+	for i := range seqs {
+		r, ok := res[5+i].(int64)
+		if !ok {
+			return Ranks{}, fmt.Errorf("ranks %s: rank %d is %T", q, i, res[5+i])
 		}
+		out.Rank[i] = r
 	}
 	return out, nil
 }

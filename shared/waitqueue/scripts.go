@@ -372,7 +372,7 @@ if not st then st = redis.call('HGET', P .. 'e:' .. live, 'status') end
 if st == 'pre' and rank then st = 'waiting' end -- drawn, not settled yet (see drawScript)
 local stats = once('stats ' .. ST, function() return redis.call('HMGET', ST, 'rate', 'stock', 'skus') end)
 local waiting = redis.call('ZCARD', W)
-if st == 'waiting' then
+if st ~= 'pre' then
   rank, waiting = undrawnAhead(W, live, rank or -1, waiting, once('undrawn ' .. ST, function() return undrawn(ST, P) end))
 end
 return {st or 'unknown', live, rank or -1, waiting, stats[1] or '0', stats[2] or '', stats[3] or ''}
@@ -410,15 +410,20 @@ for _, v in ipairs(gcra(lk, la)) do out[#out + 1] = v end
 return out
 `)
 
-// undrawnLua counts a scheduled drop's pre-queue in a waiting entry's
-// place before the draw: the draw puts it ahead of every join made since
-// the opening (scores from 1, their sequences) and behind those allowed
-// past the line (negative scores; see drawScript), so such a join is told
-// the place it will have, not "1 of 1" and, at the draw, one as far back
-// as the pre-queue is long. Once drawn, or with no pre-queue, nothing
-// changes. undrawn(ST, prefix) is the pre-queue still to be drawn;
-// undrawnAhead(W, seq, rank, waiting, pre) returns rank and waiting with
-// it counted in.
+// undrawnLua counts a scheduled drop's pre-queue in the line before the
+// draw: the draw puts it ahead of every join made since the opening (scores
+// from 1, their sequences) and behind those allowed past the line (negative
+// scores; see drawScript), so such a join is told the place it will have,
+// not "1 of 1" and, at the draw, one as far back as the pre-queue is long.
+// It is the one rule for the line's length and a place in it, whoever
+// reads them — a poll, a join's answer, the notifier's ranks (ranksScript):
+// the length counts the pre-queue still to be drawn for every entry told
+// one but a pre-queued entry itself (an admitted shopper heads that line, a
+// join not applied yet is at its back), and a place counts it when it lies
+// ahead. Once drawn, or with no pre-queue, nothing changes.
+// undrawn(ST, prefix) is the pre-queue still to be drawn;
+// undrawnAhead(W, seq, rank, waiting, pre) returns rank (-1: not in line)
+// and waiting with it counted in.
 const undrawnLua = `
 local function undrawn(st, prefix)
   if redis.call('HEXISTS', st, 'drawn') == 1 then return 0 end
@@ -464,7 +469,7 @@ if st == 'pre' and rank >= 0 then st = 'waiting' end -- drawn, not settled yet (
 -- polls of one queue reads them once (see script.New).
 local stats = once('stats ' .. KEYS[4], function() return redis.call('HMGET', KEYS[4], 'rate', 'stock', 'skus') end)
 local waiting = once('waiting ' .. KEYS[1], function() return redis.call('ZCARD', KEYS[1]) end)
-if st == 'waiting' then
+if st ~= 'pre' then
   local pre = once('undrawn ' .. KEYS[1], function() return undrawn(KEYS[4], prefix) end)
   rank, waiting = undrawnAhead(KEYS[1], seq, rank, waiting, pre)
 end
