@@ -48,6 +48,15 @@ record() { echo "$2" >>"$g/$1"; }
 ticks() { for np in ${BENCH_PROCS:-}; do printf '%s=%s ' "${np%%=*}" "$(awk '{print $14+$15}' "/proc/${np#*=}/stat" 2>/dev/null || echo 0)"; done; }
 # cpuper BEFORE AFTER N: CPU µs per operation of each process, then in all
 # (the last field: the total, for the medians).
+# scripted N: the time Redis spent running scripts (INFO commandstats'
+# EVALSHA usec since the last CONFIG RESETSTAT: wall time, so it counts the
+# moments the kernel gave Redis's CPU to another process) per operation, and
+# the EVALSHA commands per operation (one command runs a batch of calls).
+# The rest of the commands' usec — the commands the scripts ran, nearly all
+# of them under this load — is printed beside it.
+scripted() { redis-cli -p 16379 INFO commandstats | tr -d '\r' | awk -F'[=,:]' -v n="$1" '/^cmdstat_evalsha:/ {u = $5; c = $3; next}
+  /^cmdstat_/ && !/config|info/ {k += $5}
+  END { if (n + 0 > 0) printf "Redis in scripts %.0f µs (the commands they ran %.0f) in %.3f EVALSHA\n", u / n, k / n, c / n }'; }
 cpuper() { awk -v b="$1" -v a="$2" -v n="$3" -v hz="$(getconf CLK_TCK)" 'BEGIN { k = split(b, B, " "); split(a, A, " "); t = 0; s = ""
   if (n + 0 <= 0) { print "–"; exit }
   for (i = 1; i <= k; i++) { split(B[i], y, "="); split(A[i], x, "="); d = (x[2] - y[2]) * 1e6 / hz / n; t += d; s = s sprintf("%s %.0f, ", y[1], d) }
@@ -77,11 +86,11 @@ want http && for r in $(seq 1 "$rounds"); do
   a=$(timeout 120 "$natscli" -s nats://127.0.0.1:14222 bench js pub async anchor.js --msgs 300000 --size 128 --clients 1 \
         --create --purge --storage file --no-progress 2>&1 | tee "$g/nats-pub-$r.txt" | grep -Eo '[0-9,]+ msgs/sec' | head -n 1 | tr -d ', msgs/ec')
   echo "anchor: nats bench js pub async (1 client, 128 B, file): ${a:-?} msgs/s"
-  t0=$(ticks)
+  redis-cli -p 16379 CONFIG RESETSTAT >/dev/null; t0=$(ticks)
   w=$(timeout 60 wrk -t2 -c256 -d"$gdur" --latency -s scripts/bench/join.lua "$gw" -- bjoin "r$r-$tag" 2>&1 | tee "$g/wrk-join-$r.txt" | grep '^WRK')
   j=$(echo "$w" | field rps); p=$(echo "$w" | field p99_ms); bad=$(echo "$w" | field non2xx)
   c=$(cpuper "$t0" "$(ticks)" "$(echo "$w" | field requests)")
-  echo "joins: wrk -c256: $j joins/s, p99 $p ms, non-2xx $bad; CPU µs per join: $c"
+  echo "joins: wrk -c256: $j joins/s, p99 $p ms, non-2xx $bad; CPU µs per join: $c; $(scripted "$(echo "$w" | field requests)")"
   record joins-cpu "${c##* }"
   record anchor-js "$a"; record joins "$j"; record joins-p99 "$p"; record joins-non2xx "$bad"; record joins-ratio "$(ratio "$j" "$a")"
   # The naive prototype, same load: what the path's shape allows here.
@@ -94,11 +103,11 @@ want http && for r in $(seq 1 "$rounds"); do
   # Polls of one ticket: Redis's own GET first, then usher's polls on it.
   a=$(timeout 60 redis-benchmark -p 16379 -t get -c 32 -n 400000 -q 2>&1 | tr '\r' '\n' | grep -Eo 'GET: [0-9.]+' | tail -n 1 | cut -d' ' -f2)
   echo "anchor: redis-benchmark -t get -c 32: ${a:-?} ops/s"
-  t0=$(ticks)
+  redis-cli -p 16379 CONFIG RESETSTAT >/dev/null; t0=$(ticks)
   w=$(timeout 60 wrk -t2 -c32 -d"$gdur" --latency -s scripts/bench/poll.lua "$gw/v1/queues/bpoll/tickets/$ticket" 2>&1 | tee "$g/wrk-poll-$r.txt" | grep '^WRK')
   pl=$(echo "$w" | field rps)
   c=$(cpuper "$t0" "$(ticks)" "$(echo "$w" | field requests)")
-  echo "polls: wrk -c32: $pl polls/s, p99 $(echo "$w" | field p99_ms) ms, non-2xx $(echo "$w" | field non2xx); CPU µs per poll: $c"
+  echo "polls: wrk -c32: $pl polls/s, p99 $(echo "$w" | field p99_ms) ms, non-2xx $(echo "$w" | field non2xx); CPU µs per poll: $c; $(scripted "$(echo "$w" | field requests)")"
   record polls-cpu "${c##* }"
   record anchor-get "$a"; record polls "$pl"; record polls-ratio "$(ratio "$pl" "$a")"
 done
