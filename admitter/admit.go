@@ -414,10 +414,18 @@ func storing(err error) bool {
 const jsDuplicateInProcess jetstream.ErrorCode = 10158
 
 // dropIfClosedLong removes the line of a queue closed for longer than
-// keyspace.ClosedGrace: Redis holds only what is live.
+// keyspace.ClosedGrace, once no slot is taken any more: Redis holds only
+// what is live. A shopper admitted before the closing orders until their
+// token expires, however long its lifetime (up to a day); the active set's
+// scores are the expiries the tokens were issued with, so an operator who
+// shortens tokenTtlSeconds after the closing does not cut them short.
 func (a *admitter) dropIfClosedLong(ctx context.Context, cfg catalog.Config) error {
 	since, err := a.line.ClosedSince(ctx, cfg.Name, cfg.State == catalog.StateClosed)
 	if err != nil || since.IsZero() || a.now().Sub(since) < keyspace.ClosedGrace {
+		return err
+	}
+	free, err := a.line.SlotsFreeAt(ctx, cfg.Name)
+	if err != nil || a.now().Before(free) {
 		return err
 	}
 	n, err := a.line.Drop(ctx, cfg.Name, true)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -378,6 +379,92 @@ func TestAtClosesAtNobodyMoreIsAdmittedAndTheQueueCloses(t *testing.T) {
 	}
 	if n := len(w.admissions()); n != 1 {
 		t.Fatalf("%d admissions; want the first only", n)
+	}
+}
+
+// closedLine is a queue with one shopper admitted with a token of ttl,
+// closed by hand, and an admitter whose clock the test sets: drop(at) runs
+// its cleanup of closed lines at that time and reports whether the
+// shopper's entry record and user pointer are still in Redis (what a poll
+// and a redeem read). It returns the world, the shopper's entry and when
+// the queue closed, on Redis's time.
+func closedLine(t *testing.T, ttl time.Duration) (w *world, shopper waitqueue.Entry, closedAt time.Time, drop func(at time.Time) bool) {
+	t.Helper()
+	w = newWorld(t, cfg(1, 20, int(ttl.Seconds())))
+	ctx := t.Context()
+	seq := w.join("u0")
+	if _, err := w.line.Ingest(ctx, w.queue, testenv.Epoch, seq, "u0", 0); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Applied(t, w.line, w.queue, testenv.Epoch, seq)
+	testenv.Tick(t, w.line, w.queue, waitqueue.Tick{TargetActive: 1, TickLength: 20 * time.Millisecond, TokenTTL: ttl})
+	shopper, err := w.line.Poll(ctx, w.queue, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shopper.Status != waitqueue.Admitted {
+		t.Fatalf("the shopper is %s, want admitted", shopper.Status)
+	}
+	closed := cfg(1, 20, int(ttl.Seconds()))
+	closed.Name, closed.State = w.queue, catalog.StateClosed
+	w.configure(closed)
+	if closedAt, err = w.line.ClosedSince(ctx, w.queue, true); err != nil {
+		t.Fatal(err)
+	}
+	rdb, err := waitqueue.DialURL(w.redisURL, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	var clock time.Time
+	a := &admitter{log: slog.New(slog.DiscardHandler), queues: w.queues, line: w.line, js: w.js, events: w.js,
+		now: func() time.Time { return clock }, metrics: newMetrics()}
+	k := keyspace.Of(w.queue)
+	return w, shopper, closedAt, func(at time.Time) bool {
+		t.Helper()
+		clock = at
+		if err := a.dropIfClosedLong(ctx, closed); err != nil {
+			t.Fatal(err)
+		}
+		n, err := rdb.Exists(ctx, k.Entry(seq), k.User("u0")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 2
+	}
+}
+
+// A closed queue's line leaves Redis ClosedGrace after the closing once
+// the tokens it issued have expired: the expired shopper's record too.
+func TestAClosedQueuesLineIsRemovedAfterTheGrace(t *testing.T) {
+	w, shopper, closedAt, drop := closedLine(t, 2*time.Second)
+	// A closed queue's ticks (paused) still free the slots of expired tokens.
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		testenv.Tick(t, w.line, w.queue, waitqueue.Tick{TargetActive: 1, TickLength: 20 * time.Millisecond, TokenTTL: 2 * time.Second, Paused: true})
+		return w.status(shopper.Seq) == waitqueue.Expired
+	}, "the shopper's token expired")
+	if !drop(closedAt.Add(keyspace.ClosedGrace - time.Minute)) {
+		t.Fatal("the line was removed before ClosedGrace had passed")
+	}
+	if drop(closedAt.Add(keyspace.ClosedGrace)) {
+		t.Fatal("the line is still in Redis ClosedGrace after the closing, with every token expired")
+	}
+}
+
+// A shopper admitted before the closing orders until their token expires,
+// even when it outlives ClosedGrace: the line stays in Redis until then.
+// It was removed an hour after the closing, and a READY shopper with a
+// two-hour token was told 503 token-unconfirmed on every order after it.
+func TestAClosedQueuesLineStaysUntilItsTokensExpire(t *testing.T) {
+	_, shopper, closedAt, drop := closedLine(t, 2*time.Hour)
+	if !drop(closedAt.Add(keyspace.ClosedGrace + 5*time.Minute)) {
+		t.Fatal("the READY shopper's entry was removed 1h05 after the closing; their token expires at " + shopper.ExpiresAt.String())
+	}
+	if !drop(shopper.ExpiresAt.Add(-time.Second)) {
+		t.Fatal("the READY shopper's entry was removed a second before their token expires")
+	}
+	if drop(shopper.ExpiresAt) {
+		t.Fatal("the line is still in Redis once the last token has expired and the grace has passed")
 	}
 }
 

@@ -37,7 +37,8 @@
 //	usher:breaker:payment        string  paybreaker (orderworker)       the breaker's open period
 //
 // A closed queue's keys are removed by the admitter ClosedGrace after it
-// closed (waitqueue.Store.Drop), entry records and user pointers included.
+// closed, or once the last token it issued has expired if that is later
+// (waitqueue.Store.Drop), entry records and user pointers included.
 package keyspace
 
 import (
@@ -59,8 +60,10 @@ const RecordTTL = 24 * time.Hour
 // retention: a replay restores them as far back).
 const BoughtTTL = 7 * 24 * time.Hour
 
-// ClosedGrace is how long a closed queue's line stays in Redis: shoppers
-// who were in it can still read CLOSED and their place meanwhile.
+// ClosedGrace is how long a closed queue's line stays in Redis at least:
+// shoppers who were in it can still read CLOSED and their place meanwhile.
+// It stays longer while a slot is taken (usher:{q}:active): a shopper
+// admitted before the closing orders until their token expires.
 const ClosedGrace = time.Hour
 
 // LimitTTL is how long an adaptive queue's controller state outlives its

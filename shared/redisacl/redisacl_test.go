@@ -239,6 +239,8 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 		must(t, "announced", line.Announced(ctx, q, []uint64{admitted.Seq}))
 		_, err = line.ClosedSince(ctx, q, false)
 		must(t, "closed since", err)
+		_, err = line.SlotsFreeAt(ctx, q)
+		must(t, "slots free at", err)
 		_, err = paybreaker.New(rdb).Open(ctx)
 		must(t, "read the breaker", err)
 		_, err = line.Drop(ctx, testenv.Name(t), true)

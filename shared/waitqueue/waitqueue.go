@@ -843,6 +843,23 @@ func (s *Store) ClosedSince(ctx context.Context, q string, closed bool) (time.Ti
 	return time.UnixMilli(ms), nil
 }
 
+// SlotsFreeAt is when the last slot of q's active set frees: its highest
+// score, a token's expiresAt (readyAt plus the lifetime the queue had at
+// the admission, jitter included) or an order's hold. Zero when no slot is
+// taken. A closed queue's line is kept until then (see the admitter's
+// dropIfClosedLong): a READY shopper orders until their token expires.
+func (s *Store) SlotsFreeAt(ctx context.Context, q string) (time.Time, error) {
+	// ZRANGE … REV, not ZREVRANGE: the services' ACL allows zrange.
+	last, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: keyspace.Of(q).Active(), Start: 0, Stop: 0, Rev: true}).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("slots of %s: %w", q, err)
+	}
+	if len(last) == 0 {
+		return time.Time{}, nil
+	}
+	return time.UnixMilli(int64(last[0].Score)), nil
+}
+
 // The draw's refusals.
 var (
 	// ErrDrawn: the queue's pre-queue was drawn already.

@@ -557,3 +557,32 @@ func TestAdmissionsCarryTheJoinTime(t *testing.T) {
 		t.Errorf("ingested join: JoinedAt %v, want the ingest's time (now), not the later replay's %v", got, stored)
 	}
 }
+
+// SlotsFreeAt is the latest expiry among the taken slots: what the tokens
+// were issued with, whatever the queue's lifetime is now; zero when none.
+func TestSlotsFreeAtIsTheLastTokensExpiry(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	if got, err := s.SlotsFreeAt(ctx, q); err != nil || !got.IsZero() {
+		t.Fatalf("SlotsFreeAt(no slot) = %v, %v; want zero", got, err)
+	}
+	joinAll(t, s, q, users(2)...)
+	long := tick(1)
+	long.TokenTTL = 2 * time.Hour
+	testenv.Tick(t, s, q, long)
+	testenv.Tick(t, s, q, tick(2)) // the second admitted with a shorter token
+	first, err := s.Poll(ctx, q, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.Poll(ctx, q, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Status != waitqueue.Admitted || second.Status != waitqueue.Admitted || !second.ExpiresAt.Before(first.ExpiresAt) {
+		t.Fatalf("admitted %+v and %+v; want both, the first's token the longer", first, second)
+	}
+	if got, err := s.SlotsFreeAt(ctx, q); err != nil || !got.Equal(first.ExpiresAt) {
+		t.Fatalf("SlotsFreeAt = %v, %v; want the first token's expiry %v", got, err, first.ExpiresAt)
+	}
+}
