@@ -90,12 +90,25 @@ var errSilent = errors.New("the consumer delivers nothing the stream holds")
 // asks the stream's leader whether it holds events the consumer has not
 // delivered. While the answer is no (an idle queue), it asks again after
 // twice as long each time, up to silentMax: an idle queue costs its
-// followers a question every half minute, not every second. A kick (the
-// admission tick found the line behind the stream) asks at the next second.
+// followers a question every half minute, not every second. A question
+// nobody answers (no leader yet) is asked again at the next second, and a
+// kick (the admission tick found the line behind the stream) asks at once,
+// at most once a second.
 const (
 	silentFor = 3 * time.Second
 	silentMax = 30 * time.Second
 )
+
+// createWait bounds the creation of a follower's consumer, as headWait
+// bounds a read of a stream's head: a request sent while the cluster has
+// no metadata leader (a NATS node killed; the fault suite's elections take
+// 4–7 s) is never answered, and the client's default of 5 s kept a queue's
+// admission stopped up to 5 s after the new leader could have made the
+// consumer (the fault suite's nats-leader-kill: a silent consumer replaced
+// 3 s after the kill, its successor asked for 2 s before the election's
+// end and made only at the 5 s mark). Asked again a moment after a second,
+// it is made within about a second of the election.
+const createWait = time.Second
 
 // Run follows the stream until ctx ends, starting again from the line's
 // cursor whenever the line turns out to have lost writes.
@@ -148,7 +161,9 @@ func (f *follower) follow(ctx context.Context) error {
 	if pos.Seq > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, pos.Seq+1
 	}
-	cons, err := f.js.OrderedConsumer(ctx, f.stream, cfg)
+	cctx, cancel := context.WithTimeout(ctx, createWait)
+	cons, err := f.js.OrderedConsumer(cctx, f.stream, cfg)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
 	}
@@ -170,6 +185,21 @@ func (f *follower) follow(ctx context.Context) error {
 	defer check.Stop()
 	heard := time.Now()                          // the last delivery, or the consumer's start
 	ask, wait := heard.Add(silentFor), silentFor // when to ask the leader next, and the wait after that
+	var asked time.Time                          // the last question to the leader
+	askIfSilent := func(now time.Time) error {
+		if len(msgs) > 0 || now.Sub(heard) < silentFor || now.Before(ask) { // delivered and waiting is not silent
+			return nil
+		}
+		answered, err := f.checkSilence(ctx, sid, heard)
+		asked = now
+		if err != nil {
+			return err
+		}
+		if answered { // no answer (no leader yet, an election): asked again at the next check or kick
+			ask, wait = now.Add(wait), min(2*wait, silentMax)
+		}
+		return nil
+	}
 	batch := make([]jetstream.Msg, 0, f.batch)
 	for {
 		batch = batch[:0]
@@ -182,19 +212,25 @@ func (f *follower) follow(ctx context.Context) error {
 			if err := f.checkCursor(ctx, sid); err != nil {
 				return err
 			}
-			if soon := heard.Add(silentFor); soon.Before(ask) {
-				ask = soon
+			// The tick found the line behind the stream: a consumer silent
+			// for silentFor is asked about now, not after an idle queue's
+			// wait or at the next check — at most once a second, since a
+			// tick kicks every 20 ms while the line is behind.
+			if now := time.Now(); now.Sub(asked) >= time.Second {
+				if soon := heard.Add(silentFor); soon.Before(ask) {
+					ask = soon
+				}
+				if err := askIfSilent(now); err != nil {
+					return err
+				}
 			}
 			continue
 		case now := <-check.C:
 			if err := f.checkCursor(ctx, sid); err != nil {
 				return err
 			}
-			if len(msgs) == 0 && now.Sub(heard) >= silentFor && !now.Before(ask) { // delivered and waiting is not silent
-				if err := f.checkSilence(ctx, sid, heard); err != nil {
-					return err
-				}
-				ask, wait = now.Add(wait), min(2*wait, silentMax)
+			if err := askIfSilent(now); err != nil {
+				return err
 			}
 			continue
 		}
@@ -285,18 +321,25 @@ func (f *follower) checkCursor(ctx context.Context, sid string) error {
 // one replica's, and after a NATS node's kill that may be a replica that
 // has not caught up (its heartbeats go on, so the client does not replace
 // it) — the queue's admission would wait for it. A new consumer is made
-// from the cursor. A leader that cannot answer says nothing either way.
-func (f *follower) checkSilence(ctx context.Context, sid string, heard time.Time) error {
+// from the cursor. A leader that cannot answer says nothing either way:
+// answered is false, and the follower asks again at its next check rather
+// than after the longer wait of an idle queue — a stream without a leader
+// for a while (a NATS node's kill) is the case this check is for, and the
+// first answer after the election is the one that counts.
+func (f *follower) checkSilence(ctx context.Context, sid string, heard time.Time) (answered bool, err error) {
 	h, err := f.head(ctx)
-	if err != nil || h.StreamID != sid {
-		return nil
+	if err != nil {
+		return false, nil
+	}
+	if h.StreamID != sid {
+		return true, nil
 	}
 	if applied := f.applied.Load(); h.Seq > applied {
 		f.log.Warn("the stream holds events its consumer has not delivered; following it with a new consumer",
 			"applied", applied, "head", h.Seq, "silent", time.Since(heard).Round(time.Millisecond).String())
-		return errSilent
+		return true, errSilent
 	}
-	return nil
+	return true, nil
 }
 
 // stuck records that the batch starting at seq cannot be applied, and
