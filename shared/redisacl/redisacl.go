@@ -80,7 +80,6 @@ var base = []string{"ping", "time", "select", "cluster|slots", "asking", "evalsh
 var lineReads = []string{
 	"exists", "get", "hexists", "hget", "hgetall", "hkeys", "hlen", "hmget", "hvals",
 	"zcard", "zcount", "zrange", "zrangebyscore", "zrank", "zscore",
-	"multi", "exec", "discard", // an atomic read of several keys (Store.Ranks)
 }
 
 // lineWrites are the writing commands the line's, the order records' and
@@ -90,7 +89,8 @@ var lineWrites = []string{
 	"expire", "persist", "set", "msetnx", "incrby", // msetnx: a rebuild sets the users' pointers at once (restoreScript)
 	"hset", "hsetnx", "hdel", "hincrby",
 	"zadd", "zrem", "zremrangebyscore", // zsets, a drop's invite codes too (Store.AddInvites, UseInvite)
-	"rename", // a drop's draw makes the staged order the line (drawScript)
+	"rename",                   // a drop's draw makes the staged order the line (drawScript)
+	"multi", "exec", "discard", // a drop's invite codes, put and used atomically (the gateway: Store.AddInvites, UseInvite)
 }
 
 // User is one Redis ACL user.

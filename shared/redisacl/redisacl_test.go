@@ -220,6 +220,11 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 		must(t, "read the breaker", err)
 		_, err = line.Leave(ctx, q, 2, "ben")
 		must(t, "leave", err)
+		now := time.Now()
+		must(t, "add invites", line.AddInvites(ctx, q, []string{"code-1"}, now, now.Add(time.Hour)))
+		if _, ok, err := line.UseInvite(ctx, q, "code-1", now); err != nil || !ok {
+			t.Fatalf("use invite: %v, %v", ok, err)
+		}
 	})
 	t.Run("admitter", func(t *testing.T) {
 		rdb := a.connect(t, redisacl.UserOf(redisacl.Admitter))
@@ -332,6 +337,7 @@ func TestUsersAreRefusedWhatTheyMustNotDo(t *testing.T) {
 		{"the notifier writes nothing, directly", redisacl.UserOf(redisacl.Notifier), []any{"HSET", "usher:{" + q + "}:stats", "rate", "1"}},
 		{"the notifier writes nothing, through a script", redisacl.UserOf(redisacl.Notifier), []any{"EVAL", "return redis.call('ZADD', KEYS[1], 1, 'x')", 1, "usher:{" + q + "}:waiting"}},
 		{"the notifier writes only presence", redisacl.UserOf(redisacl.Notifier), []any{"ZADD", "usher:{" + q + "}:waiting", 1, "x"}},
+		{"the notifier runs no transaction", redisacl.UserOf(redisacl.Notifier), []any{"MULTI"}},
 		{"the gateway only reads the breaker", redisacl.UserOf(redisacl.Gateway), []any{"SET", "usher:breaker:payment", "open"}},
 		{"the admitter only reads the breaker", redisacl.UserOf(redisacl.Admitter), []any{"SET", "usher:breaker:payment", "open"}},
 		{"the admitter touches no order record", redisacl.UserOf(redisacl.Admitter), []any{"HSET", "usher:order:{ord_x}", "status", "PAID"}},
