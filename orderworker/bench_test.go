@@ -137,7 +137,8 @@ func BenchmarkOrderPath(b *testing.B) {
 	}
 	ops := fmt.Sprintf("127.0.0.1:%d", port)
 	w.start(hooks{}, "USHER_PAYMENT_TIMEOUT", "2s", "USHER_ORDER_CONCURRENCY", os.Getenv("USHER_BENCH_CONCURRENCY"),
-		"USHER_ORDERWORKER_ADDR", ops, "USHER_DB_POOL", os.Getenv("USHER_BENCH_DB_POOL"))
+		"USHER_ORDERWORKER_ADDR", ops, "USHER_DB_POOL", os.Getenv("USHER_BENCH_DB_POOL"),
+		"USHER_ORDER_WRITERS", os.Getenv("USHER_BENCH_WRITERS"))
 	ats := make([]time.Time, len(toks))
 	for i, tok := range toks {
 		ats[i] = w.redeem(tok)
