@@ -192,12 +192,10 @@ func (f *follower) follow(ctx context.Context) error {
 		}
 		answered, err := f.checkSilence(ctx, sid, heard)
 		asked = now
-		if err != nil {
+		if err != nil || !answered { // no answer (no leader yet, an election): asked again at the next check or kick
 			return err
 		}
-		if answered { // no answer (no leader yet, an election): asked again at the next check or kick
-			ask, wait = now.Add(wait), min(2*wait, silentMax)
-		}
+		ask, wait = now.Add(wait), min(2*wait, silentMax)
 		return nil
 	}
 	batch := make([]jetstream.Msg, 0, f.batch)
@@ -215,11 +213,12 @@ func (f *follower) follow(ctx context.Context) error {
 			// The tick found the line behind the stream: a consumer silent
 			// for silentFor is asked about now, not after an idle queue's
 			// wait or at the next check — at most once a second, since a
-			// tick kicks every 20 ms while the line is behind.
+			// tick kicks every 20 ms while the line is behind (within the
+			// second, the next check asks).
+			if soon := heard.Add(silentFor); soon.Before(ask) {
+				ask = soon
+			}
 			if now := time.Now(); now.Sub(asked) >= time.Second {
-				if soon := heard.Add(silentFor); soon.Before(ask) {
-					ask = soon
-				}
 				if err := askIfSilent(now); err != nil {
 					return err
 				}
