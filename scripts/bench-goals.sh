@@ -46,8 +46,6 @@ record() { echo "$2" >>"$g/$1"; }
 # CPU time of the stack's processes (BENCH_PROCS: name=pid …, from bench.sh),
 # read from /proc before and after a step: "name=ticks …".
 ticks() { for np in ${BENCH_PROCS:-}; do printf '%s=%s ' "${np%%=*}" "$(awk '{print $14+$15}' "/proc/${np#*=}/stat" 2>/dev/null || echo 0)"; done; }
-# cpuper BEFORE AFTER N: CPU µs per operation of each process, then in all
-# (the last field: the total, for the medians).
 # scripted N: the time Redis spent running scripts (INFO commandstats'
 # EVALSHA usec since the last CONFIG RESETSTAT: wall time, so it counts the
 # moments the kernel gave Redis's CPU to another process) per operation, and
@@ -57,6 +55,8 @@ ticks() { for np in ${BENCH_PROCS:-}; do printf '%s=%s ' "${np%%=*}" "$(awk '{pr
 scripted() { redis-cli -p 16379 INFO commandstats | tr -d '\r' | awk -F'[=,:]' -v n="$1" '/^cmdstat_evalsha:/ {u = $5; c = $3; next}
   /^cmdstat_/ && !/config|info/ {k += $5}
   END { if (n + 0 > 0) printf "Redis in scripts %.0f µs (the commands they ran %.0f) in %.3f EVALSHA\n", u / n, k / n, c / n }'; }
+# cpuper BEFORE AFTER N: CPU µs per operation of each process, then in all
+# (the last field: the total, for the medians).
 cpuper() { awk -v b="$1" -v a="$2" -v n="$3" -v hz="$(getconf CLK_TCK)" 'BEGIN { k = split(b, B, " "); split(a, A, " "); t = 0; s = ""
   if (n + 0 <= 0) { print "–"; exit }
   for (i = 1; i <= k; i++) { split(B[i], y, "="); split(A[i], x, "="); d = (x[2] - y[2]) * 1e6 / hz / n; t += d; s = s sprintf("%s %.0f, ", y[1], d) }
