@@ -86,6 +86,7 @@ func BenchmarkOrderTransactions(b *testing.B) {
 			h.d = h.d[:0]
 			var next atomic.Int64
 			var wg sync.WaitGroup
+			cpu0 := testenv.ProcessCPU()
 			b.ResetTimer()
 			start := time.Now()
 			for range workers {
@@ -114,6 +115,7 @@ func BenchmarkOrderTransactions(b *testing.B) {
 			wg.Wait()
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "orders/s")
+			reportCPU(b, cpu0, testenv.ProcessCPU())
 			h.report(b)
 		})
 	}
@@ -138,11 +140,12 @@ func BenchmarkOrderPath(b *testing.B) {
 	ops := fmt.Sprintf("127.0.0.1:%d", port)
 	w.start(hooks{}, "USHER_PAYMENT_TIMEOUT", "2s", "USHER_ORDER_CONCURRENCY", os.Getenv("USHER_BENCH_CONCURRENCY"),
 		"USHER_ORDERWORKER_ADDR", ops, "USHER_DB_POOL", os.Getenv("USHER_BENCH_DB_POOL"),
-		"USHER_ORDER_WRITERS", os.Getenv("USHER_BENCH_WRITERS"))
+		"USHER_ORDER_WRITERS", os.Getenv("USHER_BENCH_WRITERS"), "USHER_ORDER_BATCH", os.Getenv("USHER_BENCH_BATCH"))
 	ats := make([]time.Time, len(toks))
 	for i, tok := range toks {
 		ats[i] = w.redeem(tok)
 	}
+	cpu0 := testenv.ProcessCPU()
 	b.ResetTimer()
 	start := time.Now()
 	ids := make([]string, len(toks))
@@ -165,6 +168,7 @@ func BenchmarkOrderPath(b *testing.B) {
 	w.waitFinal(10*time.Minute, ids...)
 	elapsed := time.Since(start)
 	b.StopTimer()
+	reportCPU(b, cpu0, testenv.ProcessCPU())
 	var lat []time.Duration
 	paid := 0
 	for _, id := range ids {
@@ -189,6 +193,22 @@ func BenchmarkOrderPath(b *testing.B) {
 		b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
 		b.ReportMetric(ms(lat[len(lat)*95/100]), "p95-ms")
 		b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+	}
+}
+
+// reportCPU reports the CPU each part of the order path used per order
+// between two readings: this test binary (the worker, the embedded NATS
+// server, the benchmark's own publishing), PostgreSQL, Redis and pgsim.
+func reportCPU(b *testing.B, before, after map[string]time.Duration) {
+	self, _ := os.ReadFile("/proc/self/comm")
+	parts := []struct{ comm, unit string }{
+		{strings.TrimSpace(string(self)), "cpu-µs/order-test"}, {"postgres", "cpu-µs/order-postgres"},
+		{"redis-server", "cpu-µs/order-redis"}, {"pgsim", "cpu-µs/order-pgsim"},
+	}
+	for _, p := range parts {
+		if d, ok := after[p.comm]; ok {
+			b.ReportMetric(float64(d-before[p.comm])/float64(time.Microsecond)/float64(b.N), p.unit)
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ type settings struct {
 	databaseURL    string
 	dbPool         int
 	dbWriters      int
+	dbBatch        int
 	paymentURL     string
 	paymentTimeout time.Duration
 	orderDeadline  time.Duration
@@ -33,6 +34,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		databaseURL:    env.String("USHER_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/usher?sslmode=disable"),
 		dbPool:         env.Int("USHER_DB_POOL", 40, 1),
 		dbWriters:      env.Int("USHER_ORDER_WRITERS", 4, 0),
+		dbBatch:        env.Int("USHER_ORDER_BATCH", 64, 1),
 		paymentURL:     env.String("USHER_PAYMENT_URL", "http://127.0.0.1:8090"),
 		paymentTimeout: env.Duration("USHER_PAYMENT_TIMEOUT", 2*time.Second),
 		orderDeadline:  env.Duration("USHER_ORDER_DEADLINE", 60*time.Second),

@@ -30,10 +30,13 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		return err
 	}
 	m := newMetrics()
-	// The pool stays at the seed's 40, but only a few order statements run
-	// at once: on a hot SKU more would only queue on the stock row's lock
-	// while holding a connection (orders.Options.MaxWriters).
-	db, err := orders.Open(s.databaseURL, orders.Options{MaxConns: int32(s.dbPool), MaxWriters: s.dbWriters, Hold: m.observeHold, HoldOf: noteHold})
+	// The pool stays at the seed's 40, but the order statements go in
+	// batches, one batch in flight (orders.Options.MaxBatch), or with
+	// USHER_ORDER_BATCH=1 each alone, a few at once
+	// (orders.Options.MaxWriters): on a hot SKU more would only queue on
+	// the stock row's lock while holding a connection.
+	db, err := orders.Open(s.databaseURL, orders.Options{MaxConns: int32(s.dbPool), MaxWriters: s.dbWriters, MaxBatch: s.dbBatch,
+		Hold: m.observeHold, HoldOf: noteHold})
 	if err != nil {
 		return err
 	}

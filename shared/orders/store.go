@@ -19,6 +19,7 @@ import (
 type Store struct {
 	pool    *pgxpool.Pool
 	writers chan struct{} // nil: no cap on concurrent writing statements
+	batch   *batcher      // nil: each writing statement in its own round trip
 }
 
 // Options tune the pool.
@@ -39,6 +40,14 @@ type Options struct {
 	// grow and throughput does not (see BENCHMARKS.md). A writer waits for
 	// its turn before it takes a connection, not while holding one.
 	MaxWriters int
+	// MaxBatch, above 1, sends the writing statements that queue up while
+	// one round trip is in flight together in the next, at most MaxBatch
+	// in one round trip and one transaction, one batch in flight at a
+	// time (MaxWriters does not apply then): one hot SKU's orders take its
+	// stock row in turn on one connection instead of waiting for each
+	// other's lock on several. A statement that fails rolls its batch back
+	// and each of the batch's statements runs again on its own.
+	MaxBatch int
 }
 
 // Open returns a Store on the database at url. It does not connect yet:
@@ -72,7 +81,9 @@ func Open(url string, opt Options) (*Store, error) {
 					opt.Hold(d)
 				}
 				if opt.HoldOf != nil {
-					opt.HoldOf(h.ctx, d)
+					for _, ctx := range holders(h.ctx) {
+						opt.HoldOf(ctx, d)
+					}
 				}
 			}
 			return true
@@ -87,7 +98,20 @@ func Open(url string, opt Options) (*Store, error) {
 	if opt.MaxWriters > 0 {
 		st.writers = make(chan struct{}, opt.MaxWriters)
 	}
+	if opt.MaxBatch > 1 {
+		st.batch = &batcher{max: opt.MaxBatch}
+	}
 	return st, nil
+}
+
+// exec runs a writing statement: in a batch, or alone once a writer's turn
+// is free.
+func (s *Store) exec(ctx context.Context, lock, sql string, args []any, scan func(pgx.Row) error) error {
+	st := &stmt{ctx: ctx, sql: sql, args: args, scan: scan, lock: lock}
+	if s.batch != nil {
+		return s.batched(st)
+	}
+	return s.write(ctx, func() error { return s.alone(st) })
 }
 
 // write runs a writing statement once a writer's turn is free.
@@ -158,10 +182,8 @@ RETURNING status, reason, amount,
 // takes nothing.
 func (s *Store) Place(ctx context.Context, o Order) (Order, error) {
 	var st string
-	err := s.write(ctx, func() error {
-		return s.pool.QueryRow(ctx, placeSQL, o.ID, o.TokenID, o.Queue, o.User, o.SKU, o.Quantity, o.Deadline, o.MaxPerUser).
-			Scan(&st, &o.Reason, &o.Amount, &o.Available, &o.StockVersion)
-	})
+	err := s.exec(ctx, o.SKU, placeSQL, []any{o.ID, o.TokenID, o.Queue, o.User, o.SKU, o.Quantity, o.Deadline, o.MaxPerUser},
+		func(row pgx.Row) error { return row.Scan(&st, &o.Reason, &o.Amount, &o.Available, &o.StockVersion) })
 	if isUniqueViolation(err) {
 		got, found, err := s.Get(ctx, o.ID)
 		if err == nil && !found {
@@ -181,14 +203,12 @@ func (s *Store) Place(ctx context.Context, o Order) (Order, error) {
 // (its token had expired, say). An existing order is returned unchanged.
 func (s *Store) Reject(ctx context.Context, o Order, reason string) (Order, error) {
 	var got Order
-	err := s.write(ctx, func() (err error) {
-		got, err = scanOrder(s.pool.QueryRow(ctx, `
+	err := s.exec(ctx, "", `
 INSERT INTO orders (id, token_id, queue, user_id, sku, quantity, amount, status, reason, deadline)
 VALUES ($1, $2, $3, $4, $5, $6, 0, 'REJECTED', $7, $8)
 ON CONFLICT DO NOTHING
-RETURNING `+orderColumns, o.ID, o.TokenID, o.Queue, o.User, o.SKU, o.Quantity, reason, o.Deadline))
-		return err
-	})
+RETURNING `+orderColumns, []any{o.ID, o.TokenID, o.Queue, o.User, o.SKU, o.Quantity, reason, o.Deadline},
+		func(row pgx.Row) (err error) { got, err = scanOrder(row); return err })
 	if errors.Is(err, pgx.ErrNoRows) {
 		got, _, err = s.Get(ctx, o.ID)
 	}
@@ -237,13 +257,11 @@ func (s *Store) ChangedSince(ctx context.Context, t time.Time, fn func(Order) er
 // PAID. An order that is final already is returned as it stands.
 func (s *Store) Pay(ctx context.Context, id, paymentID string) (Order, error) {
 	var o Order
-	err := s.write(ctx, func() (err error) {
-		o, err = scanOrder(s.pool.QueryRow(ctx, `
+	err := s.exec(ctx, "", `
 UPDATE orders SET status = 'PAID', payment_id = $2, updated_at = now()
 WHERE id = $1 AND status = 'PENDING'
-RETURNING `+orderColumns, id, paymentID))
-		return err
-	})
+RETURNING `+orderColumns, []any{id, paymentID},
+		func(row pgx.Row) (err error) { o, err = scanOrder(row); return err })
 	return s.orCurrent(ctx, id, o, err)
 }
 

@@ -55,8 +55,19 @@ func TestMigrateTwiceIsHarmless(t *testing.T) {
 	}
 }
 
-func TestOrderLifecycle(t *testing.T) {
-	s := newStore(t)
+// writeModes runs f on a store with each way of sending writing
+// statements: each alone, and batched.
+func writeModes(t *testing.T, f func(t *testing.T, s *orders.Store)) {
+	for name, opt := range map[string]orders.Options{
+		"alone": {MaxConns: 40}, "batched": {MaxConns: 40, MaxBatch: 8},
+	} {
+		t.Run(name, func(t *testing.T) { f(t, newStoreOn(t, testenv.PostgresURL(t), opt)) })
+	}
+}
+
+func TestOrderLifecycle(t *testing.T) { writeModes(t, orderLifecycle) }
+
+func orderLifecycle(t *testing.T, s *orders.Store) {
 	ctx := context.Background()
 	s.SetStock(ctx, "sku", 3)
 
@@ -92,8 +103,9 @@ func TestOrderLifecycle(t *testing.T) {
 
 // Many workers placing the same order, and many orders racing for little
 // stock: the stock is taken once per order and never goes negative.
-func TestConcurrentPlacing(t *testing.T) {
-	s := newStore(t)
+func TestConcurrentPlacing(t *testing.T) { writeModes(t, concurrentPlacing) }
+
+func concurrentPlacing(t *testing.T, s *orders.Store) {
 	ctx := context.Background()
 	s.SetStock(ctx, "hot", 10)
 	var wg sync.WaitGroup
@@ -206,7 +218,10 @@ func TestCappedWritersPlaceCorrectly(t *testing.T) {
 // version (copies apply them in order), and a user's units are bounded
 // by the queue's maxPerUser across all their orders.
 func TestStockVersionsAndTheLimitPerUser(t *testing.T) {
-	s := newStore(t)
+	writeModes(t, stockVersionsAndTheLimitPerUser)
+}
+
+func stockVersionsAndTheLimitPerUser(t *testing.T, s *orders.Store) {
 	ctx := context.Background()
 	st, err := s.SetStock(ctx, "sku", 5)
 	if err != nil || st.Available != 5 {
