@@ -41,7 +41,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		lookupGrace:    env.Duration("USHER_PAYMENT_LOOKUP_GRACE", 5*time.Minute),
 		breakerOpen:    env.Duration("USHER_BREAKER_OPEN", 5*time.Second),
 		ackWait:        env.Duration("USHER_ORDER_ACK_WAIT", 30*time.Second),
-		concurrency:    env.Int("USHER_ORDER_CONCURRENCY", 256, 1),
+		concurrency:    env.Int("USHER_ORDER_CONCURRENCY", 512, 1),
 	}
 	env.Check(checkPaymentURL(s.paymentURL))
 	if s.ackWait < minAckWait {
