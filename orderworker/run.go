@@ -58,6 +58,10 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	pay := newPayments(s.paymentURL, s.paymentTimeout, s.concurrency, br, func(o string) { m.payments.WithLabelValues(o).Inc() })
 	pay.timed = m.observePayment
 	records := orders.NewRecords(d.Redis)
+	// Each order's line calls (redeem, placed, count, release) are single
+	// script calls; with hundreds of orders in flight, batching coalesces
+	// the concurrent ones into pipelines, as the gateway's joins and polls.
+	d.Line.EnableBatching()
 	w := &worker{
 		log: d.Log, store: db, records: records, line: d.Line,
 		queues: d.Queues, events: d.JS, breaker: br, lookupGrace: s.lookupGrace,
@@ -87,9 +91,17 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	// What each order cost, for queues whose admission is adaptive.
 	c.feed = newWindowFeed(adaptive.NewStore(d.Redis), d.Queues, d.Log)
 
+	// The batches run for as long as orders are worked on: the drain
+	// outlives ctx, and ends with the work.
+	batchCtx, stopBatches := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBatches()
 	g, gctx := errgroup.WithContext(ctx)
 	d.Go(gctx, g)
-	g.Go(func() error { return c.Run(gctx, workCtx, cons) })
+	g.Go(func() error { return d.Line.RunBatches(batchCtx, 2) })
+	g.Go(func() error {
+		defer stopBatches()
+		return c.Run(gctx, workCtx, cons)
+	})
 	g.Go(func() error { return c.feed.Run(gctx) })
 	keeper := &recordKeeper{log: d.Log, store: db, records: records, now: d.Clock.Now, every: recordsCheckEvery}
 	g.Go(func() error { return keeper.Run(gctx) })

@@ -32,7 +32,8 @@ type scriptCall struct {
 }
 
 // EnableBatching makes the Store coalesce its per-request script calls
-// (Ingest, Lookup, Poll) into pipelines run by RunBatches. Call it before
+// (Ingest, Lookup, Poll; an order's Redeem, Placed, CountBought, Release)
+// into pipelines run by RunBatches. Call it before
 // the Store is used, and run RunBatches for as long as the Store is.
 func (s *Store) EnableBatching() {
 	s.calls = make(chan *scriptCall, 4*maxBatch)

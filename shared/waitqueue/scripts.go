@@ -755,7 +755,7 @@ return {'claimed', n}
 // left entries cannot be redeemed.
 // Returns {outcome, orderId}: redeemed | conflict | expired | left |
 // waiting | unknown.
-var redeemScript = redis.NewScript(luaLib + `
+var redeemScript = script.New(luaLib + `
 local seq, tok, ord, hold = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local e = P .. 'e:' .. seq
 local f = redis.call('HMGET', e, 'status', 'tokenId', 'orderId')
@@ -776,7 +776,7 @@ return {'redeemed', ord}
 // ARGV from 3: seq, orderId.
 // Invariant: only the order that used the entry frees its slot, and
 // freeing twice is harmless. Returns 1 if a slot was freed.
-var releaseScript = redis.NewScript(luaLib + `
+var releaseScript = script.New(luaLib + `
 local e = P .. 'e:' .. ARGV[3]
 local f = redis.call('HMGET', e, 'orderId', 'user')
 if f[1] ~= ARGV[4] then return 0 end
@@ -796,7 +796,7 @@ return redis.call('ZREM', A, ARGV[3])
 // towards refusing, and the store's own per-user check stays exact.
 // ARGV from 3: seq, orderId, user, quantity, seconds the count is kept.
 // Returns 1 if it counted.
-var boughtScript = redis.NewScript(luaLib + `
+var boughtScript = script.New(luaLib + `
 local e = P .. 'e:' .. ARGV[3]
 if redis.call('HGET', e, 'orderId') ~= ARGV[4] or redis.call('HSETNX', e, 'counted', 1) == 0 then return 0 end
 local bk = P .. 'b:' .. ARGV[5]
@@ -809,7 +809,7 @@ return 1
 // units are out of the store's stock figure now, no longer held by the
 // line) together with the stock the store reported, in one step.
 // ARGV from 3: seq, orderId, sku, available, version.
-var placedScript = redis.NewScript(luaLib + `
+var placedScript = script.New(luaLib + `
 local e = P .. 'e:' .. ARGV[3]
 if redis.call('HGET', e, 'orderId') == ARGV[4] then
   redis.call('HSET', e, 'placed', 1)

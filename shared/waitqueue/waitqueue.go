@@ -373,7 +373,7 @@ func (s *Store) Claim(ctx context.Context, q string, seq uint64, o Order, hold t
 // See redeemScript.
 func (s *Store) Redeem(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (Redemption, error) {
 	k := keyspace.Of(q)
-	res, err := redeemScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, seq, tokenID, orderID, holdUntil.UnixMilli())...).StringSlice()
+	res, err := s.run(ctx, redeemScript, stdKeys(k), s.args(k, seq, tokenID, orderID, holdUntil.UnixMilli())...).StringSlice()
 	if err != nil {
 		return "", fmt.Errorf("redeem %s/%d: %w", q, seq, err)
 	}
@@ -387,7 +387,7 @@ func (s *Store) Redeem(ctx context.Context, q string, seq uint64, tokenID, order
 // final, so the admitter lets the next shopper in. It is idempotent.
 func (s *Store) Release(ctx context.Context, q string, seq uint64, orderID string) (bool, error) {
 	k := keyspace.Of(q)
-	n, err := releaseScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, seq, orderID)...).Int()
+	n, err := s.run(ctx, releaseScript, stdKeys(k), s.args(k, seq, orderID)...).Int()
 	if err != nil {
 		return false, fmt.Errorf("release %s/%d: %w", q, seq, err)
 	}
@@ -400,7 +400,7 @@ func (s *Store) Release(ctx context.Context, q string, seq uint64, orderID strin
 // idempotent.
 func (s *Store) CountBought(ctx context.Context, q string, seq uint64, orderID, user string, quantity int) (bool, error) {
 	k := keyspace.Of(q)
-	n, err := boughtScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, seq, orderID, user, quantity, int(keyspace.BoughtTTL.Seconds()))...).Int()
+	n, err := s.run(ctx, boughtScript, stdKeys(k), s.args(k, seq, orderID, user, quantity, int(keyspace.BoughtTTL.Seconds()))...).Int()
 	if err != nil {
 		return false, fmt.Errorf("count bought %s/%d: %w", q, seq, err)
 	}
@@ -547,7 +547,7 @@ func (s *Store) SetStock(ctx context.Context, q string, only bool, levels ...Sto
 // with the stock the store reported, in one step.
 func (s *Store) Placed(ctx context.Context, q string, seq uint64, orderID string, l StockLevel) error {
 	k := keyspace.Of(q)
-	if err := placedScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, seq, orderID, l.SKU, l.Available, l.Version)...).Err(); err != nil {
+	if err := s.run(ctx, placedScript, stdKeys(k), s.args(k, seq, orderID, l.SKU, l.Available, l.Version)...).Err(); err != nil {
 		return fmt.Errorf("placed %s/%d: %w", q, seq, err)
 	}
 	return nil
