@@ -100,6 +100,8 @@ func Open(ctx context.Context, s Settings, name string, stdout io.Writer) (d *De
 	if d.Log, err = config.Logger(stdout, s.LogLevel); err != nil {
 		return d, err
 	}
+	// Every line says whose it is: the services' logs are read together.
+	d.Log = d.Log.With("service", name)
 	// go-redis's own lines (dial failures, pool trouble) join the service's
 	// JSON log instead of stderr; the first Open of a process sets it.
 	waitqueue.LogRedisTo(d.Log)
