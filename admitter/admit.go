@@ -324,6 +324,17 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 	return min(max(res.Next, time.Millisecond), tickLen) + jitter, nil
 }
 
+// publishWait bounds the wait for the stream's acknowledgements of one
+// batch of admissions or leaves, as headWait bounds a read of a stream's
+// head. A publish sent while the stream has no leader (a NATS node killed;
+// the election takes 4–7 s) is never answered, and the queue's loop, which
+// waited 5 s for it, ticked again only then (the fault suite's
+// nats-leader-kill, seed 5: "admissions not acknowledged" 5.0 s after the
+// kill). Bounded at a second, the loop asks again within a second of the
+// election. What is not acknowledged stays in the outbox and goes again
+// at the next tick (a repeat the stream drops by its id).
+const publishWait = time.Second
+
 // announce publishes the outbox with each token id as Nats-Msg-Id and trims
 // what the stream acknowledged. A repeat (after a crash, or by a second
 // admitter) is dropped by the stream's duplicate window; one the stream
@@ -354,7 +365,7 @@ func (a *admitter) announce(ctx context.Context, q string) error {
 		var done []uint64
 		var stored []waitqueue.Admission // by this publish, not a repeat the stream dropped
 		var firstErr error
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		wctx, cancel := context.WithTimeout(ctx, publishWait)
 	wait:
 		for i, f := range futures {
 			select {
@@ -563,7 +574,7 @@ func (a *admitter) recordAbandoned(ctx context.Context, q string) error {
 		}
 		futures = append(futures, f)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, publishWait)
 	defer cancel()
 	var done []uint64
 	var firstErr error
