@@ -216,7 +216,7 @@ func (a *api) opsPage(c *fiber.Ctx) error {
 // opsAsset serves the dashboard's stylesheet and script:
 // GET /ops/static/{file}.
 func (a *api) opsAsset(c *fiber.Ctx) error {
-	name := path.Base(c.Params("file"))
+	name := path.Base(pathParam(c, "file"))
 	typ, ok := opsAssets[name]
 	if !ok {
 		return problem.New(fiber.StatusNotFound, "not-found", "no such file")

@@ -72,6 +72,7 @@ func TestOpsPageAndAssetsAreServed(t *testing.T) {
 		{"/ops", "text/html; charset=utf-8", 200, `/ops/static/ops.js`},
 		{"/ops/static/ops.js", "text/javascript; charset=utf-8", 200, "/v1/admin/ops/stream"},
 		{"/ops/static/ops.css", "text/css; charset=utf-8", 200, "tabular-nums"},
+		{"/ops/static/ops%2Ecss", "text/css; charset=utf-8", 200, "tabular-nums"},
 		{"/ops/static/ops.html", "application/problem+json", 404, ""},
 	}
 	for _, tt := range tests {

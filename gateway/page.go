@@ -285,7 +285,7 @@ var pageAssets = map[string]string{
 
 // asset serves the page's stylesheet and script: GET /q/static/{file}.
 func (a *api) asset(c *fiber.Ctx) error {
-	name := path.Base(c.Params("file"))
+	name := path.Base(pathParam(c, "file"))
 	typ, ok := pageAssets[name]
 	if !ok {
 		return problem.New(fiber.StatusNotFound, "not-found", "no such file")

@@ -40,6 +40,7 @@ func TestPageAndAssetsAreServed(t *testing.T) {
 			[]string{`data-queue="` + h.queue + `"`, `aria-live="polite"`, `<link rel="stylesheet" href="https://shop.example/brand.css">`, `/q/static/page.js`}},
 		{"script", "/q/static/page.js", 200, "text/javascript; charset=utf-8", []string{"EventSource", "pollAfterMs", "/v1/orders"}},
 		{"stylesheet", "/q/static/page.css", 200, "text/css; charset=utf-8", []string{"tabular-nums"}},
+		{"a name percent-encoded (RFC 3986: the same name)", "/q/static/pow%2Ejs", 200, "text/javascript; charset=utf-8", []string{"solve"}},
 		{"unknown queue", "/q/nope", 404, "application/problem+json", nil},
 		{"unknown asset", "/q/static/page.html", 404, "application/problem+json", nil},
 	}
