@@ -131,3 +131,34 @@ func waitForLockWaiter(t *testing.T, url string) {
 		return nil
 	}, "a statement waiting for the stock row's lock")
 }
+
+// A connection given back is at once the next statement's: timing the
+// holds does not make the pool give connections back later (in a
+// goroutine of their own, as its AfterRelease hook does), so statements in
+// turn run on one connection and never wait for a new one.
+func TestStatementsInTurnShareOneConnection(t *testing.T) {
+	url := testenv.PostgresURL(t)
+	var holds atomic.Int64
+	s := newStoreOn(t, url, orders.Options{MaxConns: 40, MaxBatch: 16, Hold: func(time.Duration) { holds.Add(1) }})
+	ctx := context.Background()
+	if _, err := s.SetStock(ctx, "sku", 1000); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if _, err := s.Place(ctx, order(i, "sku", 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || holds.Load() < 200 {
+		t.Errorf("200 statements in turn: %d connections to the database, %d holds timed; want 1 connection, every hold timed", n, holds.Load())
+	}
+}

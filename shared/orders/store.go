@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,33 +61,7 @@ func Open(url string, opt Options) (*Store, error) {
 		cfg.MaxConns = opt.MaxConns
 	}
 	if opt.Hold != nil || opt.HoldOf != nil {
-		// The pool calls PrepareConn as it hands a connection out and
-		// AfterRelease as it takes it back: the time between is the hold.
-		type held struct {
-			at  time.Time
-			ctx context.Context
-		}
-		var since sync.Map // *pgx.Conn → held
-		cfg.PrepareConn = func(ctx context.Context, c *pgx.Conn) (bool, error) {
-			since.Store(c, held{time.Now(), ctx})
-			return true, nil
-		}
-		cfg.AfterRelease = func(c *pgx.Conn) bool {
-			if v, ok := since.LoadAndDelete(c); ok {
-				h := v.(held)
-				d := time.Since(h.at)
-				if opt.Hold != nil {
-					opt.Hold(d)
-				}
-				if opt.HoldOf != nil {
-					for _, ctx := range holders(h.ctx) {
-						opt.HoldOf(ctx, d)
-					}
-				}
-			}
-			return true
-		}
-		cfg.BeforeClose = func(c *pgx.Conn) { since.Delete(c) }
+		cfg.ConnConfig.Tracer = &holdTracer{hold: opt.Hold, holdOf: opt.HoldOf}
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
