@@ -250,47 +250,26 @@ func BenchmarkPowJS(b *testing.B) {
 // dedicated workers run.
 func rendererCPU(t testing.TB, pid int) time.Duration {
 	t.Helper()
-	type proc struct {
-		ppid     int
-		ticks    int64
-		renderer bool
+	all := testenv.Processes()
+	if len(all) == 0 {
+		t.Fatal("no processes read from /proc")
 	}
-	procs := map[int]proc{}
-	dirs, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
+	ppid := make(map[int]int, len(all))
+	for _, p := range all {
+		ppid[p.PID] = p.PPID
 	}
-	for _, d := range dirs {
-		p, err := strconv.Atoi(d.Name())
-		if err != nil {
+	var cpu time.Duration
+	for _, p := range all {
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/cmdline")
+		if !strings.Contains(string(cmd), "--type=renderer") {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// Fields after the command's closing parenthesis: state ppid … utime(14) stime(15).
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-		if len(f) < 13 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		cmd, _ := os.ReadFile("/proc/" + d.Name() + "/cmdline")
-		procs[p] = proc{ppid: ppid, ticks: ut + st, renderer: strings.Contains(string(cmd), "--type=renderer")}
-	}
-	var ticks int64
-	for _, pr := range procs {
-		if !pr.renderer {
-			continue
-		}
-		for a := pr.ppid; a > 1; a = procs[a].ppid {
+		for a := p.PPID; a > 1; a = ppid[a] {
 			if a == pid {
-				ticks += pr.ticks
+				cpu += p.CPU
 				break
 			}
 		}
 	}
-	return time.Duration(ticks) * time.Second / 100 // USER_HZ: 100 on Linux
+	return cpu
 }
