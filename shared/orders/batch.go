@@ -25,9 +25,10 @@ type stmt struct {
 // trip is in flight together in the next: one round trip and one
 // transaction for many orders. Orders of one hot SKU all lock its stock
 // row: run side by side they wait for each other's lock and for the
-// CPU while holding their connections (BENCHMARKS.md, "The order path
-// on one connection"), run in turn on one connection they do not. At
-// most one batch is in flight; a lone statement goes alone at once.
+// CPU while holding their connections (BENCHMARKS.md, "The order path:
+// one hot SKU's statements in batches on one connection"), run in turn
+// on one connection they do not. At most one batch is in flight; a lone
+// statement goes alone at once.
 type batcher struct {
 	max int // statements in one batch
 
@@ -90,7 +91,11 @@ func (s *Store) send(ws []*stmt) {
 		}
 		live = append(live, w)
 	}
-	if len(live) == 0 {
+	switch len(live) {
+	case 0:
+		return
+	case 1: // alone: no batch to build
+		live[0].done <- s.alone(live[0])
 		return
 	}
 	// Stock rows locked in one order by every batch (and every worker
@@ -105,10 +110,6 @@ func (s *Store) send(ws []*stmt) {
 			return err
 		}
 		defer c.Release()
-		if len(live) == 1 { // alone: no batch to build
-			errs[0] = live[0].scan(c.QueryRow(ctx, live[0].sql, live[0].args...))
-			return nil
-		}
 		var batch pgx.Batch
 		for _, w := range live {
 			batch.Queue(w.sql, w.args...)
@@ -119,13 +120,11 @@ func (s *Store) send(ws []*stmt) {
 		}
 		return res.Close()
 	}()
-	if len(live) > 1 && (err != nil || slices.ContainsFunc(errs, failed)) {
+	if err != nil || slices.ContainsFunc(errs, failed) {
 		// Nothing of the batch committed: each again, alone.
 		for i, w := range live {
 			errs[i] = s.alone(w)
 		}
-	} else if err != nil {
-		errs[0] = err
 	}
 	for i, w := range live {
 		w.done <- errs[i]
