@@ -91,17 +91,12 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	// What each order cost, for queues whose admission is adaptive.
 	c.feed = newWindowFeed(adaptive.NewStore(d.Redis), d.Queues, d.Log)
 
-	// The batches run for as long as orders are worked on: the drain
-	// outlives ctx, and ends with the work.
-	batchCtx, stopBatches := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBatches()
 	g, gctx := errgroup.WithContext(ctx)
 	d.Go(gctx, g)
-	g.Go(func() error { return d.Line.RunBatches(batchCtx, 2) })
-	g.Go(func() error {
-		defer stopBatches()
-		return c.Run(gctx, workCtx, cons)
-	})
+	// Once ctx ends, the orders still worked on (the drain) make their
+	// line calls straight to Redis (see RunBatches).
+	g.Go(func() error { return d.Line.RunBatches(gctx, 2) })
+	g.Go(func() error { return c.Run(gctx, workCtx, cons) })
 	g.Go(func() error { return c.feed.Run(gctx) })
 	keeper := &recordKeeper{log: d.Log, store: db, records: records, now: d.Clock.Now, every: recordsCheckEvery}
 	g.Go(func() error { return keeper.Run(gctx) })

@@ -40,11 +40,17 @@ func (s *Store) EnableBatching() {
 }
 
 // RunBatches sends the queued script calls in pipelines with workers
-// concurrent pipelines, until ctx ends.
+// concurrent pipelines, until ctx ends. Then it sends what is queued, and
+// from then on every call goes straight to Redis: a service's requests
+// still in flight while it shuts down (the gateway's drain, the order
+// worker's last orders) are answered, not left waiting for a batcher that
+// is gone.
 func (s *Store) RunBatches(ctx context.Context, workers int) error {
 	if s.calls == nil {
 		return errors.New("waitqueue: RunBatches without EnableBatching")
 	}
+	// What is queued when the batches stop still goes, whatever ended ctx.
+	defer s.stopBatches(context.WithoutCancel(ctx))
 	for _, sc := range []*script.Script{ingestScript, lookupScript, lookupLimitedScript, pollScript} {
 		if err := sc.Load(ctx, s.rdb); err != nil {
 			if ctx.Err() != nil {
@@ -63,16 +69,7 @@ func (s *Store) RunBatches(ctx context.Context, workers int) error {
 				case <-ctx.Done():
 					return
 				case c := <-s.calls:
-					batch = append(batch[:0], c)
-				}
-			fill:
-				for len(batch) < maxBatch {
-					select {
-					case c := <-s.calls:
-						batch = append(batch, c)
-					default:
-						break fill
-					}
+					batch = s.fill(append(batch[:0], c))
 				}
 				s.flush(ctx, batch)
 			}
@@ -82,6 +79,43 @@ func (s *Store) RunBatches(ctx context.Context, workers int) error {
 		<-done
 	}
 	return nil
+}
+
+// fill adds to batch what is queued, up to maxBatch, without waiting.
+func (s *Store) fill(batch []*scriptCall) []*scriptCall {
+	for len(batch) < maxBatch {
+		select {
+		case c := <-s.calls:
+			batch = append(batch, c)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// stopBatches sends every later call straight to Redis, and what is
+// queued, in batches on ctx. It sends while it waits for its write lock:
+// a caller holding the read lock may be waiting for room in the queue.
+func (s *Store) stopBatches(ctx context.Context) {
+	stopped := make(chan struct{})
+	go func() {
+		s.stopMu.Lock()
+		s.stopped = true
+		s.stopMu.Unlock()
+		close(stopped)
+	}()
+	for {
+		select {
+		case c := <-s.calls:
+			s.flush(ctx, s.fill([]*scriptCall{c}))
+		case <-stopped:
+			for batch := s.fill(nil); len(batch) > 0; batch = s.fill(batch[:0]) {
+				s.flush(ctx, batch)
+			}
+			return
+		}
+	}
 }
 
 func (s *Store) flush(ctx context.Context, batch []*scriptCall) {
@@ -162,9 +196,16 @@ func (s *Store) run(ctx context.Context, sc *script.Script, keys []string, args 
 		return sc.Run(ctx, s.rdb, keys, args...)
 	}
 	c := &scriptCall{script: sc, keys: keys, args: args, ctx: ctx, done: make(chan struct{})}
+	s.stopMu.RLock()
+	if s.stopped {
+		s.stopMu.RUnlock()
+		return sc.Run(ctx, s.rdb, keys, args...)
+	}
 	select {
 	case s.calls <- c:
+		s.stopMu.RUnlock()
 	case <-ctx.Done():
+		s.stopMu.RUnlock()
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(ctx.Err())
 		return cmd

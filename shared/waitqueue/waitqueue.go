@@ -22,6 +22,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -77,6 +78,12 @@ type Store struct {
 	rdb   redis.UniversalClient
 	calls chan *scriptCall // set by EnableBatching
 	ttl   int              // tombstone TTL in seconds
+
+	// stopMu guards stopped: a call is queued under its read lock, and
+	// RunBatches sets stopped under its write lock, so after that nothing
+	// joins the queue it drains.
+	stopMu  sync.RWMutex
+	stopped bool // RunBatches has ended: calls go straight to Redis
 }
 
 // New returns a Store on rdb whose finished entries live

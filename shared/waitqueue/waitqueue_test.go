@@ -433,6 +433,32 @@ func TestBatchedCallsAnswerLikeDirectOnes(t *testing.T) {
 	}
 }
 
+// Calls made once the batches have stopped (a service draining its last
+// requests after its context ended) are answered straight from Redis,
+// not left waiting for a batcher that is gone.
+func TestCallsAfterTheBatchesStopAreAnswered(t *testing.T) {
+	rdb := testenv.OwnRedis(t)
+	s := waitqueue.New(rdb)
+	s.EnableBatching()
+	ctx, stop := context.WithCancel(context.Background())
+	ended := make(chan error, 1)
+	go func() { ended <- s.RunBatches(ctx, 2) }()
+	q := testenv.Name(t)
+	if _, err := s.Ingest(context.Background(), q, epoch, 1, "u1", 0); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	testenv.EndsWith(t, ended, 5*time.Second, nil)
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.Ingest(cctx, q, epoch, 2, "u2", 0); err != nil {
+		t.Fatalf("Ingest after the batches stopped: %v", err)
+	}
+	if e, err := s.Poll(cctx, q, 2); err != nil || e.Position != 2 {
+		t.Fatalf("Poll after the batches stopped = %+v, %v; want position 2", e, err)
+	}
+}
+
 // A Redis that lost its scripts (a restart, a failover: SCRIPT FLUSH here)
 // still answers batched calls, grouped and alone: the batcher loads them
 // again.
