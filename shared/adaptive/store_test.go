@@ -3,10 +3,13 @@ package adaptive_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"usher/shared/adaptive"
 	"usher/shared/keyspace"
@@ -20,6 +23,25 @@ func TestMain(m *testing.M) {
 }
 
 const window = 100 * time.Millisecond
+
+// earlyInAWindow waits until Redis time is in the first fifth of a window,
+// so that the steps and records a test means for one window fall in it:
+// begun late in a window, they straddled its end on a loaded machine under
+// the race detector (the second step found the next window due).
+func earlyInAWindow(t *testing.T, rdb redis.UniversalClient) {
+	t.Helper()
+	ms := window.Milliseconds()
+	testenv.Eventually(t, 5*time.Second, func() error {
+		now, err := rdb.Time(context.Background()).Result()
+		if err != nil {
+			return err
+		}
+		if at := now.UnixMilli() % ms; at >= ms/5 {
+			return fmt.Errorf("%d ms into a %d ms window", at, ms)
+		}
+		return nil
+	}, "Redis time early in a window")
+}
 
 // nextWindow waits until Redis time enters a window after w and returns it.
 func nextWindow(t *testing.T, st *adaptive.Store, q string, p adaptive.Params, w int64) adaptive.Step {
@@ -52,6 +74,7 @@ func TestStepClaimsEachWindowOnce(t *testing.T) {
 	rdb := testenv.Redis(t)
 	st, q := adaptive.NewStore(rdb), testenv.Name(t)
 	p := params(20)
+	earlyInAWindow(t, rdb)
 
 	s, err := st.Step(ctx, q, p)
 	if err != nil {
