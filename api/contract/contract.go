@@ -401,6 +401,14 @@ func (d *Doc) CheckEvent(tmpl, method, name string, data []byte) error {
 // body as JSON whatever it says: curl -d sends a form's type).
 func (d *Doc) requestOf(req *http.Request, body []byte, tmpl string) *http.Request {
 	r := req.Clone(req.Context())
+	// A field's value as the service reads it: without the spaces and tabs
+	// around it (RFC 9110 §5.5), which the wire does not carry as part of
+	// it — " Bearer x" is the Authorization "Bearer x".
+	for _, vs := range r.Header {
+		for i, v := range vs {
+			vs[i] = strings.Trim(v, " \t")
+		}
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	if types := d.requestTypes(tmpl, req.Method); len(body) > 0 && len(types) > 0 &&

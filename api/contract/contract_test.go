@@ -77,3 +77,33 @@ func TestContractDecodesPathParameters(t *testing.T) {
 		}
 	}
 }
+
+// A header field's value is read as the service reads it off the wire,
+// without the spaces and tabs around it (RFC 9110 §5.5): a test that sets
+// " BeArer x" sent the Authorization "BeArer x", which opens the admin API
+// (the gateway's FuzzAuthorization found the checker refusing it).
+func TestContractTrimsFieldValues(t *testing.T) {
+	d, err := contract.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		auth    string
+		refused bool
+	}{
+		{"Bearer x", false},
+		{" BeArer x", false},
+		{"Bearer x\t", false},
+		{"Basic eDp4", true},
+	}
+	for _, tt := range tests {
+		req := httptest.NewRequest("GET", "/v1/admin/queues/demo", nil)
+		req.Header.Set("Authorization", tt.auth)
+		res := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}}
+		err := d.Check(contract.Gateway, req, nil, res, []byte(`{}`))
+		refused := err != nil && strings.Contains(err.Error(), "the document refuses this request")
+		if refused != tt.refused {
+			t.Errorf("GET with Authorization %q answered 200: %v, want refused %v", tt.auth, err, tt.refused)
+		}
+	}
+}
