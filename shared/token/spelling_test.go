@@ -21,7 +21,7 @@ func jwtSign(t testing.TB, k token.Key, c token.Claims) string {
 		ID:        c.ID,
 		NotBefore: jwt.NewNumericDate(c.ReadyAt),
 		IssuedAt:  jwt.NewNumericDate(c.ReadyAt),
-		ExpiresAt: jwt.NewNumericDate(c.ExpiresAt),
+		ExpiresAt: jwt.NewNumericDate(roundUp(c.ExpiresAt)),
 	})
 	tok.Header["kid"] = k.ID
 	s, err := tok.SignedString(k.Private)
@@ -67,4 +67,13 @@ func FuzzSignMatchesJWT(f *testing.F) {
 			t.Fatalf("Sign(%+v) =\n %q, %v; want the JWT library's\n %q", c, got, err, want)
 		}
 	})
+}
+
+// roundUp is t in whole seconds, rounded up: Sign's exp (the library
+// rounds down).
+func roundUp(t time.Time) time.Time {
+	if s := time.Unix(t.Unix(), 0); t.After(s) {
+		return s.Add(time.Second)
+	}
+	return t
 }

@@ -141,7 +141,15 @@ func (kr *Keyring) Sign(c Claims) (string, error) {
 		body = appendJSONString(append(body, `,"sub":`...), c.User)
 	}
 	body = appendJSONString(append(body, `,"aud":[`...), c.Queue)
-	body = strconv.AppendInt(append(body, `],"exp":`...), c.ExpiresAt.Unix(), 10)
+	// exp is whole seconds, rounded up: a token lapses no earlier than
+	// its line's expiresAt (ms), which judges the order exactly (the claim).
+	// Rounded down, a token of tokenTtlSeconds 1 readied at .95 s was
+	// refused as expired 50 ms after READY.
+	exp := c.ExpiresAt.Unix()
+	if c.ExpiresAt.After(time.Unix(exp, 0)) {
+		exp++
+	}
+	body = strconv.AppendInt(append(body, `],"exp":`...), exp, 10)
 	nbf := c.ReadyAt.Unix()
 	body = strconv.AppendInt(append(body, `,"nbf":`...), nbf, 10)
 	body = strconv.AppendInt(append(body, `,"iat":`...), nbf, 10)

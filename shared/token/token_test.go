@@ -176,3 +176,23 @@ func TestVerifyExpired(t *testing.T) {
 		})
 	}
 }
+
+// A token lapses no earlier than its line's expiry: exp, in whole seconds,
+// is rounded up. Rounded down, a token of one second readied at .95 s was
+// expired 50 ms after READY (the e2e TestATokenExpiringWhileItsShopperOrders
+// failed so under CI's load).
+func TestATokenLastsUntilItsLinesExpiry(t *testing.T) {
+	kr := token.NewKeyring(newKey(t))
+	ready := time.Unix(1_800_000_000, 950*int64(time.Millisecond))
+	c := token.Claims{ID: "q:1", Queue: "q", User: "u", ReadyAt: ready, ExpiresAt: ready.Add(time.Second)}
+	tok, err := kr.Sign(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kr.Verify(tok, ready.Add(500*time.Millisecond)); err != nil {
+		t.Errorf("Verify half a second after READY, half a second before the line's expiry: %v, want valid", err)
+	}
+	if _, err := kr.Verify(tok, ready.Add(1100*time.Millisecond)); !errors.Is(err, token.ErrExpired) {
+		t.Errorf("Verify past the whole second after the line's expiry: %v, want ErrExpired", err)
+	}
+}
