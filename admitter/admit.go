@@ -27,6 +27,7 @@ import (
 // write it makes: closing a sold-out queue.
 type queueLister interface {
 	List() []catalog.Config
+	Get(name string) (catalog.Config, bool)
 	Update(ctx context.Context, name string, change func(*catalog.Config) bool) (before, after catalog.Config, err error)
 }
 
@@ -96,10 +97,12 @@ type admitter struct {
 func (a *admitter) epoch() string { return a.streams.Epoch() }
 
 // Run works on every queue as queues appear, until ctx ends or a queue's
-// work fails.
+// work fails. A queue's work ends when the queue leaves the catalog; a
+// queue of that name put back later is worked on again.
 func (a *admitter) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	running := map[string]bool{}
+	gone := make(chan string)
 	scan := time.NewTicker(100 * time.Millisecond)
 	defer scan.Stop()
 	for {
@@ -109,11 +112,22 @@ func (a *admitter) Run(ctx context.Context) error {
 			}
 			running[cfg.Name] = true
 			name := cfg.Name
-			g.Go(func() error { return a.work(ctx, name) })
+			g.Go(func() error {
+				if err := a.work(ctx, name); err != nil {
+					return err
+				}
+				select {
+				case gone <- name:
+				case <-ctx.Done():
+				}
+				return nil
+			})
 		}
 		select {
 		case <-ctx.Done():
 			return g.Wait()
+		case name := <-gone:
+			delete(running, name)
 		case <-scan.C:
 		}
 	}
@@ -152,7 +166,7 @@ func (a *admitter) loop(ctx context.Context, q string, kick func()) error {
 			return nil
 		case <-timer.C:
 		}
-		cfg, ok := a.configOf(q)
+		cfg, ok := a.queues.Get(q)
 		if !ok {
 			return nil
 		}
@@ -193,15 +207,6 @@ func (a *admitter) loop(ctx context.Context, q string, kick func()) error {
 		}
 		timer.Reset(next)
 	}
-}
-
-func (a *admitter) configOf(q string) (catalog.Config, bool) {
-	for _, cfg := range a.queues.List() {
-		if cfg.Name == q {
-			return cfg, true
-		}
-	}
-	return catalog.Config{}, false
 }
 
 // hookError is a test hook's verdict: the loop stops as if it crashed.
@@ -390,7 +395,7 @@ func (a *admitter) announce(ctx context.Context, q string) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if cfg, ok := a.configOf(q); ok {
+		if cfg, ok := a.queues.Get(q); ok {
 			a.waits.stored(q, cfg.OpensAt, stored)
 		}
 		if a.hooks.afterPublish != nil {

@@ -244,6 +244,39 @@ func TestConfigChangesApplyWithoutRestart(t *testing.T) {
 	testenv.Eventually(t, time.Second, func() bool { return len(w.admissions()) == 3 }, "admitted within a second of resuming")
 }
 
+// A queue taken out of the catalog ends its work in the admitter; put back
+// under the same name, it is worked on again — its joins followed into the
+// line and its shoppers admitted — not left to the gateway's admit-at-once
+// with nobody to free a slot or follow the stream.
+func TestAQueuePutBackInTheCatalogIsWorkedOnAgain(t *testing.T) {
+	c := cfg(5, 20, 300)
+	c.State = catalog.StatePaused
+	w := newWorld(t, c)
+	w.start(hooks{})
+	w.join("before")
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		st, _ := w.line.Stats(context.Background(), w.queue)
+		return st.Waiting == 1
+	}, "the first join followed into the line")
+
+	kv, err := w.js.KeyValue(context.Background(), catalog.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(context.Background(), w.queue); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // many of the admitter's 20 ms ticks: its loop has seen the queue go
+
+	c.Name, c.State = w.queue, catalog.StateOpen
+	w.configure(c)
+	after := w.join("after")
+	testenv.Eventually(t, 5*time.Second, func() bool { return len(w.admissions()) == 2 }, "both shoppers admitted once the queue is back")
+	if got := w.status(after); got != waitqueue.Admitted {
+		t.Errorf("the join made after the queue came back: %s, want admitted", got)
+	}
+}
+
 func TestTwoAdmittersNeverOverAdmitNorAdmitTwice(t *testing.T) {
 	w := newWorld(t, cfg(10, 10, 1))
 	const n = 50
