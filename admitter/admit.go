@@ -28,6 +28,8 @@ import (
 type queueLister interface {
 	List() []catalog.Config
 	Get(name string) (catalog.Config, bool)
+	Retired(name string) (time.Time, bool)
+	RetiredNames() []string
 	Update(ctx context.Context, name string, change func(*catalog.Config) bool) (before, after catalog.Config, err error)
 }
 
@@ -98,13 +100,19 @@ func (a *admitter) epoch() string { return a.streams.Epoch() }
 
 // Run works on every queue as queues appear, until ctx ends or a queue's
 // work fails. A queue's work ends when the queue leaves the catalog; a
-// queue of that name put back later is worked on again.
+// queue of that name put back later is worked on again. A deleted queue's
+// line is removed from Redis once this admitter has stopped working on it,
+// and at start (by every admitter: what one removes before another's last
+// tick, the other removes after it).
 func (a *admitter) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	running := map[string]bool{}
 	gone := make(chan string)
 	scan := time.NewTicker(100 * time.Millisecond)
 	defer scan.Stop()
+	for _, name := range a.queues.RetiredNames() {
+		g.Go(func() error { a.forget(ctx, name); return nil })
+	}
 	for {
 		for _, cfg := range a.queues.List() {
 			if running[cfg.Name] {
@@ -128,6 +136,9 @@ func (a *admitter) Run(ctx context.Context) error {
 			return g.Wait()
 		case name := <-gone:
 			delete(running, name)
+			if _, deleted := a.queues.Retired(name); deleted {
+				g.Go(func() error { a.forget(ctx, name); return nil })
+			}
 		case <-scan.C:
 		}
 	}
@@ -148,6 +159,21 @@ func (a *admitter) work(ctx context.Context, q string) error {
 		return a.loop(ctx, q, func() { adm.Kick(); ord.Kick() })
 	})
 	return g.Wait()
+}
+
+// forget removes a deleted queue's line from Redis, if any is left. A
+// failure is said and left: the next start of an admitter tries again.
+func (a *admitter) forget(ctx context.Context, q string) {
+	left, err := a.line.Holds(ctx, q)
+	if err == nil && left {
+		var n int
+		if n, err = a.line.Forget(ctx, q); err == nil {
+			a.log.Info("deleted queue's line removed from Redis", "queue", q, "keys", n)
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		a.log.Warn("deleted queue's line not removed; an admitter's next start tries again", "queue", q, "err", err)
+	}
 }
 
 // loop runs the queue's admission tick whenever it is due. The schedule

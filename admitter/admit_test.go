@@ -277,6 +277,70 @@ func TestAQueuePutBackInTheCatalogIsWorkedOnAgain(t *testing.T) {
 	}
 }
 
+// A deleted queue's line leaves Redis: removed by the admitter that worked
+// on it once its work has stopped, and by an admitter that starts after a
+// deletion it did not see.
+func TestADeletedQueuesLineLeavesRedis(t *testing.T) {
+	w := newDeletable(t)
+	w.start(hooks{})
+	seq := w.join("alice")
+	testenv.Eventually(t, 5*time.Second, func() bool { return w.status(seq) == waitqueue.Waiting }, "alice in line")
+	w.delete()
+	testenv.Eventually(t, 5*time.Second, w.noKeys, "the deleted queue's line removed by the admitter that worked on it")
+}
+
+func TestALineLeftByAQueueDeletedWhileNoAdmitterRanLeavesAtStart(t *testing.T) {
+	w := newDeletable(t)
+	if _, err := w.line.ClosedSince(context.Background(), w.queue, true); err != nil { // a line in Redis
+		t.Fatal(err)
+	}
+	w.delete()
+	if w.noKeys() == nil {
+		t.Fatal("no line to remove: the test made none")
+	}
+	w.start(hooks{})
+	testenv.Eventually(t, 5*time.Second, w.noKeys, "the line of a queue deleted before the admitter started removed by it")
+}
+
+// deletable is a world whose queue the test deletes.
+type deletable struct {
+	*world
+	rdb redis.UniversalClient
+}
+
+func newDeletable(t *testing.T) deletable {
+	c := cfg(5, 20, 300)
+	c.State = catalog.StatePaused
+	w := newWorld(t, c)
+	rdb, err := waitqueue.DialURL(w.redisURL, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	return deletable{w, rdb}
+}
+
+// delete closes the queue and deletes it, as the gateway's DELETE does.
+func (w deletable) delete() {
+	w.t.Helper()
+	ctx := context.Background()
+	if _, _, err := w.queues.Update(ctx, w.queue, func(c *catalog.Config) bool { c.State = catalog.StateClosed; return true }); err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.queues.Delete(ctx, w.queue, time.Now(), func(catalog.Config) error { return nil }); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// noKeys says which of the queue's keys Redis still holds, if any.
+func (w deletable) noKeys() error {
+	ks, err := w.rdb.Keys(context.Background(), keyspace.Of(w.queue).Pattern()).Result()
+	if err == nil && len(ks) > 0 {
+		err = fmt.Errorf("left in Redis: %v", ks)
+	}
+	return err
+}
+
 func TestTwoAdmittersNeverOverAdmitNorAdmitTwice(t *testing.T) {
 	w := newWorld(t, cfg(10, 10, 1))
 	const n = 50

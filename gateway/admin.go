@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -125,6 +126,9 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 		}
 		created, err = a.queues.Put(ctx, cfg)
 	}
+	if errors.Is(err, catalog.ErrRetired) {
+		return retired(name)
+	}
 	if err != nil {
 		return unavailable(err, "the configuration could not be stored; retry")
 	}
@@ -134,6 +138,70 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 		status = fiber.StatusCreated
 	}
 	return c.Status(status).JSON(cfg.Redacted())
+}
+
+// closeSettle is how long a queue has been seen closed by an admitter
+// before it may be deleted: every admitter's copy of the catalog has the
+// closing within milliseconds, so no tick admits anyone after it.
+const closeSettle = time.Second
+
+// deleteQueue answers DELETE /v1/admin/queues/{q}: a closed queue in which
+// nobody holds a slot any more — no admitted shopper who may still order —
+// leaves the catalog for good (204), recorded on the ops stream. Its name
+// is retired (catalog.Delete: the streams keep its events under it); the
+// admitters remove its line from Redis.
+func (a *api) deleteQueue(c *fiber.Ctx) error {
+	cfg, err := a.queue(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.UserContext()
+	var lineErr error
+	deleted, err := a.queues.Delete(ctx, cfg.Name, a.now(), func(stored catalog.Config) error {
+		if stored.State != catalog.StateClosed {
+			return problem.New(fiber.StatusConflict, "queue-open",
+				"queue "+cfg.Name+" is "+stored.State+": close it first (PUT it with state closed), so its line is told CLOSED")
+		}
+		// Read once the closing is the one stored: after it nobody more
+		// is admitted, so what is held now only ends.
+		cl, err := a.line.Closing(ctx, cfg.Name)
+		if err != nil {
+			lineErr = err
+			return err
+		}
+		if cl.ClosedAt.IsZero() || cl.Now.Sub(cl.ClosedAt) < closeSettle {
+			p := problem.New(fiber.StatusConflict, "queue-closing",
+				"no admitter has seen queue "+cfg.Name+" closed for a second yet; retry in a moment")
+			p.RetryAfter = 2
+			return p
+		}
+		if cl.Held > 0 {
+			return problem.New(fiber.StatusConflict, "queue-in-use", fmt.Sprintf(
+				"%d admitted shopper(s) may still order in queue %s, until %s at the latest; delete it once nobody holds a slot",
+				cl.Held, cfg.Name, cl.FreeAt.UTC().Format(time.RFC3339)))
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, catalog.ErrNoQueue):
+		return problem.New(fiber.StatusNotFound, "unknown-queue", "no queue named "+strconv.Quote(cfg.Name))
+	case lineErr != nil:
+		return lineDown(lineErr)
+	case err != nil:
+		var p problem.Problem
+		if errors.As(err, &p) {
+			return p
+		}
+		return unavailable(err, "the queue could not be deleted; retry")
+	}
+	a.audit(ctx, c.Get("X-Admin-User", "admin"), deleted, catalog.Config{})
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// retired is the 409 a change of a deleted queue's name gets.
+func retired(name string) error {
+	return problem.New(fiber.StatusConflict, "queue-retired",
+		"queue "+name+" was deleted; its events stay in the streams under its name, so it is not used again: choose another name")
 }
 
 // refuseDropOverALine refuses to schedule a drop (a first opensAt) on a
@@ -199,19 +267,25 @@ func (a *api) publishConfigChange(c *fiber.Ctx, prev, cfg catalog.Config) {
 
 // audit records a change of a queue's configuration on the ops stream (a
 // lottery's seed never: it stays secret until the draw reveals it).
+// A deletion has no configuration after it (cfg without a name): config is
+// null, previous the configuration deleted.
 func (a *api) audit(ctx context.Context, by string, prev, cfg catalog.Config) {
 	prev, cfg = prev.Redacted(), cfg.Redacted()
-	var previous any
+	var previous, config any = nil, cfg
 	if prev.Name != "" {
 		previous = &prev
 	}
-	id, body, err := event.NewConfigChanged(cfg.Name, by, cfg, previous, a.now())
+	name := cfg.Name
+	if name == "" {
+		name, config = prev.Name, nil
+	}
+	id, body, err := event.NewConfigChanged(name, by, config, previous, a.now())
 	if err == nil {
 		_, err = a.events.Publish(ctx, event.ConfigChangedSubject, body, jetstream.WithMsgID(id))
 	}
 	if err != nil {
 		// The change itself is stored; only its audit record is missing.
-		a.log.Error("config change not recorded on the ops stream", "queue", cfg.Name, "err", err)
+		a.log.Error("config change not recorded on the ops stream", "queue", name, "err", err)
 	}
 }
 

@@ -58,6 +58,7 @@ func TestAdminUserIsBounded(t *testing.T) {
 		{"PUT", q, `{"targetActive": 9, "rateLimit": ` + limitsOff + `}`},
 		{"PUT", q + "/notice", `{"message": "Back at 10."}`},
 		{"DELETE", q + "/notice", ""},
+		{"DELETE", q, ""},
 		{"POST", q + "/invites", `{"count": 1}`},
 		{"PUT", "/v1/admin/stock/sku-1", `{"available": 5}`},
 	}

@@ -36,6 +36,7 @@ type queueCatalog interface {
 	List() []catalog.Config
 	Put(ctx context.Context, cfg catalog.Config) (bool, error)
 	Update(ctx context.Context, name string, change func(*catalog.Config) bool) (before, after catalog.Config, err error)
+	Delete(ctx context.Context, name string, at time.Time, may func(catalog.Config) error) (catalog.Config, error)
 }
 
 // api holds the gateway's dependencies; its methods are the handlers.
@@ -122,6 +123,7 @@ func (a *api) app() *fiber.App {
 	admin.Get("/queues", a.listQueues)
 	admin.Put("/queues/:queue", a.putQueue)
 	admin.Get("/queues/:queue", a.getQueue)
+	admin.Delete("/queues/:queue", a.deleteQueue)
 	admin.Post("/queues/:queue/invites", a.createInvites)
 	admin.Put("/queues/:queue/notice", a.putNotice)
 	admin.Delete("/queues/:queue/notice", a.deleteNotice)

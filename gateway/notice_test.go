@@ -88,9 +88,10 @@ func (h *harness) configChanges() []string {
 
 // configChange is a config_changed event as a test reads it.
 type configChange struct {
-	Queue  string          `json:"queue"`
-	By     string          `json:"by"`
-	Config json.RawMessage `json:"config"`
+	Queue    string          `json:"queue"`
+	By       string          `json:"by"`
+	Config   json.RawMessage `json:"config"`
+	Previous json.RawMessage `json:"previous"`
 }
 
 // configEvents reads the harness queue's config_changed events from

@@ -87,12 +87,13 @@ func loadDrop(ctx context.Context, js jetstream.JetStream, h *history) error {
 }
 
 // scheduleOf reads the queue's schedule from the catalog, or failing that
-// from the last config change the history holds.
+// (a deleted queue's tombstone too) from the last config change the
+// history holds.
 func scheduleOf(ctx context.Context, js jetstream.JetStream, h *history) schedule {
 	if kv, err := js.KeyValue(ctx, catalog.Bucket); err == nil {
 		if e, err := kv.Get(ctx, h.queue); err == nil {
 			var cfg catalog.Config
-			if json.Unmarshal(e.Value(), &cfg) == nil {
+			if _, deleted := catalog.RetiredAt(e.Value()); !deleted && json.Unmarshal(e.Value(), &cfg) == nil {
 				s := schedule{opensAt: cfg.OpensAt, from: "the catalog"}
 				if cfg.Lottery != nil {
 					s.commitment = cfg.Lottery.Commitment

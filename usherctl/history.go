@@ -274,6 +274,20 @@ func currentTarget(ctx context.Context, js jetstream.JetStream, q string) (int, 
 	return cfg.TargetActive, true
 }
 
+// deletedAt reports whether the catalog holds queue q's tombstone: it was
+// deleted, and when.
+func deletedAt(ctx context.Context, js jetstream.JetStream, q string) (time.Time, bool) {
+	kv, err := js.KeyValue(ctx, catalog.Bucket)
+	if err != nil {
+		return time.Time{}, false
+	}
+	e, err := kv.Get(ctx, q)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return catalog.RetiredAt(e.Value())
+}
+
 // entry is one shopper's entry as the projection sees it.
 type entry struct {
 	seq     uint64

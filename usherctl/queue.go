@@ -127,6 +127,12 @@ func (a *adminClient) put(ctx context.Context, cfg catalog.Config) (bool, error)
 	return status == http.StatusCreated, err
 }
 
+// delete deletes a queue (a closed one nobody holds a slot in).
+func (a *adminClient) delete(ctx context.Context, q string) error {
+	_, _, err := a.do(ctx, http.MethodDelete, "/v1/admin/queues/"+url.PathEscape(q), nil)
+	return err
+}
+
 // queueRow is one queue of the list answer.
 type queueRow struct {
 	catalog.Config
@@ -174,7 +180,7 @@ func (a *adminClient) list(ctx context.Context) ([]queueRow, json.RawMessage, er
 	return out.Queues, b, nil
 }
 
-const queueSynopsis = `usherctl queue create|set|get|list|pause|resume|close [flags] [QUEUE]
+const queueSynopsis = `usherctl queue create|set|get|list|pause|resume|close|delete [flags] [QUEUE]
 
   create QUEUE   create a queue from the defaults and the flags given (fails if it exists)
   set QUEUE      change the flags given, keep the rest (GET, change, PUT)
@@ -183,6 +189,7 @@ const queueSynopsis = `usherctl queue create|set|get|list|pause|resume|close [fl
   pause QUEUE    keep accepting joins, admit nobody
   resume QUEUE   admit again
   close QUEUE    refuse joins; waiting shoppers are told CLOSED
+  delete QUEUE   delete a closed queue nobody holds a slot in; its name is not used again
 
 Changes are sent with X-Admin-User: $USER, which the config-change audit
 records (1-128 printable characters; another USER fails a change before it
@@ -304,7 +311,7 @@ func (c *cli) queue(ctx context.Context, args []string) error {
 	}
 	if len(pos) == 0 {
 		fs.Usage()
-		return usagef("queue: want a verb: create, set, get, list, pause, resume or close")
+		return usagef("queue: want a verb: create, set, get, list, pause, resume, close or delete")
 	}
 	verb := pos[0]
 	if len(pos) > 1 && *name == "" {
@@ -326,7 +333,7 @@ func (c *cli) queue(ctx context.Context, args []string) error {
 		if *name != "" {
 			return usagef("queue list takes no queue")
 		}
-	case "create", "set", "get", "pause", "resume", "close":
+	case "create", "set", "get", "pause", "resume", "close", "delete":
 		if *name == "" {
 			return usagef("queue %s: want a queue name", verb)
 		}
@@ -334,7 +341,7 @@ func (c *cli) queue(ctx context.Context, args []string) error {
 			return usagef("queue %s: %q is not a queue name (1-64 of A-Z a-z 0-9 _ -)", verb, *name)
 		}
 	default:
-		return usagef("queue: unknown verb %q (want create, set, get, list, pause, resume or close)", verb)
+		return usagef("queue: unknown verb %q (want create, set, get, list, pause, resume, close or delete)", verb)
 	}
 	if changes > 0 && verb != "create" && verb != "set" {
 		return usagef("queue %s takes no configuration flags", verb)
@@ -384,6 +391,12 @@ func (c *cli) queue(ctx context.Context, args []string) error {
 			return err
 		}
 		return printJSON(c.stdout, raw)
+	case "delete":
+		if err := api.delete(ctx, *name); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "queue %s deleted; its events stay in the streams, and its name is not used again\n", *name)
+		return nil
 	case "create":
 		if _, _, err := api.get(ctx, *name); err == nil {
 			return fmt.Errorf("queue %s exists; change it with usherctl queue set", *name)

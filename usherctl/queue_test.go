@@ -69,6 +69,48 @@ func (a *adminAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusCreated)
 		}
 		_ = json.NewEncoder(w).Encode(c)
+	case r.Method == http.MethodDelete:
+		c, ok := a.queues[name]
+		switch {
+		case !ok:
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"type":"https://usher.dev/problems/unknown-queue","status":404,"title":"Not Found","detail":"no queue named \"` + name + `\""}`))
+		case c.State != catalog.StateClosed:
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte(`{"type":"https://usher.dev/problems/queue-open","status":409,"title":"Conflict","detail":"queue ` + name + ` is open: close it first"}`))
+		default:
+			delete(a.queues, name)
+			a.by = append(a.by, r.Header.Get("X-Admin-User"))
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}
+}
+
+// queue delete sends the DELETE with who deletes, and says what the
+// gateway refused.
+func TestQueueDeleteSaysWhatTheGatewaySaid(t *testing.T) {
+	api := &adminAPI{queues: map[string]catalog.Config{"drop": catalog.Defaults("drop")}}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	env := map[string]string{"USHER_GATEWAY_URL": srv.URL, "USHER_ADMIN_TOKEN": "dev-admin-token", "USER": "ops-ann"}
+	r := usherctlWith(t, env, "queue", "delete", "drop")
+	if r.code != 1 || r.err == nil || !strings.Contains(r.err.Error(), "409") || !strings.Contains(r.err.Error(), "close it first") {
+		t.Fatalf("delete of an open queue = exit %d, %v; want exit 1 with the gateway's 409", r.code, r.err)
+	}
+	if err := usherctlWith(t, env, "queue", "close", "drop").err; err != nil {
+		t.Fatal(err)
+	}
+	r = usherctlWith(t, env, "queue", "delete", "drop")
+	if r.err != nil || !strings.Contains(r.stdout, "queue drop deleted") {
+		t.Fatalf("delete of a closed queue = exit %d, %v\n%s", r.code, r.err, r.stdout)
+	}
+	if _, ok := api.queues["drop"]; ok || api.by[len(api.by)-1] != "ops-ann" {
+		t.Errorf("after delete: queues %v, by %v; want it gone, deleted by ops-ann", api.queues, api.by)
+	}
+	if r := usherctlWith(t, env, "queue", "delete"); r.code != 2 {
+		t.Errorf("delete without a queue = exit %d, want 2", r.code)
 	}
 }
 

@@ -65,6 +65,10 @@ func (c *cli) rebuild(ctx context.Context, args []string) error {
 		return err
 	}
 	defer nc.Close()
+	if at, deleted := deletedAt(ctx, js, *q); deleted {
+		return fmt.Errorf("rebuild: queue %s was deleted (%s): no admitter works on it, so its line is not put back; "+
+			"its events stay in the streams for replay, audit and report", *q, at.UTC().Format(time.RFC3339))
+	}
 	rdb, store, err := c.redisStore(ctx)
 	if err != nil {
 		return err

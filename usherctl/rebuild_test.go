@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"usher/shared/catalog"
 	"usher/shared/event"
 	"usher/shared/testenv"
 	"usher/shared/waitqueue"
@@ -299,6 +300,36 @@ func TestRebuildOfAQueueNothingKnowsFails(t *testing.T) {
 	l.world.join(l.q, "alice") // in the stream, lost from Redis
 	if r := l.usherctl("rebuild", "--queue", l.q, "--dry-run"); r.code != 0 {
 		t.Errorf("rebuild --dry-run of a queue the streams know = exit %d, %v", r.code, r.err)
+	}
+}
+
+// A deleted queue's line is not put back: no admitter works on it, so the
+// line would stay in Redis with nobody to admit from it or remove it.
+func TestRebuildOfADeletedQueueIsRefused(t *testing.T) {
+	l := newLiveLine(t)
+	l.join("alice")
+	ctx := context.Background()
+	queues, err := catalog.Open(ctx, l.world.js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := catalog.Defaults(l.q)
+	closed.State = catalog.StateClosed
+	if _, err := queues.Put(ctx, closed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := queues.Delete(ctx, l.q, time.Now(), func(catalog.Config) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := l.usherctl("rebuild", "--queue", l.q)
+	if r.code != 1 || r.err == nil || !strings.Contains(r.err.Error(), "was deleted") {
+		t.Fatalf("rebuild of a deleted queue = exit %d, %v\n%s; want exit 1 saying it was deleted", r.code, r.err, r.stdout)
+	}
+	if n, err := l.rdb.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Errorf("Redis after the refused rebuild: %d keys, %v; want none", n, err)
 	}
 }
 

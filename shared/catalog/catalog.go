@@ -490,7 +490,10 @@ type Catalog struct {
 	// Put or Update has stored them: without revs a watch still behind
 	// would put an older configuration back for a moment (a PUT's new
 	// rate limits not applied to the next join).
-	revs     map[string]uint64
+	revs map[string]uint64
+	// retired holds the queues deleted (Delete), with when: a retired
+	// name is never a queue again (see Delete).
+	retired  map[string]time.Time
 	onChange func(Config) // see OnChange
 }
 
@@ -530,7 +533,7 @@ func follow(ctx context.Context, kv jetstream.KeyValue) (*Catalog, error) {
 		stop()
 		return nil, fmt.Errorf("watch catalog: %w", err)
 	}
-	c := &Catalog{kv: kv, watcher: w, watchCtx: wctx, stopWatch: stop, queues: map[string]Config{}, revs: map[string]uint64{}}
+	c := &Catalog{kv: kv, watcher: w, watchCtx: wctx, stopWatch: stop, queues: map[string]Config{}, revs: map[string]uint64{}, retired: map[string]time.Time{}}
 	for e := range w.Updates() {
 		if e == nil { // every current value has been delivered
 			return c, nil
@@ -573,6 +576,10 @@ func (c *Catalog) apply(e jetstream.KeyValueEntry) {
 		c.mu.Unlock()
 		return
 	}
+	if at, ok := RetiredAt(e.Value()); ok {
+		c.retire(e.Key(), at, e.Revision())
+		return
+	}
 	// Fields a stored configuration lacks (it was written before they
 	// existed) take their defaults, as they do in an admin PUT.
 	cfg := Defaults(e.Key())
@@ -580,6 +587,55 @@ func (c *Catalog) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	c.store(e.Key(), cfg, e.Revision())
+}
+
+// tombstone is what a deleted queue's key holds from then on: when it was
+// deleted. A configuration has no field "retired".
+type tombstone struct {
+	Retired *time.Time `json:"retired"`
+}
+
+// RetiredAt reads a value of the bucket as a deleted queue's tombstone:
+// when the queue was deleted.
+func RetiredAt(v []byte) (time.Time, bool) {
+	var t tombstone
+	if json.Unmarshal(v, &t) != nil || t.Retired == nil {
+		return time.Time{}, false
+	}
+	return *t.Retired, true
+}
+
+// retire makes queue name, deleted at at (revision rev), gone from the live
+// copy and retired — unless the live copy comes from a later write.
+func (c *Catalog) retire(name string, at time.Time, rev uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rev <= c.revs[name] {
+		return
+	}
+	delete(c.queues, name)
+	c.revs[name] = rev
+	c.retired[name] = at
+}
+
+// Retired reports whether queue name was deleted, and when.
+func (c *Catalog) Retired(name string) (time.Time, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	at, ok := c.retired[name]
+	return at, ok
+}
+
+// RetiredNames returns every deleted queue's name.
+func (c *Catalog) RetiredNames() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]string, 0, len(c.retired))
+	for name := range c.retired {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // store makes cfg, written at revision rev, queue name's live copy — unless
@@ -592,6 +648,7 @@ func (c *Catalog) store(name string, cfg Config, rev uint64) {
 	}
 	c.queues[name] = cfg
 	c.revs[name] = rev
+	delete(c.retired, name) // written over by hand (nats kv put): a queue again
 	f := c.onChange
 	c.mu.Unlock()
 	if f != nil {
@@ -631,13 +688,81 @@ func (c *Catalog) Put(ctx context.Context, cfg Config) (created bool, err error)
 	if err == nil {
 		created = true
 	} else if errors.Is(err, jetstream.ErrKeyExists) {
-		rev, err = c.kv.Put(ctx, cfg.Name, b)
+		rev, err = c.replace(ctx, cfg.Name, b)
 	}
 	if err != nil {
 		return false, fmt.Errorf("put queue %s: %w", cfg.Name, err)
 	}
 	c.store(cfg.Name, cfg, rev)
 	return created, nil
+}
+
+// replace stores b over queue name's configuration, by compare-and-set so
+// that a deletion in between is never written over: a retired name stays
+// retired (ErrRetired).
+func (c *Catalog) replace(ctx context.Context, name string, b []byte) (uint64, error) {
+	for range updateAttempts {
+		e, err := c.kv.Get(ctx, name)
+		if err != nil {
+			return 0, err
+		}
+		if _, ok := RetiredAt(e.Value()); ok {
+			return 0, ErrRetired
+		}
+		rev, err := c.kv.Update(ctx, name, b, e.Revision())
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return rev, err
+		}
+	}
+	return 0, errors.New("too many concurrent writers")
+}
+
+// ErrRetired is the answer to a change of a queue that was deleted: its
+// name stays with the events the streams hold under it.
+var ErrRetired = errors.New("queue deleted; its name is not used again")
+
+// ErrNoQueue is Delete's answer for a queue the catalog does not hold.
+var ErrNoQueue = errors.New("no such queue")
+
+// Delete takes queue name out of the catalog for good, by compare-and-set:
+// may sees the configuration as stored and refuses with an error of its
+// own, which Delete returns. The queue's key then holds a tombstone, so its
+// name is never a queue again — the streams keep its events under that
+// name, which a queue created anew would replay, audit and report as its
+// own. It returns the configuration deleted.
+func (c *Catalog) Delete(ctx context.Context, name string, at time.Time, may func(Config) error) (Config, error) {
+	b, err := json.Marshal(tombstone{Retired: &at})
+	if err != nil {
+		return Config{}, err
+	}
+	for range updateAttempts {
+		e, err := c.kv.Get(ctx, name)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return Config{}, ErrNoQueue
+		}
+		if err != nil {
+			return Config{}, fmt.Errorf("delete queue %s: %w", name, err)
+		}
+		if _, ok := RetiredAt(e.Value()); ok {
+			return Config{}, ErrNoQueue
+		}
+		cfg := Defaults(name)
+		if err := json.Unmarshal(e.Value(), &cfg); err != nil {
+			return Config{}, fmt.Errorf("delete queue %s: %w", name, err)
+		}
+		if err := may(cfg); err != nil {
+			return cfg, err
+		}
+		rev, err := c.kv.Update(ctx, name, b, e.Revision())
+		if err == nil {
+			c.retire(name, at, rev)
+			return cfg, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return cfg, fmt.Errorf("delete queue %s: %w", name, err)
+		}
+	}
+	return Config{}, fmt.Errorf("delete queue %s: too many concurrent writers", name)
 }
 
 // ErrUnchanged is Update's answer when change made no change.
@@ -669,6 +794,9 @@ func (c *Catalog) Update(ctx context.Context, name string, change func(*Config) 
 		e, err := c.kv.Get(ctx, name)
 		if err != nil {
 			return before, after, fmt.Errorf("update queue %s: %w", name, err)
+		}
+		if _, ok := RetiredAt(e.Value()); ok {
+			return before, after, fmt.Errorf("update queue %s: %w", name, ErrRetired)
 		}
 		before = Defaults(name)
 		if err := json.Unmarshal(e.Value(), &before); err != nil {

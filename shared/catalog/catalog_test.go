@@ -247,3 +247,67 @@ func TestOwnWritesAreNeverUndoneByTheWatch(t *testing.T) {
 		t.Fatalf("the live copy went through targetActive %v, want [1 2 3]: the watch put an older write back", seen)
 	}
 }
+
+// A deleted queue leaves every catalog and its name is retired: no Put or
+// Update makes it a queue again, in the process that deleted it or any
+// other, and a catalog opened later knows it too.
+func TestADeletedQueuesNameIsRetired(t *testing.T) {
+	ctx, url := t.Context(), testenv.NATS(t)
+	follower := func() *catalog.Catalog {
+		c := open(t, broker(t, url))
+		go c.Run(ctx)
+		return c
+	}
+	writer, reader := follower(), follower()
+	cfg := catalog.Defaults("gone")
+	if _, err := writer.Put(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("still open")
+	if _, err := writer.Delete(ctx, "gone", time.Now(), func(c catalog.Config) error {
+		if c.State != catalog.StateClosed {
+			return refused
+		}
+		return nil
+	}); !errors.Is(err, refused) {
+		t.Fatalf("Delete of an open queue = %v, want its check's error", err)
+	}
+	if _, ok := writer.Get("gone"); !ok {
+		t.Fatal("a refused Delete took the queue out")
+	}
+	if _, _, err := writer.Update(ctx, "gone", func(c *catalog.Config) bool { c.State = catalog.StateClosed; return true }); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	deleted, err := writer.Delete(ctx, "gone", at, func(catalog.Config) error { return nil })
+	if err != nil || deleted.State != catalog.StateClosed {
+		t.Fatalf("Delete = %+v, %v; want the closed configuration", deleted, err)
+	}
+	if _, ok := writer.Get("gone"); ok {
+		t.Fatal("the deleting catalog still holds the queue")
+	}
+	testenv.Eventually(t, time.Second, func() bool { _, ok := reader.Get("gone"); return !ok }, "the other catalog still holds the queue")
+	for name, c := range map[string]*catalog.Catalog{"writer": writer, "reader": reader, "opened later": follower()} {
+		if got, ok := c.Retired("gone"); !ok || !got.Equal(at) {
+			t.Errorf("%s: Retired = %v, %v; want %v", name, got, ok, at)
+		}
+		if names := c.RetiredNames(); !slices.Equal(names, []string{"gone"}) {
+			t.Errorf("%s: RetiredNames = %v", name, names)
+		}
+		if _, ok := c.Get("gone"); ok {
+			t.Errorf("%s: Get finds the deleted queue", name)
+		}
+	}
+	if _, err := reader.Put(ctx, catalog.Defaults("gone")); !errors.Is(err, catalog.ErrRetired) {
+		t.Errorf("Put of a retired name = %v, want ErrRetired", err)
+	}
+	if _, _, err := reader.Update(ctx, "gone", func(*catalog.Config) bool { return true }); !errors.Is(err, catalog.ErrRetired) {
+		t.Errorf("Update of a retired name = %v, want ErrRetired", err)
+	}
+	if _, err := reader.Delete(ctx, "gone", at, func(catalog.Config) error { return nil }); !errors.Is(err, catalog.ErrNoQueue) {
+		t.Errorf("Delete again = %v, want ErrNoQueue", err)
+	}
+	if _, err := reader.Delete(ctx, "never", at, func(catalog.Config) error { return nil }); !errors.Is(err, catalog.ErrNoQueue) {
+		t.Errorf("Delete of an unknown queue = %v, want ErrNoQueue", err)
+	}
+}

@@ -178,6 +178,30 @@ func (s *Store) apply(ctx context.Context, q string, sc *redis.Script, keys []st
 	return Applied{Cursor: uint64(at), Conflicts: int(conflicts)}, nil
 }
 
+// Forget removes a deleted queue's line from Redis, its cursor last: a
+// removal cut short leaves the cursor, and Holds says there is more to do.
+func (s *Store) Forget(ctx context.Context, q string) (int, error) {
+	n, err := s.Drop(ctx, q, true)
+	if err != nil {
+		return n, err
+	}
+	if err := s.rdb.Unlink(ctx, keyspace.Of(q).Cursor()).Err(); err != nil {
+		return n, fmt.Errorf("forget %s: %w", q, err)
+	}
+	return n + 1, nil
+}
+
+// Holds reports whether Redis holds a line for q: its cursor (any join
+// applied) or its figures (any tick).
+func (s *Store) Holds(ctx context.Context, q string) (bool, error) {
+	k := keyspace.Of(q)
+	n, err := s.rdb.Exists(ctx, k.Cursor(), k.Stats()).Result()
+	if err != nil {
+		return false, fmt.Errorf("line of %s: %w", q, err)
+	}
+	return n > 0, nil
+}
+
 // Drop removes a queue's line from Redis: every entry, user pointer,
 // counter and set. With keepCursor the cursor stays, so the followers do not
 // replay what was dropped (a closed queue past its grace period); without

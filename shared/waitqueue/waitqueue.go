@@ -850,6 +850,45 @@ func (s *Store) ClosedSince(ctx context.Context, q string, closed bool) (time.Ti
 	return time.UnixMilli(ms), nil
 }
 
+// Closing is what a closed queue's line says of its end, on Redis time.
+type Closing struct {
+	ClosedAt time.Time // when an admitter first saw the queue closed (zero: none has)
+	Now      time.Time // Redis's time when it was read
+	Held     int64     // the slots still held: admitted shoppers who may order
+	FreeAt   time.Time // when the last of them frees (zero: none held)
+}
+
+// closingScript reads Closing in one step on the queue's node.
+// KEYS: the stats hash, the active set.
+// Returns {closedAt ms or 0, now ms, held, the last slot's expiry ms or 0}.
+var closingScript = redis.NewScript(`
+local t = redis.call('TIME')
+local last = redis.call('ZRANGE', KEYS[2], 0, 0, 'REV', 'WITHSCORES')
+return {tonumber(redis.call('HGET', KEYS[1], 'closedAt') or '0'),
+  tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000),
+  redis.call('ZCARD', KEYS[2]), tonumber(last[2] or '0')}
+`)
+
+// Closing reads how far q's closing has gone (see the gateway's DELETE of
+// a queue).
+func (s *Store) Closing(ctx context.Context, q string) (Closing, error) {
+	k := keyspace.Of(q)
+	r, err := closingScript.Run(ctx, s.rdb, []string{k.Stats(), k.Active()}).Int64Slice()
+	if err == nil && len(r) != 4 {
+		err = fmt.Errorf("%d fields, want 4", len(r))
+	}
+	if err != nil {
+		return Closing{}, fmt.Errorf("closing of %s: %w", q, err)
+	}
+	at := func(ms int64) time.Time {
+		if ms == 0 {
+			return time.Time{}
+		}
+		return time.UnixMilli(ms)
+	}
+	return Closing{ClosedAt: at(r[0]), Now: at(r[1]), Held: r[2], FreeAt: at(r[3])}, nil
+}
+
 // SlotsFreeAt is when the last slot of q's active set frees: its highest
 // score, a token's expiresAt (readyAt plus the lifetime the queue had at
 // the admission, jitter included) or an order's hold. Zero when no slot is
