@@ -184,7 +184,7 @@ func (a *api) deleteQueue(c *fiber.Ctx) error {
 	})
 	switch {
 	case errors.Is(err, catalog.ErrNoQueue):
-		return problem.New(fiber.StatusNotFound, "unknown-queue", "no queue named "+strconv.Quote(cfg.Name))
+		return unknownQueue(cfg.Name) // deleted meanwhile
 	case lineErr != nil:
 		return lineDown(lineErr)
 	case err != nil:

@@ -48,9 +48,14 @@ func (a *api) queue(c *fiber.Ctx) (catalog.Config, error) {
 	name := pathParam(c, "queue")
 	cfg, ok := a.queues.Get(name)
 	if !ok {
-		return cfg, problem.New(fiber.StatusNotFound, "unknown-queue", "no queue named "+strconv.Quote(name))
+		return cfg, unknownQueue(name)
 	}
 	return cfg, nil
+}
+
+// unknownQueue is the 404 for a queue name the catalog does not hold.
+func unknownQueue(name string) error {
+	return problem.New(fiber.StatusNotFound, "unknown-queue", "no queue named "+strconv.Quote(name))
 }
 
 // join puts the shopper in line: 202 with a new ticket, or 200 with the
