@@ -30,12 +30,13 @@ func writeReliability(path string, results []result, o options) error {
 		"captures not matched one to one with a PAID order; *recovery* — from the fault until admissions on the fixed-rate " +
 		"queue are back to 90 % of their rate before it (judged over 3-second windows, so it reads at most 3 s late); " +
 		"*bound* — how long that may take.\n\n")
-	fmt.Fprintf(&b, "Recovery bounds. A fault in one of usher's own processes, in NATS, PostgreSQL or the network delays "+
+	fmt.Fprintf(&b, "Recovery bounds. A fault in one of usher's own processes, in NATS or the network delays "+
 		"admission by seconds, never by an ack wait: %v from the fault (the 3-second window included); a dip that begins "+
 		"only once the fault is healed — a resumed order worker's or a restarted PostgreSQL's burst of order events, "+
 		"which the line applies before it admits again — gets as long from the heal (a dip running across the heal "+
 		"counts from the fault). A fault that "+
-		"pauses admission by design while it lasts — a payment gateway down (back-pressure), or a Redis master and "+
+		"pauses admission by design while it lasts — a payment gateway or PostgreSQL down (back-pressure: no order "+
+		"finishes, so the slots taken stay held), or a Redis master and "+
 		"its replica both dead (no copy of the shard exists until they restart) — is given the same %v from its heal. "+
 		"A Redis master's death cannot be recovered from faster than Redis Cluster fails it over: the other masters "+
 		"flag it within 1 to 1.5 node timeouts (cluster-node-timeout %v, as README's \"Running at scale\" recommends), "+
