@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"usher/shared/keyspace"
 	"usher/shared/testenv"
 )
 
@@ -124,6 +127,30 @@ func TestAShopperAdmittedBeforeTheLineEndsOrdersAfterIt(t *testing.T) {
 			if body := poll("ben"); body["status"] != "CLOSED" {
 				t.Errorf("ben once ann's slot freed = %v, want CLOSED still: nobody is admitted after the end", body)
 			}
+
+			// Ended, and nobody holds a slot: the queue may go, for good
+			// (README, "Deleting a queue"), and its line leaves Redis.
+			testenv.Eventually(t, 15*time.Second, func() error {
+				if code, body := call(t, "DELETE", base+"/v1/admin/queues/"+q, "", admin); code != 204 {
+					return fmt.Errorf("DELETE = %d %v", code, body)
+				}
+				return nil
+			}, "the ended queue deleted")
+			if code, body := call(t, "GET", base+"/v1/queues/"+q+"/tickets/"+tickets["ben"], "", nil); code != 404 {
+				t.Errorf("ben's poll after the deletion = %d %v, want 404", code, body)
+			}
+			code, body = call(t, "PUT", base+"/v1/admin/queues/"+q, `{"targetActive": 1}`, admin)
+			if typ, _ := body["type"].(string); code != 409 || !strings.HasSuffix(typ, "/queue-retired") {
+				t.Errorf("PUT of the deleted queue's name = %d %v, want 409 queue-retired", code, body)
+			}
+			rdb := testenv.Redis(t)
+			testenv.Eventually(t, 10*time.Second, func() error {
+				keys, err := rdb.Keys(context.Background(), keyspace.Of(q).Pattern()).Result()
+				if err == nil && len(keys) > 0 {
+					err = fmt.Errorf("left in Redis: %v", keys)
+				}
+				return err
+			}, "the deleted queue's line removed by the admitter")
 		})
 	}
 }
