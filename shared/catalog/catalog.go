@@ -736,24 +736,17 @@ func (c *Catalog) Delete(ctx context.Context, name string, at time.Time, may fun
 		return Config{}, err
 	}
 	for range updateAttempts {
-		e, err := c.kv.Get(ctx, name)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
+		cfg, stored, err := c.stored(ctx, name)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, ErrRetired) {
 			return Config{}, ErrNoQueue
 		}
 		if err != nil {
 			return Config{}, fmt.Errorf("delete queue %s: %w", name, err)
 		}
-		if _, ok := RetiredAt(e.Value()); ok {
-			return Config{}, ErrNoQueue
-		}
-		cfg := Defaults(name)
-		if err := json.Unmarshal(e.Value(), &cfg); err != nil {
-			return Config{}, fmt.Errorf("delete queue %s: %w", name, err)
-		}
 		if err := may(cfg); err != nil {
 			return cfg, err
 		}
-		rev, err := c.kv.Update(ctx, name, b, e.Revision())
+		rev, err := c.kv.Update(ctx, name, b, stored)
 		if err == nil {
 			c.retire(name, at, rev)
 			return cfg, nil
@@ -763,6 +756,24 @@ func (c *Catalog) Delete(ctx context.Context, name string, at time.Time, may fun
 		}
 	}
 	return Config{}, fmt.Errorf("delete queue %s: too many concurrent writers", name)
+}
+
+// stored reads queue name's configuration as the bucket holds it, with
+// its revision, for a compare-and-set: fields it lacks take their defaults.
+// A deleted queue's tombstone is ErrRetired.
+func (c *Catalog) stored(ctx context.Context, name string) (Config, uint64, error) {
+	cfg := Defaults(name)
+	e, err := c.kv.Get(ctx, name)
+	if err != nil {
+		return cfg, 0, err
+	}
+	if _, ok := RetiredAt(e.Value()); ok {
+		return cfg, 0, ErrRetired
+	}
+	if err := json.Unmarshal(e.Value(), &cfg); err != nil {
+		return cfg, 0, err
+	}
+	return cfg, e.Revision(), nil
 }
 
 // ErrUnchanged is Update's answer when change made no change.
@@ -791,15 +802,8 @@ func (c *Catalog) Update(ctx context.Context, name string, change func(*Config) 
 				return before, after, fmt.Errorf("update queue %s: %w", name, ctx.Err())
 			}
 		}
-		e, err := c.kv.Get(ctx, name)
-		if err != nil {
-			return before, after, fmt.Errorf("update queue %s: %w", name, err)
-		}
-		if _, ok := RetiredAt(e.Value()); ok {
-			return before, after, fmt.Errorf("update queue %s: %w", name, ErrRetired)
-		}
-		before = Defaults(name)
-		if err := json.Unmarshal(e.Value(), &before); err != nil {
+		var stored uint64
+		if before, stored, err = c.stored(ctx, name); err != nil {
 			return before, after, fmt.Errorf("update queue %s: %w", name, err)
 		}
 		after = before
@@ -815,7 +819,7 @@ func (c *Catalog) Update(ctx context.Context, name string, change func(*Config) 
 		if err != nil {
 			return before, after, err
 		}
-		rev, err := c.kv.Update(ctx, name, b, e.Revision())
+		rev, err := c.kv.Update(ctx, name, b, stored)
 		if err == nil {
 			c.store(name, after, rev)
 			return before, after, nil
