@@ -90,16 +90,14 @@ func loadDrop(ctx context.Context, js jetstream.JetStream, h *history) error {
 // (a deleted queue's tombstone too) from the last config change the
 // history holds.
 func scheduleOf(ctx context.Context, js jetstream.JetStream, h *history) schedule {
-	if kv, err := js.KeyValue(ctx, catalog.Bucket); err == nil {
-		if e, err := kv.Get(ctx, h.queue); err == nil {
-			var cfg catalog.Config
-			if _, deleted := catalog.RetiredAt(e.Value()); !deleted && json.Unmarshal(e.Value(), &cfg) == nil {
-				s := schedule{opensAt: cfg.OpensAt, from: "the catalog"}
-				if cfg.Lottery != nil {
-					s.commitment = cfg.Lottery.Commitment
-				}
-				return s
+	if v, ok := catalogValue(ctx, js, h.queue); ok {
+		var cfg catalog.Config
+		if _, deleted := catalog.RetiredAt(v); !deleted && json.Unmarshal(v, &cfg) == nil {
+			s := schedule{opensAt: cfg.OpensAt, from: "the catalog"}
+			if cfg.Lottery != nil {
+				s.commitment = cfg.Lottery.Commitment
 			}
+			return s
 		}
 	}
 	if n := len(h.schedules); n > 0 {

@@ -253,19 +253,29 @@ func (c *looseConfig) bound() int {
 	return *c.TargetActive
 }
 
-// currentTarget reads the queue's targetActive from the catalog (an
-// adaptive queue's adaptive max).
-func currentTarget(ctx context.Context, js jetstream.JetStream, q string) (int, bool) {
+// catalogValue is what the catalog's bucket holds for queue q (a
+// configuration, or a deleted queue's tombstone), if anything.
+func catalogValue(ctx context.Context, js jetstream.JetStream, q string) ([]byte, bool) {
 	kv, err := js.KeyValue(ctx, catalog.Bucket)
 	if err != nil {
-		return 0, false
+		return nil, false
 	}
 	e, err := kv.Get(ctx, q)
 	if err != nil {
+		return nil, false
+	}
+	return e.Value(), true
+}
+
+// currentTarget reads the queue's targetActive from the catalog (an
+// adaptive queue's adaptive max).
+func currentTarget(ctx context.Context, js jetstream.JetStream, q string) (int, bool) {
+	v, ok := catalogValue(ctx, js, q)
+	if !ok {
 		return 0, false
 	}
 	var cfg catalog.Config
-	if json.Unmarshal(e.Value(), &cfg) != nil || cfg.TargetActive < 1 {
+	if json.Unmarshal(v, &cfg) != nil || cfg.TargetActive < 1 {
 		return 0, false
 	}
 	if cfg.AdaptiveOn() {
@@ -277,15 +287,11 @@ func currentTarget(ctx context.Context, js jetstream.JetStream, q string) (int, 
 // deletedAt reports whether the catalog holds queue q's tombstone: it was
 // deleted, and when.
 func deletedAt(ctx context.Context, js jetstream.JetStream, q string) (time.Time, bool) {
-	kv, err := js.KeyValue(ctx, catalog.Bucket)
-	if err != nil {
+	v, ok := catalogValue(ctx, js, q)
+	if !ok {
 		return time.Time{}, false
 	}
-	e, err := kv.Get(ctx, q)
-	if err != nil {
-		return time.Time{}, false
-	}
-	return catalog.RetiredAt(e.Value())
+	return catalog.RetiredAt(v)
 }
 
 // entry is one shopper's entry as the projection sees it.
