@@ -24,11 +24,15 @@ import (
 	"usher/shared/ticket"
 )
 
-// readmeDrawScript is the "Verifying a draw" script of the README, between
-// its markers, without the code fence.
-func readmeDrawScript(t *testing.T) string {
+// drawScriptDoc is the page whose "Verifying a draw" section holds the script
+// anyone runs to check a draw.
+const drawScriptDoc = "../docs/events.md"
+
+// documentedDrawScript is the "Verifying a draw" script of the events page,
+// between its markers, without the code fence.
+func documentedDrawScript(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile(drawScriptDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +40,7 @@ func readmeDrawScript(t *testing.T) string {
 	s := string(b)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no %q … %q block", begin, end)
+		t.Fatalf("%s has no %q … %q block", drawScriptDoc, begin, end)
 	}
 	var lines []string
 	for _, l := range strings.Split(strings.TrimSpace(s[i+len(begin):j]), "\n") {
@@ -45,18 +49,18 @@ func readmeDrawScript(t *testing.T) string {
 		}
 	}
 	if len(lines) > 10 {
-		t.Errorf("the README's draw script has %d lines, it promises at most ten", len(lines))
+		t.Errorf("the documented draw script has %d lines, it promises at most ten", len(lines))
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
 
-func TestTheREADMEDrawScriptRecomputesTheLotteryOrder(t *testing.T) {
+func TestTheDocumentedDrawScriptRecomputesTheLotteryOrder(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "jq", "xxd", "sha256sum", "openssl", "sort", "awk", "cut"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the README's draw script needs %s: %v", tool, err)
+			t.Skipf("the documented draw script needs %s: %v", tool, err)
 		}
 	}
-	script := readmeDrawScript(t)
+	script := documentedDrawScript(t)
 	seed, err := lottery.NewSeed()
 	if err != nil {
 		t.Fatal(err)
@@ -130,10 +134,11 @@ func TestTheREADMEDrawScriptRecomputesTheLotteryOrder(t *testing.T) {
 	})
 }
 
-// Every ticket the README and the OpenAPI document show is one the gateway
-// could issue: the current format (ticket.Signer.Issue) with its queue, user,
-// epoch and place, and a MAC of the right length (or elided, "…"). Only the
-// MAC itself cannot be checked: it is keyed by a deployment's secret.
+// Every ticket the README, the pages under docs/ and the OpenAPI document
+// show is one the gateway could issue: the current format
+// (ticket.Signer.Issue) with its queue, user, epoch and place, and a MAC of
+// the right length (or elided, "…"). Only the MAC itself cannot be checked:
+// it is keyed by a deployment's secret.
 func TestTheDocumentsShowTicketsAsTheGatewayIssuesThem(t *testing.T) {
 	signer, err := ticket.NewSigner(bytes.Repeat([]byte("k"), 32))
 	if err != nil {
@@ -141,7 +146,11 @@ func TestTheDocumentsShowTicketsAsTheGatewayIssuesThem(t *testing.T) {
 	}
 	b64 := base64.RawURLEncoding.Strict()
 	shown := regexp.MustCompile("\\bt\\d+\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+\\.[^\\s\"/`),]*")
-	for _, doc := range []string{"../README.md", "../api/openapi.yaml"} {
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no pages under ../docs: %v", err)
+	}
+	for _, doc := range append([]string{"../README.md", "../api/openapi.yaml"}, pages...) {
 		b, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)
@@ -173,10 +182,14 @@ func TestTheDocumentsShowTicketsAsTheGatewayIssuesThem(t *testing.T) {
 	}
 }
 
-// The README's Server-Sent Events example is the OpenAPI document's, line
+// streamExampleDoc is the page whose push-stream section shows the event
+// stream a client reads.
+const streamExampleDoc = "../docs/api.md"
+
+// The API guide's Server-Sent Events example is the OpenAPI document's, line
 // for line — the heartbeat comment the notifier sends (": hb") included —
 // so the two cannot tell a client different things.
-func TestTheREADMEStreamExampleIsTheOpenAPIOne(t *testing.T) {
+func TestTheDocumentedStreamExampleIsTheOpenAPIOne(t *testing.T) {
 	b, err := os.ReadFile("../api/openapi.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +212,7 @@ func TestTheREADMEStreamExampleIsTheOpenAPIOne(t *testing.T) {
 	if want == "" {
 		t.Fatal("api/openapi.yaml has no example of the event stream")
 	}
-	b, err = os.ReadFile("../README.md")
+	b, err = os.ReadFile(streamExampleDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,9 +220,9 @@ func TestTheREADMEStreamExampleIsTheOpenAPIOne(t *testing.T) {
 	_, after, ok := strings.Cut(string(b), curl)
 	got, _, closed := strings.Cut(after, open)
 	if !ok || !closed {
-		t.Fatalf("README.md has no text block after %q", strings.TrimSpace(curl))
+		t.Fatalf("%s has no text block after %q", streamExampleDoc, strings.TrimSpace(curl))
 	}
 	if strings.TrimSpace(got) != strings.TrimSpace(want) {
-		t.Errorf("README's event stream example:\n%s\nwant the OpenAPI document's:\n%s", got, want)
+		t.Errorf("%s's event stream example:\n%s\nwant the OpenAPI document's:\n%s", streamExampleDoc, got, want)
 	}
 }
