@@ -149,7 +149,7 @@ type timeline struct {
 	Bound time.Duration `json:"recoveryBound"`
 	// PartialRedisLoss: the fault loses Redis's last writes on one shard
 	// and not the rest (a failover, an AOF cut back), which the order
-	// workers' marker does not see (README, Orders).
+	// workers' marker does not see (docs/api.md, "Orders").
 	PartialRedisLoss bool `json:"partialRedisLoss"`
 }
 

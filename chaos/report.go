@@ -39,7 +39,7 @@ func writeReliability(path string, results []result, o options) error {
 		"finishes, so the slots taken stay held), or a Redis master and "+
 		"its replica both dead (no copy of the shard exists until they restart) — is given the same %v from its heal. "+
 		"A Redis master's death cannot be recovered from faster than Redis Cluster fails it over: the other masters "+
-		"flag it within 1 to 1.5 node timeouts (cluster-node-timeout %v, as README's \"Running at scale\" recommends), "+
+		"flag it within 1 to 1.5 node timeouts (cluster-node-timeout %v, as docs/operations.md's \"Running at scale\" recommends), "+
 		"then a majority agrees and the replica waits out its election delay (about a second; 2 s allowed); then comes "+
 		"usher's own part (2 s: its clients reread the slot map on the first failed command, the followers replay what "+
 		"the replica had not received, the next tick admits) and the 3-second window: %v from the fault.\n\n",

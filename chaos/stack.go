@@ -363,7 +363,7 @@ func (s *stack) natsURLs() string {
 }
 
 // redisNodeTimeout is the Redis Cluster's cluster-node-timeout: what a
-// shop would run for a waiting room (see README, "Running at scale"). A
+// shop would run for a waiting room (see docs/operations.md, "Running at scale"). A
 // master silent this long is failed over to its replica, so it bounds how
 // long a dead master pauses its queues: the failover takes it plus about a
 // second for the other masters to agree and the replica to be elected.

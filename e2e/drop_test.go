@@ -106,7 +106,7 @@ func (r *dropRig) joinAll(users []string) map[string]map[string]any {
 	return out
 }
 
-// independentOrder is the draw recomputed the way the README tells anyone
+// independentOrder is the draw recomputed the way docs/events.md tells anyone
 // to: HMAC-SHA256(key = seed bytes, message = user id), sorted as
 // lowercase hex text.
 func independentOrder(t *testing.T, seedHex string, users []string) []string {

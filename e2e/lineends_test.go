@@ -14,7 +14,7 @@ import (
 // The end of a line — a drop's closesAt passing, or an operator's state
 // closed — ends it for those still waiting, not the turn of a shopper
 // already admitted: as at Queue-it and Cloudflare's waiting room, she keeps
-// her token's window and may order until the token expires (README,
+// her token's window and may order until the token expires (docs/api.md,
 // "Scheduled drops" and the admin state row) — the gateway takes the order,
 // the order worker pays it — while those in line are told CLOSED with the
 // reason, new joins are 410 and nobody more is admitted.
@@ -129,7 +129,7 @@ func TestAShopperAdmittedBeforeTheLineEndsOrdersAfterIt(t *testing.T) {
 			}
 
 			// Ended, and nobody holds a slot: the queue may go, for good
-			// (README, "Deleting a queue"), and its line leaves Redis.
+			// (docs/api.md, "Deleting a queue"), and its line leaves Redis.
 			testenv.Eventually(t, 15*time.Second, func() error {
 				if code, body := call(t, "DELETE", base+"/v1/admin/queues/"+q, "", admin); code != 204 {
 					return fmt.Errorf("DELETE = %d %v", code, body)

@@ -19,7 +19,7 @@ import (
 // else: the commitment read from the public view before the opening, the
 // public view after it (seed, entries, order digest), and the pre-queue's
 // list the shop published (usherctl audit --lottery-list). They recompute
-// the order as the README says, check it is the one drawn — the digest of
+// the order as docs/events.md says, check it is the one drawn — the digest of
 // their recomputed order is the one usher published — and find their own
 // place in it, which is the place the line gives them. The order digest
 // used to be only in the ops stream's event, which no shopper can read, so

@@ -21,8 +21,9 @@ type settings struct {
 	databaseURL string
 	// redisPipelines: batched script calls in flight at once. Two makes
 	// fewer, larger batches than four (each script's calls on one queue
-	// go as one command, package script): BENCHMARKS.md, "Calls of one
-	// script on one queue as one command".
+	// go as one command, package script), while one slow Redis node's
+	// batch does not hold every call as it would with one: BENCHMARKS.md,
+	// "Why the defaults are what they are".
 	redisPipelines int
 	adminToken     string
 	keyFiles       shopper.KeyFiles

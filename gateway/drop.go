@@ -178,7 +178,7 @@ type publicQueue struct {
 // publicLottery is the lottery as anyone may see it: the commitment from
 // the start; once drawn the seed, how many were drawn and the digest of
 // their order — all a shopper needs to check a published pre-queue list
-// against the draw, and their own place in it (README, "Verifying a draw").
+// against the draw, and their own place in it (docs/events.md, "Verifying a draw").
 // Entries is there once drawn, 0 included: a verifier compares it with the
 // length of the list it checked, and an empty draw's list is empty.
 type publicLottery struct {

@@ -487,7 +487,7 @@ func TestADrawnDropsOpeningCannotMovePastTheDraw(t *testing.T) {
 
 // A draw with nobody pre-queued shows entries 0 in the public view, as it
 // shows every other count: a verifier compares its list's length with
-// lottery.entries (README, "Verifying a draw"), and an empty list is
+// lottery.entries (docs/events.md, "Verifying a draw"), and an empty list is
 // length 0, not a missing field.
 func TestAnEmptyDrawShowsZeroEntries(t *testing.T) {
 	h := newHarness(t)

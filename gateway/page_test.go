@@ -150,7 +150,7 @@ func TestAPageWithAStaleTicketJoinsAgain(t *testing.T) {
 	tab.expect(`localStorage.getItem('`+key+`') !== '`+stale+`'`, true)
 }
 
-// A READY page shows a notice put up after the turn came, as the README
+// A READY page shows a notice put up after the turn came, as the API guide
 // promises every READY shopper: the page closed its stream at READY (and
 // polled no more), so no notice reached it until it was reloaded.
 func TestAReadyPageShowsANoticePutUpAfterwards(t *testing.T) {

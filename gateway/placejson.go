@@ -23,8 +23,8 @@ func sendPlace(c *fiber.Ctx, status int, p place) error {
 
 // appendJSON appends p as encoding/json writes it — byte for byte
 // (TestPlaceJSONSameBytes, FuzzPlaceJSONSameBytes) — without its
-// reflection: every join and every poll is answered with a place (issue
-// #16's profile of the poll path, BENCHMARKS.md). A time encoding/json
+// reflection: every join and every poll is answered with a place (the
+// gateway's profile of the poll path, BENCHMARKS.md). A time encoding/json
 // refuses (a year outside 0–9999) goes the long way, for its error.
 func (p place) appendJSON(b []byte) ([]byte, error) {
 	start := len(b)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The drop's figures (issue #11, BENCHMARKS.md "Drop: stock-aware
-# admission"): one private stack — NATS JetStream, Redis, PostgreSQL,
-# pgsim and every service, built from the committed HEAD (the load tool
-# from the working tree), on ports 29xxx, loopback only — then
+# The drop's figures (BENCHMARKS.md, "Drop: stock-aware admission"): one
+# private stack — NATS JetStream, Redis, PostgreSQL, pgsim and every
+# service, built from the committed HEAD (the load tool from the working
+# tree), on ports 29xxx, loopback only — then
 #   5000   loadtest -scenario drop (5,000 shoppers, 500 units, targetActive 20),
 #          stock-aware on and off, alternating, ROUNDS times each
 #   10500  the same with 10,500 shoppers (10,000 waiting when it sells

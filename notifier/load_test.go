@@ -22,7 +22,7 @@ import (
 // TestSSELoad measures one notifier process holding N idle streams: its
 // memory per client (RSS and Go heap from its own /metrics) and the READY
 // delivery latency when all N are admitted in one tick. It only runs when
-// USHER_SSE_LOAD=N is set (see BENCHMARKS-section.md); loopback only, and
+// USHER_SSE_LOAD=N is set (see BENCHMARKS.md, "Push"); loopback only, and
 // bounded to a few minutes.
 func TestSSELoad(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("USHER_SSE_LOAD"))

@@ -242,7 +242,7 @@ func TestUnusedTokenExpires(t *testing.T) {
 }
 
 // A stream opened after the token ran out says when it expired, as one
-// open across the expiry does (the README's expired event carries
+// open across the expiry does (the API guide's expired event carries
 // expiresAt): it said {}.
 func TestAStreamOpenedAfterTheExpirySaysWhen(t *testing.T) {
 	w := newWorld(t)
@@ -672,7 +672,7 @@ func TestAResumedStreamIsToldTheNoticeEvenWhenItWasTakenDown(t *testing.T) {
 }
 
 // The operators' notice is the first event of every stream that opens
-// with one up (README, "notice": a resumed stream gets the current one
+// with one up (docs/api.md, "notice": a resumed stream gets the current one
 // first, {} included), whatever the shopper's state: fresh or resumed
 // (Last-Event-ID), waiting, admitted before readyAt, READY, pre-queued,
 // or ending at once (the queue closed).

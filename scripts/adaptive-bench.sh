@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The adaptive admission's figures (issue #18, BENCHMARKS.md "Adaptive
+# The adaptive admission's figures (BENCHMARKS.md, "Adaptive
 # admission"): one private stack (NATS, Redis, PostgreSQL, pgsim and every
 # service, built from the committed HEAD, on ports 2xxxx), then
 #   sweep     the journey under the same load with fixed targetActive

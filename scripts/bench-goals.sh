@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #16's goals, each beside its anchor, from one run: called by
+# The goals of BENCHMARKS.md, each beside its anchor, from one run: called by
 # scripts/bench.sh on its private stack (NATS 14222, Redis 16379, PostgreSQL
 # 15432, gateway 18080, notifier 18081), or alone with BENCH_ONLY=goals.
 # Every figure is measured BENCH_ROUNDS times (default 3), anchor and usher

@@ -4,8 +4,8 @@
 # 14222, Redis 16379, gateway 18080, admitter 18082), runs the anchors
 # (redis-benchmark, nats bench), the Go benchmarks and the load scenarios,
 # and writes everything to bench-results/ (raw) — BENCHMARKS.md quotes it.
-# Issue #16's goals come first (scripts/bench-goals.sh: each beside its
-# anchor, BENCH_ROUNDS rounds, medians); BENCH_ONLY=goals runs only them.
+# The goals come first (scripts/bench-goals.sh: each beside its anchor,
+# BENCH_ROUNDS rounds, medians); BENCH_ONLY=goals runs only them.
 # Loopback only, every step bounded in time. BENCH_OUT: where the results go
 # (default bench-results/); BENCH_GATEWAY_BIN: another gateway binary, for
 # before/after runs of a change (default bin/gateway).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The READY path under issue #16's load, profiled (BENCHMARKS.md, "READY
-# delivery: where the time went"): a private stack (NATS 24222, Redis 26379,
-# PostgreSQL 25432, services on 22080–22090), SHOPPERS shoppers (19,000) on
+# The READY path under the goals' load, profiled (BENCHMARKS.md, "Push"):
+# a private stack (NATS 24222, Redis 26379, PostgreSQL 25432, services on
+# 22080–22090), SHOPPERS shoppers (19,000) on
 # SSE streams, admitted PER_TICK (500) per 100 ms tick; CPU profiles of the
 # notifier, the admitter and nats-server over PROFILE_SECONDS (5) from the
 # first admission, and each process's CPU time from /proc/<pid>/stat over

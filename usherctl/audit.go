@@ -41,8 +41,8 @@ Checks from the event streams alone that queue Q was fair:
     order ids.
 Prints the verdict and the exceptions. Exit status 0 when clean, 1 when
 violations are found. --lottery-list FILE also writes the recomputed
-pre-queue's user ids in lottery order, one a line: the list the README's
-"Verifying a draw" script checks.`
+pre-queue's user ids in lottery order, one a line: the list the
+"Verifying a draw" script of docs/events.md checks.`
 
 // check is one audited invariant and its exceptions.
 type check struct {

@@ -390,7 +390,7 @@ func (d *drop) outside(e *entry) string {
 }
 
 // writeList writes the recomputed pre-queue's user ids in lottery order,
-// one a line: the list anyone can check with the README's script.
+// one a line: the list anyone can check with the script of docs/events.md.
 func (d *drop) writeList(path string) error {
 	switch {
 	case d.draw == nil:

@@ -42,9 +42,10 @@ type Challenge struct {
 }
 
 // DefaultChallenge is off; its difficulty and bounds are what a shop
-// turning it on starts from (see BENCHMARKS.md, "Proof of work"): 19 bits
-// cost a phone-class browser about a second on average, auto starts at a
-// quarter of that (17) and asks at most 8 s (22) under attack.
+// turning it on starts from (see BENCHMARKS.md, "Proof of work at the
+// door"): 19 bits cost a phone-class browser about a second on average,
+// auto starts at a quarter of that (17) and asks at most 8 s (22) under
+// attack.
 func DefaultChallenge() Challenge {
 	return Challenge{Mode: ChallengeOff, Difficulty: 19, Min: 17, Max: 22}
 }

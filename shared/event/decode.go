@@ -16,7 +16,7 @@ import (
 // (TestFastPathSameAsJSON, FuzzUnmarshalSameAsJSON). Decoding each event
 // twice with encoding/json was a fifth of the admitter's CPU while
 // shoppers joined, half of a rebuild's reading of the streams, and 8 % of
-// the notifier's while it told admissions (issue #16, BENCHMARKS.md).
+// the notifier's while it told admissions (BENCHMARKS.md).
 
 // field is one member of a flat JSON object: its key, and its value as
 // written (a string with its quotes, a number, true, false or an object).

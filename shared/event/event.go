@@ -215,9 +215,9 @@ type Admitted struct {
 // It writes the envelope around data's encoding itself: the same bytes as
 // encoding/json's for Envelope (TestMarshalSameBytes), without encoding/json
 // scanning and compacting data's encoding a second time as a RawMessage —
-// two thirds of the JSON work of every join's publish (issue #16's profile
-// of the join path, BENCHMARKS.md). A time encoding/json would refuse goes
-// the long way, for its error.
+// two thirds of the JSON work of every join's publish in the gateway's
+// profile of the join path (BENCHMARKS.md). A time encoding/json would
+// refuse goes the long way, for its error.
 func Marshal(id, typ, subject string, at time.Time, data any) ([]byte, error) {
 	raw, err := json.Marshal(data)
 	if err != nil {

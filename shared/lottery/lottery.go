@@ -82,7 +82,7 @@ func Order(seed []byte, entries []Entry) []uint64 {
 
 // Digest is SHA-256 (lowercase hex) of the user ids of entries in the
 // order given, each followed by a newline: what "sha256sum" prints for the
-// list anyone recomputes (see the README).
+// list anyone recomputes (see docs/events.md, "Verifying a draw").
 func Digest(entries []Entry) string {
 	h := sha256.New()
 	for _, e := range entries {

@@ -25,9 +25,8 @@ type stmt struct {
 // trip is in flight together in the next: one round trip and one
 // transaction for many orders. Orders of one hot SKU all lock its stock
 // row: run side by side they wait for each other's lock and for the
-// CPU while holding their connections (BENCHMARKS.md, "The order path:
-// one hot SKU's statements in batches on one connection"), run in turn
-// on one connection they do not. At most one batch is in flight; a lone
+// CPU while holding their connections (BENCHMARKS.md, "Orders"), run in
+// turn on one connection they do not. At most one batch is in flight; a lone
 // statement goes alone at once.
 type batcher struct {
 	max int // statements in one batch

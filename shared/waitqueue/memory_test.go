@@ -15,11 +15,11 @@ import (
 )
 
 // BenchmarkShoppersLeaveRedisAtItsBaseline measures that Redis holds only
-// what is live: USHER_BENCH_SHOPPERS shoppers (100,000 by default; the
-// figure in BENCHMARKS.md is 1,000,000) join, are admitted and finish
-// (their tokens expire), and once their tombstones have expired Redis is
-// back at the memory it had before they came. Reported: used_memory before,
-// at the peak and after, in bytes, and the keys left.
+// what is live: USHER_BENCH_SHOPPERS shoppers (100,000 by default) join,
+// are admitted and finish (their tokens expire), and once their tombstones
+// have expired Redis is back at the memory it had before they came.
+// Reported: used_memory before, at the peak and after, in bytes, and the
+// keys left.
 //
 //	USHER_BENCH_SHOPPERS=1000000 go test ./shared/waitqueue -run '^$' -bench ShoppersLeave -benchtime 1x -timeout 30m
 func BenchmarkShoppersLeaveRedisAtItsBaseline(b *testing.B) {

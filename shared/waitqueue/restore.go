@@ -66,7 +66,7 @@ const Alias Status = "alias"
 // tombstone TTL if that entry is finished, which is what setting them one
 // by one in any order leaves; if any exists, they are set one by one).
 // Lua tables keyed by strings are this script's dearest work (BENCHMARKS.md,
-// "Rebuild: what a restored record costs Redis"): the caller's promises —
+// "Why the defaults are what they are"): the caller's promises —
 // distinct seqs, and whether a user repeats — spare it two of them.
 var restoreScript = redis.NewScript(`
 local prefix, ttl, unique = ARGV[1], tonumber(ARGV[2]), ARGV[3] == '1'
