@@ -228,7 +228,9 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int) er
 }
 
 // Open connects to NATS as s.Role and returns the connection and its
-// JetStream context once the streams exist. It declares them (EnsureStreams)
+// JetStream context once the streams exist. Every publish through that
+// context on a subject one of usher's streams stores names that stream,
+// and no other stores it (see stamped). It declares them (EnsureStreams)
 // when the role owns them (Role.Declares) or the broker authenticated
 // nobody; otherwise it waits until they exist (WaitStreams), the catalog's
 // bucket included, changing nothing. The caller drains the connection.
@@ -264,7 +266,7 @@ func Open(ctx context.Context, s Settings, name string) (*nats.Conn, jetstream.J
 		nc.Close()
 		return nil, nil, err
 	}
-	return nc, js, nil
+	return nc, newStamped(js), nil
 }
 
 // Declares reports whether the process connected as nc declares the

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"usher/shared/bus"
+	"usher/shared/catalog"
 	"usher/shared/event"
 	"usher/shared/testenv"
 )
@@ -99,6 +103,82 @@ func TestNoRoleCanRelayIntoAStreamWhileTheBrokerRuns(t *testing.T) {
 	}
 	if after := streamCounts(t, adm); !equalCounts(after, before) {
 		t.Errorf("stream counts after the relays %v, before %v", after, before)
+	}
+}
+
+// A broker that restarts recovers an ephemeral push consumer bound if any
+// subscription matches its deliver subject — the stream that stores that
+// subject is one — and delivers at once, without anybody subscribing. So
+// every record usher writes names its stream (Nats-Expected-Stream, added
+// by the JetStream context bus.Open returns): relayed into another stream
+// after a restart, it is refused there.
+func TestAfterARestartEveryStreamRefusesAnothersRecords(t *testing.T) {
+	b := newRestartableBroker(t)
+	adm := b.declare(t)
+	q := testenv.Name(t)
+	// The services' records, through the JetStream context they run on:
+	// events, a queue's configuration (created and changed) and a seed.
+	ctx := t.Context()
+	open := func(r bus.Role) jetstream.JetStream {
+		t.Helper()
+		nc, js, err := bus.Open(ctx, b.settings(r), "records-"+string(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return js
+	}
+	publish := func(r bus.Role, subjects ...string) {
+		t.Helper()
+		js := open(r)
+		for _, s := range subjects {
+			body, _ := event.Marshal(s, "test", "u", time.Now(), struct{}{})
+			if _, err := js.Publish(ctx, s, body); err != nil {
+				t.Fatalf("%s publishes %s: %v", r, s, err)
+			}
+		}
+	}
+	publish(bus.Gateway, event.EnterSubject(q), event.LeaveSubject(q), event.OrderRequestedSubject(q),
+		event.ConfigChangedSubject, event.SeedSubject(q, "c0ffee"))
+	publish(bus.Admitter, event.AdmittedSubject(q), event.LimitChangedSubject)
+	publish(bus.OrderWorker, event.OrderCompletedSubject(q))
+	cat, err := catalog.Attach(ctx, open(bus.Gateway))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := cat.Put(ctx, catalog.Defaults(q)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := streamCounts(t, adm)
+
+	// usherctl reads every stream of events, the gateway the catalog: each
+	// plants push consumers into every other stream, and the broker
+	// restarts.
+	relays := plantRelays(t, b.as(t, bus.Usherctl), relayTargets(q), time.Hour)
+	relays = append(relays, plantRelays(t, b.as(t, bus.Gateway), relayTargets(q), time.Hour)...)
+	b.restart(t)
+	testenv.Eventually(t, 10*time.Second, adm.nc.IsConnected, "the admitter reconnects")
+
+	delivered := 0
+	for _, rl := range relays {
+		info := rl.info(t)
+		if !info.PushBound {
+			continue
+		}
+		last := streamLast(t, adm, rl.stream)
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			return rl.info(t).Delivered.Stream >= last
+		}, "%s to %s delivers all of %s", rl.name, rl.target, rl.stream)
+		delivered++
+	}
+	if delivered == 0 {
+		t.Fatal("no push consumer delivered after the restart: the test relays nothing")
+	}
+	t.Logf("%d of %d push consumers delivered after the restart", delivered, len(relays))
+	if after := streamCounts(t, adm); !equalCounts(after, before) {
+		t.Errorf("after %d push consumers relayed every record they had: stream counts %v, before %v", delivered, after, before)
 	}
 }
 
@@ -322,4 +402,66 @@ func streamLast(t *testing.T, adm *client, stream string) uint64 {
 		t.Fatalf("stream %s: %v", stream, err)
 	}
 	return st.CachedInfo().State.LastSeq
+}
+
+// restartableBroker is a broker (see newBroker) that can be stopped and
+// started again on the same port and store, as a deployment's broker
+// restarts.
+type restartableBroker struct {
+	*broker
+	conf, store string
+	port        int
+	srv         *server.Server
+}
+
+func newRestartableBroker(t *testing.T) *restartableBroker {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := bus.WriteAuth(policy, dir, func(r bus.Role) string { return keyFile(dir, r) }); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := os.ReadFile("../../nats.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "nats.conf"), conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := &restartableBroker{
+		broker: &broker{keys: dir, log: &testenv.NATSLog{}},
+		conf:   filepath.Join(dir, "nats.conf"), store: t.TempDir(), port: -1,
+	}
+	b.start(t)
+	return b
+}
+
+func (b *restartableBroker) start(t *testing.T) {
+	t.Helper()
+	opts, err := server.ProcessConfigFile(b.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Host, opts.Port = "127.0.0.1", b.port
+	opts.HTTPHost, opts.HTTPPort = "", 0
+	opts.JetStream, opts.StoreDir = true, b.store
+	opts.NoSigs = true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetLogger(b.log, false, false)
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server: not ready after 10s")
+	}
+	t.Cleanup(s.Shutdown)
+	b.srv, b.url, b.port = s, s.ClientURL(), s.Addr().(*net.TCPAddr).Port
+}
+
+// restart stops the broker and starts it again; clients reconnect.
+func (b *restartableBroker) restart(t *testing.T) {
+	t.Helper()
+	b.srv.Shutdown()
+	b.srv.WaitForShutdown()
+	b.start(t)
 }
