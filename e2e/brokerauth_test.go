@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +24,8 @@ import (
 // its own permissions: a shopper joins, is admitted, gets READY (polled
 // and pushed), orders and pays, and the next shopper is admitted. The
 // broker refuses the services nothing; it refuses a connection without
-// credentials, and an admission forged with any key but the admitter's.
+// credentials, an admission forged with any key but the admitter's, and
+// every key the subscription a push consumer's relay into a stream needs.
 func TestJourneyUnderLeastPrivilege(t *testing.T) {
 	data := t.TempDir()
 	natsURL, brokerLog := leastPrivilegeBroker(t, data)
@@ -141,6 +143,80 @@ func TestJourneyUnderLeastPrivilege(t *testing.T) {
 	}
 	if n := info.State.Subjects[event.AdmittedSubject(q)]; n != 2 {
 		t.Errorf("USHER_ADMISSIONS holds %d admissions of %s, want ann's and ben's", n, q)
+	}
+
+	relayIsRefused(t, natsURL, data, js)
+}
+
+// relayIsRefused tries the relay with every role's key after a journey:
+// usherctl creates a push consumer on USHER_ADMISSIONS delivering on
+// usher.order.completed.zz (the request `nats consumer add --deliver`
+// sends), which nats-server accepts; every role then subscribes to that
+// subject, which would make the broker deliver there — and USHER_ORDERS
+// store the admissions. The broker refuses each subscription, the
+// consumer stays unbound, and USHER_ORDERS holds order events only.
+func relayIsRefused(t *testing.T, natsURL, data string, ctl jetstream.JetStream) {
+	t.Helper()
+	const deliver = "usher.order.completed.zz"
+	roles := append([]bus.Role{}, bus.Services...)
+	roles = append(roles, bus.Downstream("example-downstream"))
+	conns := map[bus.Role]*nats.Conn{}
+	refused := map[bus.Role]chan error{}
+	for _, r := range roles {
+		s := bus.Settings{URLs: []string{natsURL}, Role: r, NKeyFile: bus.DefaultKeyFile(data, r)}
+		nc, err := bus.Connect(s, "relay-"+string(r))
+		if err != nil {
+			t.Fatalf("connect as %s: %v", r, err)
+		}
+		t.Cleanup(nc.Close)
+		refused[r] = make(chan error, 8)
+		nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { refused[r] <- err })
+		conns[r] = nc
+	}
+	req := `{"stream_name":"USHER_ADMISSIONS","config":{"name":"zz","deliver_subject":"` + deliver +
+		`","deliver_policy":"all","ack_policy":"none","replay_policy":"instant"}}`
+	m, err := conns[bus.Usherctl].Request("$JS.API.CONSUMER.CREATE.USHER_ADMISSIONS.zz", []byte(req), 5*time.Second)
+	if err != nil || !strings.Contains(string(m.Data), `"deliver_subject":"`+deliver+`"`) {
+		t.Fatalf("usherctl's push consumer on USHER_ADMISSIONS = %v %v; nats-server creates it", m, err)
+	}
+	for _, r := range roles {
+		if _, err := conns[r].SubscribeSync(deliver); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-refused[r]:
+			if !errors.Is(err, nats.ErrPermissionViolation) {
+				t.Errorf("%s subscribes to %s: %v, want a permissions violation", r, deliver, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s subscribed to %s: the broker did not refuse it", r, deliver)
+		}
+	}
+	// jetstream.Consumer reads pull consumers only: the info as the CLI
+	// asks for it.
+	m, err = conns[bus.Usherctl].Request("$JS.API.CONSUMER.INFO.USHER_ADMISSIONS.zz", nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ci jetstream.ConsumerInfo
+	if err := json.Unmarshal(m.Data, &ci); err != nil {
+		t.Fatal(err)
+	}
+	if ci.Name != "zz" || ci.PushBound || ci.Delivered.Stream != 0 {
+		t.Errorf("the push consumer to %s: %s bound %v, delivered up to %d; want zz unbound, nothing delivered", deliver, ci.Name, ci.PushBound, ci.Delivered.Stream)
+	}
+	st, err := ctl.Stream(context.Background(), event.StreamOrders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background(), jetstream.WithSubjectFilter(">"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for subject := range info.State.Subjects {
+		if !strings.HasPrefix(subject, "usher.order.") {
+			t.Errorf("USHER_ORDERS stored a record on %s", subject)
+		}
 	}
 }
 

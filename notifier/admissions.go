@@ -15,17 +15,19 @@ import (
 )
 
 // admissionsSubject is every queue's admissions: one subscription per
-// notifier, whatever the number of queues and clients. JetStream stores what
-// the admitter publishes and also delivers it to plain subscribers, so a
-// core subscription costs the stream nothing; what it may miss (while
+// notifier, whatever the number of queues and clients. USHER_ADMISSIONS
+// republishes each admission it stored on its live subject (event.Live),
+// so a core subscription costs the stream nothing; what it may miss (while
 // disconnected) the hub's resync and each connection's fresh read recover.
-var admissionsSubject = event.AdmittedSubject(">")
+// The notifier may not subscribe to the stored subjects themselves (see
+// bus.Policy.Permissions).
+var admissionsSubject = event.Live(event.AdmittedSubject(event.All))
 
 // decodeAdmitted reads an admission event and checks that it names the
 // queue of the subject it came on.
 func decodeAdmitted(subject string, data []byte) (event.Admitted, error) {
 	var a event.Admitted
-	q, ok := strings.CutPrefix(subject, event.AdmittedSubject(""))
+	q, ok := strings.CutPrefix(subject, event.Live(event.AdmittedSubject("")))
 	if !ok || !catalog.ValidName(q) {
 		return a, fmt.Errorf("admission on subject %q", subject)
 	}
@@ -51,15 +53,16 @@ func admissionHandler(log *slog.Logger, h *hub) nats.MsgHandler {
 }
 
 // leavesSubject is every queue's leaves: the gateway's (a shopper's
-// DELETE) and the admitter's (abandoned). Like admissions, one core
-// subscription per notifier; a leave it misses ends the stream at the
-// next read of the line (a waiting shopper's resync, a token's expiry).
-var leavesSubject = event.LeaveSubject(event.All)
+// DELETE) and the admitter's (abandoned), as USHER_ENTRIES republishes
+// them. Like admissions, one core subscription per notifier; a leave it
+// misses ends the stream at the next read of the line (a waiting
+// shopper's resync, a token's expiry).
+var leavesSubject = event.Live(event.LeaveSubject(event.All))
 
 // decodeLeft reads a leave event and returns the entry it names, checking
 // that it names the queue of the subject it came on.
 func decodeLeft(subject string, data []byte) (q string, seq uint64, err error) {
-	q, ok := strings.CutPrefix(subject, event.LeaveSubject(""))
+	q, ok := strings.CutPrefix(subject, event.Live(event.LeaveSubject("")))
 	if !ok || !catalog.ValidName(q) {
 		return "", 0, fmt.Errorf("leave on subject %q", subject)
 	}
@@ -86,9 +89,10 @@ func leaveHandler(log *slog.Logger, h *hub) nats.MsgHandler {
 	}
 }
 
-// ordersSubject is every order event; the notifier acts on the finished
-// ones. Like admissions, one core subscription per notifier.
-var ordersSubject = event.OrderSubjects(event.All)
+// ordersSubject is every order event, as USHER_ORDERS republishes them;
+// the notifier acts on the finished ones. Like admissions, one core
+// subscription per notifier.
+var ordersSubject = event.Live(event.OrderSubjects(event.All))
 
 // decodeFinished reads an order's final event and returns the entry it used.
 // ok is false for other order events (a request), which are not errors.

@@ -39,17 +39,18 @@ func FuzzDecodeAdmitted(f *testing.F) {
 	good, _ := event.Marshal("q:1", event.TypeAdmitted, "u", time.Unix(1, 0), event.Admitted{
 		Queue: "q", User: "u", Seq: 1, TokenID: "q:1", ReadyAt: time.Unix(1, 0), ExpiresAt: time.Unix(301, 0),
 	})
-	f.Add("usher.admitted.q", good)
-	f.Add("usher.admitted.other", good)
-	f.Add("usher.admitted.", []byte(`{}`))
-	f.Add("usher.admitted.q", []byte(`{"type":"usher.admitted.v1","data":null}`))
+	f.Add("usher.live.admitted.q", good)
+	f.Add("usher.live.admitted.other", good)
+	f.Add("usher.admitted.q", good) // the stored subject, never subscribed to
+	f.Add("usher.live.admitted.", []byte(`{}`))
+	f.Add("usher.live.admitted.q", []byte(`{"type":"usher.admitted.v1","data":null}`))
 	f.Add("x", []byte(`not json`))
 	f.Fuzz(func(t *testing.T, subject string, data []byte) {
 		a, err := decodeAdmitted(subject, data)
 		if err != nil {
 			return
 		}
-		if event.AdmittedSubject(a.Queue) != subject || a.TokenID == "" || a.ReadyAt.IsZero() {
+		if event.Live(event.AdmittedSubject(a.Queue)) != subject || a.TokenID == "" || a.ReadyAt.IsZero() {
 			t.Fatalf("decodeAdmitted(%q, %q) = %+v, accepted", subject, data, a)
 		}
 	})

@@ -30,8 +30,9 @@ type queueStates interface {
 // so a slow or dead client can delay nobody but itself.
 //
 // Admissions arrive once per notifier, on one NATS subscription to
-// usher.admitted.> shared by every queue and client (see onAdmitted); each is
-// routed to the clients holding that sequence by a map lookup.
+// usher.live.admitted.* (what USHER_ADMISSIONS republishes) shared by every
+// queue and client (see onAdmitted); each is routed to the clients holding
+// that sequence by a map lookup.
 //
 // Positions are computed in bulk. Once per tick (a second), for each queue
 // with clients, one atomic Redis round trip (waitqueue.Store.Ranks) reads the

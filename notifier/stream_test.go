@@ -1148,14 +1148,15 @@ func TestDecodeLeft(t *testing.T) {
 		data    []byte
 		wantErr bool
 	}{
-		{"a shopper's leave", event.LeaveSubject("demo"), left("demo", 7), false},
-		{"another queue's", event.LeaveSubject("other"), left("demo", 7), true},
-		{"no place", event.LeaveSubject("demo"), left("demo", 0), true},
-		{"an admission", event.LeaveSubject("demo"), func() []byte {
+		{"a shopper's leave", event.Live(event.LeaveSubject("demo")), left("demo", 7), false},
+		{"another queue's", event.Live(event.LeaveSubject("other")), left("demo", 7), true},
+		{"no place", event.Live(event.LeaveSubject("demo")), left("demo", 0), true},
+		{"an admission", event.Live(event.LeaveSubject("demo")), func() []byte {
 			b, _ := event.Marshal("x", event.TypeAdmitted, "u", time.Now(), event.Admitted{Queue: "demo", Seq: 7})
 			return b
 		}(), true},
-		{"garbage", event.LeaveSubject("demo"), []byte("{"), true},
+		{"garbage", event.Live(event.LeaveSubject("demo")), []byte("{"), true},
+		{"the stored subject, not the live one", event.LeaveSubject("demo"), left("demo", 7), true},
 	}
 	for _, tt := range tests {
 		q, seq, err := decodeLeft(tt.subject, tt.data)

@@ -181,16 +181,35 @@ func dial(url string, urls []string, opts []nats.Option) (*nats.Conn, error) {
 // authenticated reports whether nc proved an identity to the server.
 func authenticated(nc *nats.Conn) bool { return nc.Opts.Nkey != "" }
 
-// Streams returns the names, subjects and retention of usher's streams.
+// Streams returns the names, subjects and retention of usher's streams,
+// and what each republishes live once stored (event.Live): leaves,
+// admissions and order events, which the notifier follows.
 func Streams() []jetstream.StreamConfig {
 	day := 24 * time.Hour
 	subj := event.StreamSubjects()
 	return []jetstream.StreamConfig{
-		{Name: event.StreamEntries, Subjects: subj[event.StreamEntries], MaxAge: 7 * day},
-		{Name: event.StreamAdmissions, Subjects: subj[event.StreamAdmissions], MaxAge: 7 * day},
-		{Name: event.StreamOrders, Subjects: subj[event.StreamOrders], MaxAge: 30 * day},
+		{Name: event.StreamEntries, Subjects: subj[event.StreamEntries], MaxAge: 7 * day,
+			RePublish: live(event.LeaveSubject(event.All))},
+		{Name: event.StreamAdmissions, Subjects: subj[event.StreamAdmissions], MaxAge: 7 * day,
+			RePublish: live(event.AdmittedSubject(event.All))},
+		{Name: event.StreamOrders, Subjects: subj[event.StreamOrders], MaxAge: 30 * day,
+			RePublish: live(event.OrderSubjects(event.All))},
 		{Name: event.StreamOps, Subjects: subj[event.StreamOps], MaxAge: 365 * day},
 	}
+}
+
+// live republishes what a stream stores on source to its live subjects,
+// each wildcard token kept.
+func live(source string) *jetstream.RePublish {
+	tokens := strings.Split(source, ".")
+	n := 0
+	for i, tok := range tokens {
+		if tok == "*" {
+			n++
+			tokens[i] = "{{wildcard(" + strconv.Itoa(n) + ")}}"
+		}
+	}
+	return &jetstream.RePublish{Source: source, Destination: event.Live(strings.Join(tokens, "."))}
 }
 
 // EnsureStreams creates or updates every stream, as file-backed streams
@@ -209,7 +228,9 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int) er
 }
 
 // Open connects to NATS as s.Role and returns the connection and its
-// JetStream context once the streams exist. It declares them (EnsureStreams)
+// JetStream context once the streams exist. Every publish through that
+// context on a subject one of usher's streams stores names that stream,
+// and no other stores it (see stamped). It declares them (EnsureStreams)
 // when the role owns them (Role.Declares) or the broker authenticated
 // nobody; otherwise it waits until they exist (WaitStreams), the catalog's
 // bucket included, changing nothing. The caller drains the connection.
@@ -245,7 +266,7 @@ func Open(ctx context.Context, s Settings, name string) (*nats.Conn, jetstream.J
 		nc.Close()
 		return nil, nil, err
 	}
-	return nc, js, nil
+	return nc, newStamped(js), nil
 }
 
 // Declares reports whether the process connected as nc declares the

@@ -79,7 +79,8 @@ func (p Policy) durables() []durable {
 //	             with ordered consumers; follows the catalog; reads seeds
 //	             (no other role may read a seed)
 //	notifier     publishes nothing; subscribes to admissions, leaves and
-//	             order events; follows the catalog
+//	             order events as the streams republish them once stored
+//	             (event.Live); follows the catalog
 //	orderworker  publishes order outcomes; consumes order requests through
 //	             its durable consumer; writes (sold out) and follows the
 //	             catalog
@@ -91,6 +92,13 @@ func (p Policy) durables() []durable {
 // Every usher service also reads the streams' info (their identities).
 // A role reading a stream with ordered consumers may name consumers as it
 // likes, so it is denied the durable consumers of others by name.
+//
+// No role may subscribe to a subject any stream stores. nats-server lets
+// whoever creates a push consumer name any deliver subject, and delivers
+// there for it once something subscribes to that very subject: a role
+// holding such a subscription could have the broker store records in a
+// stream it may not publish to. Subscriptions stay on inboxes and on
+// subjects no stream captures (event.Live, event.ReplaySubject).
 func (p Policy) Permissions(r Role) (Permissions, bool) {
 	g := newGrant()
 	g.subscribe(r.Inbox() + ".>")
@@ -116,8 +124,10 @@ func (p Policy) Permissions(r Role) (Permissions, bool) {
 		g.writeCatalog()
 		g.get(event.StreamSeeds) // the seed of the lottery it draws
 	case Notifier:
-		// The notifier's three core subscriptions, spelled as it spells them.
-		g.subscribe(event.AdmittedSubject(">"), event.LeaveSubject(event.All), event.OrderSubjects(event.All))
+		// The notifier's three core subscriptions: what the streams
+		// republish once stored, never a subject a stream stores.
+		g.subscribe(event.Live(event.AdmittedSubject(event.All)), event.Live(event.LeaveSubject(event.All)),
+			event.Live(event.OrderSubjects(event.All)))
 		g.identities()
 		g.watchCatalog()
 	case OrderWorker:

@@ -206,6 +206,10 @@ func TestEachRoleIsRefusedWhatItMustNot(t *testing.T) {
 		{bus.Admitter, "write a lottery seed", publish(event.SeedSubject(q, "c0ffee")), event.SeedSubject(q, "c0ffee")},
 		{bus.Usherctl, "write a lottery seed", publish(event.SeedSubject(q, "c0ffee")), event.SeedSubject(q, "c0ffee")},
 		{bus.Downstream(reader), "listen to admissions live", subscribe(event.AdmittedSubject(">")), event.AdmittedSubject(">")},
+		{bus.Downstream(reader), "listen to the admissions the stream republishes", subscribe(event.Live(event.AdmittedSubject(">"))), event.Live(event.AdmittedSubject(">"))},
+		{bus.Notifier, "subscribe to a stored subject (a push consumer would deliver into the stream)", subscribe(event.AdmittedSubject(q)), event.AdmittedSubject(q)},
+		{bus.Notifier, "subscribe to order events as stored", subscribe(event.OrderCompletedSubject(q)), event.OrderCompletedSubject(q)},
+		{bus.Admitter, "publish a live admission (only the stream republishes one)", publish(event.Live(event.AdmittedSubject(q))), event.Live(event.AdmittedSubject(q))},
 		{bus.Downstream(reader), "read the order worker's replies", subscribe(bus.OrderWorker.Inbox() + ".>"), bus.OrderWorker.Inbox() + ".>"},
 	}
 	clients := map[bus.Role]*client{}
@@ -305,7 +309,7 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 		}
 		testenv.Eventually(t, 5*time.Second, func() bool { _, ok := cat.Get(q); return ok }, "notifier sees queue %s", q)
 		notified = make(chan *nats.Msg, 16)
-		for _, s := range []string{event.AdmittedSubject(">"), event.LeaveSubject(event.All), event.OrderSubjects(event.All)} {
+		for _, s := range []string{event.Live(event.AdmittedSubject(event.All)), event.Live(event.LeaveSubject(event.All)), event.Live(event.OrderSubjects(event.All))} {
 			if _, err := nc.ChanSubscribe(s, notified); err != nil {
 				t.Fatal(err)
 			}
@@ -362,7 +366,7 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 		}
 	})
 	t.Run("notifier hears admissions, leaves and orders", func(t *testing.T) {
-		for _, want := range []string{event.AdmittedSubject(q), event.LeaveSubject(q)} {
+		for _, want := range []string{event.Live(event.AdmittedSubject(q)), event.Live(event.LeaveSubject(q))} {
 			select {
 			case m := <-notified:
 				if m.Subject != want {

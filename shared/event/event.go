@@ -118,6 +118,22 @@ func StreamSubjects() map[string][]string {
 // OpsSubjects matches every ops event.
 const OpsSubjects = "usher.ops.>"
 
+// Live subjects: once a stream has stored an admission, a leave or an
+// order event, it republishes it on the event's live subject
+// (usher.live.admitted.<q>, usher.live.leave.<q>,
+// usher.live.order.<kind>.<q>), which no stream captures and nobody may
+// publish to. The notifier follows these, never the stored subjects: no
+// role may subscribe to a subject a stream stores, so no role can give a
+// push consumer the interest it needs to deliver into a stream (see
+// bus.Policy.Permissions).
+const livePrefix = "usher.live."
+
+// Live is the live subject of a stored event's subject (or pattern):
+// usher.admitted.q becomes usher.live.admitted.q.
+func Live(subject string) string {
+	return livePrefix + strings.TrimPrefix(subject, "usher.")
+}
+
 // The queue catalog is a JetStream KV bucket: JetStream keeps it in a
 // stream of its own, one subject per queue.
 const (
