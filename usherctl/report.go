@@ -39,8 +39,8 @@ as JSON:
     reason sold_out) and the lottery draw of a scheduled drop, if any.
 --since limits the report to what happened from then on (a duration
 before now, e.g. 2h, or an RFC 3339 time); the line's length then still
-counts everyone who joined before it. The charts are SVG drawn by
-go-analyze/charts, inlined: the file works offline and loads nothing.`
+counts everyone who joined before it. The charts are SVG, drawn and
+inlined by usherctl: the file works offline and loads nothing.`
 
 func (c *cli) report(ctx context.Context, args []string) error {
 	fs := newFlags("report", reportSynopsis)
