@@ -357,12 +357,29 @@ func checkJoinOrder(ev *evidence) checkResult {
 // leaves: a lower bound of the real hold, so any excess is real).
 func checkSlots(ev *evidence) checkResult {
 	c := checkResult{Name: "active <= targetActive", Invariant: "never more than targetActive slots held"}
+	worst, replaying := checkSampledSlots(&c, ev)
+	finished, left := firstFinished(ev), firstLeft(ev)
+	for _, q := range ev.Queues {
+		checkHeldSlots(&c, q, ev.Admissions[q.Name], finished, left)
+	}
+	if len(worst) > 0 {
+		c.Note = fmt.Sprintf("highest sampled active per queue: %v", worst)
+	}
+	if replaying > 0 {
+		c.Note += fmt.Sprintf("; %d sample(s) above targetActive taken while the line was not current (replaying lost writes; not judged)", replaying)
+	}
+	return c.done()
+}
+
+// checkSampledSlots judges into c the active sets sampled from Redis, and
+// returns the highest sample above targetActive per queue and how many
+// were above it while the line was replaying.
+func checkSampledSlots(c *checkResult, ev *evidence) (worst map[string]int64, replaying int) {
 	target := map[string]int{}
 	for _, q := range ev.Queues {
 		target[q.Name] = q.TargetActive
 	}
-	worst := map[string]int64{}
-	replaying := 0
+	worst = map[string]int64{}
 	for _, s := range ev.Samples {
 		if s.Behind {
 			// The line is replaying what Redis lost (after a FLUSHALL, every
@@ -372,8 +389,8 @@ func checkSlots(ev *evidence) checkResult {
 			// current, reaping expired and finished holds first, and so
 			// does an admission at once. A real excess outlasts the replay
 			// (the admitted stay in the active set until they expire or
-			// finish), and the streams' reconstruction below judges every
-			// moment, this one included.
+			// finish), and the streams' reconstruction (checkHeldSlots)
+			// judges every moment, this one included.
 			if int64(target[s.Queue]) < s.Active {
 				replaying++
 			}
@@ -384,6 +401,12 @@ func checkSlots(ev *evidence) checkResult {
 			c.fail("%s at %s: ZCARD active = %d, targetActive %d", s.Queue, s.At.UTC().Format("15:04:05.000"), s.Active, t)
 		}
 	}
+	return worst, replaying
+}
+
+// firstFinished is, per token, when the streams stored its first order's
+// completion or failure.
+func firstFinished(ev *evidence) map[string]time.Time {
 	finished := map[string]time.Time{}
 	for _, o := range ev.OrderEvents {
 		if o.Type == "completed" || o.Type == "failed" {
@@ -392,13 +415,18 @@ func checkSlots(ev *evidence) checkResult {
 			}
 		}
 	}
-	// A leave frees its slot no later than the shopper heard 204, and the
-	// gateway stores the leave event before it frees the slot: the earlier
-	// of the two keeps the reconstruction a lower bound.
-	leftAt := map[qseq]time.Time{}
+	return finished
+}
+
+// firstLeft is, per entry, when its holder left. A leave frees its slot no
+// later than the shopper heard 204, and the gateway stores the leave event
+// before it frees the slot: the earlier of the two keeps the
+// reconstruction a lower bound.
+func firstLeft(ev *evidence) map[qseq]time.Time {
+	left := map[qseq]time.Time{}
 	earliest := func(k qseq, t time.Time) {
-		if cur, ok := leftAt[k]; !ok || t.Before(cur) {
-			leftAt[k] = t
+		if cur, ok := left[k]; !ok || t.Before(cur) {
+			left[k] = t
 		}
 	}
 	for _, r := range ev.Journal {
@@ -411,53 +439,54 @@ func checkSlots(ev *evidence) checkResult {
 			earliest(qseq{q, l.Seq}, l.Stored)
 		}
 	}
-	for _, q := range ev.Queues {
-		type edge struct {
-			at    time.Time
-			delta int
-			a     admission
+	return left
+}
+
+// slotEdge is a slot taken (+1) or given back (-1).
+type slotEdge struct {
+	at    time.Time
+	delta int
+	a     admission
+}
+
+// checkHeldSlots judges into c queue q's slots as the streams tell them:
+// each held from readyAt until the token expires, its order finishes or
+// its holder leaves, whichever comes first.
+func checkHeldSlots(c *checkResult, q queueSpec, admissions []admission, finished map[string]time.Time, left map[qseq]time.Time) {
+	var edges []slotEdge
+	seen := map[uint64]bool{}
+	for _, a := range admissions {
+		if seen[a.Seq] {
+			continue
 		}
-		var edges []edge
-		seen := map[uint64]bool{}
-		for _, a := range ev.Admissions[q.Name] {
-			if seen[a.Seq] {
-				continue
-			}
-			seen[a.Seq] = true
-			end := a.ExpiresAt
-			if t, ok := finished[a.TokenID]; ok && t.Before(end) {
-				end = t
-			}
-			if t, ok := leftAt[qseq{q.Name, a.Seq}]; ok && t.Before(end) {
-				end = t
-			}
-			if !end.After(a.ReadyAt) {
-				continue // held for no measurable time on these clocks
-			}
-			edges = append(edges, edge{a.ReadyAt, 1, a}, edge{end, -1, a})
+		seen[a.Seq] = true
+		end := a.ExpiresAt
+		if t, ok := finished[a.TokenID]; ok && t.Before(end) {
+			end = t
 		}
-		sort.SliceStable(edges, func(i, j int) bool {
-			if !edges[i].at.Equal(edges[j].at) {
-				return edges[i].at.Before(edges[j].at)
-			}
-			return edges[i].delta < edges[j].delta
-		})
-		held := 0
-		for _, e := range edges {
-			held += e.delta
-			if e.delta > 0 && held > q.TargetActive {
-				c.fail("%s at %s: %d slots held per the streams, targetActive %d (seq %d admitted)", q.Name,
-					e.at.UTC().Format("15:04:05.000"), held, q.TargetActive, e.a.Seq)
-			}
+		if t, ok := left[qseq{q.Name, a.Seq}]; ok && t.Before(end) {
+			end = t
+		}
+		if !end.After(a.ReadyAt) {
+			continue // held for no measurable time on these clocks
+		}
+		edges = append(edges, slotEdge{a.ReadyAt, 1, a}, slotEdge{end, -1, a})
+	}
+	// At the same instant a slot given back comes before one taken.
+	sort.SliceStable(edges, func(i, j int) bool {
+		if !edges[i].at.Equal(edges[j].at) {
+			return edges[i].at.Before(edges[j].at)
+		}
+		return edges[i].delta < edges[j].delta
+	})
+	held := 0
+	for _, e := range edges {
+		held += e.delta
+		if e.delta > 0 && held > q.TargetActive {
+			c.fail("%s at %s: %d slots held per the streams, targetActive %d (seq %d admitted)", q.Name,
+				e.at.UTC().Format("15:04:05.000"), held, q.TargetActive, e.a.Seq)
 		}
 	}
-	if len(worst) > 0 {
-		c.Note = fmt.Sprintf("highest sampled active per queue: %v", worst)
-	}
-	if replaying > 0 {
-		c.Note += fmt.Sprintf("; %d sample(s) above targetActive taken while the line was not current (replaying lost writes; not judged)", replaying)
-	}
-	return c.done()
 }
 
 // burstWindow is the window checkBursts counts admissions in.
@@ -589,52 +618,26 @@ func behindSamples(ev *evidence, q string, from, to time.Time) (behind, all int)
 func checkRate(ev *evidence) (checkResult, checkResult, rateFigures) {
 	tl := ev.Timeline
 	c := checkResult{Name: "admission rate", Invariant: fmt.Sprintf("admissions/s within %.0f%% of maxAdmitPerTick/tick while demand exceeds it", rateTolerance*100), Timed: true}
-	bound := tl.bound()
-	r := checkResult{Name: "recovery", Invariant: fmt.Sprintf("admission back to its normal rate within %v", bound), Timed: true}
-	var fr rateFigures
-	var q *queueSpec
-	for i := range ev.Queues {
-		if ev.Queues[i].RateChecked {
-			q = &ev.Queues[i]
-		}
-	}
+	r := checkResult{Name: "recovery", Invariant: fmt.Sprintf("admission back to its normal rate within %v", tl.bound()), Timed: true}
+	q := rateCheckedQueue(ev)
 	if q == nil || tl.Inject.IsZero() || tl.LoadStop.IsZero() {
 		c.Status, r.Status = statusSkipped, statusSkipped
 		c.Note, r.Note = "no rate-checked queue or no timeline", "no rate-checked queue or no timeline"
-		return c.done(), r.done(), fr
+		return c.done(), r.done(), rateFigures{}
 	}
-	as := ev.Admissions[q.Name]
-	fr.configured = q.configuredRate()
-	// Admitting faster than configured is a violation whatever the demand;
-	// slower only while the line was long enough to take from.
-	window := func(name string, from, to time.Time) float64 {
-		rate := float64(admissionsIn(as, from, to)) / to.Sub(from).Seconds()
-		dev := (rate - fr.configured) / fr.configured
-		switch {
-		case dev > rateTolerance:
-		case !demandAbove(ev, q.Name, from, to, int64(2*q.MaxAdmitPerTick)):
-			c.Note += fmt.Sprintf("%s window: %.1f/s, demand below capacity (slowness not judged); ", name, rate)
-			return rate
-		case dev >= -rateTolerance:
-			c.Note += fmt.Sprintf("%s window: %.1f/s; ", name, rate)
-			return rate
-		}
-		c.fail("%s %s window %s–%s: %.1f admissions/s, configured %.1f/s (%+.0f%%)", q.Name, name,
-			from.UTC().Format("15:04:05"), to.UTC().Format("15:04:05"), rate, fr.configured, 100*dev)
-		return rate
-	}
+	rq := rateQueue{ev: ev, q: q, as: ev.Admissions[q.Name], configured: q.configuredRate()}
+	fr := rateFigures{configured: rq.configured}
 	baseFrom := tl.Start.Add(tl.Inject.Sub(tl.Start) / 3)
-	fr.baseline = window("before the fault", baseFrom, tl.Inject)
+	fr.baseline = rq.window(&c, "before the fault", baseFrom, tl.Inject)
 	tailFrom := tl.LoadStop.Add(-tl.Inject.Sub(baseFrom))
 	if tailFrom.After(tl.Heal) {
-		window("at the end", tailFrom, tl.LoadStop)
+		rq.window(&c, "at the end", tailFrom, tl.LoadStop)
 	}
 
-	// Recovery: the last moment after the fault at which the admission rate
-	// over the next window was below 90 % of the normal rate: the rate
-	// before the fault, or the configured one if that was higher than it
-	// should have been (a fault that empties the line leaves only the
-	// joins to admit, which fall short of an over-fast baseline).
+	// Recovery is judged against the normal rate: the rate before the
+	// fault, or the configured one if that was higher than it should have
+	// been (a fault that empties the line leaves only the joins to admit,
+	// which fall short of an over-fast baseline).
 	normal := fr.baseline
 	if fr.configured > 0 && fr.configured < normal {
 		normal = fr.configured
@@ -643,48 +646,7 @@ func checkRate(ev *evidence) (checkResult, checkResult, rateFigures) {
 		r.Status, r.Note = statusSkipped, "no admissions before the fault"
 		return c.done(), r.done(), fr
 	}
-	// The windows after the fault whose rate was low, as dips: runs of
-	// consecutive low windows.
-	type dip struct{ from, to time.Time } // first and last low window's start
-	var dips []dip
-	for t := tl.Inject; !t.Add(recoveryWindow).After(tl.LoadStop); t = t.Add(250 * time.Millisecond) {
-		rate := float64(admissionsIn(as, t, t.Add(recoveryWindow))) / recoveryWindow.Seconds()
-		if rate >= 0.9*normal {
-			continue
-		}
-		if n := len(dips); n > 0 && dips[n-1].to.Add(250*time.Millisecond).Equal(t) {
-			dips[n-1].to = t
-		} else {
-			dips = append(dips, dip{t, t})
-		}
-	}
-	switch {
-	case len(dips) == 0:
-		fr.recovered = true
-	case !dips[len(dips)-1].to.Add(recoveryWindow).Before(tl.LoadStop.Add(-250 * time.Millisecond)):
-		fr.recovery = tl.LoadStop.Sub(tl.Inject)
-		r.fail("%s: admission rate still below 90%% of %.1f/s when the load stopped, %.1fs after the fault", q.Name, normal, fr.recovery.Seconds())
-	default:
-		fr.recovered = true
-		fr.recovery = dips[len(dips)-1].to.Add(recoveryWindow).Sub(tl.Inject)
-		// Each dip ends within the bound of what began it: the fault, or
-		// — for a dip that begins once the fault is healed (the burst of
-		// work a resumed worker or a restarted database releases) — the
-		// heal. A dip that runs across the heal counts from the fault,
-		// unless admission pauses by design while the fault lasts.
-		for _, d := range dips {
-			from, what := tl.Inject, "fault"
-			// (a dip shows first in the window that reaches into it: one
-			// whose first low window ends past the heal began with it)
-			if !tl.Heal.IsZero() && (d.from.Add(recoveryWindow).After(tl.Heal) || tl.RecoverFromHeal) {
-				from, what = tl.Heal, "heal"
-			}
-			if took := d.to.Add(recoveryWindow).Sub(from); took > bound {
-				r.fail("%s: admission rate back to 90%% of %.1f/s only %.1fs after the %s", q.Name, normal, took.Seconds(), what)
-				break
-			}
-		}
-	}
+	fr.recovered, fr.recovery = rq.recovery(&r, normal)
 	r.Note = fmt.Sprintf("normal rate %.1f/s; recovery %.1fs after the fault", normal, fr.recovery.Seconds())
 	if n, of := behindSamples(ev, q.Name, tl.Inject, tl.LoadStop); n > 0 {
 		// Why admission paused, when it did: ticks refused because the
@@ -692,6 +654,106 @@ func checkRate(ev *evidence) (checkResult, checkResult, rateFigures) {
 		r.Note += fmt.Sprintf("; line behind the streams in %d of %d samples after the fault", n, of)
 	}
 	return c.done(), r.done(), fr
+}
+
+// rateCheckedQueue is the queue whose admission rate is checked, if any.
+func rateCheckedQueue(ev *evidence) *queueSpec {
+	var q *queueSpec
+	for i := range ev.Queues {
+		if ev.Queues[i].RateChecked {
+			q = &ev.Queues[i]
+		}
+	}
+	return q
+}
+
+// rateQueue is the rate-checked queue's admissions and configured rate.
+type rateQueue struct {
+	ev         *evidence
+	q          *queueSpec
+	as         []admission
+	configured float64
+}
+
+// window judges into c the admission rate in [from, to), and returns it.
+// Admitting faster than configured is a violation whatever the demand;
+// slower only while the line was long enough to take from.
+func (rq rateQueue) window(c *checkResult, name string, from, to time.Time) float64 {
+	rate := float64(admissionsIn(rq.as, from, to)) / to.Sub(from).Seconds()
+	dev := (rate - rq.configured) / rq.configured
+	switch {
+	case dev > rateTolerance:
+	case !demandAbove(rq.ev, rq.q.Name, from, to, int64(2*rq.q.MaxAdmitPerTick)):
+		c.Note += fmt.Sprintf("%s window: %.1f/s, demand below capacity (slowness not judged); ", name, rate)
+		return rate
+	case dev >= -rateTolerance:
+		c.Note += fmt.Sprintf("%s window: %.1f/s; ", name, rate)
+		return rate
+	}
+	c.fail("%s %s window %s–%s: %.1f admissions/s, configured %.1f/s (%+.0f%%)", rq.q.Name, name,
+		from.UTC().Format("15:04:05"), to.UTC().Format("15:04:05"), rate, rq.configured, 100*dev)
+	return rate
+}
+
+// dip is a run of consecutive recovery windows after the fault whose
+// admission rate was low: the first and the last low window's start.
+type dip struct{ from, to time.Time }
+
+// dipStep is how far apart the recovery windows start.
+const dipStep = 250 * time.Millisecond
+
+// dips are the runs of recovery windows from the fault to the load's stop
+// whose rate was below 90 % of normal.
+func (rq rateQueue) dips(normal float64) []dip {
+	tl := rq.ev.Timeline
+	var dips []dip
+	for t := tl.Inject; !t.Add(recoveryWindow).After(tl.LoadStop); t = t.Add(dipStep) {
+		rate := float64(admissionsIn(rq.as, t, t.Add(recoveryWindow))) / recoveryWindow.Seconds()
+		if rate >= 0.9*normal {
+			continue
+		}
+		if n := len(dips); n > 0 && dips[n-1].to.Add(dipStep).Equal(t) {
+			dips[n-1].to = t
+		} else {
+			dips = append(dips, dip{t, t})
+		}
+	}
+	return dips
+}
+
+// recovery judges into r how long after the fault the admission rate was
+// back: the end of the last window after it whose rate was below 90 % of
+// normal. It fails when the rate was still low as the load stopped, or a
+// dip outlasted the scenario's bound.
+func (rq rateQueue) recovery(r *checkResult, normal float64) (recovered bool, took time.Duration) {
+	tl := rq.ev.Timeline
+	dips := rq.dips(normal)
+	switch {
+	case len(dips) == 0:
+		return true, 0
+	case !dips[len(dips)-1].to.Add(recoveryWindow).Before(tl.LoadStop.Add(-dipStep)):
+		took = tl.LoadStop.Sub(tl.Inject)
+		r.fail("%s: admission rate still below 90%% of %.1f/s when the load stopped, %.1fs after the fault", rq.q.Name, normal, took.Seconds())
+		return false, took
+	}
+	// Each dip ends within the bound of what began it: the fault, or — for
+	// a dip that begins once the fault is healed (the burst of work a
+	// resumed worker or a restarted database releases) — the heal. A dip
+	// that runs across the heal counts from the fault, unless admission
+	// pauses by design while the fault lasts.
+	for _, d := range dips {
+		from, what := tl.Inject, "fault"
+		// (a dip shows first in the window that reaches into it: one
+		// whose first low window ends past the heal began with it)
+		if !tl.Heal.IsZero() && (d.from.Add(recoveryWindow).After(tl.Heal) || tl.RecoverFromHeal) {
+			from, what = tl.Heal, "heal"
+		}
+		if back := d.to.Add(recoveryWindow).Sub(from); back > tl.bound() {
+			r.fail("%s: admission rate back to 90%% of %.1f/s only %.1fs after the %s", rq.q.Name, normal, back.Seconds(), what)
+			break
+		}
+	}
+	return true, dips[len(dips)-1].to.Add(recoveryWindow).Sub(tl.Inject)
 }
 
 // checkPayments: every capture belongs to exactly one PAID order and every

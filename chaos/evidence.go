@@ -217,7 +217,6 @@ type envelope struct {
 // (CI saw 0 of 80 in a minute). So a consumer that delivers nothing for
 // stallAfter is replaced by a new one from just after the last message read.
 func readStream(ctx context.Context, js jetstream.JetStream, stream string, subjects []string, f func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
-	const stallAfter = 10 * time.Second
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", stream, err)
@@ -229,78 +228,114 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream string, subj
 	if info.State.Msgs == 0 {
 		return nil
 	}
-	var (
-		cons     jetstream.Consumer
-		want     uint64 // every message that matched when the first consumer was made, and no fewer: a short read would make admitted shoppers look lost
-		got      uint64
-		last     uint64 // the stream sequence of the last message read
-		progress = time.Now()
-	)
-	drop := func() {
-		if cons != nil {
-			_ = st.DeleteConsumer(context.Background(), cons.CachedInfo().Name)
-			cons = nil
-		}
-	}
-	defer drop()
+	r := &stallingReader{st: st, stream: stream, subjects: subjects}
+	defer r.drop()
 	deadline := time.Now().Add(60 * time.Second)
-	for first := true; first || got < want; first = false {
+	for first := true; first || r.got < r.want; first = false {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("stream %s: read %d of %d messages matching %v", stream, got, want, subjects)
+			return fmt.Errorf("stream %s: read %d of %d messages matching %v", stream, r.got, r.want, subjects)
 		}
-		if cons != nil && time.Since(progress) > stallAfter {
-			drop() // a lagging replica's: make another
-		}
-		if cons == nil {
-			cfg := jetstream.ConsumerConfig{
-				FilterSubjects: subjects, AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
-				InactiveThreshold: time.Minute, MemoryStorage: true, Replicas: 1,
-			}
-			if last > 0 {
-				cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last+1
-			}
-			if cons, err = st.CreateConsumer(ctx, cfg); err != nil {
-				return fmt.Errorf("stream %s consumer: %w", stream, err)
-			}
-			progress = time.Now()
-			if first {
-				want = cons.CachedInfo().NumPending
-			}
+		if err := r.consumer(ctx, first); err != nil {
+			return err
 		}
 		// NoWait: what is stored now, without waiting for a full batch.
-		batch, err := cons.FetchNoWait(2000)
+		batch, err := r.cons.FetchNoWait(2000)
 		if err != nil {
 			sleepCtx(ctx, 200*time.Millisecond)
 			continue
 		}
-		n := 0
-		for m := range batch.Messages() {
-			md, err := m.Metadata()
-			if err != nil {
-				return err
-			}
-			if got == want {
-				break // stored after the first consumer was made
-			}
-			got, last, n = got+1, md.Sequence.Stream, n+1
-			if err := f(m, md); err != nil {
-				return err
-			}
-		}
-		if n > 0 {
-			progress = time.Now()
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) {
-			return fmt.Errorf("stream %s fetch: %w", stream, err)
+		n, err := r.take(batch, f)
+		if err != nil {
+			return err
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if n == 0 && got < want {
+		if n == 0 && r.got < r.want {
 			sleepCtx(ctx, 200*time.Millisecond)
 		}
 	}
 	return nil
+}
+
+// stallAfter is how long a consumer may deliver nothing before another
+// takes its place.
+const stallAfter = 10 * time.Second
+
+// stallingReader is readStream's consumer and count: it replaces a
+// consumer that stalls.
+type stallingReader struct {
+	st       jetstream.Stream
+	stream   string
+	subjects []string
+	cons     jetstream.Consumer
+	// want is every message that matched when the first consumer was
+	// made, and no fewer: a short read would make admitted shoppers look
+	// lost.
+	want     uint64
+	got      uint64
+	last     uint64 // the stream sequence of the last message read
+	progress time.Time
+}
+
+// consumer makes a consumer from just after the last message read, when
+// there is none or the one there is has stalled (a lagging replica's).
+// The first one says how many messages to read.
+func (r *stallingReader) consumer(ctx context.Context, first bool) error {
+	if r.cons != nil && time.Since(r.progress) > stallAfter {
+		r.drop()
+	}
+	if r.cons != nil {
+		return nil
+	}
+	cfg := jetstream.ConsumerConfig{
+		FilterSubjects: r.subjects, AckPolicy: jetstream.AckNonePolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
+		InactiveThreshold: time.Minute, MemoryStorage: true, Replicas: 1,
+	}
+	if r.last > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, r.last+1
+	}
+	cons, err := r.st.CreateConsumer(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("stream %s consumer: %w", r.stream, err)
+	}
+	r.cons, r.progress = cons, time.Now()
+	if first {
+		r.want = cons.CachedInfo().NumPending
+	}
+	return nil
+}
+
+func (r *stallingReader) drop() {
+	if r.cons != nil {
+		_ = r.st.DeleteConsumer(context.Background(), r.cons.CachedInfo().Name)
+		r.cons = nil
+	}
+}
+
+// take hands batch's messages to f, up to want, and returns how many.
+func (r *stallingReader) take(batch jetstream.MessageBatch, f func(jetstream.Msg, *jetstream.MsgMetadata) error) (int, error) {
+	n := 0
+	for m := range batch.Messages() {
+		md, err := m.Metadata()
+		if err != nil {
+			return n, err
+		}
+		if r.got == r.want {
+			break // stored after the first consumer was made
+		}
+		r.got, r.last, n = r.got+1, md.Sequence.Stream, n+1
+		if err := f(m, md); err != nil {
+			return n, err
+		}
+	}
+	if n > 0 {
+		r.progress = time.Now()
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, nats.ErrNoResponders) {
+		return n, fmt.Errorf("stream %s fetch: %w", r.stream, err)
+	}
+	return n, nil
 }
 
 // gatherStreams reads joins, leaves, admissions and order events.

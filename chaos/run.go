@@ -109,23 +109,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// The harness's own Redis clients dial dead nodes by design while a
 	// Redis fault lasts; go-redis would log every failed dial.
 	redis.SetLogger(quietRedis{})
-	all := scenarios()
 	if o.list {
-		for _, sc := range all {
+		for _, sc := range scenarios() {
 			fmt.Fprintf(stdout, "%-24s %s\n", sc.name, sc.what)
 		}
 		return nil
 	}
-	chosen := all
-	if !o.all {
-		chosen = nil
-		for _, n := range o.names {
-			sc, ok := find(all, strings.TrimSpace(n))
-			if !ok {
-				return usageError{fmt.Sprintf("no scenario %q (go run ./chaos -list)", n)}
-			}
-			chosen = append(chosen, sc)
-		}
+	chosen, err := chooseScenarios(o)
+	if err != nil {
+		return err
 	}
 	if o.out == "" {
 		root, err := moduleRoot()
@@ -137,51 +129,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "usher-chaos-")
+	tmp, cleanUp, err := runFolder(o.keep, stdout)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		// Every scenario's data (the JetStream stores, Redis's files)
-		// stays for a look afterwards.
-		defer fmt.Fprintf(stdout, "chaos: kept every scenario's data folder under %s\n", tmp)
-	} else {
-		defer os.RemoveAll(tmp)
-	}
-	// PostgreSQL (as its own user) must reach its folder inside.
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return err
-	}
+	defer cleanUp()
 	start := time.Now()
-	fmt.Fprintf(stdout, "chaos: building the services, usherctl and nats-server; run folder %s\n", tmp)
-	pgBin, err := postgresBin()
+	bins, tmpl, err := buildStack(ctx, tmp, o.rev, stdout)
 	if err != nil {
 		return err
 	}
-	// initdb runs while go builds.
-	var bins *binaries
-	var tmpl string
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) { bins, err = build(gctx, filepath.Join(tmp, "bin"), o.rev); return err })
-	g.Go(func() (err error) { tmpl, err = pgTemplate(gctx, tmp, pgBin); return err })
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "chaos: built in %s\n", time.Since(start).Round(100*time.Millisecond))
 	o.source = describeSource(ctx, o.rev)
 	fmt.Fprintf(stdout, "chaos: services built from %s\n", o.source)
 	out := &lockedWriter{w: stdout}
 	re := &runEnv{bins: bins, tmp: tmp, pgTmpl: tmpl, out: o.out, quick: o.quick, keep: o.keep, progress: out, began: start}
 	results := runAll(ctx, re, chosen, o.seed, o.parallel, out)
 	fmt.Fprintf(stdout, "\nchaos: %d scenario(s) in %s\n", len(results), time.Since(start).Round(time.Second))
-	printSummary(stdout, results)
-	if o.reliability != "" {
-		if err := writeReliability(o.reliability, results, o); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "chaos: wrote %s\n", o.reliability)
-	}
-	if err := writeJSON(filepath.Join(o.out, "results.json"), results); err != nil {
+	if err := writeResults(stdout, o, results); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
@@ -193,6 +157,78 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 	return nil
+}
+
+// chooseScenarios are the scenarios -scenario names, or all of them with
+// -all.
+func chooseScenarios(o options) ([]scenario, error) {
+	all := scenarios()
+	if o.all {
+		return all, nil
+	}
+	var chosen []scenario
+	for _, n := range o.names {
+		sc, ok := find(all, strings.TrimSpace(n))
+		if !ok {
+			return nil, usageError{fmt.Sprintf("no scenario %q (go run ./chaos -list)", n)}
+		}
+		chosen = append(chosen, sc)
+	}
+	return chosen, nil
+}
+
+// runFolder makes the run's temporary folder; cleanUp removes it, or with
+// -keep says where every scenario's data (the JetStream stores, Redis's
+// files) stayed for a look afterwards.
+func runFolder(keep bool, stdout io.Writer) (tmp string, cleanUp func(), err error) {
+	tmp, err = os.MkdirTemp("", "usher-chaos-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanUp = func() { _ = os.RemoveAll(tmp) }
+	if keep {
+		cleanUp = func() { fmt.Fprintf(stdout, "chaos: kept every scenario's data folder under %s\n", tmp) }
+	}
+	// PostgreSQL (as its own user) must reach its folder inside.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		cleanUp()
+		return "", nil, err
+	}
+	return tmp, cleanUp, nil
+}
+
+// buildStack builds the binaries into tmp and, meanwhile, initdb's
+// template of the PostgreSQL data folder.
+func buildStack(ctx context.Context, tmp, rev string, stdout io.Writer) (*binaries, string, error) {
+	start := time.Now()
+	fmt.Fprintf(stdout, "chaos: building the services, usherctl and nats-server; run folder %s\n", tmp)
+	pgBin, err := postgresBin()
+	if err != nil {
+		return nil, "", err
+	}
+	var bins *binaries
+	var tmpl string
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { bins, err = build(gctx, filepath.Join(tmp, "bin"), rev); return err })
+	g.Go(func() (err error) { tmpl, err = pgTemplate(gctx, tmp, pgBin); return err })
+	if err := g.Wait(); err != nil {
+		return nil, "", err
+	}
+	fmt.Fprintf(stdout, "chaos: built in %s\n", time.Since(start).Round(100*time.Millisecond))
+	return bins, tmpl, nil
+}
+
+// writeResults prints the summary and writes the reliability table (with
+// -reliability) and results.json.
+func writeResults(stdout io.Writer, o options, results []result) error {
+	printSummary(stdout, results)
+	if o.reliability != "" {
+		if err := writeReliability(o.reliability, results, o); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "chaos: wrote %s\n", o.reliability)
+	}
+	return writeJSON(filepath.Join(o.out, "results.json"), results)
 }
 
 // runAll runs the scenarios, up to parallel at once, each on its own

@@ -130,95 +130,127 @@ func seedFor(name string, seed uint64) uint64 {
 // lets the system settle, gathers the evidence and judges it.
 func runScenario(ctx context.Context, re *runEnv, sc scenario, seed uint64) (res result) {
 	started := time.Now()
-	res = result{Scenario: sc.name, Seed: seed, Command: reproduce(sc.name, seed, re.quick), Injected: sc.what, Started: started}
+	res = result{Scenario: sc.name, Seed: seed, Command: reproduce(sc.name, seed, re.quick), Injected: sc.what, Started: started,
+		Queues: workload(re.quick)}
 	defer func() { res.Took = time.Since(started).Round(time.Second).String() }()
-	t := fullTiming
-	if re.quick {
-		t = quickTiming
-	}
-	queues := workload(re.quick)
-	res.Queues = queues
-	dir := filepath.Join(re.tmp, fmt.Sprintf("%s-%d", sc.name, seed))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return errored(res, err)
-	}
-	keepDir := filepath.Join(re.out, fmt.Sprintf("%s-%d", sc.name, seed))
-	_ = os.RemoveAll(keepDir)
-	if err := os.MkdirAll(keepDir, 0o755); err != nil {
-		return errored(res, err)
-	}
-	s := &stack{dir: dir, bins: re.bins, token: "chaos-admin", queues: queues}
-	defer func() {
-		s.close()
-		if res.Verdict == verdictPass && !re.keep {
-			_ = os.RemoveAll(filepath.Join(keepDir, "logs"))
-		} else {
-			_ = copyDir(filepath.Join(dir, "logs"), filepath.Join(keepDir, "logs"))
-			res.Dir = keepDir
-		}
-		if !re.keep {
-			_ = os.RemoveAll(dir)
-		}
-	}()
-	rng := rand.New(rand.NewPCG(seedFor(sc.name, seed), 0x6368616f73))
-	jpath := filepath.Join(keepDir, "journal.jsonl")
-	j, err := openJournal(jpath)
+	r, err := newScenarioRun(re, sc, seed, res.Queues)
 	if err != nil {
 		return errored(res, err)
 	}
-	tl := &timeline{RecoverFromHeal: sc.recoverFromHeal, Bound: sc.bound, PartialRedisLoss: sc.partialRedisLoss}
-	f := &fault{s: s, rng: rng, j: j, tl: tl, t: t}
-	var p plan
-	if sc.prepare != nil {
-		sc.prepare(f, &p)
+	defer func() { r.cleanUp(&res) }()
+	if err := r.openFault(); err != nil {
+		return errored(res, err)
 	}
-	re.say("%s (seed %d): starting NATS ×3, Redis ×6, PostgreSQL, pgsim, 8 services\n", sc.name, seed)
-	if err := startStack(ctx, s, p, re.pgTmpl); err != nil {
-		j.close()
-		return errored(res, fmt.Errorf("start the stack: %w", err))
+	samples, settled, err := r.play(ctx)
+	if err != nil {
+		return errored(res, err)
 	}
-	if err := configure(ctx, s, queues); err != nil {
-		j.close()
-		return errored(res, fmt.Errorf("configure queues: %w", err))
+	if err := r.conclude(ctx, samples, settled, &res); err != nil {
+		return errored(res, err)
 	}
+	return res
+}
 
-	// Load, with the sampler watching the line.
-	var samples []sample
-	var smu sync.Mutex
-	sctx, stopSampler := context.WithCancel(ctx)
-	sdone := make(chan struct{})
-	go func() { defer close(sdone); sampler(sctx, s.rdb, queues, 100*time.Millisecond, &samples, &smu) }()
+// scenarioRun is one scenario on a stack of its own.
+type scenarioRun struct {
+	re      *runEnv
+	sc      scenario
+	seed    uint64
+	queues  []queueSpec
+	dir     string // the stack's files, removed after unless -keep
+	keepDir string // the journal, the result, and the logs unless it passed
+	journal string // the journal's path
+	s       *stack
+	f       *fault // the scenario's tools: its stack, random source, journal, timeline and timing
+}
+
+// newScenarioRun makes the scenario's folders: a fresh one to keep.
+func newScenarioRun(re *runEnv, sc scenario, seed uint64, queues []queueSpec) (*scenarioRun, error) {
+	name := fmt.Sprintf("%s-%d", sc.name, seed)
+	r := &scenarioRun{re: re, sc: sc, seed: seed, queues: queues, dir: filepath.Join(re.tmp, name), keepDir: filepath.Join(re.out, name)}
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return nil, err
+	}
+	_ = os.RemoveAll(r.keepDir)
+	if err := os.MkdirAll(r.keepDir, 0o755); err != nil {
+		return nil, err
+	}
+	r.journal = filepath.Join(r.keepDir, "journal.jsonl")
+	r.s = &stack{dir: r.dir, bins: re.bins, token: "chaos-admin", queues: queues}
+	return r, nil
+}
+
+// cleanUp stops the stack and keeps its logs unless the scenario passed
+// (or -keep keeps everything).
+func (r *scenarioRun) cleanUp(res *result) {
+	r.s.close()
+	if res.Verdict == verdictPass && !r.re.keep {
+		_ = os.RemoveAll(filepath.Join(r.keepDir, "logs"))
+	} else {
+		_ = copyDir(filepath.Join(r.dir, "logs"), filepath.Join(r.keepDir, "logs"))
+		res.Dir = r.keepDir
+	}
+	if !r.re.keep {
+		_ = os.RemoveAll(r.dir)
+	}
+}
+
+// openFault opens the journal and gives the fault its random source,
+// seeded by the scenario and the seed, so that a seed replays the run.
+func (r *scenarioRun) openFault() error {
+	rng := rand.New(rand.NewPCG(seedFor(r.sc.name, r.seed), 0x6368616f73))
+	j, err := openJournal(r.journal)
+	if err != nil {
+		return err
+	}
+	t := fullTiming
+	if r.re.quick {
+		t = quickTiming
+	}
+	tl := &timeline{RecoverFromHeal: r.sc.recoverFromHeal, Bound: r.sc.bound, PartialRedisLoss: r.sc.partialRedisLoss}
+	r.f = &fault{s: r.s, rng: rng, j: j, tl: tl, t: t}
+	return nil
+}
+
+// play starts the stack, runs the load through the fault and settles;
+// the journal is closed after, whatever happened.
+func (r *scenarioRun) play(ctx context.Context) (samples []sample, settled settleState, err error) {
+	defer func() {
+		if cerr := r.f.j.close(); err == nil {
+			err = cerr
+		}
+	}()
+	var p plan
+	if r.sc.prepare != nil {
+		r.sc.prepare(r.f, &p)
+	}
+	r.re.say("%s (seed %d): starting NATS ×3, Redis ×6, PostgreSQL, pgsim, 8 services\n", r.sc.name, r.seed)
+	if err := startStack(ctx, r.s, p, r.re.pgTmpl); err != nil {
+		return nil, settled, fmt.Errorf("start the stack: %w", err)
+	}
+	if err := configure(ctx, r.s, r.queues); err != nil {
+		return nil, settled, fmt.Errorf("configure queues: %w", err)
+	}
+	return r.drive(ctx)
+}
+
+// drive runs the load, with the sampler watching the line, through the
+// fault; stops it; and pauses the queues until they settle.
+func (r *scenarioRun) drive(ctx context.Context) ([]sample, settleState, error) {
+	name, j, tl, t := r.sc.name, r.f.j, r.f.tl, r.f.t
+	sm := startSampler(ctx, r.s, r.queues)
+	defer sm.stop()
 	joinCtx, stopJoins := context.WithCancel(ctx)
 	shopCtx, stopShoppers := context.WithCancel(ctx)
-	l := newLoad(j, s, queues, seed, fmt.Sprintf("u%x", rng.Uint32()))
+	l := newLoad(j, r.s, r.queues, r.seed, fmt.Sprintf("u%x", r.f.rng.Uint32()))
 	tl.Start = time.Now()
 	l.start(joinCtx, shopCtx)
-	stopLoad := func() {
+	r.re.say("%s: load running (%s)\n", name, describeLoad(r.queues))
+	if err := r.injectFault(ctx); err != nil {
 		stopJoins()
 		stopShoppers()
 		l.wait()
-		stopSampler()
-		<-sdone
-	}
-	re.say("%s: load running (%s)\n", sc.name, describeLoad(queues))
-	if !sleepCtx(ctx, t.warm) {
-		stopLoad()
-		j.close()
-		return errored(res, ctx.Err())
-	}
-	re.say("%s: injecting: %s\n", sc.name, sc.what)
-	if err := sc.inject(ctx, f); err != nil {
-		stopLoad()
-		j.close()
-		return errored(res, fmt.Errorf("inject: %w", err))
-	}
-	if tl.Heal.IsZero() {
-		tl.Heal = tl.Inject
-	}
-	if !sleepCtx(ctx, time.Until(tl.Heal.Add(t.after))) {
-		stopLoad()
-		j.close()
-		return errored(res, ctx.Err())
+		return nil, settleState{}, err
 	}
 	tl.LoadStop = time.Now()
 	j.add(record{Kind: recLoadStop})
@@ -226,36 +258,79 @@ func runScenario(ctx context.Context, re *runEnv, sc scenario, seed uint64) (res
 	sleepCtx(ctx, t.grace)
 	stopShoppers()
 	l.wait()
-	re.say("%s: load stopped (%d joins accepted, %d refused); pausing the queues and settling\n", sc.name, l.accepted.Load(), l.failed.Load())
+	r.re.say("%s: load stopped (%d joins accepted, %d refused); pausing the queues and settling\n", name, l.accepted.Load(), l.failed.Load())
 	// Paused queues admit nobody more, so the records gathered next are
 	// one consistent picture rather than a line still moving.
-	if err := pause(ctx, s, queues); err != nil {
-		return errored(res, fmt.Errorf("pause the queues: %w", err))
+	if err := pause(ctx, r.s, r.queues); err != nil {
+		return nil, settleState{}, fmt.Errorf("pause the queues: %w", err)
 	}
-	settled := settle(ctx, s, queues, t.settle)
-	re.say("%s: drained %v in %v; gathering the records\n", sc.name, settled.Drained, settled.Took)
-	stopSampler()
-	<-sdone
-	if err := j.close(); err != nil {
-		return errored(res, err)
-	}
+	settled := settle(ctx, r.s, r.queues, t.settle)
+	r.re.say("%s: drained %v in %v; gathering the records\n", name, settled.Drained, settled.Took)
+	return sm.stop(), settled, nil
+}
 
-	ev := &evidence{Queues: queues, Samples: samples, Timeline: *tl, Settled: settled}
-	if err := gather(ctx, s, jpath, ev); err != nil {
-		return errored(res, fmt.Errorf("gather evidence: %w", err))
+// injectFault lets the load warm up, injects the fault and lets the load
+// run on until the recovery time after the heal.
+func (r *scenarioRun) injectFault(ctx context.Context) error {
+	tl, t := r.f.tl, r.f.t
+	if !sleepCtx(ctx, t.warm) {
+		return ctx.Err()
 	}
-	res.Timeline = *tl
-	for _, r := range ev.Journal {
-		if r.Kind == recFault || r.Kind == recHeal {
-			res.Faults = append(res.Faults, r.Kind+": "+r.Detail)
+	r.re.say("%s: injecting: %s\n", r.sc.name, r.sc.what)
+	if err := r.sc.inject(ctx, r.f); err != nil {
+		return fmt.Errorf("inject: %w", err)
+	}
+	if tl.Heal.IsZero() {
+		tl.Heal = tl.Inject
+	}
+	if !sleepCtx(ctx, time.Until(tl.Heal.Add(t.after))) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// lineSampler samples the queues' lines in the background.
+type lineSampler struct {
+	stopSampling context.CancelFunc
+	done         chan struct{}
+	mu           sync.Mutex
+	samples      []sample
+}
+
+func startSampler(ctx context.Context, s *stack, queues []queueSpec) *lineSampler {
+	sctx, cancel := context.WithCancel(ctx)
+	ls := &lineSampler{stopSampling: cancel, done: make(chan struct{})}
+	go func() { defer close(ls.done); sampler(sctx, s.rdb, queues, 100*time.Millisecond, &ls.samples, &ls.mu) }()
+	return ls
+}
+
+// stop ends the sampling (once; stopping again does nothing more) and
+// returns the samples.
+func (ls *lineSampler) stop() []sample {
+	ls.stopSampling()
+	<-ls.done
+	return ls.samples
+}
+
+// conclude gathers the evidence and writes the checks, the figures and the
+// verdict into res, and res to result.json; the audits' full reports go
+// beside it.
+func (r *scenarioRun) conclude(ctx context.Context, samples []sample, settled settleState, res *result) error {
+	ev := &evidence{Queues: r.queues, Samples: samples, Timeline: *r.f.tl, Settled: settled}
+	if err := gather(ctx, r.s, r.journal, ev); err != nil {
+		return fmt.Errorf("gather evidence: %w", err)
+	}
+	res.Timeline = *r.f.tl
+	for _, rec := range ev.Journal {
+		if rec.Kind == recFault || rec.Kind == recHeal {
+			res.Faults = append(res.Faults, rec.Kind+": "+rec.Detail)
 		}
 	}
-	// The audits' full reports: the result keeps their first lines only,
-	// and a violation's exceptions are what tells a real over-admission
-	// from a false alarm.
+	// The result keeps the audits' first lines only, and a violation's
+	// exceptions are what tells a real over-admission from a false alarm.
 	for _, a := range ev.Audits {
 		if a.Queue != "" {
-			_ = os.WriteFile(filepath.Join(keepDir, "audit-"+a.Queue+".txt"), []byte(a.Output+a.Err), 0o644)
+			_ = os.WriteFile(filepath.Join(r.keepDir, "audit-"+a.Queue+".txt"), []byte(a.Output+a.Err), 0o644)
 		}
 	}
 	res.Checks, res.Figures = judge(ev)
@@ -265,10 +340,7 @@ func runScenario(ctx context.Context, re *runEnv, sc scenario, seed uint64) (res
 			res.Verdict = verdictFail
 		}
 	}
-	if err := writeJSON(filepath.Join(keepDir, "result.json"), res); err != nil {
-		return errored(res, err)
-	}
-	return res
+	return writeJSON(filepath.Join(r.keepDir, "result.json"), *res)
 }
 
 func errored(res result, err error) result {

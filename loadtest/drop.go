@@ -211,22 +211,8 @@ func drop(ctx context.Context, c *client, o options, progress io.Writer) (result
 		Started: time.Now(), Figures: map[string]float64{}, Invariants: map[string]int64{}}
 	runCtx, cancelRun := context.WithTimeout(ctx, o.duration)
 	defer cancelRun()
-	cfg := func(state string) map[string]any {
-		return o.queueConfig(map[string]any{"targetActive": o.targetActive, "maxAdmitPerTick": o.maxAdmitPerTick,
-			"tickMs": 100, "tokenTtlSeconds": 300, "sku": o.sku, "maxQuantity": 1, "stockAware": o.stockAware, "state": state})
-	}
-	// The queue first, paused, then its stock: a stock change reaches the
-	// lines of the queues that sell the SKU at once.
-	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, cfg("paused"), nil); err != nil {
+	if err := stockPausedQueue(runCtx, c, o); err != nil {
 		return res, err
-	}
-	if err := c.admin("PUT", "/v1/admin/stock/"+o.sku, map[string]any{"available": o.stock}, nil); err != nil {
-		return res, fmt.Errorf("stock %s: %w", o.sku, err)
-	}
-	if o.stockAware {
-		if err := waitSellable(runCtx, c, o.queue, int64(o.stock)); err != nil {
-			return res, err
-		}
 	}
 	d := &dropRun{c: c, o: o, users: make([]string, o.shoppers), recs: make([]dropRecord, o.shoppers),
 		connSem: make(chan struct{}, 256), stockEvents: map[string]int64{}}
@@ -261,19 +247,64 @@ func drop(ctx context.Context, c *client, o options, progress io.Writer) (result
 	samples := startSampler(runCtx, c, o.queue, 250*time.Millisecond)
 	notifierBefore, _ := scrape(o.notifier + "/metrics")
 	open := time.Now()
-	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, cfg("open"), nil); err != nil {
+	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, dropQueueConfig(o, "open"), nil); err != nil {
 		stopWaiting()
 		cancelRun()
 		wg.Wait()
 		return res, err
 	}
+	sale := d.watchSale(runCtx, open, &wg, stopWaiting, progress)
+	res.Samples = samples.Stop()
+	notifierAfter, _ := scrape(o.notifier + "/metrics")
+	addNotifierFigures(&res, notifierBefore, notifierAfter)
+	addLoadAverage(&res)
+
+	out := d.afterSale(ctx, res.Started, tag, progress)
+	out.sale = sale
+	fmt.Fprintf(progress, "late joins and events read (%.1fs)\n", time.Since(t0).Seconds())
+	if o.anchor && out.anchorN > 0 {
+		out.anchorN = min(out.anchorN, anchorCap())
+		out.anchor = measureAnchor(ctx, out.anchorN, progress)
+		fmt.Fprintf(progress, "anchor measured (%.1fs)\n", time.Since(t0).Seconds())
+	}
+	d.report(&res, out)
+	return res, nil
+}
+
+// dropQueueConfig is the drop queue's configuration in state.
+func dropQueueConfig(o options, state string) map[string]any {
+	return o.queueConfig(map[string]any{"targetActive": o.targetActive, "maxAdmitPerTick": o.maxAdmitPerTick,
+		"tickMs": 100, "tokenTtlSeconds": 300, "sku": o.sku, "maxQuantity": 1, "stockAware": o.stockAware, "state": state})
+}
+
+// stockPausedQueue makes the drop's queue, paused, then its stock: a
+// stock change reaches the lines of the queues that sell the SKU at once.
+// A stock-aware line must see the stock before the sale opens.
+func stockPausedQueue(ctx context.Context, c *client, o options) error {
+	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, dropQueueConfig(o, "paused"), nil); err != nil {
+		return err
+	}
+	if err := c.admin("PUT", "/v1/admin/stock/"+o.sku, map[string]any{"available": o.stock}, nil); err != nil {
+		return fmt.Errorf("stock %s: %w", o.sku, err)
+	}
+	if o.stockAware {
+		return waitSellable(ctx, c, o.queue, int64(o.stock))
+	}
+	return nil
+}
+
+// watchSale prints the sale's progress each second until every shopper is
+// done (or the run's deadline), and returns how long the sale took from
+// its opening. Once a shopper is told (or, stock-aware, every unit is
+// PAID), the rest have toldGrace to hear it before their waits stop.
+func (d *dropRun) watchSale(runCtx context.Context, open time.Time, wg *sync.WaitGroup, stopWaiting context.CancelFunc, progress io.Writer) time.Duration {
+	o := d.o
 	all := make(chan struct{})
 	go func() { wg.Wait(); close(all) }()
 	var graceEnds <-chan time.Time
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	over := false
-	for !over {
+	for over := false; !over; {
 		select {
 		case <-all:
 			over = true
@@ -293,54 +324,59 @@ func drop(ctx context.Context, c *client, o options, progress io.Writer) (result
 			}
 		}
 	}
-	saleTime := time.Since(open)
-	fmt.Fprintf(progress, "\nsale over after %.1fs\n", saleTime.Seconds())
-	res.Samples = samples.Stop()
-	notifierAfter, _ := scrape(o.notifier + "/metrics")
-	addNotifierFigures(&res, notifierBefore, notifierAfter)
-	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
-		// The machine's load as the sale ended: other work on the same
-		// cores makes every figure slower.
-		if v, err := strconv.ParseFloat(strings.Fields(string(la))[0], 64); err == nil {
-			res.Figures["machine load average (1 min) at the end of the sale"] = v
-		}
-	}
+	sale := time.Since(open)
+	fmt.Fprintf(progress, "\nsale over after %.1fs\n", sale.Seconds())
+	return sale
+}
 
-	view, viewErr := adminDropView(c, o.queue, o.sku)
-	// New shoppers after the sale: a closed line answers 410.
-	late := lateJoins(ctx, c, o.queue, o.lateJoins, tag)
+// addLoadAverage records the machine's load as the sale ended: other work
+// on the same cores makes every figure slower.
+func addLoadAverage(res *result) {
+	la, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return
+	}
+	if v, err := strconv.ParseFloat(strings.Fields(string(la))[0], 64); err == nil {
+		res.Figures["machine load average (1 min) at the end of the sale"] = v
+	}
+}
+
+// afterSale gathers what the drop's figures rest on once the sale is
+// over: the admin view, the answers to new shoppers (a closed line
+// answers 410), and the events; it closes an unaware line, which nothing
+// else closes, so that nobody is left in it.
+func (d *dropRun) afterSale(ctx context.Context, started time.Time, tag string, progress io.Writer) dropResults {
+	o := d.o
+	var out dropResults
+	out.view, out.viewErr = adminDropView(d.c, o.queue, o.sku)
+	out.late = lateJoins(ctx, d.c, o.queue, o.lateJoins, tag)
 	if !o.stockAware {
-		// Nothing closes an unaware line: close it, so nobody is left in it.
-		_ = c.admin("PUT", "/v1/admin/queues/"+o.queue, cfg("closed"), nil)
+		_ = d.c.admin("PUT", "/v1/admin/queues/"+o.queue, dropQueueConfig(o, "closed"), nil)
 	}
-
 	j := dropJournal{Units: o.stock, Records: d.recs}
-	var ev dropEvents
 	if o.natsURL != "" {
-		ev, err = readDropEvents(ctx, o.natsURL, o.natsNKey, o.queue, res.Started)
+		ev, err := readDropEvents(ctx, o.natsURL, o.natsNKey, o.queue, started)
 		if err != nil {
 			fmt.Fprintf(progress, "events not read (%v): the last PAID is the final status the load tool saw\n", err)
 		} else {
 			j.LastPaidEvent, j.CloseEvent = ev.lastPaid, ev.closed
 		}
+		out.ev = ev
 	}
-	f := summarize(j)
-	fmt.Fprintf(progress, "late joins and events read (%.1fs)\n", time.Since(t0).Seconds())
+	out.f = summarize(j)
+	out.anchorN = out.f.WaitingAtSoldOut
+	return out
+}
 
-	// The anchor: the same number of streams told one thing by a bare server.
-	var anchor []time.Duration
-	anchorN := f.WaitingAtSoldOut
-	if o.anchor && anchorN > 0 {
-		anchorN = min(anchorN, anchorCap())
-		fmt.Fprintf(progress, "anchor: a bare SSE server telling %d streams one event\n", anchorN)
-		anchor, err = sseAnchor(ctx, anchorN, time.Minute)
-		if err != nil {
-			fmt.Fprintf(progress, "anchor failed: %v\n", err)
-		}
-		fmt.Fprintf(progress, "anchor measured (%.1fs)\n", time.Since(t0).Seconds())
+// measureAnchor has a bare SSE server tell n streams one event: the
+// anchor the told times compare with.
+func measureAnchor(ctx context.Context, n int, progress io.Writer) []time.Duration {
+	fmt.Fprintf(progress, "anchor: a bare SSE server telling %d streams one event\n", n)
+	anchor, err := sseAnchor(ctx, n, time.Minute)
+	if err != nil {
+		fmt.Fprintf(progress, "anchor failed: %v\n", err)
 	}
-	d.report(&res, f, ev, view, viewErr, late, anchor, anchorN, saleTime)
-	return res, nil
+	return anchor
 }
 
 // dropDetail is what a drop run's figures rest on, for the JSON result.
@@ -374,60 +410,110 @@ func addNotifierFigures(res *result, before, after metricsSnapshot) {
 	res.Figures["notifier CPU seconds during the sale"] = after.value("process_cpu_seconds_total") - before.value("process_cpu_seconds_total")
 }
 
+// dropResults is what a drop run's report rests on besides its journal:
+// the figures summarized from it, the events, the admin view after the
+// sale, the answers to late joins by status, the anchor's times (of
+// anchorN streams) and how long the sale took.
+type dropResults struct {
+	f       dropFigures
+	ev      dropEvents
+	view    dropView
+	viewErr error
+	late    map[string]int
+	anchor  []time.Duration
+	anchorN int
+	sale    time.Duration
+}
+
 // report writes the figures, the invariants and the one-line summary.
-func (d *dropRun) report(res *result, f dropFigures, ev dropEvents, view dropView, viewErr error, late map[string]int, anchor []time.Duration, anchorN int, sale time.Duration) {
-	o := d.o
+func (d *dropRun) report(res *result, out dropResults) {
+	o, f := d.o, out.f
 	res.Drop = &dropDetail{StockAware: o.stockAware, Reference: f.Reference, LastPaid: f.LastPaid, LastPaidSeen: f.LastPaidSeen,
-		CloseEvent: ev.closed, Close: f.Close, LateJoins: late, QueueState: view.state, ClosedReason: view.closedReason}
-	for _, r := range d.recs {
-		if r.Err == "" {
-			continue
-		}
-		if res.Drop.Errors == nil {
-			res.Drop.Errors = map[string]int{}
-		}
-		if _, ok := res.Drop.Errors[r.Err]; ok || len(res.Drop.Errors) < 20 {
-			res.Drop.Errors[r.Err]++
-		}
-	}
+		CloseEvent: out.ev.closed, Close: f.Close, LateJoins: out.late, QueueState: out.view.state, ClosedReason: out.view.closedReason,
+		Errors: dropErrors(d.recs)}
 	for e, n := range res.Drop.Errors {
 		res.Notes = append(res.Notes, fmt.Sprintf("error ×%d: %s", n, e))
 	}
-	ms := func(x time.Duration) float64 { return float64(x.Microseconds()) / 1000 }
-	fig := res.Figures
-	fig["units"] = float64(o.stock)
+	d.addSaleFigures(res.Figures, out)
+	addToldFigures(res.Figures, f, out.ev)
+	rec := newRecorder()
+	for _, t := range f.Told {
+		rec.add(t, 200, nil)
+	}
+	res.Steps = append(res.Steps, rec.summary("told sold_out (last PAID → CLOSED received)", out.sale))
+	if len(out.anchor) > 0 {
+		addAnchor(res, f.Told, out)
+	}
+	res.Figures["late joins"] = float64(o.lateJoins)
+	res.Figures["late joins answered 410"] = float64(out.late["410"])
+	d.addInvariants(res, out)
+	addAdmissionInvariant(res)
+	res.Notes = append(res.Notes, d.summaryLine(out))
+}
+
+// dropErrors counts the shoppers' errors by message, at most 20 kinds
+// (nil when none erred).
+func dropErrors(recs []dropRecord) map[string]int {
+	var errs map[string]int
+	for _, r := range recs {
+		if r.Err == "" {
+			continue
+		}
+		if errs == nil {
+			errs = map[string]int{}
+		}
+		if _, ok := errs[r.Err]; ok || len(errs) < 20 {
+			errs[r.Err]++
+		}
+	}
+	return errs
+}
+
+func millis(x time.Duration) float64 { return float64(x.Microseconds()) / 1000 }
+
+// addSaleFigures counts what the sale came to: units and orders, the
+// shoppers' ways of waiting, the stock events, the admin view.
+func (d *dropRun) addSaleFigures(fig map[string]float64, out dropResults) {
+	f := out.f
+	fig["units"] = float64(d.o.stock)
 	fig["units sold (orders PAID)"] = float64(f.Sold)
 	fig["orders FAILED"] = float64(f.Failed)
 	fig["orders REJECTED for stock"] = float64(f.RejectedForStock)
 	fig["orders REJECTED, other reasons"] = float64(f.RejectedOther)
 	fig["READY after the close"] = float64(f.ReadyAfterClose)
-	fig["sale seconds (open → every shopper done)"] = sale.Seconds()
+	fig["sale seconds (open → every shopper done)"] = out.sale.Seconds()
 	fig["shoppers polling (no stream)"] = float64(f.Polled)
 	fig["stream reconnects"] = float64(d.reconnects.Load())
 	for st, n := range d.stockEvents {
 		fig["SSE stock events "+st] = float64(n)
 	}
-	if viewErr == nil && view.hasStock {
-		fig["admin view: sold"] = float64(view.sold)
+	if out.viewErr == nil && out.view.hasStock {
+		fig["admin view: sold"] = float64(out.view.sold)
 	}
+}
+
+// addToldFigures is how the waiting learned of the sell-out: told by
+// their stream, or only by a rejected order; and how long after the last
+// PAID, by its event and as the load tool saw it.
+func addToldFigures(fig map[string]float64, f dropFigures, ev dropEvents) {
 	fig["waiting at sold out"] = float64(f.WaitingAtSoldOut)
 	fig["told sold_out"] = float64(len(f.Told))
 	fig["told of another close"] = float64(f.ToldOtherReason)
 	fig["learned only from a rejected order"] = float64(len(f.LearnedByRejection))
 	told := slices.Clone(f.Told)
 	if len(told) > 0 {
-		fig["told p50 ms"], fig["told p99 ms"], fig["told max ms"] = ms(quantile(told, 0.5)), ms(quantile(told, 0.99)), ms(quantile(told, 1))
+		fig["told p50 ms"], fig["told p99 ms"], fig["told max ms"] = millis(quantile(told, 0.5)), millis(quantile(told, 0.99)), millis(quantile(told, 1))
 	}
 	if lr := slices.Clone(f.LearnedByRejection); len(lr) > 0 {
-		fig["learned by rejection p50 ms"], fig["learned by rejection max ms"] = ms(quantile(lr, 0.5)), ms(quantile(lr, 1))
+		fig["learned by rejection p50 ms"], fig["learned by rejection max ms"] = millis(quantile(lr, 0.5)), millis(quantile(lr, 1))
 	}
 	if !ev.lastPaid.IsZero() {
 		fig["order.completed events"] = float64(ev.paid)
 		if !f.LastPaidSeen.IsZero() {
-			fig["last PAID seen − its event ms"] = ms(f.LastPaidSeen.Sub(ev.lastPaid))
+			fig["last PAID seen − its event ms"] = millis(f.LastPaidSeen.Sub(ev.lastPaid))
 		}
 		if !ev.closed.IsZero() {
-			fig["close event − last PAID event ms"] = ms(ev.closed.Sub(ev.lastPaid))
+			fig["close event − last PAID event ms"] = millis(ev.closed.Sub(ev.lastPaid))
 		}
 	}
 	if len(told) > 0 && !f.LastPaidSeen.IsZero() && f.Reference != "final status seen by the load tool" {
@@ -435,66 +521,75 @@ func (d *dropRun) report(res *result, f dropFigures, ev dropEvents, view dropVie
 		for i, t := range told {
 			seen[i] = t - f.LastPaidSeen.Sub(f.LastPaid)
 		}
-		fig["told max ms (from the last PAID seen)"] = ms(quantile(seen, 1))
+		fig["told max ms (from the last PAID seen)"] = millis(quantile(seen, 1))
 	}
-	rec := newRecorder()
-	for _, t := range f.Told {
-		rec.add(t, 200, nil)
+}
+
+// addAnchor sets the told times beside the anchor's: a bare SSE server
+// telling as many streams one event.
+func addAnchor(res *result, told []time.Duration, out dropResults) {
+	fig := res.Figures
+	a := newRecorder()
+	for _, t := range out.anchor {
+		a.add(t, 200, nil)
 	}
-	res.Steps = append(res.Steps, rec.summary("told sold_out (last PAID → CLOSED received)", sale))
-	if len(anchor) > 0 {
-		a := newRecorder()
-		for _, t := range anchor {
-			a.add(t, 200, nil)
-		}
-		res.Steps = append(res.Steps, a.summary(fmt.Sprintf("anchor: bare SSE broadcast to %d streams", len(anchor)), sale))
-		ac := slices.Clone(anchor)
-		fig["anchor streams"] = float64(anchorN)
-		fig["anchor p50 ms"], fig["anchor p99 ms"], fig["anchor max ms"] = ms(quantile(ac, 0.5)), ms(quantile(ac, 0.99)), ms(quantile(ac, 1))
-		if len(told) > 0 {
-			fig["told max ÷ anchor max"] = float64(quantile(told, 1)) / float64(max(quantile(ac, 1), time.Microsecond))
-			fig["told p50 ÷ anchor p50"] = float64(quantile(told, 0.5)) / float64(max(quantile(ac, 0.5), time.Microsecond))
-		}
+	res.Steps = append(res.Steps, a.summary(fmt.Sprintf("anchor: bare SSE broadcast to %d streams", len(out.anchor)), out.sale))
+	ac := slices.Clone(out.anchor)
+	fig["anchor streams"] = float64(out.anchorN)
+	fig["anchor p50 ms"], fig["anchor p99 ms"], fig["anchor max ms"] = millis(quantile(ac, 0.5)), millis(quantile(ac, 0.99)), millis(quantile(ac, 1))
+	if told := slices.Clone(told); len(told) > 0 {
+		fig["told max ÷ anchor max"] = float64(quantile(told, 1)) / float64(max(quantile(ac, 1), time.Microsecond))
+		fig["told p50 ÷ anchor p50"] = float64(quantile(told, 0.5)) / float64(max(quantile(ac, 0.5), time.Microsecond))
 	}
-	fig["late joins"] = float64(o.lateJoins)
-	fig["late joins answered 410"] = float64(late["410"])
+}
+
+// addInvariants holds the run to its goals: every unit sold, nobody
+// erred; and, stock-aware, nobody admitted with nothing to buy, every
+// waiting shopper told, late joins refused, the admin view right. An
+// unaware line's misses are figures, not violations: they are what it is
+// compared for.
+func (d *dropRun) addInvariants(res *result, out dropResults) {
+	o, f := d.o, out.f
 	res.Invariants["shoppers that errored"] = int64(f.Errors)
 	res.Invariants["units sold ≠ units"] = int64(abs(f.Sold - o.stock))
-	if o.stockAware {
-		res.Invariants["admitted with nothing to buy"] = int64(f.AdmittedWithNothing)
-		res.Invariants["waiting shoppers never told"] = int64(f.NeverTold + len(f.LearnedByRejection))
-		res.Invariants["late joins not answered 410"] = int64(o.lateJoins - late["410"])
-		switch {
-		case viewErr != nil || !view.hasStock:
-			res.Invariants["admin view without the SKU's sold"] = 1
-		default:
-			res.Invariants["admin view sold ≠ units sold"] = int64(abs(int(view.sold) - f.Sold))
-		}
-	} else {
-		fig["admitted with nothing to buy"] = float64(f.AdmittedWithNothing)
-		fig["waiting shoppers never told"] = float64(f.NeverTold)
+	if !o.stockAware {
+		res.Figures["admitted with nothing to buy"] = float64(f.AdmittedWithNothing)
+		res.Figures["waiting shoppers never told"] = float64(f.NeverTold)
+		return
 	}
-	addAdmissionInvariant(res)
+	res.Invariants["admitted with nothing to buy"] = int64(f.AdmittedWithNothing)
+	res.Invariants["waiting shoppers never told"] = int64(f.NeverTold + len(f.LearnedByRejection))
+	res.Invariants["late joins not answered 410"] = int64(o.lateJoins - out.late["410"])
+	if out.viewErr != nil || !out.view.hasStock {
+		res.Invariants["admin view without the SKU's sold"] = 1
+	} else {
+		res.Invariants["admin view sold ≠ units sold"] = int64(abs(int(out.view.sold) - f.Sold))
+	}
+}
 
+// summaryLine is the run in one line.
+func (d *dropRun) summaryLine(out dropResults) string {
+	o, f := d.o, out.f
+	told := slices.Clone(f.Told)
 	line := fmt.Sprintf("drop (stock-aware %v): sold %d/%d", o.stockAware, f.Sold, o.stock)
-	if viewErr == nil && view.hasStock {
-		line += fmt.Sprintf(" (admin view %d)", view.sold)
+	if out.viewErr == nil && out.view.hasStock {
+		line += fmt.Sprintf(" (admin view %d)", out.view.sold)
 	}
 	line += fmt.Sprintf(", admitted with nothing %d, waiting at sold out %d", f.AdmittedWithNothing, f.WaitingAtSoldOut)
 	if len(told) > 0 {
 		line += fmt.Sprintf(": told sold_out %d, p50 %.0f ms, p99 %.0f ms, max %.0f ms after the last PAID (%s)",
-			len(told), ms(quantile(told, 0.5)), ms(quantile(told, 0.99)), ms(quantile(told, 1)), f.Reference)
+			len(told), millis(quantile(told, 0.5)), millis(quantile(told, 0.99)), millis(quantile(told, 1)), f.Reference)
 	}
 	if lr := slices.Clone(f.LearnedByRejection); len(lr) > 0 {
 		line += fmt.Sprintf(", learned from a rejected order %d (the last %.1f s after the last PAID)", len(lr), quantile(lr, 1).Seconds())
 	}
-	if len(anchor) > 0 && len(told) > 0 {
-		ac := slices.Clone(anchor)
-		line += fmt.Sprintf("; anchor (bare SSE broadcast to %d streams) max %.0f ms: %.1f×", len(anchor), ms(quantile(ac, 1)),
+	if len(out.anchor) > 0 && len(told) > 0 {
+		ac := slices.Clone(out.anchor)
+		line += fmt.Sprintf("; anchor (bare SSE broadcast to %d streams) max %.0f ms: %.1f×", len(out.anchor), millis(quantile(ac, 1)),
 			float64(quantile(told, 1))/float64(max(quantile(ac, 1), time.Microsecond)))
 	}
-	line += fmt.Sprintf("; never told %d; late joins 410: %d/%d", f.NeverTold, late["410"], o.lateJoins)
-	res.Notes = append(res.Notes, line)
+	line += fmt.Sprintf("; never told %d; late joins 410: %d/%d", f.NeverTold, out.late["410"], o.lateJoins)
+	return line
 }
 
 func abs(x int) int {

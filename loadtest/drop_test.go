@@ -105,8 +105,9 @@ func TestDropReportJudgesTheGoals(t *testing.T) {
 	f := summarize(dropJournal{Units: 3, Records: syntheticDrop(base), LastPaidEvent: base.Add(2950 * time.Millisecond)})
 	d := &dropRun{o: options{stock: 3, stockAware: true, lateJoins: 10}, stockEvents: map[string]int64{"held": 2}}
 	res := result{Figures: map[string]float64{}, Invariants: map[string]int64{}}
-	d.report(&res, f, dropEvents{paid: 3, lastPaid: base.Add(2950 * time.Millisecond)}, dropView{hasStock: true, sold: 3, state: "closed", closedReason: "sold_out"},
-		nil, map[string]int{"410": 9, "202": 1}, []time.Duration{ms(10), ms(20), ms(50)}, 3, time.Minute)
+	d.report(&res, dropResults{f: f, ev: dropEvents{paid: 3, lastPaid: base.Add(2950 * time.Millisecond)},
+		view: dropView{hasStock: true, sold: 3, state: "closed", closedReason: "sold_out"},
+		late: map[string]int{"410": 9, "202": 1}, anchor: []time.Duration{ms(10), ms(20), ms(50)}, anchorN: 3, sale: time.Minute})
 	wantInv := map[string]int64{"units sold ≠ units": 0, "admitted with nothing to buy": 3, "waiting shoppers never told": 3,
 		"late joins not answered 410": 1, "admin view sold ≠ units sold": 0, "shoppers that errored": 1}
 	for k, v := range wantInv {

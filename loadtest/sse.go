@@ -33,92 +33,116 @@ func sseScenario(ctx context.Context, c *client, o options, progress io.Writer) 
 	sctx, cancel := context.WithTimeout(ctx, o.duration+2*time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
-	var connected, failed atomic.Int64
+	streams.connect(ctx, sctx, &wg, o.notifier, o.queue, places)
+	held, _ := scrape(o.notifier + "/metrics")
+	res.Figures["streams connected"] = float64(streams.connected.Load())
+	if n := streams.connected.Load(); n > 0 && held != nil && base != nil {
+		res.Figures["notifier RSS KiB per stream"] = (held.value("process_resident_memory_bytes") - base.value("process_resident_memory_bytes")) / 1024 / float64(n)
+	}
+	fmt.Fprintf(progress, "%d streams open (%d failed); admitting %d per 100 ms tick (0: all at once)\n", streams.connected.Load(), streams.failed.Load(), o.maxAdmitPerTick)
+	open := time.Now()
+	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, o.queueConfig(map[string]any{"targetActive": o.shoppers, "maxAdmitPerTick": o.maxAdmitPerTick, "state": "open", "tickMs": 100}), nil); err != nil {
+		return res, err
+	}
+	deadline := time.Now().Add(o.duration)
+	for streams.count() < int(streams.connected.Load()) && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	if after, err := scrape(o.notifier + "/metrics"); err == nil && held != nil {
+		addNotifierDelivery(&res, held, after)
+	}
+	streams.addDelivery(&res, time.Since(open))
+	if n := streams.connected.Load(); o.anchor && n > 0 {
+		addMemoryAnchor(ctx, &res, int(min(n, int64(anchorCap()))), progress)
+	}
+	return res, nil
+}
+
+// connect opens a stream for each place, 256 connecting at most at once,
+// and waits until each has connected or failed (or ctx ends). The streams
+// read on under sctx, counted by wg.
+func (s *sseClients) connect(ctx, sctx context.Context, wg *sync.WaitGroup, notifier, q string, places []place) {
 	sem := make(chan struct{}, 256) // connect at a bounded pace
 	for i, p := range places {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			streams.follow(sctx, o.notifier, o.queue, p.Ticket, i, func(ok bool) {
+			s.follow(sctx, notifier, q, p.Ticket, i, func(ok bool) {
 				<-sem
 				if ok {
-					connected.Add(1)
+					s.connected.Add(1)
 				} else {
-					failed.Add(1)
+					s.failed.Add(1)
 				}
 			})
 		}()
 	}
-	for connected.Load()+failed.Load() < int64(o.shoppers) && ctx.Err() == nil {
+	for s.connected.Load()+s.failed.Load() < int64(len(places)) && ctx.Err() == nil {
 		time.Sleep(50 * time.Millisecond)
 	}
-	held, _ := scrape(o.notifier + "/metrics")
-	res.Figures["streams connected"] = float64(connected.Load())
-	if n := connected.Load(); n > 0 && held != nil && base != nil {
-		res.Figures["notifier RSS KiB per stream"] = (held.value("process_resident_memory_bytes") - base.value("process_resident_memory_bytes")) / 1024 / float64(n)
-	}
-	fmt.Fprintf(progress, "%d streams open (%d failed); admitting %d per 100 ms tick (0: all at once)\n", connected.Load(), failed.Load(), o.maxAdmitPerTick)
-	open := time.Now()
-	if err := c.admin("PUT", "/v1/admin/queues/"+o.queue, o.queueConfig(map[string]any{"targetActive": o.shoppers, "maxAdmitPerTick": o.maxAdmitPerTick, "state": "open", "tickMs": 100}), nil); err != nil {
-		return res, err
-	}
-	deadline := time.Now().Add(o.duration)
-	for streams.count() < int(connected.Load()) && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(50 * time.Millisecond)
-	}
-	cancel()
-	wg.Wait()
-	// The notifier's own account of the same deliveries splits the blame:
-	// late at the notifier (the admission event, or the write) or between
-	// its write and this client's read (this process, on the same cores).
-	if after, err := scrape(o.notifier + "/metrics"); err == nil && held != nil {
-		for name, metric := range map[string]string{
-			"notifier: ready written after readyAt":   "usher_ready_delivery_seconds",
-			"notifier: admission event after readyAt": "usher_admission_event_lag_seconds",
-		} {
-			if h := histogram(held, after, metric); h.count > 0 {
-				res.Figures[name+", p50 ms (bucket bound)"] = h.quantile(0.5) * 1000
-				res.Figures[name+", p99 ms (bucket bound)"] = h.quantile(0.99) * 1000
-			}
+}
+
+// addNotifierDelivery is the notifier's own account of the deliveries
+// between two scrapes, which splits the blame: late at the notifier (the
+// admission event, or the write) or between its write and this client's
+// read (this process, on the same cores).
+func addNotifierDelivery(res *result, before, after metricsSnapshot) {
+	for name, metric := range map[string]string{
+		"notifier: ready written after readyAt":   "usher_ready_delivery_seconds",
+		"notifier: admission event after readyAt": "usher_admission_event_lag_seconds",
+	} {
+		if h := histogram(before, after, metric); h.count > 0 {
+			res.Figures[name+", p50 ms (bucket bound)"] = h.quantile(0.5) * 1000
+			res.Figures[name+", p99 ms (bucket bound)"] = h.quantile(0.99) * 1000
 		}
 	}
+}
+
+// addDelivery records how READY reached the streams over the sale's
+// length: readyAt to received, and every stream told exactly once and
+// never early.
+func (s *sseClients) addDelivery(res *result, sale time.Duration) {
 	rec := newRecorder()
-	for _, d := range streams.snapshot() {
+	for _, d := range s.snapshot() {
 		rec.add(d, 200, nil)
 	}
-	res.Steps = []step{rec.summary("READY delivery (readyAt → received)", time.Since(open))}
-	res.Invariants["streams without READY"] = connected.Load() - int64(streams.count())
-	res.Invariants["READY received twice"] = streams.dupes.Load()
-	res.Invariants["READY before readyAt"] = streams.early.Load()
-	if n := streams.early.Load(); n > 0 {
-		res.Figures["READY before readyAt, most, ms"] = float64(streams.earliest.Load()) / 1e6
+	res.Steps = []step{rec.summary("READY delivery (readyAt → received)", sale)}
+	res.Invariants["streams without READY"] = s.connected.Load() - int64(s.count())
+	res.Invariants["READY received twice"] = s.dupes.Load()
+	res.Invariants["READY before readyAt"] = s.early.Load()
+	if n := s.early.Load(); n > 0 {
+		res.Figures["READY before readyAt, most, ms"] = float64(s.earliest.Load()) / 1e6
 	}
-	res.Invariants["streams that failed to connect"] = failed.Load()
-	if n := connected.Load(); o.anchor && n > 0 {
-		// The anchor: as many idle streams on a bare net/http SSE server.
-		fmt.Fprintf(progress, "anchor: a bare SSE server holding %d idle streams\n", n)
-		kib, got, err := sseAnchorMemory(ctx, int(min(n, int64(anchorCap()))), 3*time.Minute)
-		if err != nil {
-			fmt.Fprintf(progress, "anchor failed: %v\n", err)
-		} else {
-			res.Figures["anchor streams"] = float64(got)
-			res.Figures["anchor RSS KiB per stream"] = kib
-			if v, ok := res.Figures["notifier RSS KiB per stream"]; ok && kib > 0 {
-				res.Figures["notifier ÷ anchor RSS per stream"] = v / kib
-			}
-		}
+	res.Invariants["streams that failed to connect"] = s.failed.Load()
+}
+
+// addMemoryAnchor has a bare net/http SSE server hold n idle streams, and
+// sets the notifier's memory per stream beside its.
+func addMemoryAnchor(ctx context.Context, res *result, n int, progress io.Writer) {
+	fmt.Fprintf(progress, "anchor: a bare SSE server holding %d idle streams\n", n)
+	kib, got, err := sseAnchorMemory(ctx, n, 3*time.Minute)
+	if err != nil {
+		fmt.Fprintf(progress, "anchor failed: %v\n", err)
+		return
 	}
-	return res, nil
+	res.Figures["anchor streams"] = float64(got)
+	res.Figures["anchor RSS KiB per stream"] = kib
+	if v, ok := res.Figures["notifier RSS KiB per stream"]; ok && kib > 0 {
+		res.Figures["notifier ÷ anchor RSS per stream"] = v / kib
+	}
 }
 
 // sseClients collects READY arrivals.
 type sseClients struct {
-	mu       sync.Mutex
-	ready    map[int]time.Duration
-	dupes    atomic.Int64
-	early    atomic.Int64
-	earliest atomic.Int64 // ns: the most a READY came before its readyAt
+	connected, failed atomic.Int64 // streams that connected, that did not
+	mu                sync.Mutex
+	ready             map[int]time.Duration
+	dupes             atomic.Int64
+	early             atomic.Int64
+	earliest          atomic.Int64 // ns: the most a READY came before its readyAt
 }
 
 func (s *sseClients) count() int {

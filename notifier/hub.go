@@ -293,19 +293,10 @@ func (h *hub) reportPresent(ctx context.Context, q string, r *room, all []*clien
 // refresh is one queue's tick: closed queues end their waiting clients;
 // open ones get new positions from one Ranks round trip.
 func (h *hub) refresh(ctx context.Context, q string, p *pacer) {
-	h.mu.Lock()
-	r := h.rooms[q]
+	r, all, resync := h.clientsToRefresh(q)
 	if r == nil {
-		h.mu.Unlock()
 		return
 	}
-	all := append([]*client(nil), r.clients...)
-	n := len(all)
-	slice := (n + h.timing.resyncEvery - 1) / h.timing.resyncEvery
-	from := r.cursor % n
-	r.cursor = (from + slice) % n
-	h.mu.Unlock()
-
 	cfg, ok := h.queues.Get(q)
 	if ok && cfg.State == catalog.StateClosed {
 		for _, c := range all {
@@ -319,8 +310,7 @@ func (h *hub) refresh(ctx context.Context, q string, p *pacer) {
 	var ask []*client
 	var seqs []uint64
 	for i, c := range all {
-		inSlice := (i-from+n)%n < slice
-		if c.wantsRank(inSlice) {
+		if c.wantsRank(resync.has(i)) {
 			ask = append(ask, c)
 			seqs = append(seqs, c.seq)
 		}
@@ -332,13 +322,42 @@ func (h *hub) refresh(ctx context.Context, q string, p *pacer) {
 		}
 		return
 	}
-	// gone: read out of line (left, admitted, pre-queued still…). Their
-	// rank is no place any more: they are told nothing derived from it —
-	// a shopper who left heard their old place, of the shorter line, just
-	// before closed — and are asked again every tick until a Poll says
-	// what became of them.
-	var gone []*client
-	var isGone map[*client]bool
+	gone, isGone := rebase(ask, rk)
+	if !advance(ctx, p, all, isGone, rk) {
+		return
+	}
+	h.pollGone(ctx, q, gone)
+}
+
+// resyncSlice is the part of a room's n clients, by index, whose ranks are
+// read again this tick: size of them from from, wrapping around.
+type resyncSlice struct{ from, size, n int }
+
+func (s resyncSlice) has(i int) bool { return (i-s.from+s.n)%s.n < s.size }
+
+// clientsToRefresh is queue q's room (nil: none) and its clients, and
+// moves the room's cursor past the slice resynced this tick: every client
+// is resynced once in resyncEvery ticks.
+func (h *hub) clientsToRefresh(q string) (*room, []*client, resyncSlice) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.rooms[q]
+	if r == nil {
+		return nil, nil, resyncSlice{}
+	}
+	all := append([]*client(nil), r.clients...)
+	n := len(all)
+	s := resyncSlice{from: r.cursor % n, size: (n + h.timing.resyncEvery - 1) / h.timing.resyncEvery, n: n}
+	r.cursor = (s.from + s.size) % n
+	return r, all, s
+}
+
+// rebase gives the clients asked their ranks, and returns those read out
+// of line (left, admitted, pre-queued still…) as gone. Their rank is no
+// place any more: they are told nothing derived from it — a shopper who
+// left heard their old place, of the shorter line, just before closed —
+// and are asked again every tick until a Poll says what became of them.
+func rebase(ask []*client, rk waitqueue.Ranks) (gone []*client, isGone map[*client]bool) {
 	for i, c := range ask {
 		if rk.Rank[i] >= 0 {
 			c.rebase(rk.Rank[i], rk.AdmittedTotal)
@@ -351,9 +370,15 @@ func (h *hub) refresh(ctx context.Context, q string, p *pacer) {
 		}
 		isGone[c] = true
 	}
+	return gone, isGone
+}
+
+// advance moves every client not gone on to the line as rk tells it, a
+// wakeSlice at a time paced by p; false when ctx ended.
+func advance(ctx context.Context, p *pacer, all []*client, isGone map[*client]bool, rk waitqueue.Ranks) bool {
 	for i := 0; i < len(all); i += wakeSlice {
 		if !p.next(ctx) {
-			return
+			return false
 		}
 		for _, c := range all[i:min(i+wakeSlice, len(all))] {
 			if isGone[c] {
@@ -363,6 +388,11 @@ func (h *hub) refresh(ctx context.Context, q string, p *pacer) {
 			c.setStock(rk.Stock, rk.SKUs)
 		}
 	}
+	return true
+}
+
+// pollGone reads what became of up to maxPollsPerTick gone clients.
+func (h *hub) pollGone(ctx context.Context, q string, gone []*client) {
 	for i, c := range gone {
 		if i == maxPollsPerTick {
 			break

@@ -274,44 +274,18 @@ func (s *streams) stream(ctx context.Context, st *stream) {
 //go:noinline
 func (s *streams) open(w http.ResponseWriter, r *http.Request) *stream {
 	s.cors(w, r)
-	q := r.PathValue("queue")
-	cfg, ok := s.queues.Get(q)
+	cfg, t, ok := s.ticketOf(w, r)
 	if !ok {
-		problem.Write(w, problem.New(http.StatusNotFound, "unknown-queue", "no queue named "+strconv.Quote(q)))
-		return nil
-	}
-	t, err := s.tickets.Parse(r.PathValue("ticket"))
-	if err != nil {
-		problem.Write(w, problem.New(http.StatusUnauthorized, "invalid-ticket", "the ticket is not one this queue issued"))
-		return nil
-	}
-	if t.Queue != cfg.Name {
-		problem.Write(w, problem.New(http.StatusNotFound, "ticket-not-found", "the ticket belongs to another queue"))
-		return nil
-	}
-	if t.Epoch != s.epoch() {
-		problem.Write(w, problem.New(http.StatusGone, "ticket-stale", "the line this ticket was for has been reset; join again"))
 		return nil
 	}
 	ctx := r.Context()
-	// Register before reading Redis: an admission event that lands between
-	// the read and the registration would otherwise be lost to this client.
-	c := newClient(cfg.Name, t.Seq)
-	s.hub.register(c)
+	c, e, err := s.registerAndRead(ctx, cfg.Name, t.Seq)
 	handedOver := false // serve unregisters c once the stream runs
 	defer func() {
 		if !handedOver {
 			s.hub.unregister(c)
 		}
 	}()
-	e, err := s.line.Poll(ctx, cfg.Name, t.Seq)
-	if err == nil && e.Seq != t.Seq && e.Seq != 0 {
-		// The ticket is a duplicate join's alias: follow the live entry.
-		s.hub.unregister(c)
-		c = newClient(cfg.Name, e.Seq)
-		s.hub.register(c)
-		e, err = s.line.Poll(ctx, cfg.Name, e.Seq)
-	}
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("read ticket state", "queue", cfg.Name, "err", err)
@@ -327,16 +301,7 @@ func (s *streams) open(w http.ResponseWriter, r *http.Request) *stream {
 	if cur, ok := s.queues.Get(cfg.Name); ok {
 		cfg = cur
 	}
-	if e.User != "" && e.User != t.User {
-		problem.Write(w, problem.New(http.StatusNotFound, "ticket-not-found", "no entry of this ticket's user at this place"))
-		return nil
-	}
-	if e.Status == waitqueue.PreQueued && cfg.OpensAt == nil {
-		// A pre-queued shopper of a drop whose schedule this notifier's
-		// catalog has not caught up with yet (it follows the bucket a
-		// moment behind): no place to say, and no opening. Retry.
-		w.Header().Set("Retry-After", "1")
-		problem.Write(w, problem.New(http.StatusServiceUnavailable, "unavailable", "the queue's schedule is not known here yet; retry"))
+	if !servable(w, cfg, t, e) {
 		return nil
 	}
 	c.apply(e)
@@ -358,6 +323,68 @@ func (s *streams) open(w http.ResponseWriter, r *http.Request) *stream {
 	// Write deadlines are on the host's own clock, the one the network
 	// stack keeps them by (s.now follows Redis's, which may be minutes off it).
 	return &stream{streams: s, sse: newSSEWriter(w, time.Now, s.timing.writeTimeout, lastID), c: c, user: t.User, noticeOwed: resumed}
+}
+
+// ticketOf is the request's queue and ticket, or false once it has
+// written why there is none: no such queue, a ticket not signed here, of
+// another queue, or of a line since reset.
+func (s *streams) ticketOf(w http.ResponseWriter, r *http.Request) (catalog.Config, ticket.Ticket, bool) {
+	q := r.PathValue("queue")
+	cfg, ok := s.queues.Get(q)
+	if !ok {
+		problem.Write(w, problem.New(http.StatusNotFound, "unknown-queue", "no queue named "+strconv.Quote(q)))
+		return catalog.Config{}, ticket.Ticket{}, false
+	}
+	t, err := s.tickets.Parse(r.PathValue("ticket"))
+	if err != nil {
+		problem.Write(w, problem.New(http.StatusUnauthorized, "invalid-ticket", "the ticket is not one this queue issued"))
+		return catalog.Config{}, ticket.Ticket{}, false
+	}
+	if t.Queue != cfg.Name {
+		problem.Write(w, problem.New(http.StatusNotFound, "ticket-not-found", "the ticket belongs to another queue"))
+		return catalog.Config{}, ticket.Ticket{}, false
+	}
+	if t.Epoch != s.epoch() {
+		problem.Write(w, problem.New(http.StatusGone, "ticket-stale", "the line this ticket was for has been reset; join again"))
+		return catalog.Config{}, ticket.Ticket{}, false
+	}
+	return cfg, t, true
+}
+
+// registerAndRead registers a client of queue q's entry seq with the hub,
+// then reads the entry: registered first, because an admission event that
+// lands between the read and the registration would otherwise be lost to
+// it. A duplicate join's alias follows the live entry. The client returned
+// is registered, even with the error.
+func (s *streams) registerAndRead(ctx context.Context, q string, seq uint64) (*client, waitqueue.Entry, error) {
+	c := newClient(q, seq)
+	s.hub.register(c)
+	e, err := s.line.Poll(ctx, q, seq)
+	if err == nil && e.Seq != seq && e.Seq != 0 {
+		s.hub.unregister(c)
+		c = newClient(q, e.Seq)
+		s.hub.register(c)
+		e, err = s.line.Poll(ctx, q, e.Seq)
+	}
+	return c, e, err
+}
+
+// servable reports whether entry e can be streamed to the ticket's holder,
+// or writes why not: it is another user's place, or a pre-queued entry of
+// a drop whose schedule this notifier's catalog has not caught up with yet
+// (it follows the bucket a moment behind): no place to say, and no
+// opening, so the client retries.
+func servable(w http.ResponseWriter, cfg catalog.Config, t ticket.Ticket, e waitqueue.Entry) bool {
+	if e.User != "" && e.User != t.User {
+		problem.Write(w, problem.New(http.StatusNotFound, "ticket-not-found", "no entry of this ticket's user at this place"))
+		return false
+	}
+	if e.Status == waitqueue.PreQueued && cfg.OpensAt == nil {
+		w.Header().Set("Retry-After", "1")
+		problem.Write(w, problem.New(http.StatusServiceUnavailable, "unavailable", "the queue's schedule is not known here yet; retry"))
+		return false
+	}
+	return true
 }
 
 // stream is one connection's loop.

@@ -309,57 +309,11 @@ func (c *cli) queue(ctx context.Context, args []string) error {
 	if err != nil {
 		return done(err)
 	}
-	if len(pos) == 0 {
-		fs.Usage()
-		return usagef("queue: want a verb: create, set, get, list, pause, resume, close or delete")
+	verb, err := queueVerb(fs, pos, name)
+	if err != nil {
+		return err
 	}
-	verb := pos[0]
-	if len(pos) > 1 && *name == "" {
-		*name = pos[1]
-	}
-	if len(pos) > 2 {
-		return usagef("queue %s: unexpected arguments %q", verb, pos[2:])
-	}
-	changes := 0
-	fs.Visit(func(fl *flag.Flag) {
-		switch fl.Name {
-		case "queue", "json":
-		default:
-			changes++
-		}
-	})
-	switch verb {
-	case "list":
-		if *name != "" {
-			return usagef("queue list takes no queue")
-		}
-	case "create", "set", "get", "pause", "resume", "close", "delete":
-		if *name == "" {
-			return usagef("queue %s: want a queue name", verb)
-		}
-		if !catalog.ValidName(*name) {
-			return usagef("queue %s: %q is not a queue name (1-64 of A-Z a-z 0-9 _ -)", verb, *name)
-		}
-	default:
-		return usagef("queue: unknown verb %q (want create, set, get, list, pause, resume, close or delete)", verb)
-	}
-	if changes > 0 && verb != "create" && verb != "set" {
-		return usagef("queue %s takes no configuration flags", verb)
-	}
-	if cf.adaptive != "" && cf.adaptive != "on" && cf.adaptive != "off" {
-		return usagef("queue %s: --adaptive %q: want on or off", verb, cf.adaptive)
-	}
-	if cf.tokenTTL%time.Second != 0 {
-		return usagef("queue %s: --token-ttl %v: want whole seconds", verb, cf.tokenTTL)
-	}
-	if verb == "set" && changes == 0 {
-		return usagef("queue set: give at least one of --target-active, --max-admit-per-tick, --tick-ms, --token-ttl, --state, --adaptive, --adaptive-min, --adaptive-max")
-	}
-	// A value out of range is a bad command line, found before the gateway
-	// is asked. create changes the defaults; set changes a configuration
-	// only the gateway knows, so the adaptive bounds, which depend on it,
-	// are checked once it is read.
-	if err := cf.check(fs, verb, catalog.Defaults(*name), verb == "set"); err != nil {
+	if err := cf.checkFor(fs, verb, *name); err != nil {
 		return err
 	}
 	s, err := c.settings()
@@ -368,23 +322,9 @@ func (c *cli) queue(ctx context.Context, args []string) error {
 	}
 	api := &adminClient{base: strings.TrimRight(s.gatewayURL, "/"), token: s.adminToken, user: s.adminUser,
 		hc: &http.Client{Timeout: 10 * time.Second}}
-
 	switch verb {
 	case "list":
-		rows, raw, err := api.list(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(c.stdout, raw)
-		}
-		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "QUEUE\tSTATE\tTARGET\tMAX/TICK\tTICK\tTTL\tWAITING\tACTIVE\tADMITTED\tRATE/S\tSTOCK")
-		for _, r := range rows {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%dms\t%ds\t%d\t%d\t%d\t%.1f\t%s\n", r.Name, r.State, r.target(),
-				r.MaxAdmitPerTick, r.TickMs, r.TokenTTLSeconds, r.Waiting, r.Active, r.AdmittedTotal, r.AdmitRatePerSec, r.stock())
-		}
-		return tw.Flush()
+		return c.listQueues(ctx, api, *asJSON)
 	case "get":
 		_, raw, err := api.get(ctx, *name)
 		if err != nil {
@@ -398,16 +338,109 @@ func (c *cli) queue(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stdout, "queue %s deleted; its events stay in the streams, and its name is not used again\n", *name)
 		return nil
 	case "create":
-		if _, _, err := api.get(ctx, *name); err == nil {
-			return fmt.Errorf("queue %s exists; change it with usherctl queue set", *name)
-		} else if !errors.Is(err, errNotFound) {
-			return err
-		}
-		cfg := catalog.Defaults(*name)
-		cf.apply(fs, &cfg)
-		return c.putAndShow(ctx, api, cfg)
+		return c.createQueue(ctx, api, fs, &cf, *name)
+	default:
+		return c.changeQueue(ctx, api, fs, &cf, verb, *name)
 	}
-	cfg, _, err := api.get(ctx, *name)
+}
+
+// queueVerb reads the verb and, unless --queue named it, the queue from
+// the positional arguments, and checks the verb has the queue it needs.
+func queueVerb(fs *flag.FlagSet, pos []string, name *string) (string, error) {
+	if len(pos) == 0 {
+		fs.Usage()
+		return "", usagef("queue: want a verb: create, set, get, list, pause, resume, close or delete")
+	}
+	verb := pos[0]
+	if len(pos) > 1 && *name == "" {
+		*name = pos[1]
+	}
+	if len(pos) > 2 {
+		return "", usagef("queue %s: unexpected arguments %q", verb, pos[2:])
+	}
+	switch verb {
+	case "list":
+		if *name != "" {
+			return "", usagef("queue list takes no queue")
+		}
+	case "create", "set", "get", "pause", "resume", "close", "delete":
+		if *name == "" {
+			return "", usagef("queue %s: want a queue name", verb)
+		}
+		if !catalog.ValidName(*name) {
+			return "", usagef("queue %s: %q is not a queue name (1-64 of A-Z a-z 0-9 _ -)", verb, *name)
+		}
+	default:
+		return "", usagef("queue: unknown verb %q (want create, set, get, list, pause, resume, close or delete)", verb)
+	}
+	return verb, nil
+}
+
+// checkFor checks the configuration flags given with verb on queue q:
+// only create and set take them, set at least one.
+func (f *configFlags) checkFor(fs *flag.FlagSet, verb, q string) error {
+	changes := 0
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "queue", "json":
+		default:
+			changes++
+		}
+	})
+	if changes > 0 && verb != "create" && verb != "set" {
+		return usagef("queue %s takes no configuration flags", verb)
+	}
+	if f.adaptive != "" && f.adaptive != "on" && f.adaptive != "off" {
+		return usagef("queue %s: --adaptive %q: want on or off", verb, f.adaptive)
+	}
+	if f.tokenTTL%time.Second != 0 {
+		return usagef("queue %s: --token-ttl %v: want whole seconds", verb, f.tokenTTL)
+	}
+	if verb == "set" && changes == 0 {
+		return usagef("queue set: give at least one of --target-active, --max-admit-per-tick, --tick-ms, --token-ttl, --state, --adaptive, --adaptive-min, --adaptive-max")
+	}
+	// A value out of range is a bad command line, found before the gateway
+	// is asked. create changes the defaults; set changes a configuration
+	// only the gateway knows, so the adaptive bounds, which depend on it,
+	// are checked once it is read.
+	return f.check(fs, verb, catalog.Defaults(q), verb == "set")
+}
+
+// listQueues prints every queue the gateway knows, as a table or JSON.
+func (c *cli) listQueues(ctx context.Context, api *adminClient, asJSON bool) error {
+	rows, raw, err := api.list(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(c.stdout, raw)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tSTATE\tTARGET\tMAX/TICK\tTICK\tTTL\tWAITING\tACTIVE\tADMITTED\tRATE/S\tSTOCK")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%dms\t%ds\t%d\t%d\t%d\t%.1f\t%s\n", r.Name, r.State, r.target(),
+			r.MaxAdmitPerTick, r.TickMs, r.TokenTTLSeconds, r.Waiting, r.Active, r.AdmittedTotal, r.AdmitRatePerSec, r.stock())
+	}
+	return tw.Flush()
+}
+
+// createQueue stores queue q with the defaults and the flags given; a
+// queue that exists is changed with set, not created again.
+func (c *cli) createQueue(ctx context.Context, api *adminClient, fs *flag.FlagSet, cf *configFlags, q string) error {
+	if _, _, err := api.get(ctx, q); err == nil {
+		return fmt.Errorf("queue %s exists; change it with usherctl queue set", q)
+	} else if !errors.Is(err, errNotFound) {
+		return err
+	}
+	cfg := catalog.Defaults(q)
+	cf.apply(fs, &cfg)
+	return c.putAndShow(ctx, api, cfg)
+}
+
+// changeQueue reads queue q's configuration, changes it as verb (set,
+// pause, resume or close) says, and stores it.
+func (c *cli) changeQueue(ctx context.Context, api *adminClient, fs *flag.FlagSet, cf *configFlags, verb, q string) error {
+	cfg, _, err := api.get(ctx, q)
 	if err != nil {
 		return err
 	}

@@ -365,104 +365,136 @@ func (c *cli) republish(ctx context.Context, nc *nats.Conn, js jetstream.JetStre
 	if w.follow {
 		return usagef("replay: --republish does not go with --follow")
 	}
-	st, err := js.Stream(ctx, w.stream)
+	held, err := heldEvents(ctx, js, w)
 	if err != nil {
-		return fmt.Errorf("stream %s: %w", w.stream, err)
-	}
-	var held uint64
-	for _, filter := range w.filters {
-		info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
-		if err != nil {
-			return fmt.Errorf("stream %s: %w", w.stream, err)
-		}
-		for _, n := range info.State.Subjects {
-			held += n
-		}
+		return err
 	}
 	if held == 0 { // nothing to send: say so of a mistyped name before asking
 		if err := unknownReplayQueue(ctx, js, f.queue); err != nil {
 			return err
 		}
 	}
-	upTo := min(held, uint64(f.max))
+	p := &republisher{nc: nc, js: js, subject: f.republish}
 	// A subject some stream captures gets JetStream publishes (acked); any
 	// other gets core publishes and a flush.
-	target, _ := js.StreamNameBySubject(ctx, f.republish)
-	question := fmt.Sprintf("Republish up to %d events of %s (queue %s) to %s", upTo, w.stream, f.queue, f.republish)
-	if target != "" {
-		question += " (stored by stream " + target + ")"
+	p.stream, _ = js.StreamNameBySubject(ctx, f.republish)
+	question := fmt.Sprintf("Republish up to %d events of %s (queue %s) to %s", min(held, uint64(f.max)), w.stream, f.queue, f.republish)
+	if p.stream != "" {
+		question += " (stored by stream " + p.stream + ")"
 	}
 	if !f.yes && !c.ask(question) {
 		fmt.Fprintln(c.stderr, "nothing republished")
 		return nil
 	}
-
-	const window = 1024 // acks outstanding at most
-	var pending []jetstream.PubAckFuture
-	wait := func() error {
-		for _, p := range pending {
-			select {
-			case <-p.Ok():
-			case err := <-p.Err():
-				return fmt.Errorf("republish to %s refused by stream %s: %w", f.republish, target, err)
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		pending = pending[:0]
-		return nil
-	}
-	n := 0
 	err = readStream(ctx, js, w, func(m storedMsg) error {
 		if byData && !ofQueue(m.Data, f.queue) {
 			return nil
 		}
-		msg := nats.NewMsg(f.republish)
-		msg.Data = m.Data
-		msg.Header.Set("Usher-Replay-Stream", w.stream)
-		msg.Header.Set("Usher-Replay-Seq", itoa(m.Seq))
-		msg.Header.Set(jetstream.MsgIDHeader, "replay/"+w.stream+"/"+itoa(m.Seq))
-		if target != "" {
-			fut, err := js.PublishMsgAsync(msg)
-			if err != nil {
-				return fmt.Errorf("republish: %w", err)
-			}
-			if pending = append(pending, fut); len(pending) >= window {
-				if err := wait(); err != nil {
-					return err
-				}
-			}
-		} else if err := nc.PublishMsg(msg); err != nil {
-			return fmt.Errorf("republish: %w", err)
+		if err := p.send(ctx, w.stream, m); err != nil {
+			return err
 		}
-		if n++; n == 1 {
-			// A broker that may not take the subject says so only
-			// asynchronously, and never acks a JetStream publish it
-			// refused: find out before sending the rest or waiting for
-			// an ack.
-			if err := refused(nc, f.republish); err != nil {
-				return err
-			}
-		}
-		if n >= f.max {
+		if p.sent >= f.max {
 			return errStop
 		}
 		return nil
 	})
 	if err == nil {
-		err = refused(nc, f.republish)
+		err = p.finish(ctx)
 	}
-	if err == nil {
-		err = wait()
-	}
-	if err == nil && n == 0 {
+	if err == nil && p.sent == 0 {
 		err = unknownReplayQueue(ctx, js, f.queue)
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "republished %d events of %s (queue %s) to %s\n", n, w.stream, f.queue, f.republish)
+	fmt.Fprintf(c.stdout, "republished %d events of %s (queue %s) to %s\n", p.sent, w.stream, f.queue, f.republish)
 	return nil
+}
+
+// heldEvents counts the events of the window's filters the stream holds.
+func heldEvents(ctx context.Context, js jetstream.JetStream, w window) (uint64, error) {
+	st, err := js.Stream(ctx, w.stream)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", w.stream, err)
+	}
+	var held uint64
+	for _, filter := range w.filters {
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+		if err != nil {
+			return 0, fmt.Errorf("stream %s: %w", w.stream, err)
+		}
+		for _, n := range info.State.Subjects {
+			held += n
+		}
+	}
+	return held, nil
+}
+
+// republishAcks bounds the JetStream acks outstanding.
+const republishAcks = 1024
+
+// republisher sends stored events to one subject: as JetStream publishes
+// when stream stores it, as core publishes otherwise.
+type republisher struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	subject string
+	stream  string // the stream that stores subject, or ""
+	pending []jetstream.PubAckFuture
+	sent    int
+}
+
+// send republishes m, read from stream, with headers that say where it
+// came from and a message id that makes a second replay a duplicate.
+func (p *republisher) send(ctx context.Context, stream string, m storedMsg) error {
+	msg := nats.NewMsg(p.subject)
+	msg.Data = m.Data
+	msg.Header.Set("Usher-Replay-Stream", stream)
+	msg.Header.Set("Usher-Replay-Seq", itoa(m.Seq))
+	msg.Header.Set(jetstream.MsgIDHeader, "replay/"+stream+"/"+itoa(m.Seq))
+	if p.stream != "" {
+		fut, err := p.js.PublishMsgAsync(msg)
+		if err != nil {
+			return fmt.Errorf("republish: %w", err)
+		}
+		if p.pending = append(p.pending, fut); len(p.pending) >= republishAcks {
+			if err := p.wait(ctx); err != nil {
+				return err
+			}
+		}
+	} else if err := p.nc.PublishMsg(msg); err != nil {
+		return fmt.Errorf("republish: %w", err)
+	}
+	if p.sent++; p.sent == 1 {
+		// A broker that may not take the subject says so only
+		// asynchronously, and never acks a JetStream publish it refused:
+		// find out before sending the rest or waiting for an ack.
+		return refused(p.nc, p.subject)
+	}
+	return nil
+}
+
+// wait waits for the acks outstanding.
+func (p *republisher) wait(ctx context.Context) error {
+	for _, f := range p.pending {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("republish to %s refused by stream %s: %w", p.subject, p.stream, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	p.pending = p.pending[:0]
+	return nil
+}
+
+// finish checks the broker took the subject and every publish was acked.
+func (p *republisher) finish(ctx context.Context) error {
+	if err := refused(p.nc, p.subject); err != nil {
+		return err
+	}
+	return p.wait(ctx)
 }
 
 // refused flushes nc and reports a publish to subj the broker refused: a

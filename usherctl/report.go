@@ -39,8 +39,8 @@ as JSON:
     reason sold_out) and the lottery draw of a scheduled drop, if any.
 --since limits the report to what happened from then on (a duration
 before now, e.g. 2h, or an RFC 3339 time); the line's length then still
-counts everyone who joined before it. The charts are SVG drawn by
-go-analyze/charts, inlined: the file works offline and loads nothing.`
+counts everyone who joined before it. The charts are SVG, drawn and
+inlined by usherctl: the file works offline and loads nothing.`
 
 func (c *cli) report(ctx context.Context, args []string) error {
 	fs := newFlags("report", reportSynopsis)
@@ -285,197 +285,332 @@ var bucketSteps = []int{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600,
 // buildReport computes the report of a history from since (zero: all of
 // it) as of now.
 func buildReport(h *history, closes []closeEvent, since, now time.Time) *dropReport {
-	l := project(h)
+	w := reportWindow{since: since, now: now}
 	r := &dropReport{Queue: h.queue, GeneratedAt: now.UTC(), Malformed: h.malformed,
-		Outcomes: outcomes{Rejected: map[string]int{}, Failed: map[string]int{}}}
-	in := func(t time.Time) bool { return !t.Before(since) && !t.After(now) }
-
-	// The draw, and the opening it places: a pre-queue join waits from it.
-	var opensAt time.Time
-	for i := len(h.draws) - 1; i >= 0; i-- {
-		if d := h.draws[i]; in(d.stored) || since.IsZero() {
-			opensAt = d.OpensAt
-			r.Lottery = &draw{DrawnAt: d.stored.UTC(), OpensAt: d.OpensAt.UTC(), Entries: d.Entries, EntriesCursor: d.EntriesCursor,
-				Seed: d.Seed, Commitment: d.Commitment, OrderDigest: d.OrderDigest}
-			break
-		}
+		Lottery: lastDraw(h.draws, w), SoldOut: firstSoldOut(closes, w)}
+	// The opening a draw placed: a pre-queue join waits from it.
+	var opensAt, soldAt time.Time
+	if r.Lottery != nil {
+		opensAt = r.Lottery.OpensAt
 	}
-	var soldAt time.Time
-	for _, c := range closes {
-		if c.reason == catalog.ReasonSoldOut && in(c.at) {
-			soldAt = c.at
-			r.SoldOut = &soldOut{At: c.at.UTC(), By: c.by}
-			break
-		}
-	}
-
-	// What happened to each admitted token: its first request and its
-	// first final order (the one that used it).
-	requested := map[string]orderEvent{}
-	final := map[string]orderEvent{}
-	for _, o := range h.orders {
-		switch o.typ {
-		case event.TypeOrderRequested:
-			if _, ok := requested[o.tokenID]; !ok {
-				if o.requestedAt.IsZero() {
-					o.requestedAt = o.at
-				}
-				requested[o.tokenID] = o
-			}
-		case event.TypeOrderCompleted, event.TypeOrderFailed:
-			if f, ok := final[o.tokenID]; !ok || o.at.Before(f.at) {
-				final[o.tokenID] = o
-			}
-		}
-	}
-
-	// Events in the window, and the span they cover.
-	var first, last time.Time
-	see := func(t time.Time) {
-		if !in(t) {
-			return
-		}
-		if first.IsZero() || t.Before(first) {
-			first = t
-		}
-		if t.After(last) {
-			last = t
-		}
-	}
-	var arrivals, admitted []time.Time
-	for _, ev := range h.entries {
-		see(ev.stored)
-		if !in(ev.stored) {
-			continue
-		}
-		if ev.leave {
-			r.Totals.Leaves++
-		} else {
-			r.Totals.Joins++
-			arrivals = append(arrivals, ev.stored)
-		}
-	}
-	for _, o := range h.orders {
-		see(o.at)
-		if o.typ == event.TypeOrderRequested && in(o.at) {
-			r.Totals.Orders++
-		}
-	}
-	if !soldAt.IsZero() {
-		see(soldAt)
-	}
-
-	// The line: each place from its join until its admission (READY), its
-	// leave, or a sold-out close that found it waiting.
-	var joins, ends []time.Time
-	var inLine, toOrder, toFinal []float64
-	for _, e := range l.entries {
-		if e.alias != 0 || e.orphan {
-			continue
-		}
-		if in(e.joined) {
-			r.Totals.Shoppers++
-		}
-		joins = append(joins, e.joined)
-		var end time.Time
-		switch {
-		case e.adm != nil:
-			end = e.adm.ReadyAt
-		case !e.leftAt.IsZero():
-			end = e.leftAt
-			if in(end) {
-				r.Totals.LeftWhileWaiting++
-			}
-		}
-		if !soldAt.IsZero() && e.adm == nil && !e.joined.After(soldAt) && (end.IsZero() || end.After(soldAt)) {
-			end = soldAt
-		}
-		if !end.IsZero() {
-			ends = append(ends, end)
-		}
-		if e.adm == nil || !in(e.adm.ReadyAt) {
-			continue
-		}
-		a := e.adm
-		see(a.ReadyAt)
-		admitted = append(admitted, a.ReadyAt)
-		start := e.joined
-		if !opensAt.IsZero() && start.Before(opensAt) && !opensAt.After(a.ReadyAt) {
-			start = opensAt
-		}
-		inLine = append(inLine, max(a.ReadyAt.Sub(start), 0).Seconds())
-		req, ordered := requested[a.TokenID]
-		if ordered {
-			toOrder = append(toOrder, max(req.requestedAt.Sub(a.ReadyAt), 0).Seconds())
-		}
-		o := &r.Outcomes
-		o.Admitted++
-		f, isFinal := final[a.TokenID]
-		switch {
-		case isFinal:
-			if ordered {
-				toFinal = append(toFinal, max(f.at.Sub(req.requestedAt), 0).Seconds())
-			}
-			switch {
-			case f.status == string(orders.Paid) || (f.status == "" && f.typ == event.TypeOrderCompleted):
-				o.Paid++
-			case f.status == string(orders.Rejected):
-				o.Rejected[reasonOf(f)]++
-			default:
-				o.Failed[reasonOf(f)]++
-			}
-		case ordered:
-			o.Pending++
-		case !e.leftAt.IsZero():
-			o.Left++
-		case !a.ExpiresAt.After(now):
-			o.Expired++
-		default:
-			o.Active++
-		}
-	}
-	r.Totals.Admissions = len(admitted)
-	sort.Slice(joins, func(i, j int) bool { return joins[i].Before(joins[j]) })
-	sort.Slice(ends, func(i, j int) bool { return ends[i].Before(ends[j]) })
-	lineAt := func(t time.Time) int {
-		return sort.Search(len(joins), func(i int) bool { return joins[i].After(t) }) -
-			sort.Search(len(ends), func(i int) bool { return ends[i].After(t) })
-	}
-
-	r.From, r.To = since, last
-	if since.IsZero() {
-		r.From = first
-	}
-	if r.From.IsZero() {
-		r.From = now
-	}
-	if r.To.Before(r.From) {
-		r.To = r.From
-	}
-	r.From, r.To = r.From.UTC(), r.To.UTC()
-	r.TimeInLine, r.ReadyToOrder, r.OrderToFinal = summarize(inLine), summarize(toOrder), summarize(toFinal)
-	r.TimeInLineHistogram = histogram(inLine)
 	if r.SoldOut != nil {
-		start := first
-		if !opensAt.IsZero() && in(opensAt) {
+		soldAt = r.SoldOut.At
+	}
+
+	l := project(h)
+	arrivals, leaves := entriesIn(h.entries, w)
+	adm := admissionsIn(l, indexOrders(h.orders), opensAt, w)
+	lengths := lineLengthsOf(l, soldAt)
+	r.Totals = reportTotals{Joins: len(arrivals), Leaves: leaves, Admissions: len(adm.readyAt), Orders: ordersIn(h.orders, w)}
+	r.Totals.Shoppers, r.Totals.LeftWhileWaiting = placesIn(l, w)
+	r.Outcomes = adm.outcomes
+	r.TimeInLine, r.ReadyToOrder, r.OrderToFinal = summarize(adm.inLine), summarize(adm.toOrder), summarize(adm.toFinal)
+	r.TimeInLineHistogram = histogram(adm.inLine)
+
+	seen := eventSpan(h, w, soldAt, adm.readyAt)
+	r.From, r.To = seen.bounds()
+	if r.SoldOut != nil {
+		start := seen.first
+		if !opensAt.IsZero() && w.in(opensAt) {
 			start = opensAt
 		}
 		r.SoldOut.AfterSeconds = round3(soldAt.Sub(start).Seconds())
-		r.SoldOut.Waiting = lineAt(soldAt.Add(-time.Nanosecond))
+		r.SoldOut.Waiting = lengths.at(soldAt.Add(-time.Nanosecond))
 	}
+	r.Timeline = timelineOf(r.From, r.To, arrivals, adm.readyAt, lengths)
+	r.PeakLineLength = lengths.peak(r.From, r.To, w)
+	return r
+}
 
-	// The timeline, and the line's peak among every change in the window.
-	span := r.To.Sub(r.From)
+// reportWindow is what a report covers: events from since (zero: all of
+// them) to now.
+type reportWindow struct{ since, now time.Time }
+
+func (w reportWindow) in(t time.Time) bool { return !t.Before(w.since) && !t.After(w.now) }
+
+// lastDraw is the last lottery draw in the window (any, without --since).
+func lastDraw(draws []drawEvent, w reportWindow) *draw {
+	for i := len(draws) - 1; i >= 0; i-- {
+		if d := draws[i]; w.in(d.stored) || w.since.IsZero() {
+			return &draw{DrawnAt: d.stored.UTC(), OpensAt: d.OpensAt.UTC(), Entries: d.Entries, EntriesCursor: d.EntriesCursor,
+				Seed: d.Seed, Commitment: d.Commitment, OrderDigest: d.OrderDigest}
+		}
+	}
+	return nil
+}
+
+// firstSoldOut is the first close in the window for sold out.
+func firstSoldOut(closes []closeEvent, w reportWindow) *soldOut {
+	for _, c := range closes {
+		if c.reason == catalog.ReasonSoldOut && w.in(c.at) {
+			return &soldOut{At: c.at.UTC(), By: c.by}
+		}
+	}
+	return nil
+}
+
+// entriesIn is when the window's joins came (a duplicate join is an
+// arrival too), and how many leaves it holds.
+func entriesIn(entries []entryEvent, w reportWindow) (arrivals []time.Time, leaves int) {
+	for _, ev := range entries {
+		switch {
+		case !w.in(ev.stored):
+		case ev.leave:
+			leaves++
+		default:
+			arrivals = append(arrivals, ev.stored)
+		}
+	}
+	return arrivals, leaves
+}
+
+// ordersIn counts the orders requested in the window.
+func ordersIn(orders []orderEvent, w reportWindow) int {
+	n := 0
+	for _, o := range orders {
+		if o.typ == event.TypeOrderRequested && w.in(o.at) {
+			n++
+		}
+	}
+	return n
+}
+
+// isPlace reports whether e made a place in line: not a duplicate join,
+// not a leave whose join the streams no longer hold.
+func isPlace(e *entry) bool { return e.alias == 0 && !e.orphan }
+
+// placesIn counts the places made in the window, and those that left the
+// line in it before they were admitted.
+func placesIn(l *line, w reportWindow) (made, leftWaiting int) {
+	for _, e := range l.entries {
+		if !isPlace(e) {
+			continue
+		}
+		if w.in(e.joined) {
+			made++
+		}
+		if e.adm == nil && !e.leftAt.IsZero() && w.in(e.leftAt) {
+			leftWaiting++
+		}
+	}
+	return made, leftWaiting
+}
+
+// span is the first and last event of a window.
+type span struct {
+	w           reportWindow
+	first, last time.Time
+}
+
+func (s *span) see(t time.Time) {
+	if !s.w.in(t) {
+		return
+	}
+	if s.first.IsZero() || t.Before(s.first) {
+		s.first = t
+	}
+	if t.After(s.last) {
+		s.last = t
+	}
+}
+
+// eventSpan is the span of the window's joins, leaves, orders,
+// admissions and sold-out close.
+func eventSpan(h *history, w reportWindow, soldAt time.Time, admitted []time.Time) span {
+	s := span{w: w}
+	for _, ev := range h.entries {
+		s.see(ev.stored)
+	}
+	for _, o := range h.orders {
+		s.see(o.at)
+	}
+	if !soldAt.IsZero() {
+		s.see(soldAt)
+	}
+	for _, t := range admitted {
+		s.see(t)
+	}
+	return s
+}
+
+// bounds is what the report covers, in UTC: from --since (or the first
+// event) to the last event; now when nothing happened.
+func (s span) bounds() (from, to time.Time) {
+	from, to = s.w.since, s.last
+	if s.w.since.IsZero() {
+		from = s.first
+	}
+	if from.IsZero() {
+		from = s.w.now
+	}
+	if to.Before(from) {
+		to = from
+	}
+	return from.UTC(), to.UTC()
+}
+
+// tokenOrders are, per admitted token, its first order request and its
+// first final order (the one that used it).
+type tokenOrders struct {
+	requested, final map[string]orderEvent
+}
+
+func indexOrders(orders []orderEvent) tokenOrders {
+	t := tokenOrders{requested: map[string]orderEvent{}, final: map[string]orderEvent{}}
+	for _, o := range orders {
+		switch o.typ {
+		case event.TypeOrderRequested:
+			if _, ok := t.requested[o.tokenID]; !ok {
+				if o.requestedAt.IsZero() {
+					o.requestedAt = o.at
+				}
+				t.requested[o.tokenID] = o
+			}
+		case event.TypeOrderCompleted, event.TypeOrderFailed:
+			if f, ok := t.final[o.tokenID]; !ok || o.at.Before(f.at) {
+				t.final[o.tokenID] = o
+			}
+		}
+	}
+	return t
+}
+
+// admissions are the places admitted (READY) in a window: when, how long
+// each waited in seconds, and what each did.
+type admissions struct {
+	readyAt                  []time.Time
+	inLine, toOrder, toFinal []float64
+	outcomes                 outcomes
+}
+
+// admissionsIn collects the places of l admitted in the window. A place
+// joined before the opening (the pre-queue) waits from the opening.
+func admissionsIn(l *line, orders tokenOrders, opensAt time.Time, w reportWindow) admissions {
+	a := admissions{outcomes: outcomes{Rejected: map[string]int{}, Failed: map[string]int{}}}
+	for _, e := range l.entries {
+		if !isPlace(e) || e.adm == nil || !w.in(e.adm.ReadyAt) {
+			continue
+		}
+		ready := e.adm.ReadyAt
+		a.readyAt = append(a.readyAt, ready)
+		start := e.joined
+		if !opensAt.IsZero() && start.Before(opensAt) && !opensAt.After(ready) {
+			start = opensAt
+		}
+		a.inLine = append(a.inLine, max(ready.Sub(start), 0).Seconds())
+		req, ordered := orders.requested[e.adm.TokenID]
+		if ordered {
+			a.toOrder = append(a.toOrder, max(req.requestedAt.Sub(ready), 0).Seconds())
+		}
+		f, final := orders.final[e.adm.TokenID]
+		if final && ordered {
+			a.toFinal = append(a.toFinal, max(f.at.Sub(req.requestedAt), 0).Seconds())
+		}
+		a.outcomes.add(e, ordered, f, final, w.now)
+	}
+	return a
+}
+
+// add files an admitted place under what became of it: its final order
+// (final), an order not final yet (ordered), a leave, its token's expiry
+// by now, or a token it still holds.
+func (o *outcomes) add(e *entry, ordered bool, f orderEvent, final bool, now time.Time) {
+	o.Admitted++
+	switch {
+	case final && (f.status == string(orders.Paid) || (f.status == "" && f.typ == event.TypeOrderCompleted)):
+		o.Paid++
+	case final && f.status == string(orders.Rejected):
+		o.Rejected[reasonOf(f)]++
+	case final:
+		o.Failed[reasonOf(f)]++
+	case ordered:
+		o.Pending++
+	case !e.leftAt.IsZero():
+		o.Left++
+	case !e.adm.ExpiresAt.After(now):
+		o.Expired++
+	default:
+		o.Active++
+	}
+}
+
+// lineLengths are the places' joins and ends, sorted, to count the line
+// at any time.
+type lineLengths struct{ joins, ends []time.Time }
+
+// lineLengthsOf holds each place from its join until its admission
+// (READY), its leave, or a sold-out close that found it waiting.
+func lineLengthsOf(l *line, soldAt time.Time) lineLengths {
+	var ll lineLengths
+	for _, e := range l.entries {
+		if !isPlace(e) {
+			continue
+		}
+		ll.joins = append(ll.joins, e.joined)
+		if end := placeEnd(e, soldAt); !end.IsZero() {
+			ll.ends = append(ll.ends, end)
+		}
+	}
+	sort.Slice(ll.joins, func(i, j int) bool { return ll.joins[i].Before(ll.joins[j]) })
+	sort.Slice(ll.ends, func(i, j int) bool { return ll.ends[i].Before(ll.ends[j]) })
+	return ll
+}
+
+// placeEnd is when e's place in line ended, or zero while it waits.
+func placeEnd(e *entry, soldAt time.Time) time.Time {
+	var end time.Time
+	switch {
+	case e.adm != nil:
+		end = e.adm.ReadyAt
+	case !e.leftAt.IsZero():
+		end = e.leftAt
+	}
+	if !soldAt.IsZero() && e.adm == nil && !e.joined.After(soldAt) && (end.IsZero() || end.After(soldAt)) {
+		end = soldAt
+	}
+	return end
+}
+
+// at is the line's length at t.
+func (ll lineLengths) at(t time.Time) int {
+	return sort.Search(len(ll.joins), func(i int) bool { return ll.joins[i].After(t) }) -
+		sort.Search(len(ll.ends), func(i int) bool { return ll.ends[i].After(t) })
+}
+
+// peak is the longest the line was from from to to, and when it first
+// was: at from, or at a join or end in the window.
+func (ll lineLengths) peak(from, to time.Time, w reportWindow) peak {
+	p := peak{Value: ll.at(from)}
+	if p.Value > 0 {
+		at := from
+		p.At = &at
+	}
+	for _, t := range append(append([]time.Time{}, ll.joins...), ll.ends...) {
+		if !w.in(t) || t.After(to) {
+			continue
+		}
+		if v := ll.at(t); v > p.Value || (v == p.Value && p.At != nil && t.Before(*p.At)) {
+			at := t.UTC()
+			p = peak{Value: v, At: &at}
+		}
+	}
+	return p
+}
+
+// timelineOf buckets from to to by a step that keeps at most maxBuckets:
+// arrivals and admissions per second, and the line's length at each
+// bucket's end (at to for the last).
+func timelineOf(from, to time.Time, arrivals, admitted []time.Time, lengths lineLengths) timeline {
 	step := bucketSteps[len(bucketSteps)-1]
 	for _, s := range bucketSteps {
-		if span < time.Duration(s*maxBuckets)*time.Second {
+		if to.Sub(from) < time.Duration(s*maxBuckets)*time.Second {
 			step = s
 			break
 		}
 	}
 	d := time.Duration(step) * time.Second
-	start := r.From.Truncate(d)
-	n := int(r.To.Sub(start)/d) + 1
+	start := from.Truncate(d)
+	n := int(to.Sub(start)/d) + 1
 	tl := timeline{Start: start, BucketSeconds: step, Arrivals: make([]float64, n), Admissions: make([]float64, n), LineLength: make([]int, n)}
 	for _, t := range arrivals {
 		tl.Arrivals[int(t.Sub(start)/d)]++
@@ -487,27 +622,12 @@ func buildReport(h *history, closes []closeEvent, since, now time.Time) *dropRep
 		tl.Arrivals[i] /= float64(step)
 		tl.Admissions[i] /= float64(step)
 		end := start.Add(time.Duration(i+1) * d).Add(-time.Nanosecond)
-		if end.After(r.To) {
-			end = r.To
+		if end.After(to) {
+			end = to
 		}
-		tl.LineLength[i] = lineAt(end)
+		tl.LineLength[i] = lengths.at(end)
 	}
-	r.Timeline = tl
-	r.PeakLineLength = peak{Value: lineAt(r.From)}
-	if r.PeakLineLength.Value > 0 {
-		at := r.From
-		r.PeakLineLength.At = &at
-	}
-	for _, t := range append(append([]time.Time{}, joins...), ends...) {
-		if !in(t) || t.After(r.To) {
-			continue
-		}
-		if v := lineAt(t); v > r.PeakLineLength.Value || (v == r.PeakLineLength.Value && r.PeakLineLength.At != nil && t.Before(*r.PeakLineLength.At)) {
-			at := t.UTC()
-			r.PeakLineLength = peak{Value: v, At: &at}
-		}
-	}
-	return r
+	return tl
 }
 
 func reasonOf(o orderEvent) string {

@@ -4,82 +4,70 @@ import (
 	"bytes"
 	"fmt"
 	"html/template"
-	"regexp"
-	"slices"
 	"sort"
 	"time"
-
-	"github.com/go-analyze/charts"
 )
 
 // renderReport writes the report as one HTML file: its styles inline, its
-// charts SVG drawn by go-analyze/charts and inlined, nothing loaded from
+// charts SVG drawn by svgchart.go and inlined, nothing loaded from
 // anywhere.
 func renderReport(r *dropReport) ([]byte, error) {
-	var cs []reportChart
-	add := func(title, note string, draw func() ([]byte, error)) error {
-		svg, err := draw()
-		if err != nil {
-			return fmt.Errorf("chart %q: %w", title, err)
-		}
-		cs = append(cs, reportChart{Title: title, Note: note, SVG: inlineSVG(svg)})
-		return nil
-	}
-	tl := r.Timeline
-	per := "per second"
-	if tl.BucketSeconds > 1 {
-		per = fmt.Sprintf("per second, averaged over %d s", tl.BucketSeconds)
-	}
-	labels := timeLabels(tl)
-	if err := add("Arrivals and admissions", "Joins stored and shoppers made READY, "+per+".",
-		func() ([]byte, error) {
-			return lineChart(labels, [][]float64{tl.Arrivals, tl.Admissions}, []string{"arrivals/s", "admissions/s"})
-		}); err != nil {
-		return nil, err
-	}
-	length := make([]float64, len(tl.LineLength))
-	for i, v := range tl.LineLength {
-		length[i] = float64(v)
-	}
-	note := "Shoppers in line at the end of each bucket, reconstructed from the joins, leaves and admissions."
-	if r.SoldOut != nil {
-		note += " The queue closed as sold out at " + r.SoldOut.At.Format("15:04:05.000") + ": everyone still in line was told so."
-	}
-	if err := add("Line length", note, func() ([]byte, error) {
-		return lineChart(labels, [][]float64{length}, []string{"in line"})
-	}); err != nil {
-		return nil, err
-	}
-	hl := make([]string, len(r.TimeInLineHistogram))
-	hv := make([]float64, len(r.TimeInLineHistogram))
-	prev := "0"
-	for i, b := range r.TimeInLineHistogram {
-		if b.Le == "+Inf" {
-			hl[i] = "> " + prev + " s"
-		} else {
-			hl[i] = prev + "–" + b.Le + " s"
-			prev = b.Le
-		}
-		hv[i] = float64(b.Count)
-	}
-	if err := add("Time in line", fmt.Sprintf("Shoppers admitted, by time from their join (a pre-queued shopper's: from the opening) to READY. p50 %s, p90 %s, p99 %s.",
-		secs(r.TimeInLine.P50), secs(r.TimeInLine.P90), secs(r.TimeInLine.P99)),
-		func() ([]byte, error) { return barChart(hl, hv, "shoppers", false) }); err != nil {
-		return nil, err
-	}
-	ol, ov := outcomeBars(r.Outcomes)
-	if err := add("What the admitted did", "Each admitted shopper once: the final status of their order, or what became of their token.",
-		func() ([]byte, error) { return barChart(ol, ov, "shoppers", true) }); err != nil {
-		return nil, err
-	}
 	var buf bytes.Buffer
 	err := reportPage.Execute(&buf, struct {
 		R        *dropReport
 		Charts   []reportChart
 		Rejected []reasonCount
 		Failed   []reasonCount
-	}{r, cs, sortedReasons(r.Outcomes.Rejected), sortedReasons(r.Outcomes.Failed)})
+	}{r, reportCharts(r), sortedReasons(r.Outcomes.Rejected), sortedReasons(r.Outcomes.Failed)})
 	return buf.Bytes(), err
+}
+
+// reportCharts are the report's four charts: arrivals and admissions,
+// the line's length, time in line and what the admitted did.
+func reportCharts(r *dropReport) []reportChart {
+	tl := r.Timeline
+	per := "per second"
+	if tl.BucketSeconds > 1 {
+		per = fmt.Sprintf("per second, averaged over %d s", tl.BucketSeconds)
+	}
+	labels := timeLabels(tl)
+	length := make([]float64, len(tl.LineLength))
+	for i, v := range tl.LineLength {
+		length[i] = float64(v)
+	}
+	lengthNote := "Shoppers in line at the end of each bucket, reconstructed from the joins, leaves and admissions."
+	if r.SoldOut != nil {
+		lengthNote += " The queue closed as sold out at " + r.SoldOut.At.Format("15:04:05.000") + ": everyone still in line was told so."
+	}
+	hl, hv := timeInLineBars(r.TimeInLineHistogram)
+	ol, ov := outcomeBars(r.Outcomes)
+	return []reportChart{
+		{Title: "Arrivals and admissions", Note: "Joins stored and shoppers made READY, " + per + ".",
+			SVG: lineChart(labels, chartSeries{"arrivals/s", tl.Arrivals}, chartSeries{"admissions/s", tl.Admissions})},
+		{Title: "Line length", Note: lengthNote, SVG: lineChart(labels, chartSeries{"in line", length})},
+		{Title: "Time in line", Note: fmt.Sprintf("Shoppers admitted, by time from their join (a pre-queued shopper's: from the opening) to READY. p50 %s, p90 %s, p99 %s.",
+			secs(r.TimeInLine.P50), secs(r.TimeInLine.P90), secs(r.TimeInLine.P99)),
+			SVG: barChart(hl, hv, false)},
+		{Title: "What the admitted did", Note: "Each admitted shopper once: the final status of their order, or what became of their token.",
+			SVG: barChart(ol, ov, true)},
+	}
+}
+
+// timeInLineBars labels the histogram's buckets as ranges of seconds.
+func timeInLineBars(h []bucket) ([]string, []float64) {
+	labels := make([]string, len(h))
+	values := make([]float64, len(h))
+	prev := "0"
+	for i, b := range h {
+		if b.Le == "+Inf" {
+			labels[i] = "> " + prev + " s"
+		} else {
+			labels[i] = prev + "–" + b.Le + " s"
+			prev = b.Le
+		}
+		values[i] = float64(b.Count)
+	}
+	return labels, values
 }
 
 type reportChart struct {
@@ -128,69 +116,6 @@ func timeLabels(tl timeline) []string {
 		out[i] = tl.Start.Add(time.Duration(i*tl.BucketSeconds) * time.Second).UTC().Format("15:04:05")
 	}
 	return out
-}
-
-const chartWidth, chartHeight = 900, 360
-
-func lineChart(labels []string, series [][]float64, names []string) ([]byte, error) {
-	if len(labels) < 2 { // one bucket: a line needs two points
-		labels = append(labels, labels...)
-		for i := range series {
-			series[i] = append(series[i], series[i]...)
-		}
-	}
-	opt := charts.NewLineChartOptionWithData(series)
-	opt.XAxis.Labels = labels
-	opt.XAxis.BoundaryGap = charts.Ptr(false)
-	opt.XAxis.LabelCount = min(len(labels), 10)
-	opt.Legend.SeriesNames = names
-	opt.YAxis[0].Min = charts.Ptr(0.0)
-	opt.Symbol = charts.Symbol{Shape: charts.SymbolNone}
-	opt.LineStrokeWidth = 1.5
-	p := charts.NewPainter(charts.PainterOptions{OutputFormat: charts.ChartOutputSVG, Width: chartWidth, Height: chartHeight})
-	if err := p.LineChart(opt); err != nil {
-		return nil, err
-	}
-	return p.Bytes()
-}
-
-// barChart draws one bar per label; horizontal ones (labels on the
-// side, the first on top) suit long labels.
-func barChart(labels []string, values []float64, name string, horizontal bool) ([]byte, error) {
-	if horizontal {
-		labels, values = slices.Clone(labels), slices.Clone(values)
-		slices.Reverse(labels)
-		slices.Reverse(values)
-	}
-	opt := charts.NewBarChartOptionWithData([][]float64{values})
-	opt.Horizontal = horizontal
-	opt.CategoryAxis.Labels = labels
-	opt.CategoryAxis.LabelCount = len(labels)
-	opt.Legend.SeriesNames = []string{name}
-	opt.Legend.Show = charts.Ptr(false)
-	if len(opt.ValueAxis) == 0 {
-		opt.ValueAxis = []charts.ValueAxisOption{{}}
-	}
-	opt.ValueAxis[0].Min = charts.Ptr(0.0)
-	if horizontal {
-		opt.Padding = charts.Box{Left: 40, Top: 20, Right: 40, Bottom: 20}
-	} else if len(labels) > 6 {
-		opt.CategoryAxis.LabelRotation = charts.DegreesToRadians(30)
-	}
-	opt.SeriesList[0].Label.Show = charts.Ptr(true)
-	p := charts.NewPainter(charts.PainterOptions{OutputFormat: charts.ChartOutputSVG, Width: chartWidth, Height: chartHeight})
-	if err := p.BarChart(opt); err != nil {
-		return nil, err
-	}
-	return p.Bytes()
-}
-
-// xmlnsAttr matches an SVG root's namespace declarations: inline SVG in
-// HTML gets its namespace from the parser, and the file names no URL.
-var xmlnsAttr = regexp.MustCompile(`\s+xmlns(:\w+)?="[^"]*"`)
-
-func inlineSVG(svg []byte) template.HTML {
-	return template.HTML(xmlnsAttr.ReplaceAll(svg, nil)) // #nosec: the library's SVG, our own numbers
 }
 
 var reportPage = template.Must(template.New("report").Funcs(template.FuncMap{

@@ -45,133 +45,178 @@ var errStop = errors.New("stop reading")
 // again, and a consumer silent for 4 to 5 s while the leader holds events
 // after the last one read is replaced by one from just after it.
 func readStream(ctx context.Context, js jetstream.JetStream, w window, fn func(storedMsg) error) error {
-	const silentFor = 5 * time.Second
 	st, err := js.Stream(ctx, w.stream)
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", w.stream, err)
 	}
-	// Without --follow the read ends at the newest matching event as of now,
-	// found with one direct lookup per filter: events keep arriving on a live
-	// queue, and waiting for "no more" would be a guess with a timeout.
-	var last uint64
+	r := &streamReader{js: js, st: st, w: w, next: ctx, cancel: func() {}}
 	if !w.follow {
-		var stored time.Time
-		if last, stored, err = lastOf(ctx, st, w); err != nil {
+		if empty, err := r.findEnd(ctx); err != nil || empty {
 			return err
 		}
-		// A start after the newest event: the consumer would deliver
-		// nothing, and the leader's newest event, never read, kept the
-		// read waiting for it forever (--since 1s on a quiet queue).
-		if last == 0 || last < w.fromSeq || stored.Before(w.fromTime) {
-			return nil
-		}
 	}
-	var read uint64 // the last sequence handed to fn
-	var it jetstream.MessagesContext
-	open := func() error {
-		cfg := jetstream.OrderedConsumerConfig{FilterSubjects: w.filters, InactiveThreshold: time.Minute}
-		switch {
-		case read > 0:
-			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, read+1
-		case w.fromSeq > 0:
-			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, w.fromSeq
-		case !w.fromTime.IsZero():
-			t := w.fromTime
-			cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
-		default:
-			cfg.DeliverPolicy = jetstream.DeliverAllPolicy
-		}
-		cons, err := js.OrderedConsumer(ctx, w.stream, cfg)
-		if err != nil {
-			return fmt.Errorf("stream %s: consumer: %w", w.stream, err)
-		}
-		if it, err = cons.Messages(jetstream.PullMaxMessages(2048)); err != nil {
-			return fmt.Errorf("stream %s: consume: %w", w.stream, err)
-		}
-		return nil
-	}
-	if err := open(); err != nil {
+	if err := r.open(ctx); err != nil {
 		return err
 	}
-	defer func() { it.Stop() }()
-	// more asks the leader whether it holds events after the last read
-	// (after last too, if events were deleted since it was read).
-	more := func() (bool, error) {
-		now, _, err := lastOf(ctx, st, w)
-		if err != nil {
-			return false, err
-		}
-		last = min(last, now)
-		return last > read, nil
-	}
-	// next bounds the wait for a message, without --follow: silentFor from
-	// when it was made, made again once a second while messages come — not
-	// once per message, on the path a rebuild reads every join through.
-	next, cancel := ctx, context.CancelFunc(func() {})
-	var made time.Time
-	renew := func() {
-		if !w.follow {
-			cancel()
-			next, cancel = context.WithTimeout(ctx, silentFor)
-			made = time.Now()
-		}
-	}
-	defer func() { cancel() }()
-	renew()
+	defer r.stop()
+	r.renew(ctx)
 	for {
-		m, err := it.Next(jetstream.NextContext(next))
+		m, err := r.it.Next(jetstream.NextContext(r.next))
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+			if again, err := r.replaceSilent(ctx, err); !again {
+				return err
 			}
-			if !w.follow && errors.Is(err, context.DeadlineExceeded) {
-				ok, err := more()
-				if err != nil || !ok {
-					return err
-				}
-				it.Stop() // a lagging replica's consumer: read on with another
-				if err := open(); err != nil {
-					return err
-				}
-				renew()
-				continue
-			}
-			return fmt.Errorf("stream %s: read: %w", w.stream, err)
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("stream %s: metadata: %w", w.stream, err)
-		}
-		seq := meta.Sequence.Stream
-		if w.untilSeq > 0 && seq > w.untilSeq {
-			return nil
-		}
-		if !w.untilTime.IsZero() && meta.Timestamp.After(w.untilTime) {
-			return nil
-		}
-		err = fn(storedMsg{Seq: seq, Subject: m.Subject(), Stored: meta.Timestamp, Data: m.Data(), Pending: meta.NumPending})
-		if errors.Is(err, errStop) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		read = seq
-		if !w.follow && time.Since(made) >= time.Second {
-			renew()
-		}
-		if w.follow || seq < last && meta.NumPending > 0 {
 			continue
 		}
-		if seq >= last {
-			return nil
-		}
-		// Nothing pending by this consumer's replica, though the leader
-		// held more when the read began: ask it again.
-		if ok, err := more(); err != nil || !ok {
+		if done, err := r.deliver(ctx, m, fn); done || err != nil {
 			return err
 		}
 	}
+}
+
+// streamReader is one readStream's state: the consumer it reads with, the
+// last sequence it handed on and, without --follow, where the read ends.
+type streamReader struct {
+	js   jetstream.JetStream
+	st   jetstream.Stream
+	w    window
+	it   jetstream.MessagesContext
+	read uint64 // the last sequence handed to fn
+	last uint64 // without --follow: the leader's newest matching event
+	// next bounds the wait for a message (with --follow, it is the read's
+	// context): silentFor from made, made again once a second while
+	// messages come — not once per message, on the path a rebuild reads
+	// every join through.
+	next   context.Context
+	cancel context.CancelFunc
+	made   time.Time
+}
+
+// silentFor is how long a read without --follow waits for a message
+// before it asks the leader whether there are more.
+const silentFor = 5 * time.Second
+
+// findEnd sets the end of a read without --follow to the newest matching
+// event as of now, found with one direct lookup per filter: events keep
+// arriving on a live queue, and waiting for "no more" would be a guess
+// with a timeout. It reports whether the window holds nothing.
+func (r *streamReader) findEnd(ctx context.Context) (empty bool, err error) {
+	last, stored, err := lastOf(ctx, r.st, r.w)
+	if err != nil {
+		return false, err
+	}
+	r.last = last
+	// A start after the newest event: the consumer would deliver nothing,
+	// and the leader's newest event, never read, kept the read waiting for
+	// it forever (--since 1s on a quiet queue).
+	return last == 0 || last < r.w.fromSeq || stored.Before(r.w.fromTime), nil
+}
+
+// open makes a consumer from just after the last event read, or from the
+// window's start.
+func (r *streamReader) open(ctx context.Context) error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: r.w.filters, InactiveThreshold: time.Minute}
+	switch {
+	case r.read > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, r.read+1
+	case r.w.fromSeq > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, r.w.fromSeq
+	case !r.w.fromTime.IsZero():
+		t := r.w.fromTime
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
+	default:
+		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
+	}
+	cons, err := r.js.OrderedConsumer(ctx, r.w.stream, cfg)
+	if err != nil {
+		return fmt.Errorf("stream %s: consumer: %w", r.w.stream, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(2048))
+	if err != nil {
+		return fmt.Errorf("stream %s: consume: %w", r.w.stream, err)
+	}
+	r.it = it
+	return nil
+}
+
+func (r *streamReader) stop() {
+	r.cancel()
+	r.it.Stop()
+}
+
+// renew starts the wait for the next message again, without --follow.
+func (r *streamReader) renew(ctx context.Context) {
+	if !r.w.follow {
+		r.cancel()
+		r.next, r.cancel = context.WithTimeout(ctx, silentFor)
+		r.made = time.Now()
+	}
+}
+
+// more asks the leader whether it holds events after the last read
+// (after the end too, if events were deleted since it was read).
+func (r *streamReader) more(ctx context.Context) (bool, error) {
+	now, _, err := lastOf(ctx, r.st, r.w)
+	if err != nil {
+		return false, err
+	}
+	r.last = min(r.last, now)
+	return r.last > r.read, nil
+}
+
+// replaceSilent handles the error of a wait for a message, and reports
+// whether to read on: without --follow, a consumer silent while the
+// leader holds more is a lagging replica's, and another takes its place.
+func (r *streamReader) replaceSilent(ctx context.Context, err error) (bool, error) {
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	if r.w.follow || !errors.Is(err, context.DeadlineExceeded) {
+		return false, fmt.Errorf("stream %s: read: %w", r.w.stream, err)
+	}
+	if ok, err := r.more(ctx); err != nil || !ok {
+		return false, err
+	}
+	r.it.Stop()
+	if err := r.open(ctx); err != nil {
+		return false, err
+	}
+	r.renew(ctx)
+	return true, nil
+}
+
+// deliver hands m to fn unless it is past the window, and reports whether
+// the read is over.
+func (r *streamReader) deliver(ctx context.Context, m jetstream.Msg, fn func(storedMsg) error) (bool, error) {
+	meta, err := m.Metadata()
+	if err != nil {
+		return true, fmt.Errorf("stream %s: metadata: %w", r.w.stream, err)
+	}
+	seq := meta.Sequence.Stream
+	if r.w.untilSeq > 0 && seq > r.w.untilSeq || !r.w.untilTime.IsZero() && meta.Timestamp.After(r.w.untilTime) {
+		return true, nil
+	}
+	err = fn(storedMsg{Seq: seq, Subject: m.Subject(), Stored: meta.Timestamp, Data: m.Data(), Pending: meta.NumPending})
+	if errors.Is(err, errStop) {
+		return true, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	r.read = seq
+	if !r.w.follow && time.Since(r.made) >= time.Second {
+		r.renew(ctx)
+	}
+	if r.w.follow || seq < r.last && meta.NumPending > 0 {
+		return false, nil
+	}
+	if seq >= r.last {
+		return true, nil
+	}
+	// Nothing pending by this consumer's replica, though the leader held
+	// more when the read began: ask it again.
+	ok, err := r.more(ctx)
+	return err != nil || !ok, err
 }
 
 // lastOf is the newest event of the window's filters the stream's leader
