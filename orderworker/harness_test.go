@@ -46,8 +46,8 @@ var pgsimBin struct {
 const pgsimAdmin = "pgsim-test-admin"
 
 // pgsim runs the simulator on a free port until the test ends and returns
-// its base URL.
-func pgsim(t testing.TB, latencyMs int) string {
+// its base URL; env adds PGSIM_* settings as name, value pairs.
+func pgsim(t testing.TB, latencyMs int, env ...string) string {
 	t.Helper()
 	pgsimBin.Do(func() {
 		pgsimBin.dir, pgsimBin.err = os.MkdirTemp("", "usher-pgsim-")
@@ -66,6 +66,9 @@ func pgsim(t testing.TB, latencyMs int) string {
 	cmd := exec.Command(pgsimBin.path)
 	cmd.Env = append(os.Environ(), "PGSIM_ADDR=127.0.0.1:0", "PGSIM_ADMIN_TOKEN="+pgsimAdmin,
 		fmt.Sprintf("PGSIM_LATENCY_MEAN_MS=%d", latencyMs), "PGSIM_LATENCY_TAIL=0.5")
+	for i := 0; i+1 < len(env); i += 2 {
+		cmd.Env = append(cmd.Env, env[i]+"="+env[i+1])
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -108,14 +111,17 @@ type world struct {
 	pgsimURL string
 }
 
-func newWorld(t testing.TB, cfg catalog.Config, stock int64, latencyMs int) *world {
+// newWorld makes a world whose queue sells stock units of its SKU, its
+// pgsim answering after latencyMs on average; pgsimEnv adds PGSIM_*
+// settings as name, value pairs.
+func newWorld(t testing.TB, cfg catalog.Config, stock int64, latencyMs int, pgsimEnv ...string) *world {
 	t.Helper()
 	ctx := context.Background()
 	natsURL := testenv.NATS(t)
 	// Its own Redis: the payment breaker's shared state is one key per
 	// deployment, and one test's outage must not pause another's.
 	redisURL, _ := testenv.RedisServer(t)
-	w := &world{t: t, queue: testenv.Name(t), pgsimURL: pgsim(t, latencyMs)}
+	w := &world{t: t, queue: testenv.Name(t), pgsimURL: pgsim(t, latencyMs, pgsimEnv...)}
 	w.env = map[string]string{
 		"USHER_NATS_URL": natsURL, "USHER_REDIS_URL": redisURL, "USHER_DATABASE_URL": testenv.PostgresURL(t),
 		"USHER_PAYMENT_URL": w.pgsimURL, "USHER_ORDERWORKER_ADDR": "127.0.0.1:0", "USHER_LOG_LEVEL": "error",
