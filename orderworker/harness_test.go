@@ -226,11 +226,15 @@ func (w *world) request(tokenID string, msgID string) string {
 
 // redeem claims the token for its order in Redis, as the gateway does
 // before it publishes the request, and returns when (Redis time).
-func (w *world) redeem(tokenID string) time.Time {
+func (w *world) redeem(tokenID string) time.Time { return w.claimFor(tokenID, 6*time.Minute) }
+
+// claimFor is redeem with the gateway's order hold set to hold: how long
+// the claim keeps the token's slot.
+func (w *world) claimFor(tokenID string, hold time.Duration) time.Time {
 	w.t.Helper()
 	_, _, seq, _ := waitqueue.ParseTokenID(tokenID)
 	cl, err := w.line.Claim(context.Background(), w.queue, seq, waitqueue.Order{ID: orders.ID(tokenID), TokenID: tokenID,
-		User: fmt.Sprintf("user-%d", seq), SKU: w.sku(), Quantity: 1}, 6*time.Minute)
+		User: fmt.Sprintf("user-%d", seq), SKU: w.sku(), Quantity: 1}, hold)
 	if err != nil || cl.Outcome != waitqueue.Redeemed {
 		w.t.Fatalf("Claim(%s) = %+v, %v", tokenID, cl, err)
 	}

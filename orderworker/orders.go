@@ -135,8 +135,9 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 	}
 	// The deadline (how long the order may wait for the payment gateway)
 	// counts from the first attempt, on the line's clock: a backlog in
-	// front of the worker fails nobody. The token was judged at the
-	// request, by the gateway's claim.
+	// front of the worker shorter than the order hold fails nobody (a
+	// longer one: see RedeemLapsed). The token was judged at the request,
+	// by the gateway's claim.
 	o := orders.Order{ID: req.OrderID, TokenID: req.TokenID, Queue: req.Queue, User: req.User,
 		SKU: req.SKU, Quantity: req.Quantity, Deadline: w.now().Add(w.deadline)}
 	found := false
@@ -150,6 +151,19 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 			o, found = cur, true
 		}
 	}
+	// charge: the order still holds its admission slot, so it may be
+	// charged (see redeemScript's hold rule: an order goes through only on
+	// a slot it holds).
+	charge := true
+	if found && o.Status == orders.Pending && w.now().Before(o.Deadline) {
+		// A redelivery that would charge again: only while the slot is
+		// still the order's.
+		r, err := w.line.Redeem(ctx, q, seq, o.TokenID, o.ID, o.Deadline.Add(w.lookupGrace+holdMargin))
+		if err != nil {
+			return err
+		}
+		charge = r != waitqueue.RedeemLapsed
+	}
 	if !found {
 		r, err := w.line.Redeem(ctx, q, seq, o.TokenID, o.ID, o.Deadline.Add(w.lookupGrace+holdMargin))
 		if err != nil {
@@ -157,6 +171,22 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 		}
 		switch r {
 		case waitqueue.Redeemed:
+		case waitqueue.RedeemLapsed:
+			// Its hold ran out before any worker took it (a backlog
+			// longer than the order hold) and the line gave its slot to
+			// the next shopper: it is never charged, and the shopper is
+			// told. An earlier delivery may have placed it (or finished
+			// it) before the slot went: then the store has it.
+			if o, err = w.store.Reject(ctx, o, orders.ReasonHoldLapsed); err != nil {
+				return err
+			}
+			if o.Reason == orders.ReasonHoldLapsed {
+				w.log.Warn("the order's hold on its slot ran out before a worker took it; rejected", "order", o.ID, "token", o.TokenID)
+			}
+			if o.Status != orders.Pending {
+				return w.finish(ctx, req, o, seq)
+			}
+			found, charge = true, false
 		case waitqueue.RedeemUnknown, waitqueue.RedeemEarly:
 			// The line holds no admission for this token. The gateway
 			// confirmed it when it took the order, so Redis lost it and
@@ -186,9 +216,13 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 			}
 			return w.finish(ctx, req, o, seq)
 		}
+	}
+	if !found {
+		// Redeemed: transaction 1.
 		if err := w.hooks.call(w.hooks.afterRedeem, o.ID); err != nil {
 			return err
 		}
+		var err error
 		if cfg, ok := w.queues.Get(q); ok && len(cfg.Products()) > 0 {
 			o.MaxPerUser = cfg.UserLimit()
 		}
@@ -219,7 +253,7 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 	switch o.Status {
 	case orders.Pending:
 		var err error
-		if o, err = w.settle(ctx, o); err != nil {
+		if o, err = w.settle(ctx, o, charge); err != nil {
 			return err
 		}
 	case orders.Failed:
@@ -273,11 +307,13 @@ const reasonPaymentUnknown = "payment_unknown"
 // PAID, nothing captured lets it wait and be charged again with the same
 // key.
 //
-// From its deadline on no new charge starts: the order is decided by the
-// lookup alone (see resolve).
-func (w *worker) settle(ctx context.Context, o orders.Order) (orders.Order, error) {
-	if !w.now().Before(o.Deadline) {
-		return w.resolve(ctx, o)
+// From its deadline on no new charge starts, nor once the order no longer
+// holds its admission slot (charge false: its hold ran out and the line
+// gave the slot away): the order is decided by the lookup alone (see
+// resolve).
+func (w *worker) settle(ctx context.Context, o orders.Order, charge bool) (orders.Order, error) {
+	if !charge || !w.now().Before(o.Deadline) {
+		return w.resolve(ctx, o, !charge)
 	}
 	if w.breaker.Blocked(ctx) {
 		return w.later(o)
@@ -295,18 +331,19 @@ func (w *worker) settle(ctx context.Context, o orders.Order) (orders.Order, erro
 	case ctx.Err() != nil:
 		return o, ctx.Err()
 	}
-	return w.resolve(ctx, o) // no answer: the money may have moved all the same
+	return w.resolve(ctx, o, false) // no answer: the money may have moved all the same
 }
 
 // resolve decides a pending order by what the payment gateway holds under
 // its key. A capture makes it PAID (paid). Nothing captured: before the
 // deadline it waits to be charged again, after it it fails (deadline) and
-// its stock goes back. A voided payment fails it: the key can never
+// its stock goes back; so does an order whose slot lapsed (hold_lapsed),
+// which is charged no more. A voided payment fails it: the key can never
 // capture again. When the gateway cannot answer, the order waits rather
 // than fail a shopper who may have been charged — up to lookupGrace past
 // its deadline; then it fails as payment_unknown, for ops to reconcile.
-func (w *worker) resolve(ctx context.Context, o orders.Order) (orders.Order, error) {
-	late := !w.now().Before(o.Deadline)
+func (w *worker) resolve(ctx context.Context, o orders.Order, lapsed bool) (orders.Order, error) {
+	late := lapsed || !w.now().Before(o.Deadline)
 	p, err := w.pay.Lookup(ctx, o.ID)
 	switch {
 	case err == nil && p.Status == paymentCaptured:
@@ -318,7 +355,10 @@ func (w *worker) resolve(ctx context.Context, o orders.Order) (orders.Order, err
 		w.log.Warn("the order's payment was voided at the gateway", "order", o.ID, "payment", p.ID)
 		return w.store.Fail(ctx, o.ID, orders.ReasonDeclined)
 	case errors.Is(err, errPaymentNotFound):
-		if late {
+		switch {
+		case lapsed:
+			return w.store.Fail(ctx, o.ID, orders.ReasonHoldLapsed)
+		case late:
 			return w.store.Fail(ctx, o.ID, orders.ReasonDeadline)
 		}
 		return w.later(o)

@@ -135,6 +135,14 @@ func TestRedeemAndRelease(t *testing.T) {
 		if e, _ := s.Poll(ctx, q, 2); e.Status != waitqueue.Used {
 			t.Fatalf("status = %s, want used", e.Status)
 		}
+		// Its order goes through on no slot: the worker is told so, and
+		// the slot stays given away.
+		if got, err := s.Redeem(ctx, q, 2, waitqueue.TokenID(q, epoch, 2), "ord_f", now.Add(time.Hour)); err != nil || got != waitqueue.RedeemLapsed {
+			t.Fatalf("Redeem after the hold ran out = %v, %v, want lapsed", got, err)
+		}
+		if st, _ := s.Stats(ctx, q); st.Active != 0 {
+			t.Fatalf("active = %d after a lapsed redemption, want 0", st.Active)
+		}
 	})
 }
 

@@ -753,8 +753,17 @@ return {'claimed', n}
 // gateway's claim did it; after a Redis loss not yet healed, this does);
 // the slot is held at least until holdUntil (never shortened); expired and
 // left entries cannot be redeemed.
-// Returns {outcome, orderId}: redeemed | conflict | expired | left |
-// waiting | unknown.
+//
+// The hold rule: an accepted order holds its slot until it ends — released
+// by the worker once final — or until its hold runs out (the claim's
+// claimedAt + hold, extended here to holdUntil while it lasts), whichever
+// comes first; once the hold ran out the tick gives the slot to the next
+// shopper, and the order may never go through on it: a token used by this
+// order whose slot is gone is 'lapsed', and the worker ends the order
+// without a charge. So the slots of orders going through never exceed
+// targetActive, nor their units the sellable ones.
+// Returns {outcome, orderId}: redeemed | lapsed | conflict | expired |
+// left | waiting | unknown.
 var redeemScript = script.New(luaLib + `
 local seq, tok, ord, hold = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local e = P .. 'e:' .. seq
@@ -762,6 +771,7 @@ local f = redis.call('HMGET', e, 'status', 'tokenId', 'orderId')
 if not f[1] or f[2] ~= tok then return {'unknown', ''} end
 if f[1] == 'used' then
   if f[3] ~= ord then return {'conflict', f[3] or ''} end
+  if not redis.call('ZSCORE', A, seq) then return {'lapsed', ord} end
   redis.call('ZADD', A, 'XX', 'GT', hold, seq)
   return {'redeemed', ord}
 end

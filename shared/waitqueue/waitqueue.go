@@ -334,11 +334,15 @@ const (
 	RedeemLeft     Redemption = "left"     // the shopper gave the slot up
 	RedeemLimit    Redemption = "limit"    // the user bought the queue's maxPerUser units
 	RedeemUnknown  Redemption = "unknown"  // Redis holds no admission for this token
+	// RedeemLapsed: the token is this order's, but its slot is gone — its
+	// hold ran out and the line gave the slot to the next shopper, or the
+	// order finished and released it. See redeemScript's hold rule.
+	RedeemLapsed Redemption = "lapsed"
 )
 
 func redemptionOf(s string) Redemption {
 	switch r := Redemption(s); r {
-	case Redeemed, RedeemConflict, RedeemEarly, RedeemExpired, RedeemLeft, RedeemLimit:
+	case Redeemed, RedeemConflict, RedeemEarly, RedeemExpired, RedeemLeft, RedeemLimit, RedeemLapsed:
 		return r
 	case "claimed":
 		return Redeemed
@@ -376,8 +380,8 @@ func (s *Store) Claim(ctx context.Context, q string, seq uint64, o Order, hold t
 }
 
 // Redeem marks the token of entry seq as used by orderID (normally the
-// gateway's Claim already did) and holds its slot at least until holdUntil.
-// See redeemScript.
+// gateway's Claim already did) and holds its slot at least until holdUntil,
+// or answers RedeemLapsed when that order's slot is gone. See redeemScript.
 func (s *Store) Redeem(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (Redemption, error) {
 	k := keyspace.Of(q)
 	res, err := s.run(ctx, redeemScript, stdKeys(k), s.args(k, seq, tokenID, orderID, holdUntil.UnixMilli())...).StringSlice()
