@@ -109,6 +109,8 @@ type world struct {
 	queues   *catalog.Catalog
 	queue    string
 	pgsimURL string
+	// recorded is every admission record published, by stream sequence.
+	recorded map[uint64]event.Admitted
 }
 
 // newWorld makes a world whose queue sells stock units of its SKU, its
@@ -190,18 +192,68 @@ func (w *world) start(h hooks, env ...string) <-chan error {
 }
 
 // admit puts n shoppers in line and admits them all, as the admitter
-// would, and returns their token ids once every one is past its readyAt.
+// would — in Redis and on USHER_ADMISSIONS, where its follower finds the
+// admission and tells the line where the stream holds it — and returns
+// their token ids once every one is past its readyAt.
 func (w *world) admit(n int) []string { return w.admitFor(n, 5*time.Minute) }
 
 // admitFor is admit with tokens that live ttl.
 func (w *world) admitFor(n int, ttl time.Duration) []string {
+	w.t.Helper()
+	ids := w.admitInRedis(n, ttl)
+	w.record(ids...)
+	return ids
+}
+
+// record publishes the admissions of the tokens, admitted in Redis, on
+// USHER_ADMISSIONS, as the admitter announces them, and applies them to
+// the line, as its admissions follower does.
+func (w *world) record(tokenIDs ...string) {
+	w.t.Helper()
+	ctx := context.Background()
+	cur, err := w.line.Cursor(ctx, w.queue)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	prev := cur[waitqueue.StreamAdmissions].Seq
+	evs := make([]waitqueue.AdmissionEvent, 0, len(tokenIDs))
+	for _, tok := range tokenIDs {
+		_, _, seq, _ := waitqueue.ParseTokenID(tok)
+		e, err := w.line.Poll(ctx, w.queue, seq)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		a := event.Admitted{Queue: w.queue, User: userOf(seq), Seq: seq, TokenID: tok, ReadyAt: e.ReadyAt.UTC(), ExpiresAt: e.ExpiresAt.UTC()}
+		body, err := event.Marshal(tok, event.TypeAdmitted, a.User, time.Now(), a)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		ack, err := w.js.Publish(ctx, event.AdmittedSubject(w.queue), body, jetstream.WithMsgID(tok))
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		evs = append(evs, waitqueue.AdmissionEvent{StreamSeq: ack.Sequence, Entry: seq, User: a.User, TokenID: tok,
+			ReadyAt: a.ReadyAt, ExpiresAt: a.ExpiresAt})
+		if w.recorded == nil {
+			w.recorded = map[uint64]event.Admitted{}
+		}
+		w.recorded[ack.Sequence] = a
+	}
+	if _, err := w.line.ApplyAdmissions(ctx, w.queue, "admissions-test", prev, evs); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// admitInRedis is admitFor in Redis alone: the stream never hears of these
+// admissions (as when whoever holds a Redis password writes them).
+func (w *world) admitInRedis(n int, ttl time.Duration) []string {
 	w.t.Helper()
 	ctx := context.Background()
 	stats, _ := w.line.Stats(ctx, w.queue)
 	first := uint64(stats.AdmittedTotal + stats.Waiting + 1)
 	for i := range n {
 		seq := first + uint64(i)
-		if _, err := w.line.Ingest(ctx, w.queue, testenv.Epoch, seq, fmt.Sprintf("user-%d", seq), 0); err != nil {
+		if _, err := w.line.Ingest(ctx, w.queue, testenv.Epoch, seq, userOf(seq), 0); err != nil {
 			w.t.Fatal(err)
 		}
 	}

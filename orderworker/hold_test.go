@@ -48,6 +48,7 @@ func TestAnOrderWhoseHoldLapsedIsNeverCharged(t *testing.T) {
 	}
 	time.Sleep(10 * time.Millisecond) // past readyAt
 	tok := func(seq uint64) string { return waitqueue.TokenID(w.queue, testenv.Epoch, seq) }
+	w.record(tok(1), tok(2))
 
 	// The first two order (the gateway's 202) while every worker is down,
 	// and stays down past the order hold (a second here).
@@ -63,6 +64,7 @@ func TestAnOrderWhoseHoldLapsedIsNeverCharged(t *testing.T) {
 	}, "the lapsed holds' slots given to the next two shoppers")
 
 	// The workers come back; the two admitted in their place order too.
+	w.record(tok(3), tok(4))
 	w.start(hooks{})
 	fresh := []string{w.request(tok(3), ""), w.request(tok(4), "")}
 	w.waitFinal(30*time.Second, append(backlog, fresh...)...)

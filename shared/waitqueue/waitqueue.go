@@ -383,15 +383,27 @@ func (s *Store) Claim(ctx context.Context, q string, seq uint64, o Order, hold t
 // gateway's Claim already did) and holds its slot at least until holdUntil,
 // or answers RedeemLapsed when that order's slot is gone. See redeemScript.
 func (s *Store) Redeem(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (Redemption, error) {
+	r, _, err := s.RedeemRecorded(ctx, q, seq, tokenID, orderID, holdUntil)
+	return r, err
+}
+
+// RedeemRecorded is Redeem, and also says where USHER_ADMISSIONS holds the
+// admission of the token — its stream sequence as the admissions follower
+// recorded it, 0 while it has not — for the order worker to read it back
+// from the record before it charges the order. Redis only says where to
+// look: whoever can write Redis can write that too, so the reader checks
+// what the stream holds there.
+func (s *Store) RedeemRecorded(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (Redemption, uint64, error) {
 	k := keyspace.Of(q)
 	res, err := s.run(ctx, redeemScript, stdKeys(k), s.args(k, seq, tokenID, orderID, holdUntil.UnixMilli())...).StringSlice()
 	if err != nil {
-		return "", fmt.Errorf("redeem %s/%d: %w", q, seq, err)
+		return "", 0, fmt.Errorf("redeem %s/%d: %w", q, seq, err)
 	}
-	if len(res) != 2 {
-		return "", fmt.Errorf("redeem %s/%d: reply of %d fields", q, seq, len(res))
+	if len(res) != 3 {
+		return "", 0, fmt.Errorf("redeem %s/%d: reply of %d fields", q, seq, len(res))
 	}
-	return redemptionOf(res[0]), nil
+	aseq, _ := strconv.ParseUint(res[2], 10, 64)
+	return redemptionOf(res[0]), aseq, nil
 }
 
 // Release frees the slot entry seq holds for orderID, once the order is
