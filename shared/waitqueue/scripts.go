@@ -771,7 +771,7 @@ return {'claimed', n}
 // targetActive, nor their units the sellable ones.
 // Returns {outcome, orderId, aseq}: outcome redeemed | lapsed | conflict
 // | expired | left | waiting | unknown; aseq where USHER_ADMISSIONS holds
-// the token's admission, as its follower recorded it ('': not applied yet;
+// the token's admission, as its follower recorded it (empty: not applied yet;
 // see applyAdmissionsScript).
 var redeemScript = script.New(luaLib + `
 local seq, tok, ord, hold = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
