@@ -20,19 +20,31 @@ type shop struct {
 	adm      string // the admitter's address
 	nt       string // the notifier's
 	admitter *service
+	env      map[string]string // every service's environment
 }
 
 func newShop(t *testing.T, extra ...string) *shop {
 	t.Helper()
+	return newShopOf(t, []string{"pgsim", "gateway", "admitter", "notifier", "orderworker"}, extra...)
+}
+
+// newShopOf is newShop running only the services named (the others can be
+// started later with start(t, name, s.env)).
+func newShopOf(t *testing.T, names []string, extra ...string) *shop {
+	t.Helper()
 	env := stackEnv(t, append([]string{"PGSIM_LATENCY_MEAN_MS", "5"}, extra...)...)
-	gw, adm, nt, ow := env["USHER_GATEWAY_ADDR"], env["USHER_ADMITTER_ADDR"], env["USHER_NOTIFIER_ADDR"], env["USHER_ORDERWORKER_ADDR"]
-	s := &shop{t: t, base: "http://" + gw, admin: map[string]string{"Authorization": "Bearer e2e-admin"}, queue: testenv.Name(t), adm: adm, nt: nt}
-	for _, name := range []string{"pgsim", "gateway", "admitter", "notifier", "orderworker"} {
+	s := &shop{t: t, base: "http://" + env["USHER_GATEWAY_ADDR"], admin: map[string]string{"Authorization": "Bearer e2e-admin"},
+		queue: testenv.Name(t), adm: env["USHER_ADMITTER_ADDR"], nt: env["USHER_NOTIFIER_ADDR"], env: env}
+	var ready []string
+	for _, name := range names {
 		if svc := start(t, name, env); name == "admitter" {
 			s.admitter = svc
 		}
+		if a, ok := env["USHER_"+strings.ToUpper(name)+"_ADDR"]; ok {
+			ready = append(ready, "http://"+a)
+		}
 	}
-	waitReady(t, 30*time.Second, s.base, "http://"+adm, "http://"+nt, "http://"+ow)
+	waitReady(t, 30*time.Second, ready...)
 	return s
 }
 

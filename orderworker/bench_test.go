@@ -135,7 +135,33 @@ func BenchmarkOrderTransactions(b *testing.B) {
 // an order from the path. The worker runs with the default ack wait (30
 // s, not the tests' 1 s): with it every order in flight past a third of
 // a second told the broker it was still working.
-func BenchmarkOrderPath(b *testing.B) {
+func BenchmarkOrderPath(b *testing.B) { orderPath(b, false) }
+
+// BenchmarkOrderPathAdmissionCheck is BenchmarkOrderPath with and without
+// the read of each order's admission from USHER_ADMISSIONS (one get by
+// stream sequence from the stream's leader): without it the admissions
+// are answered from memory, every other step the same. The difference
+// between the two is what the check costs an order.
+func BenchmarkOrderPathAdmissionCheck(b *testing.B) {
+	b.Run("record=stream", func(b *testing.B) { orderPath(b, false) })
+	b.Run("record=memory", func(b *testing.B) { orderPath(b, true) })
+}
+
+// memoryAdmissions answers the admission check from the admissions the
+// world recorded, as the stream would, without asking it.
+type memoryAdmissions struct{ w *world }
+
+func (m memoryAdmissions) Admission(_ context.Context, seq uint64) (event.Admitted, string, error) {
+	a, ok := m.w.recorded[seq]
+	if !ok {
+		return event.Admitted{}, "", errNotRecorded
+	}
+	return a, event.AdmittedSubject(a.Queue), nil
+}
+
+// orderPath is BenchmarkOrderPath; fromMemory answers the admission check
+// without the stream (see BenchmarkOrderPathAdmissionCheck).
+func orderPath(b *testing.B, fromMemory bool) {
 	w := newWorld(b, queueCfg(1<<20), 1<<40, 200)
 	toks := w.admit(b.N)
 	port, err := testenv.FreePort()
@@ -167,7 +193,11 @@ func BenchmarkOrderPath(b *testing.B) {
 	cpu0 := testenv.ProcessCPU()
 	b.ResetTimer()
 	start := time.Now()
-	w.start(hooks{}, "USHER_PAYMENT_TIMEOUT", "2s", "USHER_ORDER_ACK_WAIT", "30s", "USHER_ORDER_CONCURRENCY", os.Getenv("USHER_BENCH_CONCURRENCY"),
+	h := hooks{}
+	if fromMemory {
+		h.admissions = memoryAdmissions{w}
+	}
+	w.start(h, "USHER_PAYMENT_TIMEOUT", "2s", "USHER_ORDER_ACK_WAIT", "30s", "USHER_ORDER_CONCURRENCY", os.Getenv("USHER_BENCH_CONCURRENCY"),
 		"USHER_ORDERWORKER_ADDR", ops, "USHER_DB_POOL", os.Getenv("USHER_BENCH_DB_POOL"),
 		"USHER_ORDER_WRITERS", os.Getenv("USHER_BENCH_WRITERS"), "USHER_ORDER_BATCH", os.Getenv("USHER_BENCH_BATCH"))
 	w.waitFinal(10*time.Minute, ids...)

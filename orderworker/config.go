@@ -59,9 +59,9 @@ func loadSettings(env *config.Env) (settings, error) {
 const minAckWait = time.Second
 
 // checkPaymentURL refuses a payment gateway URL no charge can be sent to.
-// Without a scheme ("127.0.0.1:8090") every charge's request failed to be
-// made, which the worker takes for a refusal: every order FAILED
-// payment_declined, its shopper's slot gone.
+// Without a scheme ("127.0.0.1:8090") no charge's request can even be
+// made: every order would wait out its deadline and fail, every shopper's
+// slot held meanwhile.
 func checkPaymentURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

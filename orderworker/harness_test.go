@@ -46,8 +46,8 @@ var pgsimBin struct {
 const pgsimAdmin = "pgsim-test-admin"
 
 // pgsim runs the simulator on a free port until the test ends and returns
-// its base URL.
-func pgsim(t testing.TB, latencyMs int) string {
+// its base URL; env adds PGSIM_* settings as name, value pairs.
+func pgsim(t testing.TB, latencyMs int, env ...string) string {
 	t.Helper()
 	pgsimBin.Do(func() {
 		pgsimBin.dir, pgsimBin.err = os.MkdirTemp("", "usher-pgsim-")
@@ -66,6 +66,9 @@ func pgsim(t testing.TB, latencyMs int) string {
 	cmd := exec.Command(pgsimBin.path)
 	cmd.Env = append(os.Environ(), "PGSIM_ADDR=127.0.0.1:0", "PGSIM_ADMIN_TOKEN="+pgsimAdmin,
 		fmt.Sprintf("PGSIM_LATENCY_MEAN_MS=%d", latencyMs), "PGSIM_LATENCY_TAIL=0.5")
+	for i := 0; i+1 < len(env); i += 2 {
+		cmd.Env = append(cmd.Env, env[i]+"="+env[i+1])
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -106,16 +109,21 @@ type world struct {
 	queues   *catalog.Catalog
 	queue    string
 	pgsimURL string
+	// recorded is every admission record published, by stream sequence.
+	recorded map[uint64]event.Admitted
 }
 
-func newWorld(t testing.TB, cfg catalog.Config, stock int64, latencyMs int) *world {
+// newWorld makes a world whose queue sells stock units of its SKU, its
+// pgsim answering after latencyMs on average; pgsimEnv adds PGSIM_*
+// settings as name, value pairs.
+func newWorld(t testing.TB, cfg catalog.Config, stock int64, latencyMs int, pgsimEnv ...string) *world {
 	t.Helper()
 	ctx := context.Background()
 	natsURL := testenv.NATS(t)
 	// Its own Redis: the payment breaker's shared state is one key per
 	// deployment, and one test's outage must not pause another's.
 	redisURL, _ := testenv.RedisServer(t)
-	w := &world{t: t, queue: testenv.Name(t), pgsimURL: pgsim(t, latencyMs)}
+	w := &world{t: t, queue: testenv.Name(t), pgsimURL: pgsim(t, latencyMs, pgsimEnv...)}
 	w.env = map[string]string{
 		"USHER_NATS_URL": natsURL, "USHER_REDIS_URL": redisURL, "USHER_DATABASE_URL": testenv.PostgresURL(t),
 		"USHER_PAYMENT_URL": w.pgsimURL, "USHER_ORDERWORKER_ADDR": "127.0.0.1:0", "USHER_LOG_LEVEL": "error",
@@ -184,18 +192,68 @@ func (w *world) start(h hooks, env ...string) <-chan error {
 }
 
 // admit puts n shoppers in line and admits them all, as the admitter
-// would, and returns their token ids once every one is past its readyAt.
+// would — in Redis and on USHER_ADMISSIONS, where its follower finds the
+// admission and tells the line where the stream holds it — and returns
+// their token ids once every one is past its readyAt.
 func (w *world) admit(n int) []string { return w.admitFor(n, 5*time.Minute) }
 
 // admitFor is admit with tokens that live ttl.
 func (w *world) admitFor(n int, ttl time.Duration) []string {
+	w.t.Helper()
+	ids := w.admitInRedis(n, ttl)
+	w.record(ids...)
+	return ids
+}
+
+// record publishes the admissions of the tokens, admitted in Redis, on
+// USHER_ADMISSIONS, as the admitter announces them, and applies them to
+// the line, as its admissions follower does.
+func (w *world) record(tokenIDs ...string) {
+	w.t.Helper()
+	ctx := context.Background()
+	cur, err := w.line.Cursor(ctx, w.queue)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	prev := cur[waitqueue.StreamAdmissions].Seq
+	evs := make([]waitqueue.AdmissionEvent, 0, len(tokenIDs))
+	for _, tok := range tokenIDs {
+		_, _, seq, _ := waitqueue.ParseTokenID(tok)
+		e, err := w.line.Poll(ctx, w.queue, seq)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		a := event.Admitted{Queue: w.queue, User: userOf(seq), Seq: seq, TokenID: tok, ReadyAt: e.ReadyAt.UTC(), ExpiresAt: e.ExpiresAt.UTC()}
+		body, err := event.Marshal(tok, event.TypeAdmitted, a.User, time.Now(), a)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		ack, err := w.js.Publish(ctx, event.AdmittedSubject(w.queue), body, jetstream.WithMsgID(tok))
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		evs = append(evs, waitqueue.AdmissionEvent{StreamSeq: ack.Sequence, Entry: seq, User: a.User, TokenID: tok,
+			ReadyAt: a.ReadyAt, ExpiresAt: a.ExpiresAt})
+		if w.recorded == nil {
+			w.recorded = map[uint64]event.Admitted{}
+		}
+		w.recorded[ack.Sequence] = a
+	}
+	if _, err := w.line.ApplyAdmissions(ctx, w.queue, "admissions-test", prev, evs); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// admitInRedis is admitFor in Redis alone: the stream never hears of these
+// admissions (as when whoever holds a Redis password writes them).
+func (w *world) admitInRedis(n int, ttl time.Duration) []string {
 	w.t.Helper()
 	ctx := context.Background()
 	stats, _ := w.line.Stats(ctx, w.queue)
 	first := uint64(stats.AdmittedTotal + stats.Waiting + 1)
 	for i := range n {
 		seq := first + uint64(i)
-		if _, err := w.line.Ingest(ctx, w.queue, testenv.Epoch, seq, fmt.Sprintf("user-%d", seq), 0); err != nil {
+		if _, err := w.line.Ingest(ctx, w.queue, testenv.Epoch, seq, userOf(seq), 0); err != nil {
 			w.t.Fatal(err)
 		}
 	}
@@ -220,11 +278,15 @@ func (w *world) request(tokenID string, msgID string) string {
 
 // redeem claims the token for its order in Redis, as the gateway does
 // before it publishes the request, and returns when (Redis time).
-func (w *world) redeem(tokenID string) time.Time {
+func (w *world) redeem(tokenID string) time.Time { return w.claimFor(tokenID, 6*time.Minute) }
+
+// claimFor is redeem with the gateway's order hold set to hold: how long
+// the claim keeps the token's slot.
+func (w *world) claimFor(tokenID string, hold time.Duration) time.Time {
 	w.t.Helper()
 	_, _, seq, _ := waitqueue.ParseTokenID(tokenID)
 	cl, err := w.line.Claim(context.Background(), w.queue, seq, waitqueue.Order{ID: orders.ID(tokenID), TokenID: tokenID,
-		User: fmt.Sprintf("user-%d", seq), SKU: w.sku(), Quantity: 1}, 6*time.Minute)
+		User: fmt.Sprintf("user-%d", seq), SKU: w.sku(), Quantity: 1}, hold)
 	if err != nil || cl.Outcome != waitqueue.Redeemed {
 		w.t.Fatalf("Claim(%s) = %+v, %v", tokenID, cl, err)
 	}

@@ -34,7 +34,7 @@ type recordWriter interface {
 
 // slots redeems tokens and frees admission slots in the waiting line.
 type slots interface {
-	Redeem(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (waitqueue.Redemption, error)
+	RedeemRecorded(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (waitqueue.Redemption, uint64, error)
 	Release(ctx context.Context, q string, seq uint64, orderID string) (bool, error)
 	Placed(ctx context.Context, q string, seq uint64, orderID string, l waitqueue.StockLevel) error
 	SetStock(ctx context.Context, q string, only bool, levels ...waitqueue.StockLevel) error
@@ -66,6 +66,9 @@ type hooks struct {
 	afterPlace  func(orderID string) error // transaction 1 committed
 	afterPay    func(orderID string) error // the gateway charged, transaction 2 not run
 	beforeAck   func(orderID string) error // everything done but the ack
+	// admissions, when set, answers in place of USHER_ADMISSIONS: the
+	// benchmark's baseline, the order path without the stream's read.
+	admissions admissionRecord
 }
 
 // hookError is a test hook's verdict: the worker stops as if it crashed.
@@ -96,19 +99,22 @@ var errPoison = errors.New("malformed order request")
 
 // worker turns order requests into finished orders.
 type worker struct {
-	log      *slog.Logger
-	store    orderStore
-	records  recordWriter
-	line     slots
-	queues   queueCatalog
-	events   publisher
-	pay      payer
-	breaker  *breaker
-	now      func() time.Time
-	deadline time.Duration // how long an order may wait for the payment gateway
-	wait     time.Duration // how long a deferred order waits before its next try
-	hooks    hooks
-	metrics  *metrics
+	log     *slog.Logger
+	store   orderStore
+	records recordWriter
+	line    slots
+	queues  queueCatalog
+	events  publisher
+	// admissions is the record an order's admission is confirmed against
+	// before the order takes stock or money (see admitted).
+	admissions admissionRecord
+	pay        payer
+	breaker    *breaker
+	now        func() time.Time
+	deadline   time.Duration // how long an order may wait for the payment gateway
+	wait       time.Duration // how long a deferred order waits before its next try
+	hooks      hooks
+	metrics    *metrics
 
 	// lookupGrace is how long past its deadline an order whose payment
 	// outcome is unknown waits for the gateway to answer a lookup; its
@@ -135,8 +141,9 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 	}
 	// The deadline (how long the order may wait for the payment gateway)
 	// counts from the first attempt, on the line's clock: a backlog in
-	// front of the worker fails nobody. The token was judged at the
-	// request, by the gateway's claim.
+	// front of the worker shorter than the order hold fails nobody (a
+	// longer one: see RedeemLapsed). The token was judged at the request,
+	// by the gateway's claim.
 	o := orders.Order{ID: req.OrderID, TokenID: req.TokenID, Queue: req.Queue, User: req.User,
 		SKU: req.SKU, Quantity: req.Quantity, Deadline: w.now().Add(w.deadline)}
 	found := false
@@ -150,76 +157,30 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 			o, found = cur, true
 		}
 	}
-	if !found {
-		r, err := w.line.Redeem(ctx, q, seq, o.TokenID, o.ID, o.Deadline.Add(w.lookupGrace+holdMargin))
+	// charge: the order still holds its admission slot, so it may be
+	// charged (see redeemScript's hold rule: an order goes through only on
+	// a slot it holds).
+	charge := true
+	switch {
+	case !found:
+		var done bool
+		var err error
+		if o, charge, done, err = w.take(ctx, req, o, seq, stored); done {
+			return err
+		}
+	case o.Status == orders.Pending && w.now().Before(o.Deadline):
+		// A redelivery that would charge again: only while the slot is
+		// still the order's.
+		r, _, err := w.line.RedeemRecorded(ctx, q, seq, o.TokenID, o.ID, o.Deadline.Add(w.lookupGrace+holdMargin))
 		if err != nil {
 			return err
 		}
-		switch r {
-		case waitqueue.Redeemed:
-		case waitqueue.RedeemUnknown, waitqueue.RedeemEarly:
-			// The line holds no admission for this token. The gateway
-			// confirmed it when it took the order, so Redis lost it and
-			// its followers are replaying it from the streams (seconds):
-			// wait for them. A token the line never confirms — minted
-			// outside it — orders nothing.
-			if w.now().Before(stored.Add(w.deadline)) {
-				w.log.Warn("the line does not confirm the order's token yet; waiting", "order", o.ID, "token", o.TokenID)
-				return retryLater{time.Second}
-			}
-			w.log.Error("rejecting an order whose token the line never confirmed", "order", o.ID, "token", o.TokenID)
-			if o, err = w.store.Reject(ctx, o, orders.ReasonTokenUnconfirmed); err != nil {
-				return err
-			}
-			return w.finish(ctx, req, o, seq)
-		case waitqueue.RedeemConflict:
-			// Another order holds this token. Nothing of ours to record.
-			w.log.Warn("token redeemed by another order", "order", o.ID, "token", o.TokenID)
-			return nil
-		default:
-			reason := orders.ReasonTokenExpired
-			if r == waitqueue.RedeemLeft {
-				reason = orders.ReasonTokenLeft
-			}
-			if o, err = w.store.Reject(ctx, o, reason); err != nil {
-				return err
-			}
-			return w.finish(ctx, req, o, seq)
-		}
-		if err := w.hooks.call(w.hooks.afterRedeem, o.ID); err != nil {
-			return err
-		}
-		if cfg, ok := w.queues.Get(q); ok && len(cfg.Products()) > 0 {
-			o.MaxPerUser = cfg.UserLimit()
-		}
-		if o, err = w.store.Place(ctx, o); err != nil {
-			return err
-		}
-		// The store took the order's units (or said why not): the line
-		// holds them no more, and learns the stock they left.
-		if o.StockVersion > 0 {
-			level := waitqueue.StockLevel{SKU: o.SKU, Available: o.Available, Version: o.StockVersion}
-			if o.Status == orders.Pending {
-				err = w.line.Placed(ctx, q, seq, o.ID, level)
-			} else {
-				err = w.line.SetStock(ctx, q, false, level)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if err := w.hooks.call(w.hooks.afterPlace, o.ID); err != nil {
-			return err
-		}
-		if o.Status == orders.Pending {
-			// Tell the shopper the order is in, before the slow part.
-			w.putRecord(ctx, o)
-		}
+		charge = r != waitqueue.RedeemLapsed
 	}
 	switch o.Status {
 	case orders.Pending:
 		var err error
-		if o, err = w.settle(ctx, o); err != nil {
+		if o, err = w.settle(ctx, o, charge); err != nil {
 			return err
 		}
 	case orders.Failed:
@@ -232,6 +193,133 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 	}
 	return w.finish(ctx, req, o, seq)
 }
+
+// take redeems the request's token for its order in the line, confirms
+// the token's admission on the record, and places the order (transaction
+// 1). done: process has nothing more to do, and err is its answer — a wait
+// for the admission, a refusal already finished and announced, another
+// order's token. Otherwise o is the order as the store holds it; charge is
+// false for one an earlier delivery placed before its slot lapsed.
+func (w *worker) take(ctx context.Context, req event.OrderRequested, o orders.Order, seq uint64, stored time.Time) (_ orders.Order, charge, done bool, err error) {
+	r, aseq, err := w.line.RedeemRecorded(ctx, o.Queue, seq, o.TokenID, o.ID, o.Deadline.Add(w.lookupGrace+holdMargin))
+	if err != nil {
+		return o, false, true, err
+	}
+	switch r {
+	case waitqueue.Redeemed:
+		// The line holds the admission; the record must too.
+		ok, err := w.admitted(ctx, req, aseq)
+		if err != nil {
+			return o, false, true, err
+		}
+		if !ok {
+			return o, false, true, w.unconfirmed(ctx, req, o, seq, stored)
+		}
+	case waitqueue.RedeemLapsed:
+		// Its hold ran out before any worker took it (a backlog longer
+		// than the order hold) and the line gave its slot to the next
+		// shopper: it is never charged, and the shopper is told. An
+		// earlier delivery may have placed it (or finished it) before the
+		// slot went: then the store has it.
+		if o, err = w.store.Reject(ctx, o, orders.ReasonHoldLapsed); err != nil {
+			return o, false, true, err
+		}
+		if o.Reason == orders.ReasonHoldLapsed {
+			w.log.Warn("the order's hold on its slot ran out before a worker took it; rejected", "order", o.ID, "token", o.TokenID)
+		}
+		if o.Status != orders.Pending {
+			return o, false, true, w.finish(ctx, req, o, seq)
+		}
+		return o, false, false, nil
+	case waitqueue.RedeemUnknown, waitqueue.RedeemEarly:
+		// The line holds no admission for this token.
+		return o, false, true, w.unconfirmed(ctx, req, o, seq, stored)
+	case waitqueue.RedeemConflict:
+		// Another order holds this token. Nothing of ours to record.
+		w.log.Warn("token redeemed by another order", "order", o.ID, "token", o.TokenID)
+		return o, false, true, nil
+	default:
+		reason := orders.ReasonTokenExpired
+		if r == waitqueue.RedeemLeft {
+			reason = orders.ReasonTokenLeft
+		}
+		if o, err = w.store.Reject(ctx, o, reason); err != nil {
+			return o, false, true, err
+		}
+		return o, false, true, w.finish(ctx, req, o, seq)
+	}
+	if err := w.hooks.call(w.hooks.afterRedeem, o.ID); err != nil {
+		return o, false, true, err
+	}
+	if o, err = w.place(ctx, o, seq); err != nil {
+		return o, false, true, err
+	}
+	return o, true, false, nil
+}
+
+// place is transaction 1: the order and its stock, and what the line
+// learns of it.
+func (w *worker) place(ctx context.Context, o orders.Order, seq uint64) (orders.Order, error) {
+	if cfg, ok := w.queues.Get(o.Queue); ok && len(cfg.Products()) > 0 {
+		o.MaxPerUser = cfg.UserLimit()
+	}
+	o, err := w.store.Place(ctx, o)
+	if err != nil {
+		return o, err
+	}
+	// The store took the order's units (or said why not): the line holds
+	// them no more, and learns the stock they left.
+	if o.StockVersion > 0 {
+		level := waitqueue.StockLevel{SKU: o.SKU, Available: o.Available, Version: o.StockVersion}
+		if o.Status == orders.Pending {
+			err = w.line.Placed(ctx, o.Queue, seq, o.ID, level)
+		} else {
+			err = w.line.SetStock(ctx, o.Queue, false, level)
+		}
+		if err != nil {
+			return o, err
+		}
+	}
+	if err := w.hooks.call(w.hooks.afterPlace, o.ID); err != nil {
+		return o, err
+	}
+	if o.Status == orders.Pending {
+		// Tell the shopper the order is in, before the slow part.
+		w.putRecord(ctx, o)
+	}
+	return o, nil
+}
+
+// unconfirmed answers a request whose token's admission is not confirmed:
+// the line holds none for it, or the record (USHER_ADMISSIONS) holds none
+// where the line points. The gateway confirmed the token in the line when
+// it took the order, so either Redis lost the admission and its followers
+// are replaying it from the streams (seconds), or the admissions follower
+// has not yet applied the event of an admission made a moment ago
+// (milliseconds): until the order's deadline, counted from when the stream
+// stored the request (a bound no publisher can forge), it waits. After
+// that it is rejected: a token the record never confirms — minted outside
+// the line, or on an admission written into Redis alone — orders nothing.
+func (w *worker) unconfirmed(ctx context.Context, req event.OrderRequested, o orders.Order, seq uint64, stored time.Time) error {
+	if since := w.now().Sub(stored); since < w.deadline {
+		if since < confirmPatience {
+			return retryLater{confirmPatience / 8} // the follower's lag, most likely
+		}
+		w.log.Warn("the order's admission is not confirmed yet; waiting", "order", o.ID, "token", o.TokenID)
+		return retryLater{time.Second}
+	}
+	w.log.Error("rejecting an order whose token's admission was never confirmed", "order", o.ID, "token", o.TokenID)
+	o, err := w.store.Reject(ctx, o, orders.ReasonTokenUnconfirmed)
+	if err != nil {
+		return err
+	}
+	return w.finish(ctx, req, o, seq)
+}
+
+// confirmPatience is how long after its request an unconfirmed order is
+// looked at again often and quietly: an admission announced after its
+// tick, then applied by the follower, reaches the line within it.
+const confirmPatience = 2 * time.Second
 
 // voidStray voids a capture the gateway holds under a FAILED order's key.
 // While the gateway cannot say (down), the order waits, up to its lookup
@@ -273,11 +361,13 @@ const reasonPaymentUnknown = "payment_unknown"
 // PAID, nothing captured lets it wait and be charged again with the same
 // key.
 //
-// From its deadline on no new charge starts: the order is decided by the
-// lookup alone (see resolve).
-func (w *worker) settle(ctx context.Context, o orders.Order) (orders.Order, error) {
-	if !w.now().Before(o.Deadline) {
-		return w.resolve(ctx, o)
+// From its deadline on no new charge starts, nor once the order no longer
+// holds its admission slot (charge false: its hold ran out and the line
+// gave the slot away): the order is decided by the lookup alone (see
+// resolve).
+func (w *worker) settle(ctx context.Context, o orders.Order, charge bool) (orders.Order, error) {
+	if !charge || !w.now().Before(o.Deadline) {
+		return w.resolve(ctx, o, !charge)
 	}
 	if w.breaker.Blocked(ctx) {
 		return w.later(o)
@@ -295,18 +385,19 @@ func (w *worker) settle(ctx context.Context, o orders.Order) (orders.Order, erro
 	case ctx.Err() != nil:
 		return o, ctx.Err()
 	}
-	return w.resolve(ctx, o) // no answer: the money may have moved all the same
+	return w.resolve(ctx, o, false) // no answer: the money may have moved all the same
 }
 
 // resolve decides a pending order by what the payment gateway holds under
 // its key. A capture makes it PAID (paid). Nothing captured: before the
 // deadline it waits to be charged again, after it it fails (deadline) and
-// its stock goes back. A voided payment fails it: the key can never
+// its stock goes back; so does an order whose slot lapsed (hold_lapsed),
+// which is charged no more. A voided payment fails it: the key can never
 // capture again. When the gateway cannot answer, the order waits rather
 // than fail a shopper who may have been charged — up to lookupGrace past
 // its deadline; then it fails as payment_unknown, for ops to reconcile.
-func (w *worker) resolve(ctx context.Context, o orders.Order) (orders.Order, error) {
-	late := !w.now().Before(o.Deadline)
+func (w *worker) resolve(ctx context.Context, o orders.Order, lapsed bool) (orders.Order, error) {
+	late := lapsed || !w.now().Before(o.Deadline)
 	p, err := w.pay.Lookup(ctx, o.ID)
 	switch {
 	case err == nil && p.Status == paymentCaptured:
@@ -318,7 +409,10 @@ func (w *worker) resolve(ctx context.Context, o orders.Order) (orders.Order, err
 		w.log.Warn("the order's payment was voided at the gateway", "order", o.ID, "payment", p.ID)
 		return w.store.Fail(ctx, o.ID, orders.ReasonDeclined)
 	case errors.Is(err, errPaymentNotFound):
-		if late {
+		switch {
+		case lapsed:
+			return w.store.Fail(ctx, o.ID, orders.ReasonHoldLapsed)
+		case late:
 			return w.store.Fail(ctx, o.ID, orders.ReasonDeadline)
 		}
 		return w.later(o)

@@ -205,6 +205,7 @@ func TestTheNextShopperIsAdmittedOnlyWhenTheOrderFinishes(t *testing.T) {
 	if r := tick(); r.Admitted != 1 {
 		t.Fatalf("first tick admitted %d, want 1", r.Admitted)
 	}
+	w.record(waitqueue.TokenID(w.queue, testenv.Epoch, 1))
 	placed, proceed := make(chan struct{}), make(chan struct{})
 	w.start(hooks{afterPlace: func(string) error { close(placed); <-proceed; return nil }})
 	time.Sleep(10 * time.Millisecond) // past readyAt

@@ -22,7 +22,9 @@ var (
 	// may have been captured all the same, so the order is not failed on
 	// it before a lookup says what the gateway holds.
 	errPaymentUnavailable = errors.New("payment gateway unavailable")
-	// errPaymentDeclined: the gateway answered no for good. The order fails.
+	// errPaymentDeclined: the gateway itself answered no for good (its
+	// payment-declined problem). The order fails. No other refusal means
+	// this: see try.
 	errPaymentDeclined = errors.New("payment declined")
 	// errPaymentNotFound: the gateway answered that it holds no payment
 	// under the order's key: no money moved.
@@ -226,14 +228,22 @@ func (p *payments) ledger(ctx context.Context, method, path, orderID string) (ga
 		}
 		return gatewayPayment{ID: ans.PaymentID, Status: ans.Status}, nil
 	case http.StatusNotFound:
-		var pr struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(raw, &pr) == nil && strings.HasSuffix(pr.Type, "/payment-not-found") {
+		if gatewayProblem(raw, "payment-not-found") {
 			return gatewayPayment{}, errPaymentNotFound
 		}
 	}
 	return gatewayPayment{}, fmt.Errorf("%w: status %d: %s", errPaymentUnavailable, res.StatusCode, bytes.TrimSpace(raw))
+}
+
+// gatewayProblem reports whether an answer's body is the payment gateway's
+// own problem document of the given type (its last path segment). A proxy,
+// a load balancer or a WAF in front of the gateway answers 4xx too, in its
+// own words; only the gateway's problem says what the gateway holds.
+func gatewayProblem(raw []byte, slug string) bool {
+	var pr struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(raw, &pr) == nil && strings.HasSuffix(pr.Type, "/"+slug)
 }
 
 // try is one HTTP call.
@@ -241,7 +251,7 @@ func (p *payments) try(ctx context.Context, o orders.Order) (string, error) {
 	body, _ := json.Marshal(map[string]any{"orderId": o.ID, "amount": o.Amount, "currency": "KRW"})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.base+"/v1/payments", bytes.NewReader(body))
 	if err != nil {
-		return "", fmt.Errorf("%w: %v", errPaymentDeclined, err)
+		return "", fmt.Errorf("%w: %v", errPaymentUnavailable, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", o.ID)
@@ -263,11 +273,14 @@ func (p *payments) try(ctx context.Context, o orders.Order) (string, error) {
 			return "", fmt.Errorf("%w: answer without a payment id", errPaymentUnavailable)
 		}
 		return ans.PaymentID, nil
-	case res.StatusCode == http.StatusTooManyRequests || res.StatusCode >= 500:
-		return "", fmt.Errorf("%w: status %d", errPaymentUnavailable, res.StatusCode)
+	case res.StatusCode == http.StatusPaymentRequired && gatewayProblem(raw, "payment-declined"):
+		return "", fmt.Errorf("%w: %s", errPaymentDeclined, bytes.TrimSpace(raw))
 	default:
-		// 4xx: the gateway understood and refused (a conflicting key, a
-		// request it cannot take). Retrying would get the same answer.
-		return "", fmt.Errorf("%w: status %d: %s", errPaymentDeclined, res.StatusCode, bytes.TrimSpace(raw))
+		// Anything else says nothing about the money: a 409 because the
+		// charge this try repeats is still in flight (it may yet capture),
+		// a voided key, a 401, 403 or 404 from a proxy in front of the
+		// gateway, 429, 5xx. The order is decided by what the gateway
+		// holds under its key (settle's resolve), never failed on it.
+		return "", fmt.Errorf("%w: status %d: %s", errPaymentUnavailable, res.StatusCode, bytes.TrimSpace(raw))
 	}
 }

@@ -65,12 +65,17 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	w := &worker{
 		log: d.Log, store: db, records: records, line: d.Line,
 		queues: d.Queues, events: d.JS, breaker: br, lookupGrace: s.lookupGrace,
-		pay:      pay,
-		now:      d.Clock.Now,
-		deadline: s.orderDeadline,
-		wait:     s.breakerOpen / 2,
-		hooks:    h,
-		metrics:  m,
+		admissions: &streamAdmissions{js: d.JS},
+		pay:        pay,
+		now:        d.Clock.Now,
+		deadline:   s.orderDeadline,
+		wait:       s.breakerOpen / 2,
+		hooks:      h,
+		metrics:    m,
+	}
+
+	if h.admissions != nil {
+		w.admissions = h.admissions
 	}
 
 	ln, err := net.Listen("tcp", s.addr)

@@ -3,9 +3,16 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -261,5 +268,105 @@ func TestAStrayCaptureOfAFailedOrderIsVoidedOnItsNextDelivery(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, func() bool { _, st := w.ledger(id); return st == "voided" }, "the stray capture of %s voided", id)
 	if o, n, stock := w.order(id), w.charges(id), w.stock(); o.Status != orders.Failed || n != 1 || stock != 10 {
 		t.Fatalf("order %s, charges %d, stock %d: want FAILED, the one capture voided, stock back", o.Status, n, stock)
+	}
+}
+
+// front is a reverse proxy in front of pgsim, as a shop's egress proxy or a
+// WAF would be: it forwards every request, except that from the
+// (after+1)-th payment on it answers refuse itself, with its own page
+// rather than pgsim's problem. It returns its URL and how many payments it
+// refused so far.
+func (w *world) front(after int, refuse int) (string, func() int64) {
+	w.t.Helper()
+	target, err := url.Parse(w.pgsimURL)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ErrorLog = log.New(io.Discard, "", 0) // a charge the worker gave up on
+	var payments, refused atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/payments" && payments.Add(1) > int64(after) {
+			refused.Add(1)
+			rw.Header().Set("Content-Type", "text/html")
+			rw.WriteHeader(refuse)
+			fmt.Fprintf(rw, "<html><body><h1>%d %s</h1><hr>proxy</body></html>\n", refuse, http.StatusText(refuse))
+			return
+		}
+		proxy.ServeHTTP(rw, r)
+	}))
+	w.t.Cleanup(srv.Close)
+	return srv.URL, refused.Load
+}
+
+// Only a decline the payment gateway states itself (its payment-declined
+// problem) fails an order. Any other refusal — a retry told 409 because
+// the charge it repeats is still in flight (as Stripe answers), a 401, 403
+// or 404 from a proxy in front of the gateway — says nothing about the
+// money, so the order is decided by what the gateway holds under its key:
+// the first charge, still running when the retry was refused, captures,
+// and the order ends PAID with it. No capture is left on an order that did
+// not end PAID.
+func TestOnlyADeclineTheGatewayStatesFailsAnOrder(t *testing.T) {
+	tests := []struct {
+		name   string
+		keys   string // PGSIM_KEY_IN_USE
+		mode   string
+		refuse int // the front's answer to every charge after the first; 0: no front
+		want   orders.Status
+	}{
+		{"the gateway declines", "wait", "decline", 0, orders.Failed},
+		{"a retry is told the key is in use", "conflict", "slow", 0, orders.Paid},
+		{"a proxy answers the retries 401", "conflict", "slow", http.StatusUnauthorized, orders.Paid},
+		{"a proxy answers the retries 403", "conflict", "slow", http.StatusForbidden, orders.Paid},
+		{"a proxy answers the retries 404", "conflict", "slow", http.StatusNotFound, orders.Paid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld(t, queueCfg(20), 10, 5, "PGSIM_KEY_IN_USE", tt.keys)
+			// Slow: a charge takes 2 s at the gateway and the worker
+			// gives up on it after 0.5 s; with "conflict" the charge
+			// runs on and captures while the worker retries.
+			w.setMode(tt.mode, 2000)
+			refused := func() int64 { return 0 }
+			if tt.refuse != 0 {
+				w.env["USHER_PAYMENT_URL"], refused = w.front(1, tt.refuse)
+			}
+			tok := w.admit(1)[0]
+			w.start(hooks{})
+			id := w.request(tok, "")
+			w.waitFinal(60*time.Second, id)
+
+			o := w.order(id)
+			pid, st := w.ledger(id)
+			wantStock := int64(9)
+			if tt.want != orders.Paid {
+				wantStock = 10
+			}
+			if o.Status != tt.want || w.stock() != wantStock {
+				t.Fatalf("order %s (%s), stock %d; the gateway holds %q %s: want %s, stock %d",
+					o.Status, o.Reason, w.stock(), pid, st, tt.want, wantStock)
+			}
+			if o.Status == orders.Failed && o.Reason != orders.ReasonDeclined {
+				t.Fatalf("reason = %q, want %q", o.Reason, orders.ReasonDeclined)
+			}
+			// Let a charge still in flight land, then: a capture is the
+			// PAID order's, or voided.
+			testenv.Eventually(t, 10*time.Second, func() bool {
+				_, st := w.ledger(id)
+				return o.Status == orders.Paid || st != "captured"
+			}, "no capture left on order %s, %s", id, o.Status)
+			if o.Status == orders.Paid && (st != "captured" || o.PaymentID != pid || w.charges(id) != 1) {
+				t.Fatalf("PAID with %q; the gateway holds %q %s, %d charge(s): want the one capture", o.PaymentID, pid, st, w.charges(id))
+			}
+			// The refusal under test was met.
+			inUse := w.pgsimCounter(`usher_pgsim_requests_total{outcome="conflict"}`)
+			switch {
+			case tt.refuse != 0 && refused() == 0:
+				t.Fatal("the proxy refused no retry")
+			case tt.keys == "conflict" && tt.refuse == 0 && inUse == 0:
+				t.Fatal("no retry was told the key is in use")
+			}
+		})
 	}
 }

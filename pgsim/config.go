@@ -19,6 +19,7 @@ const (
 	envSeed        = "PGSIM_SEED"
 	envAdminToken  = "PGSIM_ADMIN_TOKEN"
 	envSlowMS      = "PGSIM_SLOW_MS"
+	envKeyInUse    = "PGSIM_KEY_IN_USE"
 
 	defaultAddr       = "127.0.0.1:8090"
 	defaultLatencyMS  = 200
@@ -52,6 +53,9 @@ type Config struct {
 	// SlowLatency is the latency of every payment in slow mode until an
 	// admin request changes it.
 	SlowLatency time.Duration
+	// KeyInUse is how a charge meets another in flight under its key:
+	// wait for it (default) or, as Stripe, 409 at once (see KeyInUse).
+	KeyInUse KeyInUse
 }
 
 // loadConfig reads the configuration through getenv, applying defaults to
@@ -66,6 +70,7 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		Seed:        defaultSeed,
 		AdminToken:  defaultAdminToken,
 		SlowLatency: defaultSlowMS * time.Millisecond,
+		KeyInUse:    KeyInUseWait,
 	}
 	var errs []error
 	get := func(name string) (string, bool) {
@@ -121,6 +126,13 @@ func loadConfig(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("%s=%q: %w", envSlowMS, v, err))
 		} else {
 			cfg.SlowLatency = d
+		}
+	}
+	if v, ok := get(envKeyInUse); ok {
+		if k := KeyInUse(v); k.Valid() {
+			cfg.KeyInUse = k
+		} else {
+			errs = append(errs, fmt.Errorf("%s=%q: want %q or %q", envKeyInUse, v, KeyInUseWait, KeyInUseConflict))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

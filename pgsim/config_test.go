@@ -23,6 +23,7 @@ func TestConfigDefaults(t *testing.T) {
 		Seed:        1,
 		AdminToken:  "dev-admin-token",
 		SlowLatency: 5 * time.Second,
+		KeyInUse:    KeyInUseWait,
 	}
 	if cfg != want {
 		t.Fatalf("defaults = %+v, want %+v", cfg, want)
@@ -38,6 +39,7 @@ func TestConfigFromEnv(t *testing.T) {
 		"PGSIM_SEED":            "18446744073709551615",
 		"PGSIM_ADMIN_TOKEN":     "s3cret",
 		"PGSIM_SLOW_MS":         "3000",
+		"PGSIM_KEY_IN_USE":      "conflict",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +52,7 @@ func TestConfigFromEnv(t *testing.T) {
 		Seed:        18446744073709551615,
 		AdminToken:  "s3cret",
 		SlowLatency: 3 * time.Second,
+		KeyInUse:    KeyInUseConflict,
 	}
 	if cfg != want {
 		t.Fatalf("config = %+v, want %+v", cfg, want)
@@ -64,6 +67,7 @@ func TestConfigReportsEveryInvalidVariable(t *testing.T) {
 		"PGSIM_FAILURE_RATE":    "1.5",
 		"PGSIM_SEED":            "-3",
 		"PGSIM_SLOW_MS":         "forever",
+		"PGSIM_KEY_IN_USE":      "queue",
 	}
 	_, err := loadConfig(envMap(bad))
 	if err == nil {

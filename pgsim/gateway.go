@@ -43,9 +43,37 @@ const (
 	ErrVoided GatewayError = "the payment under this idempotency key was voided"
 	// ErrNotFound means no capture is recorded under the key (HTTP 404).
 	ErrNotFound GatewayError = "no payment under this idempotency key"
+	// ErrRefused is a payment the issuer declined (decline mode): nothing
+	// was charged, and the gateway says so for good (HTTP 402).
+	ErrRefused GatewayError = "payment declined by the issuer"
+	// ErrKeyInUse means a charge under the key is still in flight and the
+	// gateway answers at once rather than wait for it (KeyInUseConflict,
+	// HTTP 409): the charge in flight may still capture.
+	ErrKeyInUse GatewayError = "a charge under this idempotency key is in flight"
 )
 
-// Mode is the gateway's behaviour: normal, outage, slow or capture-hang.
+// KeyInUse is what the gateway does with a charge whose key has a charge
+// in flight, and with a charge whose client stops waiting.
+type KeyInUse string
+
+// The ways to treat a key in use.
+const (
+	// KeyInUseWait: the second charge waits for the first and shares its
+	// payment; a charge whose client gives up during the latency is
+	// dropped uncaptured (a retry may capture it later).
+	KeyInUseWait KeyInUse = "wait"
+	// KeyInUseConflict, as Stripe does: the second charge is answered 409
+	// (idempotency-key-in-use) at once, and a charge once begun runs to
+	// its end whether or not its client still waits — its capture lands
+	// after the client, timed out, has moved on.
+	KeyInUseConflict KeyInUse = "conflict"
+)
+
+// Valid reports whether k is one of the known ways.
+func (k KeyInUse) Valid() bool { return k == KeyInUseWait || k == KeyInUseConflict }
+
+// Mode is the gateway's behaviour: normal, outage, slow, capture-hang or
+// decline.
 type Mode string
 
 // The gateway modes.
@@ -63,14 +91,18 @@ const (
 	// voids still answer. It models the worst failure of a real PG: the
 	// money moved and nobody was told.
 	ModeCaptureHang Mode = "capture-hang"
+	// ModeDecline declines every new charge after its latency (ErrRefused,
+	// nothing captured), as an issuer refusing every card would. A key
+	// captured before still replays; lookups and voids answer.
+	ModeDecline Mode = "decline"
 )
 
 // Modes lists every mode, in the order the metrics show them.
-func Modes() []Mode { return []Mode{ModeNormal, ModeOutage, ModeSlow, ModeCaptureHang} }
+func Modes() []Mode { return []Mode{ModeNormal, ModeOutage, ModeSlow, ModeCaptureHang, ModeDecline} }
 
 // Valid reports whether m is one of the known modes.
 func (m Mode) Valid() bool {
-	return m == ModeNormal || m == ModeOutage || m == ModeSlow || m == ModeCaptureHang
+	return m == ModeNormal || m == ModeOutage || m == ModeSlow || m == ModeCaptureHang || m == ModeDecline
 }
 
 // ModeState is the current mode and the latency slow mode uses.
@@ -160,8 +192,11 @@ type GatewayOptions struct {
 	LatencyTail float64
 	FailureRate float64
 	SlowLatency time.Duration
-	Clock       Clock
-	Rand        *rand.Rand
+	// KeyInUse is how a charge meets another in flight under its key
+	// (default KeyInUseWait).
+	KeyInUse KeyInUse
+	Clock    Clock
+	Rand     *rand.Rand
 }
 
 // entry is the state of one idempotency key. It is in flight until done is
@@ -191,6 +226,12 @@ type entry struct {
 // charged twice" invariant checkable from the outside. Capture-hang mode is
 // the other case: it captures, then never answers.
 //
+// With KeyInUseConflict the gateway behaves as Stripe's does instead: a
+// request whose key has a charge in flight is answered ErrKeyInUse at
+// once, and a leader's charge runs to its end after its client left — so
+// a client that timed out and retried is told 409 while the capture it
+// started may still land.
+//
 // Lookup and Void read and change the ledger under a key. Neither answers
 // for a key whose charge is still in flight: both wait for that charge to
 // end (captured, or dropped so the key is unknown), as long as their own
@@ -202,6 +243,7 @@ type Gateway struct {
 	tail        float64
 	failureRate float64
 	defaultSlow time.Duration
+	keyInUse    KeyInUse
 	inFlight    atomic.Int64
 
 	mu       sync.Mutex // guards everything below, including rng
@@ -230,7 +272,11 @@ func NewGateway(opts GatewayOptions) *Gateway {
 		tail:        opts.LatencyTail,
 		failureRate: opts.FailureRate,
 		defaultSlow: opts.SlowLatency,
+		keyInUse:    opts.KeyInUse,
 		rng:         rng,
+	}
+	if g.keyInUse == "" {
+		g.keyInUse = KeyInUseWait
 	}
 	g.resetLocked()
 	return g
@@ -247,7 +293,8 @@ func (g *Gateway) resetLocked() {
 
 // Charge charges req once under the idempotency key. See Gateway for the
 // semantics. Errors: ErrOutage, ErrConflict, ErrVoided, ErrDeclined,
-// ErrReset, or ErrCanceled (wrapping the context error).
+// ErrRefused, ErrKeyInUse, ErrReset, or ErrCanceled (wrapping the context
+// error).
 func (g *Gateway) Charge(ctx context.Context, key string, req ChargeRequest) (ChargeResult, error) {
 	g.inFlight.Add(1)
 	defer g.inFlight.Add(-1)
@@ -278,6 +325,10 @@ func (g *Gateway) Charge(ctx context.Context, key string, req ChargeRequest) (Ch
 			}
 			return ChargeResult{Payment: p, Replayed: true, Unanswered: g.Mode().Mode == ModeCaptureHang}, nil
 
+		case ok && g.keyInUse == KeyInUseConflict:
+			g.mu.Unlock()
+			return ChargeResult{}, ErrKeyInUse
+
 		case ok:
 			// In flight: join the leader.
 			g.mu.Unlock()
@@ -303,14 +354,19 @@ func (g *Gateway) Charge(ctx context.Context, key string, req ChargeRequest) (Ch
 			g.payments[key] = e
 			wait := g.latencyLocked()
 			fail := g.rng.Float64() < g.failureRate
+			refuse := g.mode == ModeDecline
 			g.mu.Unlock()
-			return g.lead(ctx, key, e, wait, fail)
+			if g.keyInUse == KeyInUseConflict {
+				ctx = context.WithoutCancel(ctx) // begun, it ends whoever waits
+			}
+			return g.lead(ctx, key, e, wait, fail, refuse)
 		}
 	}
 }
 
-// lead waits out the latency for the key's first request and settles it.
-func (g *Gateway) lead(ctx context.Context, key string, e *entry, wait time.Duration, fail bool) (ChargeResult, error) {
+// lead waits out the latency for the key's first request and settles it:
+// failed (fail), declined (refuse) or captured.
+func (g *Gateway) lead(ctx context.Context, key string, e *entry, wait time.Duration, fail, refuse bool) (ChargeResult, error) {
 	sleepErr := g.clock.Sleep(ctx, wait)
 
 	g.mu.Lock()
@@ -330,6 +386,10 @@ func (g *Gateway) lead(ctx context.Context, key string, e *entry, wait time.Dura
 	if fail {
 		delete(g.payments, key)
 		return ChargeResult{}, ErrDeclined
+	}
+	if refuse {
+		delete(g.payments, key)
+		return ChargeResult{}, ErrRefused
 	}
 	e.captured = true
 	e.payment = Payment{ID: g.newPaymentIDLocked(), IdempotencyKey: key, Request: e.req,

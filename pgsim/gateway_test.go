@@ -294,3 +294,59 @@ func TestCaptureHangRecordsTheCapture(t *testing.T) {
 		t.Fatalf("charges = %d, want 1", n)
 	}
 }
+
+// With KeyInUseConflict (as Stripe): a charge whose key has one in flight
+// is answered ErrKeyInUse at once, and the charge in flight, though its
+// caller gave up, still captures — the retry's 409 says nothing about
+// whether money moved.
+func TestAKeyInUseIsAConflictAndTheChargeInFlightStillCaptures(t *testing.T) {
+	clock := newGateClock()
+	gw := NewGateway(GatewayOptions{Clock: clock, KeyInUse: KeyInUseConflict})
+	first, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := gw.Charge(first, "k", testCharge())
+		done <- err
+	}()
+	eventually(t, "the first charge is in flight", func() bool { return gw.InFlight() == 1 })
+	cancel() // its client timed out
+	if _, err := gw.Charge(t.Context(), "k", testCharge()); !errors.Is(err, ErrKeyInUse) {
+		t.Fatalf("a retry while the first is in flight = %v, want ErrKeyInUse", err)
+	}
+	if n := gw.Charges("k"); n != 0 {
+		t.Fatalf("charges while in flight = %d, want 0", n)
+	}
+	clock.open()
+	if err := <-done; err != nil {
+		t.Fatalf("the first charge = %v, want it captured though its caller left", err)
+	}
+	if p, ok := gw.Recorded("k"); !ok || p.Status != StatusCaptured || gw.Charges("k") != 1 {
+		t.Fatalf("recorded = %+v, %v, charges %d: want one capture", p, ok, gw.Charges("k"))
+	}
+	if res, err := gw.Charge(t.Context(), "k", testCharge()); err != nil || !res.Replayed {
+		t.Fatalf("a retry after the capture = %+v, %v, want the replay", res, err)
+	}
+}
+
+// Decline mode refuses every new charge (nothing captured) and leaves what
+// was captured before as it was.
+func TestDeclineModeRefusesNewChargesOnly(t *testing.T) {
+	gw := NewGateway(GatewayOptions{Clock: instantClock{}})
+	if _, err := gw.Charge(t.Context(), "before", testCharge()); err != nil {
+		t.Fatal(err)
+	}
+	gw.SetMode(ModeDecline, nil)
+	if _, err := gw.Charge(t.Context(), "k", testCharge()); !errors.Is(err, ErrRefused) {
+		t.Fatalf("Charge in decline mode = %v, want ErrRefused", err)
+	}
+	if _, err := gw.Lookup(t.Context(), "k"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Lookup of the declined key = %v, want ErrNotFound", err)
+	}
+	if res, err := gw.Charge(t.Context(), "before", testCharge()); err != nil || !res.Replayed {
+		t.Fatalf("a key captured before = %+v, %v, want its replay", res, err)
+	}
+	gw.SetMode(ModeNormal, nil)
+	if res, err := gw.Charge(t.Context(), "k", testCharge()); err != nil || res.Replayed {
+		t.Fatalf("the declined key in normal mode = %+v, %v, want a fresh capture", res, err)
+	}
+}

@@ -319,6 +319,14 @@ func (s *server) payment(w http.ResponseWriter, r *http.Request) outcome {
 	case errors.Is(err, ErrVoided):
 		writeProblem(w, problemVoided())
 		return outcomeConflict
+	case errors.Is(err, ErrKeyInUse):
+		writeProblem(w, problem{problemBase + "idempotency-key-in-use", "Idempotency key in use", http.StatusConflict,
+			"a charge under this Idempotency-Key is still in flight; it may yet capture"})
+		return outcomeConflict
+	case errors.Is(err, ErrRefused):
+		writeProblem(w, problem{problemBase + "payment-declined", "Payment declined", http.StatusPaymentRequired,
+			"the simulated issuer declined the payment; nothing was charged"})
+		return outcomeDeclined
 	case errors.Is(err, ErrCanceled):
 		// The client is most likely gone; the answer is for completeness.
 		writeProblem(w, problem{problemBase + "canceled", "Request canceled", http.StatusGatewayTimeout,
@@ -487,7 +495,7 @@ func (s *server) handlePutMode(w http.ResponseWriter, r *http.Request) {
 	}
 	var errs []string
 	if !mb.Mode.Valid() {
-		errs = append(errs, `mode must be "normal", "outage", "slow" or "capture-hang"`)
+		errs = append(errs, `mode must be "normal", "outage", "slow", "capture-hang" or "decline"`)
 	}
 	var slow *time.Duration
 	if mb.SlowMS != nil {

@@ -702,3 +702,35 @@ func TestMetricsExposeLookupsVoidsAndCaptureHang(t *testing.T) {
 		}
 	}
 }
+
+// Over HTTP a declined charge is the gateway's own 402 problem
+// (payment-declined), and a key in use its own 409 (idempotency-key-in-use):
+// answers a client can tell from a proxy's.
+func TestDeclinesAndKeysInUseAreTheGatewaysOwnProblems(t *testing.T) {
+	e := newTestEnv(t, GatewayOptions{})
+	e.setMode(t, `{"mode":"decline"}`)
+	r := e.pay(t, "k", validBody)
+	if p := r.problem(t); r.status != http.StatusPaymentRequired || !strings.HasSuffix(p.Type, "/payment-declined") {
+		t.Fatalf("declined = %d %s, want 402 payment-declined", r.status, r.body)
+	}
+	if n := e.chargesFor(t, "k"); n != 0 {
+		t.Fatalf("charges = %d, want 0", n)
+	}
+	if got := e.metrics.requestsFor(outcomeDeclined); got != 1 {
+		t.Fatalf("declined outcomes = %d, want 1", got)
+	}
+
+	clock := newGateClock()
+	c := newTestEnv(t, GatewayOptions{Clock: clock, KeyInUse: KeyInUseConflict})
+	first := make(chan response, 1)
+	go func() { first <- c.pay(t, "k", validBody) }()
+	eventually(t, "the first charge is in flight", func() bool { return c.gw.InFlight() == 1 })
+	r = c.pay(t, "k", validBody)
+	if p := r.problem(t); r.status != http.StatusConflict || !strings.HasSuffix(p.Type, "/idempotency-key-in-use") {
+		t.Fatalf("key in use = %d %s, want 409 idempotency-key-in-use", r.status, r.body)
+	}
+	clock.open()
+	if r := <-first; r.status != http.StatusCreated {
+		t.Fatalf("first = %d %s, want 201", r.status, r.body)
+	}
+}

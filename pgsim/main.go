@@ -4,8 +4,10 @@
 //
 // It serves POST /v1/payments with idempotency keys (a key is charged at
 // most once; retries get the same payment id), a log-normal latency model
-// with a long tail, a configurable failure rate (502), and admin-switched
-// outage (503), slow and capture-hang (captured, never answered) modes;
+// with a long tail, a configurable failure rate (502), admin-switched
+// outage (503), slow, capture-hang (captured, never answered) and decline
+// (402, the issuer's refusal) modes, and, with PGSIM_KEY_IN_USE=conflict,
+// Stripe's answer to a key whose charge is still in flight (409);
 // GET /v1/payments/{key} to look up what was captured under a key and
 // POST /v1/payments/{key}/void to give it back; admin endpoints to inspect
 // the ledger (each charge and its status) and reset state, /healthz and
@@ -66,6 +68,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		LatencyTail: cfg.LatencyTail,
 		FailureRate: cfg.FailureRate,
 		SlowLatency: cfg.SlowLatency,
+		KeyInUse:    cfg.KeyInUse,
 		Clock:       clock,
 		Rand:        rand.New(rand.NewPCG(cfg.Seed, cfg.Seed)),
 	})
@@ -89,6 +92,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		"failureRate", cfg.FailureRate,
 		"seed", cfg.Seed,
 		"slowMs", cfg.SlowLatency.Milliseconds(),
+		"keyInUse", string(cfg.KeyInUse),
 	)
 	if cfg.AdminToken == defaultAdminToken {
 		logger.Warn("using the default admin token; set PGSIM_ADMIN_TOKEN outside development")

@@ -32,6 +32,7 @@ const (
 	outcomeConflict
 	outcomeBadRequest
 	outcomeUnanswered // captured in capture-hang mode; the answer never went out
+	outcomeDeclined   // declined in decline mode; nothing captured
 	numOutcomes
 )
 
@@ -53,6 +54,8 @@ func (o outcome) String() string {
 		return "bad_request"
 	case outcomeUnanswered:
 		return "unanswered"
+	case outcomeDeclined:
+		return "declined"
 	default:
 		return "unknown"
 	}

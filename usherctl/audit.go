@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"usher/shared/catalog"
 	"usher/shared/event"
@@ -38,7 +41,15 @@ Checks from the event streams alone that queue Q was fair:
     the current catalog (the report says which); for an adaptive queue it
     is its adaptive max (the limit moves below it);
   - no token redeemed twice: order events for one token with different
-    order ids.
+    order ids;
+  - every order's token admitted on the stream: each order names a token
+    USHER_ADMISSIONS admitted, to the order's user. Redis, which the
+    gateway mints tokens from, can be written by whoever holds a service's
+    password; an order on an admission Redis alone held skipped the line
+    (the order worker rejects it, token_unconfirmed, and the audit lists
+    it either way, with what became of it). Orders older than what the
+    stream still holds (its first admission, plus the longest token
+    lifetime) are counted, not checked.
 Prints the verdict and the exceptions. Exit status 0 when clean, 1 when
 violations are found. --lottery-list FILE also writes the recomputed
 pre-queue's user ids in lottery order, one a line: the list the
@@ -96,6 +107,10 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 			targets, source = nil, "nowhere (no config history and no catalog entry)"
 		}
 	}
+	heldFrom, err := admissionsHeldFrom(ctx, js)
+	if err != nil {
+		return err
+	}
 	l := project(h)
 	d := newDrop(h, l, scheduleOf(ctx, js, h), c.now())
 	if *list != "" {
@@ -103,7 +118,7 @@ func (c *cli) audit(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	checks := auditChecks(h, l, d, targets)
+	checks := append(auditChecks(h, l, d, targets), checkOrdersAdmitted(h, heldFrom))
 	return report(c.stdout, *q, h, source, checks, *show)
 }
 
@@ -117,6 +132,73 @@ func auditChecks(h *history, l *line, d *drop, targets func(time.Time) int) []ch
 		checkSlots(l, targets),
 		checkRedeemedOnce(h),
 	}
+}
+
+// admissionsHeldFrom is the time from which USHER_ADMISSIONS holds the
+// admission of every order's token: its creation, or — once older
+// admissions aged out or were removed — its first admission's time plus
+// the longest a token lives (an order's admission precedes it by no more).
+// Zero when the stream does not exist (nothing was ever admitted).
+func admissionsHeldFrom(ctx context.Context, js jetstream.JetStream) (time.Time, error) {
+	st, err := js.Stream(ctx, event.StreamAdmissions)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stream %s: %w", event.StreamAdmissions, err)
+	}
+	info := st.CachedInfo()
+	if info.State.FirstSeq > 1 {
+		return info.State.FirstTime.Add(catalog.MaxTokenTTLSeconds * time.Second), nil
+	}
+	return info.Created, nil
+}
+
+// checkOrdersAdmitted: every order names a token USHER_ADMISSIONS admitted
+// to the order's user (see the synopsis). Orders before heldFrom are
+// counted, not checked: the stream no longer holds their admissions.
+func checkOrdersAdmitted(h *history, heldFrom time.Time) check {
+	c := check{name: "every order's token admitted on the stream"}
+	admittedTo := make(map[string]string, len(h.admissions))
+	for _, a := range h.admissions {
+		admittedTo[a.TokenID] = a.User
+	}
+	type unadmitted struct {
+		tokenID, user, outcome string
+	}
+	var ids []string
+	bad := map[string]*unadmitted{}
+	old := map[string]bool{}
+	for _, o := range h.orders {
+		if o.orderID == "" {
+			continue
+		}
+		if user, ok := admittedTo[o.tokenID]; ok && (o.user == "" || o.user == user) {
+			continue
+		}
+		if o.at.Before(heldFrom) {
+			old[o.orderID] = true
+			continue
+		}
+		u := bad[o.orderID]
+		if u == nil {
+			u = &unadmitted{tokenID: o.tokenID, user: o.user, outcome: "requested"}
+			bad[o.orderID] = u
+			ids = append(ids, o.orderID)
+		}
+		if o.typ == event.TypeOrderCompleted || o.typ == event.TypeOrderFailed {
+			u.outcome = strings.TrimSpace(o.status + " " + o.reason)
+		}
+	}
+	for _, id := range ids {
+		u := bad[id]
+		c.violations = append(c.violations, fmt.Sprintf("order %s of %s: token %s, which USHER_ADMISSIONS never admitted to them (%s)",
+			id, u.user, u.tokenID, u.outcome))
+	}
+	if len(old) > 0 {
+		c.note = fmt.Sprintf("%d order(s) older than the admissions the stream holds, not checked", len(old))
+	}
+	return c
 }
 
 // checkJoinOrder: admissions come in line order, and nobody waiting is

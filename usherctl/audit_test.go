@@ -492,3 +492,52 @@ func TestAuditCatchesTheDrawnPassedOverByALaterJoin(t *testing.T) {
 		}
 	}
 }
+
+// Whoever can write Redis can make the line hold an admission the admitter
+// never made, and order on it. The audit lists every order whose token
+// USHER_ADMISSIONS never admitted to the order's user, with what became of
+// it; orders on recorded admissions pass.
+func TestAuditListsOrdersOnTokensTheStreamNeverAdmitted(t *testing.T) {
+	w := newWorld(t)
+	q := testenv.Name(t)
+	w.configured(q, 5, 0)
+	var s []uint64
+	for i := range 3 {
+		s = append(s, w.join(q, fmt.Sprintf("u%d", i)))
+	}
+	now := time.Now()
+	tok := func(i int) string { return waitqueue.TokenID(q, w.epoch, s[i]) }
+	ordered := func(typ string, i int, user, id, status, reason string) {
+		subj := event.OrderRequestedSubject(q)
+		if typ == event.TypeOrderFailed {
+			subj = event.OrderFailedSubject(q)
+		}
+		w.publish(subj, fmt.Sprintf("%s/%s", typ, id), typ, now, map[string]any{"queue": q, "tokenId": tok(i), "orderId": id,
+			"user": user, "status": status, "reason": reason})
+	}
+	w.admit(q, s[0], "u0", now, now.Add(time.Minute))
+	ordered(event.TypeOrderRequested, 0, "u0", "o-honest", "", "")
+	// u1 was never admitted on the stream: Redis alone said so.
+	ordered(event.TypeOrderRequested, 1, "u1", "o-forged", "", "")
+	ordered(event.TypeOrderFailed, 1, "u1", "o-forged", "REJECTED", "token_unconfirmed")
+	// mallory orders on u2's admission.
+	w.admit(q, s[2], "u2", now, now.Add(time.Minute))
+	ordered(event.TypeOrderRequested, 2, "mallory", "o-borrowed", "", "")
+
+	r := w.usherctl("audit", "--queue", q)
+	if r.code != exitFailure {
+		t.Fatalf("audit exit = %d (%v), want %d\n%s", r.code, r.err, exitFailure, r.stdout)
+	}
+	for _, want := range []string{
+		"VIOLATED every order's token admitted on the stream: 2 exception(s)",
+		"order o-forged of u1: token " + tok(1) + ", which USHER_ADMISSIONS never admitted to them (REJECTED token_unconfirmed)",
+		"order o-borrowed of mallory: token " + tok(2) + ", which USHER_ADMISSIONS never admitted to them (requested)",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("audit printed\n%s\nwant it to contain %q", r.stdout, want)
+		}
+	}
+	if strings.Contains(r.stdout, "order o-honest") || strings.Contains(r.stdout, "no token redeemed twice: ") {
+		t.Errorf("audit listed the order on a recorded admission:\n%s", r.stdout)
+	}
+}

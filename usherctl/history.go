@@ -98,6 +98,7 @@ type orderEvent struct {
 	typ         string
 	tokenID     string
 	orderID     string
+	user        string
 	status      string
 	reason      string
 	requestedAt time.Time
@@ -224,7 +225,7 @@ func (h *history) readOrders(ctx context.Context, js jetstream.JetStream) error 
 			at = m.Stored
 		}
 		h.orders = append(h.orders, orderEvent{streamSeq: m.Seq, at: at, typ: e.Type, tokenID: e.Data.TokenID, orderID: e.Data.OrderID,
-			status: e.Data.Status, reason: e.Data.Reason, requestedAt: e.Data.RequestedAt})
+			user: e.Data.User, status: e.Data.Status, reason: e.Data.Reason, requestedAt: e.Data.RequestedAt})
 		return nil
 	})
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {

@@ -217,12 +217,13 @@ func TestRebuildRestoresEveryShopperToTheSamePlace(t *testing.T) {
 	}
 	sameState(t, l, l.state(), want)
 	// The redeemed token keeps its order id: the same order redeeming again
-	// is told it is redeemed, another order is refused.
+	// is told its slot is gone (the order finished and freed it), another
+	// order is refused.
 	tok := waitqueue.TokenID(l.q, l.epoch, l.seqs[5])
 	for _, tt := range []struct {
 		order string
 		want  waitqueue.Redemption
-	}{{l.usedOrder, waitqueue.Redeemed}, {"another", waitqueue.RedeemConflict}} {
+	}{{l.usedOrder, waitqueue.RedeemLapsed}, {"another", waitqueue.RedeemConflict}} {
 		if got, err := l.store.Redeem(context.Background(), l.q, l.seqs[5], tok, tt.order, time.Now().Add(time.Minute)); err != nil || got != tt.want {
 			t.Errorf("Redeem(%s) after rebuild = %v, %v; want %v", tt.order, got, err, tt.want)
 		}

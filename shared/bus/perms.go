@@ -133,6 +133,7 @@ func (p Policy) Permissions(r Role) (Permissions, bool) {
 	case OrderWorker:
 		g.publish(event.OrderCompletedSubject(event.All), event.OrderFailedSubject(event.All))
 		g.durable(event.StreamOrders, event.ConsumerOrderWorker)
+		g.get(event.StreamAdmissions) // an order's admission, read back by sequence before it is charged
 		g.identities()
 		g.watchCatalog()
 	case Usherctl:

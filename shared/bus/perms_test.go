@@ -386,6 +386,15 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 		if _, ok := cat.Get(q); !ok {
 			t.Fatalf("orderworker reads queue %s", q)
 		}
+		// It reads an order's admission back by its stream sequence, as
+		// the worker does before it charges the order (the admitter's one).
+		adm, err := js.Stream(ctx, event.StreamAdmissions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := adm.GetMsg(ctx, 1); err != nil || m.Subject != event.AdmittedSubject(q) {
+			t.Fatalf("orderworker reads admission 1: %v, %v", m, err)
+		}
 		cons, err := js.CreateOrUpdateConsumer(ctx, event.StreamOrders, jetstream.ConsumerConfig{
 			Durable: event.ConsumerOrderWorker, FilterSubject: event.OrderRequestedSubject(event.All),
 			AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: -1,

@@ -51,6 +51,11 @@ const (
 	// ReasonTokenUnconfirmed: the line never confirmed the token's
 	// admission before the order's deadline.
 	ReasonTokenUnconfirmed = "token_unconfirmed"
+	// ReasonHoldLapsed: the order's hold on its admission slot ran out
+	// before a worker could take the order (the workers' backlog was
+	// longer than the hold), and the line gave the slot to the next
+	// shopper; the order is never charged.
+	ReasonHoldLapsed = "hold_lapsed"
 )
 
 var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)

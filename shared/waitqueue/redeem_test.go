@@ -135,6 +135,14 @@ func TestRedeemAndRelease(t *testing.T) {
 		if e, _ := s.Poll(ctx, q, 2); e.Status != waitqueue.Used {
 			t.Fatalf("status = %s, want used", e.Status)
 		}
+		// Its order goes through on no slot: the worker is told so, and
+		// the slot stays given away.
+		if got, err := s.Redeem(ctx, q, 2, waitqueue.TokenID(q, epoch, 2), "ord_f", now.Add(time.Hour)); err != nil || got != waitqueue.RedeemLapsed {
+			t.Fatalf("Redeem after the hold ran out = %v, %v, want lapsed", got, err)
+		}
+		if st, _ := s.Stats(ctx, q); st.Active != 0 {
+			t.Fatalf("active = %d after a lapsed redemption, want 0", st.Active)
+		}
 	})
 }
 
@@ -235,5 +243,35 @@ func TestAPaidOrderIsCountedOnceWhoeverCountsFirst(t *testing.T) {
 	// Not the entry's order: nothing counted here (the follower counts it).
 	if count(2, "ord_other", "bob", 1) {
 		t.Error("CountBought counted an order the entry does not hold")
+	}
+}
+
+// A redemption says where USHER_ADMISSIONS holds the token's admission, as
+// the admissions follower recorded it: nothing before the follower applied
+// the event, its stream sequence after; an event naming another token
+// records nothing on the entry.
+func TestRedeemSaysWhereTheStreamHoldsTheAdmission(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	joinAll(t, s, q, "alice", "bob")
+	testenv.Tick(t, s, q, tick(2))
+	e, _ := s.Poll(ctx, q, 1)
+	tok := waitqueue.TokenID(q, epoch, 1)
+	hold := time.Now().Add(time.Hour)
+	if r, aseq, err := s.RedeemRecorded(ctx, q, 1, tok, "ord_a", hold); err != nil || r != waitqueue.Redeemed || aseq != 0 {
+		t.Fatalf("RedeemRecorded before the follower = %v, %d, %v; want redeemed, 0", r, aseq, err)
+	}
+	evs := []waitqueue.AdmissionEvent{
+		{StreamSeq: 7, Entry: 1, User: "alice", TokenID: tok, ReadyAt: e.ReadyAt, ExpiresAt: e.ExpiresAt},
+		{StreamSeq: 8, Entry: 2, User: "bob", TokenID: waitqueue.TokenID(q, "another-epoch", 2), ReadyAt: e.ReadyAt, ExpiresAt: e.ExpiresAt},
+	}
+	if _, err := s.ApplyAdmissions(ctx, q, "a1", 0, evs); err != nil {
+		t.Fatal(err)
+	}
+	if r, aseq, err := s.RedeemRecorded(ctx, q, 1, tok, "ord_a", hold); err != nil || r != waitqueue.Redeemed || aseq != 7 {
+		t.Fatalf("RedeemRecorded after the follower = %v, %d, %v; want redeemed, 7", r, aseq, err)
+	}
+	if r, aseq, err := s.RedeemRecorded(ctx, q, 2, waitqueue.TokenID(q, epoch, 2), "ord_b", hold); err != nil || r != waitqueue.Redeemed || aseq != 0 {
+		t.Fatalf("RedeemRecorded of bob's token = %v, %d, %v; want redeemed, 0: the event named another token", r, aseq, err)
 	}
 }

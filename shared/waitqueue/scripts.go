@@ -247,7 +247,11 @@ end
 // holds its slot until then; an entry that moved on meanwhile (used by an
 // order, left, expired: replayed from the other streams first) keeps its
 // status and gains the admission's record. In the normal case Redis itself
-// made the admission and the event changes nothing.
+// made the admission and the event changes nothing but this: the record of
+// the event's token keeps where the stream holds it ('aseq', the stream
+// sequence), so that the order worker can read the admission back from the
+// record before it charges an order for the token (Redis says where to
+// look; the stream says whether it is so).
 var applyAdmissionsScript = redis.NewScript(luaLib + applyPrologue + `
 local n = now()
 for i = 6, #ARGV, 6 do
@@ -282,6 +286,9 @@ for i = 6, #ARGV, 6 do
           redis.call('HSET', HELD, seq, 'a')
         end
       end
+    end
+    if seq ~= '0' and not f[2] and not (f[3] and f[3] ~= user) and (f[4] == tok or not f[4]) then
+      redis.call('HSET', e, 'aseq', s)
     end
     at = s
   end
@@ -753,23 +760,36 @@ return {'claimed', n}
 // gateway's claim did it; after a Redis loss not yet healed, this does);
 // the slot is held at least until holdUntil (never shortened); expired and
 // left entries cannot be redeemed.
-// Returns {outcome, orderId}: redeemed | conflict | expired | left |
-// waiting | unknown.
+//
+// The hold rule: an accepted order holds its slot until it ends — released
+// by the worker once final — or until its hold runs out (the claim's
+// claimedAt + hold, extended here to holdUntil while it lasts), whichever
+// comes first; once the hold ran out the tick gives the slot to the next
+// shopper, and the order may never go through on it: a token used by this
+// order whose slot is gone is 'lapsed', and the worker ends the order
+// without a charge. So the slots of orders going through never exceed
+// targetActive, nor their units the sellable ones.
+// Returns {outcome, orderId, aseq}: outcome redeemed | lapsed | conflict
+// | expired | left | waiting | unknown; aseq where USHER_ADMISSIONS holds
+// the token's admission, as its follower recorded it (empty: not applied yet;
+// see applyAdmissionsScript).
 var redeemScript = script.New(luaLib + `
 local seq, tok, ord, hold = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local e = P .. 'e:' .. seq
-local f = redis.call('HMGET', e, 'status', 'tokenId', 'orderId')
-if not f[1] or f[2] ~= tok then return {'unknown', ''} end
+local f = redis.call('HMGET', e, 'status', 'tokenId', 'orderId', 'aseq')
+local aseq = f[4] or ''
+if not f[1] or f[2] ~= tok then return {'unknown', '', ''} end
 if f[1] == 'used' then
-  if f[3] ~= ord then return {'conflict', f[3] or ''} end
+  if f[3] ~= ord then return {'conflict', f[3] or '', ''} end
+  if not redis.call('ZSCORE', A, seq) then return {'lapsed', ord, aseq} end
   redis.call('ZADD', A, 'XX', 'GT', hold, seq)
-  return {'redeemed', ord}
+  return {'redeemed', ord, aseq}
 end
-if f[1] ~= 'admitted' then return {f[1], ''} end
+if f[1] ~= 'admitted' then return {f[1], '', ''} end
 redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'claimedAt', now())
 redis.call('ZADD', A, 'XX', 'GT', hold, seq)
 syncHeld(seq)
-return {'redeemed', ord}
+return {'redeemed', ord, aseq}
 `)
 
 // releaseScript frees the slot of a used entry once its order is final.

@@ -334,11 +334,15 @@ const (
 	RedeemLeft     Redemption = "left"     // the shopper gave the slot up
 	RedeemLimit    Redemption = "limit"    // the user bought the queue's maxPerUser units
 	RedeemUnknown  Redemption = "unknown"  // Redis holds no admission for this token
+	// RedeemLapsed: the token is this order's, but its slot is gone — its
+	// hold ran out and the line gave the slot to the next shopper, or the
+	// order finished and released it. See redeemScript's hold rule.
+	RedeemLapsed Redemption = "lapsed"
 )
 
 func redemptionOf(s string) Redemption {
 	switch r := Redemption(s); r {
-	case Redeemed, RedeemConflict, RedeemEarly, RedeemExpired, RedeemLeft, RedeemLimit:
+	case Redeemed, RedeemConflict, RedeemEarly, RedeemExpired, RedeemLeft, RedeemLimit, RedeemLapsed:
 		return r
 	case "claimed":
 		return Redeemed
@@ -376,18 +380,30 @@ func (s *Store) Claim(ctx context.Context, q string, seq uint64, o Order, hold t
 }
 
 // Redeem marks the token of entry seq as used by orderID (normally the
-// gateway's Claim already did) and holds its slot at least until holdUntil.
-// See redeemScript.
+// gateway's Claim already did) and holds its slot at least until holdUntil,
+// or answers RedeemLapsed when that order's slot is gone. See redeemScript.
 func (s *Store) Redeem(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (Redemption, error) {
+	r, _, err := s.RedeemRecorded(ctx, q, seq, tokenID, orderID, holdUntil)
+	return r, err
+}
+
+// RedeemRecorded is Redeem, and also says where USHER_ADMISSIONS holds the
+// admission of the token — its stream sequence as the admissions follower
+// recorded it, 0 while it has not — for the order worker to read it back
+// from the record before it charges the order. Redis only says where to
+// look: whoever can write Redis can write that too, so the reader checks
+// what the stream holds there.
+func (s *Store) RedeemRecorded(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (Redemption, uint64, error) {
 	k := keyspace.Of(q)
 	res, err := s.run(ctx, redeemScript, stdKeys(k), s.args(k, seq, tokenID, orderID, holdUntil.UnixMilli())...).StringSlice()
 	if err != nil {
-		return "", fmt.Errorf("redeem %s/%d: %w", q, seq, err)
+		return "", 0, fmt.Errorf("redeem %s/%d: %w", q, seq, err)
 	}
-	if len(res) != 2 {
-		return "", fmt.Errorf("redeem %s/%d: reply of %d fields", q, seq, len(res))
+	if len(res) != 3 {
+		return "", 0, fmt.Errorf("redeem %s/%d: reply of %d fields", q, seq, len(res))
 	}
-	return redemptionOf(res[0]), nil
+	aseq, _ := strconv.ParseUint(res[2], 10, 64)
+	return redemptionOf(res[0]), aseq, nil
 }
 
 // Release frees the slot entry seq holds for orderID, once the order is
