@@ -19,8 +19,18 @@ import (
 // does late in the day. The limit sums the user's own orders of the SKU
 // while the stock row is locked, so that sum must not read the table.
 func BenchmarkPlaceWithALimitPerUser(b *testing.B) {
+	benchPlaceWithALimitPerUser(b, orders.Options{MaxConns: 16})
+}
+
+// BenchmarkPlaceWithALimitPerUserBatched is BenchmarkPlaceWithALimitPerUser
+// with the order worker's default batching (USHER_ORDER_BATCH 64).
+func BenchmarkPlaceWithALimitPerUserBatched(b *testing.B) {
+	benchPlaceWithALimitPerUser(b, orders.Options{MaxConns: 16, MaxBatch: 64})
+}
+
+func benchPlaceWithALimitPerUser(b *testing.B, opt orders.Options) {
 	url := testenv.PostgresURL(b)
-	s := newStoreOn(b, url, orders.Options{MaxConns: 16})
+	s := newStoreOn(b, url, opt)
 	ctx := context.Background()
 	sku := fmt.Sprintf("hot-%d", time.Now().UnixNano())
 	if _, err := s.SetStock(ctx, sku, 1<<40); err != nil {
