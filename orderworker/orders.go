@@ -34,7 +34,7 @@ type recordWriter interface {
 
 // slots redeems tokens and frees admission slots in the waiting line.
 type slots interface {
-	Redeem(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (waitqueue.Redemption, error)
+	RedeemRequest(ctx context.Context, q string, seq uint64, r waitqueue.Request, holdUntil time.Time) (waitqueue.Redemption, error)
 	Release(ctx context.Context, q string, seq uint64, orderID string) (bool, error)
 	Placed(ctx context.Context, q string, seq uint64, orderID string, l waitqueue.StockLevel) error
 	SetStock(ctx context.Context, q string, only bool, levels ...waitqueue.StockLevel) error
@@ -151,7 +151,12 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 		}
 	}
 	if !found {
-		r, err := w.line.Redeem(ctx, q, seq, o.TokenID, o.ID, o.Deadline.Add(w.lookupGrace+holdMargin))
+		// A replay after a Redis loss may have applied the admission
+		// (expired by now) or a later leave before this request: stored
+		// before either, it stands as the gateway accepted it.
+		r, err := w.line.RedeemRequest(ctx, q, seq, waitqueue.Request{
+			Order:       waitqueue.Order{ID: o.ID, TokenID: o.TokenID, User: o.User, SKU: o.SKU, Quantity: o.Quantity},
+			RequestedAt: req.RequestedAt, Stored: stored}, o.Deadline.Add(w.lookupGrace+holdMargin))
 		if err != nil {
 			return err
 		}
