@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"usher/shared/testenv"
 	"usher/shared/waitqueue"
 )
 
@@ -203,5 +204,48 @@ func TestARebuiltExpiredAdmissionIsRedeemedByItsRequest(t *testing.T) {
 	e, _ := s.Poll(ctx, q, 1)
 	if st, _ := s.Stats(ctx, q); e.Status != waitqueue.Used || st.Active != 1 {
 		t.Fatalf("alice = %s, %d active; want used, her slot held again", e.Status, st.Active)
+	}
+}
+
+// The orders follower is held to the same rule live: a request published on
+// the bus after a token expired unclaimed, or after its shopper left —
+// naming a requestedAt from before, which the publisher writes — never
+// takes the token, whether the follower applies it before the order worker
+// redeems it or after.
+func TestARequestStoredAfterTheExpiryOrTheLeaveNeverTakesTheToken(t *testing.T) {
+	ctx := context.Background()
+	s, q := newStore(t)
+	joinAll(t, s, q, "alice", "bob")
+	tk := tick(2)
+	tk.TokenTTL = 300 * time.Millisecond
+	testenv.Tick(t, s, q, tk)
+	if _, err := s.Leave(ctx, q, 2, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		testenv.Tick(t, s, q, tk)
+		e, _ := s.Poll(ctx, q, 1)
+		return e.Status == waitqueue.Expired
+	}, "alice's token expired unclaimed")
+	now, err := s.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := func(seq uint64, user string) waitqueue.OrderEvent {
+		tok := waitqueue.TokenID(q, epoch, seq)
+		return waitqueue.OrderEvent{StreamSeq: seq, Entry: seq, TokenID: tok, OrderID: "ord_" + user, User: user,
+			RequestedAt: now.Add(-time.Minute), SKU: "sku", Quantity: 1, Stored: now.Add(time.Millisecond)}
+	}
+	reqs := []waitqueue.OrderEvent{forged(1, "alice"), forged(2, "bob")}
+	if _, err := s.ApplyOrders(ctx, q, "o1", 0, time.Minute, reqs); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []waitqueue.Redemption{waitqueue.RedeemExpired, waitqueue.RedeemLeft} {
+		if got := redeemer(t, s, q)(reqs[i]); got != want {
+			t.Errorf("the worker's redeem of %s after the follower applied it = %s, want %s", reqs[i].OrderID, got, want)
+		}
+	}
+	if st, _ := s.Stats(ctx, q); st.Active != 0 {
+		t.Fatalf("%d active, want none: no slot for a token nobody ordered with", st.Active)
 	}
 }
