@@ -447,7 +447,11 @@ func decodeEntry(log *slog.Logger, m jetstream.Msg) waitqueue.EntryEvent {
 	case event.IsLeave(m.Subject()):
 		var l event.Left
 		if _, err := event.Unmarshal(m.Data(), event.TypeLeft, &l); err == nil && l.Seq > 0 {
-			return waitqueue.EntryEvent{StreamSeq: seq, Leave: true, Entry: l.Seq, User: l.User, Reason: l.Reason}
+			var at time.Time
+			if md, err := m.Metadata(); err == nil {
+				at = md.Timestamp
+			}
+			return waitqueue.EntryEvent{StreamSeq: seq, Leave: true, Entry: l.Seq, User: l.User, Reason: l.Reason, At: at}
 		} else {
 			log.Error("skipping a malformed leave event", "seq", seq, "err", err)
 		}
@@ -502,9 +506,13 @@ func decodeOrder(log *slog.Logger, epoch func() string, m jetstream.Msg) waitque
 	if o.RequestedAt.IsZero() {
 		o.RequestedAt = env.Time
 	}
+	var stored time.Time
+	if md, err := m.Metadata(); err == nil {
+		stored = md.Timestamp
+	}
 	return waitqueue.OrderEvent{StreamSeq: seq, Final: final, Paid: final && env.Type == event.TypeOrderCompleted,
 		Entry: entry, TokenID: o.TokenID, OrderID: o.OrderID, User: o.User, RequestedAt: o.RequestedAt,
-		SKU: o.SKU, Quantity: o.Quantity}
+		SKU: o.SKU, Quantity: o.Quantity, Stored: stored}
 }
 
 func sleep(ctx context.Context, d time.Duration) {

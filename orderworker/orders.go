@@ -34,7 +34,7 @@ type recordWriter interface {
 
 // slots redeems tokens and frees admission slots in the waiting line.
 type slots interface {
-	RedeemRecorded(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (waitqueue.Redemption, uint64, error)
+	RedeemRequest(ctx context.Context, q string, seq uint64, r waitqueue.Request, holdUntil time.Time) (waitqueue.Redemption, uint64, error)
 	Release(ctx context.Context, q string, seq uint64, orderID string) (bool, error)
 	Placed(ctx context.Context, q string, seq uint64, orderID string, l waitqueue.StockLevel) error
 	SetStock(ctx context.Context, q string, only bool, levels ...waitqueue.StockLevel) error
@@ -171,7 +171,7 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 	case o.Status == orders.Pending && w.now().Before(o.Deadline):
 		// A redelivery that would charge again: only while the slot is
 		// still the order's.
-		r, _, err := w.line.RedeemRecorded(ctx, q, seq, o.TokenID, o.ID, o.Deadline.Add(w.lookupGrace+holdMargin))
+		r, _, err := w.line.RedeemRequest(ctx, q, seq, request(req, o, stored), o.Deadline.Add(w.lookupGrace+holdMargin))
 		if err != nil {
 			return err
 		}
@@ -194,6 +194,13 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 	return w.finish(ctx, req, o, seq)
 }
 
+// request is the order request as the line judges it after a replay.
+func request(req event.OrderRequested, o orders.Order, stored time.Time) waitqueue.Request {
+	return waitqueue.Request{
+		Order:       waitqueue.Order{ID: o.ID, TokenID: o.TokenID, User: o.User, SKU: o.SKU, Quantity: o.Quantity},
+		RequestedAt: req.RequestedAt, Stored: stored}
+}
+
 // take redeems the request's token for its order in the line, confirms
 // the token's admission on the record, and places the order (transaction
 // 1). done: process has nothing more to do, and err is its answer — a wait
@@ -201,7 +208,10 @@ func (w *worker) process(ctx context.Context, req event.OrderRequested, redelive
 // order's token. Otherwise o is the order as the store holds it; charge is
 // false for one an earlier delivery placed before its slot lapsed.
 func (w *worker) take(ctx context.Context, req event.OrderRequested, o orders.Order, seq uint64, stored time.Time) (_ orders.Order, charge, done bool, err error) {
-	r, aseq, err := w.line.RedeemRecorded(ctx, o.Queue, seq, o.TokenID, o.ID, o.Deadline.Add(w.lookupGrace+holdMargin))
+	// A replay after a Redis loss may have applied the admission (expired
+	// by now) or a later leave before this request: stored before either,
+	// it stands as the gateway accepted it (see redeemScript).
+	r, aseq, err := w.line.RedeemRequest(ctx, o.Queue, seq, request(req, o, stored), o.Deadline.Add(w.lookupGrace+holdMargin))
 	if err != nil {
 		return o, false, true, err
 	}

@@ -18,7 +18,29 @@ type stmt struct {
 	args []any
 	scan func(pgx.Row) error
 	lock string
-	done chan error
+	// first, when set, runs just before sql in its transaction, with the
+	// lock as its one argument (lockStockSQL: sql's snapshot is taken once
+	// the stock row is locked).
+	first string
+	done  chan error
+}
+
+// queue adds w's statements to b.
+func (w *stmt) queue(b *pgx.Batch) {
+	if w.first != "" {
+		b.Queue(w.first, w.lock)
+	}
+	b.Queue(w.sql, w.args...)
+}
+
+// read reads w's results from res, in the order queue queued them.
+func (w *stmt) read(res pgx.BatchResults) error {
+	if w.first != "" {
+		if _, err := res.Exec(); err != nil {
+			return err
+		}
+	}
+	return w.scan(res.QueryRow())
 }
 
 // batcher sends the writing statements that queue up while one round
@@ -111,11 +133,11 @@ func (s *Store) send(ws []*stmt) {
 		defer c.Release()
 		var batch pgx.Batch
 		for _, w := range live {
-			batch.Queue(w.sql, w.args...)
+			w.queue(&batch)
 		}
 		res := c.SendBatch(ctx, &batch)
 		for i, w := range live {
-			errs[i] = w.scan(res.QueryRow())
+			errs[i] = w.read(res)
 		}
 		return res.Close()
 	}()
@@ -134,12 +156,23 @@ func (s *Store) send(ws []*stmt) {
 // (pgx.ErrNoRows: it ran, the batch commits).
 func failed(err error) bool { return err != nil && !errors.Is(err, pgx.ErrNoRows) }
 
-// alone runs w on a connection of its own.
+// alone runs w on a connection of its own: one statement, or with its
+// first statement in one round trip and one transaction.
 func (s *Store) alone(w *stmt) error {
 	if err := w.ctx.Err(); err != nil {
 		return err
 	}
-	return w.scan(s.pool.QueryRow(w.ctx, w.sql, w.args...))
+	if w.first == "" {
+		return w.scan(s.pool.QueryRow(w.ctx, w.sql, w.args...))
+	}
+	var b pgx.Batch
+	w.queue(&b)
+	res := s.pool.SendBatch(w.ctx, &b)
+	err := w.read(res)
+	if cerr := res.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 type holdersKey struct{}

@@ -80,11 +80,14 @@ func Open(url string, opt Options) (*Store, error) {
 // exec runs a writing statement: in a batch, or alone once a writer's turn
 // is free.
 func (s *Store) exec(ctx context.Context, lock, sql string, args []any, scan func(pgx.Row) error) error {
-	st := &stmt{ctx: ctx, sql: sql, args: args, scan: scan, lock: lock}
+	return s.run(&stmt{ctx: ctx, sql: sql, args: args, scan: scan, lock: lock})
+}
+
+func (s *Store) run(st *stmt) error {
 	if s.batch != nil {
 		return s.batched(st)
 	}
-	return s.write(ctx, func() error { return s.alone(st) })
+	return s.write(st.ctx, func() error { return s.alone(st) })
 }
 
 // write runs a writing statement once a writer's turn is free.
@@ -126,6 +129,12 @@ func scanOrder(row pgx.Row) (Order, error) {
 // (a redelivery, a second worker) the insert violates the primary or the
 // token key and the whole statement, stock update included, rolls back:
 // stock is taken once. The stock's version is bumped with it.
+//
+// The user's units (mine) are read from the statement's snapshot, taken
+// before the statement waited for the stock row: an order of the same
+// user committed while it waited is not in it. With a limit (Place),
+// lockStockSQL runs first in the same transaction, so the snapshot is
+// taken once the row is ours and holds every order placed before.
 const placeSQL = `
 WITH cur AS (
   SELECT available, version FROM stock WHERE sku = $5 FOR UPDATE),
@@ -150,13 +159,24 @@ RETURNING status, reason, amount,
   coalesce((SELECT available FROM s), (SELECT available FROM cur), -1),
   coalesce((SELECT version FROM s), (SELECT version FROM cur), 0)`
 
+// lockStockSQL takes the stock row of SKU $1 ahead of placeSQL (see
+// there): the orders of one SKU take that row in turn anyway, so waiting
+// for it one statement earlier costs a limited order no extra wait, only
+// a statement's execution in the same round trip.
+const lockStockSQL = `SELECT 1 FROM stock WHERE sku = $1 FOR UPDATE`
+
 // Place records the order and takes its stock, or rejects it when there
 // is not enough. Placing an order that exists returns it as it stands and
-// takes nothing.
+// takes nothing. With a limit per user (MaxPerUser), orders of one user
+// placed at once by several workers are judged one after the other.
 func (s *Store) Place(ctx context.Context, o Order) (Order, error) {
 	var st string
-	err := s.exec(ctx, o.SKU, placeSQL, []any{o.ID, o.TokenID, o.Queue, o.User, o.SKU, o.Quantity, o.Deadline, o.MaxPerUser},
-		func(row pgx.Row) error { return row.Scan(&st, &o.Reason, &o.Amount, &o.Available, &o.StockVersion) })
+	w := &stmt{ctx: ctx, lock: o.SKU, sql: placeSQL, args: []any{o.ID, o.TokenID, o.Queue, o.User, o.SKU, o.Quantity, o.Deadline, o.MaxPerUser},
+		scan: func(row pgx.Row) error { return row.Scan(&st, &o.Reason, &o.Amount, &o.Available, &o.StockVersion) }}
+	if o.MaxPerUser > 0 {
+		w.first = lockStockSQL
+	}
+	err := s.run(w)
 	if isUniqueViolation(err) {
 		got, found, err := s.Get(ctx, o.ID)
 		if err == nil && !found {

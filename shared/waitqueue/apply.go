@@ -71,7 +71,8 @@ type EntryEvent struct {
 	Kind      JoinKind
 	Reason    string // a leave's reason ("" or ReasonAbandoned)
 	// At is when the stream stored the event (zero: unknown); a join
-	// keeps it as its entry's JoinedAt.
+	// keeps it as its entry's JoinedAt, a leave as the time it left (an
+	// order request stored before it stands: see applyOrdersScript).
 	At time.Time
 }
 
@@ -97,6 +98,10 @@ type OrderEvent struct {
 	RequestedAt time.Time
 	SKU         string
 	Quantity    int
+	// Stored is when the stream stored the event (zero: unknown): a
+	// request is judged by it against an expiry or a leave a replay
+	// applied first (see applyOrdersScript).
+	Stored time.Time
 }
 
 // ApplyEntries applies joins and leaves in stream order. prev is the last
@@ -154,7 +159,8 @@ func (s *Store) ApplyOrders(ctx context.Context, q, streamID string, prev uint64
 		case e.Final:
 			kind = "f"
 		}
-		args = append(args, e.StreamSeq, kind, e.Entry, e.TokenID, e.OrderID, e.User, e.RequestedAt.UnixMilli(), e.SKU, max(e.Quantity, 1))
+		args = append(args, e.StreamSeq, kind, e.Entry, e.TokenID, e.OrderID, e.User, e.RequestedAt.UnixMilli(), e.SKU, max(e.Quantity, 1),
+			unixMilli(e.Stored))
 	}
 	return s.apply(ctx, q, applyOrdersScript, stdKeys(k), args)
 }

@@ -258,8 +258,8 @@ func TestRedeemSaysWhereTheStreamHoldsTheAdmission(t *testing.T) {
 	e, _ := s.Poll(ctx, q, 1)
 	tok := waitqueue.TokenID(q, epoch, 1)
 	hold := time.Now().Add(time.Hour)
-	if r, aseq, err := s.RedeemRecorded(ctx, q, 1, tok, "ord_a", hold); err != nil || r != waitqueue.Redeemed || aseq != 0 {
-		t.Fatalf("RedeemRecorded before the follower = %v, %d, %v; want redeemed, 0", r, aseq, err)
+	if r, aseq, err := s.RedeemRequest(ctx, q, 1, waitqueue.Request{Order: waitqueue.Order{ID: "ord_a", TokenID: tok}}, hold); err != nil || r != waitqueue.Redeemed || aseq != 0 {
+		t.Fatalf("RedeemRequest before the follower = %v, %d, %v; want redeemed, 0", r, aseq, err)
 	}
 	evs := []waitqueue.AdmissionEvent{
 		{StreamSeq: 7, Entry: 1, User: "alice", TokenID: tok, ReadyAt: e.ReadyAt, ExpiresAt: e.ExpiresAt},
@@ -268,10 +268,10 @@ func TestRedeemSaysWhereTheStreamHoldsTheAdmission(t *testing.T) {
 	if _, err := s.ApplyAdmissions(ctx, q, "a1", 0, evs); err != nil {
 		t.Fatal(err)
 	}
-	if r, aseq, err := s.RedeemRecorded(ctx, q, 1, tok, "ord_a", hold); err != nil || r != waitqueue.Redeemed || aseq != 7 {
-		t.Fatalf("RedeemRecorded after the follower = %v, %d, %v; want redeemed, 7", r, aseq, err)
+	if r, aseq, err := s.RedeemRequest(ctx, q, 1, waitqueue.Request{Order: waitqueue.Order{ID: "ord_a", TokenID: tok}}, hold); err != nil || r != waitqueue.Redeemed || aseq != 7 {
+		t.Fatalf("RedeemRequest after the follower = %v, %d, %v; want redeemed, 7", r, aseq, err)
 	}
-	if r, aseq, err := s.RedeemRecorded(ctx, q, 2, waitqueue.TokenID(q, epoch, 2), "ord_b", hold); err != nil || r != waitqueue.Redeemed || aseq != 0 {
-		t.Fatalf("RedeemRecorded of bob's token = %v, %d, %v; want redeemed, 0: the event named another token", r, aseq, err)
+	if r, aseq, err := s.RedeemRequest(ctx, q, 2, waitqueue.Request{Order: waitqueue.Order{ID: "ord_b", TokenID: waitqueue.TokenID(q, epoch, 2)}}, hold); err != nil || r != waitqueue.Redeemed || aseq != 0 {
+		t.Fatalf("RedeemRequest of bob's token = %v, %d, %v; want redeemed, 0: the event named another token", r, aseq, err)
 	}
 }

@@ -104,10 +104,12 @@ local function join(seq, user, prev, kind, at)
 end
 -- leave takes a waiting entry out of line, or frees an admitted one's slot,
 -- in the step that marks it left (reason: '' when the shopper left,
--- 'abandoned' when the admitter found them gone). An unknown sequence gets
--- a 'left' tombstone, so its join, still on the way, is not put in line.
--- Returns the status the entry had.
-local function leave(seq, user, reason)
+-- 'abandoned' when the admitter found them gone) at at (ms: when the
+-- stream stored the leave; nil or '0': now), kept as the record's leftAt
+-- (see requested). An unknown sequence gets a 'left' tombstone, so its
+-- join, still on the way, is not put in line. Returns the status the
+-- entry had.
+local function leave(seq, user, reason, at)
   local e = P .. 'e:' .. seq
   local f = redis.call('HMGET', e, 'status', 'alias')
   if f[2] then
@@ -128,7 +130,8 @@ local function leave(seq, user, reason)
   elseif st then
     return st
   end
-  redis.call('HSET', e, 'status', 'left', 'user', user)
+  if not at or at == '0' then at = now() end
+  redis.call('HSET', e, 'status', 'left', 'user', user, 'leftAt', at)
   if reason and reason ~= '' then redis.call('HSET', e, 'reason', reason) end
   redis.call('ZREM', SEEN, seq)
   finish(e, seq, user)
@@ -140,6 +143,26 @@ local function pointAt(user, seq)
   local uk = P .. 'u:' .. user
   local cur = redis.call('GET', uk)
   if not cur or tonumber(cur) <= tonumber(seq) then redis.call('SET', uk, seq) end
+end
+-- requested reports whether an order request the stream stored at stored
+-- (ms, the stream's time; 0: unknown) takes entry record e as its order,
+-- given the record's status st, expiresAt and leftAt: any record but one
+-- used by an order already (or an alias), and one a replay finished —
+-- expired, or left — when the stream stored the request before the
+-- admission expired and before the leave. The claim script refuses an
+-- expired or left entry, and a leave or an expiry finds a claimed entry
+-- used and changes nothing, so such a record is a replay's that applied
+-- the streams one at a time (the admission, or a later leave, before the
+-- request): the request stands as the gateway accepted it. The stream's
+-- time, not the request's own requestedAt, decides: no publisher can
+-- write it, so a request published on the bus for a token that expired or
+-- was given up unclaimed still orders nothing.
+local function requested(st, stored, expiresAt, leftAt)
+  if not st or st == 'waiting' or st == 'admitted' then return true end
+  if st ~= 'expired' and st ~= 'left' then return false end
+  stored = tonumber(stored)
+  if stored <= 0 or (expiresAt and stored >= tonumber(expiresAt)) then return false end
+  return st == 'expired' or (leftAt ~= nil and leftAt ~= false and stored < tonumber(leftAt))
 end
 -- setStock records a SKU's stock as the store reported it, unless a later
 -- version is recorded already (reports race; versions order them).
@@ -231,7 +254,7 @@ for i = 6, #ARGV, 6 do
       if kind == 'j' then kind = '' end
       if not join(ARGV[i+2], ARGV[i+3], ARGV[i+4], kind, ARGV[i+5]) then conflicts = conflicts + 1 end
     elseif kind == 'l' then
-      leave(ARGV[i+2], ARGV[i+3], ARGV[i+4])
+      leave(ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5])
     end
     at = s
   end
@@ -295,32 +318,36 @@ for i = 6, #ARGV, 6 do
 end
 ` + applyEpilogue)
 
-// applyOrdersScript applies order events of USHER_ORDERS. Groups of nine:
+// applyOrdersScript applies order events of USHER_ORDERS. Groups of ten:
 // stream seq, kind (r: requested | f: final, not paid | p: final, paid),
-// entry seq, token id, order id, user, requestedAt ms, sku, quantity
-// (entry seq 0: nothing, an event that could not be read). ARGV[6] (before
-// the groups): the hold in ms; ARGV[7]: how long a user's bought units are
-// remembered, in seconds.
+// entry seq, token id, order id, user, requestedAt ms, sku, quantity, and
+// when the stream stored the event (ms; 0: unknown) (entry seq 0:
+// nothing, an event that could not be read). ARGV[6] (before the groups):
+// the hold in ms; ARGV[7]: how long a user's bought units are remembered,
+// in seconds.
 // Invariant: a requested order holds its token — used by that order, slot
 // held until requestedAt + hold — whatever Redis remembers of the entry
 // (nothing, waiting, admitted, or expired by a tick that did not know of
-// the order); a final order frees its slot. Both are idempotent, so
-// replaying them after a loss restores the slots exactly.
+// the order, or expired or left by a replay that applied the admission or
+// a later leave first: see requested); a final order frees its slot. Both
+// are idempotent, so replaying them after a loss restores the slots
+// exactly, whichever stream is replayed first.
 var applyOrdersScript = redis.NewScript(luaLib + applyPrologue + `
 local hold, keep = tonumber(ARGV[6]), tonumber(ARGV[7])
 local n = now()
-for i = 8, #ARGV, 9 do
+for i = 8, #ARGV, 10 do
   local s = tonumber(ARGV[i])
   if s > at then
     local seq, tok, ord, user = ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
     local e = P .. 'e:' .. seq
-    local f = redis.call('HMGET', e, 'status', 'tokenId', 'orderId', 'alias')
+    local f = redis.call('HMGET', e, 'status', 'tokenId', 'orderId', 'alias', 'expiresAt', 'leftAt')
     if seq == '0' then
       -- an event of another incarnation of the entries stream, or unreadable
     elseif ARGV[i+1] == 'r' then
       local ours = not f[2] or f[2] == tok
-      if not f[4] and ours and (not f[1] or f[1] == 'waiting' or f[1] == 'admitted' or f[1] == 'expired') then
+      if not f[4] and ours and requested(f[1], ARGV[i+9], f[5], f[6]) then
         if f[1] == 'waiting' then redis.call('ZREM', W, seq) end
+        if f[1] == 'left' then redis.call('HDEL', e, 'reason') end
         local until_ = tonumber(ARGV[i+6]) + hold
         redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'tokenId', tok, 'user', user, 'claimedAt', ARGV[i+6],
           'sku', ARGV[i+7], 'qty', ARGV[i+8])
@@ -755,11 +782,18 @@ return {'claimed', n}
 `)
 
 // redeemScript is the order worker's redemption of the token of its order.
-// ARGV from 3: seq, tokenId, orderId, holdUntil ms.
+// ARGV from 3: seq, tokenId, orderId, holdUntil ms, and of the request:
+// when the stream stored it (ms; 0: unknown), when the gateway claimed the
+// token (requestedAt ms), sku, quantity.
 // Invariants: the token is used by exactly one order id (normally the
 // gateway's claim did it; after a Redis loss not yet healed, this does);
-// the slot is held at least until holdUntil (never shortened); expired and
-// left entries cannot be redeemed.
+// the slot is held at least until holdUntil (never shortened); an expired
+// or left entry is redeemed only by a request the stream stored before
+// the admission expired and before the leave — a replay after a loss that
+// applied the admission (expired by now) or a later leave ahead of the
+// request (see requested) — and gets its slot back while its hold lasts:
+// the order follower, applying the request, would do the same, and until
+// it has, the tick admits nobody on top (admitScript: behind).
 //
 // The hold rule: an accepted order holds its slot until it ends — released
 // by the worker once final — or until its hold runs out (the claim's
@@ -776,8 +810,8 @@ return {'claimed', n}
 var redeemScript = script.New(luaLib + `
 local seq, tok, ord, hold = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local e = P .. 'e:' .. seq
-local f = redis.call('HMGET', e, 'status', 'tokenId', 'orderId', 'aseq')
-local aseq = f[4] or ''
+local f = redis.call('HMGET', e, 'status', 'tokenId', 'orderId', 'expiresAt', 'leftAt', 'user', 'aseq')
+local aseq = f[7] or ''
 if not f[1] or f[2] ~= tok then return {'unknown', '', ''} end
 if f[1] == 'used' then
   if f[3] ~= ord then return {'conflict', f[3] or '', ''} end
@@ -785,9 +819,23 @@ if f[1] == 'used' then
   redis.call('ZADD', A, 'XX', 'GT', hold, seq)
   return {'redeemed', ord, aseq}
 end
-if f[1] ~= 'admitted' then return {f[1], '', ''} end
-redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'claimedAt', now())
-redis.call('ZADD', A, 'XX', 'GT', hold, seq)
+if f[1] == 'admitted' then
+  redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'claimedAt', now())
+  redis.call('ZADD', A, 'XX', 'GT', hold, seq)
+  syncHeld(seq)
+  return {'redeemed', ord, aseq}
+end
+if not requested(f[1], ARGV[7] or '0', f[4], f[5]) then return {f[1], '', ''} end
+-- A replayed request whose hold ran out meanwhile takes no slot back: the
+-- tick may have given it away.
+if tonumber(hold) <= now() then return {'lapsed', ord, aseq} end
+local claimedAt = ARGV[8]
+if tonumber(claimedAt) <= 0 then claimedAt = ARGV[7] end
+redis.call('HDEL', e, 'reason')
+redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'claimedAt', claimedAt, 'sku', ARGV[9], 'qty', ARGV[10])
+redis.call('PERSIST', e)
+if f[6] then pointAt(f[6], seq) end
+redis.call('ZADD', A, 'GT', hold, seq)
 syncHeld(seq)
 return {'redeemed', ord, aseq}
 `)

@@ -382,20 +382,39 @@ func (s *Store) Claim(ctx context.Context, q string, seq uint64, o Order, hold t
 // Redeem marks the token of entry seq as used by orderID (normally the
 // gateway's Claim already did) and holds its slot at least until holdUntil,
 // or answers RedeemLapsed when that order's slot is gone. See redeemScript.
+// It is RedeemRequest for a request of unknown times.
 func (s *Store) Redeem(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (Redemption, error) {
-	r, _, err := s.RedeemRecorded(ctx, q, seq, tokenID, orderID, holdUntil)
+	r, _, err := s.RedeemRequest(ctx, q, seq, Request{Order: Order{ID: orderID, TokenID: tokenID}}, holdUntil)
 	return r, err
 }
 
-// RedeemRecorded is Redeem, and also says where USHER_ADMISSIONS holds the
-// admission of the token — its stream sequence as the admissions follower
-// recorded it, 0 while it has not — for the order worker to read it back
-// from the record before it charges the order. Redis only says where to
-// look: whoever can write Redis can write that too, so the reader checks
-// what the stream holds there.
-func (s *Store) RedeemRecorded(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (Redemption, uint64, error) {
+// Request is an order request as the orders stream holds it.
+type Request struct {
+	Order
+	// RequestedAt is when the gateway claimed the token (Redis time; the
+	// request's requestedAt).
+	RequestedAt time.Time
+	// Stored is when the stream stored the request (zero: unknown): the
+	// time no publisher can write, by which a replay judges it.
+	Stored time.Time
+}
+
+// RedeemRequest is the order worker's Redeem of the token of entry seq for
+// the order request r. A request the stream stored before the admission
+// expired and before the shopper left is honoured however a replay after
+// a Redis loss left the entry — expired, or left by the leave applied
+// first — and holds the slot again while its hold lasts. See redeemScript.
+//
+// It also says where USHER_ADMISSIONS holds the admission of the token —
+// its stream sequence as the admissions follower recorded it, 0 while it
+// has not — for the order worker to read it back from the record before it
+// charges the order. Redis only says where to look: whoever can write
+// Redis can write that too, so the reader checks what the stream holds
+// there.
+func (s *Store) RedeemRequest(ctx context.Context, q string, seq uint64, r Request, holdUntil time.Time) (Redemption, uint64, error) {
 	k := keyspace.Of(q)
-	res, err := s.run(ctx, redeemScript, stdKeys(k), s.args(k, seq, tokenID, orderID, holdUntil.UnixMilli())...).StringSlice()
+	res, err := s.run(ctx, redeemScript, stdKeys(k), s.args(k, seq, r.TokenID, r.ID, holdUntil.UnixMilli(),
+		unixMilli(r.Stored), unixMilli(r.RequestedAt), r.SKU, max(r.Quantity, 1))...).StringSlice()
 	if err != nil {
 		return "", 0, fmt.Errorf("redeem %s/%d: %w", q, seq, err)
 	}
@@ -404,6 +423,14 @@ func (s *Store) RedeemRecorded(ctx context.Context, q string, seq uint64, tokenI
 	}
 	aseq, _ := strconv.ParseUint(res[2], 10, 64)
 	return redemptionOf(res[0]), aseq, nil
+}
+
+// unixMilli is t in Unix milliseconds, 0 for the zero time.
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 // Release frees the slot entry seq holds for orderID, once the order is
