@@ -17,10 +17,16 @@
 // near it and the limit is what holds the line back, and a multiplicative
 // cut — at once, in the window it is seen — when latency rises, payments
 // go unanswered, orders fail or wait, database holds grow, or the payment
-// breaker opens.
+// breaker opens. Trace is one decision with everything it was made from,
+// for the admitter's log and the simulation tests alike.
 package adaptive
 
-import "math"
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+)
 
 // Tuning. The values are the controller's contract; the simulation tests
 // (controller_test.go) pin what they give.
@@ -363,3 +369,57 @@ func baseline(prev, lat float64, orders int64, floored bool) float64 {
 	}
 	return prev
 }
+
+// Trace is one decision with everything it was made from: the window
+// judged (and the line and the breaker as the decision saw them), the
+// controller's state before and after, and the decision. The admitter logs
+// one per decision (at debug level) and the simulation tests print the
+// same, so a run on the real stack can be read like a simulated one.
+type Trace struct {
+	Window        Window
+	Before, After State
+	Decision      Decision
+}
+
+// LogValue is the trace as slog attributes: the decision, then the
+// window's figures, then the state it was judged against.
+func (t Trace) LogValue() slog.Value {
+	w := t.Window
+	return slog.GroupValue(
+		slog.Int("limit", t.Decision.Limit),
+		slog.String("reason", string(t.Decision.Reason)),
+		slog.Float64("ratio", round2(t.Decision.Ratio)),
+		slog.Int64("orders", w.Orders),
+		slog.Float64("meanMs", round2(w.MeanMs())),
+		slog.Float64("maxMs", w.MaxMs),
+		slog.Int64("failed", w.Failed),
+		slog.Int64("deferred", w.Deferred),
+		slog.Int64("timeouts", w.Timeouts),
+		slog.Int64("holds", w.Holds),
+		slog.Int64("slowHolds", w.SlowHolds),
+		slog.Float64("holdMeanMs", round2(w.HoldMeanMs())),
+		slog.Bool("breakerOpen", w.BreakerOpen),
+		slog.Int64("waiting", w.Waiting),
+		slog.Int64("active", w.Active),
+		slog.Float64("latencyMs", round2(t.After.LatencyMs)),
+		slog.Float64("baselineMs", round2(t.Before.BaselineMs)),
+		slog.Float64("nextBaselineMs", round2(t.After.BaselineMs)),
+		slog.Float64("holdBaselineMs", round2(t.Before.HoldBaselineMs)),
+		slog.Float64("stateLimit", round2(t.Before.Limit)),
+		slog.Int("sinceDrain", t.Before.SinceDrain),
+	)
+}
+
+// String is the trace on one line, as LogValue has it.
+func (t Trace) String() string {
+	var b strings.Builder
+	for i, a := range t.LogValue().Group() {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%v", a.Key, a.Value)
+	}
+	return b.String()
+}
+
+func round2(f float64) float64 { return math.Round(f*100) / 100 }
