@@ -143,10 +143,10 @@ func (l *adaptiveLimits) decide(ctx context.Context, cfg catalog.Config, p adapt
 		return s.Limit, s.Reason
 	}
 	l.metrics.decided(q, d, next)
-	if d.Limit != s.Limit {
-		l.log.Debug("adaptive limit", "queue", q, "from", s.Limit, "to", d.Limit, "reason", d.Reason,
-			"latencyMs", next.LatencyMs, "baselineMs", next.BaselineMs, "orders", w.Orders)
-	}
+	// Every decision with what it was made from, as the simulation tests
+	// print it: a run on the real stack can be read window by window.
+	l.log.Debug("adaptive decision", "queue", q, "window", s.Window-1, "from", s.Limit,
+		"trace", adaptive.Trace{Window: w, Before: s.State, After: next, Decision: d})
 	if large {
 		l.record(ctx, cfg, p, s, next, d, w)
 	}

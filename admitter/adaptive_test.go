@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"usher/shared/adaptive"
 	"usher/shared/catalog"
@@ -177,5 +181,56 @@ func TestAQueueNotAdaptiveKeepsItsTargetActive(t *testing.T) {
 	defer rdb.Close()
 	if st, err := adaptive.NewStore(rdb).Status(context.Background(), w.queue); err != nil || st.Found {
 		t.Fatalf("Status = %+v, %v; want no adaptive state", st, err)
+	}
+}
+
+// Every decision the admitter makes is on its log at debug level with
+// what it was made from — the window's figures, the line, the baseline,
+// the reason and the new limit — as adaptive.Trace has it, the same the
+// simulation tests print: a run on the real stack can be read window by
+// window.
+func TestEveryAdaptiveDecisionIsLoggedWithItsTrace(t *testing.T) {
+	c := cfg(4, 20, 300)
+	c.Adaptive = &catalog.Adaptive{Enabled: true, Min: 2, Max: 24, WindowMs: 100}
+	w := newWorld(t, c)
+	c.Name = w.queue
+	rdb, err := waitqueue.DialURL(w.redisURL, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	st := adaptive.NewStore(rdb)
+	var sample atomic.Pointer[adaptive.Sample]
+	sample.Store(&adaptive.Sample{Orders: 2, LatencyMs: 2 * 200, MaxMs: 250, Holds: 4, HoldMs: 4})
+	feeder(t, st, w.queue, 100*time.Millisecond, &sample)
+	var out testenv.Buffer
+	log := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	l := newAdaptiveLimits(st, nil, w.js, log, time.Now, prometheus.NewRegistry())
+
+	type line struct {
+		Msg, Queue string
+		Window     int64
+		Trace      map[string]any
+	}
+	var decisions []line
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		l.target(context.Background(), c)
+		decisions = nil
+		for _, s := range strings.Split(out.String(), "\n") {
+			var rec line
+			if json.Unmarshal([]byte(s), &rec) == nil && rec.Msg == "adaptive decision" {
+				decisions = append(decisions, rec)
+			}
+		}
+		return len(decisions) >= 3
+	}, "fewer than 3 adaptive decisions logged:\n%s", &out)
+	for _, d := range decisions {
+		tr := d.Trace
+		if d.Queue != w.queue || d.Window == 0 || tr["reason"] == "" || tr["limit"] == nil || tr["baselineMs"] == nil || tr["waiting"] == nil {
+			t.Errorf("decision line %+v, want the queue, the window and the trace", d)
+		}
+	}
+	if last := decisions[len(decisions)-1].Trace; last["orders"] == float64(0) || last["meanMs"] != float64(200) {
+		t.Errorf("the last decision's window: %v orders, mean %v ms; want the feeder's orders at 200 ms", last["orders"], last["meanMs"])
 	}
 }

@@ -10,7 +10,9 @@
 #   slowdown  the journey on an adaptive queue while pgsim slows from its
 #             normal latency (200 ms mean) to 1 s and back
 # Every run is bounded; results (JSON, HTML reports, the summary) go to
-# bench-results/adaptive/.
+# bench-results/adaptive/. The admitter logs every adaptive decision (debug
+# level): each adaptive run's are in adaptive-<run>-decisions.jsonl, one
+# adaptive.Trace a line, and its summary row counts their reasons.
 #
 #   scripts/adaptive-bench.sh [sweep|slowdown|all|pairs]
 #   scripts/adaptive-bench.sh run -duration 15s -target-active 80   (one journey run, any loadtest flags)
@@ -41,6 +43,7 @@ git archive "$rev" | tar -x -C "$work" --one-top-level=src
 bin=$work/bin
 
 start_stores "$bin/nats-server" 24222 26379 25432
+ADMITTER_LOG_LEVEL=debug
 start_services "$bin" 28
 
 lt() { "$bin/loadtest" -scenario journey -gateway http://127.0.0.1:28080 -admin-token bench-admin -notifier http://127.0.0.1:28081 \
@@ -80,7 +83,27 @@ adaptive() { # name
   echo "\$ loadtest -scenario journey -vus $vus -duration $dur -max-admit-per-tick 0 -target-active 20 -adaptive $bounds" >>"$summary"
   lt -duration "$dur" -target-active 20 -adaptive "$bounds" -out "$out/adaptive-$1.json" -report "$out/adaptive-$1.html"
   row "adaptive" "$out/adaptive-$1.json"
+  decisions "$out/adaptive-$1-decisions.jsonl"
   sleep 3
+}
+decisions() { # file: the last adaptive queue's decisions, as the admitter logged them
+  python3 - "$work/admitter.log" "$1" <<'EOF' | tee -a "$summary"
+import collections, json, sys
+recs = []
+for line in open(sys.argv[1]):
+    try:
+        recs.append(json.loads(line))
+    except ValueError:
+        pass
+started = [r["queue"] for r in recs if r.get("msg") == "adaptive admission started"]
+q = started[-1] if started else None
+mine = [r for r in recs if r.get("msg") == "adaptive decision" and r.get("queue") == q]
+with open(sys.argv[2], "w") as f:
+    for r in mine:
+        f.write(json.dumps(r) + "\n")
+reasons = collections.Counter(r["trace"]["reason"] for r in mine)
+print(f"{'':>12}  decisions {len(mine)}: " + ", ".join(f"{k} {v}" for k, v in reasons.most_common()))
+EOF
 }
 
 if [ "$what" = sweep ] || [ "$what" = all ]; then

@@ -31,12 +31,13 @@ start_stores() {
 # each service from folder BIN on ports P080 (gateway), P081 (notifier),
 # P082 (admitter), P083 (order worker) and P090 (pgsim), admin token
 # bench-admin, and waits until the gateway and the order worker are ready.
+# Every service logs at warn; the admitter at ADMITTER_LOG_LEVEL if set.
 start_services() {
   local bin=$1 p=$2
   export USHER_DATA_DIR=$work/data USHER_ADMIN_TOKEN=bench-admin USHER_LOG_LEVEL=warn
   export USHER_PAYMENT_URL=http://127.0.0.1:${p}090
   PGSIM_ADDR=127.0.0.1:${p}090 PGSIM_ADMIN_TOKEN=bench-pgsim "$bin/pgsim" >"$work/pgsim.log" 2>&1 & pids+=($!)
-  USHER_ADMITTER_ADDR=127.0.0.1:${p}082 "$bin/admitter" >"$work/admitter.log" 2>&1 & pids+=($!)
+  USHER_ADMITTER_ADDR=127.0.0.1:${p}082 USHER_LOG_LEVEL=${ADMITTER_LOG_LEVEL:-warn} "$bin/admitter" >"$work/admitter.log" 2>&1 & pids+=($!)
   sleep 1
   USHER_GATEWAY_ADDR=127.0.0.1:${p}080 USHER_NOTIFIER_PUBLIC_URL=http://127.0.0.1:${p}081 "$bin/gateway" >"$work/gateway.log" 2>&1 & pids+=($!)
   USHER_ORDERWORKER_ADDR=127.0.0.1:${p}083 "$bin/orderworker" >"$work/orderworker.log" 2>&1 & pids+=($!)

@@ -17,10 +17,16 @@
 // near it and the limit is what holds the line back, and a multiplicative
 // cut — at once, in the window it is seen — when latency rises, payments
 // go unanswered, orders fail or wait, database holds grow, or the payment
-// breaker opens.
+// breaker opens. Trace is one decision with everything it was made from,
+// for the admitter's log and the simulation tests alike.
 package adaptive
 
-import "math"
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+)
 
 // Tuning. The values are the controller's contract; the simulation tests
 // (controller_test.go) pin what they give.
@@ -60,6 +66,22 @@ const (
 	// of noisy small windows would bias it low.
 	BaselineWeight = 100
 	Settle         = 0.5
+	// LatencyCV: a window's mean latency is known only to within its
+	// standard error, LatencyCV/√orders of it (LatencyCV is the spread of
+	// single orders' latencies, standard deviation ÷ mean: a log-normal
+	// payment latency with pgsim's tail of 0.5 gives 0.53). So the
+	// baseline is the lowest upper bound the windows give for the no-load
+	// latency: the first judged window sets it one standard error above
+	// its mean, and a later window lowers it (by Settle, weighted as
+	// BaselineWeight says) only towards one standard error above its own.
+	// Were it the lowest of the windows' means themselves, it would sit
+	// below the no-load latency by the noise of the luckiest window (10 %
+	// at 150 orders a window), and the limit would stop where latency is
+	// 1.1 × the no-load one instead of RaiseBelow × — on a path whose
+	// latency grows gently with its load (CPU shared with the rest of the
+	// stack) that is far below its knee. Nothing but Drift raises the
+	// baseline (see Drains), so it must err high, not low.
+	LatencyCV = 0.5
 	// Drift is how far the baseline moves up towards a higher latency per
 	// window while the limit is too low to drain (at most twice its
 	// floor): a lasting slowdown that pinned the limit there becomes the
@@ -70,17 +92,28 @@ const (
 	// the cut are still finishing — and is not cut again.
 	SettleDrop = 0.85
 	// Drains: a baseline measured while orders queue (a start above what
-	// the order path takes) would make that queue look normal, and one
-	// measured long ago may no longer be true. So, like Vegas probing its
-	// no-load round trip, the controller drains: for one window it halves
-	// the limit (DrainDepth) and takes that window's latency as the
-	// baseline (weighted by its orders, as BaselineWeight says). If latency
-	// fell by more than Tolerance, the limit it came from was queueing
-	// beyond it: it is cut to where a queue that grows with the limit
-	// would be at RaiseBelow, and the next drain comes FirstDrain windows
-	// later to check again. The first drain comes FirstDrain judged windows
-	// after the start, then one every DrainEvery, only while the limit
-	// binds.
+	// the order path takes) would make that queue look normal. So, like
+	// Vegas probing its no-load round trip, the controller drains: for
+	// one window it halves the limit (DrainDepth) and measures that
+	// window's latency. If latency fell by more than Tolerance, the limit
+	// it came from was queueing beyond it: it is cut to where a queue that
+	// grows with the limit would be at RaiseBelow, and the next drain
+	// comes FirstDrain windows later to check again. The first drain comes
+	// FirstDrain judged windows after the start, then one every
+	// DrainEvery, only while the limit binds.
+	//
+	// The first drain after the start (or after a drain's cut), at half a
+	// limit near where the controller started, takes its latency as the
+	// baseline, up or down (weighted by its orders, as BaselineWeight
+	// says). A later drain, at half a limit the controller has raised
+	// since, may only lower it: its latency is that of half the current
+	// load, not of no load, on a path whose latency grows with its load at
+	// all — and in a closed loop of shoppers most of its orders began
+	// before the limit was halved, so it is nearly the full limit's.
+	// Taken as the baseline, each drain moved the knee up by a raise, and
+	// the limit climbed past it drain by drain. The window after a drain
+	// does not raise either: its orders began while the limit was halved,
+	// so their latency is the drain's, not the restored limit's.
 	DrainDepth = 0.5
 	FirstDrain = 3
 	DrainEvery = 30
@@ -207,7 +240,7 @@ const (
 	ReasonSteady      Reason = "steady"           // latency above baseline, within tolerance: held
 	ReasonSettling    Reason = "settling"         // latency high but falling since the last cut: held
 	ReasonDrain       Reason = "drain"            // halved for one window to measure the no-load latency
-	ReasonDrained     Reason = "drained"          // back from a drain window, the baseline measured
+	ReasonDrained     Reason = "drained"          // back from a drain window (and held one more: its orders began in the drain)
 	ReasonLatency     Reason = "latency"          // latency beyond tolerance: cut
 	ReasonTimeouts    Reason = "payment_timeouts" // payment calls went unanswered: cut
 	ReasonFailures    Reason = "order_failures"   // orders failed: cut
@@ -248,8 +281,8 @@ type Decision struct {
 // HoldGrowth × its baseline, or the smoothed latency is beyond Tolerance × baseline
 // and not already falling after a cut; it rises only while the smoothed
 // latency is within RaiseBelow × baseline and the limit binds (shoppers
-// wait and it is in use); a drain lowers it for one window and restores
-// it in the next.
+// wait and it is in use), and not in the window after a drain; a drain
+// lowers it for one window and restores it in the next.
 func Decide(b Bounds, s State, w Window) (State, Decision) {
 	limit := s.Limit
 	if s.Resume > 0 {
@@ -266,10 +299,12 @@ func Decide(b Bounds, s State, w Window) (State, Decision) {
 	var ratio float64
 	switch {
 	case judged && s.Resume > 0:
-		// A drain window: its latency is the no-load one; the smoothed
-		// latency goes on from before it.
+		// A drain window: its latency is the least load's the controller
+		// sees; the smoothed latency goes on from before it.
 		ratio = mean / s.LatencyMs
-		next.BaselineMs = s.BaselineMs + min(1, float64(w.Orders)/BaselineWeight)*(mean-s.BaselineMs)
+		if !s.Drained || mean < s.BaselineMs {
+			next.BaselineMs = s.BaselineMs + min(1, float64(w.Orders)/BaselineWeight)*(mean-s.BaselineMs)
+		}
 		if w.Holds > 0 {
 			next.HoldBaselineMs = s.HoldBaselineMs + min(1, float64(w.Holds)/BaselineWeight)*(w.HoldMeanMs()-s.HoldBaselineMs)
 		}
@@ -281,7 +316,7 @@ func Decide(b Bounds, s State, w Window) (State, Decision) {
 			next.LatencyMs = s.LatencyMs + weight*(mean-s.LatencyMs)
 		}
 		next.MeanMs = mean
-		next.BaselineMs = baseline(s.BaselineMs, next.LatencyMs, w.Orders, limit < 2*float64(b.Min))
+		next.BaselineMs = latencyBaseline(s.BaselineMs, next.LatencyMs, w.Orders, limit < 2*float64(b.Min))
 		if w.Holds > 0 {
 			next.HoldBaselineMs = baseline(s.HoldBaselineMs, w.HoldMeanMs(), w.Holds, limit < 2*float64(b.Min))
 		}
@@ -339,6 +374,9 @@ func Decide(b Bounds, s State, w Window) (State, Decision) {
 		return next, Decision{Limit: b.Clamp(next.Limit), Reason: ReasonDrain, Ratio: ratio}
 	case ratio > RaiseBelow:
 		return hold(ReasonSteady)
+	case s.Drained && s.SinceDrain == 0:
+		// The window after a drain: its orders began at half the limit.
+		return hold(ReasonDrained)
 	case !binds:
 		return hold(ReasonIdle)
 	}
@@ -347,9 +385,27 @@ func Decide(b Bounds, s State, w Window) (State, Decision) {
 	return next, Decision{Limit: b.Clamp(next.Limit), Reason: ReasonRaise, Ratio: ratio}
 }
 
-// baseline is the no-load latency estimate after a window whose smoothed
-// latency is lat: lower latencies pull it down (by Settle of the way from
-// BaselineWeight orders on); higher ones push it up by Drift only while the
+// latencyBaseline is the no-load latency estimate after a window of
+// orders whose smoothed latency is lat: the first sets it at the window's
+// upper bound (see LatencyCV), a lower bound pulls it down (by Settle of
+// the way from BaselineWeight orders on); a higher latency pushes it up by
+// Drift only while the limit is too low to drain (floored).
+func latencyBaseline(prev, lat float64, orders int64, floored bool) float64 {
+	bound := lat * (1 + LatencyCV/math.Sqrt(float64(orders)))
+	switch {
+	case prev == 0:
+		return bound
+	case bound < prev:
+		return prev + Settle*min(1, float64(orders)/BaselineWeight)*(bound-prev)
+	case floored && lat > prev:
+		return prev + Drift*(lat-prev)
+	}
+	return prev
+}
+
+// baseline is the no-load database hold estimate after a window whose
+// mean hold is lat: lower holds pull it down (by Settle of the way from
+// BaselineWeight holds on); higher ones push it up by Drift only while the
 // limit is too low to drain (floored).
 func baseline(prev, lat float64, orders int64, floored bool) float64 {
 	switch {
@@ -363,3 +419,57 @@ func baseline(prev, lat float64, orders int64, floored bool) float64 {
 	}
 	return prev
 }
+
+// Trace is one decision with everything it was made from: the window
+// judged (and the line and the breaker as the decision saw them), the
+// controller's state before and after, and the decision. The admitter logs
+// one per decision (at debug level) and the simulation tests print the
+// same, so a run on the real stack can be read like a simulated one.
+type Trace struct {
+	Window        Window
+	Before, After State
+	Decision      Decision
+}
+
+// LogValue is the trace as slog attributes: the decision, then the
+// window's figures, then the state it was judged against.
+func (t Trace) LogValue() slog.Value {
+	w := t.Window
+	return slog.GroupValue(
+		slog.Int("limit", t.Decision.Limit),
+		slog.String("reason", string(t.Decision.Reason)),
+		slog.Float64("ratio", round2(t.Decision.Ratio)),
+		slog.Int64("orders", w.Orders),
+		slog.Float64("meanMs", round2(w.MeanMs())),
+		slog.Float64("maxMs", w.MaxMs),
+		slog.Int64("failed", w.Failed),
+		slog.Int64("deferred", w.Deferred),
+		slog.Int64("timeouts", w.Timeouts),
+		slog.Int64("holds", w.Holds),
+		slog.Int64("slowHolds", w.SlowHolds),
+		slog.Float64("holdMeanMs", round2(w.HoldMeanMs())),
+		slog.Bool("breakerOpen", w.BreakerOpen),
+		slog.Int64("waiting", w.Waiting),
+		slog.Int64("active", w.Active),
+		slog.Float64("latencyMs", round2(t.After.LatencyMs)),
+		slog.Float64("baselineMs", round2(t.Before.BaselineMs)),
+		slog.Float64("nextBaselineMs", round2(t.After.BaselineMs)),
+		slog.Float64("holdBaselineMs", round2(t.Before.HoldBaselineMs)),
+		slog.Float64("stateLimit", round2(t.Before.Limit)),
+		slog.Int("sinceDrain", t.Before.SinceDrain),
+	)
+}
+
+// String is the trace on one line, as LogValue has it.
+func (t Trace) String() string {
+	var b strings.Builder
+	for i, a := range t.LogValue().Group() {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%v", a.Key, a.Value)
+	}
+	return b.String()
+}
+
+func round2(f float64) float64 { return math.Round(f*100) / 100 }

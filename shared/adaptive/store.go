@@ -75,7 +75,11 @@ func (st *Store) Record(ctx context.Context, q string, window time.Duration, s S
 // window is decided, or another caller holds its claim); {'due', w, limit,
 // reason, evLimit, state, last window, waiting, active} when this caller
 // claimed window w: it decides with the state and window w-1's figures,
-// and commits.
+// and commits. The window the controller (re)started in is never judged:
+// a start counts the next window as decided, so the first claim comes the
+// window after it, on its figures. Only the orders that began and ended
+// within the start window finish in it — the short ones — and a baseline
+// taken from them would hold the limit below the order path's knee.
 // Invariant: at most one live claim per window, and a window once decided
 // is never claimed again — N admitters, one decision per window.
 var stepScript = redis.NewScript(`
@@ -85,7 +89,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local w = math.floor(now / tonumber(ARGV[2]))
 local f = redis.call('HMGET', L, 'fp', 'applied', 'reason', 'window', 'claim', 'claimUntil', 'evLimit')
 if f[1] ~= ARGV[3] then
-  redis.call('HSET', L, 'fp', ARGV[3], 'limit', ARGV[4], 'applied', ARGV[4], 'reason', 'start', 'window', w,
+  redis.call('HSET', L, 'fp', ARGV[3], 'limit', ARGV[4], 'applied', ARGV[4], 'reason', 'start', 'window', w + 1,
     'claim', 0, 'claimUntil', 0, 'baseline', 0, 'latency', 0, 'mean', 0, 'lastCut', 0, 'resume', 0,
     'sinceDrain', 0, 'drained', 0, 'holdBaseline', 0, 'evLimit', ARGV[4], 'at', now, 'orders', 0)
   redis.call('EXPIRE', L, ARGV[5])
