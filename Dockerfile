@@ -1,7 +1,9 @@
 # One image per service: docker build --build-arg SERVICE=gateway .
+# (SERVICE=tools/pgsim for the payment simulator)
 FROM golang:1.26 AS build
 WORKDIR /src
-COPY go.mod go.sum ./
+COPY go.mod go.sum go.work go.work.sum ./
+COPY tools/go.mod tools/go.sum ./tools/
 RUN go mod download
 COPY . .
 ARG SERVICE

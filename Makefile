@@ -1,5 +1,5 @@
 # usher: `make run` starts the whole system locally, `make test` runs every test.
-SERVICES := gateway admitter notifier orderworker pgsim
+SERVICES := gateway admitter notifier orderworker
 GO ?= go
 
 .PHONY: run test deps build bench chaos fuzz clean
@@ -15,7 +15,7 @@ deps:
 
 build:
 	@mkdir -p bin
-	@$(GO) build -o bin/ $(addprefix ./,$(SERVICES)) ./loadtest ./loadtest/naivejoin ./usherctl
+	@$(GO) build -o bin/ $(addprefix ./,$(SERVICES)) ./usherctl ./tools/pgsim ./tools/loadtest ./tools/loadtest/naivejoin
 	@$(GO) build -o bin/nats-server github.com/nats-io/nats-server/v2
 
 bench: deps build
@@ -23,9 +23,9 @@ bench: deps build
 
 # Every fault scenario on a 3-node JetStream cluster and a Redis Cluster
 # (about 15 minutes); writes RELIABILITY.md. One scenario:
-#   go run ./chaos -scenario kill-admitter -seed 7   (go run ./chaos -list)
+#   go run ./tools/chaos -scenario kill-admitter -seed 7   (go run ./tools/chaos -list)
 chaos: deps
-	@$(GO) run ./chaos -all -reliability RELIABILITY.md
+	@$(GO) run ./tools/chaos -all -reliability RELIABILITY.md
 
 clean:
 	rm -rf bin .usher

@@ -55,7 +55,7 @@ func pgsim(t testing.TB, latencyMs int, env ...string) string {
 			return
 		}
 		pgsimBin.path = filepath.Join(pgsimBin.dir, "pgsim")
-		out, err := exec.Command("go", "build", "-o", pgsimBin.path, "usher/pgsim").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", pgsimBin.path, "usher/tools/pgsim").CombinedOutput()
 		if err != nil {
 			pgsimBin.err = fmt.Errorf("go build pgsim: %v: %s", err, out)
 		}

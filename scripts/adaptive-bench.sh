@@ -38,7 +38,7 @@ trap cleanup EXIT INT TERM
 rev=$(git rev-parse --short "${ADAPTIVE_REV:-HEAD}")
 echo "building the services from $rev" >&2
 git archive "$rev" | tar -x -C "$work" --one-top-level=src
-(cd "$work/src" && go build -o "$work/bin/" ./gateway ./admitter ./notifier ./orderworker ./pgsim ./loadtest ./usherctl \
+(cd "$work/src" && go build -o "$work/bin/" ./gateway ./admitter ./notifier ./orderworker ./tools/pgsim ./tools/loadtest ./usherctl \
   && go build -o "$work/bin/nats-server" github.com/nats-io/nats-server/v2)
 bin=$work/bin
 

@@ -9,7 +9,7 @@
 #   joins     wrk -t2 -c256, a join of a user of its own per request
 #             vs nats bench js pub async (1 client, 128 B, file store), same broker
 #             and beside the naive prototype of the join path
-#             (bin/naivejoin, loadtest/naivejoin: fiber, async publish with
+#             (bin/naivejoin, tools/loadtest/naivejoin: fiber, async publish with
 #             ack, pull consumer, pipelined ZADD NX) under the same wrk load
 #   polls     wrk -t2 -c32, polls of one ticket
 #             vs redis-benchmark -t get -c 32, same Redis

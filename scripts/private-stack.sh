@@ -1,5 +1,5 @@
 # Sourced by the benchmark scripts (scripts/bench.sh, scripts/adaptive-bench.sh,
-# loadtest/drop-bench.sh): a private stack on loopback, torn down on exit.
+# tools/loadtest/drop-bench.sh): a private stack on loopback, torn down on exit.
 # The caller sets work (a scratch folder) and pids=() and traps cleanup.
 
 # cleanup stops what was started and removes the scratch folder.

@@ -14,15 +14,15 @@ fi
 # stay under 15 minutes, and the log says which stage grew.
 stage() { echo "test.sh: $1 at $((SECONDS / 60))m$((SECONDS % 60))s"; }
 stage vet
-go vet ./...
+go vet ./... ./tools/...
 # The chaos smoke test builds the services and nats-server as make chaos
 # does (-trimpath) on a deadline of its own. Compiled here first, outside
 # every deadline, its build only links: on a fresh machine, compiling them
 # from nothing beside every package's race-instrumented tests once took
 # more than its four minutes.
-go build -trimpath ./gateway ./admitter ./notifier ./orderworker ./pgsim ./usherctl github.com/nats-io/nats-server/v2
+go build -trimpath ./gateway ./admitter ./notifier ./orderworker ./tools/pgsim ./usherctl github.com/nats-io/nats-server/v2
 stage "go test -race"
-go test -race -count=1 -timeout 10m ./...
+go test -race -count=1 -timeout 10m ./... ./tools/...
 stage fuzz
 
 # Fuzz briefly in CI; a crasher lands in the package's testdata/fuzz and
@@ -36,7 +36,7 @@ fuzztime=${FUZZTIME:-2000x}
 fuzzbin=$(mktemp -d)
 trap 'rm -rf "$fuzzbin"' EXIT
 fuzzcache=$(go env GOCACHE)/fuzz # where go test -fuzz keeps its corpus
-go list -f '{{.Dir}}' ./... | while read -r dir; do
+go list -f '{{.Dir}}' ./... ./tools/... | while read -r dir; do
   pkg="./${dir#"$PWD"/}"
   # (|| true: a package without test files makes grep fail, which
   # pipefail and set -e would turn into the script's exit.)

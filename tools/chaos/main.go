@@ -8,9 +8,9 @@
 // invariants from independent records: the load client's journal, the
 // JetStream streams, Redis, PostgreSQL and the payment simulator's ledger.
 //
-//	go run ./chaos -list
-//	go run ./chaos -scenario kill-admitter -seed 7
-//	go run ./chaos -all -reliability RELIABILITY.md
+//	go run ./tools/chaos -list
+//	go run ./tools/chaos -scenario kill-admitter -seed 7
+//	go run ./tools/chaos -all -reliability RELIABILITY.md
 //
 // The seed drives every random choice (which process, which queue, the
 // crowd's behaviour), so a failing scenario reruns with the command it

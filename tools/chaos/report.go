@@ -12,7 +12,7 @@ import (
 func writeReliability(path string, results []result, o options) error {
 	var b strings.Builder
 	b.WriteString("# Reliability: usher under injected faults\n\n")
-	fmt.Fprintf(&b, "Written by `go run ./chaos -all -reliability %s` (`make chaos`) on %s, seed %d, services built from %s",
+	fmt.Fprintf(&b, "Written by `go run ./tools/chaos -all -reliability %s` (`make chaos`) on %s, seed %d, services built from %s",
 		filepath.Base(path), time.Now().UTC().Format("2006-01-02 15:04 UTC"), o.seed, o.source)
 	if o.quick {
 		b.WriteString(", quick timings")
@@ -24,7 +24,7 @@ func writeReliability(path string, results []result, o options) error {
 		"a Redis Cluster of 3 masters and 3 replicas (AOF, fsync every second), PostgreSQL, pgsim and two of every " +
 		"service — runs shoppers through it, injects one fault, lets the pipeline drain and checks the invariants " +
 		"from the load client's journal, the streams (and `usherctl audit`), Redis, PostgreSQL and pgsim's ledger. " +
-		"See `chaos/` for what each check means.\n\n")
+		"See `tools/chaos/` for what each check means.\n\n")
 	b.WriteString("Columns: *lost* — accepted joins neither admitted, left nor waiting; *admitted twice* — places in line " +
 		"given two tokens; *over-admitted* — samples or admissions with more slots held than targetActive; *double charges* — " +
 		"captures not matched one to one with a PAID order; *recovery* — from the fault until admissions on the fixed-rate " +

@@ -113,7 +113,7 @@ func (re *runEnv) say(format string, args ...any) {
 
 // reproduce is the command that runs one scenario again.
 func reproduce(name string, seed uint64, quick bool) string {
-	cmd := fmt.Sprintf("go run ./chaos -scenario %s -seed %d", name, seed)
+	cmd := fmt.Sprintf("go run ./tools/chaos -scenario %s -seed %d", name, seed)
 	if quick {
 		cmd += " -quick"
 	}

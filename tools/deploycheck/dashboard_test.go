@@ -1,4 +1,4 @@
-package deploy
+package deploycheck
 
 import (
 	"encoding/json"
@@ -39,7 +39,7 @@ import (
 // USHER_UPDATE_METRICS=1 go test ./<service> -run TestExportedMetricsAreListed.
 func TestTheDashboardQueriesOnlyExportedMetrics(t *testing.T) {
 	exported := exportedFamilies(t)
-	exprs := dashboardExprs(t, "grafana/usher.json")
+	exprs := dashboardExprs(t, "../../deploy/grafana/usher.json")
 	if len(exprs) < 20 {
 		t.Fatalf("found %d PromQL expressions in the dashboard: is it the dashboard?", len(exprs))
 	}
@@ -112,7 +112,7 @@ func TestTheDashboardCheckCatchesMistakes(t *testing.T) {
 // exportedFamilies reads the services' lists: family name → kind.
 func exportedFamilies(t *testing.T) map[string]string {
 	t.Helper()
-	paths, err := filepath.Glob("grafana/metrics/*.txt")
+	paths, err := filepath.Glob("../../deploy/grafana/metrics/*.txt")
 	if err != nil || len(paths) < 4 {
 		t.Fatalf("the services' metric lists: %v %v", paths, err)
 	}

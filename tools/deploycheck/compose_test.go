@@ -1,4 +1,4 @@
-package deploy
+package deploycheck
 
 import (
 	"os"
@@ -46,7 +46,7 @@ func readVars(t *testing.T, dirs ...string) map[string]bool {
 // Every environment variable compose.yaml sets on a usher service is one
 // that service reads.
 func TestComposeSetsOnlyVariablesTheServicesRead(t *testing.T) {
-	b, err := os.ReadFile("../compose.yaml")
+	b, err := os.ReadFile("../../compose.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestComposeSetsOnlyVariablesTheServicesRead(t *testing.T) {
 			t.Errorf("service %s: build has no SERVICE argument", name)
 			continue
 		}
-		reads := readVars(t, "../"+dir, "../shared")
+		reads := readVars(t, "../../"+dir, "../../shared")
 		var unknown []string
 		for v := range svc.Environment {
 			if !reads[v] {

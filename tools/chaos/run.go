@@ -68,7 +68,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.reliability, "reliability", "", "write a RELIABILITY.md table of the results to this file")
 	fs.StringVar(&o.rev, "rev", "", "build the services from this git revision (e.g. HEAD) instead of the working tree (default $CHAOS_REV)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: go run ./chaos -list | -scenario NAME[,NAME…] [-seed N] | -all [-reliability FILE]\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: go run ./tools/chaos -list | -scenario NAME[,NAME…] [-seed N] | -all [-reliability FILE]\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -170,7 +170,7 @@ func chooseScenarios(o options) ([]scenario, error) {
 	for _, n := range o.names {
 		sc, ok := find(all, strings.TrimSpace(n))
 		if !ok {
-			return nil, usageError{fmt.Sprintf("no scenario %q (go run ./chaos -list)", n)}
+			return nil, usageError{fmt.Sprintf("no scenario %q (go run ./tools/chaos -list)", n)}
 		}
 		chosen = append(chosen, sc)
 	}

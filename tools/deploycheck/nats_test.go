@@ -1,4 +1,4 @@
-package deploy
+package deploycheck
 
 import (
 	"os"
@@ -23,7 +23,7 @@ type natsCompose struct {
 // every usher service connects with its own NKey, mounting the folder of
 // its own key and no other.
 func TestComposeRunsNATSWithAKeyPerService(t *testing.T) {
-	b, err := os.ReadFile("../compose.yaml")
+	b, err := os.ReadFile("../../compose.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

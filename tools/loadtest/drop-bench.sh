@@ -10,11 +10,11 @@
 # Every run is bounded (the scenario's own deadline, 3 minutes); results
 # (JSON, the text of each run, the summary) go to bench-results/drop/.
 #
-#   loadtest/drop-bench.sh [all|5000|10500]
-#   loadtest/drop-bench.sh run -shoppers 2000 -stock 100     (one run, any loadtest flags)
+#   tools/loadtest/drop-bench.sh [all|5000|10500]
+#   tools/loadtest/drop-bench.sh run -shoppers 2000 -stock 100     (one run, any loadtest flags)
 #   DROP_ROUNDS=3
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 root=$PWD
 what=${1:-all}
 [ $# -gt 0 ] && shift
@@ -33,8 +33,8 @@ trap cleanup EXIT INT TERM
 rev=$(git rev-parse --short HEAD)
 echo "building the services from HEAD $rev, the load tool from the working tree" >&2
 git archive HEAD | tar -x -C "$work" --one-top-level=src
-rm -rf "$work/src/loadtest" && cp -r loadtest "$work/src/loadtest"
-(cd "$work/src" && go build -o "$work/bin/" ./gateway ./admitter ./notifier ./orderworker ./pgsim ./loadtest \
+rm -rf "$work/src/tools/loadtest" && cp -r tools/loadtest "$work/src/tools/loadtest"
+(cd "$work/src" && go build -o "$work/bin/" ./gateway ./admitter ./notifier ./orderworker ./tools/pgsim ./tools/loadtest \
   && go build -o "$work/bin/nats-server" github.com/nats-io/nats-server/v2)
 bin=$work/bin
 

@@ -28,7 +28,7 @@ type binaries struct {
 }
 
 // moduleRoot finds the folder of usher's go.mod from the working directory
-// up, so the harness runs from the repository root (go run ./chaos) and
+// up, so the harness runs from the repository root (go run ./tools/chaos) and
 // from its own folder (go test).
 func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
@@ -92,7 +92,7 @@ func build(ctx context.Context, dir, rev string) (*binaries, error) {
 	// One go build for all (nats-server is named after its module, not
 	// v2). Without DWARF (-w) the links take about half as long; panics
 	// and profiles still name every function.
-	pkgs := []string{"./gateway", "./admitter", "./notifier", "./orderworker", "./pgsim", "./usherctl", "github.com/nats-io/nats-server/v2"}
+	pkgs := []string{"./gateway", "./admitter", "./notifier", "./orderworker", "./tools/pgsim", "./usherctl", "github.com/nats-io/nats-server/v2"}
 	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath", "-ldflags=-w", "-o", into + "/"}, pkgs...)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
