@@ -287,6 +287,10 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 	if cfg.QueueMode() == catalog.ModePassthrough {
 		target = passthroughTarget // a dry run: nobody waits, everything is counted
 	}
+	var share waitqueue.Share
+	if cfg.StockAwareness() {
+		share = waitqueue.Share{SKUs: cfg.Products(), Peers: catalog.StockPeers(cfg, a.queues.List())}
+	}
 	res, err := a.line.Admit(ctx, cfg.Name, waitqueue.Tick{
 		Epoch:           a.epoch(),
 		TargetActive:    target,
@@ -298,6 +302,7 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 		Admissions:      admissions,
 		Orders:          ordersHead,
 		StockAware:      cfg.StockAwareness(),
+		Share:           share,
 		AwaitDraw:       cfg.Lottery != nil && cfg.OpensAt != nil,
 		AbandonAfter:    cfg.AbandonAfter(),
 		NoJitter:        cfg.QueueMode() == catalog.ModePassthrough,
