@@ -292,6 +292,19 @@ func TestAdmitNowObeysWhatTheLastTickObeyed(t *testing.T) {
 	if got, err := s.AdmitNow(ctx, q, epoch, at); err != nil || len(got) != 0 {
 		t.Fatalf("AdmitNow while a drop awaits its draw = %v, %v; want nobody", got, err)
 	}
+	// Drawn (the admitter draws just before its tick, and reveals the draw
+	// before that tick records anything): the next tick would admit, and
+	// so does this, at once.
+	_, _, version, err := s.PreQueue(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Draw(ctx, q, epoch, version, nil, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.AdmitNow(ctx, q, epoch, at); err != nil || fmt.Sprint(got) != "[3]" {
+		t.Fatalf("AdmitNow once the drop is drawn = %v, %v; want [3]", got, err)
+	}
 }
 
 // The join that found the line empty may find it full when its admission

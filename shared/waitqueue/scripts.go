@@ -505,10 +505,11 @@ var leaveScript = redis.NewScript(luaLib + `return leave(ARGV[3], ARGV[4])`)
 //     slot is held until its order's hold time, then freed;
 //   - at most targetActive entries are in the active set;
 //   - what the tick obeyed — targetActive (for an adaptive queue the
-//     controller's limit), maxAdmitPerTick, and whether admission is
-//     paused (the queue's state, the payment breaker, a draw awaited) — is
-//     recorded in the stats (limit, maxTick, paused), in the same step, for
-//     the admissions at once (admitNowScript) to obey alike;
+//     controller's limit), maxAdmitPerTick, whether admission is paused
+//     (the queue's state, the payment breaker) and whether the queue is a
+//     drop that admits nobody before its draw — is recorded in the stats
+//     (limit, maxTick, paused, awaitDraw), in the same step, for the
+//     admissions at once (admitNowScript) to obey alike;
 //   - nobody is admitted while the line has not applied every admission and
 //     order event the streams hold (their heads): a Redis that lost
 //     admissions or order claims would otherwise admit on top of slots it
@@ -658,9 +659,8 @@ if behind == 0 then
     end
   end
 end
-local halted = 0
-if paused or beforeDraw then halted = 1 end
-redis.call('HSET', ST, 'lastTick', n, 'behind', behind, 'limit', target, 'maxTick', maxTick, 'paused', halted)
+redis.call('HSET', ST, 'lastTick', n, 'behind', behind, 'limit', target, 'maxTick', maxTick,
+  'paused', paused and 1 or 0, 'awaitDraw', awaitDraw and 1 or 0)
 local snapshot, unshared = '', 0
 if stockAware then
   redis.call('HSET', ST, 'stock', stockState, 'sellable', sellable, 'skus', table.concat(skuList, ','),
@@ -906,11 +906,12 @@ return redis.call('ZCARD', pre)
 // stock ledger's share for this step (JSON, see stockshare.go; empty: the
 // queue counts its own holdings alone).
 // Invariants: those of admitScript, by what the last tick recorded that it
-// obeys (admitScript's limit, maxTick and paused: one source, whoever
-// admits) — FIFO up to the entries cursor; never over the tick's limit
-// (for an adaptive queue the controller's, not the configured
+// obeys (admitScript's limit, maxTick, paused and awaitDraw: one source,
+// whoever admits) — FIFO up to the entries cursor; never over the tick's
+// limit (for an adaptive queue the controller's, not the configured
 // targetActive); nobody while the tick found admission paused (the
-// queue's state, the payment breaker, a draw awaited); never over the
+// queue's state, the payment breaker), nor before a drop's draw (the draw
+// as it stands now: the one that just happened counts); never over the
 // sellable units, counted here and now as a tick counts them (a claim made
 // since the last tick holds its units; see stockLua) and within the
 // ledger's grant; never more than maxTick in a tick (the head of the line
@@ -933,11 +934,12 @@ local queue, epoch = ARGV[3], ARGV[4]
 local ttl, tick = tonumber(ARGV[5]), tonumber(ARGV[6])
 local stockAware, only = ARGV[7] == '1', ARGV[8]
 local n = now()
-local st = redis.call('HMGET', ST, 'lastTick', 'behind', 'lastReadyAt', 'limit', 'maxTick', 'paused')
+local st = redis.call('HMGET', ST, 'lastTick', 'behind', 'lastReadyAt', 'limit', 'maxTick', 'paused', 'awaitDraw', 'drawn')
 local lastTick, behind, lastReadyAt = tonumber(st[1] or '0'), st[2], tonumber(st[3] or '0')
 local limit, maxTick, paused = tonumber(st[4]), tonumber(st[5] or '0'), st[6] == '1'
+local beforeDraw = st[7] == '1' and not st[8] -- as a tick would find it now: the draw may have come since
 if lastTick == 0 or not limit or n - lastTick > 2 * tick + 1000 or behind ~= '0' then return {'later', ''} end
-if paused then return {'ok', ''} end
+if paused or beforeDraw then return {'ok', ''} end
 local cap = limit - redis.call('ZCARD', A)
 if maxTick > 0 and only == '0' then
   -- The current tick began a tick before the next one is due; AD holds
