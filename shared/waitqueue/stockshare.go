@@ -215,15 +215,21 @@ local function useReservation(share)
   return share.grant, false
 end
 -- snapshotOf is what the line holds after the step, for the ledger (see
--- the snapshot type in stockshare.go), as JSON.
+-- the snapshot type in stockshare.go), as JSON. An order that names no
+-- SKU (redeemed by the order worker without the gateway's claim) holds a
+-- unit of any SKU of the queue, as an unordered shopper does.
 local function snapshotOf(own)
-  local skus = {}
+  local skus, admitted = {}, own.admitted
   for name, s in pairs(own.skus) do
-    skus[name] = {avail = s.avail, ver = s.ver, claimed = s.claimed, placed = s.placed}
+    if name == '' then
+      admitted = admitted + s.claimed
+    else
+      skus[name] = {avail = s.avail, ver = s.ver, claimed = s.claimed, placed = s.placed}
+    end
   end
   return cjson.encode({ver = redis.call('HINCRBY', ST, 'stockSnap', 1),
     res = tonumber(redis.call('HGET', ST, 'stockRes') or '0'),
-    admitted = own.admitted, waiting = redis.call('ZCARD', W), skus = skus})
+    admitted = admitted, waiting = redis.call('ZCARD', W), skus = skus})
 end
 -- shareOf decodes the ledger's figures the caller passed ('': none).
 local function shareOf(arg)

@@ -232,6 +232,32 @@ func TestAPlacedOrderCountsOnceForTheOtherQueue(t *testing.T) {
 	}
 }
 
+// An order the order worker redeemed without the gateway's claim (after a
+// Redis loss) names no SKU on the line: it holds a unit of any of its
+// queue's SKUs, for the other queues too.
+func TestAnOrderRedeemedWithoutAClaimHoldsAUnitForTheOtherQueues(t *testing.T) {
+	ctx := context.Background()
+	sh := newSharing(t, testenv.Redis(t))
+	sku := "sku-" + testenv.Name(t)
+	a := sh.add(testenv.Name(t)+"-a", 1, sku)
+	b := sh.add(testenv.Name(t)+"-b", 0, sku)
+	sh.stock(1, map[string]int64{sku: 2})
+	sh.tick(b, 0)
+	sh.tick(a, 1)
+	e, err := sh.s.Poll(ctx, a, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := sh.s.Redeem(ctx, a, 1, e.TokenID, "o-redeemed", time.Now().Add(time.Minute)); err != nil || r != waitqueue.Redeemed {
+		t.Fatalf("Redeem = %v, %v", r, err)
+	}
+	sh.tick(a, 1) // reports
+	applyKind(t, sh.s, b, 0, waitqueue.InLine, 1, 2)
+	if r := sh.tick(b, 5); r.Admitted != 1 {
+		t.Fatalf("b admitted %d with one of 2 units in a's redeemed order, want 1", r.Admitted)
+	}
+}
+
 // A queue of variants counts its unordered shoppers against every queue
 // sharing any of its SKUs, for they may buy any of its variants: a sells
 // x (2) and y (10), b sells x alone. Twelve admitted in a leave b nothing.

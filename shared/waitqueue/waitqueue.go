@@ -494,7 +494,8 @@ type TickResult struct {
 	// the one Stats reports and ETAs use.
 	AdmitRatePerSec float64
 	// Stock is the stock state after the tick (see Entry.Stock) and
-	// Sellable the units that could still go to the next in line.
+	// Sellable the units that could still go to the next in line, every
+	// queue sharing the SKUs counted (see Share).
 	Stock    string
 	Sellable int64
 	// Abandoned is how many waiting shoppers the tick found gone.
@@ -753,7 +754,8 @@ type Stats struct {
 	Waiting, Active, AdmittedTotal int64
 	AdmitRatePerSec                float64
 	// Stock is the stock state of a stock-aware queue ("" otherwise),
-	// Sellable the units that could go to the next in line, HeldAdmitted
+	// Sellable the units that could go to the next in line (every queue
+	// sharing the SKUs counted, see Share), HeldAdmitted
 	// the units held by admitted shoppers who have not ordered (one each),
 	// SKUs each SKU's figures and SKUsAvailable the SKUs with units left
 	// (what a poll answers as skusAvailable) — as the last tick saw them.
