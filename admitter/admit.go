@@ -28,6 +28,7 @@ import (
 type queueLister interface {
 	List() []catalog.Config
 	Get(name string) (catalog.Config, bool)
+	StockPeers(cfg catalog.Config) []string
 	Retired(name string) (time.Time, bool)
 	RetiredNames() []string
 	Update(ctx context.Context, name string, change func(*catalog.Config) bool) (before, after catalog.Config, err error)
@@ -289,7 +290,7 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 	}
 	var share waitqueue.Share
 	if cfg.StockAwareness() {
-		share = waitqueue.Share{SKUs: cfg.Products(), Peers: catalog.StockPeers(cfg, a.queues.List())}
+		share = waitqueue.Share{SKUs: cfg.Products(), Peers: a.queues.StockPeers(cfg)}
 	}
 	res, err := a.line.Admit(ctx, cfg.Name, waitqueue.Tick{
 		Epoch:           a.epoch(),

@@ -97,7 +97,7 @@ func (a *api) admitAtOnce(ctx context.Context, cfg catalog.Config, epoch string,
 	at := waitqueue.AtOnce{TokenTTL: time.Duration(cfg.TokenTTLSeconds) * time.Second, TickLength: tick,
 		StockAware: cfg.StockAwareness()}
 	if at.StockAware {
-		at.Share = waitqueue.Share{SKUs: cfg.Products(), Peers: catalog.StockPeers(cfg, a.queues.List())}
+		at.Share = waitqueue.Share{SKUs: cfg.Products(), Peers: a.queues.StockPeers(cfg)}
 	}
 	deadline := time.Now().Add(admitAtOnceWait)
 	if !passthrough {

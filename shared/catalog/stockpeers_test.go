@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"usher/shared/catalog"
+	"usher/shared/testenv"
 )
 
 // A queue shares its SKUs' units with every other queue that follows
@@ -35,5 +36,22 @@ func TestStockPeersAreTheStockAwareQueuesSellingASharedSKU(t *testing.T) {
 		if got := fmt.Sprint(catalog.StockPeers(tt.cfg, all)); got != tt.want {
 			t.Errorf("StockPeers(%s) = %s, want %s", tt.cfg.Name, got, tt.want)
 		}
+	}
+}
+
+// The catalog answers it from the queues it holds, as List would.
+func TestTheCatalogNamesAQueuesStockPeers(t *testing.T) {
+	c := open(t, broker(t, testenv.NATS(t)))
+	p := testenv.Name(t)
+	for _, q := range []struct{ name, sku string }{{p + "-a", p + "-x"}, {p + "-b", p + "-x"}, {p + "-c", p + "-y"}} {
+		cfg := catalog.Defaults(q.name)
+		cfg.SKU = q.sku
+		if _, err := c.Put(t.Context(), cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, _ := c.Get(p + "-a")
+	if got, want := fmt.Sprint(c.StockPeers(a)), fmt.Sprint(catalog.StockPeers(a, c.List())); got != want || got != "["+p+"-b]" {
+		t.Fatalf("StockPeers(%s) = %s, List says %s; want [%s-b]", a.Name, got, want, p)
 	}
 }
