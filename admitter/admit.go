@@ -28,6 +28,7 @@ import (
 type queueLister interface {
 	List() []catalog.Config
 	Get(name string) (catalog.Config, bool)
+	StockPeers(cfg catalog.Config) []string
 	Retired(name string) (time.Time, bool)
 	RetiredNames() []string
 	Update(ctx context.Context, name string, change func(*catalog.Config) bool) (before, after catalog.Config, err error)
@@ -287,6 +288,10 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 	if cfg.QueueMode() == catalog.ModePassthrough {
 		target = passthroughTarget // a dry run: nobody waits, everything is counted
 	}
+	var share waitqueue.Share
+	if cfg.StockAwareness() {
+		share = waitqueue.Share{SKUs: cfg.Products(), Peers: a.queues.StockPeers(cfg)}
+	}
 	res, err := a.line.Admit(ctx, cfg.Name, waitqueue.Tick{
 		Epoch:           a.epoch(),
 		TargetActive:    target,
@@ -298,6 +303,7 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 		Admissions:      admissions,
 		Orders:          ordersHead,
 		StockAware:      cfg.StockAwareness(),
+		Share:           share,
 		AwaitDraw:       cfg.Lottery != nil && cfg.OpensAt != nil,
 		AbandonAfter:    cfg.AbandonAfter(),
 		NoJitter:        cfg.QueueMode() == catalog.ModePassthrough,

@@ -663,7 +663,8 @@ func TestAStockAwareQueuesFirstTickKnowsItsStock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := w.line.AdmitEntry(ctx, w.queue, epoch, seq, 5*time.Minute, time.Minute, true)
+	got, err := w.line.AdmitEntry(ctx, w.queue, epoch, seq, waitqueue.AtOnce{TokenTTL: 5 * time.Minute, TickLength: time.Minute,
+		StockAware: true, Share: waitqueue.Share{SKUs: []string{"shoe"}}})
 	if err != nil || len(got) != 1 || got[0] != seq {
 		st, _ := w.line.Stats(ctx, w.queue)
 		t.Fatalf("AdmitEntry after the first tick = %v, %v (stock %q); want alice (%d) admitted at once", got, err, st.Stock, seq)

@@ -353,3 +353,57 @@ func TestATokenExpiringWhileItsShopperOrders(t *testing.T) {
 		t.Fatalf("ben = %v, want CLOSED sold_out, never admitted for the unit ann held", body)
 	}
 }
+
+// Two queues selling one SKU share its units, through the real services:
+// ten in the store, fifteen shoppers in each line, and ten READY between
+// both queues — never more — where each queue admitted ten on its own
+// count (twenty READY, ten of them bound to end REJECTED sold_out).
+func TestTwoQueuesSellingOneSKUShareItsUnits(t *testing.T) {
+	s := newShop(t)
+	sku := "sku-" + s.queue
+	s.stock(sku, 10)
+	other := s.queue + "-2"
+	cfg := fmt.Sprintf(`{"targetActive": 20, "tickMs": 20, "sku": %q}`, sku)
+	s.configure(cfg)
+	if code, body := call(t, "PUT", s.base+"/v1/admin/queues/"+other, cfg, s.admin); code >= 300 {
+		t.Fatalf("configure %s = %d %v", other, code, body)
+	}
+	type ticket struct{ queue, tk string }
+	var tickets []ticket
+	for i := range 15 {
+		for _, q := range []string{s.queue, other} {
+			user := fmt.Sprintf("%s-%d", q[len(q)-2:], i)
+			code, body := call(t, "POST", s.base+"/v1/queues/"+q+"/tickets", "", map[string]string{"X-User-Id": user})
+			if code != 202 {
+				t.Fatalf("join %s to %s = %d %v", user, q, code, body)
+			}
+			tickets = append(tickets, ticket{q, body["ticket"].(string)})
+		}
+	}
+	ready := func() int {
+		n := 0
+		for _, tk := range tickets {
+			_, body := call(t, "GET", s.base+"/v1/queues/"+tk.queue+"/tickets/"+tk.tk, "", nil)
+			if body["status"] == "READY" {
+				n++
+			}
+		}
+		return n
+	}
+	testenv.Eventually(t, 15*time.Second, func() error {
+		if n := ready(); n > 10 {
+			t.Fatalf("%d READY across the two queues for 10 units", n)
+		} else if n < 10 {
+			return fmt.Errorf("%d READY", n)
+		}
+		return nil
+	}, "ten READY across the two queues")
+	// Ticks go on (fifty of them here): nobody more is admitted while the
+	// ten hold the units.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if n := ready(); n != 10 {
+			t.Fatalf("%d READY across the two queues, want 10 for 10 units", n)
+		}
+	}
+}

@@ -34,6 +34,7 @@ type publisher interface {
 type queueCatalog interface {
 	Get(name string) (catalog.Config, bool)
 	List() []catalog.Config
+	StockPeers(cfg catalog.Config) []string
 	Put(ctx context.Context, cfg catalog.Config) (bool, error)
 	Update(ctx context.Context, name string, change func(*catalog.Config) bool) (before, after catalog.Config, err error)
 	Delete(ctx context.Context, name string, at time.Time, may func(catalog.Config) error) (catalog.Config, error)

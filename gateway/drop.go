@@ -68,11 +68,15 @@ func awaitsDraw(cfg catalog.Config) bool {
 // can — no tick, no second request: every join of a passthrough queue, and
 // a join into an empty line with a slot free (no crowd, no wait); never
 // before a scheduled drop's draw (awaitsDraw), as no tick admits then. The
-// admission is the line's (waitqueue.Store.AdmitNow: FIFO, capped by
-// targetActive and by what is left of the tick's maxAdmitPerTick, one
-// atomic step), taken once the admitter's follower has applied the join
-// (a few milliseconds), so nobody who joined first is passed. Otherwise the
-// entry is answered as it is.
+// admission is the line's (waitqueue.Store.AdmitNow: FIFO, in one atomic
+// step, by what the last tick recorded it obeyed — its limit, the adaptive
+// controller's for an adaptive queue, what is left of its
+// maxAdmitPerTick, nobody while it found admission paused by the payment
+// breaker — and, for a stock-aware queue, by the units that could still
+// be sold across every queue selling its SKUs, counted at that moment),
+// taken once the admitter's follower has applied the join (a few
+// milliseconds), so nobody who joined first is passed. Otherwise the entry
+// is answered as it is.
 //
 // The answer's clock: an entry admitted by this call, or of a passthrough
 // queue (whose ticks admit with no jitter), is ready at once — its readyAt
@@ -89,7 +93,12 @@ func (a *api) admitAtOnce(ctx context.Context, cfg catalog.Config, epoch string,
 	if cfg.State != catalog.StateOpen || awaitsDraw(cfg) || e.Status != waitqueue.Waiting || !(passthrough || alone) {
 		return e, a.now()
 	}
-	ttl, tick := time.Duration(cfg.TokenTTLSeconds)*time.Second, time.Duration(cfg.TickMs)*time.Millisecond
+	tick := time.Duration(cfg.TickMs) * time.Millisecond
+	at := waitqueue.AtOnce{TokenTTL: time.Duration(cfg.TokenTTLSeconds) * time.Second, TickLength: tick,
+		StockAware: cfg.StockAwareness()}
+	if at.StockAware {
+		at.Share = waitqueue.Share{SKUs: cfg.Products(), Peers: a.queues.StockPeers(cfg)}
+	}
 	deadline := time.Now().Add(admitAtOnceWait)
 	if !passthrough {
 		// FIFO: only once the follower has applied every join before this
@@ -115,15 +124,15 @@ func (a *api) admitAtOnce(ctx context.Context, cfg catalog.Config, epoch string,
 	for {
 		var err error
 		if passthrough {
-			admitted, err = a.line.AdmitEntry(ctx, cfg.Name, epoch, e.Seq, ttl, tick, cfg.StockAwareness())
+			admitted, err = a.line.AdmitEntry(ctx, cfg.Name, epoch, e.Seq, at)
 		} else {
-			admitted, err = a.line.AdmitNow(ctx, cfg.Name, epoch, cfg.TargetActive, cfg.MaxAdmitPerTick, ttl, tick, cfg.StockAwareness())
+			admitted, err = a.line.AdmitNow(ctx, cfg.Name, epoch, at)
 		}
 		if errors.Is(err, waitqueue.ErrNotCurrent) && time.Now().Before(deadline) {
 			// The last tick found the line behind the streams (usually the
 			// admission it had just published), is late, or caught up
-			// with readyAts that lie ahead: the next one, a tick away,
-			// lifts it.
+			// with readyAts that lie ahead, or used a later stock
+			// reservation: the next one, a tick away, lifts it.
 			time.Sleep(max(tick/4, 5*time.Millisecond))
 			continue
 		}

@@ -183,8 +183,12 @@ func (h *harness) admit() waitqueue.TickResult {
 	cfg, _ := h.api.queues.Get(h.queue)
 	testenv.Applied(h.t, h.line, h.queue, h.api.epoch(), 1<<40)
 	tickLen := time.Duration(cfg.TickMs) * time.Millisecond
+	target := cfg.TargetActive
+	if cfg.QueueMode() == catalog.ModePassthrough {
+		target = 1 << 30 // the admitter's passthroughTarget: no cap
+	}
 	r := testenv.Tick(h.t, h.line, h.queue, waitqueue.Tick{
-		Epoch: h.api.epoch(), TargetActive: cfg.TargetActive, MaxAdmitPerTick: cfg.MaxAdmitPerTick,
+		Epoch: h.api.epoch(), TargetActive: target, MaxAdmitPerTick: cfg.MaxAdmitPerTick,
 		TickLength: tickLen, TokenTTL: time.Duration(cfg.TokenTTLSeconds) * time.Second,
 		Paused: cfg.State != catalog.StateOpen,
 	})

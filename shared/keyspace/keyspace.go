@@ -35,6 +35,15 @@
 //	usher:order:{<order>}        hash    orders (gateway, orderworker)  RecordTTL after its last change
 //	usher:order:{kept}           string  orders (orderworker)           no TTL: set once the order records of the last RecordTTL are in Redis; missing after a loss, until the workers put them back from PostgreSQL
 //	usher:breaker:payment        string  paybreaker (orderworker)       the breaker's open period
+//	usher:{:stock}:avail         hash    waitqueue (every stock report) StockShareTTL after the last report: each SKU's units in the store, the latest version any queue's line reported (derived)
+//	usher:{:stock}:q:<q>         hash    waitqueue (admitter, gateway)  StockShareTTL after the queue's last report: what its line holds of each SKU, and the units reserved for its admissions on the way (derived: every tick reports it anew)
+//	usher:{:stock}:sku:<sku>     hash    waitqueue (admitter, gateway)  StockShareTTL after the last report naming it: the queues whose lines hold the SKU (derived)
+//
+// The stock ledger (usher:{:stock}:…) is what stock-aware queues share:
+// queues that sell the same SKU count each other's holdings before they
+// admit (see waitqueue.Share). It has one hash tag of its own — a queue
+// name cannot hold the colon — so that one script reads every queue that
+// shares a SKU in one atomic step, on one Redis Cluster node.
 //
 // A closed queue's keys are removed by the admitter ClosedGrace after it
 // closed, or once the last token it issued has expired if that is later
@@ -149,3 +158,18 @@ const OrderRecordsKept = "usher:order:{kept}"
 
 // Breaker is present while the shared payment breaker is open.
 const Breaker = "usher:breaker:payment"
+
+// StockLedger is the prefix of the stock ledger's keys; its scripts derive
+// each key from it as the functions below spell them.
+const StockLedger = "usher:{:stock}:"
+
+// StockShare is the ledger's record of queue q: what its line holds of
+// each SKU, as its last report said, and its reservations.
+func StockShare(q string) string { return StockLedger + "q:" + q }
+
+// StockShareTTL is how long the ledger keeps what a queue's line reported
+// after its last report: every admission tick of a stock-aware queue
+// reports, so only a queue no admitter works on any more (deleted while
+// none ran, or whose Redis shard is gone) is forgotten — and while a queue
+// names it as a peer, that queue admits nobody (see waitqueue.Share).
+const StockShareTTL = time.Hour

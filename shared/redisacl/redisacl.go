@@ -3,8 +3,10 @@
 // run, and the ACL file a Redis server loads them from.
 //
 // Every key usher writes is under "usher:" (package keyspace): a queue's
-// keys under "usher:{<queue>}:", order records under "usher:order:{<id>}",
-// and the shared payment breaker at "usher:breaker:payment". The users:
+// keys under "usher:{<queue>}:" (and the stock ledger the stock-aware
+// queues share, "usher:{:stock}:", with them: whoever writes a line
+// writes it), order records under "usher:order:{<id>}", and the shared
+// payment breaker at "usher:breaker:payment". The users:
 //
 //	user               keys                                             commands
 //	usher-gateway      queues, order records; the breaker read-only     the line's scripts and reads

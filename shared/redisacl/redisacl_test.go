@@ -2,6 +2,7 @@ package redisacl_test
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -220,6 +221,14 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 		must(t, "read the breaker", err)
 		_, err = line.Leave(ctx, q, 2, "ben")
 		must(t, "leave", err)
+		// A stock-aware queue: a restock (the line and the stock ledger)
+		// and an admission at once, which reserves in the ledger.
+		must(t, "set stock", line.SetStock(ctx, q+"-stock", false, waitqueue.StockLevel{SKU: "sku", Available: 5, Version: 1}))
+		_, err = line.AdmitNow(ctx, q+"-stock", testenv.Epoch, waitqueue.AtOnce{TokenTTL: time.Minute, TickLength: 10 * time.Millisecond,
+			StockAware: true, Share: waitqueue.Share{SKUs: []string{"sku"}}})
+		if err != nil && !errors.Is(err, waitqueue.ErrNotCurrent) {
+			t.Fatalf("admit at once: %v", err)
+		}
 		now := time.Now()
 		must(t, "add invites", line.AddInvites(ctx, q, []string{"code-1"}, now, now.Add(time.Hour)))
 		if _, ok, err := line.UseInvite(ctx, q, "code-1", now); err != nil || !ok {
@@ -235,6 +244,10 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 		if r := testenv.Tick(t, line, q, tick); r.Admitted != 1 {
 			t.Fatalf("tick admitted %d, want 1", r.Admitted)
 		}
+		stocked := tick
+		stocked.StockAware, stocked.Share = true, waitqueue.Share{SKUs: []string{"sku"}, Peers: []string{q + "-peer"}}
+		testenv.Tick(t, line, q+"-stock", stocked) // reserves and reports in the stock ledger
+		must(t, "withdraw from the stock ledger", line.Withdraw(ctx, q+"-stock"))
 		out, err := line.Outbox(ctx, q, 10)
 		must(t, "outbox", err)
 		if len(out) != 1 {

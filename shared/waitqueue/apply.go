@@ -186,7 +186,12 @@ func (s *Store) apply(ctx context.Context, q string, sc *redis.Script, keys []st
 
 // Forget removes a deleted queue's line from Redis, its cursor last: a
 // removal cut short leaves the cursor, and Holds says there is more to do.
+// The queue leaves the stock ledger first: its shoppers no longer hold
+// units the queues it shared SKUs with would count.
 func (s *Store) Forget(ctx context.Context, q string) (int, error) {
+	if err := s.Withdraw(ctx, q); err != nil {
+		return 0, err
+	}
 	n, err := s.Drop(ctx, q, true)
 	if err != nil {
 		return n, err

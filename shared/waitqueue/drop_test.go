@@ -195,52 +195,115 @@ func TestAnAllowedJoinPassesTheLineIntoTheNextFreeSlot(t *testing.T) {
 func TestAdmitNowNeedsARecentTickThatWasNotBehind(t *testing.T) {
 	s, q := newStore(t)
 	ctx := context.Background()
+	tl := 20 * time.Millisecond
+	at := waitqueue.AtOnce{TokenTTL: 300 * time.Second, TickLength: tl}
 	joinAll(t, s, q, "u1")
-	ttl, tl := 300*time.Second, 20*time.Millisecond
-	if got, err := s.AdmitNow(ctx, q, epoch, 5, 0, ttl, tl, false); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
+	if got, err := s.AdmitNow(ctx, q, epoch, at); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
 		t.Fatalf("AdmitNow before any tick = %v, %v; want nobody, ErrNotCurrent (the guards only a tick runs)", got, err)
 	}
-	tk := tick(5)
-	tk.Paused = true // a tick that admits nobody but records that the line is current
-	testenv.Tick(t, s, q, tk)
-	got, err := s.AdmitNow(ctx, q, epoch, 5, 0, ttl, tl, false)
-	if err != nil || fmt.Sprint(got) != "[1]" {
-		t.Fatalf("AdmitNow = %v, %v; want [1]", got, err)
+	if _, err := s.Leave(ctx, q, 1, "u1"); err != nil {
+		t.Fatal(err)
 	}
-	e, _ := s.Poll(ctx, q, 1)
-	if e.Status != waitqueue.Admitted || e.TokenID == "" {
-		t.Fatalf("entry 1 = %+v, want admitted with a token id", e)
-	}
-	// Capped by targetActive: a second joiner with the one slot taken waits.
+	testenv.Tick(t, s, q, tick(5)) // a tick that found the line current, and nobody in it
 	applyKind(t, s, q, 1, waitqueue.InLine, 2)
-	if got, err := s.AdmitNow(ctx, q, epoch, 1, 0, ttl, tl, false); err != nil || len(got) != 0 {
+	got, err := s.AdmitNow(ctx, q, epoch, at)
+	if err != nil || fmt.Sprint(got) != "[2]" {
+		t.Fatalf("AdmitNow = %v, %v; want [2]", got, err)
+	}
+	e, _ := s.Poll(ctx, q, 2)
+	if e.Status != waitqueue.Admitted || e.TokenID == "" {
+		t.Fatalf("entry 2 = %+v, want admitted with a token id", e)
+	}
+	// Capped by the tick's limit: a joiner with its one slot taken waits.
+	testenv.Tick(t, s, q, tick(1))
+	applyKind(t, s, q, 2, waitqueue.InLine, 3)
+	if got, err := s.AdmitNow(ctx, q, epoch, at); err != nil || len(got) != 0 {
 		t.Fatalf("AdmitNow with no slot free = %v, %v; want nobody, no error (nothing to wait for)", got, err)
 	}
-	// Passthrough (target 0): no cap.
-	applyKind(t, s, q, 2, waitqueue.InLine, 3)
-	if got, _ := s.AdmitNow(ctx, q, epoch, 0, 0, ttl, tl, false); fmt.Sprint(got) != "[2 3]" {
-		t.Fatalf("AdmitNow passthrough = %v, want [2 3]", got)
+	// A passthrough queue's ticks have no cap to speak of: nor has this.
+	if r := testenv.Tick(t, s, q, tick(1<<30)); r.Admitted != 1 {
+		t.Fatalf("the passthrough tick admitted %d, want entry 3", r.Admitted)
+	}
+	applyKind(t, s, q, 3, waitqueue.InLine, 4, 5)
+	time.Sleep(tl) // past the tick's readyAt
+	if got, _ := s.AdmitNow(ctx, q, epoch, at); fmt.Sprint(got) != "[4 5]" {
+		t.Fatalf("AdmitNow passthrough = %v, want [4 5]", got)
 	}
 	// A line whose last tick is old (no admitter works on it: two ticks and
 	// a second) admits nobody.
-	applyKind(t, s, q, 3, waitqueue.InLine, 4)
+	applyKind(t, s, q, 5, waitqueue.InLine, 6)
 	time.Sleep(2*tl + 1100*time.Millisecond)
-	if got, err := s.AdmitNow(ctx, q, epoch, 0, 0, ttl, tl, false); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
+	if got, err := s.AdmitNow(ctx, q, epoch, at); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
 		t.Fatalf("AdmitNow after two ticks and a second with none = %v, %v; want nobody, ErrNotCurrent", got, err)
 	}
-	if got, err := s.AdmitEntry(ctx, q, epoch, 4, ttl, tl, false); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
+	if got, err := s.AdmitEntry(ctx, q, epoch, 6, at); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
 		t.Fatalf("AdmitEntry with no recent tick = %v, %v; want nobody, ErrNotCurrent", got, err)
 	}
 	// A passthrough join goes in alone, whatever the cursor says.
-	testenv.Tick(t, s, q, tk)
+	if r := testenv.Tick(t, s, q, tick(1<<30)); r.Admitted != 1 {
+		t.Fatalf("the passthrough tick admitted %d, want entry 6", r.Admitted)
+	}
 	if _, err := s.IngestAs(ctx, q, epoch, 9, "u9", 0, waitqueue.InLine); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.AdmitEntry(ctx, q, epoch, 9, ttl, tl, false); fmt.Sprint(got) != "[9]" {
+	applyKind(t, s, q, 6, waitqueue.InLine, 7)
+	if got, _ := s.AdmitEntry(ctx, q, epoch, 9, at); fmt.Sprint(got) != "[9]" {
 		t.Fatalf("AdmitEntry of a join ahead of the follower = %v, want [9] alone", got)
 	}
-	if e, _ := s.Poll(ctx, q, 4); e.Status != waitqueue.Waiting {
-		t.Fatalf("entry 4 = %s, want still waiting (AdmitEntry admits its entry only)", e.Status)
+	if e, _ := s.Poll(ctx, q, 7); e.Status != waitqueue.Waiting {
+		t.Fatalf("entry 7 = %s, want still waiting (AdmitEntry admits its entry only)", e.Status)
+	}
+}
+
+// An admission at once obeys what the queue's last tick obeyed, recorded
+// by that tick: its limit of slots held — for an adaptive queue the
+// controller's, which the configured targetActive says nothing of — and
+// whether admission is paused (the payment breaker is open, the queue is
+// paused, a drop awaits its draw). The caller names neither.
+func TestAdmitNowObeysWhatTheLastTickObeyed(t *testing.T) {
+	s, q := newStore(t)
+	ctx := context.Background()
+	at := waitqueue.AtOnce{TokenTTL: time.Minute, TickLength: 20 * time.Millisecond}
+	joinAll(t, s, q, "u1", "u2")
+	if r := testenv.Tick(t, s, q, tick(2)); r.Admitted != 2 {
+		t.Fatalf("the tick at limit 2 admitted %d", r.Admitted)
+	}
+	applyKind(t, s, q, 2, waitqueue.InLine, 3)
+	if got, err := s.AdmitNow(ctx, q, epoch, at); err != nil || len(got) != 0 {
+		t.Fatalf("AdmitNow with the tick's 2 slots held = %v, %v; want nobody", got, err)
+	}
+	if got, err := s.AdmitEntry(ctx, q, epoch, 3, at); err != nil || len(got) != 0 {
+		t.Fatalf("AdmitEntry with the tick's 2 slots held = %v, %v; want nobody", got, err)
+	}
+	// Paused: nobody, wherever the limit stands.
+	paused := tick(10)
+	paused.Paused = true
+	testenv.Tick(t, s, q, paused)
+	if got, err := s.AdmitNow(ctx, q, epoch, at); err != nil || len(got) != 0 {
+		t.Fatalf("AdmitNow after a paused tick = %v, %v; want nobody", got, err)
+	}
+	if got, err := s.AdmitEntry(ctx, q, epoch, 3, at); err != nil || len(got) != 0 {
+		t.Fatalf("AdmitEntry after a paused tick = %v, %v; want nobody", got, err)
+	}
+	// A drop awaiting its draw: the tick admits nobody, nor does this.
+	drop := tick(10)
+	drop.AwaitDraw = true
+	testenv.Tick(t, s, q, drop)
+	if got, err := s.AdmitNow(ctx, q, epoch, at); err != nil || len(got) != 0 {
+		t.Fatalf("AdmitNow while a drop awaits its draw = %v, %v; want nobody", got, err)
+	}
+	// Drawn (the admitter draws just before its tick, and reveals the draw
+	// before that tick records anything): the next tick would admit, and
+	// so does this, at once.
+	_, _, version, err := s.PreQueue(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Draw(ctx, q, epoch, version, nil, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.AdmitNow(ctx, q, epoch, at); err != nil || fmt.Sprint(got) != "[3]" {
+		t.Fatalf("AdmitNow once the drop is drawn = %v, %v; want [3]", got, err)
 	}
 }
 
@@ -255,31 +318,34 @@ func TestAdmitNowKeepsTheTicksRate(t *testing.T) {
 	s, q := newStore(t)
 	ctx := context.Background()
 	joinAll(t, s, q, users(20)...)
-	ttl, tl := 300*time.Second, 10*time.Second // one long tick: every call below falls in it
+	tl := 10 * time.Second // one long tick: every call below falls in it
+	at := waitqueue.AtOnce{TokenTTL: 300 * time.Second, TickLength: tl}
 	tk := tick(2000)
 	tk.TickLength, tk.MaxAdmitPerTick = tl, 5
 	if r := testenv.Tick(t, s, q, tk); r.Admitted != 5 {
 		t.Fatalf("the tick admitted %d, want 5", r.Admitted)
 	}
-	if got, err := s.AdmitNow(ctx, q, epoch, 2000, 5, ttl, tl, false); err != nil || len(got) != 0 {
+	if got, err := s.AdmitNow(ctx, q, epoch, at); err != nil || len(got) != 0 {
 		t.Fatalf("AdmitNow after a tick that took its 5 = %v, %v; want nobody (the next tick admits)", got, err)
 	}
-	// A tick that admitted nobody leaves the whole tick to admissions at
-	// once, and no more.
+	// A tick that admitted nobody (the line was empty) leaves the whole
+	// tick to admissions at once, and no more.
 	s2, q2 := newStore(t)
-	joinAll(t, s2, q2, users(20)...)
-	tk.Paused = true
 	testenv.Tick(t, s2, q2, tk)
-	got, err := s2.AdmitNow(ctx, q2, epoch, 2000, 5, ttl, tl, false)
+	joinAll(t, s2, q2, users(20)...)
+	got, err := s2.AdmitNow(ctx, q2, epoch, at)
 	if err != nil || fmt.Sprint(got) != "[1 2 3 4 5]" {
 		t.Fatalf("AdmitNow of a line of 20, 5 per tick = %v, %v; want [1 2 3 4 5]", got, err)
 	}
-	if got, err := s2.AdmitNow(ctx, q2, epoch, 2000, 5, ttl, tl, false); err != nil || len(got) != 0 {
+	if got, err := s2.AdmitNow(ctx, q2, epoch, at); err != nil || len(got) != 0 {
 		t.Fatalf("a second AdmitNow in the same tick = %v, %v; want nobody", got, err)
 	}
-	// No maxAdmitPerTick: targetActive is the only cap, as for a tick.
-	if got, _ := s2.AdmitNow(ctx, q2, epoch, 8, 0, ttl, tl, false); fmt.Sprint(got) != "[6 7 8]" {
-		t.Fatalf("AdmitNow with no per-tick cap, 5 of 8 slots held = %v, want [6 7 8]", got)
+	// No maxAdmitPerTick: the tick's limit is the only cap, as for a tick.
+	s3, q3 := newStore(t)
+	testenv.Tick(t, s3, q3, waitqueue.Tick{Epoch: epoch, TargetActive: 8, TickLength: tl, TokenTTL: time.Minute})
+	joinAll(t, s3, q3, users(10)...)
+	if got, _ := s3.AdmitNow(ctx, q3, epoch, at); fmt.Sprint(got) != "[1 2 3 4 5 6 7 8]" {
+		t.Fatalf("AdmitNow with no per-tick cap, a limit of 8 = %v, want [1 2 3 4 5 6 7 8]", got)
 	}
 }
 

@@ -33,3 +33,28 @@ func (s *Store) IngestInOneBatch(ctx context.Context, q, epoch string, joins []B
 	}
 	return out, nil
 }
+
+// Reserve reserves up to want units in the stock ledger for an admission
+// step of q that never comes (its admitter crashed), and returns the grant.
+func (s *Store) Reserve(ctx context.Context, q string, sh Share, want int) (int64, error) {
+	r, _, err := s.reserve(ctx, q, sh, want)
+	return r.Grant, err
+}
+
+// Reservation is a reservation of the stock ledger a test holds on to.
+type Reservation struct {
+	res   reservation
+	share string
+}
+
+// ReserveFor reserves up to want units for an admission at once of q that
+// a test makes later (AdmitNowWith).
+func (s *Store) ReserveFor(ctx context.Context, q string, sh Share, want int) (Reservation, error) {
+	r, share, err := s.reserve(ctx, q, sh, want)
+	return Reservation{r, share}, err
+}
+
+// AdmitNowWith is AdmitNow on a reservation taken before.
+func (s *Store) AdmitNowWith(ctx context.Context, q, epoch string, a AtOnce, r Reservation) ([]uint64, error) {
+	return s.admitNowOn(ctx, q, epoch, a, 0, r.res, r.share)
+}

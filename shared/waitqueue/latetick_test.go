@@ -116,7 +116,7 @@ func TestAJoinAdmittedAtOnceIsNotReadyBeforeThoseAheadOfIt(t *testing.T) {
 	tk := waitqueue.Tick{Epoch: epoch, TargetActive: 3, TickLength: 200 * time.Millisecond, TokenTTL: time.Minute}
 	testenv.Tick(t, s, q, tk)
 	time.Sleep(tk.TickLength + 600*time.Millisecond)
-	tk.TargetActive = 6
+	tk.TargetActive = 10
 	testenv.Tick(t, s, q, tk) // catches up: b3's readyAt lies ahead of now
 	last, err := s.Poll(ctx, q, 6)
 	if err != nil || last.Status != waitqueue.Admitted {
@@ -125,11 +125,11 @@ func TestAJoinAdmittedAtOnceIsNotReadyBeforeThoseAheadOfIt(t *testing.T) {
 	if _, err := s.ApplyEntries(ctx, q, epoch, 6, []waitqueue.EntryEvent{{StreamSeq: 7, User: "c1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.AdmitNow(ctx, q, epoch, 10, 0, time.Minute, tk.TickLength, false); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
+	if got, err := s.AdmitNow(ctx, q, epoch, waitqueue.AtOnce{TokenTTL: time.Minute, TickLength: tk.TickLength}); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
 		t.Fatalf("AdmitNow while b3's readyAt lies ahead = %v, %v, want ErrNotCurrent", got, err)
 	}
 	time.Sleep(time.Until(last.ReadyAt) + 10*time.Millisecond)
-	got, err := s.AdmitNow(ctx, q, epoch, 10, 0, time.Minute, tk.TickLength, false)
+	got, err := s.AdmitNow(ctx, q, epoch, waitqueue.AtOnce{TokenTTL: time.Minute, TickLength: tk.TickLength})
 	if err != nil || len(got) != 1 || got[0] != 7 {
 		t.Fatalf("AdmitNow once b3's readyAt passed = %v, %v, want [7]", got, err)
 	}

@@ -522,7 +522,9 @@ var leaveScript = redis.NewScript(luaLib + `return leave(ARGV[3], ARGV[4])`)
 // admissions head (the stream's last admission of this queue, 0: none),
 // admissions stream id, orders head, orders stream id, stock-aware (0|1),
 // scheduled (0|1: nobody is admitted until the pre-queue is drawn),
-// abandonMs (0: never), noJitter (0|1).
+// abandonMs (0: never), noJitter (0|1), the stock ledger's share for this
+// tick (JSON, see stockshare.go; empty: the queue counts its own holdings
+// alone).
 //
 // Invariants, all within one atomic step, on Redis time:
 //   - one tick per tickMs, however many admitters call: a call before the
@@ -536,6 +538,12 @@ var leaveScript = redis.NewScript(luaLib + `return leave(ARGV[3], ARGV[4])`)
 //   - tokens past expiresAt free their slot (status expired); a used token's
 //     slot is held until its order's hold time, then freed;
 //   - at most targetActive entries are in the active set;
+//   - what the tick obeyed — targetActive (for an adaptive queue the
+//     controller's limit), maxAdmitPerTick, whether admission is paused
+//     (the queue's state, the payment breaker) and whether the queue is a
+//     drop that admits nobody before its draw — is recorded in the stats
+//     (limit, maxTick, paused, awaitDraw), in the same step, for the
+//     admissions at once (admitNowScript) to obey alike;
 //   - nobody is admitted while the line has not applied every admission and
 //     order event the streams hold (their heads): a Redis that lost
 //     admissions or order claims would otherwise admit on top of slots it
@@ -551,15 +559,18 @@ var leaveScript = redis.NewScript(luaLib + `return leave(ARGV[3], ARGV[4])`)
 //     started before the last one's ended — a later place was READY before
 //     an earlier one (usherctl audit's lottery-order check caught it);
 //   - stock-aware: never more unordered shoppers admitted than units that
-//     could still be sold — the stock the store reported (prefix..'stock')
-//     minus the units held: one per admitted shopper who has not ordered,
-//     and the quantity of each claimed order the store has not placed yet
-//     (a placed order's units are out of the store's figure already). The
-//     line's stock state follows: available (units left), held (none left
-//     but some held or pending: they may come back) or sold_out (nothing
-//     left, held or pending); unknown while the store has reported nothing
-//     (nobody is admitted then). What each slot holds is read from HELD
-//     (see syncHeld), one call, not from every record in A;
+//     could still be sold — the stock the store reported (prefix..'stock',
+//     or the ledger's later figure) minus the units held, by this line and
+//     by every queue that shares its SKUs (the ledger's share): one per
+//     admitted shopper who has not ordered, and the quantity of each
+//     claimed order the store has not placed yet (a placed order's units
+//     are out of the store's figure already) — and never more than the
+//     ledger's grant (see stockshare.go). The line's stock state follows:
+//     available (units left), held (none left but some held or pending,
+//     here or in a queue sharing the SKUs: they may come back) or sold_out
+//     (nothing left, held or pending); unknown while the store has
+//     reported nothing (nobody is admitted then). What each slot holds is
+//     read from HELD (see syncHeld), one call, not from every record in A;
 //   - abandonment: a waiting shopper not present — no poll of their own,
 //     no stream the notifier holds for them, no join — for abandonMs
 //     (SEEN: the last time each was) leaves the line, reason 'abandoned',
@@ -570,8 +581,10 @@ var leaveScript = redis.NewScript(luaLib + `return leave(ARGV[3], ARGV[4])`)
 //
 // Returns {'early', msUntilDue} or {'ok', expired, admitted, active,
 // waiting, rate (per 1000 s), behind (0|1), msUntilNext, stock state,
-// sellable units, abandoned}.
-var admitScript = redis.NewScript(luaLib + `
+// sellable units, abandoned, the line's stock snapshot for the ledger
+// (JSON; empty when not stock-aware), 1 when this tick found the line no
+// longer stock-aware (its figures dropped: the ledger should forget it)}.
+var admitScript = redis.NewScript(luaLib + stockLua + `
 local queue, epoch = ARGV[3], ARGV[4]
 local target, maxTick = tonumber(ARGV[5]), tonumber(ARGV[6])
 local tick, ttl = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -583,6 +596,7 @@ local awaitDraw = ARGV[16] == '1'
 local abandonMs = tonumber(ARGV[17])
 local spread = 1
 if ARGV[18] == '1' then spread = 0 end
+local share = shareOf(ARGV[19])
 local n = now()
 
 local due = tonumber(redis.call('HGET', ST, 'nextTick') or '0')
@@ -627,63 +641,21 @@ local behind = 0
 if head > 0 and cursorAt('admissions', hid) < head then behind = 1 end
 if ohead > 0 and cursorAt('orders', oid) < ohead then behind = 1 end
 
--- What could still be sold (see the stock invariant above).
-local stockState, sellable, pending, skuList = '', 0, 0, {}
+-- What could still be sold (see the stock invariant above). The tick
+-- uses the ledger's reservation whether or not it admits (behind, paused,
+-- no room): its snapshot then says so, and the ledger releases it.
+local stockState, sellable, own, grant = '', 0, nil, nil
+local skuList, figures = {}, {}
 if stockAware then
-  local rows = redis.call('HGETALL', P .. 'stock')
-  local avail, known = {}, false
-  for i = 1, #rows, 2 do
-    if string.sub(rows[i], -2) ~= ':v' then
-      avail[rows[i]] = tonumber(rows[i + 1])
-      known = true
-    end
-  end
-  local held, heldAdmitted, claims, placed = 0, 0, {}, {}
-  if redis.call('HLEN', HELD) ~= redis.call('ZCARD', A) then
-    -- Slots taken before HELD existed (or lost with it): from the records.
-    local slot = {}
-    for _, s in ipairs(redis.call('ZRANGE', A, 0, -1)) do
-      syncHeld(s)
-      slot[s] = true
-    end
-    for _, s in ipairs(redis.call('HKEYS', HELD)) do
-      if not slot[s] then redis.call('HDEL', HELD, s) end
-    end
-  end
-  for _, v in ipairs(redis.call('HVALS', HELD)) do
-    if v == 'a' then
-      held = held + 1
-      heldAdmitted = heldAdmitted + 1
-    elseif v ~= 'x' then
-      local kind, q, sku = string.match(v, '^(%a):([^:]*):(.*)$')
-      q = tonumber(q)
-      if kind == 'p' then
-        pending = pending + 1
-        placed[sku] = (placed[sku] or 0) + q
-      else
-        held = held + q
-        claims[sku] = (claims[sku] or 0) + q
-      end
-    end
-  end
-  if known then
-    local total, figures = 0, {}
-    for sku, a in pairs(avail) do
-      total = total + a
-      if a - (claims[sku] or 0) > 0 then skuList[#skuList + 1] = sku end
-      -- sku:available:claimed (ordered, not placed yet):pending (placed, not final)
-      figures[#figures + 1] = sku .. ':' .. a .. ':' .. (claims[sku] or 0) .. ':' .. (placed[sku] or 0)
-    end
-    table.sort(skuList)
-    table.sort(figures)
-    redis.call('HSET', ST, 'skustock', table.concat(figures, ','), 'heldAdmitted', heldAdmitted)
-    sellable = total - held
-    if sellable > 0 then stockState = 'available'
-    elseif held + pending > 0 then stockState = 'held'
-    else stockState = 'sold_out' end
-  else
-    stockState = 'unknown'
-  end
+  own = ownStock()
+  local busy
+  sellable, busy, skuList, figures = sellableOf(own, share)
+  grant = useReservation(share)
+  if not own.known then
+    stockState, sellable = 'unknown', 0
+  elseif sellable > 0 then stockState = 'available'
+  elseif busy > 0 then stockState = 'held'
+  else stockState = 'sold_out' end
 end
 
 local admitted = 0
@@ -696,6 +668,7 @@ if behind == 0 then
   local cap = target - redis.call('ZCARD', A)
   if maxTick > 0 and cap > maxTick then cap = maxTick end
   if stockAware and cap > sellable then cap = sellable end
+  if grant and cap > grant then cap = grant end
   if not paused and not beforeDraw and cap > 0 then
     local seqs = redis.call('ZRANGEBYSCORE', W, '-inf', watermark, 'LIMIT', 0, cap)
     local k = #seqs
@@ -712,16 +685,23 @@ if behind == 0 then
     if k > 0 then
       redis.call('HINCRBY', ST, 'admittedTotal', k)
       redis.call('ZADD', AD, n, n .. ':' .. k .. ':' .. seqs[1])
-      sellable = sellable - k
-      if stockAware and sellable <= 0 then stockState = 'held' end
+      if stockAware then
+        sellable = sellable - k
+        own.admitted = own.admitted + k
+        if sellable <= 0 then stockState = 'held' end
+      end
     end
   end
 end
-redis.call('HSET', ST, 'lastTick', n, 'behind', behind)
+redis.call('HSET', ST, 'lastTick', n, 'behind', behind, 'limit', target, 'maxTick', maxTick,
+  'paused', paused and 1 or 0, 'awaitDraw', awaitDraw and 1 or 0)
+local snapshot, unshared = '', 0
 if stockAware then
-  redis.call('HSET', ST, 'stock', stockState, 'sellable', sellable, 'skus', table.concat(skuList, ','))
-else
-  redis.call('HDEL', ST, 'stock', 'sellable', 'skus', 'skustock', 'heldAdmitted')
+  redis.call('HSET', ST, 'stock', stockState, 'sellable', sellable, 'skus', table.concat(skuList, ','),
+    'skustock', table.concat(figures, ','), 'heldAdmitted', own.admitted)
+  snapshot = snapshotOf(own)
+elseif redis.call('HDEL', ST, 'stock', 'sellable', 'skus', 'skustock', 'heldAdmitted') > 0 then
+  unshared = 1
 end
 
 -- The admission rate of the last minute, for ETAs: measured, not configured.
@@ -737,7 +717,8 @@ end
 local span = math.max(n - oldest + tick, tick) / 1000
 redis.call('HSET', ST, 'rate', string.format('%.3f', sum / span))
 return {'ok', #expired, admitted, redis.call('ZCARD', A), redis.call('ZCARD', W),
-  math.floor(sum * 1000 / span + 0.5), behind, math.max(due - n, 0), stockState, sellable, abandoned}
+  math.floor(sum * 1000 / span + 0.5), behind, math.max(due - n, 0), stockState, sellable, abandoned,
+  snapshot, unshared}
 `)
 
 // claimScript takes an order for an admitted entry's token at the moment
@@ -755,8 +736,9 @@ return {'ok', #expired, admitted, redis.call('ZCARD', A), redis.call('ZCARD', W)
 // admission tick frees it if the order never finished. Claiming again with
 // the same order id is 'claimed' with the first claim's time.
 // Returns {outcome, claimedAt ms}: outcome is claimed | conflict | limit |
-// early | expired | waiting | left | unknown.
-var claimScript = redis.NewScript(luaLib + `
+// early | expired | waiting | left | unknown; a claim of several units of a
+// stock-aware line adds the line's stock snapshot (see below).
+var claimScript = redis.NewScript(luaLib + stockLua + `
 local seq, tok, ord, hold = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6])
 local sku, qty, user, maxPer = ARGV[7], tonumber(ARGV[8]), ARGV[9], tonumber(ARGV[10])
 local n = now()
@@ -778,6 +760,10 @@ end
 redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'claimedAt', n, 'sku', sku, 'qty', qty)
 redis.call('ZADD', A, 'XX', n + hold, seq)
 syncHeld(seq)
+-- A claim of several units holds more than its admission did: the queues
+-- sharing its SKUs count them once the ledger has the line's snapshot, so
+-- it goes there now (Store.Claim), not with the next tick's report.
+if qty > 1 and redis.call('HEXISTS', ST, 'stock') == 1 then return {'claimed', n, snapshotOf(ownStock())} end
 return {'claimed', n}
 `)
 
@@ -982,35 +968,48 @@ return redis.call('ZCARD', pre)
 // admitNowScript admits the head of the line at once, outside the ticks: a
 // join into an empty line with a slot free (no crowd, no wait), or every
 // join of a passthrough queue.
-// ARGV from 3: queue, epoch, targetActive (0: no cap), ttlMs, tickMs,
-// stock-aware (0|1), only (a sequence: admit that entry alone if it waits —
-// a passthrough join, where nobody waits and order does not matter; 0: the
-// head of the line), maxAdmitPerTick (0: no cap; the head of the line only).
-// Invariants: those of admitScript — FIFO up to the entries cursor, never
-// over targetActive or the sellable units, never more than maxAdmitPerTick
-// in a tick (counting what the current tick and earlier calls in it
-// admitted: the join that found the line empty may find it full by now —
-// the follower applied joins from other gateways meanwhile, or replayed a
+// ARGV from 3: queue, epoch, ttlMs, tickMs, stock-aware (0|1), only (a
+// sequence: admit that entry alone if it waits — a passthrough join, where
+// nobody waits and order does not matter; 0: the head of the line), the
+// stock ledger's share for this step (JSON, see stockshare.go; empty: the
+// queue counts its own holdings alone).
+// Invariants: those of admitScript, by what the last tick recorded that it
+// obeys (admitScript's limit, maxTick, paused and awaitDraw: one source,
+// whoever admits) — FIFO up to the entries cursor; never over the tick's
+// limit (for an adaptive queue the controller's, not the configured
+// targetActive); nobody while the tick found admission paused (the
+// queue's state, the payment breaker), nor before a drop's draw (the draw
+// as it stands now: the one that just happened counts); never over the
+// sellable units, counted here and now as a tick counts them (a claim made
+// since the last tick holds its units; see stockLua) and within the
+// ledger's grant; never more than maxTick in a tick (the head of the line
+// only; counting what the current tick and earlier calls in it admitted:
+// the join that found the line empty may find it full by now — the
+// follower applied joins from other gateways meanwhile, or replayed a
 // whole line Redis had lost — and the head of that line is the ticks' to
 // admit at the configured rate), in one atomic step with the outbox — and
-// nothing while the last tick found the line behind the streams or is older
-// than two ticks and a second (the guards only a tick runs), nor the head
-// of the line while the ticks' last readyAt lies ahead (after catch-up
-// ticks: it would be READY before those admitted ahead of it). What it
-// admits is READY at once: readyAt is Redis's time of the call.
-// Returns the sequences admitted, or {'later'} when a guard refused (the
-// next tick may lift it; the caller may try again then).
-var admitNowScript = redis.NewScript(luaLib + `
+// nothing while the last tick found the line behind the streams or is
+// older than two ticks and a second (the guards only a tick runs), nor the
+// head of the line while the ticks' last readyAt lies ahead (after
+// catch-up ticks: it would be READY before those admitted ahead of it).
+// What it admits is READY at once: readyAt is Redis's time of the call.
+// Returns {'ok', snapshot, seq...} — the sequences admitted — or {'later',
+// snapshot} when a guard refused (the next tick may lift it, or a fresh
+// reservation: the caller may try again then). snapshot: the line's stock
+// snapshot for the ledger (JSON), empty when this step counted no stock.
+var admitNowScript = redis.NewScript(luaLib + stockLua + `
 local queue, epoch = ARGV[3], ARGV[4]
-local target, ttl, tick = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local stockAware = ARGV[8] == '1'
+local ttl, tick = tonumber(ARGV[5]), tonumber(ARGV[6])
+local stockAware, only = ARGV[7] == '1', ARGV[8]
 local n = now()
-local st = redis.call('HMGET', ST, 'lastTick', 'behind', 'sellable', 'lastReadyAt')
-if not st[1] or n - tonumber(st[1]) > 2 * tick + 1000 or st[2] ~= '0' then return {'later'} end
-local cap = 1000 -- passthrough: everyone up to the cursor (a join's own is there)
-if target > 0 then cap = target - redis.call('ZCARD', A) end
-local maxTick = tonumber(ARGV[10] or '0')
-if maxTick > 0 and ARGV[9] == '0' then
+local st = redis.call('HMGET', ST, 'lastTick', 'behind', 'lastReadyAt', 'limit', 'maxTick', 'paused', 'awaitDraw', 'drawn')
+local lastTick, behind, lastReadyAt = tonumber(st[1] or '0'), st[2], tonumber(st[3] or '0')
+local limit, maxTick, paused = tonumber(st[4]), tonumber(st[5] or '0'), st[6] == '1'
+local beforeDraw = st[7] == '1' and not st[8] -- as a tick would find it now: the draw may have come since
+if lastTick == 0 or not limit or n - lastTick > 2 * tick + 1000 or behind ~= '0' then return {'later', ''} end
+if paused or beforeDraw then return {'ok', ''} end
+local cap = limit - redis.call('ZCARD', A)
+if maxTick > 0 and only == '0' then
   -- The current tick began a tick before the next one is due; AD holds
   -- every admission (the ticks' and these) by Redis time.
   local since = tonumber(redis.call('HGET', ST, 'nextTick') or '0') - tick
@@ -1021,19 +1020,27 @@ if maxTick > 0 and ARGV[9] == '0' then
   end
   if cap > maxTick - used then cap = maxTick - used end
 end
-if stockAware then
-  local sellable = tonumber(st[3] or '0')
-  if cap > sellable then cap = sellable end
-end
-if cap <= 0 then return {} end
+if cap <= 0 then return {'ok', ''} end
 -- After ticks that caught up, their admissions' readyAt lie ahead of now:
 -- the head of the line admitted now would be READY before them. The next
 -- ticks admit it, in order. (A passthrough join is READY now: nobody waits.)
-if ARGV[9] == '0' and tonumber(st[4] or '0') > n then return {'later'} end
+if only == '0' and lastReadyAt > n then return {'later', ''} end
+local own, units, snapshot = nil, 0, ''
+if stockAware then
+  local share = shareOf(ARGV[9])
+  own = ownStock()
+  units = sellableOf(own, share)
+  if not own.known then units = 0 end
+  local grant, stale = useReservation(share)
+  if stale then return {'later', snapshotOf(own)} end
+  if cap > units then cap = units end
+  if grant and cap > grant then cap = grant end
+  if cap <= 0 then return {'ok', snapshotOf(own)} end
+end
 local seqs
-if ARGV[9] ~= '0' then
+if only ~= '0' then
   seqs = {}
-  if redis.call('HGET', P .. 'e:' .. ARGV[9], 'status') == 'waiting' then seqs = {ARGV[9]} end
+  if redis.call('HGET', P .. 'e:' .. only, 'status') == 'waiting' then seqs = {only} end
 else
   seqs = redis.call('ZRANGEBYSCORE', W, '-inf', cursorAt('entries', epoch), 'LIMIT', 0, cap)
 end
@@ -1041,7 +1048,13 @@ for _, s in ipairs(seqs) do admit(s, queue, epoch, n, ttl) end
 if #seqs > 0 then
   redis.call('HINCRBY', ST, 'admittedTotal', #seqs)
   redis.call('ZADD', AD, n, n .. ':' .. #seqs .. ':' .. seqs[1])
-  if stockAware then redis.call('HINCRBY', ST, 'sellable', -#seqs) end
 end
-return seqs
+if stockAware then
+  own.admitted = own.admitted + #seqs
+  redis.call('HSET', ST, 'sellable', units - #seqs)
+  snapshot = snapshotOf(own)
+end
+local out = {'ok', snapshot}
+for _, s in ipairs(seqs) do out[#out + 1] = s end
+return out
 `)

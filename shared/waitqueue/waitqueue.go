@@ -363,7 +363,9 @@ type Order struct {
 
 // Claim takes the token of entry seq for order o at the moment the order is
 // requested, judged on Redis time, and holds its slot for hold (the order's
-// deadline and a margin). See claimScript.
+// deadline and a margin). See claimScript. A claim of several units of a
+// stock-aware line is reported to the stock ledger at once (see
+// stockshare.go).
 func (s *Store) Claim(ctx context.Context, q string, seq uint64, o Order, hold time.Duration) (Claim, error) {
 	k := keyspace.Of(q)
 	res, err := claimScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, seq, o.TokenID, o.ID, hold.Milliseconds(),
@@ -371,11 +373,17 @@ func (s *Store) Claim(ctx context.Context, q string, seq uint64, o Order, hold t
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim %s/%d: %w", q, seq, err)
 	}
-	if len(res) != 2 {
+	if len(res) != 2 && len(res) != 3 {
 		return Claim{}, fmt.Errorf("claim %s/%d: reply of %d fields", q, seq, len(res))
 	}
 	out, _ := res[0].(string)
 	at, _ := res[1].(int64)
+	if len(res) == 3 {
+		snap, _ := res[2].(string)
+		if err := s.report(ctx, q, 0, snap); err != nil {
+			return Claim{}, fmt.Errorf("claim %s/%d: %w", q, seq, err)
+		}
+	}
 	return Claim{Outcome: redemptionOf(out), At: time.UnixMilli(at)}, nil
 }
 
@@ -499,8 +507,10 @@ type Tick struct {
 	// Admissions and Orders are the streams' heads for this queue: nobody
 	// is admitted until the line has applied them (see admitScript).
 	Admissions, Orders Head
-	// StockAware admits only against units that could still be sold.
+	// StockAware admits only against units that could still be sold;
+	// Share names the queues those units are shared with (see Share).
 	StockAware bool
+	Share      Share
 	// AwaitDraw: the queue is a scheduled drop; nobody is admitted until
 	// its pre-queue is drawn.
 	AwaitDraw bool
@@ -527,7 +537,8 @@ type TickResult struct {
 	// the one Stats reports and ETAs use.
 	AdmitRatePerSec float64
 	// Stock is the stock state after the tick (see Entry.Stock) and
-	// Sellable the units that could still go to the next in line.
+	// Sellable the units that could still go to the next in line, every
+	// queue sharing the SKUs counted (see Share).
 	Stock    string
 	Sellable int64
 	// Abandoned is how many waiting shoppers the tick found gone.
@@ -536,30 +547,64 @@ type TickResult struct {
 
 // Admit runs the queue's admission tick if it is due: expires stale tokens,
 // admits as many as fit, records them in the outbox. See admitScript for
-// the invariants.
+// the invariants. A stock-aware tick whose Share names SKUs reserves its
+// units in the stock ledger first and reports what the line holds after
+// (see stockshare.go); one that finds the line no longer stock-aware takes
+// it out of the ledger.
 func (s *Store) Admit(ctx context.Context, q string, t Tick) (TickResult, error) {
 	k := keyspace.Of(q)
-	res, err := admitScript.Run(ctx, s.rdb, stdKeys(k), s.args(k,
+	shared := t.StockAware && len(t.Share.SKUs) > 0
+	var res reservation
+	var share string
+	if shared {
+		want := 0
+		if !t.Paused {
+			want = t.TargetActive
+			if t.MaxAdmitPerTick > 0 {
+				want = min(want, t.MaxAdmitPerTick)
+			}
+		}
+		var err error
+		if res, share, err = s.reserve(ctx, q, t.Share, want); err != nil {
+			return TickResult{}, fmt.Errorf("admit %s: %w", q, err)
+		}
+	}
+	out, err := admitScript.Run(ctx, s.rdb, stdKeys(k), s.args(k,
 		q, t.Epoch, t.TargetActive, t.MaxAdmitPerTick, t.TickLength.Milliseconds(), t.TokenTTL.Milliseconds(),
 		flag(t.Paused), t.Offset, t.Admissions.Seq, t.Admissions.StreamID, t.Orders.Seq, t.Orders.StreamID, flag(t.StockAware),
-		flag(t.AwaitDraw), t.AbandonAfter.Milliseconds(), flag(t.NoJitter))...).Slice()
+		flag(t.AwaitDraw), t.AbandonAfter.Milliseconds(), flag(t.NoJitter), share)...).Slice()
 	if err != nil {
 		return TickResult{}, fmt.Errorf("admit %s: %w", q, err)
 	}
-	ints := make([]int64, len(res))
-	for i := 1; i < len(res); i++ {
-		ints[i], _ = res[i].(int64)
+	ints := make([]int64, len(out))
+	for i := 1; i < len(out); i++ {
+		ints[i], _ = out[i].(int64)
 	}
-	if len(res) == 2 && res[0] == "early" {
+	if len(out) == 2 && out[0] == "early" {
+		if shared && res.Grant > 0 {
+			if err := s.cancel(ctx, q, res.Res); err != nil {
+				return TickResult{}, fmt.Errorf("admit %s: %w", q, err)
+			}
+		}
 		return TickResult{Early: true, Next: time.Duration(ints[1]) * time.Millisecond}, nil
 	}
-	if len(res) != 11 {
-		return TickResult{}, fmt.Errorf("admit %s: reply of %d fields", q, len(res))
+	if len(out) != 13 {
+		return TickResult{}, fmt.Errorf("admit %s: reply of %d fields", q, len(out))
 	}
-	stock, _ := res[8].(string)
-	return TickResult{Expired: int(ints[1]), Admitted: int(ints[2]), Active: ints[3], Waiting: ints[4],
+	stock, _ := out[8].(string)
+	r := TickResult{Expired: int(ints[1]), Admitted: int(ints[2]), Active: ints[3], Waiting: ints[4],
 		AdmitRatePerSec: float64(ints[5]) / 1000, Behind: ints[6] == 1, Next: time.Duration(ints[7]) * time.Millisecond,
-		Stock: stock, Sellable: ints[9], Abandoned: int(ints[10])}, nil
+		Stock: stock, Sellable: ints[9], Abandoned: int(ints[10])}
+	switch snap, _ := out[11].(string); {
+	case shared && snap != "":
+		err = s.report(ctx, q, t.TickLength.Milliseconds(), snap)
+	case ints[12] == 1:
+		err = s.Withdraw(ctx, q)
+	}
+	if err != nil {
+		return TickResult{}, fmt.Errorf("admit %s: %w", q, err)
+	}
+	return r, nil
 }
 
 func flag(b bool) int {
@@ -578,15 +623,25 @@ type StockLevel struct {
 }
 
 // SetStock records the stock of SKUs of queue q as the store reported
-// them; an older version than the one recorded changes nothing. With only,
-// these are all of the queue's SKUs and any other recorded is dropped.
+// them, in q's line and in the stock ledger the queues selling them share;
+// an older version than the one recorded changes nothing. With only,
+// these are all of the queue's SKUs and any other the line recorded is
+// dropped.
 func (s *Store) SetStock(ctx context.Context, q string, only bool, levels ...StockLevel) error {
 	k := keyspace.Of(q)
 	args := s.args(k, flag(only))
-	for _, l := range levels {
+	figures := make([]stockFigure, len(levels))
+	for i, l := range levels {
 		args = append(args, l.SKU, l.Available, l.Version)
+		figures[i] = stockFigure{l.SKU, l.Available, l.Version}
 	}
 	if err := stockScript.Run(ctx, s.rdb, stdKeys(k), args...).Err(); err != nil {
+		return fmt.Errorf("set stock of %s: %w", q, err)
+	}
+	if len(levels) == 0 {
+		return nil
+	}
+	if err := s.ledger(ctx, ledgerStockScript, ledgerRequest{Queue: q, Levels: figures}).Err(); err != nil {
 		return fmt.Errorf("set stock of %s: %w", q, err)
 	}
 	return nil
@@ -742,7 +797,8 @@ type Stats struct {
 	Waiting, Active, AdmittedTotal int64
 	AdmitRatePerSec                float64
 	// Stock is the stock state of a stock-aware queue ("" otherwise),
-	// Sellable the units that could go to the next in line, HeldAdmitted
+	// Sellable the units that could go to the next in line (every queue
+	// sharing the SKUs counted, see Share), HeldAdmitted
 	// the units held by admitted shoppers who have not ordered (one each),
 	// SKUs each SKU's figures and SKUsAvailable the SKUs with units left
 	// (what a poll answers as skusAvailable) — as the last tick saw them.
@@ -1091,36 +1147,79 @@ func (s *Store) PreQueue(ctx context.Context, q string) ([]PreEntry, bool, strin
 	return out, drawn, version, nil
 }
 
+// AtOnce is what an admission at once needs besides what the queue's last
+// tick recorded (its limit, maxAdmitPerTick and whether admission is
+// paused: see admitNowScript).
+type AtOnce struct {
+	TokenTTL   time.Duration
+	TickLength time.Duration
+	// StockAware admits only against units that could still be sold;
+	// Share names the queues those units are shared with (see Share). A
+	// stock-aware admission at once reserves one unit in the ledger: it
+	// admits the head of the line alone (the ticks admit the rest).
+	StockAware bool
+	Share      Share
+}
+
 // AdmitNow admits the head of q's line at once, outside the ticks (see
-// admitNowScript), and returns the sequences admitted: at most target
-// slots held (0: no cap, passthrough) and at most maxPerTick admitted in
-// the current tick, the tick's own admissions included (0: no cap).
-func (s *Store) AdmitNow(ctx context.Context, q, epoch string, target, maxPerTick int, ttl, tick time.Duration, stockAware bool) ([]uint64, error) {
-	return s.admitNow(ctx, q, epoch, target, maxPerTick, ttl, tick, stockAware, 0)
+// admitNowScript), and returns the sequences admitted: within what the
+// queue's last tick obeyed — its limit of slots held, what is left of its
+// maxAdmitPerTick in the current tick, no admission while it was paused —
+// and the units that could still be sold at this moment.
+func (s *Store) AdmitNow(ctx context.Context, q, epoch string, a AtOnce) ([]uint64, error) {
+	return s.admitNow(ctx, q, epoch, a, 0)
 }
 
 // AdmitEntry admits entry seq of q at once if it waits, outside the ticks
 // and whatever its place: a passthrough join (nobody waits there, so order
-// does not matter). The guards of AdmitNow hold.
-func (s *Store) AdmitEntry(ctx context.Context, q, epoch string, seq uint64, ttl, tick time.Duration, stockAware bool) ([]uint64, error) {
-	return s.admitNow(ctx, q, epoch, 0, 0, ttl, tick, stockAware, seq)
+// does not matter). The guards of AdmitNow hold, but for maxAdmitPerTick.
+func (s *Store) AdmitEntry(ctx context.Context, q, epoch string, seq uint64, a AtOnce) ([]uint64, error) {
+	return s.admitNow(ctx, q, epoch, a, seq)
 }
 
-func (s *Store) admitNow(ctx context.Context, q, epoch string, target, maxPerTick int, ttl, tick time.Duration, stockAware bool, only uint64) ([]uint64, error) {
+func (s *Store) admitNow(ctx context.Context, q, epoch string, a AtOnce, only uint64) ([]uint64, error) {
+	var res reservation
+	var share string
+	if a.StockAware && len(a.Share.SKUs) > 0 {
+		var err error
+		if res, share, err = s.reserve(ctx, q, a.Share, 1); err != nil {
+			return nil, fmt.Errorf("admit now %s: %w", q, err)
+		}
+	}
+	return s.admitNowOn(ctx, q, epoch, a, only, res, share)
+}
+
+// admitNowOn is admitNow on reservation res (share: as the ledger gave
+// it), then reports the line's snapshot or releases the reservation
+// unused.
+func (s *Store) admitNowOn(ctx context.Context, q, epoch string, a AtOnce, only uint64, res reservation, share string) ([]uint64, error) {
 	k := keyspace.Of(q)
-	res, err := admitNowScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, q, epoch, target, ttl.Milliseconds(), tick.Milliseconds(),
-		flag(stockAware), only, maxPerTick)...).StringSlice()
+	shared := share != ""
+	out, err := admitNowScript.Run(ctx, s.rdb, stdKeys(k), s.args(k, q, epoch, a.TokenTTL.Milliseconds(), a.TickLength.Milliseconds(),
+		flag(a.StockAware), only, share)...).StringSlice()
+	if err == nil && len(out) < 2 {
+		err = fmt.Errorf("reply of %d fields", len(out))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("admit now %s: %w", q, err)
 	}
-	if len(res) == 1 && res[0] == "later" {
+	switch snap := out[1]; {
+	case shared && snap != "":
+		err = s.report(ctx, q, a.TickLength.Milliseconds(), snap)
+	case shared && res.Grant > 0:
+		err = s.cancel(ctx, q, res.Res) // refused before it counted the stock: the reservation is unused
+	}
+	if err != nil {
+		return nil, fmt.Errorf("admit now %s: %w", q, err)
+	}
+	if out[0] == "later" {
 		return nil, ErrNotCurrent
 	}
-	out := make([]uint64, len(res))
-	for i, r := range res {
-		out[i], _ = strconv.ParseUint(r, 10, 64)
+	admitted := make([]uint64, len(out)-2)
+	for i, r := range out[2:] {
+		admitted[i], _ = strconv.ParseUint(r, 10, 64)
 	}
-	return out, nil
+	return admitted, nil
 }
 
 // ErrNotCurrent says AdmitNow or AdmitEntry admitted nobody because of a
@@ -1128,7 +1227,9 @@ func (s *Store) admitNow(ctx context.Context, q, epoch string, target, maxPerTic
 // admitter running?), or the last tick found the line behind the streams
 // (an admission or an order event not applied yet — usually the one a
 // tick has just published), or — AdmitNow only — the ticks' last readyAt
-// lies ahead after ticks that caught up. The next tick may lift it.
+// lies ahead after ticks that caught up; or a tick used a later stock
+// reservation meanwhile. The next tick may lift it (or a fresh
+// reservation: try again).
 var ErrNotCurrent = errors.New("waitqueue: the line is not current (no recent tick, behind the streams, or its last admissions not READY yet)")
 
 // Invite is an invite code taken by a join, with the expiry it was
