@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"usher/shared/adaptive"
-	"usher/shared/catalog"
-	"usher/shared/event"
+	"usher/internal/adaptive"
+	"usher/internal/catalog"
+	"usher/internal/event"
 )
 
 // limitStore is where the adaptive limits live (adaptive.Store).

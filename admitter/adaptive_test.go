@@ -13,11 +13,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"usher/shared/adaptive"
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/adaptive"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // feeder stands in for the order workers: it adds a sample to the queue's

@@ -15,12 +15,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/keyspace"
-	"usher/shared/lottery"
-	"usher/shared/orders"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/keyspace"
+	"usher/internal/lottery"
+	"usher/internal/orders"
+	"usher/internal/waitqueue"
 )
 
 // queueLister is the part of the catalog the admitter reads, and the one

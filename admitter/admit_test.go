@@ -15,13 +15,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"usher/shared/bus"
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/keyspace"
-	"usher/shared/orders"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/bus"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/keyspace"
+	"usher/internal/orders"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 func TestMain(m *testing.M) {

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/paybreaker"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/paybreaker"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // Back-pressure: while the payment breaker is open nobody is admitted;

@@ -3,8 +3,8 @@ package main
 import (
 	"time"
 
-	"usher/shared/config"
-	"usher/shared/service"
+	"usher/internal/config"
+	"usher/internal/service"
 )
 
 type settings struct {

@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"usher/shared/testenv"
+	"usher/internal/testenv"
 )
 
 // deploy/grafana/metrics/admitter.txt, which the Grafana dashboard's test

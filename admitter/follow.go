@@ -11,9 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/bus"
-	"usher/shared/event"
-	"usher/shared/waitqueue"
+	"usher/internal/bus"
+	"usher/internal/event"
+	"usher/internal/waitqueue"
 )
 
 // A follower applies one stream's events of one queue to the queue's line

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/bus"
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/bus"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // newPrivateWorld is a world whose Redis is its own, so the test can wipe it.

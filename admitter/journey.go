@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/event"
-	"usher/shared/waitqueue"
+	"usher/internal/event"
+	"usher/internal/waitqueue"
 )
 
 // waits measures each admission's time in line (usher_time_in_line_seconds):

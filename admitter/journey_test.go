@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/analytics"
-	"usher/shared/bus"
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/analytics"
+	"usher/internal/bus"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // startAt runs an admitter serving its metrics at addr until the test ends.

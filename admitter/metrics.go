@@ -6,9 +6,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"usher/shared/analytics"
-	"usher/shared/catalog"
-	"usher/shared/waitqueue"
+	"usher/internal/analytics"
+	"usher/internal/catalog"
+	"usher/internal/waitqueue"
 )
 
 // metrics are the admitter's Prometheus metrics, on its own registry. The

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // After shoppers are admitted, the admitter's /metrics has the issue's

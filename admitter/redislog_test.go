@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/testenv"
+	"usher/internal/testenv"
 )
 
 // asMain, set in the environment, makes the test binary run the admitter's

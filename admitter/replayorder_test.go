@@ -10,11 +10,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/bus"
-	"usher/shared/event"
-	"usher/shared/orders"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/bus"
+	"usher/internal/event"
+	"usher/internal/orders"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // runStoppable runs an admitter until stop is called (or the test ends).

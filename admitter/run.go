@@ -12,13 +12,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
-	"usher/shared/adaptive"
-	"usher/shared/config"
-	"usher/shared/event"
-	"usher/shared/opshttp"
-	"usher/shared/orders"
-	"usher/shared/paybreaker"
-	"usher/shared/service"
+	"usher/internal/adaptive"
+	"usher/internal/config"
+	"usher/internal/event"
+	"usher/internal/opshttp"
+	"usher/internal/orders"
+	"usher/internal/paybreaker"
+	"usher/internal/service"
 )
 
 // run wires the admitter and works until ctx ends.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/orders"
-	"usher/shared/testenv"
+	"usher/internal/orders"
+	"usher/internal/testenv"
 )
 
 // Two queues selling one SKU share its units: ten in the store, fifteen

@@ -9,9 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/bus"
-	"usher/shared/event"
-	"usher/shared/waitqueue"
+	"usher/internal/bus"
+	"usher/internal/event"
+	"usher/internal/waitqueue"
 )
 
 // streamHeads reads how far the streams hold a queue's events.

@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/bus"
-	"usher/shared/event"
-	"usher/shared/testenv"
+	"usher/internal/bus"
+	"usher/internal/event"
+	"usher/internal/testenv"
 )
 
 // The whole journey on make run's broker — nats.conf with the auth.conf

@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/event"
-	"usher/shared/testenv"
+	"usher/internal/event"
+	"usher/internal/testenv"
 )
 
 // dropRig is every service as its binary, each of which can be killed and

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/testenv"
+	"usher/internal/testenv"
 )
 
 // A drop nobody pre-queued for still opens: its lottery is drawn (nobody

@@ -9,8 +9,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"usher/shared/testenv"
-	"usher/shared/testenv/chromium"
+	"usher/internal/testenv"
+	"usher/internal/testenv/chromium"
 )
 
 // A shopper the admitter gave up on (gone past abandonAfterSeconds) hears

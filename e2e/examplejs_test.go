@@ -19,9 +19,9 @@ import (
 
 	"usher/api"
 	"usher/api/contract"
-	"usher/shared/pow"
-	"usher/shared/testenv"
-	"usher/shared/testenv/chromium"
+	"usher/internal/pow"
+	"usher/internal/testenv"
+	"usher/internal/testenv/chromium"
 )
 
 // The browser client a shop copies (examples/js) in headless Chromium

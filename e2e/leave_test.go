@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/testenv"
+	"usher/internal/testenv"
 )
 
 // A READY shopper who leaves — the gateway's DELETE answers 204 — is told

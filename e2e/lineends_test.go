@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/keyspace"
-	"usher/shared/testenv"
+	"usher/internal/keyspace"
+	"usher/internal/testenv"
 )
 
 // The end of a line — a drop's closesAt passing, or an operator's state

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/event"
-	"usher/shared/testenv"
+	"usher/internal/event"
+	"usher/internal/testenv"
 )
 
 // Issue #17: a stalled, killed or restarted admitter must delay admission by

@@ -15,10 +15,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"usher/shared/keyspace"
-	"usher/shared/redisacl"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/keyspace"
+	"usher/internal/redisacl"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // charges is how many payments pgsim captured under key ("" for all).

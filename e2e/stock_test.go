@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/testenv"
+	"usher/internal/testenv"
 )
 
 // shop is the whole of usher with the order path: every service as its

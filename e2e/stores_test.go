@@ -12,9 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"usher/shared/redisacl"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/redisacl"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // The whole journey with every store locked down as make run locks it:

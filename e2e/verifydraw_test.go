@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/testenv"
+	"usher/internal/testenv"
 )
 
 // A sceptical shopper checks the draw with what usher publishes and nothing

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"usher/shared/adaptive"
-	"usher/shared/catalog"
+	"usher/internal/adaptive"
+	"usher/internal/catalog"
 )
 
 // limitReader reads a queue's adaptive limit (adaptive.Store).

@@ -9,10 +9,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"usher/shared/adaptive"
-	"usher/shared/catalog"
-	"usher/shared/testenv"
-	"usher/shared/testenv/chromium"
+	"usher/internal/adaptive"
+	"usher/internal/catalog"
+	"usher/internal/testenv"
+	"usher/internal/testenv/chromium"
 )
 
 // decide commits one decision for q as an admitter would.

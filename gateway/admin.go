@@ -11,10 +11,10 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/problem"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/problem"
+	"usher/internal/waitqueue"
 )
 
 // queueView is a queue's configuration with its live figures.

@@ -9,7 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"golang.org/x/sync/errgroup"
 
-	"usher/shared/problem"
+	"usher/internal/problem"
 )
 
 // The admin API (/v1/admin/…) and the ops dashboard (/ops) are served by

@@ -12,7 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"golang.org/x/sync/errgroup"
 
-	"usher/shared/testenv"
+	"usher/internal/testenv"
 )
 
 // get sends a request and returns its status.

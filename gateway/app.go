@@ -17,12 +17,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/valyala/fasthttp"
 
-	"usher/shared/catalog"
-	"usher/shared/problem"
-	"usher/shared/ratelimit"
-	"usher/shared/ticket"
-	"usher/shared/token"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/problem"
+	"usher/internal/ratelimit"
+	"usher/internal/ticket"
+	"usher/internal/token"
+	"usher/internal/waitqueue"
 )
 
 // publisher is the part of JetStream the gateway uses.

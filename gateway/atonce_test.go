@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/catalog"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // tickAs runs one admission tick of the harness's queue as the admitter

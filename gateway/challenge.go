@@ -13,13 +13,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"usher/shared/catalog"
-	"usher/shared/keyspace"
-	"usher/shared/pow"
-	"usher/shared/problem"
-	"usher/shared/script"
-	"usher/shared/ticket"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/keyspace"
+	"usher/internal/pow"
+	"usher/internal/problem"
+	"usher/internal/script"
+	"usher/internal/ticket"
+	"usher/internal/waitqueue"
 )
 
 // Proof of work at the door (issue #14): a queue whose challenge mode is

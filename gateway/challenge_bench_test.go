@@ -7,7 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"usher/shared/pow"
+	"usher/internal/pow"
 )
 
 // BenchmarkJoinWithProof is BenchmarkJoin on a queue that enforces a proof

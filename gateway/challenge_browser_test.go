@@ -18,9 +18,9 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"usher/shared/pow"
-	"usher/shared/testenv"
-	"usher/shared/testenv/chromium"
+	"usher/internal/pow"
+	"usher/internal/testenv"
+	"usher/internal/testenv/chromium"
 )
 
 // powScript is pow.js as the gateway serves it.

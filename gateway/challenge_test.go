@@ -14,12 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/keyspace"
-	"usher/shared/pow"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/keyspace"
+	"usher/internal/pow"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // clock is a test's clock: it moves only when told to.

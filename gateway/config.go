@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"usher/shared/config"
-	"usher/shared/service"
-	"usher/shared/shopper"
+	"usher/internal/config"
+	"usher/internal/service"
+	"usher/internal/shopper"
 )
 
 type settings struct {

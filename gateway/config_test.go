@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"usher/shared/config"
+	"usher/internal/config"
 )
 
 // USHER_NOTIFIER_PUBLIC_URL starts every events URL a join or poll
@@ -104,7 +104,7 @@ func TestPageCSSURLIsCheckedAtStartUp(t *testing.T) {
 // A key or secret file that cannot be used stops the start with the
 // variable that names it, before anything is dialled: the challenge
 // secret, and a key file of the shopper's view (each of which
-// shared/shopper's TestKeyFilesNameTheVariableOfAnUnusableFile covers).
+// internal/shopper's TestKeyFilesNameTheVariableOfAnUnusableFile covers).
 func TestRunNamesTheVariableOfAnUnusableKeyFile(t *testing.T) {
 	dir := t.TempDir()
 	short := filepath.Join(dir, "short.secret")

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"usher/shared/catalog"
-	"usher/shared/pow"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/pow"
+	"usher/internal/waitqueue"
 )
 
 // Auto difficulty. A queue with difficulty "auto" asks Min bits while it

@@ -12,11 +12,11 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/lottery"
-	"usher/shared/problem"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/lottery"
+	"usher/internal/problem"
+	"usher/internal/waitqueue"
 )
 
 // headerInvite carries a single-use invite code on a join.

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/catalog"
-	"usher/shared/lottery"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/lottery"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 var adminAuth = map[string]string{"Authorization": "Bearer secret-admin"}

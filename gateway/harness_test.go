@@ -20,14 +20,14 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/bus"
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/ratelimit"
-	"usher/shared/testenv"
-	"usher/shared/ticket"
-	"usher/shared/token"
-	"usher/shared/waitqueue"
+	"usher/internal/bus"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/ratelimit"
+	"usher/internal/testenv"
+	"usher/internal/ticket"
+	"usher/internal/token"
+	"usher/internal/waitqueue"
 )
 
 func TestMain(m *testing.M) {

@@ -24,14 +24,14 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/redis/go-redis/v9"
 
-	"usher/shared/bus"
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/redisacl"
-	"usher/shared/testenv"
-	"usher/shared/ticket"
-	"usher/shared/token"
-	"usher/shared/waitqueue"
+	"usher/internal/bus"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/redisacl"
+	"usher/internal/testenv"
+	"usher/internal/ticket"
+	"usher/internal/token"
+	"usher/internal/waitqueue"
 )
 
 // Nothing under /v1/admin answers without the admin token: every route

@@ -3,8 +3,8 @@ package main
 import (
 	"testing"
 
-	"usher/shared/analytics"
-	"usher/shared/testenv"
+	"usher/internal/analytics"
+	"usher/internal/testenv"
 )
 
 // An admitted shopper who leaves is counted once as the outcome "left"

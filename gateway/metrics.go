@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"usher/shared/analytics"
+	"usher/internal/analytics"
 )
 
 // metrics are the gateway's Prometheus metrics, on its own registry. Labels

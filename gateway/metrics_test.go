@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"usher/shared/testenv"
+	"usher/internal/testenv"
 )
 
 // After a join, polls and an admin call, the gateway's /metrics has the

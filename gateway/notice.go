@@ -6,8 +6,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"usher/shared/catalog"
-	"usher/shared/problem"
+	"usher/internal/catalog"
+	"usher/internal/problem"
 )
 
 // putNotice answers PUT /v1/admin/queues/{q}/notice {"message": "…",

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"usher/shared/event"
+	"usher/internal/event"
 
 	"github.com/nats-io/nats.go/jetstream"
 )

@@ -13,9 +13,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"usher/shared/catalog"
-	"usher/shared/orders"
-	"usher/shared/problem"
+	"usher/internal/catalog"
+	"usher/internal/orders"
+	"usher/internal/problem"
 )
 
 // The ops dashboard: a page, a stylesheet and a script, embedded like the

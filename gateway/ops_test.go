@@ -18,11 +18,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"usher/shared/catalog"
-	"usher/shared/orders"
-	"usher/shared/testenv"
-	"usher/shared/testenv/chromium"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/orders"
+	"usher/internal/testenv"
+	"usher/internal/testenv/chromium"
+	"usher/internal/waitqueue"
 )
 
 // lazy formats as what its function returns when the message is built,

@@ -12,12 +12,12 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/orders"
-	"usher/shared/problem"
-	"usher/shared/token"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/orders"
+	"usher/internal/problem"
+	"usher/internal/token"
+	"usher/internal/waitqueue"
 )
 
 // orderRecords is the part of the Redis order records the gateway uses.
@@ -153,7 +153,7 @@ func (a *api) placedBy(ctx context.Context, raw, user string) (token.Claims, err
 }
 
 // readyTolerance is how early an order may come by this host's clock: the
-// claim script's tolerance on Redis's clock (shared/waitqueue claimScript).
+// claim script's tolerance on Redis's clock (internal/waitqueue claimScript).
 const readyTolerance = 500 * time.Millisecond
 
 // claim takes the token for the order at this moment, on the line's clock:

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/orders"
-	"usher/shared/testenv"
+	"usher/internal/orders"
+	"usher/internal/testenv"
 )
 
 // A resubmitted token is the order it placed, whatever the queue sells

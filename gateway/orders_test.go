@@ -10,11 +10,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/event"
-	"usher/shared/orders"
-	"usher/shared/testenv"
-	"usher/shared/token"
-	"usher/shared/waitqueue"
+	"usher/internal/event"
+	"usher/internal/orders"
+	"usher/internal/testenv"
+	"usher/internal/token"
+	"usher/internal/waitqueue"
 )
 
 // newOrderHarness is a gateway whose queue sells "sku-1", up to 2 per order.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"usher/shared/catalog"
-	"usher/shared/problem"
+	"usher/internal/catalog"
+	"usher/internal/problem"
 )
 
 // The waiting-room page: one HTML template, a stylesheet and a script,

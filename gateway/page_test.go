@@ -20,11 +20,11 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/event"
-	"usher/shared/testenv"
-	"usher/shared/testenv/chromium"
-	"usher/shared/ticket"
-	"usher/shared/token"
+	"usher/internal/event"
+	"usher/internal/testenv"
+	"usher/internal/testenv/chromium"
+	"usher/internal/ticket"
+	"usher/internal/token"
 )
 
 func TestPageAndAssetsAreServed(t *testing.T) {

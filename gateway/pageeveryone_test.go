@@ -18,8 +18,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
-	"usher/shared/testenv"
-	"usher/shared/testenv/chromium"
+	"usher/internal/testenv"
+	"usher/internal/testenv/chromium"
 )
 
 // The waiting-room page for everyone, in one real Chromium (each subtest

@@ -12,9 +12,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"usher/shared/catalog"
-	"usher/shared/problem"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/problem"
+	"usher/internal/waitqueue"
 )
 
 // The waiting room without JavaScript. The page's forms post to POST

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/orders"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/orders"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // postForm posts the page's form fields as a browser does (same origin).

@@ -10,8 +10,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"usher/shared/testenv"
-	"usher/shared/testenv/chromium"
+	"usher/internal/testenv"
+	"usher/internal/testenv/chromium"
 )
 
 // xssNotice is a notice that would run a script, were it written as HTML.

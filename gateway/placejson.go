@@ -7,7 +7,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"usher/shared/jsonenc"
+	"usher/internal/jsonenc"
 )
 
 // sendPlace writes p as the answer's JSON body with status.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/catalog"
+	"usher/internal/catalog"
 )
 
 // A join's or poll's answer is the bytes encoding/json would write for its

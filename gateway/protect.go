@@ -4,7 +4,7 @@ import (
 	"os"
 	"time"
 
-	"usher/shared/config"
+	"usher/internal/config"
 )
 
 // protectSettings are the settings of the gateway's protections: who the

@@ -6,15 +6,15 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"usher/shared/catalog"
-	"usher/shared/problem"
-	"usher/shared/ratelimit"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/problem"
+	"usher/internal/ratelimit"
+	"usher/internal/waitqueue"
 )
 
 // Rate limits stand in front of the line: a join is checked per client IP
 // and per user, an order per IP, per user and against the queue's total
-// orders per second, each in one Redis round trip (see shared/ratelimit).
+// orders per second, each in one Redis round trip (see internal/ratelimit).
 // Polls are not limited: a waiting shopper must always see the line, and a
 // poll costs one signature check and one Redis script anyway.
 

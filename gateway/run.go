@@ -11,14 +11,14 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"usher/shared/adaptive"
-	"usher/shared/config"
-	"usher/shared/opshttp"
-	"usher/shared/orders"
-	"usher/shared/paybreaker"
-	"usher/shared/pow"
-	"usher/shared/ratelimit"
-	"usher/shared/service"
+	"usher/internal/adaptive"
+	"usher/internal/config"
+	"usher/internal/opshttp"
+	"usher/internal/orders"
+	"usher/internal/paybreaker"
+	"usher/internal/pow"
+	"usher/internal/ratelimit"
+	"usher/internal/service"
 )
 
 // run wires the gateway and serves until ctx ends.

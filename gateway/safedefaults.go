@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"usher/shared/config"
+	"usher/internal/config"
 )
 
 // devAdminToken is USHER_ADMIN_TOKEN's default: right for one laptop,

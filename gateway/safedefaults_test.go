@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"usher/shared/config"
+	"usher/internal/config"
 )
 
 // Settings that are fine on a laptop are refused where others can connect,

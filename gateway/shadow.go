@@ -8,10 +8,10 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"usher/shared/catalog"
-	"usher/shared/problem"
-	"usher/shared/ticket"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/problem"
+	"usher/internal/ticket"
+	"usher/internal/waitqueue"
 )
 
 // The shadow line. In a queue with challenge suspects "shadow", a client

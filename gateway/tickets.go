@@ -11,13 +11,13 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/analytics"
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/problem"
-	"usher/shared/shopper"
-	"usher/shared/ticket"
-	"usher/shared/waitqueue"
+	"usher/internal/analytics"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/problem"
+	"usher/internal/shopper"
+	"usher/internal/ticket"
+	"usher/internal/waitqueue"
 )
 
 // place is the body of join and poll answers.

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/testenv"
-	"usher/shared/ticket"
-	"usher/shared/waitqueue"
+	"usher/internal/testenv"
+	"usher/internal/ticket"
+	"usher/internal/waitqueue"
 )
 
 func TestConcurrentJoinsGetDistinctPlaces(t *testing.T) {

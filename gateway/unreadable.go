@@ -9,7 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
-	"usher/shared/problem"
+	"usher/internal/problem"
 )
 
 // answerUnreadable is app's answer to a request its server could not read

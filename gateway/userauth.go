@@ -13,8 +13,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/golang-jwt/jwt/v5"
 
-	"usher/shared/catalog"
-	"usher/shared/problem"
+	"usher/internal/catalog"
+	"usher/internal/problem"
 )
 
 // Who a shopper is. usher has no accounts: the shop says who its user is,

@@ -11,7 +11,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"usher/shared/config"
+	"usher/internal/config"
 )
 
 var userSecret = []byte(strings.Repeat("s", 32))

@@ -22,7 +22,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"usher/shared/testenv"
+	"usher/internal/testenv"
 )
 
 // jwksServer serves a key set on loopback and counts its fetches.

@@ -9,9 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/waitqueue"
 )
 
 // admissionsSubject is every queue's admissions: one subscription per

@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"usher/shared/catalog"
-	"usher/shared/shopper"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/shopper"
+	"usher/internal/waitqueue"
 )
 
 // view is what a position event says.

@@ -3,9 +3,9 @@ package main
 import (
 	"time"
 
-	"usher/shared/config"
-	"usher/shared/service"
-	"usher/shared/shopper"
+	"usher/internal/config"
+	"usher/internal/service"
+	"usher/internal/shopper"
 )
 
 // settings are the notifier's environment. The names and defaults it

@@ -10,7 +10,7 @@ import (
 
 // A key file that cannot be used stops the start with the variable that
 // names it, before anything is dialled (each key file's case is
-// shared/shopper's TestKeyFilesNameTheVariableOfAnUnusableFile; here, that
+// internal/shopper's TestKeyFilesNameTheVariableOfAnUnusableFile; here, that
 // run reports it).
 func TestRunNamesTheVariableOfAnUnusableKeyFile(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing.pem")

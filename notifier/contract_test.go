@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"usher/api/contract"
-	"usher/shared/catalog"
-	"usher/shared/testenv"
-	"usher/shared/ticket"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/testenv"
+	"usher/internal/ticket"
+	"usher/internal/waitqueue"
 )
 
 // The API contract (api/openapi.yaml, which the gateway serves): the

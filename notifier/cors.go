@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"strings"
 
-	"usher/shared/config"
+	"usher/internal/config"
 )
 
 // loadCORSOrigins reads which pages may open streams: the origins listed

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"usher/shared/config"
+	"usher/internal/config"
 )
 
 func TestLoadCORSOrigins(t *testing.T) {

@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"usher/shared/testenv"
+	"usher/internal/testenv"
 )
 
 // deploy/grafana/metrics/notifier.txt, which the Grafana dashboard's test

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
+	"usher/internal/catalog"
+	"usher/internal/event"
 )
 
 // Any Last-Event-ID header is either an id this notifier could have issued

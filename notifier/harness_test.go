@@ -16,12 +16,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
-	"usher/shared/bus"
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/testenv"
-	"usher/shared/ticket"
-	"usher/shared/waitqueue"
+	"usher/internal/bus"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/testenv"
+	"usher/internal/ticket"
+	"usher/internal/waitqueue"
 )
 
 func TestMain(m *testing.M) {

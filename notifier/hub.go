@@ -6,10 +6,10 @@ import (
 	"sync"
 	"time"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/shopper"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/shopper"
+	"usher/internal/waitqueue"
 )
 
 // line is the part of the Redis waiting line the notifier reads.

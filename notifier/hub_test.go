@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/waitqueue"
 )
 
 // fakeLine answers Ranks from memory: the benchmark measures the hub, not

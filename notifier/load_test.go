@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/testenv"
+	"usher/internal/testenv"
 )
 
 // TestSSELoad measures one notifier process holding N idle streams: its

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/testenv"
+	"usher/internal/testenv"
 )
 
 // After a shopper's READY went out, the notifier's /metrics has the issue's

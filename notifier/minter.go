@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"sync"
 
-	"usher/shared/token"
+	"usher/internal/token"
 )
 
 // minter signs entry tokens on a few long-lived goroutines.

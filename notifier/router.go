@@ -5,7 +5,7 @@ import (
 	"path"
 	"strings"
 
-	"usher/shared/problem"
+	"usher/internal/problem"
 )
 
 // router is where streams.routes adds its routes: the notifier's

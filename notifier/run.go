@@ -9,9 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
 
-	"usher/shared/config"
-	"usher/shared/opshttp"
-	"usher/shared/service"
+	"usher/internal/config"
+	"usher/internal/opshttp"
+	"usher/internal/service"
 )
 
 // run wires the notifier and serves until ctx ends.

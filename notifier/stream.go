@@ -13,11 +13,11 @@ import (
 	"sync"
 	"time"
 
-	"usher/shared/catalog"
-	"usher/shared/problem"
-	"usher/shared/shopper"
-	"usher/shared/ticket"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/problem"
+	"usher/internal/shopper"
+	"usher/internal/ticket"
+	"usher/internal/waitqueue"
 )
 
 // streams serves each shopper's event stream.

@@ -16,13 +16,13 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/shopper"
-	"usher/shared/testenv"
-	"usher/shared/ticket"
-	"usher/shared/token"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/shopper"
+	"usher/internal/testenv"
+	"usher/internal/ticket"
+	"usher/internal/token"
+	"usher/internal/waitqueue"
 )
 
 // A stream is framed as the spec says, with the headers a browser and a

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"usher/shared/adaptive"
-	"usher/shared/catalog"
-	"usher/shared/orders"
+	"usher/internal/adaptive"
+	"usher/internal/catalog"
+	"usher/internal/orders"
 )
 
 // The adaptive admission (package adaptive) judges the order path by what

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/adaptive"
-	"usher/shared/catalog"
-	"usher/shared/keyspace"
-	"usher/shared/orders"
-	"usher/shared/testenv"
+	"usher/internal/adaptive"
+	"usher/internal/catalog"
+	"usher/internal/keyspace"
+	"usher/internal/orders"
+	"usher/internal/testenv"
 )
 
 func adaptiveCfg() catalog.Config {

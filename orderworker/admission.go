@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/event"
+	"usher/internal/event"
 )
 
 // The line in Redis is a projection of the streams, and whoever can write

@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/event"
-	"usher/shared/keyspace"
-	"usher/shared/orders"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/event"
+	"usher/internal/keyspace"
+	"usher/internal/orders"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // Whoever can write the line in Redis (a stolen gateway Redis password)

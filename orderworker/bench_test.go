@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/event"
-	"usher/shared/orders"
-	"usher/shared/testenv"
+	"usher/internal/event"
+	"usher/internal/orders"
+	"usher/internal/testenv"
 
 	"github.com/nats-io/nats.go/jetstream"
 )

@@ -13,7 +13,7 @@ import (
 // errBreakerOpen: the breaker refused the call without making it.
 var errBreakerOpen = errors.New("payment breaker open")
 
-// sharedBreaker is where breakers of all workers meet (shared/paybreaker).
+// sharedBreaker is where breakers of all workers meet (internal/paybreaker).
 type sharedBreaker interface {
 	MarkOpen(ctx context.Context, period time.Duration) error
 	MarkClosed(ctx context.Context) error

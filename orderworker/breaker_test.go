@@ -11,7 +11,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
-	"usher/shared/testenv"
+	"usher/internal/testenv"
 )
 
 // fakeShared is the shared breaker state in memory, counting its reads.

@@ -5,8 +5,8 @@ import (
 	"net/url"
 	"time"
 
-	"usher/shared/config"
-	"usher/shared/service"
+	"usher/internal/config"
+	"usher/internal/service"
 )
 
 type settings struct {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/config"
+	"usher/internal/config"
 )
 
 // USHER_ORDER_ACK_WAIT below a second stops the start naming it: a

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/event"
+	"usher/internal/event"
 )
 
 // consumerName is the durable consumer every order worker shares: the

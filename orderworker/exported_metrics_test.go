@@ -7,9 +7,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/bus"
-	"usher/shared/event"
-	"usher/shared/testenv"
+	"usher/internal/bus"
+	"usher/internal/event"
+	"usher/internal/testenv"
 )
 
 // lagStub answers the lag collector as a consumer with nothing pending.

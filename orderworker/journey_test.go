@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/analytics"
-	"usher/shared/keyspace"
-	"usher/shared/orders"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/analytics"
+	"usher/internal/keyspace"
+	"usher/internal/orders"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // readyAt is the readyAt the line recorded for the token's admission (zero

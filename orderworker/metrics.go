@@ -6,9 +6,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"usher/shared/analytics"
-	"usher/shared/event"
-	"usher/shared/orders"
+	"usher/internal/analytics"
+	"usher/internal/event"
+	"usher/internal/orders"
 )
 
 // metrics are the order worker's Prometheus metrics, on its own registry.

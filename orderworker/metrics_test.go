@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/orders"
-	"usher/shared/testenv"
+	"usher/internal/orders"
+	"usher/internal/testenv"
 )
 
 // A finished order shows on the worker's /metrics under the names

@@ -9,10 +9,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/orders"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/orders"
+	"usher/internal/waitqueue"
 )
 
 // orderStore is the part of the PostgreSQL store the worker uses.

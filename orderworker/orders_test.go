@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/orders"
-	"usher/shared/paybreaker"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/orders"
+	"usher/internal/paybreaker"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 var errCrash = errors.New("crash (test hook)")

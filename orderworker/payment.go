@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"usher/shared/orders"
+	"usher/internal/orders"
 )
 
 // Payment errors the order flow branches on.

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/config"
-	"usher/shared/orders"
+	"usher/internal/config"
+	"usher/internal/orders"
 )
 
 // Charges in flight at once keep their connections to the gateway for the

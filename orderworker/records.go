@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"time"
 
-	"usher/shared/keyspace"
-	"usher/shared/orders"
+	"usher/internal/keyspace"
+	"usher/internal/orders"
 )
 
 // The order records in Redis are PostgreSQL's copies, written by the

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/orders"
-	"usher/shared/testenv"
+	"usher/internal/orders"
+	"usher/internal/testenv"
 )
 
 // A Redis that lost everything (FLUSHALL) lost the order records too,

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/orders"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/orders"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // lostLine is a world whose only shopper was admitted (tokens of ttl) and,

@@ -9,14 +9,14 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"usher/shared/adaptive"
-	"usher/shared/bus"
-	"usher/shared/config"
-	"usher/shared/event"
-	"usher/shared/opshttp"
-	"usher/shared/orders"
-	"usher/shared/paybreaker"
-	"usher/shared/service"
+	"usher/internal/adaptive"
+	"usher/internal/bus"
+	"usher/internal/config"
+	"usher/internal/event"
+	"usher/internal/opshttp"
+	"usher/internal/orders"
+	"usher/internal/paybreaker"
+	"usher/internal/service"
 )
 
 // run wires the order worker and works until ctx ends.

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/orders"
-	"usher/shared/paybreaker"
-	"usher/shared/testenv"
+	"usher/internal/orders"
+	"usher/internal/paybreaker"
+	"usher/internal/testenv"
 )
 
 // These tests hold the worker to one promise: a shopper the payment

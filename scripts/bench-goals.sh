@@ -175,7 +175,7 @@ done
 psql -q -h 127.0.0.1 -p 15432 -U postgres usher -c "CREATE TABLE IF NOT EXISTS bench_hot (id int PRIMARY KEY, n bigint); INSERT INTO bench_hot VALUES (1, 1000000000) ON CONFLICT DO NOTHING; CREATE TABLE IF NOT EXISTS bench_orders (id bigserial PRIMARY KEY, sku int, at timestamptz DEFAULT now());" >/dev/null
 printf 'UPDATE bench_hot SET n = n - 1 WHERE id = 1 AND n > 0;\nINSERT INTO bench_orders (sku) VALUES (1);\n' >"$g/hot.sql"
 want orders && for r in $(seq 1 "$rounds"); do
-  # The order benchmark's cluster runs with fsync off (shared/testenv): the
+  # The order benchmark's cluster runs with fsync off (internal/testenv): the
   # anchor's transactions do not wait for their WAL flush either.
   a=$(PGOPTIONS='-c synchronous_commit=off' timeout 60 pgbench -n -h 127.0.0.1 -p 15432 -U postgres -c 4 -j 2 -T 5 -f "$g/hot.sql" usher 2>&1 | tee "$g/pgbench-$r.txt" | grep -Eo 'tps = [0-9.]+' | head -n 1 | cut -d' ' -f3)
   b=$(timeout 600 go test ./orderworker -run '^$' -bench OrderPath -benchtime 3000x -timeout 10m 2>&1 | tee "$g/orders-$r.txt" | grep '^BenchmarkOrderPath')

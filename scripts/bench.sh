@@ -67,10 +67,10 @@ echo "\$ nats bench js pub async anchor.bench --msgs 200000 --size 256 --clients
 "$natscli" -s nats://127.0.0.1:14222 bench js pub async anchor.bench --msgs 200000 --size 256 --clients 2 --create --purge --dedup --no-progress 2>&1 | grep -E "stats|msgs/sec" || true
 echo
 echo "## Go benchmarks"
-echo '$ go test ./shared/ticket ./shared/token -run ^$ -bench . -benchmem'
-go test ./shared/ticket ./shared/token -run '^$' -bench . -benchmem | grep -E '^Benchmark'
-echo '$ go test ./shared/waitqueue -run ^$ -bench . -benchtime 20x'
-go test ./shared/waitqueue -run '^$' -bench . -benchtime 20x | grep -E '^Benchmark'
+echo '$ go test ./internal/ticket ./internal/token -run ^$ -bench . -benchmem'
+go test ./internal/ticket ./internal/token -run '^$' -bench . -benchmem | grep -E '^Benchmark'
+echo '$ go test ./internal/waitqueue -run ^$ -bench . -benchtime 20x'
+go test ./internal/waitqueue -run '^$' -bench . -benchtime 20x | grep -E '^Benchmark'
 echo '$ go test ./gateway -run ^$ -bench "Poll|Join" -benchtime 5000x -benchmem'
 go test ./gateway -run '^$' -bench 'Poll|Join' -benchtime 5000x -benchmem | grep -E '^Benchmark'
 echo

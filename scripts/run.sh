@@ -69,7 +69,7 @@ fi
 # Redis with ACL users: every service connects as its own user
 # (usher-<service>, with a password generated on first start in
 # <data>/redis/usher-<service>.pass, where the service finds it) holding only
-# its commands and keys; users.acl is written from the code (shared/redisacl)
+# its commands and keys; users.acl is written from the code (internal/redisacl)
 # at every start, and the default user is off. People use usher-admin.
 redis_addr=$(hostport "$USHER_REDIS_URL")
 redisdir=$USHER_DATA_DIR/redis
@@ -116,7 +116,7 @@ elif [ -n "$pgbin" ]; then
     as_pg "$pgbin/createdb" -h "${pg_addr%:*}" -p "${pg_addr##*:}" -U postgres usher
   # Least privilege, set up as a DBA would: usher_owner owns the schema and
   # migrates it (bin/usherctl migrate); each service connects as its own
-  # role, which may only do its rows' work (shared/orders/migrations/
+  # role, which may only do its rows' work (internal/orders/migrations/
   # 0003_roles.sql). Tables an older data folder made as postgres move to
   # the owner. Trust auth on loopback: this cluster is for development.
   as_pg "$pgbin/psql" -q -v ON_ERROR_STOP=1 -h "${pg_addr%:*}" -p "${pg_addr##*:}" -U postgres -d usher >>"$logs/pg-roles.log" <<'SQL'

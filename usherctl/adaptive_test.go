@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/event"
-	"usher/shared/testenv"
+	"usher/internal/event"
+	"usher/internal/testenv"
 )
 
 // An adaptive queue's limit moves within its bounds without every move

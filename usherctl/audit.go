@@ -11,8 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
+	"usher/internal/catalog"
+	"usher/internal/event"
 )
 
 const auditSynopsis = `usherctl audit --queue Q [--show N] [--lottery-list FILE]

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/lottery"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/lottery"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 func TestAuditPassesAFairHistoryAndCatchesBrokenOnes(t *testing.T) {

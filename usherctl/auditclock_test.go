@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/event"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/event"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // An order worker whose clock runs ahead (a slow sample of Redis TIME left

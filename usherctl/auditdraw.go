@@ -13,10 +13,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/lottery"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/lottery"
+	"usher/internal/waitqueue"
 )
 
 // scheduleEvent is what one config change says of a scheduled drop.
@@ -171,7 +171,7 @@ func newDrop(h *history, l *line, sched schedule, now time.Time) *drop {
 }
 
 // preQueueAt replays USHER_ENTRIES up to stream sequence cursor the way
-// the line's join and leave scripts do (shared/waitqueue/scripts.go) and
+// the line's join and leave scripts do (internal/waitqueue/scripts.go) and
 // returns the live pre-queue there, by sequence: exactly what a draw at
 // that cursor places. A join is an alias of its user's entry when that
 // entry is live (pre-queued, waiting, or admitted and neither expired nor

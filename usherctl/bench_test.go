@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/event"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/event"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // BenchmarkUsherctl measures replay (events/s to io.Discard) and rebuild

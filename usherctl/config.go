@@ -13,10 +13,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"usher/shared/bus"
-	"usher/shared/config"
-	"usher/shared/redisacl"
-	"usher/shared/waitqueue"
+	"usher/internal/bus"
+	"usher/internal/config"
+	"usher/internal/redisacl"
+	"usher/internal/waitqueue"
 )
 
 // settings is usherctl's environment, the same variables the services read.

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/bus"
-	"usher/shared/event"
-	"usher/shared/redisacl"
-	"usher/shared/testenv"
+	"usher/internal/bus"
+	"usher/internal/event"
+	"usher/internal/redisacl"
+	"usher/internal/testenv"
 )
 
 // usherctl finds its NATS key in USHER_DATA_DIR, as make run lays it out;

@@ -14,10 +14,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/bus"
-	"usher/shared/event"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/bus"
+	"usher/internal/event"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 func TestMain(m *testing.M) {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/waitqueue"
 )
 
 // history is everything the streams say about one queue.

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/url"
 
-	"usher/shared/config"
-	"usher/shared/orders"
+	"usher/internal/config"
+	"usher/internal/orders"
 )
 
 const migrateSynopsis = `usherctl migrate
@@ -14,7 +14,7 @@ const migrateSynopsis = `usherctl migrate
 Brings the PostgreSQL schema up to date, as the role that owns it:
 USHER_DATABASE_MIGRATE_URL (default USHER_DATABASE_URL). The services
 connect as roles that may only use the tables (usher_orderworker,
-usher_gateway, usher_admitter: see shared/orders/migrations/0003_roles.sql)
+usher_gateway, usher_admitter: see internal/orders/migrations/0003_roles.sql)
 and never migrate; run this before starting them on a new release. It is
 idempotent and safe to run while the services work.`
 

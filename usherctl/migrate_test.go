@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"usher/shared/redisacl"
-	"usher/shared/testenv"
+	"usher/internal/redisacl"
+	"usher/internal/testenv"
 )
 
 // runEnv runs a command line with env as the whole environment.

@@ -8,14 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 
-	"usher/shared/bus"
+	"usher/internal/bus"
 )
 
 const natsAuthSynopsis = `usherctl nats-auth --dir DIR [--base nats.conf] [--keys DIR [--key-dirs]]
          [--downstream NAME,...]
 
 Writes what a NATS server with authentication needs, from the permissions
-in the code (usher/shared/bus): an NKey seed per role — gateway, admitter,
+in the code (usher/internal/bus): an NKey seed per role — gateway, admitter,
 notifier, orderworker, usherctl and each downstream reader — created once
 and kept after (readable by its owner only), and DIR/auth.conf, the
 server's users with each role's public key and least-privilege

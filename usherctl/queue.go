@@ -15,8 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
+	"usher/internal/catalog"
+	"usher/internal/event"
 )
 
 // adminClient speaks the gateway's admin API.

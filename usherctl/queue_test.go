@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"usher/shared/catalog"
+	"usher/internal/catalog"
 )
 
 // adminAPI stands in for the gateway's admin routes with their contract:

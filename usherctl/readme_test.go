@@ -20,8 +20,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"usher/shared/lottery"
-	"usher/shared/ticket"
+	"usher/internal/lottery"
+	"usher/internal/ticket"
 )
 
 // drawScriptDoc is the page whose "Verifying a draw" section holds the script

@@ -10,10 +10,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/lottery"
-	"usher/shared/waitqueue"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/lottery"
+	"usher/internal/waitqueue"
 )
 
 const rebuildSynopsis = `usherctl rebuild --queue Q [--force] [--dry-run]

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/event"
-	"usher/shared/waitqueue"
+	"usher/internal/event"
+	"usher/internal/waitqueue"
 )
 
 // randomHistory is a queue's history of n events: joins of users who may

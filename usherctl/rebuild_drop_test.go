@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/lottery"
-	"usher/shared/waitqueue"
+	"usher/internal/lottery"
+	"usher/internal/waitqueue"
 )
 
 // sameState reports every difference between what shoppers and ops see of

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"usher/shared/redisacl"
+	"usher/internal/redisacl"
 )
 
 const redisACLSynopsis = `usherctl redis-acl --dir DIR
 
 Writes what a Redis server with ACL users needs, from the users in the code
-(usher/shared/redisacl): a password per user — usher-gateway,
+(usher/internal/redisacl): a password per user — usher-gateway,
 usher-admitter, usher-notifier, usher-orderworker, usher-usherctl and
 usher-admin (for people) — created once and kept after (DIR/<user>.pass,
 readable by its owner only), and DIR/users.acl, each user's commands and

@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/bus"
-	"usher/shared/catalog"
-	"usher/shared/event"
+	"usher/internal/bus"
+	"usher/internal/catalog"
+	"usher/internal/event"
 )
 
 const replaySynopsis = `usherctl replay --stream entries|admissions|orders|ops --queue Q

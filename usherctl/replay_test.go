@@ -15,10 +15,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/bus"
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/testenv"
+	"usher/internal/bus"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/testenv"
 )
 
 // replayed parses replay's json output.

@@ -14,9 +14,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/catalog"
-	"usher/shared/event"
-	"usher/shared/orders"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/orders"
 )
 
 const reportSynopsis = `usherctl report --queue Q [--since DURATION|RFC3339] [--out report.html] [--json report.json]

@@ -13,9 +13,9 @@ import (
 
 	"golang.org/x/net/html"
 
-	"usher/shared/event"
-	"usher/shared/testenv"
-	"usher/shared/waitqueue"
+	"usher/internal/event"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
 )
 
 // storedAt is when stream stored the event with sequence seq.

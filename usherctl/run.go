@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"usher/shared/waitqueue"
+	"usher/internal/waitqueue"
 )
 
 // Exit statuses.

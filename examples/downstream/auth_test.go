@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/bus"
-	"usher/shared/event"
-	"usher/shared/testenv"
+	"usher/internal/bus"
+	"usher/internal/event"
+	"usher/internal/testenv"
 )
 
 // On a broker with authentication, the example follows admissions as the

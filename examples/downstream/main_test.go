@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/bus"
-	"usher/shared/event"
-	"usher/shared/testenv"
-	"usher/shared/token"
+	"usher/internal/bus"
+	"usher/internal/event"
+	"usher/internal/testenv"
+	"usher/internal/token"
 
 	"github.com/nats-io/nats.go/jetstream"
 )

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"usher/shared/testenv"
+	"usher/internal/testenv"
 )
 
 // smokeScenarios exercise three different components: a service process

@@ -16,8 +16,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"usher/shared/event"
-	"usher/shared/keyspace"
+	"usher/internal/event"
+	"usher/internal/keyspace"
 )
 
 // evidence is everything the checks judge, gathered after the run settled

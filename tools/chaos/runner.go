@@ -19,8 +19,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"usher/shared/event"
-	"usher/shared/keyspace"
+	"usher/internal/event"
+	"usher/internal/keyspace"
 )
 
 // The order worker's deadline and ack wait in every scenario: shorter

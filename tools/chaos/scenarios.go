@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"usher/shared/event"
-	"usher/shared/keyspace"
+	"usher/internal/event"
+	"usher/internal/keyspace"
 )
 
 // scenario is one fault, injected into a running stack under load.

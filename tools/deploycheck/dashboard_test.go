@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
-	"usher/shared/testenv"
+	"usher/internal/testenv"
 )
 
 // The Grafana dashboard (grafana/usher.json) asks only for metrics the

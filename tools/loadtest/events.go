@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/shared/bus"
-	"usher/shared/event"
+	"usher/internal/bus"
+	"usher/internal/event"
 )
 
 // dropEvents is what the event log says of a drop: the PAID orders

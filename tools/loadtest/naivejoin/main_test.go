@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"usher/shared/testenv"
+	"usher/internal/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -1,0 +1,184 @@
+package orders
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"usher/internal/keyspace"
+)
+
+// Record is the small copy of an order kept in Redis, so the gateway can
+// answer a repeated submit and GET /v1/orders/{id} without touching
+// PostgreSQL. PostgreSQL is the truth: the order worker rewrites the record
+// from it whenever the order changes or is redelivered.
+type Record struct {
+	ID          string
+	Owner       string
+	Fingerprint string
+	Queue       string
+	SKU         string
+	Quantity    int
+	Status      Status
+	Reason      string
+	PaymentID   string
+}
+
+// Records reads and writes order records. It is safe for concurrent use.
+type Records struct {
+	rdb redis.UniversalClient
+	ttl time.Duration
+}
+
+// NewRecords returns Records on rdb; records live for a day after their
+// last change.
+func NewRecords(rdb redis.UniversalClient) *Records {
+	return &Records{rdb: rdb, ttl: keyspace.RecordTTL}
+}
+
+func recordKey(id string) string { return keyspace.OrderRecord(id) }
+
+var recordFields = []string{"owner", "fp", "queue", "sku", "quantity", "status", "reason", "paymentId"}
+
+// createScript creates a record unless one exists.
+//
+// KEYS: record. ARGV: owner, fp, queue, sku, quantity, ttlSeconds.
+// Invariant: the first submit of a token fixes its body; a later submit
+// with another fingerprint is told 'conflict' and changes nothing.
+// Returns {outcome (created|exists|conflict), fields...}.
+var createScript = redis.NewScript(`
+local r = redis.call('HMGET', KEYS[1], 'owner', 'fp', 'queue', 'sku', 'quantity', 'status', 'reason', 'paymentId')
+if r[1] then
+  local outcome = 'exists'
+  if r[2] ~= ARGV[2] or r[1] ~= ARGV[1] then outcome = 'conflict' end
+  return {outcome, r[1], r[2], r[3], r[4], r[5], r[6], r[7] or '', r[8] or ''}
+end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fp', ARGV[2], 'queue', ARGV[3], 'sku', ARGV[4],
+  'quantity', ARGV[5], 'status', 'PENDING', 'reason', '', 'paymentId', '')
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[6]))
+return {'created', ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], 'PENDING', '', ''}
+`)
+
+// putScript writes a record from the truth.
+//
+// KEYS: record. ARGV: the record's fields in recordFields order, ttlSeconds.
+// Invariant: a final status is never overwritten by PENDING, so a late
+// writer cannot move an order back.
+var putScript = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], 'status')
+if ARGV[6] == 'PENDING' and cur and cur ~= 'PENDING' then return 0 end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fp', ARGV[2], 'queue', ARGV[3], 'sku', ARGV[4],
+  'quantity', ARGV[5], 'status', ARGV[6], 'reason', ARGV[7], 'paymentId', ARGV[8])
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[9]))
+return 1
+`)
+
+// Outcome is what Create did.
+type Outcome string
+
+// Create's outcomes.
+const (
+	Created  Outcome = "created"  // a new record, PENDING
+	Exists   Outcome = "exists"   // the same order was submitted before
+	Conflict Outcome = "conflict" // the token was submitted with another body
+)
+
+// Create records a submitted order unless its token was submitted before,
+// and returns the record as it stands.
+func (r *Records) Create(ctx context.Context, rec Record) (Outcome, Record, error) {
+	res, err := createScript.Run(ctx, r.rdb, []string{recordKey(rec.ID)},
+		rec.Owner, rec.Fingerprint, rec.Queue, rec.SKU, rec.Quantity, int(r.ttl.Seconds())).StringSlice()
+	if err != nil {
+		return "", Record{}, fmt.Errorf("create order record %s: %w", rec.ID, err)
+	}
+	if len(res) != 9 {
+		return "", Record{}, fmt.Errorf("create order record %s: reply of %d fields", rec.ID, len(res))
+	}
+	return Outcome(res[0]), recordOf(rec.ID, res[1:]), nil
+}
+
+// Get returns the record of order id, and false when there is none.
+func (r *Records) Get(ctx context.Context, id string) (Record, bool, error) {
+	v, err := r.rdb.HMGet(ctx, recordKey(id), recordFields...).Result()
+	if err != nil {
+		return Record{}, false, fmt.Errorf("get order record %s: %w", id, err)
+	}
+	if v[0] == nil {
+		return Record{}, false, nil
+	}
+	s := make([]string, len(v))
+	for i := range v {
+		s[i], _ = v[i].(string)
+	}
+	return recordOf(id, s), true, nil
+}
+
+// Put writes the record as the store has it (see putScript).
+func (r *Records) Put(ctx context.Context, rec Record) error {
+	err := putScript.Run(ctx, r.rdb, []string{recordKey(rec.ID)}, putArgsOf(rec, r.ttl)...).Err()
+	if err != nil {
+		return fmt.Errorf("put order record %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// PutAll writes records as the store has them (see putScript), many to a
+// round trip: how a worker puts back what Redis lost.
+func (r *Records) PutAll(ctx context.Context, recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	if err := putScript.Load(ctx, r.rdb).Err(); err != nil {
+		return fmt.Errorf("put order records: %w", err)
+	}
+	// Pipelined answers the first command's error, if any failed.
+	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, rec := range recs {
+			putScript.EvalSha(ctx, p, []string{recordKey(rec.ID)}, putArgsOf(rec, r.ttl)...)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("put %d order records: %w", len(recs), err)
+	}
+	return nil
+}
+
+// Kept reports whether Redis holds every order record of the last
+// RecordTTL (see keyspace.OrderRecordsKept); false after a loss.
+func (r *Records) Kept(ctx context.Context) (bool, error) {
+	n, err := r.rdb.Exists(ctx, keyspace.OrderRecordsKept).Result()
+	if err != nil {
+		return false, fmt.Errorf("are the order records kept: %w", err)
+	}
+	return n == 1, nil
+}
+
+// MarkKept says Redis holds every order record again.
+func (r *Records) MarkKept(ctx context.Context) error {
+	if err := r.rdb.Set(ctx, keyspace.OrderRecordsKept, "1", 0).Err(); err != nil {
+		return fmt.Errorf("mark the order records kept: %w", err)
+	}
+	return nil
+}
+
+// putArgsOf is putScript's ARGV for rec.
+func putArgsOf(rec Record, ttl time.Duration) []any {
+	return []any{rec.Owner, rec.Fingerprint, rec.Queue, rec.SKU, rec.Quantity, string(rec.Status), rec.Reason, rec.PaymentID,
+		int(ttl.Seconds())}
+}
+
+// RecordOf is the record of an order as the store has it.
+func RecordOf(o Order) Record {
+	return Record{ID: o.ID, Owner: o.User, Fingerprint: Fingerprint(o.SKU, o.Quantity), Queue: o.Queue,
+		SKU: o.SKU, Quantity: o.Quantity, Status: o.Status, Reason: o.Reason, PaymentID: o.PaymentID}
+}
+
+func recordOf(id string, f []string) Record {
+	q, _ := strconv.Atoi(f[4])
+	return Record{ID: id, Owner: f[0], Fingerprint: f[1], Queue: f[2], SKU: f[3], Quantity: q,
+		Status: Status(f[5]), Reason: f[6], PaymentID: f[7]}
+}

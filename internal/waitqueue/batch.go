@@ -1,0 +1,229 @@
+package waitqueue
+
+import (
+	"context"
+	"errors"
+
+	"github.com/redis/go-redis/v9"
+
+	"usher/internal/script"
+)
+
+// Smart batching: a busy gateway has many joins and polls in flight at once,
+// each one a single script call. Sending each as its own request costs a
+// write and a read system call per call on both ends; sending whatever has
+// queued up as one pipeline costs them once per batch. A batch goes out as
+// soon as a worker is free — there is no timer — so an idle gateway pays
+// no extra latency and a busy one pays far fewer system calls. Within a
+// batch, the calls of one script on one queue's slot go as one many-call
+// script (package script): one command for Redis to dispatch and answer
+// instead of one per shopper.
+
+// maxBatch bounds one pipeline.
+const maxBatch = 512
+
+type scriptCall struct {
+	script *script.Script
+	keys   []string
+	args   []any
+	ctx    context.Context
+	cmd    *redis.Cmd
+	done   chan struct{}
+}
+
+// EnableBatching makes the Store coalesce its per-request script calls
+// (Ingest, Lookup, Poll; an order's Redeem, Placed, CountBought, Release)
+// into pipelines run by RunBatches. Call it before
+// the Store is used, and run RunBatches for as long as the Store is.
+func (s *Store) EnableBatching() {
+	s.calls = make(chan *scriptCall, 4*maxBatch)
+}
+
+// RunBatches sends the queued script calls in pipelines with workers
+// concurrent pipelines, until ctx ends. Then it sends what is queued, and
+// from then on every call goes straight to Redis: a service's requests
+// still in flight while it shuts down (the gateway's drain, the order
+// worker's last orders) are answered, not left waiting for a batcher that
+// is gone.
+func (s *Store) RunBatches(ctx context.Context, workers int) error {
+	if s.calls == nil {
+		return errors.New("waitqueue: RunBatches without EnableBatching")
+	}
+	// What is queued when the batches stop still goes, whatever ended ctx.
+	defer s.stopBatches(context.WithoutCancel(ctx))
+	for _, sc := range []*script.Script{ingestScript, lookupScript, lookupLimitedScript, pollScript} {
+		if err := sc.Load(ctx, s.rdb); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while starting: a shutdown, not a failure
+			}
+			return err
+		}
+	}
+	done := make(chan struct{})
+	for range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			batch := make([]*scriptCall, 0, maxBatch)
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case c := <-s.calls:
+					batch = s.fill(append(batch[:0], c))
+				}
+				s.flush(ctx, batch)
+			}
+		}()
+	}
+	for range workers {
+		<-done
+	}
+	return nil
+}
+
+// fill adds to batch what is queued, up to maxBatch, without waiting.
+func (s *Store) fill(batch []*scriptCall) []*scriptCall {
+	for len(batch) < maxBatch {
+		select {
+		case c := <-s.calls:
+			batch = append(batch, c)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// stopBatches sends every later call straight to Redis, and what is
+// queued, in batches on ctx. It sends while it waits for its write lock:
+// a caller holding the read lock may be waiting for room in the queue.
+func (s *Store) stopBatches(ctx context.Context) {
+	stopped := make(chan struct{})
+	go func() {
+		s.stopMu.Lock()
+		s.stopped = true
+		s.stopMu.Unlock()
+		close(stopped)
+	}()
+	for {
+		select {
+		case c := <-s.calls:
+			s.flush(ctx, s.fill([]*scriptCall{c}))
+		case <-stopped:
+			for batch := s.fill(nil); len(batch) > 0; batch = s.fill(batch[:0]) {
+				s.flush(ctx, batch)
+			}
+			return
+		}
+	}
+}
+
+func (s *Store) flush(ctx context.Context, batch []*scriptCall) {
+	groups := groupCalls(batch)
+	p := s.rdb.Pipeline()
+	for _, g := range groups {
+		if len(g) == 1 {
+			g[0].cmd = g[0].script.EvalSha(ctx, p, g[0].keys, g[0].args...)
+			continue
+		}
+		g[0].cmd = g[0].script.EvalShaMany(ctx, p, callsOf(g))
+	}
+	_, _ = p.Exec(ctx)
+	for _, g := range groups {
+		c := g[0]
+		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+			// Redis lost its script cache (restart, failover): run this
+			// one directly, which loads the script again (a group on the
+			// batcher's context: it serves several callers, each of whom
+			// stops waiting at its own deadline).
+			if len(g) == 1 {
+				c.cmd = c.script.Run(c.ctx, s.rdb, c.keys, c.args...)
+			} else {
+				c.cmd = c.script.RunMany(ctx, s.rdb, callsOf(g))
+			}
+		}
+		if len(g) > 1 {
+			for i, cmd := range script.Split(ctx, c.cmd, len(g)) {
+				g[i].cmd = cmd
+			}
+		}
+		for _, c := range g {
+			close(c.done)
+		}
+	}
+}
+
+// groupCalls puts together, in order, the calls of one script on one hash
+// tag with as many keys and arguments each: each group goes as one command.
+// A call whose keys have no hash tag goes alone.
+func groupCalls(batch []*scriptCall) [][]*scriptCall {
+	var groups [][]*scriptCall
+next:
+	for _, c := range batch {
+		if tag := tagOf(c); tag != "" {
+			for i, g := range groups {
+				f := g[0]
+				if f.script == c.script && len(f.keys) == len(c.keys) && len(f.args) == len(c.args) && tagOf(f) == tag {
+					groups[i] = append(g, c)
+					continue next
+				}
+			}
+		}
+		groups = append(groups, []*scriptCall{c})
+	}
+	return groups
+}
+
+// tagOf is the hash tag of a call's keys ("" without keys).
+func tagOf(c *scriptCall) string {
+	if len(c.keys) == 0 {
+		return ""
+	}
+	return script.Tag(c.keys[0])
+}
+
+func callsOf(g []*scriptCall) []script.Call {
+	calls := make([]script.Call, len(g))
+	for i, c := range g {
+		calls[i] = script.Call{Keys: c.keys, Args: c.args}
+	}
+	return calls
+}
+
+// run calls a script, through the batcher when batching is on.
+func (s *Store) run(ctx context.Context, sc *script.Script, keys []string, args ...any) *redis.Cmd {
+	if s.calls == nil {
+		return sc.Run(ctx, s.rdb, keys, args...)
+	}
+	c := &scriptCall{script: sc, keys: keys, args: args, ctx: ctx, done: make(chan struct{})}
+	s.stopMu.RLock()
+	if s.stopped {
+		s.stopMu.RUnlock()
+		return sc.Run(ctx, s.rdb, keys, args...)
+	}
+	select {
+	case s.calls <- c:
+		s.stopMu.RUnlock()
+	case <-ctx.Done():
+		s.stopMu.RUnlock()
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(ctx.Err())
+		return cmd
+	}
+	select {
+	case <-c.done:
+		return c.cmd
+	case <-ctx.Done():
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(ctx.Err())
+		return cmd
+	}
+}
+
+// RunScript runs any script through the Store's batcher (or directly when
+// batching is off), so other per-request scripts on the queue's slot — the
+// gateway's rate limiter — share its pipelines. A script RunBatches did not
+// load is loaded on its first call.
+func (s *Store) RunScript(ctx context.Context, sc *script.Script, keys []string, args ...any) *redis.Cmd {
+	return s.run(ctx, sc, keys, args...)
+}
