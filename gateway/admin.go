@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"usher/gateway/httpapi"
 	"usher/internal/catalog"
 	"usher/internal/event"
 	"usher/internal/problem"
@@ -62,7 +63,7 @@ type skuView struct {
 // invalid field is listed.
 func decodeQueueConfig(name string, body []byte) (catalog.Config, error) {
 	cfg := catalog.Defaults(name)
-	if err := decodeBody(body, &cfg); err != nil {
+	if err := httpapi.DecodeBody(body, &cfg); err != nil {
 		return cfg, problem.New(fiber.StatusBadRequest, "invalid-body", "the body must be a JSON queue configuration: "+err.Error())
 	}
 	var params []problem.Param
@@ -84,7 +85,7 @@ func decodeQueueConfig(name string, body []byte) (catalog.Config, error) {
 // putQueue creates (201) or replaces (200) a queue's configuration, and
 // records the change on the ops stream.
 func (a *api) putQueue(c *fiber.Ctx) error {
-	name := string([]byte(pathParam(c, "queue")))
+	name := string([]byte(httpapi.PathParam(c, "queue")))
 	if !catalog.ValidName(name) {
 		return problem.New(fiber.StatusBadRequest, "invalid-queue", "queue names are 1-64 of A-Z a-z 0-9 _ -")
 	}
@@ -130,7 +131,7 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 		return retired(name)
 	}
 	if err != nil {
-		return unavailable(err, "the configuration could not be stored; retry")
+		return httpapi.Unavailable(err, "the configuration could not be stored; retry")
 	}
 	a.publishConfigChange(c, prev, cfg)
 	status := fiber.StatusOK
@@ -184,15 +185,15 @@ func (a *api) deleteQueue(c *fiber.Ctx) error {
 	})
 	switch {
 	case errors.Is(err, catalog.ErrNoQueue):
-		return unknownQueue(cfg.Name) // deleted meanwhile
+		return httpapi.UnknownQueue(cfg.Name) // deleted meanwhile
 	case lineErr != nil:
-		return lineDown(lineErr)
+		return httpapi.LineDown(lineErr)
 	case err != nil:
 		var p problem.Problem
 		if errors.As(err, &p) {
 			return p
 		}
-		return unavailable(err, "the queue could not be deleted; retry")
+		return httpapi.Unavailable(err, "the queue could not be deleted; retry")
 	}
 	a.audit(ctx, c.Get("X-Admin-User", "admin"), deleted, catalog.Config{})
 	return c.SendStatus(fiber.StatusNoContent)
@@ -217,7 +218,7 @@ func (a *api) refuseDropOverALine(ctx context.Context, cfg catalog.Config) error
 	}
 	st, err := a.line.Stats(ctx, cfg.Name)
 	if err != nil {
-		return lineDown(err)
+		return httpapi.LineDown(err)
 	}
 	if st.Waiting > 0 {
 		return problem.New(fiber.StatusConflict, "line-not-empty", fmt.Sprintf(
@@ -317,11 +318,11 @@ func (a *api) view(c *fiber.Ctx, cfg catalog.Config) (queueView, error) {
 	ctx := c.UserContext()
 	st, err := a.line.Stats(ctx, cfg.Name)
 	if err != nil {
-		return queueView{}, lineDown(err)
+		return queueView{}, httpapi.LineDown(err)
 	}
 	v := viewOf(cfg, st)
 	if v.AdaptiveLimit, err = a.adaptiveOf(ctx, cfg); err != nil {
-		return queueView{}, lineDown(err)
+		return queueView{}, httpapi.LineDown(err)
 	}
 	if a.sales != nil {
 		a.withSold(ctx, &v, a.sales)

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net"
-	"time"
+	"usher/gateway/httpapi"
 
 	"github.com/gofiber/fiber/v2"
-	"golang.org/x/sync/errgroup"
-
-	"usher/internal/problem"
 )
 
 // The admin API (/v1/admin/…) and the ops dashboard (/ops) are served by
@@ -27,15 +23,8 @@ func (a *api) adminRouter(public *fiber.App) fiber.Router {
 		return public
 	}
 	a.admin = a.newFiber("usher-gateway-admin")
-	a.admin.Get("/healthz", func(c *fiber.Ctx) error { return c.SendString("ok\n") })
-	a.admin.Get("/readyz", func(c *fiber.Ctx) error {
-		ctx, cancel := context.WithTimeout(c.UserContext(), time.Second)
-		defer cancel()
-		if err := a.ready(ctx); err != nil {
-			return problem.New(fiber.StatusServiceUnavailable, "not-ready", err.Error())
-		}
-		return c.SendString("ready\n")
-	})
+	a.admin.Get("/healthz", httpapi.Healthz)
+	a.admin.Get("/readyz", httpapi.Readyz(a.ready))
 	return a.admin
 }
 
@@ -50,26 +39,4 @@ func listenAdmin(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("listen %s (USHER_ADMIN_ADDR): %w", addr, err)
 	}
 	return ln, nil
-}
-
-// serveApp serves app on ln in g until ctx ends, then shuts it down within
-// timeout. A stop that comes before the server has started serving still
-// ends it: fasthttp's shutdown does nothing to a server that holds no
-// listener yet (and clears its stop flag again), so the listener is closed
-// here too, which ends the Accept the server would otherwise wait in
-// forever; the error that Accept then returns is the stop, not a failure.
-func serveApp(ctx context.Context, g *errgroup.Group, app *fiber.App, ln net.Listener, timeout time.Duration) {
-	g.Go(func() error {
-		err := listen(app, ln)
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	})
-	g.Go(func() error {
-		<-ctx.Done()
-		err := app.ShutdownWithTimeout(timeout)
-		ln.Close()
-		return err
-	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"golang.org/x/sync/errgroup"
 
+	"usher/gateway/httpapi"
 	"usher/internal/testenv"
 )
 
@@ -37,7 +38,7 @@ func serveOn(t *testing.T, app *fiber.App) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go listen(app, ln)
+	go httpapi.Listen(app, ln)
 	t.Cleanup(func() { app.Shutdown() })
 	return "http://" + ln.Addr().String()
 }
@@ -171,7 +172,7 @@ func TestServeAppStopsEvenBeforeItServes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // over before it began
 	var g errgroup.Group
-	serveApp(ctx, &g, fiber.New(fiber.Config{DisableStartupMessage: true}), slowStart{ln}, time.Second)
+	httpapi.Serve(ctx, &g, fiber.New(fiber.Config{DisableStartupMessage: true}), slowStart{ln}, time.Second)
 	done := make(chan error, 1)
 	go func() { done <- g.Wait() }()
 	select {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"usher/gateway/httpapi"
 	"usher/internal/catalog"
 	"usher/internal/keyspace"
 	"usher/internal/pow"
@@ -130,13 +131,13 @@ func (a *api) challenge(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	if c.Method() == fiber.MethodHead {
-		if _, _, err := a.asks(c.UserContext(), cfg, a.clientIP(c), a.now()); err != nil {
+		if _, _, err := a.asks(c.UserContext(), cfg, a.ips.Of(c), a.now()); err != nil {
 			return err
 		}
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return nil
 	}
-	ch, err := a.issue(c.UserContext(), cfg, a.clientIP(c))
+	ch, err := a.issue(c.UserContext(), cfg, a.ips.Of(c))
 	if err != nil {
 		return err
 	}
@@ -171,7 +172,7 @@ func (a *api) asks(ctx context.Context, cfg catalog.Config, client netip.Addr, n
 	}
 	d, err = a.door.difficulty(ctx, cfg, now)
 	if err != nil {
-		return 0, false, lineDown(err)
+		return 0, false, httpapi.LineDown(err)
 	}
 	if cfg.Challenge.Difficulty == catalog.DifficultyAuto {
 		d = min(d+a.door.clientBits(cfg.Name, client, now), cfg.Challenge.Max)
@@ -192,7 +193,7 @@ func (a *api) checkProof(c *fiber.Ctx, cfg catalog.Config, user string) (spent p
 	if !ch.On() {
 		return pow.Proof{}, false, nil
 	}
-	ctx, now, client := c.UserContext(), a.now(), a.clientIP(c)
+	ctx, now, client := c.UserContext(), a.now(), a.ips.Of(c)
 	result, spent, err := a.proofResult(ctx, cfg, c.Get(pow.Header), client, now)
 	if err != nil {
 		return pow.Proof{}, false, err
@@ -240,14 +241,14 @@ func (a *api) proofResult(ctx context.Context, cfg catalog.Config, value string,
 	}
 	want, err := a.door.required(ctx, cfg, now)
 	if err != nil {
-		return "", pow.Proof{}, lineDown(err)
+		return "", pow.Proof{}, httpapi.LineDown(err)
 	}
 	if proof.Difficulty < want {
 		return proofTooEasy, pow.Proof{}, nil
 	}
 	fresh, err := a.door.spend(ctx, cfg.Name, proof, now)
 	if err != nil {
-		return "", pow.Proof{}, lineDown(err)
+		return "", pow.Proof{}, httpapi.LineDown(err)
 	}
 	if !fresh {
 		return proofReused, pow.Proof{}, nil

@@ -18,6 +18,7 @@ import (
 
 	apidoc "usher/api"
 	"usher/api/contract"
+	"usher/gateway/httpapi"
 )
 
 // The API contract (api/openapi.yaml): every request a gateway test makes
@@ -208,7 +209,7 @@ func TestContractChecksServedRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go listen(app, ln)
+	go httpapi.Listen(app, ln)
 	defer app.Shutdown()
 	for _, p := range []string{"/healthz", "/undocumented", "/v1/admin/ops/stream"} {
 		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+p, nil)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"usher/gateway/httpapi"
 	"usher/internal/catalog"
 	"usher/internal/event"
 	"usher/internal/lottery"
@@ -48,7 +49,7 @@ func (a *api) joinKind(c *fiber.Ctx, cfg catalog.Config, user string, now time.T
 func (a *api) spendInvite(ctx context.Context, cfg catalog.Config, code string, now time.Time) (waitqueue.JoinKind, waitqueue.Invite, error) {
 	inv, ok, err := a.line.UseInvite(ctx, cfg.Name, code, now)
 	if err != nil {
-		return "", waitqueue.Invite{}, lineDown(err)
+		return "", waitqueue.Invite{}, httpapi.LineDown(err)
 	}
 	if !ok {
 		return "", waitqueue.Invite{}, problem.New(fiber.StatusForbidden, "invalid-invite", "the invite code is unknown, used or expired")
@@ -206,7 +207,7 @@ func (a *api) getPublicQueue(c *fiber.Ctx) error {
 	}
 	st, err := a.line.Stats(c.UserContext(), cfg.Name)
 	if err != nil {
-		return lineDown(err)
+		return httpapi.LineDown(err)
 	}
 	v := publicQueue{Name: cfg.Name, State: cfg.State, Mode: cfg.QueueMode(), OpensAt: cfg.OpensAt, ClosesAt: cfg.ClosesAt,
 		Waiting: st.Waiting, PreQueue: st.PreQueue, Lottery: publicLotteryOf(cfg.Lottery)}
@@ -260,7 +261,7 @@ func withLottery(cfg, prev catalog.Config, fresh *catalog.Lottery) (catalog.Conf
 	if fresh == nil {
 		// This gateway's copy showed a lottery the stored configuration
 		// lacks: the queue was deleted and created again meanwhile.
-		return cfg, unavailable(errors.New("lottery: the stored queue has none, this gateway's copy had one"), "the queue changed meanwhile; retry")
+		return cfg, httpapi.Unavailable(errors.New("lottery: the stored queue has none, this gateway's copy had one"), "the queue changed meanwhile; retry")
 	}
 	cfg.Lottery = fresh
 	return cfg, nil
@@ -284,7 +285,7 @@ func (a *api) newLottery(ctx context.Context, cfg catalog.Config) (*catalog.Lott
 	}
 	l := &catalog.Lottery{Commitment: lottery.Commitment(seed)}
 	if _, err := a.events.Publish(ctx, event.SeedSubject(cfg.Name, l.Commitment), fmt.Appendf(nil, "%x", seed)); err != nil {
-		return nil, unavailable(fmt.Errorf("store the lottery seed of %s: %w", cfg.Name, err), "the drop could not be scheduled; retry")
+		return nil, httpapi.Unavailable(fmt.Errorf("store the lottery seed of %s: %w", cfg.Name, err), "the drop could not be scheduled; retry")
 	}
 	return l, nil
 }
@@ -309,7 +310,7 @@ func (a *api) createInvites(c *fiber.Ctx) error {
 		Count      int `json:"count"`
 		TTLSeconds int `json:"ttlSeconds"`
 	}
-	if err := decodeBody(c.Body(), &body); err != nil || body.Count < 1 || body.Count > maxInvites ||
+	if err := httpapi.DecodeBody(c.Body(), &body); err != nil || body.Count < 1 || body.Count > maxInvites ||
 		body.TTLSeconds < 0 || body.TTLSeconds > int(maxInviteTTL/time.Second) {
 		return problem.New(fiber.StatusBadRequest, "invalid-body", fmt.Sprintf(inviteBodyErr, maxInvites, int(maxInviteTTL/time.Second)))
 	}
@@ -328,7 +329,7 @@ func (a *api) createInvites(c *fiber.Ctx) error {
 		codes[i] = strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 	}
 	if err := a.line.AddInvites(c.UserContext(), cfg.Name, codes, now, expiresAt); err != nil {
-		return lineDown(err)
+		return httpapi.LineDown(err)
 	}
 	by := c.Get("X-Admin-User", "admin") + fmt.Sprintf(" (%d invite codes, valid %s)", body.Count, ttl)
 	a.audit(c.UserContext(), by, cfg, cfg)

@@ -20,6 +20,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"usher/gateway/httpapi"
 	"usher/internal/bus"
 	"usher/internal/catalog"
 	"usher/internal/event"
@@ -218,7 +219,7 @@ func (h *harness) serve() string {
 		h.t.Fatal(err)
 	}
 	checkServed(h.t, h.app, h.serviceOf(h.app)) // against the API contract
-	go listen(h.app, ln)
+	go httpapi.Listen(h.app, ln)
 	h.t.Cleanup(func() { h.app.Shutdown() })
 	return "http://" + ln.Addr().String()
 }
@@ -229,4 +230,13 @@ func (h *harness) with(t testing.TB) *harness {
 	c := *h
 	c.t = t
 	return &c
+}
+
+func mustClientIPs(t testing.TB, proxies []string, header string) httpapi.ClientIPs {
+	t.Helper()
+	ips, err := httpapi.ParseClientIPs(proxies, header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ips
 }

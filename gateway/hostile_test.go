@@ -24,6 +24,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/redis/go-redis/v9"
 
+	"usher/gateway/httpapi"
 	"usher/internal/bus"
 	"usher/internal/catalog"
 	"usher/internal/event"
@@ -225,6 +226,7 @@ func TestFailedRequestsLogNoTicket(t *testing.T) {
 	broken := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	broken.Close()
 	h.api.line = waitqueue.New(broken)
+	h.app = h.api.app() // the rooms take the log and the line when built
 	if r := h.poll(tk); r.status != 503 || !isProblem(r) {
 		t.Fatalf("poll with Redis gone = %d %s, want a 503 problem", r.status, r.raw)
 	}
@@ -302,7 +304,7 @@ func TestForgedEntryTokensAtTheOrderEndpoint(t *testing.T) {
 // timeout instead of holding a connection for ever.
 func TestSlowClientsAreCutOff(t *testing.T) {
 	h := newHarness(t)
-	h.api.http = httpLimits{read: 300 * time.Millisecond}
+	h.api.http = httpapi.Limits{Read: 300 * time.Millisecond}
 	h.app = h.api.app()
 	base := h.serve()
 	conn := dialRaw(t, base) // its 30 s deadline a safety net only: the server must close long before it
@@ -396,7 +398,7 @@ func TestAnUnparsableRequestIs400WithoutEchoingIt(t *testing.T) {
 // echoes nothing, not a hang.
 func TestAHeaderLineWithoutAColonAtTheEndIs408(t *testing.T) {
 	h := newHarness(t)
-	h.api.http = httpLimits{read: 300 * time.Millisecond}
+	h.api.http = httpapi.Limits{Read: 300 * time.Millisecond}
 	h.app = h.api.app()
 	base := h.serve()
 	conn := dialRaw(t, base) // its deadline a safety net only

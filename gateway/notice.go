@@ -6,6 +6,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"usher/gateway/httpapi"
 	"usher/internal/catalog"
 	"usher/internal/problem"
 )
@@ -21,7 +22,7 @@ func (a *api) putNotice(c *fiber.Ctx) error {
 		return err
 	}
 	n := catalog.Notice{Level: catalog.NoticeInfo}
-	if err := decodeBody(c.Body(), &n); err != nil {
+	if err := httpapi.DecodeBody(c.Body(), &n); err != nil {
 		return problem.New(fiber.StatusBadRequest, "invalid-body", `the body must be {"message": "…", "level": "info|warning"}: `+err.Error())
 	}
 	n.Since = a.now().UTC()
@@ -56,7 +57,7 @@ func (a *api) setNotice(c *fiber.Ctx, q string, n *catalog.Notice) error {
 	case errors.Is(err, catalog.ErrUnchanged):
 		return c.SendStatus(fiber.StatusNoContent)
 	case err != nil:
-		return unavailable(err, "the notice could not be stored; retry")
+		return httpapi.Unavailable(err, "the notice could not be stored; retry")
 	}
 	a.publishConfigChange(c, prev, cfg)
 	if n == nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"usher/gateway/httpapi"
 	"usher/internal/catalog"
 	"usher/internal/orders"
 	"usher/internal/problem"
@@ -216,7 +217,7 @@ func (a *api) opsPage(c *fiber.Ctx) error {
 // opsAsset serves the dashboard's stylesheet and script:
 // GET /ops/static/{file}.
 func (a *api) opsAsset(c *fiber.Ctx) error {
-	name := path.Base(pathParam(c, "file"))
+	name := path.Base(httpapi.PathParam(c, "file"))
 	typ, ok := opsAssets[name]
 	if !ok {
 		return problem.New(fiber.StatusNotFound, "not-found", "no such file")
@@ -235,7 +236,7 @@ func (a *api) opsAsset(c *fiber.Ctx) error {
 func (a *api) opsSnapshotJSON(c *fiber.Ctx) error {
 	snap, err := a.snapshot(c.UserContext())
 	if err != nil {
-		return lineDown(err)
+		return httpapi.LineDown(err)
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	return c.JSON(snap)
@@ -257,7 +258,7 @@ func (a *api) opsStream(c *fiber.Ctx) error {
 	// Captured now: fiber's Ctx is recycled once the handler returns.
 	done := c.Context().Done() // closed when the server shuts down
 	conn := c.Context().Conn()
-	writeLimit := a.http.orDefault().write
+	writeLimit := a.http.OrDefault().Write
 	interval := a.ops.interval
 	log := a.log
 

@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"usher/gateway/httpapi"
 	"usher/internal/catalog"
 	"usher/internal/event"
 	"usher/internal/orders"
@@ -50,7 +51,7 @@ const maxOrderQuantity = 1000
 // quantity suit the queue is checked by the caller (422).
 func parseOrderBody(b []byte) (sku string, quantity int, err error) {
 	var body orderBody
-	if err := decodeBody(b, &body); err != nil {
+	if err := httpapi.DecodeBody(b, &body); err != nil {
 		return "", 0, problem.New(fiber.StatusBadRequest, "invalid-body", `the body must be {"sku": "...", "quantity": n}: `+err.Error())
 	}
 	quantity = 1
@@ -90,7 +91,7 @@ func viewOfRecord(r orders.Record) orderView {
 // 401 (but an expired one that placed an order: see placedBy), before its
 // nbf → 425, another user's → 403, a queue this usher does not know → 401.
 func (a *api) entryToken(c *fiber.Ctx, user string) (token.Claims, catalog.Config, error) {
-	raw, ok := bearerCredentials(c.Get(fiber.HeaderAuthorization))
+	raw, ok := httpapi.BearerCredentials(c.Get(fiber.HeaderAuthorization))
 	if !ok {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="usher-orders"`)
 		return token.Claims{}, catalog.Config{}, problem.New(fiber.StatusUnauthorized, "invalid-token", "orders need Authorization: Bearer <entry token>")
@@ -145,7 +146,7 @@ func (a *api) placedBy(ctx context.Context, raw, user string) (token.Claims, err
 		return token.Claims{}, expired
 	}
 	if _, found, err := a.orders.Get(ctx, orders.ID(claims.ID)); err != nil {
-		return token.Claims{}, lineDown(err)
+		return token.Claims{}, httpapi.LineDown(err)
 	} else if !found {
 		return token.Claims{}, expired
 	}
@@ -167,7 +168,7 @@ func (a *api) claim(ctx context.Context, cfg catalog.Config, claims token.Claims
 	}
 	cl, err := a.line.Claim(ctx, q, seq, o, a.orderHold)
 	if err != nil {
-		return time.Time{}, unavailable(err, "the order could not be recorded; retry with the same token")
+		return time.Time{}, httpapi.Unavailable(err, "the order could not be recorded; retry with the same token")
 	}
 	switch cl.Outcome {
 	case waitqueue.Redeemed:
@@ -223,7 +224,7 @@ func (a *api) placeOrder(c *fiber.Ctx) error {
 	// long after its token's admission has left Redis.
 	rec, placed, err := a.orders.Get(ctx, id)
 	if err != nil {
-		return lineDown(err)
+		return httpapi.LineDown(err)
 	}
 	switch {
 	case placed && rec.Status.Final():
@@ -251,7 +252,7 @@ func (a *api) placeOrder(c *fiber.Ctx) error {
 	outcome, rec, err := a.orders.Create(ctx, orders.Record{ID: id, Owner: user, Fingerprint: orders.Fingerprint(sku, quantity),
 		Queue: cfg.Name, SKU: sku, Quantity: quantity})
 	if err != nil {
-		return unavailable(err, "the order could not be recorded; retry with the same token")
+		return httpapi.Unavailable(err, "the order could not be recorded; retry with the same token")
 	}
 	if outcome == orders.Conflict {
 		return problem.New(fiber.StatusConflict, "order-conflict", "this entry token was already used for an order with another body")
@@ -267,7 +268,7 @@ func (a *api) placeOrder(c *fiber.Ctx) error {
 			return err
 		}
 		if _, err := a.events.Publish(ctx, event.OrderRequestedSubject(cfg.Name), body, jetstream.WithMsgID(id)); err != nil {
-			return unavailable(fmt.Errorf("publish order %s: %w", id, err), "the order could not be recorded; retry with the same token")
+			return httpapi.Unavailable(fmt.Errorf("publish order %s: %w", id, err), "the order could not be recorded; retry with the same token")
 		}
 	}
 	status := fiber.StatusOK
@@ -286,14 +287,14 @@ func (a *api) getOrder(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	id := pathParam(c, "id")
+	id := httpapi.PathParam(c, "id")
 	notFound := problem.New(fiber.StatusNotFound, "order-not-found", "no such order")
 	if !orders.ValidID(id) {
 		return notFound
 	}
 	rec, found, err := a.orders.Get(c.UserContext(), id)
 	if err != nil {
-		return lineDown(err)
+		return httpapi.LineDown(err)
 	}
 	if !found || rec.Owner != user {
 		return notFound
@@ -304,20 +305,20 @@ func (a *api) getOrder(c *fiber.Ctx) error {
 
 // putStock sets a SKU's available units.
 func (a *api) putStock(c *fiber.Ctx) error {
-	sku := string([]byte(pathParam(c, "sku")))
+	sku := string([]byte(httpapi.PathParam(c, "sku")))
 	if !catalog.ValidSKU(sku) {
 		return problem.New(fiber.StatusBadRequest, "invalid-sku", "SKUs are 1-64 of A-Z a-z 0-9 . _ -")
 	}
 	var body struct {
 		Available *int64 `json:"available"`
 	}
-	if err := decodeBody(c.Body(), &body); err != nil || body.Available == nil || *body.Available < 0 || *body.Available > 1e12 {
+	if err := httpapi.DecodeBody(c.Body(), &body); err != nil || body.Available == nil || *body.Available < 0 || *body.Available > 1e12 {
 		return problem.New(fiber.StatusBadRequest, "invalid-body", `the body must be {"available": n} with 0 <= n <= 10^12`)
 	}
 	ctx := c.UserContext()
 	st, err := a.stock.SetStock(ctx, sku, *body.Available)
 	if err != nil {
-		return unavailable(fmt.Errorf("set stock %s: %w", sku, err), "the stock could not be stored; retry")
+		return httpapi.Unavailable(fmt.Errorf("set stock %s: %w", sku, err), "the stock could not be stored; retry")
 	}
 	reopened := a.restocked(ctx, c.Get("X-Admin-User", "admin"), st)
 	return c.JSON(fiber.Map{"sku": sku, "available": st.Available, "reopened": reopened})

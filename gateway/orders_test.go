@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"usher/gateway/httpapi"
 	"usher/internal/event"
 	"usher/internal/orders"
 	"usher/internal/testenv"
@@ -305,8 +306,8 @@ func FuzzOrderBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		sku, q, err := parseOrderBody(b)
 		if err != nil {
-			if statusOf(err) != 400 {
-				t.Fatalf("parseOrderBody(%q) error status %d, want 400", b, statusOf(err))
+			if httpapi.StatusOf(err) != 400 {
+				t.Fatalf("parseOrderBody(%q) error status %d, want 400", b, httpapi.StatusOf(err))
 			}
 			return
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"usher/gateway/httpapi"
 	"usher/internal/catalog"
 	"usher/internal/problem"
 )
@@ -285,7 +286,7 @@ var pageAssets = map[string]string{
 
 // asset serves the page's stylesheet and script: GET /q/static/{file}.
 func (a *api) asset(c *fiber.Ctx) error {
-	name := path.Base(pathParam(c, "file"))
+	name := path.Base(httpapi.PathParam(c, "file"))
 	typ, ok := pageAssets[name]
 	if !ok {
 		return problem.New(fiber.StatusNotFound, "not-found", "no such file")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"usher/gateway/httpapi"
 	"usher/internal/catalog"
 	"usher/internal/problem"
 	"usher/internal/waitqueue"
@@ -47,7 +48,7 @@ func ticketParam(c *fiber.Ctx) string {
 	if t, ok := c.Locals(formTicketKey{}).(string); ok {
 		return t
 	}
-	return pathParam(c, "ticket")
+	return httpapi.PathParam(c, "ticket")
 }
 
 // pageForm answers a form of the page: POST /q/{queue}.
@@ -287,11 +288,11 @@ func endedAs(d pageData, status, reason string) pageData {
 // back to, anything else as an error beside a button to try again.
 func (a *api) formProblem(c *fiber.Ctx, d pageData, err error) error {
 	var p problem.Problem
-	var un unavailableError
+	var un httpapi.UnavailableError
 	switch {
 	case errors.As(err, &un):
-		a.log.Warn("page form failed: dependency unavailable", "err", un.cause)
-		p = un.p
+		a.log.Warn("page form failed: dependency unavailable", "err", un.Cause)
+		p = un.Problem
 	case errors.As(err, &p):
 	default:
 		a.log.Error("page form failed", "err", err)
@@ -365,7 +366,7 @@ func (a *api) anyClientNamesUser() bool {
 	case nil:
 		return true
 	case headerAuth:
-		return len(u.proxies.trusted) == 0
+		return !u.proxies.TrustsProxies()
 	}
 	return false
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"usher/gateway/httpapi"
 	"usher/internal/orders"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
@@ -309,7 +310,7 @@ func TestPageFormEdges(t *testing.T) {
 		// Where X-User-Id is believed from the shop's proxy only, a form's
 		// user field names nobody, and the page offers none.
 		h := h.with(t)
-		proxies, err := parseClientIPs([]string{"10.9.0.0/16"}, "")
+		proxies, err := httpapi.ParseClientIPs([]string{"10.9.0.0/16"}, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"time"
 
+	"usher/gateway/httpapi"
 	"usher/internal/config"
 )
 
@@ -11,8 +12,8 @@ import (
 // shopper is, which address a request comes from, and the HTTP limits.
 type protectSettings struct {
 	users userAuthSettings
-	ips   clientIPs
-	http  httpLimits
+	ips   httpapi.ClientIPs
+	http  httpapi.Limits
 }
 
 // loadProtectSettings reads USHER_USER_*, USHER_TRUSTED_PROXIES,
@@ -29,16 +30,17 @@ func loadProtectSettings(env *config.Env) protectSettings {
 		secretLoader: os.ReadFile,
 	}
 	env.Check(p.users.check())
-	ips, err := parseClientIPs(env.List("USHER_TRUSTED_PROXIES", ""), env.String("USHER_CLIENT_IP_HEADER", ""))
+	ips, err := httpapi.ParseClientIPs(env.List("USHER_TRUSTED_PROXIES", ""), env.String("USHER_CLIENT_IP_HEADER", ""))
 	env.Check(err)
 	p.ips = ips
 	p.users.proxies = ips // X-User-Id is believed from these only
-	p.http = httpLimits{
-		body:   env.Int("USHER_HTTP_BODY_LIMIT", defaultHTTPLimits.body, 1024),
-		header: env.Int("USHER_HTTP_HEADER_LIMIT", defaultHTTPLimits.header, 1024),
-		read:   env.Duration("USHER_HTTP_READ_TIMEOUT", defaultHTTPLimits.read),
-		write:  env.Duration("USHER_HTTP_WRITE_TIMEOUT", defaultHTTPLimits.write),
-		idle:   env.Duration("USHER_HTTP_IDLE_TIMEOUT", defaultHTTPLimits.idle),
+	def := httpapi.DefaultLimits()
+	p.http = httpapi.Limits{
+		Body:   env.Int("USHER_HTTP_BODY_LIMIT", def.Body, 1024),
+		Header: env.Int("USHER_HTTP_HEADER_LIMIT", def.Header, 1024),
+		Read:   env.Duration("USHER_HTTP_READ_TIMEOUT", def.Read),
+		Write:  env.Duration("USHER_HTTP_WRITE_TIMEOUT", def.Write),
+		Idle:   env.Duration("USHER_HTTP_IDLE_TIMEOUT", def.Idle),
 	}
 	return p
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"usher/gateway/httpapi"
 	"usher/internal/catalog"
 	"usher/internal/problem"
 	"usher/internal/ratelimit"
@@ -51,13 +52,13 @@ func (a *api) lookupJoin(c *fiber.Ctx, cfg catalog.Config, user string) (waitque
 	if a.limiter != nil {
 		rl := cfg.RateLimit
 		plan = ratelimit.NewPlan(a.now(),
-			ratelimit.Check{Key: ratelimit.Key(cfg.Name, "ip", ipKey(a.clientIP(c))), Policy: ipPolicy(rl)},
+			ratelimit.Check{Key: ratelimit.Key(cfg.Name, "ip", ipKey(a.ips.Of(c))), Policy: ipPolicy(rl)},
 			ratelimit.Check{Key: ratelimit.Key(cfg.Name, "u", user), Policy: userPolicy(rl)},
 		)
 	}
 	cur, d, err := a.line.LookupLimited(c.UserContext(), cfg.Name, user, plan)
 	if err != nil {
-		return cur, lineDown(err)
+		return cur, httpapi.LineDown(err)
 	}
 	return cur, a.decided(c, d)
 }
@@ -68,7 +69,7 @@ func (a *api) lookupJoin(c *fiber.Ctx, cfg catalog.Config, user string) (waitque
 func (a *api) limitOrder(c *fiber.Ctx, cfg catalog.Config, user string) error {
 	rl := cfg.RateLimit
 	checks := []ratelimit.Check{
-		{Key: ratelimit.Key(cfg.Name, "ip", ipKey(a.clientIP(c))), Policy: ipPolicy(rl)},
+		{Key: ratelimit.Key(cfg.Name, "ip", ipKey(a.ips.Of(c))), Policy: ipPolicy(rl)},
 		{Key: ratelimit.Key(cfg.Name, "orders", "all"), Policy: ratelimit.Policy{Name: policyOrders, Rate: rl.OrdersPerSecond, Burst: rl.OrdersPerSecond}},
 	}
 	if user != "" {
@@ -85,7 +86,7 @@ func (a *api) limit(c *fiber.Ctx, checks ...ratelimit.Check) error {
 	}
 	d, err := a.limiter.Allow(c.UserContext(), a.now(), checks...)
 	if err != nil {
-		return lineDown(err)
+		return httpapi.LineDown(err)
 	}
 	return a.decided(c, d)
 }

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"usher/gateway/httpapi"
 	"usher/internal/adaptive"
 	"usher/internal/config"
 	"usher/internal/opshttp"
@@ -104,9 +105,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if refreshUsers != nil {
 		g.Go(func() error { return refreshUsers(ctx) })
 	}
-	serveApp(ctx, g, app, ln, s.Shutdown)
+	httpapi.Serve(ctx, g, app, ln, s.Shutdown)
 	if adminLn != nil {
-		serveApp(ctx, g, api.admin, adminLn, s.Shutdown)
+		httpapi.Serve(ctx, g, api.admin, adminLn, s.Shutdown)
 	}
 	return g.Wait()
 }

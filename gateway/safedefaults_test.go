@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"usher/gateway/httpapi"
 	"usher/internal/config"
 )
 
@@ -114,7 +115,7 @@ func TestUserHeaderOnlyFromTrustedProxies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run("proxies="+tt.proxies, func(t *testing.T) {
 			h := newHarness(t)
-			ips, err := parseClientIPs(strings.Fields(tt.proxies), "")
+			ips, err := httpapi.ParseClientIPs(strings.Fields(tt.proxies), "")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"usher/gateway/httpapi"
 	"usher/internal/catalog"
 	"usher/internal/problem"
 	"usher/internal/ticket"
@@ -52,7 +53,7 @@ func (a *api) shadowJoin(c *fiber.Ctx, cfg catalog.Config, user string) error {
 	now := a.now()
 	st, _, err := a.door.sample(c.UserContext(), cfg.Name, now)
 	if err != nil {
-		return lineDown(err)
+		return httpapi.LineDown(err)
 	}
 	epoch := a.epoch()
 	off := a.door.shadowOffset(cfg.Name, epoch)
@@ -88,11 +89,11 @@ func shadowDrawnPlace(cfg catalog.Config, off, seq uint64) int64 {
 // queue with suspects "shadow" gets its shadow answer; anything else goes
 // on to the real handler.
 func (a *api) shadowTicket(c *fiber.Ctx) error {
-	cfg, ok := a.queues.Get(pathParam(c, "queue"))
+	cfg, ok := a.queues.Get(httpapi.PathParam(c, "queue"))
 	if !ok || cfg.Challenge.Suspects != catalog.SuspectsShadow {
 		return c.Next()
 	}
-	t, err := a.door.shadow.Parse(pathParam(c, "ticket"))
+	t, err := a.door.shadow.Parse(httpapi.PathParam(c, "ticket"))
 	if err != nil {
 		return c.Next()
 	}
@@ -118,7 +119,7 @@ func (a *api) shadowTicket(c *fiber.Ctx) error {
 	}
 	st, _, err := a.door.sample(c.UserContext(), cfg.Name, a.now())
 	if err != nil {
-		return lineDown(err)
+		return httpapi.LineDown(err)
 	}
 	return a.shadowAnswer(c, fiber.StatusOK, cfg, t, pos, st)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"usher/gateway/httpapi"
 	"usher/internal/analytics"
 	"usher/internal/catalog"
 	"usher/internal/event"
@@ -45,17 +46,7 @@ type place struct {
 }
 
 func (a *api) queue(c *fiber.Ctx) (catalog.Config, error) {
-	name := pathParam(c, "queue")
-	cfg, ok := a.queues.Get(name)
-	if !ok {
-		return cfg, unknownQueue(name)
-	}
-	return cfg, nil
-}
-
-// unknownQueue is the 404 for a queue name the catalog does not hold.
-func unknownQueue(name string) error {
-	return problem.New(fiber.StatusNotFound, "unknown-queue", "no queue named "+strconv.Quote(name))
+	return httpapi.Queue(c, a.queues)
 }
 
 // join puts the shopper in line: 202 with a new ticket, or 200 with the
@@ -105,7 +96,7 @@ func (a *api) join(c *fiber.Ctx) (err error) {
 	if cur.Found && cur.Status.Live() {
 		e, err := a.line.PollPresent(ctx, cfg.Name, prev)
 		if err != nil {
-			return lineDown(err)
+			return httpapi.LineDown(err)
 		}
 		held = true
 		return a.answer(c, fiber.StatusOK, cfg, ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: e.Seq}, e)
@@ -136,7 +127,7 @@ func (a *api) join(c *fiber.Ctx) (err error) {
 				a.log.Error("invite code lost with a join that was not recorded", "queue", cfg.Name, "err", err)
 			}
 		}
-		return unavailable(fmt.Errorf("publish join to %s: %w", cfg.Name, err), "the line could not record the join; retry")
+		return httpapi.Unavailable(fmt.Errorf("publish join to %s: %w", cfg.Name, err), "the line could not record the join; retry")
 	}
 	recorded = true
 	a.metrics.joins.Inc()
@@ -149,16 +140,16 @@ func (a *api) join(c *fiber.Ctx) (err error) {
 		// The entries stream was recreated and this gateway or the line
 		// has not caught up yet: the join is recorded; the follower puts
 		// it in line. Ask the shopper to come back in a moment.
-		return unavailable(err, "the line is being reset; retry in a moment")
+		return httpapi.Unavailable(err, "the line is being reset; retry in a moment")
 	case err != nil:
 		// The join is recorded in the stream: the follower puts it in line.
-		return unavailable(err, "the join is recorded but its place cannot be read now; join again to see it")
+		return httpapi.Unavailable(err, "the join is recorded but its place cannot be read now; join again to see it")
 	}
 	if e.Status == waitqueue.Admitted {
 		// Admitted between the follower's copy and this one (a fast tick):
 		// read the whole record, the token's included.
 		if e, err = a.line.PollPresent(ctx, cfg.Name, e.Seq); err != nil {
-			return lineDown(err)
+			return httpapi.LineDown(err)
 		}
 	}
 	status := fiber.StatusAccepted
@@ -226,27 +217,6 @@ func ofTicket(t ticket.Ticket, e waitqueue.Entry) error {
 	return nil
 }
 
-// unavailable answers 503 (retry) for a failure of the broker or the line,
-// logged once by writeError with its cause.
-func unavailable(cause error, detail string) error {
-	return unavailableError{cause: cause, p: problem.Problem{Type: "https://usher.dev/problems/unavailable",
-		Title: "Service Unavailable", Status: fiber.StatusServiceUnavailable, Detail: detail, RetryAfter: 1}}
-}
-
-// lineDown answers 503 for a failed read or write of the line (Redis).
-func lineDown(err error) error {
-	return unavailable(err, "the line cannot be read right now; retry")
-}
-
-// unavailableError is a 503 with the failure behind it.
-type unavailableError struct {
-	cause error
-	p     problem.Problem
-}
-
-func (u unavailableError) Error() string { return u.cause.Error() }
-func (u unavailableError) Unwrap() error { return u.cause }
-
 // poll tells a shopper where they stand. It costs one signature check and
 // one Redis round trip.
 func (a *api) poll(c *fiber.Ctx) error {
@@ -260,7 +230,7 @@ func (a *api) poll(c *fiber.Ctx) error {
 	}
 	e, err := a.line.PollPresent(c.UserContext(), cfg.Name, t.Seq)
 	if err != nil {
-		return lineDown(err)
+		return httpapi.LineDown(err)
 	}
 	if err := ofTicket(t, e); err != nil {
 		return err
@@ -291,12 +261,12 @@ func (a *api) leave(c *fiber.Ctx) error {
 		return err
 	}
 	if _, err := a.events.Publish(ctx, event.LeaveSubject(cfg.Name), body, jetstream.WithMsgID(id)); err != nil {
-		return unavailable(fmt.Errorf("publish leave to %s: %w", cfg.Name, err), "the leave could not be recorded; retry")
+		return httpapi.Unavailable(fmt.Errorf("publish leave to %s: %w", cfg.Name, err), "the leave could not be recorded; retry")
 	}
 	had, err := a.line.Leave(ctx, cfg.Name, t.Seq, t.User)
 	if err != nil {
 		// The leave is recorded in the stream: the follower applies it.
-		return unavailable(err, "the leave is recorded; it takes effect in a moment")
+		return httpapi.Unavailable(err, "the leave is recorded; it takes effect in a moment")
 	}
 	if had == waitqueue.Admitted { // this leave freed an admitted shopper's slot
 		a.metrics.outcomes.WithLabelValues(cfg.Name, analytics.Left).Inc()

@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/golang-jwt/jwt/v5"
 
+	"usher/gateway/httpapi"
 	"usher/internal/catalog"
 	"usher/internal/problem"
 )
@@ -63,13 +64,13 @@ func (a *api) user(c *fiber.Ctx) (string, error) {
 // trusted proxy, so a client that reaches the gateway around the shop's
 // proxy names nobody.
 type headerAuth struct {
-	proxies clientIPs
+	proxies httpapi.ClientIPs
 }
 
 func (h headerAuth) identify(c *fiber.Ctx) (string, error) {
-	if len(h.proxies.trusted) > 0 {
+	if h.proxies.TrustsProxies() {
 		peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
-		if !h.proxies.isTrusted(peer.Unmap()) {
+		if !h.proxies.IsTrusted(peer.Unmap()) {
 			return "", problem.New(fiber.StatusUnauthorized, "untrusted-user-header",
 				"X-User-Id is believed only from the shop's proxy; this request did not come through it")
 		}
@@ -158,7 +159,7 @@ type userAuthSettings struct {
 	audience     string
 	jwksRefresh  time.Duration
 	secretLoader func(string) ([]byte, error)
-	proxies      clientIPs // USHER_TRUSTED_PROXIES: who may set X-User-Id (mode header)
+	proxies      httpapi.ClientIPs // USHER_TRUSTED_PROXIES: who may set X-User-Id (mode header)
 }
 
 // User authentication modes.

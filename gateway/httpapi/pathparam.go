@@ -1,4 +1,4 @@
-package main
+package httpapi
 
 import (
 	"net/url"
@@ -7,7 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 )
 
-// pathParam is the route's parameter key, percent-decoded. RFC 3986 makes
+// PathParam is the route's parameter key, percent-decoded. RFC 3986 makes
 // a percent-encoded unreserved character the character itself (§2.3,
 // §6.2.2.2), and a browser or an HTTP library may encode one: %64emo is
 // the queue demo. Queue names, tickets, SKUs and order ids are made of
@@ -20,7 +20,7 @@ import (
 //
 // As c.Params, the value may be the request's memory: copy what outlives
 // the request.
-func pathParam(c *fiber.Ctx, key string) string {
+func PathParam(c *fiber.Ctx, key string) string {
 	v := c.Params(key)
 	if strings.IndexByte(v, '%') < 0 {
 		return v

@@ -1,4 +1,4 @@
-package main
+package httpapi
 
 import (
 	"bytes"
@@ -10,22 +10,22 @@ import (
 	"github.com/gofiber/fiber/v2"
 )
 
-// clientIPs decides which address a request comes from. Without trusted
+// ClientIPs decides which address a request comes from. Without trusted
 // proxies it is the socket's peer. Behind them, header names where they put
 // the client: X-Forwarded-For is read from the right, skipping trusted
 // hops, so whatever a client writes into the header itself is never
 // believed; any other header (CF-Connecting-IP, X-Real-IP) holds one
 // address that the trusted proxy sets.
-type clientIPs struct {
+type ClientIPs struct {
 	trusted []netip.Prefix
 	header  string
 }
 
-// parseClientIPs reads USHER_TRUSTED_PROXIES (CIDRs or single addresses)
+// ParseClientIPs reads USHER_TRUSTED_PROXIES (CIDRs or single addresses)
 // and USHER_CLIENT_IP_HEADER (default X-Forwarded-For once proxies are
 // trusted).
-func parseClientIPs(proxies []string, header string) (clientIPs, error) {
-	var ips clientIPs
+func ParseClientIPs(proxies []string, header string) (ClientIPs, error) {
+	var ips ClientIPs
 	var bad []string
 	for _, p := range proxies {
 		if pfx, err := netip.ParsePrefix(p); err == nil {
@@ -63,7 +63,8 @@ func validHeaderName(h string) bool {
 	return h != ""
 }
 
-func (ips clientIPs) isTrusted(a netip.Addr) bool {
+// IsTrusted reports whether a is one of the trusted proxies.
+func (ips ClientIPs) IsTrusted(a netip.Addr) bool {
 	for _, p := range ips.trusted {
 		if p.Contains(a) {
 			return true
@@ -72,12 +73,12 @@ func (ips clientIPs) isTrusted(a netip.Addr) bool {
 	return false
 }
 
-// resolve returns the client address of a request from peer whose client
+// Resolve returns the client address of a request from peer whose client
 // IP header lines are values. An address that does not parse is never the
 // answer: the nearest hop that does is.
-func (ips clientIPs) resolve(peer netip.Addr, values [][]byte) netip.Addr {
+func (ips ClientIPs) Resolve(peer netip.Addr, values [][]byte) netip.Addr {
 	peer = peer.Unmap()
-	if ips.header == "" || !ips.isTrusted(peer) {
+	if ips.header == "" || !ips.IsTrusted(peer) {
 		return peer
 	}
 	if !strings.EqualFold(ips.header, fiber.HeaderXForwardedFor) {
@@ -105,7 +106,7 @@ func (ips clientIPs) resolve(peer netip.Addr, values [][]byte) netip.Addr {
 				return client
 			}
 			client = a.Unmap()
-			if !ips.isTrusted(client) {
+			if !ips.IsTrusted(client) {
 				return client
 			}
 		}
@@ -113,12 +114,19 @@ func (ips clientIPs) resolve(peer netip.Addr, values [][]byte) netip.Addr {
 	return client
 }
 
-// clientIP is the request's client address.
-func (a *api) clientIP(c *fiber.Ctx) netip.Addr {
+// TrustsProxies reports whether any proxy is trusted: without one, every
+// request's client is the socket's peer.
+func (ips ClientIPs) TrustsProxies() bool { return len(ips.trusted) > 0 }
+
+// Header is where the trusted proxies put the client ("": nowhere).
+func (ips ClientIPs) Header() string { return ips.header }
+
+// Of is the request's client address.
+func (ips ClientIPs) Of(c *fiber.Ctx) netip.Addr {
 	peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
 	var values [][]byte
-	if a.ips.header != "" {
-		values = c.Request().Header.PeekAll(a.ips.header)
+	if ips.header != "" {
+		values = c.Request().Header.PeekAll(ips.header)
 	}
-	return a.ips.resolve(peer, values)
+	return ips.Resolve(peer, values)
 }

@@ -1,4 +1,4 @@
-package main
+package httpapi
 
 import (
 	"net/netip"
@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-func mustClientIPs(t testing.TB, proxies []string, header string) clientIPs {
+func mustClientIPs(t testing.TB, proxies []string, header string) ClientIPs {
 	t.Helper()
-	ips, err := parseClientIPs(proxies, header)
+	ips, err := ParseClientIPs(proxies, header)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestClientIP(t *testing.T) {
 			for _, v := range tt.values {
 				values = append(values, []byte(v))
 			}
-			got := ips.resolve(netip.MustParseAddr(tt.peer), values)
+			got := ips.Resolve(netip.MustParseAddr(tt.peer), values)
 			if got.String() != tt.want {
 				t.Errorf("resolve(%s, %q) = %s, want %s", tt.peer, tt.values, got, tt.want)
 			}
@@ -66,14 +66,14 @@ func TestParseClientIPsRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := parseClientIPs(tt.proxies, tt.header); err == nil {
-				t.Errorf("parseClientIPs(%q, %q) = nil error", tt.proxies, tt.header)
+			if _, err := ParseClientIPs(tt.proxies, tt.header); err == nil {
+				t.Errorf("ParseClientIPs(%q, %q) = nil error", tt.proxies, tt.header)
 			}
 		})
 	}
 	ips := mustClientIPs(t, []string{"10.0.0.0/8"}, "")
-	if ips.header != "X-Forwarded-For" {
-		t.Errorf("header with proxies and none named = %q, want X-Forwarded-For", ips.header)
+	if ips.Header() != "X-Forwarded-For" {
+		t.Errorf("header with proxies and none named = %q, want X-Forwarded-For", ips.Header())
 	}
 }
 
@@ -90,8 +90,8 @@ func FuzzClientIP(f *testing.F) {
 			return
 		}
 		p = p.Unmap()
-		got := ips.resolve(p, [][]byte{[]byte(header)})
-		if !ips.isTrusted(p) && got != p {
+		got := ips.Resolve(p, [][]byte{[]byte(header)})
+		if !ips.IsTrusted(p) && got != p {
 			t.Fatalf("resolve(%s, %q) = %s: believed an untrusted peer's header", peer, header, got)
 		}
 		if got == p {

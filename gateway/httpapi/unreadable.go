@@ -1,4 +1,4 @@
-package main
+package httpapi
 
 import (
 	"errors"
@@ -13,24 +13,42 @@ import (
 )
 
 // answerUnreadable is app's answer to a request its server could not read
-// (fasthttp's ErrorHandler): a problem through writeError, like every
+// (fasthttp's ErrorHandler): a problem through the error writer, like every
 // other error answer, on a connection that then closes lingering (see
 // lingerConn) — the client may still be sending the rest.
-func (a *api) answerUnreadable(app *fiber.App) func(*fasthttp.RequestCtx, error) {
+func answerUnreadable(app *fiber.App, w errorWriter) func(*fasthttp.RequestCtx, error) {
 	return func(fctx *fasthttp.RequestCtx, err error) {
 		lingerAfter(fctx)
-		a.answerOutsideRouter(app, fctx, func(*fiber.Ctx) error { return unreadableProblem(err) })
+		answerOutsideRouter(app, w, fctx, func(*fiber.Ctx) error { return unreadableProblem(err) })
+	}
+}
+
+// routeUnknownMethods answers a request whose method app's router does not
+// know at all — fiber would answer it a plain-text 400 before any route or
+// the error handler saw it — as NotFound answers a method a path does not
+// take: 405 with Allow, or 404, a problem either way.
+func routeUnknownMethods(app *fiber.App, w errorWriter) {
+	srv := app.Server()
+	route, known := srv.Handler, app.Config().RequestMethods
+	srv.Handler = func(fctx *fasthttp.RequestCtx) {
+		for _, m := range known {
+			if string(fctx.Method()) == m { // compared, not converted: no allocation per request
+				route(fctx)
+				return
+			}
+		}
+		answerOutsideRouter(app, w, fctx, NotFound(app))
 	}
 }
 
 // answerOutsideRouter writes the error answer of a request app's router
 // never saw (fasthttp's error handler, a method fiber does not know) as
-// writeError writes every other: the error is what answer says of it.
-func (a *api) answerOutsideRouter(app *fiber.App, fctx *fasthttp.RequestCtx, answer fiber.Handler) {
+// the error writer writes every other: the error is what answer says of it.
+func answerOutsideRouter(app *fiber.App, w errorWriter, fctx *fasthttp.RequestCtx, answer fiber.Handler) {
 	c := app.AcquireCtx(fctx)
 	defer app.ReleaseCtx(c)
-	if err := a.writeError(c, answer(c)); err != nil {
-		a.log.Debug("writing an answer outside the router", "err", err)
+	if err := w.write(c, answer(c)); err != nil {
+		w.log.Debug("writing an answer outside the router", "err", err)
 	}
 }
 

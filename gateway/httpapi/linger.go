@@ -1,6 +1,7 @@
-package main
+package httpapi
 
 import (
+	"context"
 	"io"
 	"net"
 	"sync/atomic"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
+	"golang.org/x/sync/errgroup"
 )
 
 // A request the server cannot read — headers or a body beyond the limits,
@@ -67,7 +69,29 @@ func lingerAfter(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-// listen serves app on ln until the app shuts down or ln fails.
-func listen(app *fiber.App, ln net.Listener) error {
+// Listen serves app on ln until the app shuts down or ln fails.
+func Listen(app *fiber.App, ln net.Listener) error {
 	return app.Listener(lingerListener{ln})
+}
+
+// Serve serves app on ln in g until ctx ends, then shuts it down within
+// timeout. A stop that comes before the server has started serving still
+// ends it: fasthttp's shutdown does nothing to a server that holds no
+// listener yet (and clears its stop flag again), so the listener is closed
+// here too, which ends the Accept the server would otherwise wait in
+// forever; the error that Accept then returns is the stop, not a failure.
+func Serve(ctx context.Context, g *errgroup.Group, app *fiber.App, ln net.Listener, timeout time.Duration) {
+	g.Go(func() error {
+		err := Listen(app, ln)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		err := app.ShutdownWithTimeout(timeout)
+		ln.Close()
+		return err
+	})
 }

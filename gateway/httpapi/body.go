@@ -1,4 +1,4 @@
-package main
+package httpapi
 
 import (
 	"bytes"
@@ -15,14 +15,14 @@ import (
 	"time"
 )
 
-// decodeBody reads a request body into v the way the API document reads
+// DecodeBody reads a request body into v the way the API document reads
 // it: one JSON value and nothing after it, no field v does not have, and
 // field names matched exactly, no name twice in one object, no null
 // anywhere and times in RFC 3339's date-time form — encoding/json alone
 // would take "TickMs" for "tickMs", the last of two "targetActive"s, null
 // for "leave the default" and "2030-01-01T0:00:00Z" for a time, all of
 // which the document refuses.
-func decodeBody(body []byte, v any) error {
+func DecodeBody(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
