@@ -37,6 +37,7 @@ func TestAdminViewShowsTheAdaptiveLimit(t *testing.T) {
 	h := newHarness(t)
 	st := adaptive.NewStore(testenv.Redis(t))
 	h.api.ops.limits = st
+	h.rebuild()
 	admin := map[string]string{"Authorization": "Bearer secret-admin"}
 	type view struct {
 		TargetActive int `json:"targetActive"`
@@ -128,6 +129,7 @@ func TestOpsDashboardShowsTheAdaptiveLimit(t *testing.T) {
 	h := newHarness(t)
 	st := adaptive.NewStore(testenv.Redis(t))
 	h.api.ops.breaker, h.api.ops.limits = fixedBreaker(false), st
+	h.rebuild()
 	h.putQueue(h.queue, `{"targetActive": 5, "adaptive": {"enabled": true, "min": 2, "max": 40}, "rateLimit": `+limitsOff+`}`, 200)
 	p := adaptive.Params{Window: 100 * time.Millisecond, Bounds: adaptive.Bounds{Min: 2, Max: 40, Start: 5}, Lease: time.Second}
 	decide(t, st, h.queue, p, adaptive.State{Limit: 9, BaselineMs: 240, LatencyMs: 251.26},

@@ -16,6 +16,7 @@ func TestAdminUserIsBounded(t *testing.T) {
 	h := newHarness(t)
 	db := migratedStore(t)
 	h.api.stock = &migratedStock{store: db}
+	h.rebuild()
 	base := h.serve()
 	send := func(method, path, body, by string) (int, []byte) {
 		t.Helper()

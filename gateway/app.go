@@ -11,8 +11,12 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"usher/gateway/door"
 	"usher/gateway/httpapi"
+	"usher/gateway/throttle"
+	"usher/gateway/userauth"
 	"usher/internal/catalog"
+	"usher/internal/pow"
 	"usher/internal/problem"
 	"usher/internal/ratelimit"
 	"usher/internal/ticket"
@@ -47,8 +51,9 @@ type api struct {
 	stock       stockSetter
 	sales       salesReader // nil: no sold figures
 	adminToken  []byte
-	users       userAuth           // nil: X-User-Id
+	users       userauth.Auth      // nil: X-User-Id from anyone
 	limiter     *ratelimit.Limiter // nil: no rate limits
+	limits      *throttle.Limits
 	ips         httpapi.ClientIPs
 	http        httpapi.Limits
 	notifierURL string
@@ -69,7 +74,9 @@ type api struct {
 
 	metrics *metrics
 	ops     opsDeps // the ops dashboard's extra reads
-	door    *door   // proof of work at the door (challenge.go); nil: a random secret
+	// challenges issues the door's challenges; nil: a random secret.
+	challenges *pow.Issuer
+	door       *door.Door // proof of work at the door
 
 	// adminApart puts the admin API and the dashboard on their own app,
 	// admin, served on USHER_ADMIN_ADDR (see adminlistener.go).
@@ -82,8 +89,22 @@ func (a *api) app() *fiber.App {
 	if a.metrics == nil {
 		a.metrics = newMetrics()
 	}
+	if a.users == nil {
+		a.users = userauth.Header(httpapi.ClientIPs{})
+	}
+	var lim interface {
+		Allow(context.Context, time.Time, ...ratelimit.Check) (ratelimit.Decision, error)
+	}
+	if a.limiter != nil {
+		lim = a.limiter
+	}
+	a.limits = throttle.New(lim, a.ips, a.now, a.metrics.limited)
 	a.opsDefaults()
-	a.doorDefaults()
+	if a.challenges == nil {
+		a.challenges = door.RandomIssuer()
+	}
+	a.door = door.New(door.Deps{Issuer: a.challenges, Line: a.line, Queues: a.queues, Places: a, IPs: a.ips,
+		Now: a.now, Epoch: a.epoch, Log: a.log, Metrics: a.metrics.pow})
 	app := a.newFiber("usher-gateway")
 
 	app.Get("/healthz", httpapi.Healthz)
@@ -101,10 +122,10 @@ func (a *api) app() *fiber.App {
 
 	v1 := app.Group("/v1")
 	v1.Get("/queues/:queue", a.getPublicQueue)
-	v1.Get("/queues/:queue/challenge", a.challenge)
+	v1.Get("/queues/:queue/challenge", a.door.Challenge)
 	v1.Post("/queues/:queue/tickets", a.join)
-	v1.Get("/queues/:queue/tickets/:ticket", a.shadowTicket, a.poll)
-	v1.Delete("/queues/:queue/tickets/:ticket", a.shadowTicket, a.leave)
+	v1.Get("/queues/:queue/tickets/:ticket", a.door.ShadowTicket, a.poll)
+	v1.Delete("/queues/:queue/tickets/:ticket", a.door.ShadowTicket, a.leave)
 	v1.Post("/orders", a.placeOrder)
 	v1.Get("/orders/:id", a.getOrder)
 
@@ -154,4 +175,10 @@ func (a *api) jitter() float64 {
 // listener's (httpapi.NewApp).
 func (a *api) newFiber(name string) *fiber.App {
 	return httpapi.NewApp(name, a.http, a.log, a.metrics.http.Measure)
+}
+
+// user is the shopper's id, by the gateway's user authentication; every
+// handler that needs it (joins, orders) asks here.
+func (a *api) user(c *fiber.Ctx) (string, error) {
+	return a.users.Identify(c)
 }

@@ -162,7 +162,7 @@ func TestWaitingRoomSolvesBeforeJoining(t *testing.T) {
 	if solving < 0 || done < solving || waiting < done {
 		t.Errorf("the page showed %v; want SOLVING, its progress reaching 100, then WAITING", seen)
 	}
-	checks := h.api.metrics.pow.checks
+	checks := h.api.metrics.pow.Checks
 	if ok, missing := value(t, checks.WithLabelValues(h.queue, "enforce", "ok")), value(t, checks.WithLabelValues(h.queue, "enforce", "missing")); ok != 1 || missing != 0 {
 		t.Errorf("gateway saw %v valid proofs and %v joins without one, want 1 and 0", ok, missing)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"usher/gateway/door"
 	"usher/internal/catalog"
 	"usher/internal/event"
 	"usher/internal/keyspace"
@@ -65,6 +66,7 @@ func powHarness(t *testing.T, challenge string) (*harness, *clock) {
 	h.api.ips = mustClientIPs(t, []string{"0.0.0.0/0", "::/0"}, clientHeader)
 	clk := &clock{t: time.Now()}
 	h.api.now = clk.Now
+	h.rebuild()
 	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "challenge": `+challenge+`}`, 200)
 	return h, clk
 }
@@ -170,7 +172,7 @@ func TestChallengeIsStateless(t *testing.T) {
 func TestAChallengeHEADIssuesNothing(t *testing.T) {
 	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": "auto", "min": 4, "max": 16}`)
 	const ip = "198.51.100.41"
-	issued := func() float64 { return value(t, h.api.metrics.pow.issued.WithLabelValues(h.queue)) }
+	issued := func() float64 { return value(t, h.api.metrics.pow.Issued.WithLabelValues(h.queue)) }
 	for i := range 40 {
 		r := h.do("HEAD", "/v1/queues/"+h.queue+"/challenge", "", map[string]string{clientHeader: ip})
 		if r.status != 200 || len(r.raw) != 0 || r.header.Get("Cache-Control") != "no-store" || r.header.Get("Content-Type") != "application/json" {
@@ -205,9 +207,8 @@ func TestAChallengeHEADAnswersWhatGETWouldWhileRedisIsDown(t *testing.T) {
 	}
 	t.Cleanup(func() { rdb.Close() })
 	h.api.line = waitqueue.New(rdb)
-	h.api.door = nil // a door of its own, on this line (doorDefaults)
-	h.app = h.api.app()
-	stop() // Redis is gone
+	h.rebuild() // a door of its own, on this line
+	stop()      // Redis is gone
 
 	path := "/v1/queues/" + h.queue + "/challenge"
 	hdr := map[string]string{clientHeader: "198.51.100.42"}
@@ -234,7 +235,7 @@ func TestEnforceRefusesEveryBadProof(t *testing.T) {
 	const ip = "198.51.100.7"
 	addr := netip.MustParseAddr(ip)
 	issue := func(q, client string, d int, at time.Time) pow.Challenge {
-		return h.api.door.issuer.Issue(q, netip.MustParseAddr(client), d, at)
+		return h.api.challenges.Issue(q, netip.MustParseAddr(client), d, at)
 	}
 	other, err := pow.NewIssuer([]byte(strings.Repeat("z", 32)), 0)
 	if err != nil {
@@ -282,7 +283,7 @@ func TestEnforceRefusesEveryBadProof(t *testing.T) {
 			}
 		})
 	}
-	if n := value(t, h.api.metrics.pow.checks.WithLabelValues(h.queue, "enforce", "reused")); n != 1 {
+	if n := value(t, h.api.metrics.pow.Checks.WithLabelValues(h.queue, "enforce", "reused")); n != 1 {
 		t.Errorf("usher_pow_checks_total{result=reused} = %v, want 1", n)
 	}
 }
@@ -299,7 +300,7 @@ func TestLogCountsWhatEnforceWouldRefuse(t *testing.T) {
 			t.Fatalf("join %s under log = %d %s, want 202", j.user, r.status, r.raw)
 		}
 	}
-	m := h.api.metrics.pow.checks
+	m := h.api.metrics.pow.Checks
 	for result, want := range map[string]float64{"ok": 1, "missing": 1, "malformed": 1, "reused": 1} {
 		if got := value(t, m.WithLabelValues(h.queue, "log", result)); got != want {
 			t.Errorf("usher_pow_checks_total{mode=log,result=%s} = %v, want %v", result, got, want)
@@ -321,7 +322,7 @@ func TestLogCountsWhatEnforceWouldRefuse(t *testing.T) {
 func TestAutoDifficultyFollowsPressure(t *testing.T) {
 	h, clk := powHarness(t, `{"mode": "enforce", "difficulty": "auto", "min": 2, "max": 12}`)
 	gauge := func() int {
-		return int(value(t, h.api.metrics.pow.difficulty.WithLabelValues(h.queue)))
+		return int(value(t, h.api.metrics.pow.Difficulty.WithLabelValues(h.queue)))
 	}
 	ask := h.difficultyAsker()
 	if d := ask(); d != 2 {
@@ -414,14 +415,14 @@ func TestShadowLine(t *testing.T) {
 	}
 	seqBefore := lastSeq()
 	var r response
-	for i := range shadowAfter {
+	for i := range door.ShadowAfter {
 		r = h.joinWithProof("bot", bot, "")
-		if i < shadowAfter-1 && r.status != 428 {
+		if i < door.ShadowAfter-1 && r.status != 428 {
 			t.Fatalf("refused join %d = %d %s, want 428", i+1, r.status, r.raw)
 		}
 	}
 	if r.status != 202 || r.str("status") != "WAITING" || r.num("position") != 3 || r.num("waiting") != 3 || r.str("ticket") == "" {
-		t.Fatalf("join %d of a failing client = %d %s, want 202 WAITING at place 3 of 3 (the back of the line)", shadowAfter, r.status, r.raw)
+		t.Fatalf("join %d of a failing client = %d %s, want 202 WAITING at place 3 of 3 (the back of the line)", door.ShadowAfter, r.status, r.raw)
 	}
 	for _, k := range []string{"events", "pollAfterMs"} {
 		if _, ok := r.body[k]; !ok {
@@ -484,7 +485,7 @@ func TestShadowLine(t *testing.T) {
 	if p := h.poll(tkt); p.status != 401 {
 		t.Errorf("poll of a shadow ticket once shadow is off = %d %s, want 401", p.status, p.raw)
 	}
-	if n := value(t, h.api.metrics.pow.shadowed.WithLabelValues(h.queue)); n != 1 {
+	if n := value(t, h.api.metrics.pow.Shadowed.WithLabelValues(h.queue)); n != 1 {
 		t.Errorf("usher_pow_shadowed_total = %v, want 1", n)
 	}
 }
@@ -691,10 +692,10 @@ func TestAShadowJoinBeforeADropOpensIsPreQueuedLikeAnyOther(t *testing.T) {
 		t.Fatalf("a real join before the opening = %d %s", real.status, real.raw)
 	}
 	var r response
-	for range shadowAfter {
+	for range door.ShadowAfter {
 		r = h.joinWithProof("bot", bot, "")
 	}
-	if n := value(t, h.api.metrics.pow.shadowed.WithLabelValues(h.queue)); n != 1 {
+	if n := value(t, h.api.metrics.pow.Shadowed.WithLabelValues(h.queue)); n != 1 {
 		t.Fatalf("usher_pow_shadowed_total = %v, want 1 (the last join shadowed)", n)
 	}
 	same := func(what string, shadow, real response) {
@@ -805,7 +806,7 @@ func TestAShadowJoinInMaintenanceIsRefusedLikeAnyOther(t *testing.T) {
 	h, _ := powHarness(t, challenge)
 	const bot, shopper = "192.0.2.67", "198.51.100.8"
 	// The bot fails until its next failure would be shadowed.
-	for i := range shadowAfter - 1 {
+	for i := range door.ShadowAfter - 1 {
 		if r := h.joinWithProof("bot", bot, ""); r.status != 428 {
 			t.Fatalf("join %d of a failing client = %d %s, want 428", i+1, r.status, r.raw)
 		}
@@ -820,7 +821,7 @@ func TestAShadowJoinInMaintenanceIsRefusedLikeAnyOther(t *testing.T) {
 		t.Fatalf("a suspect's join in maintenance = %d %s (Retry-After %q)\nreal: %d %s\nwant the same 503 maintenance, Retry-After 60",
 			r.status, r.raw, r.header.Get("Retry-After"), real.status, real.raw)
 	}
-	if n := value(t, h.api.metrics.pow.shadowed.WithLabelValues(h.queue)); n != 0 {
+	if n := value(t, h.api.metrics.pow.Shadowed.WithLabelValues(h.queue)); n != 0 {
 		t.Errorf("usher_pow_shadowed_total = %v, want 0: nobody was given a shadow place", n)
 	}
 }
@@ -844,11 +845,11 @@ func TestAJoinInMaintenanceIsRefusedBeforeItsProofIsAsked(t *testing.T) {
 		}
 	}
 	m := h.api.metrics.pow
-	if n := value(t, m.issued.WithLabelValues(h.queue)); n != 0 {
+	if n := value(t, m.Issued.WithLabelValues(h.queue)); n != 0 {
 		t.Errorf("usher_pow_challenges_issued_total = %v, want 0", n)
 	}
 	for _, result := range []string{"missing", "malformed", "invalid"} {
-		if n := value(t, m.checks.WithLabelValues(h.queue, "enforce", result)); n != 0 {
+		if n := value(t, m.Checks.WithLabelValues(h.queue, "enforce", result)); n != 0 {
 			t.Errorf("usher_pow_checks_total{result=%s} = %v, want 0: nothing was checked", result, n)
 		}
 	}
@@ -882,7 +883,7 @@ func TestAQueueThatRefusesEveryJoinAsksForNoWork(t *testing.T) {
 			t.Errorf("%s: join with its proof = %d %s, want %s", c.name, r.status, r.raw, c.want)
 		}
 	}
-	if n := value(t, h.api.metrics.pow.issued.WithLabelValues(h.queue)); n != 0 {
+	if n := value(t, h.api.metrics.pow.Issued.WithLabelValues(h.queue)); n != 0 {
 		t.Errorf("usher_pow_challenges_issued_total = %v, want 0", n)
 	}
 	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "challenge": `+challenge+`}`, 200)
@@ -902,7 +903,7 @@ func TestASolvedButTooEasyProofIsNeverShadowed(t *testing.T) {
 	h, _ := powHarness(t, easy)
 	const nat = "100.64.0.9"
 	proof := solved(t, h.challengeFor(nat))
-	for i := range shadowAfter - 1 {
+	for i := range door.ShadowAfter - 1 {
 		if r := h.joinWithProof(fmt.Sprintf("bot-%d", i), nat, ""); r.status != 428 {
 			t.Fatalf("proofless join %d = %d %s, want 428", i+1, r.status, r.raw)
 		}
@@ -916,7 +917,7 @@ func TestASolvedButTooEasyProofIsNeverShadowed(t *testing.T) {
 	if _, err := h.api.tickets.Parse(r.str("ticket")); r.status != 202 || err != nil {
 		t.Fatalf("the carried challenge solved = %d %s (a real ticket: %v); want 202 with a real place", r.status, r.raw, err)
 	}
-	if n := value(t, h.api.metrics.pow.shadowed.WithLabelValues(h.queue)); n != 0 {
+	if n := value(t, h.api.metrics.pow.Shadowed.WithLabelValues(h.queue)); n != 0 {
 		t.Errorf("usher_pow_shadowed_total = %v, want 0", n)
 	}
 }

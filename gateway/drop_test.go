@@ -366,6 +366,7 @@ func TestAJoinAdmittedAtOnceIsReadyWhateverThisHostsClockSays(t *testing.T) {
 	h.putQueue(h.queue, `{"targetActive": 1, "rateLimit": `+limitsOff+`, "mode": "passthrough"}`, 200)
 	h.admit() // a tick that found the line current: admission at once may proceed
 	h.api.now = func() time.Time { return time.Now().Add(-200 * time.Millisecond) }
+	h.rebuild()
 	r := h.join("alice")
 	if r.status != 202 || r.str("status") != "READY" || r.str("token") == "" {
 		t.Fatalf("passthrough join with this host's clock 200 ms behind = %d %s; want 202 READY with a token", r.status, r.raw)

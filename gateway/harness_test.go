@@ -103,6 +103,13 @@ func newHarness(t testing.TB) *harness {
 	return h
 }
 
+// rebuild builds the gateway's rooms anew from h.api, as a test has
+// changed it.
+func (h *harness) rebuild() {
+	h.t.Helper()
+	h.app = h.api.app()
+}
+
 // limitsOff is a queue's rateLimit with every limit off.
 const limitsOff = `{"perIpPerSecond": 0, "perUserPerSecond": 0, "ordersPerSecond": 0}`
 
@@ -214,14 +221,27 @@ func pretty(b []byte) string {
 // its base URL.
 func (h *harness) serve() string {
 	h.t.Helper()
+	base, serve := h.listen()
+	serve()
+	return base
+}
+
+// listen opens a loopback socket and returns its base URL, and serve,
+// which runs the app on it (as the test has built it by then) until the
+// test ends.
+func (h *harness) listen() (base string, serve func()) {
+	h.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	checkServed(h.t, h.app, h.serviceOf(h.app)) // against the API contract
-	go httpapi.Listen(h.app, ln)
-	h.t.Cleanup(func() { h.app.Shutdown() })
-	return "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), func() {
+		h.t.Helper()
+		app := h.app
+		checkServed(h.t, app, h.serviceOf(app)) // against the API contract
+		go httpapi.Listen(app, ln)
+		h.t.Cleanup(func() { app.Shutdown() })
+	}
 }
 
 // with returns the harness reporting to t (a fuzz target must not use the

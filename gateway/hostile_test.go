@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"usher/gateway/httpapi"
+	"usher/gateway/userauth"
 	"usher/internal/bus"
 	"usher/internal/catalog"
 	"usher/internal/event"
@@ -142,7 +143,7 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 		t.Fatalf("PUT queue = %d %v", code, body)
 	}
 	userTok := userJWT(t, jwt.SigningMethodHS256, []byte(userSecret), "", jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix()})
-	user := map[string]string{headerUserToken: userTok}
+	user := map[string]string{userauth.HeaderUserToken: userTok}
 	_, joined := call("POST", "/v1/queues/"+q+"/tickets", "", user)
 	tk, _ := joined["ticket"].(string)
 	if tk == "" {
@@ -172,12 +173,12 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 	if entry == "" {
 		t.Fatalf("poll after admission = %v, want READY with a token", ready)
 	}
-	orderHdr := map[string]string{headerUserToken: userTok, "Authorization": "Bearer " + entry, "Content-Type": "application/json"}
+	orderHdr := map[string]string{userauth.HeaderUserToken: userTok, "Authorization": "Bearer " + entry, "Content-Type": "application/json"}
 	call("POST", "/v1/orders", `{"sku": "sku-1"}`, orderHdr)
 	call("POST", "/v1/orders", `{"sku": "sku-2"}`, orderHdr)
 	call("GET", "/v1/queues/"+q+"/tickets/"+tk[:len(tk)-2]+"xx", "", nil)
 	call("GET", "/v1/admin/queues", "", map[string]string{"Authorization": "Bearer " + adminToken + "x"})
-	call("POST", "/v1/queues/"+q+"/tickets", "", map[string]string{headerUserToken: userTok + "x"})
+	call("POST", "/v1/queues/"+q+"/tickets", "", map[string]string{userauth.HeaderUserToken: userTok + "x"})
 	call("DELETE", "/v1/queues/"+q+"/tickets/"+tk, "", nil)
 	call("GET", "/nothing/"+tk, "", nil)
 	cancel()
@@ -226,7 +227,7 @@ func TestFailedRequestsLogNoTicket(t *testing.T) {
 	broken := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	broken.Close()
 	h.api.line = waitqueue.New(broken)
-	h.app = h.api.app() // the rooms take the log and the line when built
+	h.rebuild()
 	if r := h.poll(tk); r.status != 503 || !isProblem(r) {
 		t.Fatalf("poll with Redis gone = %d %s, want a 503 problem", r.status, r.raw)
 	}
@@ -305,7 +306,7 @@ func TestForgedEntryTokensAtTheOrderEndpoint(t *testing.T) {
 func TestSlowClientsAreCutOff(t *testing.T) {
 	h := newHarness(t)
 	h.api.http = httpapi.Limits{Read: 300 * time.Millisecond}
-	h.app = h.api.app()
+	h.rebuild()
 	base := h.serve()
 	conn := dialRaw(t, base) // its 30 s deadline a safety net only: the server must close long before it
 	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: usher\r\nX-Slow: "); err != nil {
@@ -399,7 +400,7 @@ func TestAnUnparsableRequestIs400WithoutEchoingIt(t *testing.T) {
 func TestAHeaderLineWithoutAColonAtTheEndIs408(t *testing.T) {
 	h := newHarness(t)
 	h.api.http = httpapi.Limits{Read: 300 * time.Millisecond}
-	h.app = h.api.app()
+	h.rebuild()
 	base := h.serve()
 	conn := dialRaw(t, base) // its deadline a safety net only
 	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header SECRET\r\n\r\n"); err != nil {
@@ -422,7 +423,7 @@ func TestAHeaderLineWithoutAColonAtTheEndIs408(t *testing.T) {
 func TestHostileBurstLosesNobody(t *testing.T) {
 	h := newHarness(t)
 	h.api.ips = mustClientIPs(t, []string{"127.0.0.0/8"}, "X-Forwarded-For")
-	h.app = h.api.app()
+	h.rebuild()
 	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": {"perIpPerSecond": 50, "perIpBurst": 100, "perUserPerSecond": 5, "perUserBurst": 10}}`, 200)
 	base := h.serve()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 20 * time.Second}

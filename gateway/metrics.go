@@ -7,7 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"usher/gateway/door"
 	"usher/gateway/httpapi"
+	"usher/gateway/throttle"
 	"usher/internal/analytics"
 )
 
@@ -18,8 +20,8 @@ type metrics struct {
 	http    *httpapi.Metrics
 	joins   prometheus.Counter
 	polls   prometheus.Counter
-	limited *prometheus.CounterVec
-	pow     *powMetrics // proof of work at the door (challenge.go)
+	limited *throttle.Metrics
+	pow     *door.Metrics // proof of work at the door
 	// outcomes counts the admitted shoppers who left (package analytics):
 	// the leave that freed their slot.
 	outcomes *prometheus.CounterVec
@@ -34,15 +36,13 @@ func newMetrics() *metrics {
 		polls: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "usher_polls_total", Help: "Polls answered.",
 		}),
-		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "usher_rate_limited_total", Help: "Requests refused with 429, by the policy that refused them.",
-		}, []string{"policy"}),
 	}
 	m.http = httpapi.NewMetrics(m.reg)
-	m.pow = newPowMetrics(m.reg)
+	m.limited = throttle.NewMetrics(m.reg)
+	m.pow = door.NewMetrics(m.reg)
 	m.outcomes = analytics.NewOutcomes()
 	m.reg.MustRegister(m.outcomes)
-	m.reg.MustRegister(m.joins, m.polls, m.limited,
+	m.reg.MustRegister(m.joins, m.polls,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

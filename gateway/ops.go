@@ -185,7 +185,7 @@ func (a *api) opsQueueOf(ctx context.Context, cfg catalog.Config) (opsQueue, err
 		q.EtaLastSeconds = new(float64(st.Waiting) / st.AdmitRatePerSec)
 	}
 	if cfg.Challenge.On() {
-		d, err := a.door.difficulty(ctx, cfg, a.now())
+		d, err := a.door.Difficulty(ctx, cfg, a.now())
 		if err != nil {
 			return opsQueue{}, err
 		}

@@ -129,6 +129,7 @@ func TestOpsStreamSendsQueueSnapshots(t *testing.T) {
 	records := orders.NewRecords(testenv.Redis(t))
 	h.api.ops.breaker, h.api.ops.outcomes = fixedBreaker(true), records
 	h.api.ops.interval = 20 * time.Millisecond
+	h.rebuild()
 	h.putQueue(h.queue, `{"targetActive": 1, "rateLimit": `+limitsOff+`}`, 200)
 	for _, u := range []string{"ops-a", "ops-b", "ops-c"} {
 		if r := h.join(u); r.status != 201 && r.status != 202 {
@@ -207,6 +208,7 @@ func TestOpsStreamSendsQueueSnapshots(t *testing.T) {
 func TestOpsStreamEndsAtShutdown(t *testing.T) {
 	h := newHarness(t)
 	h.api.ops.interval = 20 * time.Millisecond
+	h.rebuild()
 	base := h.serve()
 	res := operatorGet(t, base, "/v1/admin/ops/stream")
 	sc := bufio.NewScanner(res.Body)
@@ -243,6 +245,7 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 	h := newHarness(t)
 	records := orders.NewRecords(testenv.Redis(t))
 	h.api.ops.breaker, h.api.ops.outcomes = fixedBreaker(false), records
+	h.rebuild()
 	h.putQueue(h.queue, `{"targetActive": 1, "rateLimit": `+limitsOff+`}`, 200)
 	for _, u := range []string{"dash-a", "dash-b", "dash-c", "dash-d"} {
 		h.join(u)
@@ -257,6 +260,7 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 	db := migratedStore(t)
 	h.api.sales = db
 	h.api.ops.sold = newSoldCache(db, time.Now, soldEvery)
+	h.rebuild()
 	h.putQueue(h.queue, `{"targetActive": 1, "sku": "dash-sku", "rateLimit": `+limitsOff+`}`, 200)
 	stockTick(t, h, 1, "dash-sku")
 	paidOrders(t, db, h.queue, "dash-sku", 2, 3)
@@ -491,6 +495,7 @@ func TestOpsDashboardShowsUnitsSold(t *testing.T) {
 	h.api.sales = reads
 	h.api.ops.sold = newSoldCache(reads, clk.Now, soldEvery)
 	h.api.ops.interval = 20 * time.Millisecond
+	h.rebuild()
 	const sku = "ops-sold-sku"
 	soldQueue(t, h, sku)
 	if _, err := db.SetStock(ctx, sku, 100); err != nil {
@@ -569,6 +574,7 @@ func TestUnitsSoldUnknownWithoutTheDatabase(t *testing.T) {
 	db.Close() // every read fails
 	h.api.sales = db
 	h.api.ops.sold = newSoldCache(db, time.Now, soldEvery)
+	h.rebuild()
 	const sku = "ops-unknown-sku"
 	soldQueue(t, h, sku)
 	base := h.serve()

@@ -209,7 +209,7 @@ func (a *api) placeOrder(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := a.limitOrder(c, cfg, user); err != nil {
+	if err := a.limits.Order(c, cfg, user); err != nil {
 		return err
 	}
 	sku, quantity, err := parseOrderBody(c.Body())

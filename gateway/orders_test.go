@@ -23,7 +23,7 @@ func newOrderHarness(t testing.TB) *harness {
 	t.Helper()
 	h := newHarness(t)
 	h.api.orders = orders.NewRecords(testenv.Redis(t))
-	h.app = h.api.app()
+	h.rebuild()
 	h.putQueue(h.queue, `{"targetActive": 5, "sku": "sku-1", "maxQuantity": 2, "rateLimit": `+limitsOff+`}`, 200)
 	return h
 }
@@ -163,7 +163,7 @@ func TestPlaceOrderStatuses(t *testing.T) {
 func TestAnOrderInAQueueThatSellsNothing(t *testing.T) {
 	h := newHarness(t) // its queue: {"targetActive": 5}, no SKU
 	h.api.orders = orders.NewRecords(testenv.Redis(t))
-	h.app = h.api.app()
+	h.rebuild()
 	tk := h.join("alice").str("ticket")
 	h.admit()
 	tok := h.poll(tk).str("token")
@@ -260,6 +260,7 @@ func TestPutStock(t *testing.T) {
 	}
 	t.Cleanup(db.Close)
 	h.api.stock = &migratedStock{store: db}
+	h.rebuild()
 	admin := map[string]string{"Authorization": "Bearer secret-admin"}
 	tests := []struct {
 		name, sku, body string
@@ -327,10 +328,12 @@ func TestAnOrderAtReadyIsNotTooEarlyForAClockAMomentBehind(t *testing.T) {
 	tok := h.entryToken("alice", 7, readyAt, readyAt.Add(time.Minute))
 	body := `{"sku": "sku-1", "quantity": 1}`
 	h.api.now = func() time.Time { return readyAt.Add(-300 * time.Millisecond) }
+	h.rebuild()
 	if r := h.order("alice", tok, body); r.status == 425 {
 		t.Fatalf("order 300 ms before nbf by this host's clock = 425 %s; want it past the token check", r.raw)
 	}
 	h.api.now = func() time.Time { return readyAt.Add(-700 * time.Millisecond) }
+	h.rebuild()
 	if r := h.order("alice", tok, body); r.status != 425 {
 		t.Fatalf("order 700 ms before nbf = %d %s; want 425", r.status, r.raw)
 	}

@@ -30,6 +30,7 @@ import (
 func TestPageAndAssetsAreServed(t *testing.T) {
 	h := newHarness(t)
 	h.api.pageCSS = "https://shop.example/brand.css"
+	h.rebuild()
 	tests := []struct {
 		name, path string
 		want       int
@@ -59,6 +60,7 @@ func TestPageAndAssetsAreServed(t *testing.T) {
 	}
 	// A stylesheet URL that is not a URL does not become markup.
 	h.api.pageCSS = `"><script>alert(1)</script>`
+	h.rebuild()
 	if r := h.do("GET", "/q/"+h.queue, "", nil); strings.Contains(string(r.raw), "<script>alert") {
 		t.Errorf("USHER_PAGE_CSS_URL was not escaped: %s", r.raw)
 	}
@@ -184,7 +186,7 @@ func serveWithNotifier(t *testing.T, h *harness) (string, *notifierProc) {
 	if h.api.tickets, err = ticket.LoadOrCreateSigner(filepath.Join(dir, "ticket.secret")); err != nil {
 		t.Fatal(err)
 	}
-	base := h.serve() // before FreePort: the kernel could hand out its port again
+	base, serve := h.listen() // before FreePort: the kernel could hand out its port again
 	// Built before the port is chosen: the port is free only until someone
 	// else takes it, and the build takes seconds (minutes on a cold cache),
 	// long enough for another test's server to be given it (seen in CI: the
@@ -205,6 +207,8 @@ func serveWithNotifier(t *testing.T, h *harness) (string, *notifierProc) {
 	)}
 	n.start()
 	h.api.notifierURL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	h.rebuild()
+	serve()
 	return base, n
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"usher/gateway/httpapi"
+	"usher/gateway/userauth"
 	"usher/internal/catalog"
 	"usher/internal/problem"
 	"usher/internal/waitqueue"
@@ -76,10 +77,10 @@ func (a *api) pageForm(c *fiber.Ctx) error {
 		if catalog.ValidUser(formUser) {
 			d.User = formUser // the same shopper from form to form
 		}
-		if c.Get(headerUserID) == "" && d.User != "" {
+		if c.Get(userauth.HeaderUserID) == "" && d.User != "" {
 			// What page.js does: it names its user in X-User-Id, which
 			// this gateway believes from anyone (see anyClientNamesUser).
-			c.Request().Header.Set(headerUserID, d.User)
+			c.Request().Header.Set(userauth.HeaderUserID, d.User)
 		}
 	}
 	switch action {
@@ -362,13 +363,7 @@ func needsScript(cfg catalog.Config) bool {
 // field, as page.js names them in the header: no weaker than the header
 // itself. Everywhere else the shop's proxy or user JWT says who posts.
 func (a *api) anyClientNamesUser() bool {
-	switch u := a.users.(type) {
-	case nil:
-		return true
-	case headerAuth:
-		return !u.proxies.TrustsProxies()
-	}
-	return false
+	return a.users.AnyClientNamesUser()
 }
 
 // sameOrigin refuses a form posted from another site. The JSON API needs

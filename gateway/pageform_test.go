@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"usher/gateway/httpapi"
+	"usher/gateway/userauth"
 	"usher/internal/orders"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
@@ -121,7 +122,7 @@ func TestPageFormFlow(t *testing.T) {
 func TestPageOfAQueueThatSellsNothing(t *testing.T) {
 	h := newHarness(t) // its queue: {"targetActive": 5}, no SKU
 	h.api.orders = orders.NewRecords(testenv.Redis(t))
-	h.app = h.api.app()
+	h.rebuild()
 	page := "/q/" + h.queue
 	en, de := shippedLangs().byCode("en"), shippedLangs().byCode("de")
 
@@ -315,7 +316,8 @@ func TestPageFormEdges(t *testing.T) {
 			t.Fatal(err)
 		}
 		saved := h.api.users
-		h.api.users = headerAuth{proxies: proxies}
+		h.api.users = userauth.Header(proxies)
+		h.rebuild()
 		t.Cleanup(func() { h.api.users = saved })
 		if r := h.do("GET", page+"?user=u", "", nil); strings.Contains(string(r.raw), `name="user"`) {
 			t.Errorf("the page offers a user field behind a trusted proxy")

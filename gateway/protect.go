@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"usher/gateway/httpapi"
+	"usher/gateway/userauth"
 	"usher/internal/config"
 )
 
 // protectSettings are the settings of the gateway's protections: who the
 // shopper is, which address a request comes from, and the HTTP limits.
 type protectSettings struct {
-	users userAuthSettings
+	users userauth.Settings
 	ips   httpapi.ClientIPs
 	http  httpapi.Limits
 }
@@ -20,20 +21,20 @@ type protectSettings struct {
 // USHER_CLIENT_IP_HEADER and USHER_HTTP_*; problems go to env.
 func loadProtectSettings(env *config.Env) protectSettings {
 	var p protectSettings
-	p.users = userAuthSettings{
-		mode:         env.String("USHER_USER_AUTH", authHeader),
-		secretFile:   env.String("USHER_USER_JWT_SECRET_FILE", ""),
-		jwksURL:      env.String("USHER_USER_JWKS_URL", ""),
-		issuer:       env.String("USHER_USER_JWT_ISSUER", ""),
-		audience:     env.String("USHER_USER_JWT_AUDIENCE", ""),
-		jwksRefresh:  env.Duration("USHER_USER_JWKS_REFRESH", 5*time.Minute),
-		secretLoader: os.ReadFile,
+	p.users = userauth.Settings{
+		Mode:         env.String("USHER_USER_AUTH", userauth.ModeHeader),
+		SecretFile:   env.String("USHER_USER_JWT_SECRET_FILE", ""),
+		JWKSURL:      env.String("USHER_USER_JWKS_URL", ""),
+		Issuer:       env.String("USHER_USER_JWT_ISSUER", ""),
+		Audience:     env.String("USHER_USER_JWT_AUDIENCE", ""),
+		JWKSRefresh:  env.Duration("USHER_USER_JWKS_REFRESH", 5*time.Minute),
+		SecretLoader: os.ReadFile,
 	}
-	env.Check(p.users.check())
+	env.Check(p.users.Check())
 	ips, err := httpapi.ParseClientIPs(env.List("USHER_TRUSTED_PROXIES", ""), env.String("USHER_CLIENT_IP_HEADER", ""))
 	env.Check(err)
 	p.ips = ips
-	p.users.proxies = ips // X-User-Id is believed from these only
+	p.users.Proxies = ips // X-User-Id is believed from these only
 	def := httpapi.DefaultLimits()
 	p.http = httpapi.Limits{
 		Body:   env.Int("USHER_HTTP_BODY_LIMIT", def.Body, 1024),

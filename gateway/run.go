@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"usher/gateway/httpapi"
+	"usher/gateway/userauth"
 	"usher/internal/adaptive"
 	"usher/internal/config"
 	"usher/internal/opshttp"
@@ -83,14 +84,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		rand:        rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x75736865)),
 		ready:       d.Ready(),
 	}
-	users, refreshUsers, err := newUserAuth(s.protect.users, d.Clock.Now, d.Log)
+	users, refreshUsers, err := userauth.New(s.protect.users, d.Clock.Now, d.Log)
 	if err != nil {
 		return err
 	}
 	api.users, api.ips, api.http = users, s.protect.ips, s.protect.http
 	api.limiter = ratelimit.New(d.Line) // its script calls share the line's pipelines
 	api.ops = opsDeps{breaker: paybreaker.New(d.Redis), outcomes: orders.NewRecords(d.Redis), limits: adaptive.NewStore(d.Redis)}
-	api.door = newDoor(challenges, d.Line)
+	api.challenges = challenges
 	api.adminApart = adminLn != nil
 	app := api.app()
 	d.Log.Info("gateway listening", "addr", ln.Addr().String(), "nats", s.NATS.URLs, "redis", redactURL(s.Redis.URL))

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"usher/gateway/httpapi"
+	"usher/gateway/userauth"
 	"usher/internal/config"
 )
 
@@ -119,11 +120,12 @@ func TestUserHeaderOnlyFromTrustedProxies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			users, _, err := newUserAuth(userAuthSettings{mode: authHeader, proxies: ips}, h.api.now, h.api.log)
+			users, _, err := userauth.New(userauth.Settings{Mode: userauth.ModeHeader, Proxies: ips}, h.api.now, h.api.log)
 			if err != nil {
 				t.Fatal(err)
 			}
 			h.api.users, h.api.ips = users, ips
+			h.rebuild()
 			base := h.serve()
 			req, _ := http.NewRequest("POST", base+"/v1/queues/"+h.queue+"/tickets", nil)
 			req.Header.Set("X-User-Id", "alice")

@@ -75,7 +75,7 @@ func (a *api) join(c *fiber.Ctx) (err error) {
 	if cfg.QueueMode() == catalog.ModeReject {
 		return maintenance(cfg)
 	}
-	proof, done, err := a.checkProof(c, cfg, user)
+	proof, done, err := a.door.CheckProof(c, cfg, user)
 	if done || err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (a *api) join(c *fiber.Ctx) (err error) {
 	held, recorded := false, false
 	defer func() {
 		if (err != nil && !recorded) || held {
-			a.door.giveBack(c.UserContext(), a.log, cfg.Name, proof)
+			a.door.GiveBack(c.UserContext(), cfg.Name, proof)
 		}
 	}()
 	ctx := c.UserContext()
@@ -163,7 +163,18 @@ func (a *api) join(c *fiber.Ctx) (err error) {
 		e, at = a.admitAtOnce(ctx, cfg, epoch, e)
 	}
 	t := ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: e.Seq}
-	return a.answerAt(c, status, cfg, t, a.tickets.Issue(t), e, at)
+	return a.AnswerAt(c, status, cfg, t, a.tickets.Issue(t), e, at)
+}
+
+// lookupJoin charges a join to its client IP and its user and looks the
+// user up in the line, in one Redis round trip (waitqueue.LookupLimited):
+// a 429 when a limit refuses.
+func (a *api) lookupJoin(c *fiber.Ctx, cfg catalog.Config, user string) (waitqueue.Current, error) {
+	cur, d, err := a.line.LookupLimited(c.UserContext(), cfg.Name, user, a.limits.JoinPlan(c, cfg, user))
+	if err != nil {
+		return cur, httpapi.LineDown(err)
+	}
+	return cur, a.limits.Decided(c, d)
 }
 
 // maintenance is the 503 a join into a queue in mode reject gets.
@@ -241,7 +252,7 @@ func (a *api) poll(c *fiber.Ctx) error {
 		t.Seq = e.Seq
 		str = a.tickets.Issue(t)
 	}
-	return a.answerAt(c, fiber.StatusOK, cfg, t, str, e, a.earliest())
+	return a.AnswerAt(c, fiber.StatusOK, cfg, t, str, e, a.earliest())
 }
 
 // leave takes the shopper out of line, or frees their slot.
@@ -278,12 +289,12 @@ func (a *api) leave(c *fiber.Ctx) error {
 // gateway and the notifier share), READY only once readyAt has passed on
 // Redis's clock whatever the sync's error (clock.Synced.Earliest).
 func (a *api) answer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, e waitqueue.Entry) error {
-	return a.answerAt(c, status, cfg, t, a.tickets.Issue(t), e, a.earliest())
+	return a.AnswerAt(c, status, cfg, t, a.tickets.Issue(t), e, a.earliest())
 }
 
-// answerAt is answer with t's string str and the view taken at now (see
+// AnswerAt is answer with t's string str and the view taken at now (see
 // admitAtOnce).
-func (a *api) answerAt(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, str string, e waitqueue.Entry, now time.Time) error {
+func (a *api) AnswerAt(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, str string, e waitqueue.Entry, now time.Time) error {
 	v, err := shopper.Of(e, cfg, t.User, now, a.keys)
 	if err != nil {
 		return err

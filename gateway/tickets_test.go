@@ -87,11 +87,13 @@ func TestReadyOnlyOnceReadyAtHasPassed(t *testing.T) {
 	e, _ := h.line.Poll(context.Background(), h.queue, seq)
 	// The gateway's clock a moment before readyAt, then a moment after.
 	h.api.now = func() time.Time { return e.ReadyAt.Add(-time.Millisecond) }
+	h.rebuild()
 	if r := h.poll(tk); r.str("status") != "WAITING" || r.num("position") != 1 || r.body["token"] != nil {
 		t.Fatalf("poll before readyAt = %s, want WAITING at 1 without a token", r.raw)
 	}
 	after := e.ReadyAt.Add(time.Second)
 	h.api.now = func() time.Time { return after }
+	h.rebuild()
 	r := h.poll(tk)
 	if r.str("status") != "READY" || r.str("token") == "" || r.str("readyAt") == "" || r.str("expiresAt") == "" {
 		t.Fatalf("poll after readyAt = %s, want READY with token", r.raw)
@@ -303,7 +305,7 @@ func TestAFailedDependencyIsA503LoggedOnceWithItsCause(t *testing.T) {
 	var logs testenv.Buffer
 	h.api.line = waitqueue.New(rdb)
 	h.api.log = slog.New(slog.NewJSONHandler(&logs, nil))
-	h.app = h.api.app()
+	h.rebuild()
 	stop() // Redis is gone
 
 	r := h.poll(tk)

@@ -1,4 +1,4 @@
-package main
+package door
 
 import (
 	"context"
@@ -61,13 +61,13 @@ type pressure struct {
 	changedAt time.Time
 }
 
-func (d *door) pressureOf(q string) *pressure {
+func (d *Door) pressureOf(q string) *pressure {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	p := d.queues[q]
+	p := d.pressures[q]
 	if p == nil {
 		p = &pressure{}
-		d.queues[q] = p
+		d.pressures[q] = p
 	}
 	return p
 }
@@ -75,7 +75,7 @@ func (d *door) pressureOf(q string) *pressure {
 // sample reads the line's figures for q when the last sample is older
 // than sampleEvery, and moves the pressure bits. One caller samples while
 // the others go on with the last figures.
-func (d *door) sample(ctx context.Context, q string, now time.Time) (waitqueue.Stats, int, error) {
+func (d *Door) sample(ctx context.Context, q string, now time.Time) (waitqueue.Stats, int, error) {
 	p := d.pressureOf(q)
 	p.mu.Lock()
 	if p.sampling || (!p.at.IsZero() && now.Sub(p.at) < sampleEvery) {
@@ -132,10 +132,10 @@ func pressureBits(joinRate, admitRate float64) int {
 	return min(int(math.Log2(ratio)), pow.MaxDifficulty)
 }
 
-// difficulty is the queue's current difficulty, before any client's own
+// Difficulty is the queue's current difficulty, before any client's own
 // bits: 0 when off, the configured bits, or under auto Min plus the
 // pressure bits, at most Max. It is also the usher_pow_difficulty gauge.
-func (d *door) difficulty(ctx context.Context, cfg catalog.Config, now time.Time) (int, error) {
+func (d *Door) Difficulty(ctx context.Context, cfg catalog.Config, now time.Time) (int, error) {
 	ch := cfg.Challenge
 	n := 0
 	switch {
@@ -149,13 +149,13 @@ func (d *door) difficulty(ctx context.Context, cfg catalog.Config, now time.Time
 		}
 		n = min(ch.Min+bits, ch.Max)
 	}
-	d.metrics.difficulty.WithLabelValues(cfg.Name).Set(float64(n))
+	d.metrics.Difficulty.WithLabelValues(cfg.Name).Set(float64(n))
 	return n, nil
 }
 
 // required is the least difficulty a proof's challenge may have asked for.
-func (d *door) required(ctx context.Context, cfg catalog.Config, now time.Time) (int, error) {
-	n, err := d.difficulty(ctx, cfg, now)
+func (d *Door) required(ctx context.Context, cfg catalog.Config, now time.Time) (int, error) {
+	n, err := d.Difficulty(ctx, cfg, now)
 	if err != nil || cfg.Challenge.Difficulty != catalog.DifficultyAuto {
 		return n, err
 	}
@@ -165,7 +165,7 @@ func (d *door) required(ctx context.Context, cfg catalog.Config, now time.Time) 
 // clientBits is the extra bits a client's challenges carry for asking
 // often: one per doubling beyond the free allowance of its address or
 // subnet, whichever is more.
-func (d *door) clientBits(q string, client netip.Addr, now time.Time) int {
+func (d *Door) clientBits(q string, client netip.Addr, now time.Time) int {
 	var kb [sketchKeyMax]byte
 	addr := d.asked.count(sketchKey(&kb, q, addrPrefix(client)), now)
 	subnet := d.asked.count(sketchKey(&kb, q, netPrefix(client)), now)
@@ -181,7 +181,7 @@ func overBits(n, free int) int {
 }
 
 // noteIssued counts a challenge issued to client.
-func (d *door) noteIssued(q string, client netip.Addr, now time.Time) {
+func (d *Door) noteIssued(q string, client netip.Addr, now time.Time) {
 	var kb [sketchKeyMax]byte
 	d.asked.add(sketchKey(&kb, q, addrPrefix(client)), now)
 	d.asked.add(sketchKey(&kb, q, netPrefix(client)), now)
@@ -189,7 +189,7 @@ func (d *door) noteIssued(q string, client netip.Addr, now time.Time) {
 
 // noteFailed counts a refused join from client and returns how many its
 // address has now.
-func (d *door) noteFailed(q string, client netip.Addr, now time.Time) int {
+func (d *Door) noteFailed(q string, client netip.Addr, now time.Time) int {
 	var kb [sketchKeyMax]byte
 	return d.failed.add(sketchKey(&kb, q, addrPrefix(client)), now)
 }

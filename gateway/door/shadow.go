@@ -1,4 +1,4 @@
-package main
+package door
 
 import (
 	"crypto/hmac"
@@ -16,7 +16,7 @@ import (
 )
 
 // The shadow line. In a queue with challenge suspects "shadow", a client
-// whose address keeps failing the proof of work (shadowAfter refused joins
+// whose address keeps failing the proof of work (ShadowAfter refused joins
 // within about a sketch half-life) is not told so: its join answers 202
 // WAITING like any other, with a ticket in a line that never moves. The
 // shadow line stores nothing — no Redis key, no stream event, no place:
@@ -49,22 +49,22 @@ import (
 // of the line as it stands now. A join into a closed queue or one in
 // maintenance never gets here (join refuses it before the proof check), so
 // a suspect there is turned away like any other.
-func (a *api) shadowJoin(c *fiber.Ctx, cfg catalog.Config, user string) error {
-	now := a.now()
-	st, _, err := a.door.sample(c.UserContext(), cfg.Name, now)
+func (d *Door) shadowJoin(c *fiber.Ctx, cfg catalog.Config, user string) error {
+	now := d.now()
+	st, _, err := d.sample(c.UserContext(), cfg.Name, now)
 	if err != nil {
 		return httpapi.LineDown(err)
 	}
-	epoch := a.epoch()
-	off := a.door.shadowOffset(cfg.Name, epoch)
-	a.door.metrics.shadowed.WithLabelValues(cfg.Name).Inc()
+	epoch := d.epoch()
+	off := d.shadowOffset(cfg.Name, epoch)
+	d.metrics.Shadowed.WithLabelValues(cfg.Name).Inc()
 	if cfg.PreQueue(now) && !cfg.Drawn() {
 		t := ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: off - 1 - rand.Uint64N(shadowPreSpan)}
-		return a.shadowAnswer(c, fiber.StatusAccepted, cfg, t, 0, st)
+		return d.shadowAnswer(c, fiber.StatusAccepted, cfg, t, 0, st)
 	}
 	pos := st.Waiting + st.PreQueue + 1 // the pre-queue still to be drawn goes ahead
 	t := ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: off + uint64(pos)}
-	return a.shadowAnswer(c, fiber.StatusAccepted, cfg, t, pos, st)
+	return d.shadowAnswer(c, fiber.StatusAccepted, cfg, t, pos, st)
 }
 
 // shadowPreSpan is how far below the offset a pre-queued shadow ticket's
@@ -85,15 +85,15 @@ func shadowDrawnPlace(cfg catalog.Config, off, seq uint64) int64 {
 	return int64(1 + (off-1-seq)%drawn)
 }
 
-// shadowTicket stands in front of poll and leave: a shadow ticket of a
+// ShadowTicket stands in front of poll and leave: a shadow ticket of a
 // queue with suspects "shadow" gets its shadow answer; anything else goes
 // on to the real handler.
-func (a *api) shadowTicket(c *fiber.Ctx) error {
-	cfg, ok := a.queues.Get(httpapi.PathParam(c, "queue"))
+func (d *Door) ShadowTicket(c *fiber.Ctx) error {
+	cfg, ok := d.queues.Get(httpapi.PathParam(c, "queue"))
 	if !ok || cfg.Challenge.Suspects != catalog.SuspectsShadow {
 		return c.Next()
 	}
-	t, err := a.door.shadow.Parse(httpapi.PathParam(c, "ticket"))
+	t, err := d.shadow.Parse(httpapi.PathParam(c, "ticket"))
 	if err != nil {
 		return c.Next()
 	}
@@ -101,10 +101,10 @@ func (a *api) shadowTicket(c *fiber.Ctx) error {
 	if t.Queue != cfg.Name {
 		return problem.New(fiber.StatusNotFound, "ticket-not-found", "the ticket belongs to another queue")
 	}
-	if t.Epoch != a.epoch() {
+	if t.Epoch != d.epoch() {
 		return problem.New(fiber.StatusGone, "ticket-stale", "the line this ticket was for has been reset; join again")
 	}
-	off := a.door.shadowOffset(cfg.Name, t.Epoch)
+	off := d.shadowOffset(cfg.Name, t.Epoch)
 	var pos int64
 	switch {
 	case t.Seq > off:
@@ -117,11 +117,11 @@ func (a *api) shadowTicket(c *fiber.Ctx) error {
 	if c.Method() == fiber.MethodDelete {
 		return c.SendStatus(fiber.StatusNoContent)
 	}
-	st, _, err := a.door.sample(c.UserContext(), cfg.Name, a.now())
+	st, _, err := d.sample(c.UserContext(), cfg.Name, d.now())
 	if err != nil {
 		return httpapi.LineDown(err)
 	}
-	return a.shadowAnswer(c, fiber.StatusOK, cfg, t, pos, st)
+	return d.shadowAnswer(c, fiber.StatusOK, cfg, t, pos, st)
 }
 
 // shadowAnswer writes a shadow ticket's place as answer writes a real one
@@ -129,22 +129,28 @@ func (a *api) shadowTicket(c *fiber.Ctx) error {
 // position pos (0: pre-queued, no place yet), the line's real length (the
 // pre-queue still to be drawn counted in, as a real poll counts it), pace
 // and stock.
-func (a *api) shadowAnswer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, pos int64, st waitqueue.Stats) error {
+func (d *Door) shadowAnswer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, pos int64, st waitqueue.Stats) error {
 	e := waitqueue.Entry{Status: waitqueue.Waiting, Position: pos, Waiting: max(st.Waiting+st.PreQueue, pos),
 		Rate: st.AdmitRatePerSec, Stock: st.Stock, SKUs: st.SKUsAvailable}
 	if pos == 0 {
 		e.Status, e.Position, e.Waiting = waitqueue.PreQueued, 0, st.Waiting
 	}
-	return a.answerAt(c, status, cfg, t, a.door.shadow.Issue(t), e, a.now())
+	return d.places.AnswerAt(c, status, cfg, t, d.shadow.Issue(t), e, d.now())
 }
 
 // shadowOffset is what a shadow ticket's sequence adds to its position:
 // 2^20 to 2^23+2^20, fixed per queue and epoch, unknowable without the
 // secret.
-func (d *door) shadowOffset(q, epoch string) uint64 {
+func (d *Door) shadowOffset(q, epoch string) uint64 {
 	m := hmac.New(sha256.New, d.seqKey)
 	m.Write([]byte(q))
 	m.Write([]byte{0})
 	m.Write([]byte(epoch))
 	return 1<<20 + binary.BigEndian.Uint64(m.Sum(nil))%(1<<23)
+}
+
+// awaitsDraw: cfg is a scheduled drop whose pre-queue is not drawn yet,
+// as the line judges it: a real ticket is placed by nobody then.
+func awaitsDraw(cfg catalog.Config) bool {
+	return cfg.OpensAt != nil && cfg.Lottery != nil && !cfg.Drawn()
 }

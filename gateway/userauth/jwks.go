@@ -1,4 +1,4 @@
-package main
+package userauth
 
 import (
 	"context"
@@ -14,18 +14,19 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// jwksKeys holds the shop's public keys from its JWKS URL. They are fetched
+// JWKSKeys holds the shop's public keys from its JWKS URL. They are fetched
 // at start and every refresh interval by Run, off the request path; a
 // token with a kid not in the set triggers one fetch on the request path,
 // at most once per minRefetch however many such tokens arrive (a forger
 // cannot make the gateway hammer the shop's key server).
-type jwksKeys struct {
+type JWKSKeys struct {
 	url        string
 	client     *http.Client
 	refresh    time.Duration
@@ -49,21 +50,23 @@ type jwk struct {
 // jwksMethods are the algorithms a JWKS key may sign with.
 var jwksMethods = []string{"RS256", "ES256", "EdDSA"}
 
-// minJWKSRefresh is the shortest USHER_USER_JWKS_REFRESH, and how long an
+// MinJWKSRefresh is the shortest USHER_USER_JWKS_REFRESH, and how long an
 // on-demand fetch (a token naming an unknown key) waits after the last.
-const minJWKSRefresh = 30 * time.Second
+const MinJWKSRefresh = 30 * time.Second
 
-func newJWKSKeys(u string, refresh time.Duration, now func() time.Time, log *slog.Logger) *jwksKeys {
-	return &jwksKeys{
+// NewJWKSKeys holds the keys of the JWKS at u, refreshed every refresh
+// once Run runs.
+func NewJWKSKeys(u string, refresh time.Duration, now func() time.Time, log *slog.Logger) *JWKSKeys {
+	return &JWKSKeys{
 		url: u, client: &http.Client{Timeout: 5 * time.Second},
-		refresh: refresh, minRefetch: minJWKSRefresh, now: now, log: log,
+		refresh: refresh, minRefetch: MinJWKSRefresh, now: now, log: log,
 		keys: map[string]jwk{},
 	}
 }
 
 // Run refreshes the keys every refresh interval until ctx ends. A failed
 // fetch keeps the keys it has.
-func (k *jwksKeys) Run(ctx context.Context) error {
+func (k *JWKSKeys) Run(ctx context.Context) error {
 	t := time.NewTicker(k.refresh)
 	defer t.Stop()
 	for {
@@ -80,7 +83,7 @@ func (k *jwksKeys) Run(ctx context.Context) error {
 
 // fetch loads the key set; onDemand fetches only when the last fetch is
 // older than minRefetch.
-func (k *jwksKeys) fetch(ctx context.Context, onDemand bool) error {
+func (k *JWKSKeys) fetch(ctx context.Context, onDemand bool) error {
 	k.fetchMu.Lock()
 	defer k.fetchMu.Unlock()
 	now := k.now()
@@ -112,7 +115,7 @@ func (k *jwksKeys) fetch(ctx context.Context, onDemand bool) error {
 }
 
 // key is the Keyfunc: the key named by the token's kid, of the token's alg.
-func (k *jwksKeys) key(t *jwt.Token) (any, error) {
+func (k *JWKSKeys) key(t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)
 	if kid == "" {
 		return nil, errors.New("no kid")
@@ -196,4 +199,12 @@ func parseJWKS(r io.Reader) (map[string]jwk, error) {
 		out[k.Kid] = key
 	}
 	return out, nil
+}
+
+// redactURL hides a password in a URL before it is logged.
+func redactURL(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return "(unparsable)"
 }

@@ -1,4 +1,10 @@
-package main
+// Package door is proof of work at the door: a queue whose challenge mode
+// is log or enforce asks every join for a solved challenge (package pow). A
+// challenge is issued statelessly — no Redis write — and a proof is spent
+// with one SET NX, so a place in line costs a client real work and the
+// gateway almost none. A client whose address keeps failing may be sent to
+// the shadow line (shadow.go).
+package door
 
 import (
 	"context"
@@ -19,74 +25,85 @@ import (
 	"usher/internal/pow"
 	"usher/internal/problem"
 	"usher/internal/script"
+	"usher/internal/shopper"
 	"usher/internal/ticket"
 	"usher/internal/waitqueue"
 )
 
-// Proof of work at the door (issue #14): a queue whose challenge mode is
-// log or enforce asks every join for a solved challenge (package pow). A
-// challenge is issued statelessly — no Redis write — and a proof is spent
-// with one SET NX, so a place in line costs a client real work and the
-// gateway almost none.
-
-// scriptRunner runs a Lua script on a queue's slot: the line's pipelines.
-type scriptRunner interface {
+// Line is the part of the line the door uses: it spends proofs with a
+// script on the queue's slot (the line's pipelines) and reads a queue's
+// live figures.
+type Line interface {
 	RunScript(ctx context.Context, sc *script.Script, keys []string, args ...any) *redis.Cmd
-}
-
-// statsReader reads a queue's live figures.
-type statsReader interface {
 	Stats(ctx context.Context, q string) (waitqueue.Stats, error)
 }
 
-// door is the gateway's proof of work: it issues challenges, checks and
+// Places writes a shopper's place as the line API answers it: a shadow
+// ticket's answer is a real answer's, field for field.
+type Places interface {
+	AnswerAt(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, str string, e waitqueue.Entry, now time.Time) error
+}
+
+// Deps are what a Door is built from.
+type Deps struct {
+	Issuer  *pow.Issuer // challenges, and the keys of the shadow line
+	Line    Line
+	Queues  httpapi.Queues
+	Places  Places
+	IPs     httpapi.ClientIPs // whose challenge a request is
+	Now     func() time.Time
+	Epoch   func() string // the entries stream's identity, in every ticket
+	Log     *slog.Logger
+	Metrics *Metrics
+}
+
+// Door is the gateway's proof of work: it issues challenges, checks and
 // spends proofs, sets each queue's difficulty (difficulty.go) and keeps
 // the shadow line (shadow.go). It is safe for concurrent use.
-type door struct {
-	issuer *pow.Issuer
-	shadow *ticket.Signer // shadow tickets, keyed apart from real ones
-	seqKey []byte         // places a shadow ticket's sequence (shadow.go)
-	spent  scriptRunner
-	line   statsReader
+type Door struct {
+	issuer  *pow.Issuer
+	shadow  *ticket.Signer // shadow tickets, keyed apart from real ones
+	seqKey  []byte         // places a shadow ticket's sequence (shadow.go)
+	line    Line
+	queues  httpapi.Queues
+	places  Places
+	ips     httpapi.ClientIPs
+	now     func() time.Time
+	epoch   func() string
+	log     *slog.Logger
+	metrics *Metrics
 	// asked counts the challenges issued per address and per subnet,
 	// failed the joins refused per address, both fading by half every
 	// sketchHalfLife.
 	asked, failed *sketch
-	metrics       *powMetrics
 
-	mu     sync.Mutex
-	queues map[string]*pressure
+	mu        sync.Mutex
+	pressures map[string]*pressure
 }
 
-// newDoor returns a door issuing with issuer, spending proofs and reading
-// figures on line.
-func newDoor(issuer *pow.Issuer, line interface {
-	scriptRunner
-	statsReader
-}) *door {
-	shadow, err := ticket.NewSigner(issuer.Derive("shadow tickets"))
+// New returns a door issuing with deps.Issuer, spending proofs and reading
+// figures on deps.Line.
+func New(deps Deps) *Door {
+	shadow, err := ticket.NewSigner(deps.Issuer.Derive("shadow tickets"))
 	if err != nil {
 		panic(err) // Derive returns 32 bytes, all NewSigner asks for
 	}
-	return &door{issuer: issuer, shadow: shadow, seqKey: issuer.Derive("shadow sequences"), spent: line, line: line,
-		asked: newSketch(sketchHalfLife), failed: newSketch(sketchHalfLife), queues: map[string]*pressure{}}
+	return &Door{issuer: deps.Issuer, shadow: shadow, seqKey: deps.Issuer.Derive("shadow sequences"),
+		line: deps.Line, queues: deps.Queues, places: deps.Places, ips: deps.IPs, now: deps.Now, epoch: deps.Epoch,
+		log: deps.Log, metrics: deps.Metrics,
+		asked: newSketch(sketchHalfLife), failed: newSketch(sketchHalfLife), pressures: map[string]*pressure{}}
 }
 
-// doorDefaults gives a gateway built without one (a test's) a door with a
-// random secret, and the door its metrics.
-func (a *api) doorDefaults() {
-	if a.door == nil {
-		secret := make([]byte, 32)
-		_, _ = rand.Read(secret)
-		issuer, err := pow.NewIssuer(secret, 0)
-		if err != nil {
-			panic(err)
-		}
-		a.door = newDoor(issuer, a.line)
+// RandomIssuer is an issuer with a secret of its own, for a gateway that
+// is given none (a test's).
+func RandomIssuer() *pow.Issuer {
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	issuer, err := pow.NewIssuer(secret, 0)
+	if err != nil {
+		panic(err) // a 32-byte secret is all NewIssuer asks for
 	}
-	if a.door.metrics == nil {
-		a.door.metrics = a.metrics.pow
-	}
+	return issuer
 }
 
 // Outcomes of a proof check, the result label of usher_pow_checks_total
@@ -112,11 +129,11 @@ var proofDetail = map[string]string{
 	proofReused:    "that proof was used already; solve this challenge",
 }
 
-// shadowAfter is how many refused joins from one address (within about a
+// ShadowAfter is how many refused joins from one address (within about a
 // sketch half-life) make it a suspect.
-const shadowAfter = 6
+const ShadowAfter = 6
 
-// challenge answers GET /v1/queues/{q}/challenge: a fresh challenge for
+// Challenge answers GET /v1/queues/{q}/challenge: a fresh challenge for
 // this client and queue. It writes nothing anywhere; a queue whose
 // challenge is off answers difficulty 0, so a client can always ask. A
 // HEAD (fiber routes it here too) gets the status and headers GET would —
@@ -124,20 +141,20 @@ const shadowAfter = 6
 // 503 to both — and no challenge: it could not read one, so none is
 // issued, and none counts toward the address's extra bits or
 // usher_pow_challenges_issued_total.
-func (a *api) challenge(c *fiber.Ctx) error {
-	cfg, err := a.queue(c)
+func (d *Door) Challenge(c *fiber.Ctx) error {
+	cfg, err := httpapi.Queue(c, d.queues)
 	if err != nil {
 		return err
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	if c.Method() == fiber.MethodHead {
-		if _, _, err := a.asks(c.UserContext(), cfg, a.ips.Of(c), a.now()); err != nil {
+		if _, _, err := d.asks(c.UserContext(), cfg, d.ips.Of(c), d.now()); err != nil {
 			return err
 		}
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return nil
 	}
-	ch, err := a.issue(c.UserContext(), cfg, a.ips.Of(c))
+	ch, err := d.issue(c.UserContext(), cfg, d.ips.Of(c))
 	if err != nil {
 		return err
 	}
@@ -146,17 +163,17 @@ func (a *api) challenge(c *fiber.Ctx) error {
 
 // issue makes a challenge for client at the difficulty it asks now (asks),
 // and counts it when it asks for work.
-func (a *api) issue(ctx context.Context, cfg catalog.Config, client netip.Addr) (pow.Challenge, error) {
-	now := a.now()
-	d, work, err := a.asks(ctx, cfg, client, now)
+func (d *Door) issue(ctx context.Context, cfg catalog.Config, client netip.Addr) (pow.Challenge, error) {
+	now := d.now()
+	bits, work, err := d.asks(ctx, cfg, client, now)
 	if err != nil {
 		return pow.Challenge{}, err
 	}
 	if work {
-		a.door.noteIssued(cfg.Name, client, now)
-		a.door.metrics.issued.WithLabelValues(cfg.Name).Inc()
+		d.noteIssued(cfg.Name, client, now)
+		d.metrics.Issued.WithLabelValues(cfg.Name).Inc()
 	}
-	return a.door.issuer.Issue(cfg.Name, client, d, now), nil
+	return d.issuer.Issue(cfg.Name, client, bits, now), nil
 }
 
 // asks is the difficulty a challenge for client asks now: the queue's,
@@ -166,43 +183,43 @@ func (a *api) issue(ctx context.Context, cfg catalog.Config, client netip.Addr) 
 // the proof check) — a page is not made to solve for a join refused
 // whatever its proof. It reads the line under auto (a 503 while it
 // cannot), and counts nothing.
-func (a *api) asks(ctx context.Context, cfg catalog.Config, client netip.Addr, now time.Time) (d int, work bool, err error) {
-	if !cfg.Challenge.On() || closedProblem(cfg, now) != nil || cfg.QueueMode() == catalog.ModeReject {
+func (d *Door) asks(ctx context.Context, cfg catalog.Config, client netip.Addr, now time.Time) (bits int, work bool, err error) {
+	if closed, _ := shopper.ClosedAt(cfg, now); !cfg.Challenge.On() || closed || cfg.QueueMode() == catalog.ModeReject {
 		return 0, false, nil
 	}
-	d, err = a.door.difficulty(ctx, cfg, now)
+	bits, err = d.Difficulty(ctx, cfg, now)
 	if err != nil {
 		return 0, false, httpapi.LineDown(err)
 	}
 	if cfg.Challenge.Difficulty == catalog.DifficultyAuto {
-		d = min(d+a.door.clientBits(cfg.Name, client, now), cfg.Challenge.Max)
+		bits = min(bits+d.clientBits(cfg.Name, client, now), cfg.Challenge.Max)
 	}
-	return d, true, nil
+	return bits, true, nil
 }
 
-// checkProof lets a join through when its queue asks for no proof, or its
+// CheckProof lets a join through when its queue asks for no proof, or its
 // Usher-PoW proof is valid, unexpired, hard enough and unused — and then
 // spends it. Under log a join that enforce would refuse passes and is
 // counted. Under enforce it is refused with 428 and a fresh challenge; in
 // a queue with suspects "shadow", a client whose address keeps failing is
 // answered with a ticket in the shadow line instead (done: the answer is
 // written). It returns the proof it spent, if any: a join that takes no
-// new place after all gives it back (giveBack).
-func (a *api) checkProof(c *fiber.Ctx, cfg catalog.Config, user string) (spent pow.Proof, done bool, err error) {
+// new place after all gives it back (GiveBack).
+func (d *Door) CheckProof(c *fiber.Ctx, cfg catalog.Config, user string) (spent pow.Proof, done bool, err error) {
 	ch := cfg.Challenge
 	if !ch.On() {
 		return pow.Proof{}, false, nil
 	}
-	ctx, now, client := c.UserContext(), a.now(), a.ips.Of(c)
-	result, spent, err := a.proofResult(ctx, cfg, c.Get(pow.Header), client, now)
+	ctx, now, client := c.UserContext(), d.now(), d.ips.Of(c)
+	result, spent, err := d.proofResult(ctx, cfg, c.Get(pow.Header), client, now)
 	if err != nil {
 		return pow.Proof{}, false, err
 	}
-	a.door.metrics.checks.WithLabelValues(cfg.Name, ch.Mode, result).Inc()
+	d.metrics.Checks.WithLabelValues(cfg.Name, ch.Mode, result).Inc()
 	if result == proofOK {
 		return spent, false, nil
 	}
-	fails := a.door.noteFailed(cfg.Name, client, now)
+	fails := d.noteFailed(cfg.Name, client, now)
 	if ch.Mode != catalog.ChallengeEnforce {
 		return pow.Proof{}, false, nil
 	}
@@ -210,10 +227,10 @@ func (a *api) checkProof(c *fiber.Ctx, cfg catalog.Config, user string) (spent p
 	// this very client before the queue asked for more: an honest client
 	// behind an address others fail from, to be told to do more, never
 	// shadowed.
-	if ch.Shadow() && fails >= shadowAfter && result != proofTooEasy {
-		return pow.Proof{}, true, a.shadowJoin(c, cfg, user)
+	if ch.Shadow() && fails >= ShadowAfter && result != proofTooEasy {
+		return pow.Proof{}, true, d.shadowJoin(c, cfg, user)
 	}
-	fresh, err := a.issue(ctx, cfg, client)
+	fresh, err := d.issue(ctx, cfg, client)
 	if err != nil {
 		return pow.Proof{}, false, err
 	}
@@ -223,8 +240,8 @@ func (a *api) checkProof(c *fiber.Ctx, cfg catalog.Config, user string) (spent p
 }
 
 // proofResult checks value and, when it holds, spends it (and returns it).
-func (a *api) proofResult(ctx context.Context, cfg catalog.Config, value string, client netip.Addr, now time.Time) (string, pow.Proof, error) {
-	proof, err := a.door.issuer.Verify(value, cfg.Name, client, now)
+func (d *Door) proofResult(ctx context.Context, cfg catalog.Config, value string, client netip.Addr, now time.Time) (string, pow.Proof, error) {
+	proof, err := d.issuer.Verify(value, cfg.Name, client, now)
 	switch {
 	case errors.Is(err, pow.ErrMissing):
 		return proofMissing, pow.Proof{}, nil
@@ -239,14 +256,14 @@ func (a *api) proofResult(ctx context.Context, cfg catalog.Config, value string,
 	case err != nil:
 		return "", pow.Proof{}, err
 	}
-	want, err := a.door.required(ctx, cfg, now)
+	want, err := d.required(ctx, cfg, now)
 	if err != nil {
 		return "", pow.Proof{}, httpapi.LineDown(err)
 	}
 	if proof.Difficulty < want {
 		return proofTooEasy, pow.Proof{}, nil
 	}
-	fresh, err := a.door.spend(ctx, cfg.Name, proof, now)
+	fresh, err := d.spend(ctx, cfg.Name, proof, now)
 	if err != nil {
 		return "", pow.Proof{}, httpapi.LineDown(err)
 	}
@@ -263,9 +280,9 @@ func (a *api) proofResult(ctx context.Context, cfg catalog.Config, value string,
 var spendScript = script.New(`return redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) and 1 or 0`)
 
 // spend records p as used and reports whether it was unused.
-func (d *door) spend(ctx context.Context, q string, p pow.Proof, now time.Time) (bool, error) {
+func (d *Door) spend(ctx context.Context, q string, p pow.Proof, now time.Time) (bool, error) {
 	ttl := max(p.ExpiresAt.Sub(now).Milliseconds(), 1)
-	n, err := d.spent.RunScript(ctx, spendScript, []string{keyspace.Of(q).Proof(p.ID)}, ttl).Int()
+	n, err := d.line.RunScript(ctx, spendScript, []string{keyspace.Of(q).Proof(p.ID)}, ttl).Int()
 	if err != nil {
 		return false, err
 	}
@@ -277,7 +294,7 @@ func (d *door) spend(ctx context.Context, q string, p pow.Proof, now time.Time) 
 // expires), with a command the gateway's Redis user holds: it may not DEL.
 var giveBackScript = script.New(`return redis.call('EXPIRE', KEYS[1], 0)`)
 
-// giveBack unmarks proof p (spent by this request, so nobody else holds
+// GiveBack unmarks proof p (spent by this request, so nobody else holds
 // it) when the join it was spent on took no new place: a proof buys a
 // place in line, and a join refused after the check — an unknown invite,
 // the line down — or answered with the place the shopper already holds
@@ -285,40 +302,41 @@ var giveBackScript = script.New(`return redis.call('EXPIRE', KEYS[1], 0)`)
 // the same proof is not sent back to solve another. Given back, it still
 // buys one new place, from the address it was issued to, as it did before
 // it was sent. Nothing to give back when nothing was spent.
-func (d *door) giveBack(ctx context.Context, log *slog.Logger, q string, p pow.Proof) {
+func (d *Door) GiveBack(ctx context.Context, q string, p pow.Proof) {
 	if p.ID == "" {
 		return
 	}
-	if err := d.spent.RunScript(context.WithoutCancel(ctx), giveBackScript, []string{keyspace.Of(q).Proof(p.ID)}).Err(); err != nil {
-		log.Warn("a refused join's proof stays spent: the shopper solves another", "queue", q, "err", err)
+	if err := d.line.RunScript(context.WithoutCancel(ctx), giveBackScript, []string{keyspace.Of(q).Proof(p.ID)}).Err(); err != nil {
+		d.log.Warn("a refused join's proof stays spent: the shopper solves another", "queue", q, "err", err)
 	}
 }
 
-// powMetrics are the door's metrics, labelled by queue (names ops
+// Metrics are the door's metrics, labelled by queue (names ops
 // configure), mode and outcome.
-type powMetrics struct {
-	issued     *prometheus.CounterVec
-	checks     *prometheus.CounterVec
-	shadowed   *prometheus.CounterVec
-	difficulty *prometheus.GaugeVec
+type Metrics struct {
+	Issued     *prometheus.CounterVec
+	Checks     *prometheus.CounterVec
+	Shadowed   *prometheus.CounterVec
+	Difficulty *prometheus.GaugeVec
 }
 
-func newPowMetrics(reg prometheus.Registerer) *powMetrics {
-	m := &powMetrics{
-		issued: prometheus.NewCounterVec(prometheus.CounterOpts{
+// NewMetrics registers the door's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Issued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "usher_pow_challenges_issued_total", Help: "Proof-of-work challenges issued (GET challenge and 428s), by queue.",
 		}, []string{"queue"}),
-		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "usher_pow_checks_total",
 			Help: "Joins checked for a proof of work, by queue, mode (log, enforce) and result (ok, missing, malformed, invalid, expired, unsolved, too_easy, reused); under log every result but ok is a join enforce would refuse.",
 		}, []string{"queue", "mode", "result"}),
-		shadowed: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Shadowed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "usher_pow_shadowed_total", Help: "Joins answered with a ticket in the shadow line, by queue.",
 		}, []string{"queue"}),
-		difficulty: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Difficulty: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "usher_pow_difficulty", Help: "The queue's current proof-of-work difficulty (leading zero bits), before any client's own extra bits.",
 		}, []string{"queue"}),
 	}
-	reg.MustRegister(m.issued, m.checks, m.shadowed, m.difficulty)
+	reg.MustRegister(m.Issued, m.Checks, m.Shadowed, m.Difficulty)
 	return m
 }
