@@ -13,6 +13,7 @@ import (
 
 	"usher/gateway/door"
 	"usher/gateway/httpapi"
+	"usher/gateway/lineapi"
 	"usher/gateway/throttle"
 	"usher/gateway/userauth"
 	"usher/internal/catalog"
@@ -77,6 +78,7 @@ type api struct {
 	// challenges issues the door's challenges; nil: a random secret.
 	challenges *pow.Issuer
 	door       *door.Door // proof of work at the door
+	lineapi    *lineapi.API
 
 	// adminApart puts the admin API and the dashboard on their own app,
 	// admin, served on USHER_ADMIN_ADDR (see adminlistener.go).
@@ -103,8 +105,12 @@ func (a *api) app() *fiber.App {
 	if a.challenges == nil {
 		a.challenges = door.RandomIssuer()
 	}
-	a.door = door.New(door.Deps{Issuer: a.challenges, Line: a.line, Queues: a.queues, Places: a, IPs: a.ips,
+	places := lineapi.NewPlaces(a.keys, a.notifierURL, a.now, a.jitter)
+	a.door = door.New(door.Deps{Issuer: a.challenges, Line: a.line, Queues: a.queues, Places: places, IPs: a.ips,
 		Now: a.now, Epoch: a.epoch, Log: a.log, Metrics: a.metrics.pow})
+	a.lineapi = lineapi.New(lineapi.Deps{Line: a.line, Queues: a.queues, Events: a.events, Tickets: a.tickets,
+		Places: places, Door: a.door, Users: a.users, Limits: a.limits, Now: a.now, Earliest: a.earliest,
+		Epoch: a.epoch, Log: a.log, Metrics: a.metrics.line})
 	app := a.newFiber("usher-gateway")
 
 	app.Get("/healthz", httpapi.Healthz)
@@ -121,11 +127,11 @@ func (a *api) app() *fiber.App {
 	adm.Get("/ops/static/:file", a.opsAsset)
 
 	v1 := app.Group("/v1")
-	v1.Get("/queues/:queue", a.getPublicQueue)
+	v1.Get("/queues/:queue", a.lineapi.PublicQueue)
 	v1.Get("/queues/:queue/challenge", a.door.Challenge)
-	v1.Post("/queues/:queue/tickets", a.join)
-	v1.Get("/queues/:queue/tickets/:ticket", a.door.ShadowTicket, a.poll)
-	v1.Delete("/queues/:queue/tickets/:ticket", a.door.ShadowTicket, a.leave)
+	v1.Post("/queues/:queue/tickets", a.lineapi.Join)
+	v1.Get("/queues/:queue/tickets/:ticket", a.door.ShadowTicket, a.lineapi.Poll)
+	v1.Delete("/queues/:queue/tickets/:ticket", a.door.ShadowTicket, a.lineapi.Leave)
 	v1.Post("/orders", a.placeOrder)
 	v1.Get("/orders/:id", a.getOrder)
 

@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"usher/gateway/door"
+	"usher/gateway/lineapi"
 	"usher/internal/catalog"
 	"usher/internal/event"
 	"usher/internal/keyspace"
@@ -560,7 +561,7 @@ func TestAJoinRefusedAfterItsProofKeepsTheProof(t *testing.T) {
 	const ip = "198.51.100.21"
 	withInvite := func(user, proof, code string) response {
 		return h.do("POST", "/v1/queues/"+h.queue+"/tickets", "", map[string]string{"X-User-Id": user, clientHeader: ip,
-			pow.Header: proof, headerInvite: code})
+			pow.Header: proof, lineapi.HeaderInvite: code})
 	}
 	inv := h.do("POST", "/v1/admin/queues/"+h.queue+"/invites", `{"count": 1}`, adminAuth)
 	code := inv.body["codes"].([]any)[0].(string)

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"usher/gateway/lineapi"
 	"usher/internal/config"
 )
 
@@ -45,8 +47,8 @@ func TestNotifierPublicURLIsCheckedAtStartUp(t *testing.T) {
 			t.Errorf("USHER_NOTIFIER_PUBLIC_URL=%q: loadSettings = %v, want it to start", tt.value, err)
 			continue
 		}
-		a := &api{notifierURL: s.notifierURL}
-		if got := a.eventsURL("demo", "t"); got != tt.wantEvents {
+		places := lineapi.NewPlaces(nil, s.notifierURL, time.Now, func() float64 { return 0 })
+		if got := places.EventsURL("demo", "t"); got != tt.wantEvents {
 			t.Errorf("USHER_NOTIFIER_PUBLIC_URL=%q: events URL = %q, want %q", tt.value, got, tt.wantEvents)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"usher/gateway/lineapi"
 	"usher/internal/catalog"
 	"usher/internal/lottery"
 	"usher/internal/testenv"
@@ -15,13 +16,13 @@ import (
 
 var adminAuth = map[string]string{"Authorization": "Bearer secret-admin"}
 
-func (h *harness) publicQueue() publicQueue {
+func (h *harness) publicQueue() lineapi.PublicView {
 	h.t.Helper()
 	r := h.do("GET", "/v1/queues/"+h.queue, "", nil)
 	if r.status != 200 {
 		h.t.Fatalf("GET /v1/queues/%s = %d %s", h.queue, r.status, r.raw)
 	}
-	var v publicQueue
+	var v lineapi.PublicView
 	if err := json.Unmarshal(r.raw, &v); err != nil {
 		h.t.Fatal(err)
 	}

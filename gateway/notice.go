@@ -17,7 +17,7 @@ import (
 // It is part of the queue's configuration — stored by compare-and-set,
 // audited on USHER_OPS like any change.
 func (a *api) putNotice(c *fiber.Ctx) error {
-	cfg, err := a.queue(c)
+	cfg, err := httpapi.Queue(c, a.queues)
 	if err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func (a *api) putNotice(c *fiber.Ctx) error {
 
 // deleteNotice answers DELETE /v1/admin/queues/{q}/notice: the banner goes.
 func (a *api) deleteNotice(c *fiber.Ctx) error {
-	cfg, err := a.queue(c)
+	cfg, err := httpapi.Queue(c, a.queues)
 	if err != nil {
 		return err
 	}

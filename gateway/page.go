@@ -221,7 +221,7 @@ func (a *api) newPageData(c *fiber.Ctx, cfg catalog.Config, l *pageLang) pageDat
 
 // page serves the waiting room of a queue: GET /q/{queue}.
 func (a *api) page(c *fiber.Ctx) error {
-	cfg, err := a.queue(c)
+	cfg, err := httpapi.Queue(c, a.queues)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"usher/gateway/httpapi"
+	"usher/gateway/lineapi"
 	"usher/gateway/userauth"
 	"usher/internal/catalog"
 	"usher/internal/problem"
@@ -40,21 +41,9 @@ const (
 	formOrder = "order"
 )
 
-// formTicketKey holds, in a request's locals, the ticket a form carries:
-// ticketOf reads it where the API reads the path's.
-type formTicketKey struct{}
-
-// ticketParam is the ticket a request names: the form's, else the path's.
-func ticketParam(c *fiber.Ctx) string {
-	if t, ok := c.Locals(formTicketKey{}).(string); ok {
-		return t
-	}
-	return httpapi.PathParam(c, "ticket")
-}
-
 // pageForm answers a form of the page: POST /q/{queue}.
 func (a *api) pageForm(c *fiber.Ctx) error {
-	cfg, err := a.queue(c)
+	cfg, err := httpapi.Queue(c, a.queues)
 	if err != nil {
 		return err
 	}
@@ -108,7 +97,7 @@ func (a *api) formJoin(c *fiber.Ctx, cfg catalog.Config, d pageData) error {
 		d.Section, d.NeedsScript, d.Status = "join", true, "JOIN"
 		return a.renderPage(c, fiber.StatusOK, d)
 	}
-	p, err := a.placeFrom(c, a.join)
+	p, err := a.placeFrom(c, a.lineapi.Join)
 	if err != nil {
 		return a.formProblem(c, d, err)
 	}
@@ -119,8 +108,8 @@ func (a *api) formJoin(c *fiber.Ctx, cfg catalog.Config, d pageData) error {
 // does.
 func (a *api) formCheck(c *fiber.Ctx, d pageData, tkt string) error {
 	d.Ticket = tkt
-	c.Locals(formTicketKey{}, tkt)
-	p, err := a.placeFrom(c, a.poll)
+	lineapi.WithTicket(c, tkt)
+	p, err := a.placeFrom(c, a.lineapi.Poll)
 	if err != nil {
 		return a.formProblem(c, d, err)
 	}
@@ -133,8 +122,8 @@ func (a *api) formCheck(c *fiber.Ctx, d pageData, tkt string) error {
 // request authenticates as.
 func (a *api) formOrder(c *fiber.Ctx, d pageData, tkt string) error {
 	d.Ticket = tkt
-	c.Locals(formTicketKey{}, tkt)
-	p, err := a.placeFrom(c, a.poll)
+	lineapi.WithTicket(c, tkt)
+	p, err := a.placeFrom(c, a.lineapi.Poll)
 	if err != nil {
 		return a.formProblem(c, d, err)
 	}
@@ -175,8 +164,8 @@ func (a *api) formOrder(c *fiber.Ctx, d pageData, tkt string) error {
 
 // placeFrom runs an API handler that answers a shopper's place (join,
 // poll) on this request and decodes the answer.
-func (a *api) placeFrom(c *fiber.Ctx, h fiber.Handler) (place, error) {
-	var p place
+func (a *api) placeFrom(c *fiber.Ctx, h fiber.Handler) (lineapi.Place, error) {
+	var p lineapi.Place
 	status, raw, err := a.subcall(c, h)
 	if err != nil {
 		return p, err
@@ -201,7 +190,7 @@ func (a *api) subcall(c *fiber.Ctx, h fiber.Handler) (int, []byte, error) {
 
 // withPlace shows place p: what page.js shows for the same answer, with
 // times in UTC and a button to check again.
-func (a *api) withPlace(d pageData, p place) pageData {
+func (a *api) withPlace(d pageData, p lineapi.Place) pageData {
 	l, now := d.L, a.now()
 	d.Ticket, d.Status, d.Notice = p.Ticket, p.Status, p.Notice
 	d.CheckedAt = l.T("check.checkedAt", "time", l.clock(now))

@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"usher/gateway/httpapi"
+	"usher/gateway/lineapi"
 	"usher/internal/catalog"
 	"usher/internal/problem"
 	"usher/internal/ticket"
@@ -75,7 +76,7 @@ const shadowPreSpan = 1 << 19
 // sequence lies below off by 1 + r: none (0: PRE_QUEUE) while the drop
 // awaits its draw, then one among the drawn, fixed by r.
 func shadowDrawnPlace(cfg catalog.Config, off, seq uint64) int64 {
-	if awaitsDraw(cfg) {
+	if lineapi.AwaitsDraw(cfg) {
 		return 0
 	}
 	drawn := uint64(1)
@@ -147,10 +148,4 @@ func (d *Door) shadowOffset(q, epoch string) uint64 {
 	m.Write([]byte{0})
 	m.Write([]byte(epoch))
 	return 1<<20 + binary.BigEndian.Uint64(m.Sum(nil))%(1<<23)
-}
-
-// awaitsDraw: cfg is a scheduled drop whose pre-queue is not drawn yet,
-// as the line judges it: a real ticket is placed by nobody then.
-func awaitsDraw(cfg catalog.Config) bool {
-	return cfg.OpensAt != nil && cfg.Lottery != nil && !cfg.Drawn()
 }

@@ -1,4 +1,4 @@
-package main
+package lineapi
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 )
 
 // sendPlace writes p as the answer's JSON body with status.
-func sendPlace(c *fiber.Ctx, status int, p place) error {
+func sendPlace(c *fiber.Ctx, status int, p Place) error {
 	b, err := p.appendJSON(make([]byte, 0, 512))
 	if err != nil {
 		return err
@@ -23,10 +23,10 @@ func sendPlace(c *fiber.Ctx, status int, p place) error {
 
 // appendJSON appends p as encoding/json writes it — byte for byte
 // (TestPlaceJSONSameBytes, FuzzPlaceJSONSameBytes) — without its
-// reflection: every join and every poll is answered with a place (the
+// reflection: every join and every poll is answered with a Place (the
 // gateway's profile of the poll path, BENCHMARKS.md). A time encoding/json
 // refuses (a year outside 0–9999) goes the long way, for its error.
-func (p place) appendJSON(b []byte) ([]byte, error) {
+func (p Place) appendJSON(b []byte) ([]byte, error) {
 	start := len(b)
 	b = append(b, `{"ticket":`...)
 	b = jsonenc.AppendString(b, p.Ticket)

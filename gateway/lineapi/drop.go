@@ -1,27 +1,21 @@
-package main
+package lineapi
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"errors"
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"usher/gateway/httpapi"
 	"usher/internal/catalog"
-	"usher/internal/event"
-	"usher/internal/lottery"
 	"usher/internal/problem"
 	"usher/internal/waitqueue"
 )
 
-// headerInvite carries a single-use invite code on a join.
-const headerInvite = "Usher-Invite"
+// HeaderInvite carries a single-use invite code on a join.
+const HeaderInvite = "Usher-Invite"
 
 // joinKind decides how a join enters the line: one with a valid invite
 // code (taken here, once) past the line, in a scheduled drop's pre-queue
@@ -30,12 +24,12 @@ const headerInvite = "Usher-Invite"
 // lottery places them with everyone); anyone else, before the drop opens,
 // the pre-queue, else at the back. It returns the invite code taken, so a
 // join that cannot be recorded gives it back.
-func (a *api) joinKind(c *fiber.Ctx, cfg catalog.Config, user string, now time.Time) (waitqueue.JoinKind, waitqueue.Invite, error) {
+func (a *API) joinKind(c *fiber.Ctx, cfg catalog.Config, user string, now time.Time) (waitqueue.JoinKind, waitqueue.Invite, error) {
 	pre := cfg.PreQueue(now) && !cfg.Drawn()
 	if !pre && cfg.Allows(user) {
 		return waitqueue.Priority, waitqueue.Invite{}, nil
 	}
-	if code := c.Get(headerInvite); code != "" {
+	if code := c.Get(HeaderInvite); code != "" {
 		return a.spendInvite(c.UserContext(), cfg, code, now)
 	}
 	if pre {
@@ -46,7 +40,7 @@ func (a *api) joinKind(c *fiber.Ctx, cfg catalog.Config, user string, now time.T
 
 // spendInvite takes invite code of cfg's queue: a priority join, or a 403
 // when the code is unknown, used or expired.
-func (a *api) spendInvite(ctx context.Context, cfg catalog.Config, code string, now time.Time) (waitqueue.JoinKind, waitqueue.Invite, error) {
+func (a *API) spendInvite(ctx context.Context, cfg catalog.Config, code string, now time.Time) (waitqueue.JoinKind, waitqueue.Invite, error) {
 	inv, ok, err := a.line.UseInvite(ctx, cfg.Name, code, now)
 	if err != nil {
 		return "", waitqueue.Invite{}, httpapi.LineDown(err)
@@ -57,18 +51,18 @@ func (a *api) spendInvite(ctx context.Context, cfg catalog.Config, code string, 
 	return waitqueue.Priority, inv, nil
 }
 
-// awaitsDraw: cfg is a scheduled drop whose pre-queue is not drawn yet.
+// AwaitsDraw: cfg is a scheduled drop whose pre-queue is not drawn yet.
 // Its ticks (waitqueue.Tick.AwaitDraw) admit nobody then; nor is a join
 // admitted at once, which could admit one who joined after the opening
 // ahead of the pre-queue still to be drawn.
-func awaitsDraw(cfg catalog.Config) bool {
+func AwaitsDraw(cfg catalog.Config) bool {
 	return cfg.OpensAt != nil && cfg.Lottery != nil && !cfg.Drawn()
 }
 
 // admitAtOnce answers a join with READY in the join's own answer when it
 // can — no tick, no second request: every join of a passthrough queue, and
 // a join into an empty line with a slot free (no crowd, no wait); never
-// before a scheduled drop's draw (awaitsDraw), as no tick admits then. The
+// before a scheduled drop's draw (AwaitsDraw), as no tick admits then. The
 // admission is the line's (waitqueue.Store.AdmitNow: FIFO, in one atomic
 // step, by what the last tick recorded it obeyed — its limit, the adaptive
 // controller's for an adaptive queue, what is left of its
@@ -85,13 +79,13 @@ func awaitsDraw(cfg catalog.Config) bool {
 // readyAt when this host's clock, synced to Redis's within a round trip,
 // is a moment behind it (else the join's own answer would say WAITING,
 // first in line, for a millisecond).
-func (a *api) admitAtOnce(ctx context.Context, cfg catalog.Config, epoch string, e waitqueue.Entry) (waitqueue.Entry, time.Time) {
+func (a *API) admitAtOnce(ctx context.Context, cfg catalog.Config, epoch string, e waitqueue.Entry) (waitqueue.Entry, time.Time) {
 	passthrough := cfg.QueueMode() == catalog.ModePassthrough
 	alone := e.Status == waitqueue.Waiting && e.Position == 1 && e.Waiting == 1
 	if passthrough && e.Status == waitqueue.Admitted {
 		return e, a.readyClock(e) // a tick admitted it already
 	}
-	if cfg.State != catalog.StateOpen || awaitsDraw(cfg) || e.Status != waitqueue.Waiting || !(passthrough || alone) {
+	if cfg.State != catalog.StateOpen || AwaitsDraw(cfg) || e.Status != waitqueue.Waiting || !(passthrough || alone) {
 		return e, a.now()
 	}
 	tick := time.Duration(cfg.TickMs) * time.Millisecond
@@ -159,7 +153,7 @@ func (a *api) admitAtOnce(ctx context.Context, cfg catalog.Config, epoch string,
 
 // readyClock is this host's time, or an admitted entry's readyAt when the
 // clock is a moment behind it (see admitAtOnce).
-func (a *api) readyClock(e waitqueue.Entry) time.Time {
+func (a *API) readyClock(e waitqueue.Entry) time.Time {
 	at := a.now()
 	if e.Status == waitqueue.Admitted && e.ReadyAt.After(at) && e.ReadyAt.Sub(at) < admitAtOnceWait {
 		return e.ReadyAt
@@ -173,8 +167,8 @@ func (a *api) readyClock(e waitqueue.Entry) time.Time {
 // push or poll). A few ticks: the wait costs nobody a place.
 const admitAtOnceWait = 500 * time.Millisecond
 
-// publicQueue is what anyone may read of a queue: GET /v1/queues/{q}.
-type publicQueue struct {
+// PublicView is what anyone may read of a queue: GET /v1/queues/{q}.
+type PublicView struct {
 	Name     string         `json:"name"`
 	State    string         `json:"state"`
 	Mode     string         `json:"mode"`
@@ -199,9 +193,9 @@ type publicLottery struct {
 	OrderDigest string     `json:"orderDigest,omitempty"`
 }
 
-// getPublicQueue answers GET /v1/queues/{q}: no auth, no secret.
-func (a *api) getPublicQueue(c *fiber.Ctx) error {
-	cfg, err := a.queue(c)
+// PublicQueue answers GET /v1/queues/{q}: no auth, no secret.
+func (a *API) PublicQueue(c *fiber.Ctx) error {
+	cfg, err := httpapi.Queue(c, a.queues)
 	if err != nil {
 		return err
 	}
@@ -209,7 +203,7 @@ func (a *api) getPublicQueue(c *fiber.Ctx) error {
 	if err != nil {
 		return httpapi.LineDown(err)
 	}
-	v := publicQueue{Name: cfg.Name, State: cfg.State, Mode: cfg.QueueMode(), OpensAt: cfg.OpensAt, ClosesAt: cfg.ClosesAt,
+	v := PublicView{Name: cfg.Name, State: cfg.State, Mode: cfg.QueueMode(), OpensAt: cfg.OpensAt, ClosesAt: cfg.ClosesAt,
 		Waiting: st.Waiting, PreQueue: st.PreQueue, Lottery: publicLotteryOf(cfg.Lottery)}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	return c.JSON(v)
@@ -225,115 +219,4 @@ func publicLotteryOf(l *catalog.Lottery) *publicLottery {
 		p.Seed, p.DrawnAt, p.Entries, p.OrderDigest = l.Seed, l.DrawnAt, &n, l.OrderDigest
 	}
 	return p
-}
-
-// withLottery gives a scheduled queue its lottery: the one it had (a seed,
-// once committed to, never changes), or fresh (see newLottery) the first
-// time opensAt is set. Whatever lottery a request carried is not the
-// operator's to set. An undrawn drop keeps an opening; a drawn one cannot
-// move it past the draw.
-func withLottery(cfg, prev catalog.Config, fresh *catalog.Lottery) (catalog.Config, error) {
-	cfg.Lottery = prev.Lottery
-	if cfg.Lottery != nil && !cfg.Lottery.Drawn && cfg.OpensAt == nil {
-		// Without an opening nothing would ever draw the pre-queue: its
-		// shoppers would wait unplaced for good while later joins pass
-		// them. Open it instead (an opensAt now draws at the next tick).
-		p := problem.New(fiber.StatusBadRequest, "invalid-config", "1 invalid field(s)")
-		p.InvalidParams = []problem.Param{{Name: "opensAt", Reason: "a scheduled drop keeps its opensAt until its pre-queue is drawn: " +
-			"move it (to now to open at once), or close the queue"}}
-		return cfg, p
-	}
-	if l := cfg.Lottery; l != nil && l.Drawn && l.DrawnAt != nil && cfg.OpensAt != nil && cfg.OpensAt.After(*l.DrawnAt) &&
-		(prev.OpensAt == nil || !cfg.OpensAt.Equal(*prev.OpensAt)) {
-		// The drop opened and was drawn: an opening after the draw would
-		// show a countdown while every join is admitted as it comes (the
-		// lottery is spent, so nothing pre-queues), and a lottery anew
-		// would re-roll the line's places. A next drop has a queue of its
-		// own.
-		p := problem.New(fiber.StatusBadRequest, "invalid-config", "1 invalid field(s)")
-		p.InvalidParams = []problem.Param{{Name: "opensAt", Reason: "this drop was drawn at " + l.DrawnAt.UTC().Format(time.RFC3339) +
-			": its opening cannot move past the draw (keep it, move it back or leave it out); schedule the next drop on a new queue"}}
-		return cfg, p
-	}
-	if cfg.Lottery != nil || cfg.OpensAt == nil {
-		return cfg, nil
-	}
-	if fresh == nil {
-		// This gateway's copy showed a lottery the stored configuration
-		// lacks: the queue was deleted and created again meanwhile.
-		return cfg, httpapi.Unavailable(errors.New("lottery: the stored queue has none, this gateway's copy had one"), "the queue changed meanwhile; retry")
-	}
-	cfg.Lottery = fresh
-	return cfg, nil
-}
-
-// newLottery draws a secret seed for cfg's lottery when cfg schedules a
-// drop that has none yet (else nil), stores it in the seeds bucket —
-// which this gateway may write and not read — and returns the lottery the
-// catalog keeps: its commitment alone. A seed stored for a lottery that
-// another request committed first stays unused.
-func (a *api) newLottery(ctx context.Context, cfg catalog.Config) (*catalog.Lottery, error) {
-	if cfg.OpensAt == nil {
-		return nil, nil
-	}
-	if cur, ok := a.queues.Get(cfg.Name); ok && cur.Lottery != nil {
-		return nil, nil
-	}
-	seed, err := lottery.NewSeed()
-	if err != nil {
-		return nil, err
-	}
-	l := &catalog.Lottery{Commitment: lottery.Commitment(seed)}
-	if _, err := a.events.Publish(ctx, event.SeedSubject(cfg.Name, l.Commitment), fmt.Appendf(nil, "%x", seed)); err != nil {
-		return nil, httpapi.Unavailable(fmt.Errorf("store the lottery seed of %s: %w", cfg.Name, err), "the drop could not be scheduled; retry")
-	}
-	return l, nil
-}
-
-// maxInvites bounds one request for invite codes, maxInviteTTL their
-// lifetime (a year: far beyond a drop, well within a time.Duration).
-const (
-	maxInvites    = 10_000
-	maxInviteTTL  = 365 * 24 * time.Hour
-	inviteBodyErr = `the body must be {"count": 1..%d, "ttlSeconds": 0..%d} (ttlSeconds 0 or absent: 7 days)`
-)
-
-// createInvites answers POST /v1/admin/queues/{q}/invites {"count": n,
-// "ttlSeconds": s}: n single-use codes that let their holder pass the line
-// into the next free slot. Audited (the count, never the codes).
-func (a *api) createInvites(c *fiber.Ctx) error {
-	cfg, err := a.queue(c)
-	if err != nil {
-		return err
-	}
-	var body struct {
-		Count      int `json:"count"`
-		TTLSeconds int `json:"ttlSeconds"`
-	}
-	if err := httpapi.DecodeBody(c.Body(), &body); err != nil || body.Count < 1 || body.Count > maxInvites ||
-		body.TTLSeconds < 0 || body.TTLSeconds > int(maxInviteTTL/time.Second) {
-		return problem.New(fiber.StatusBadRequest, "invalid-body", fmt.Sprintf(inviteBodyErr, maxInvites, int(maxInviteTTL/time.Second)))
-	}
-	ttl := time.Duration(body.TTLSeconds) * time.Second
-	if ttl == 0 {
-		ttl = 7 * 24 * time.Hour
-	}
-	now := a.now()
-	expiresAt := now.Add(ttl)
-	codes := make([]string, body.Count)
-	for i := range codes {
-		var b [10]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return err
-		}
-		codes[i] = strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
-	}
-	if err := a.line.AddInvites(c.UserContext(), cfg.Name, codes, now, expiresAt); err != nil {
-		return httpapi.LineDown(err)
-	}
-	by := c.Get("X-Admin-User", "admin") + fmt.Sprintf(" (%d invite codes, valid %s)", body.Count, ttl)
-	a.audit(c.UserContext(), by, cfg, cfg)
-	c.Set(fiber.HeaderCacheControl, "no-store")
-	return c.Status(fiber.StatusCreated).JSON(fiber.Map{"queue": cfg.Name, "codes": codes,
-		"expiresAt": expiresAt.UTC()})
 }

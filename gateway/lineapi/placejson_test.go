@@ -1,4 +1,4 @@
-package main
+package lineapi
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ func TestPlaceJSONSameBytes(t *testing.T) {
 	expires := ready.Add(5 * time.Minute).In(time.FixedZone("KST", 9*3600))
 	whole := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
 	farOut := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
-	cases := map[string]place{
+	cases := map[string]Place{
 		"empty":                   {},
 		"waiting":                 {Ticket: "t2.ZGVtbw.YWxpY2U.lq3k2m1x.42.abc_-", Queue: "demo", Status: "WAITING", Position: 7, Waiting: &line, ETASeconds: &eta, PollAfterMs: 2500, Events: "http://localhost:8081/v1/queues/demo/tickets/t2.x/events"},
 		"eta zero, position zero": {Queue: "demo", Status: "WAITING", ETASeconds: &zero, Waiting: &zero},
@@ -52,7 +52,7 @@ func FuzzPlaceJSONSameBytes(f *testing.F) {
 	f.Add("t2.a.b.c.1.m", "demo", "WAITING", int64(3), int64(10), int64(5), "ev", "tok", "reason", "sku", "msg", int64(1764657000123456789), true)
 	f.Add("<&>", "\xff", "\u2028", int64(0), int64(-1), int64(0), "", "", "", "", "", int64(-1<<62), false)
 	f.Fuzz(func(t *testing.T, ticket, queue, status string, pos, waiting, after int64, events, token, reason, sku, msg string, ns int64, pointers bool) {
-		p := place{Ticket: ticket, Queue: queue, Status: status, Position: pos, PollAfterMs: after,
+		p := Place{Ticket: ticket, Queue: queue, Status: status, Position: pos, PollAfterMs: after,
 			Events: events, Token: token, Reason: reason, Stock: sku}
 		if waiting%2 == 0 { // and none, as a CLOSED answer says
 			p.Waiting = &waiting
@@ -76,7 +76,7 @@ func FuzzPlaceJSONSameBytes(f *testing.F) {
 
 func BenchmarkPlaceJSON(b *testing.B) {
 	eta, line := int64(42), int64(1200)
-	p := place{Ticket: "t2.ZGVtbw.YWxpY2U.lq3k2m1x.42.0123456789abcdefghijkl", Queue: "demo", Status: "WAITING", Position: 7,
+	p := Place{Ticket: "t2.ZGVtbw.YWxpY2U.lq3k2m1x.42.0123456789abcdefghijkl", Queue: "demo", Status: "WAITING", Position: 7,
 		Waiting: &line, ETASeconds: &eta, PollAfterMs: 2500, Events: "http://localhost:8081/v1/queues/demo/tickets/t2.ZGVtbw.YWxpY2U.lq3k2m1x.42.0123456789abcdefghijkl/events"}
 	b.Run("encoding/json", func(b *testing.B) {
 		b.ReportAllocs()
