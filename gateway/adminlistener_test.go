@@ -48,9 +48,9 @@ func serveOn(t *testing.T, app *fiber.App) string {
 // serve, and the admin listener serves nothing public.
 func TestAdminAPIOnItsOwnListener(t *testing.T) {
 	h := newHarness(t)
-	h.api.adminApart = true
-	public := serveOn(t, h.api.app())
-	admin := serveOn(t, h.api.admin)
+	h.gw.adminApart = true
+	public := serveOn(t, h.gw.app())
+	admin := serveOn(t, h.gw.admin)
 	q := h.queue
 	tests := []struct {
 		name          string
@@ -94,7 +94,7 @@ func TestAdminAPIOnThePublicListenerByDefault(t *testing.T) {
 	if got := get(t, "GET", base+"/ops", ""); got != 200 {
 		t.Errorf("GET /ops = %d, want 200", got)
 	}
-	if h.api.admin != nil {
+	if h.gw.admin != nil {
 		t.Error("an admin app exists without USHER_ADMIN_ADDR")
 	}
 }

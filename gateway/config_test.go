@@ -132,3 +132,20 @@ func TestRunNamesTheVariableOfAnUnusableKeyFile(t *testing.T) {
 		}
 	}
 }
+
+// run refuses to start with an incomplete catalog in USHER_PAGE_LANG_DIR,
+// naming the missing keys, before it connects to anything.
+func TestRunRefusesAnIncompleteLanguage(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "it.json"), []byte(`{"page.title": "Sala d'attesa · {queue}"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"USHER_PAGE_LANG_DIR": dir,
+		"USHER_NATS_URL":      "nats://127.0.0.1:1", "USHER_REDIS_URL": "redis://127.0.0.1:1",
+	}
+	err := run(t.Context(), func(k string) string { return env[k] }, &strings.Builder{})
+	if err == nil || !strings.Contains(err.Error(), "it.json: missing keys: check.button, check.checkedAt,") {
+		t.Fatalf("run = %v, want it refused, naming the missing keys", err)
+	}
+}

@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 // harness is a gateway on a real JetStream server and a real Redis.
 type harness struct {
 	t     testing.TB
-	api   *api
+	gw    *gateway
 	app   *fiber.App
 	js    jetstream.JetStream
 	line  *waitqueue.Store
@@ -78,7 +78,7 @@ func newHarness(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &api{
+	g := &gateway{
 		log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		queues:     queues,
 		line:       line,
@@ -90,12 +90,12 @@ func newHarness(t testing.TB) *harness {
 		now:        time.Now,
 		epoch:      func() string { return epoch },
 		orderHold:  90 * time.Second,
-		rand:       rand.New(rand.NewPCG(1, 2)),
+		jitter:     lockedJitter(rand.New(rand.NewPCG(1, 2))),
 		ready:      func(context.Context) error { return nil },
 	}
 	// A test's clock has no sync error: READY at the clock a test sets.
-	a.earliest = func() time.Time { return a.now() }
-	h := &harness{t: t, api: a, app: a.app(), js: js, line: line, queue: testenv.Name(t)}
+	g.earliest = func() time.Time { return g.now() }
+	h := &harness{t: t, gw: g, app: g.app(), js: js, line: line, queue: testenv.Name(t)}
 	// Every request of an in-memory test comes from one address: the
 	// harness queue has its rate limits off, and the tests of the limits
 	// turn them on.
@@ -103,11 +103,11 @@ func newHarness(t testing.TB) *harness {
 	return h
 }
 
-// rebuild builds the gateway's rooms anew from h.api, as a test has
+// rebuild builds the gateway's rooms anew from h.gw, as a test has
 // changed it.
 func (h *harness) rebuild() {
 	h.t.Helper()
-	h.app = h.api.app()
+	h.app = h.gw.app()
 }
 
 // limitsOff is a queue's rateLimit with every limit off.
@@ -166,7 +166,7 @@ func (h *harness) putQueue(q, body string, want int) response {
 // catalog has it.
 func (h *harness) recordDraw(draw func(*catalog.Lottery)) {
 	h.t.Helper()
-	if _, _, err := h.api.queues.Update(context.Background(), h.queue, func(c *catalog.Config) bool {
+	if _, _, err := h.gw.queues.Update(context.Background(), h.queue, func(c *catalog.Config) bool {
 		l := *c.Lottery
 		l.Drawn = true
 		draw(&l)
@@ -176,7 +176,7 @@ func (h *harness) recordDraw(draw func(*catalog.Lottery)) {
 		h.t.Fatal(err)
 	}
 	testenv.Eventually(h.t, 5*time.Second, func() error {
-		if cfg, _ := h.api.queues.Get(h.queue); !cfg.Drawn() {
+		if cfg, _ := h.gw.queues.Get(h.queue); !cfg.Drawn() {
 			return errors.New("the gateway has not seen the draw")
 		}
 		return nil
@@ -188,15 +188,15 @@ func (h *harness) recordDraw(draw func(*catalog.Lottery)) {
 // until every shopper it admitted is READY (readyAt spreads over one tick).
 func (h *harness) admit() waitqueue.TickResult {
 	h.t.Helper()
-	cfg, _ := h.api.queues.Get(h.queue)
-	testenv.Applied(h.t, h.line, h.queue, h.api.epoch(), 1<<40)
+	cfg, _ := h.gw.queues.Get(h.queue)
+	testenv.Applied(h.t, h.line, h.queue, h.gw.epoch(), 1<<40)
 	tickLen := time.Duration(cfg.TickMs) * time.Millisecond
 	target := cfg.TargetActive
 	if cfg.QueueMode() == catalog.ModePassthrough {
 		target = 1 << 30 // the admitter's passthroughTarget: no cap
 	}
 	r := testenv.Tick(h.t, h.line, h.queue, waitqueue.Tick{
-		Epoch: h.api.epoch(), TargetActive: target, MaxAdmitPerTick: cfg.MaxAdmitPerTick,
+		Epoch: h.gw.epoch(), TargetActive: target, MaxAdmitPerTick: cfg.MaxAdmitPerTick,
 		TickLength: tickLen, TokenTTL: time.Duration(cfg.TokenTTLSeconds) * time.Second,
 		Paused: cfg.State != catalog.StateOpen,
 	})

@@ -13,7 +13,7 @@ func (h *harness) limited(rateLimit string) func(time.Duration) {
 	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+rateLimit+`}`, 200)
 	start := time.Now()
 	now := start
-	h.api.now = func() time.Time { return now }
+	h.gw.now = func() time.Time { return now }
 	h.rebuild()
 	return func(d time.Duration) { now = start.Add(d) }
 }
@@ -60,7 +60,7 @@ func TestJoinsOverTheUserLimitAre429(t *testing.T) {
 
 func TestJoinsOverTheIPLimitAre429(t *testing.T) {
 	h := newHarness(t)
-	h.api.ips = mustClientIPs(t, []string{"0.0.0.0/0", "::/0"}, "X-Forwarded-For")
+	h.gw.ips = mustClientIPs(t, []string{"0.0.0.0/0", "::/0"}, "X-Forwarded-For")
 	h.rebuild()
 	h.limited(`{"perIpPerSecond": 1, "perIpBurst": 3, "perUserPerSecond": 0}`)
 	for i := range 3 {
@@ -126,7 +126,7 @@ func TestOrdersPerSecondCap(t *testing.T) {
 	h.putQueue(h.queue, `{"targetActive": 5, "sku": "sku-1", "rateLimit": {"perIpPerSecond": 0, "perUserPerSecond": 0, "ordersPerSecond": 2}}`, 200)
 	toks := h.ready("buyer-0", "buyer-1", "buyer-2")
 	now := time.Now()
-	h.api.now = func() time.Time { return now }
+	h.gw.now = func() time.Time { return now }
 	h.rebuild()
 	for i := range 3 {
 		user := fmt.Sprint("buyer-", i)

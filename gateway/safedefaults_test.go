@@ -120,11 +120,11 @@ func TestUserHeaderOnlyFromTrustedProxies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			users, _, err := userauth.New(userauth.Settings{Mode: userauth.ModeHeader, Proxies: ips}, h.api.now, h.api.log)
+			users, _, err := userauth.New(userauth.Settings{Mode: userauth.ModeHeader, Proxies: ips}, h.gw.now, h.gw.log)
 			if err != nil {
 				t.Fatal(err)
 			}
-			h.api.users, h.api.ips = users, ips
+			h.gw.users, h.gw.ips = users, ips
 			h.rebuild()
 			base := h.serve()
 			req, _ := http.NewRequest("POST", base+"/v1/queues/"+h.queue+"/tickets", nil)

@@ -37,7 +37,7 @@ func (h *harness) joinAs(tok string) response {
 func TestUserJWTHS256(t *testing.T) {
 	h := newHarness(t)
 	now := time.Now()
-	h.api.users = userauth.NewHS256(userSecret, "https://shop.example", "usher", func() time.Time { return now })
+	h.gw.users = userauth.NewHS256(userSecret, "https://shop.example", "usher", func() time.Time { return now })
 	h.rebuild()
 	good := jwt.MapClaims{"sub": "alice", "iss": "https://shop.example", "aud": "usher", "exp": now.Add(time.Hour).Unix()}
 	with := func(k string, v any) jwt.MapClaims {
@@ -87,7 +87,7 @@ func TestUserJWTHS256(t *testing.T) {
 				t.Fatalf("join with %s = %d %s, want %d", tt.name, r.status, r.raw, tt.want)
 			}
 			if tt.want < 400 {
-				tk, err := h.api.tickets.Parse(r.str("ticket"))
+				tk, err := h.gw.tickets.Parse(r.str("ticket"))
 				if err != nil || tk.User != "alice" {
 					t.Fatalf("ticket = %+v, %v; want alice's", tk, err)
 				}
@@ -135,7 +135,7 @@ func TestUserAuthSettings(t *testing.T) {
 func FuzzUserToken(f *testing.F) {
 	h := newHarness(f)
 	now := time.Now()
-	h.api.users = userauth.NewHS256(userSecret, "", "", func() time.Time { return now })
+	h.gw.users = userauth.NewHS256(userSecret, "", "", func() time.Time { return now })
 	h.rebuild()
 	f.Add(userJWT(f, jwt.SigningMethodHS256, userSecret, "", jwt.MapClaims{"sub": "alice", "exp": now.Add(time.Hour).Unix()}))
 	f.Add("Bearer eyJhbGciOiJub25lIn0.e30.")

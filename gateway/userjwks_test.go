@@ -80,7 +80,7 @@ func TestUserJWTFromJWKS(t *testing.T) {
 	clock := func() time.Time { return now }
 	keys := userauth.NewJWKSKeys(srv.url, time.Hour, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	h := newHarness(t)
-	h.api.users = userauth.NewJWKS(keys, "", "", clock)
+	h.gw.users = userauth.NewJWKS(keys, "", "", clock)
 	h.rebuild()
 	claims := func(sub string) jwt.MapClaims { return jwt.MapClaims{"sub": sub, "exp": now.Add(time.Hour).Unix()} }
 

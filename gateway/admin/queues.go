@@ -1,13 +1,11 @@
-package main
+package admin
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -17,7 +15,6 @@ import (
 	"usher/gateway/httpapi"
 	"usher/internal/catalog"
 	"usher/internal/event"
-	"usher/internal/lottery"
 	"usher/internal/problem"
 	"usher/internal/waitqueue"
 )
@@ -38,7 +35,7 @@ type queueView struct {
 	LastTickAt *time.Time `json:"lastTickAt,omitempty"`
 	// AdaptiveLimit is set for an adaptive queue: the targetActive its
 	// ticks use now, and why.
-	AdaptiveLimit *adaptiveView `json:"adaptiveLimit,omitempty"`
+	AdaptiveLimit *AdaptiveView `json:"adaptiveLimit,omitempty"`
 }
 
 // stockView is a stock-aware queue's stock, as its last tick saw it.
@@ -86,9 +83,9 @@ func decodeQueueConfig(name string, body []byte) (catalog.Config, error) {
 	return cfg, nil
 }
 
-// putQueue creates (201) or replaces (200) a queue's configuration, and
+// PutQueue creates (201) or replaces (200) a queue's configuration, and
 // records the change on the ops stream.
-func (a *api) putQueue(c *fiber.Ctx) error {
+func (a *API) PutQueue(c *fiber.Ctx) error {
 	name := string([]byte(httpapi.PathParam(c, "queue")))
 	if !catalog.ValidName(name) {
 		return problem.New(fiber.StatusBadRequest, "invalid-queue", "queue names are 1-64 of A-Z a-z 0-9 _ -")
@@ -145,17 +142,17 @@ func (a *api) putQueue(c *fiber.Ctx) error {
 	return c.Status(status).JSON(cfg.Redacted())
 }
 
-// closeSettle is how long a queue has been seen closed by an admitter
+// CloseSettle is how long a queue has been seen closed by an admitter
 // before it may be deleted: every admitter's copy of the catalog has the
 // closing within milliseconds, so no tick admits anyone after it.
-const closeSettle = time.Second
+const CloseSettle = time.Second
 
-// deleteQueue answers DELETE /v1/admin/queues/{q}: a closed queue in which
+// DeleteQueue answers DELETE /v1/admin/queues/{q}: a closed queue in which
 // nobody holds a slot any more — no admitted shopper who may still order —
 // leaves the catalog for good (204), recorded on the ops stream. Its name
 // is retired (catalog.Delete: the streams keep its events under it); the
 // admitters remove its line from Redis.
-func (a *api) deleteQueue(c *fiber.Ctx) error {
+func (a *API) DeleteQueue(c *fiber.Ctx) error {
 	cfg, err := httpapi.Queue(c, a.queues)
 	if err != nil {
 		return err
@@ -174,7 +171,7 @@ func (a *api) deleteQueue(c *fiber.Ctx) error {
 			lineErr = err
 			return err
 		}
-		if cl.ClosedAt.IsZero() || cl.Now.Sub(cl.ClosedAt) < closeSettle {
+		if cl.ClosedAt.IsZero() || cl.Now.Sub(cl.ClosedAt) < CloseSettle {
 			p := problem.New(fiber.StatusConflict, "queue-closing",
 				"no admitter has seen queue "+cfg.Name+" closed for a second yet; retry in a moment")
 			p.RetryAfter = 2
@@ -215,7 +212,7 @@ func retired(name string) error {
 // would be admitted until the opening. A drop starts on a new or empty
 // queue. (A join racing this PUT, within the catalog's milliseconds of
 // reaching every gateway, is not covered.)
-func (a *api) refuseDropOverALine(ctx context.Context, cfg catalog.Config) error {
+func (a *API) refuseDropOverALine(ctx context.Context, cfg catalog.Config) error {
 	cur, exists := a.queues.Get(cfg.Name)
 	if !exists || cur.Lottery != nil || cfg.OpensAt == nil {
 		return nil
@@ -232,14 +229,14 @@ func (a *api) refuseDropOverALine(ctx context.Context, cfg catalog.Config) error
 	return nil
 }
 
-// requireAdminUser refuses a change whose X-Admin-User cannot name who
+// RequireAdminUser refuses a change whose X-Admin-User cannot name who
 // made it: every change records the header in its audit event on the ops
 // stream, so it is a name of 1-128 printable characters (event.ValidBy),
 // not whatever a client sends. Absent, it is "admin". A value that is not
 // UTF-8 is read as ISO-8859-1, which is how a browser's fetch() sends a
 // header (the dashboard's "José" arrives as 4 bytes), and passed on as
 // UTF-8. Reads record nothing and are not refused for it.
-func (a *api) requireAdminUser(c *fiber.Ctx) error {
+func (a *API) RequireAdminUser(c *fiber.Ctx) error {
 	if m := c.Method(); m == fiber.MethodGet || m == fiber.MethodHead {
 		return c.Next()
 	}
@@ -266,7 +263,7 @@ func latin1(s string) string {
 	return string(r)
 }
 
-func (a *api) publishConfigChange(c *fiber.Ctx, prev, cfg catalog.Config) {
+func (a *API) publishConfigChange(c *fiber.Ctx, prev, cfg catalog.Config) {
 	a.audit(c.UserContext(), c.Get("X-Admin-User", "admin"), prev, cfg)
 }
 
@@ -274,7 +271,7 @@ func (a *api) publishConfigChange(c *fiber.Ctx, prev, cfg catalog.Config) {
 // lottery's seed never: it stays secret until the draw reveals it).
 // A deletion has no configuration after it (cfg without a name): config is
 // null, previous the configuration deleted.
-func (a *api) audit(ctx context.Context, by string, prev, cfg catalog.Config) {
+func (a *API) audit(ctx context.Context, by string, prev, cfg catalog.Config) {
 	prev, cfg = prev.Redacted(), cfg.Redacted()
 	var previous, config any = nil, cfg
 	if prev.Name != "" {
@@ -294,7 +291,9 @@ func (a *api) audit(ctx context.Context, by string, prev, cfg catalog.Config) {
 	}
 }
 
-func (a *api) getQueue(c *fiber.Ctx) error {
+// GetQueue answers GET /v1/admin/queues/{q}: its configuration and live
+// figures.
+func (a *API) GetQueue(c *fiber.Ctx) error {
 	cfg, err := httpapi.Queue(c, a.queues)
 	if err != nil {
 		return err
@@ -306,7 +305,9 @@ func (a *api) getQueue(c *fiber.Ctx) error {
 	return c.JSON(v)
 }
 
-func (a *api) listQueues(c *fiber.Ctx) error {
+// ListQueues answers GET /v1/admin/queues: every queue's configuration
+// and live figures.
+func (a *API) ListQueues(c *fiber.Ctx) error {
 	out := []queueView{}
 	for _, cfg := range a.queues.List() {
 		v, err := a.view(c, cfg)
@@ -318,18 +319,18 @@ func (a *api) listQueues(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"queues": out})
 }
 
-func (a *api) view(c *fiber.Ctx, cfg catalog.Config) (queueView, error) {
+func (a *API) view(c *fiber.Ctx, cfg catalog.Config) (queueView, error) {
 	ctx := c.UserContext()
 	st, err := a.line.Stats(ctx, cfg.Name)
 	if err != nil {
 		return queueView{}, httpapi.LineDown(err)
 	}
 	v := viewOf(cfg, st)
-	if v.AdaptiveLimit, err = a.adaptiveOf(ctx, cfg); err != nil {
+	if v.AdaptiveLimit, err = adaptiveOf(ctx, a.limits, cfg); err != nil {
 		return queueView{}, httpapi.LineDown(err)
 	}
 	if a.sales != nil {
-		a.withSold(ctx, &v, a.sales)
+		withSold(ctx, a.log, &v, a.sales)
 	}
 	return v, nil
 }
@@ -337,13 +338,13 @@ func (a *api) view(c *fiber.Ctx, cfg catalog.Config) (queueView, error) {
 // withSold adds a stock-aware queue's units sold per SKU, as sales reads
 // them (PostgreSQL's sums). The sold figure is the database's; the rest
 // of the view stands without it, its sold left unknown.
-func (a *api) withSold(ctx context.Context, v *queueView, sales salesReader) {
+func withSold(ctx context.Context, log *slog.Logger, v *queueView, sales Sales) {
 	if v.Stock == nil {
 		return
 	}
 	sold, err := sales.Sold(ctx, v.Name)
 	if err != nil {
-		a.log.Warn("read the units sold", "queue", v.Name, "err", err)
+		log.Warn("read the units sold", "queue", v.Name, "err", err)
 		return
 	}
 	for i := range v.Stock.SKUs {
@@ -366,115 +367,4 @@ func viewOf(cfg catalog.Config, st waitqueue.Stats) queueView {
 		}
 	}
 	return v
-}
-
-// withLottery gives a scheduled queue its lottery: the one it had (a seed,
-// once committed to, never changes), or fresh (see newLottery) the first
-// time opensAt is set. Whatever lottery a request carried is not the
-// operator's to set. An undrawn drop keeps an opening; a drawn one cannot
-// move it past the draw.
-func withLottery(cfg, prev catalog.Config, fresh *catalog.Lottery) (catalog.Config, error) {
-	cfg.Lottery = prev.Lottery
-	if cfg.Lottery != nil && !cfg.Lottery.Drawn && cfg.OpensAt == nil {
-		// Without an opening nothing would ever draw the pre-queue: its
-		// shoppers would wait unplaced for good while later joins pass
-		// them. Open it instead (an opensAt now draws at the next tick).
-		p := problem.New(fiber.StatusBadRequest, "invalid-config", "1 invalid field(s)")
-		p.InvalidParams = []problem.Param{{Name: "opensAt", Reason: "a scheduled drop keeps its opensAt until its pre-queue is drawn: " +
-			"move it (to now to open at once), or close the queue"}}
-		return cfg, p
-	}
-	if l := cfg.Lottery; l != nil && l.Drawn && l.DrawnAt != nil && cfg.OpensAt != nil && cfg.OpensAt.After(*l.DrawnAt) &&
-		(prev.OpensAt == nil || !cfg.OpensAt.Equal(*prev.OpensAt)) {
-		// The drop opened and was drawn: an opening after the draw would
-		// show a countdown while every join is admitted as it comes (the
-		// lottery is spent, so nothing pre-queues), and a lottery anew
-		// would re-roll the line's places. A next drop has a queue of its
-		// own.
-		p := problem.New(fiber.StatusBadRequest, "invalid-config", "1 invalid field(s)")
-		p.InvalidParams = []problem.Param{{Name: "opensAt", Reason: "this drop was drawn at " + l.DrawnAt.UTC().Format(time.RFC3339) +
-			": its opening cannot move past the draw (keep it, move it back or leave it out); schedule the next drop on a new queue"}}
-		return cfg, p
-	}
-	if cfg.Lottery != nil || cfg.OpensAt == nil {
-		return cfg, nil
-	}
-	if fresh == nil {
-		// This gateway's copy showed a lottery the stored configuration
-		// lacks: the queue was deleted and created again meanwhile.
-		return cfg, httpapi.Unavailable(errors.New("lottery: the stored queue has none, this gateway's copy had one"), "the queue changed meanwhile; retry")
-	}
-	cfg.Lottery = fresh
-	return cfg, nil
-}
-
-// newLottery draws a secret seed for cfg's lottery when cfg schedules a
-// drop that has none yet (else nil), stores it in the seeds bucket —
-// which this gateway may write and not read — and returns the lottery the
-// catalog keeps: its commitment alone. A seed stored for a lottery that
-// another request committed first stays unused.
-func (a *api) newLottery(ctx context.Context, cfg catalog.Config) (*catalog.Lottery, error) {
-	if cfg.OpensAt == nil {
-		return nil, nil
-	}
-	if cur, ok := a.queues.Get(cfg.Name); ok && cur.Lottery != nil {
-		return nil, nil
-	}
-	seed, err := lottery.NewSeed()
-	if err != nil {
-		return nil, err
-	}
-	l := &catalog.Lottery{Commitment: lottery.Commitment(seed)}
-	if _, err := a.events.Publish(ctx, event.SeedSubject(cfg.Name, l.Commitment), fmt.Appendf(nil, "%x", seed)); err != nil {
-		return nil, httpapi.Unavailable(fmt.Errorf("store the lottery seed of %s: %w", cfg.Name, err), "the drop could not be scheduled; retry")
-	}
-	return l, nil
-}
-
-// maxInvites bounds one request for invite codes, maxInviteTTL their
-// lifetime (a year: far beyond a drop, well within a time.Duration).
-const (
-	maxInvites    = 10_000
-	maxInviteTTL  = 365 * 24 * time.Hour
-	inviteBodyErr = `the body must be {"count": 1..%d, "ttlSeconds": 0..%d} (ttlSeconds 0 or absent: 7 days)`
-)
-
-// createInvites answers POST /v1/admin/queues/{q}/invites {"count": n,
-// "ttlSeconds": s}: n single-use codes that let their holder pass the line
-// into the next free slot. Audited (the count, never the codes).
-func (a *api) createInvites(c *fiber.Ctx) error {
-	cfg, err := httpapi.Queue(c, a.queues)
-	if err != nil {
-		return err
-	}
-	var body struct {
-		Count      int `json:"count"`
-		TTLSeconds int `json:"ttlSeconds"`
-	}
-	if err := httpapi.DecodeBody(c.Body(), &body); err != nil || body.Count < 1 || body.Count > maxInvites ||
-		body.TTLSeconds < 0 || body.TTLSeconds > int(maxInviteTTL/time.Second) {
-		return problem.New(fiber.StatusBadRequest, "invalid-body", fmt.Sprintf(inviteBodyErr, maxInvites, int(maxInviteTTL/time.Second)))
-	}
-	ttl := time.Duration(body.TTLSeconds) * time.Second
-	if ttl == 0 {
-		ttl = 7 * 24 * time.Hour
-	}
-	now := a.now()
-	expiresAt := now.Add(ttl)
-	codes := make([]string, body.Count)
-	for i := range codes {
-		var b [10]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return err
-		}
-		codes[i] = strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
-	}
-	if err := a.line.AddInvites(c.UserContext(), cfg.Name, codes, now, expiresAt); err != nil {
-		return httpapi.LineDown(err)
-	}
-	by := c.Get("X-Admin-User", "admin") + fmt.Sprintf(" (%d invite codes, valid %s)", body.Count, ttl)
-	a.audit(c.UserContext(), by, cfg, cfg)
-	c.Set(fiber.HeaderCacheControl, "no-store")
-	return c.Status(fiber.StatusCreated).JSON(fiber.Map{"queue": cfg.Name, "codes": codes,
-		"expiresAt": expiresAt.UTC()})
 }

@@ -1,4 +1,4 @@
-package main
+package page
 
 import (
 	"encoding/json"
@@ -14,6 +14,7 @@ import (
 
 	"usher/gateway/httpapi"
 	"usher/gateway/lineapi"
+	"usher/gateway/orderapi"
 	"usher/gateway/userauth"
 	"usher/internal/catalog"
 	"usher/internal/problem"
@@ -41,9 +42,9 @@ const (
 	formOrder = "order"
 )
 
-// pageForm answers a form of the page: POST /q/{queue}.
-func (a *api) pageForm(c *fiber.Ctx) error {
-	cfg, err := httpapi.Queue(c, a.queues)
+// Form answers a form of the page: POST /q/{queue}.
+func (p *Page) Form(c *fiber.Ctx) error {
+	cfg, err := httpapi.Queue(c, p.queues)
 	if err != nil {
 		return err
 	}
@@ -56,117 +57,117 @@ func (a *api) pageForm(c *fiber.Ctx) error {
 	sku := strings.Clone(c.FormValue("sku"))
 	formUser := strings.Clone(c.FormValue("user"))
 
-	l := a.pageLang(c)
-	d := a.newPageData(c, cfg, l)
+	l := p.lang(c)
+	d := p.newPageData(c, cfg, l)
 	d.Server = true
 	if orderable(d.Variants, sku) {
 		d.SKU = sku // the form's: the variant chosen, kept from form to form
 	}
-	if a.anyClientNamesUser() {
+	if p.users.AnyClientNamesUser() {
 		if catalog.ValidUser(formUser) {
 			d.User = formUser // the same shopper from form to form
 		}
 		if c.Get(userauth.HeaderUserID) == "" && d.User != "" {
 			// What page.js does: it names its user in X-User-Id, which
-			// this gateway believes from anyone (see anyClientNamesUser).
+			// this gateway believes from anyone (see Users).
 			c.Request().Header.Set(userauth.HeaderUserID, d.User)
 		}
 	}
 	switch action {
 	case formJoin:
-		return a.formJoin(c, cfg, d)
+		return p.formJoin(c, cfg, d)
 	case formCheck:
 		if tkt == "" {
-			return a.formProblem(c, d, problem.New(fiber.StatusUnauthorized, "invalid-ticket", "the form carries no ticket"))
+			return p.formProblem(c, d, problem.New(fiber.StatusUnauthorized, "invalid-ticket", "the form carries no ticket"))
 		}
-		return a.formCheck(c, d, tkt)
+		return p.formCheck(c, d, tkt)
 	case formOrder:
 		if tkt == "" {
-			return a.formProblem(c, d, problem.New(fiber.StatusUnauthorized, "invalid-ticket", "the form carries no ticket"))
+			return p.formProblem(c, d, problem.New(fiber.StatusUnauthorized, "invalid-ticket", "the form carries no ticket"))
 		}
-		return a.formOrder(c, d, tkt)
+		return p.formOrder(c, d, tkt)
 	}
 	return problem.New(fiber.StatusBadRequest, "invalid-form", "action must be join, check or order")
 }
 
 // formJoin joins the line as POST /v1/queues/{q}/tickets does.
-func (a *api) formJoin(c *fiber.Ctx, cfg catalog.Config, d pageData) error {
+func (p *Page) formJoin(c *fiber.Ctx, cfg catalog.Config, d pageData) error {
 	if needsScript(cfg) {
 		// A proof of work needs the page's script; a join without one
 		// would only count as a failed proof against this address.
 		d.Section, d.NeedsScript, d.Status = "join", true, "JOIN"
-		return a.renderPage(c, fiber.StatusOK, d)
+		return render(c, fiber.StatusOK, d)
 	}
-	p, err := a.placeFrom(c, a.lineapi.Join)
+	pl, err := placeFrom(c, p.join)
 	if err != nil {
-		return a.formProblem(c, d, err)
+		return p.formProblem(c, d, err)
 	}
-	return a.renderPage(c, fiber.StatusOK, a.withPlace(d, p))
+	return render(c, fiber.StatusOK, p.withPlace(d, pl))
 }
 
 // formCheck reads the shopper's place as GET /v1/queues/{q}/tickets/{t}
 // does.
-func (a *api) formCheck(c *fiber.Ctx, d pageData, tkt string) error {
+func (p *Page) formCheck(c *fiber.Ctx, d pageData, tkt string) error {
 	d.Ticket = tkt
 	lineapi.WithTicket(c, tkt)
-	p, err := a.placeFrom(c, a.lineapi.Poll)
+	pl, err := placeFrom(c, p.poll)
 	if err != nil {
-		return a.formProblem(c, d, err)
+		return p.formProblem(c, d, err)
 	}
-	return a.renderPage(c, fiber.StatusOK, a.withPlace(d, p))
+	return render(c, fiber.StatusOK, p.withPlace(d, pl))
 }
 
 // formOrder orders with the entry token the shopper's READY ticket holds,
 // as POST /v1/orders does: the gateway reads the token as a poll would
 // hand it to page.js, then places the order with it, for the user this
 // request authenticates as.
-func (a *api) formOrder(c *fiber.Ctx, d pageData, tkt string) error {
+func (p *Page) formOrder(c *fiber.Ctx, d pageData, tkt string) error {
 	d.Ticket = tkt
 	lineapi.WithTicket(c, tkt)
-	p, err := a.placeFrom(c, a.lineapi.Poll)
+	pl, err := placeFrom(c, p.poll)
 	if err != nil {
-		return a.formProblem(c, d, err)
+		return p.formProblem(c, d, err)
 	}
-	d = a.withPlace(d, p)
-	if p.Status != "READY" || p.Token == "" {
-		return a.renderPage(c, fiber.StatusOK, d) // it ended meanwhile: say how
+	d = p.withPlace(d, pl)
+	if pl.Status != "READY" || pl.Token == "" {
+		return render(c, fiber.StatusOK, d) // it ended meanwhile: say how
 	}
 	if !d.Chosen() {
 		// A browser that let the form go without its required choice:
 		// the choice keeps the focus, and says what it wants.
 		d.Answer, d.AnswerClass = d.L.T("ready.variantChoose"), "bad"
-		return a.renderPage(c, fiber.StatusOK, d)
+		return render(c, fiber.StatusOK, d)
 	}
 	// POST /v1/orders's request, for its handler; the form's is put back
 	// after, for whatever reads the request once it is answered.
 	req := &c.Request().Header
 	form, formType := slices.Clone(c.Body()), string(req.ContentType())
-	body, _ := json.Marshal(orderBody{SKU: d.SKU, Quantity: new(1)})
-	req.Set(fiber.HeaderAuthorization, "Bearer "+p.Token)
+	body, _ := json.Marshal(orderapi.Body{SKU: d.SKU, Quantity: new(1)})
+	req.Set(fiber.HeaderAuthorization, "Bearer "+pl.Token)
 	req.SetContentType(fiber.MIMEApplicationJSON)
 	c.Request().SetBody(body)
-	status, raw, err := a.subcall(c, a.placeOrder)
+	status, raw, err := subcall(c, p.order)
 	req.Del(fiber.HeaderAuthorization)
 	req.SetContentType(formType)
 	c.Request().SetBody(form)
-	var view orderView
+	var view orderapi.View
 	if err == nil && (status < 200 || status > 299 || json.Unmarshal(raw, &view) != nil) {
 		err = errors.New("order answered " + strconv.Itoa(status))
 	}
 	d.Focus = false // the answer is read out from its live region
 	if err != nil {
 		d.Answer, d.AnswerClass = d.L.problemText(problemType(err)), "bad"
-		return a.renderPage(c, fiber.StatusOK, d)
+		return render(c, fiber.StatusOK, d)
 	}
 	d.Answer, d.AnswerClass, d.Ordered = d.L.orderAnswer(view), "ok", true
-	return a.renderPage(c, fiber.StatusOK, d)
+	return render(c, fiber.StatusOK, d)
 }
 
 // placeFrom runs an API handler that answers a shopper's place (join,
 // poll) on this request and decodes the answer.
-func (a *api) placeFrom(c *fiber.Ctx, h fiber.Handler) (lineapi.Place, error) {
+func placeFrom(c *fiber.Ctx, h fiber.Handler) (lineapi.Place, error) {
 	var p lineapi.Place
-	status, raw, err := a.subcall(c, h)
+	status, raw, err := subcall(c, h)
 	if err != nil {
 		return p, err
 	}
@@ -178,7 +179,7 @@ func (a *api) placeFrom(c *fiber.Ctx, h fiber.Handler) (lineapi.Place, error) {
 
 // subcall runs handler h of the JSON API on this request and takes back
 // what it wrote, leaving the response to the page.
-func (a *api) subcall(c *fiber.Ctx, h fiber.Handler) (int, []byte, error) {
+func subcall(c *fiber.Ctx, h fiber.Handler) (int, []byte, error) {
 	err := h(c)
 	res := c.Response()
 	status, body := res.StatusCode(), slices.Clone(res.Body())
@@ -190,19 +191,19 @@ func (a *api) subcall(c *fiber.Ctx, h fiber.Handler) (int, []byte, error) {
 
 // withPlace shows place p: what page.js shows for the same answer, with
 // times in UTC and a button to check again.
-func (a *api) withPlace(d pageData, p lineapi.Place) pageData {
-	l, now := d.L, a.now()
-	d.Ticket, d.Status, d.Notice = p.Ticket, p.Status, p.Notice
+func (p *Page) withPlace(d pageData, pl lineapi.Place) pageData {
+	l, now := d.L, p.now()
+	d.Ticket, d.Status, d.Notice = pl.Ticket, pl.Status, pl.Notice
 	d.CheckedAt = l.T("check.checkedAt", "time", l.clock(now))
 	title := ""
-	switch p.Status {
+	switch pl.Status {
 	case "PRE_QUEUE":
 		d.Section = "prequeue"
-		if p.OpensAt != nil {
-			at := template.HTML(`<time id="opens-at" datetime="` + template.HTMLEscapeString(p.OpensAt.UTC().Format(time.RFC3339)) + `">` +
-				template.HTMLEscapeString(l.dateTime(*p.OpensAt)) + `</time>`)
+		if pl.OpensAt != nil {
+			at := template.HTML(`<time id="opens-at" datetime="` + template.HTMLEscapeString(pl.OpensAt.UTC().Format(time.RFC3339)) + `">` +
+				template.HTMLEscapeString(l.dateTime(*pl.OpensAt)) + `</time>`)
 			d.OpensAtHeading = l.HTML("prequeue.opensAt", map[string]template.HTML{"time": at})
-			if left := p.OpensAt.Sub(now).Round(time.Second); left > 0 {
+			if left := pl.OpensAt.Sub(now).Round(time.Second); left > 0 {
 				d.OpensIn = l.duration(int64(left / time.Second))
 			} else {
 				d.OpensIn = l.T("prequeue.drawing")
@@ -211,15 +212,15 @@ func (a *api) withPlace(d pageData, p lineapi.Place) pageData {
 		}
 	case "WAITING":
 		d.Section = "waiting"
-		if p.Position > 0 {
-			d.Position, d.Ahead = l.number(p.Position), l.number(max(p.Position-1, 0))
+		if pl.Position > 0 {
+			d.Position, d.Ahead = l.number(pl.Position), l.number(max(pl.Position-1, 0))
 			title = l.T("title.place", "position", d.Position)
 		}
 		d.ETA = l.T("waiting.etaUnknown")
-		if p.ETASeconds != nil {
-			d.ETA = l.duration(*p.ETASeconds)
+		if pl.ETASeconds != nil {
+			d.ETA = l.duration(*pl.ETASeconds)
 		}
-		d.Stock = l.stockText(p.Stock, p.SKUs)
+		d.Stock = l.stockText(pl.Stock, pl.SKUs)
 		// A place nobody checks on for abandonAfter is given up: without
 		// JavaScript, only the shopper's checks say they are there.
 		d.WaitingHint = l.T("waiting.hintStatic")
@@ -228,14 +229,14 @@ func (a *api) withPlace(d pageData, p lineapi.Place) pageData {
 		}
 	case "READY":
 		d.Section, d.Focus = "ready", true
-		d.Stocked, d.Left = p.Stock != "", p.SKUs
+		d.Stocked, d.Left = pl.Stock != "", pl.SKUs
 		title = l.T("ready.heading")
-		if p.ExpiresAt != nil {
-			left := l.duration(int64(max(p.ExpiresAt.Sub(now), 0) / time.Second))
-			d.HeldUntil = l.T("ready.heldUntil", "time", l.clock(*p.ExpiresAt), "left", left)
+		if pl.ExpiresAt != nil {
+			left := l.duration(int64(max(pl.ExpiresAt.Sub(now), 0) / time.Second))
+			d.HeldUntil = l.T("ready.heldUntil", "time", l.clock(*pl.ExpiresAt), "left", left)
 		}
 	default:
-		d = endedAs(d, p.Status, p.Reason)
+		d = endedAs(d, pl.Status, pl.Reason)
 		title = d.EndTitle
 	}
 	if title != "" {
@@ -276,33 +277,33 @@ func endedAs(d pageData, status, reason string) pageData {
 // formProblem shows what went wrong: a closed, ended or resting queue as
 // page.js shows it, a ticket the gateway cannot use as the join it leads
 // back to, anything else as an error beside a button to try again.
-func (a *api) formProblem(c *fiber.Ctx, d pageData, err error) error {
-	var p problem.Problem
+func (p *Page) formProblem(c *fiber.Ctx, d pageData, err error) error {
+	var prob problem.Problem
 	var un httpapi.UnavailableError
 	switch {
 	case errors.As(err, &un):
-		a.log.Warn("page form failed: dependency unavailable", "err", un.Cause)
-		p = un.Problem
-	case errors.As(err, &p):
+		p.log.Warn("page form failed: dependency unavailable", "err", un.Cause)
+		prob = un.Problem
+	case errors.As(err, &prob):
 	default:
-		a.log.Error("page form failed", "err", err)
-		p = problem.New(fiber.StatusInternalServerError, "internal", "")
+		p.log.Error("page form failed", "err", err)
+		prob = problem.New(fiber.StatusInternalServerError, "internal", "")
 	}
-	if p.RetryAfter > 0 {
-		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(p.RetryAfter))
+	if prob.RetryAfter > 0 {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(prob.RetryAfter))
 	}
-	typ := problemType(p)
+	typ := problemType(prob)
 	switch typ {
 	case "queue-closed", "queue-ended":
 		reason := catalog.ReasonEnded
-		if cfg, ok := a.queues.Get(d.Queue); ok && typ == "queue-closed" {
+		if cfg, ok := p.queues.Get(d.Queue); ok && typ == "queue-closed" {
 			reason = closedReasonOf(cfg)
 		}
 		d = endedAs(d, "CLOSED", reason)
-		return a.renderPage(c, fiber.StatusOK, d)
+		return render(c, fiber.StatusOK, d)
 	case "maintenance":
 		d = endedAs(d, "MAINTENANCE", "")
-		return a.renderPage(c, p.Status, d)
+		return render(c, prob.Status, d)
 	case "invalid-ticket", "ticket-not-found", "ticket-stale", "invalid-token":
 		d.Ticket, d.Section, d.Status = "", "join", "JOIN"
 	default:
@@ -317,7 +318,7 @@ func (a *api) formProblem(c *fiber.Ctx, d pageData, err error) error {
 	}
 	d.Error = d.L.problemText(typ)
 	d.Title = d.Error + " · " + d.Title
-	return a.renderPage(c, p.Status, d)
+	return render(c, prob.Status, d)
 }
 
 // closedReasonOf is why a closed queue turns shoppers away.
@@ -346,15 +347,6 @@ func needsScript(cfg catalog.Config) bool {
 	return cfg.Challenge.On() && cfg.Challenge.Mode == catalog.ChallengeEnforce
 }
 
-// anyClientNamesUser reports whether this gateway believes X-User-Id from
-// anyone (header mode with no trusted proxy, which safedefaults.go allows
-// on loopback only). There, and only there, a form names its shopper in a
-// field, as page.js names them in the header: no weaker than the header
-// itself. Everywhere else the shop's proxy or user JWT says who posts.
-func (a *api) anyClientNamesUser() bool {
-	return a.users.AnyClientNamesUser()
-}
-
 // sameOrigin refuses a form posted from another site. The JSON API needs
 // no such check — its requests carry X-User-Id or X-User-Token, which no
 // cross-site form can send — but the shop's proxy adds those to a form's
@@ -379,7 +371,7 @@ func sameOrigin(c *fiber.Ctx) error {
 }
 
 // stockText is what page.js's showStock says of a queue's stock.
-func (l *pageLang) stockText(stock string, skus []string) string {
+func (l *Lang) stockText(stock string, skus []string) string {
 	switch stock {
 	case "available":
 		if len(skus) > 1 {
@@ -394,7 +386,7 @@ func (l *pageLang) stockText(stock string, skus []string) string {
 }
 
 // orderAnswer is what page.js says of an order's answer.
-func (l *pageLang) orderAnswer(v orderView) string {
+func (l *Lang) orderAnswer(v orderapi.View) string {
 	status := v.Status
 	if l.has("order.status." + status) {
 		status = l.T("order.status." + status)

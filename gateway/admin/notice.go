@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"errors"
@@ -11,12 +11,12 @@ import (
 	"usher/internal/problem"
 )
 
-// putNotice answers PUT /v1/admin/queues/{q}/notice {"message": "…",
+// PutNotice answers PUT /v1/admin/queues/{q}/notice {"message": "…",
 // "level": "info|warning"}: every waiting shopper sees it within a second
 // (poll answers' notice, the notifier's notice event, the page's banner).
 // It is part of the queue's configuration — stored by compare-and-set,
 // audited on USHER_OPS like any change.
-func (a *api) putNotice(c *fiber.Ctx) error {
+func (a *API) PutNotice(c *fiber.Ctx) error {
 	cfg, err := httpapi.Queue(c, a.queues)
 	if err != nil {
 		return err
@@ -36,8 +36,8 @@ func (a *api) putNotice(c *fiber.Ctx) error {
 	return a.setNotice(c, cfg.Name, &n)
 }
 
-// deleteNotice answers DELETE /v1/admin/queues/{q}/notice: the banner goes.
-func (a *api) deleteNotice(c *fiber.Ctx) error {
+// DeleteNotice answers DELETE /v1/admin/queues/{q}/notice: the banner goes.
+func (a *API) DeleteNotice(c *fiber.Ctx) error {
 	cfg, err := httpapi.Queue(c, a.queues)
 	if err != nil {
 		return err
@@ -45,7 +45,7 @@ func (a *api) deleteNotice(c *fiber.Ctx) error {
 	return a.setNotice(c, cfg.Name, nil)
 }
 
-func (a *api) setNotice(c *fiber.Ctx, q string, n *catalog.Notice) error {
+func (a *API) setNotice(c *fiber.Ctx, q string, n *catalog.Notice) error {
 	prev, cfg, err := a.queues.Update(c.UserContext(), q, func(cfg *catalog.Config) bool {
 		if n == nil && cfg.Notice == nil {
 			return false

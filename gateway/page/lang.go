@@ -1,4 +1,4 @@
-package main
+package page
 
 import (
 	"embed"
@@ -40,24 +40,24 @@ var i18nFiles embed.FS
 // defaultLang is the reference catalog and the fallback.
 const defaultLang = "en"
 
-// pageLang is one language of the page.
-type pageLang struct {
+// Lang is one language of the page.
+type Lang struct {
 	tag     language.Tag
 	code    string            // <html lang>: the file's tag, canonical
 	msgs    map[string]string // every key of English
 	printer *message.Printer  // numbers
 }
 
-// pageLangs are the page's languages; the first is English.
-type pageLangs struct {
-	list    []*pageLang
+// Langs are the page's languages; the first is English.
+type Langs struct {
+	list    []*Lang
 	matcher language.Matcher
 }
 
-// loadPageLangs reads the embedded catalogs, and those in dir (nil: none),
+// LoadLangs reads the embedded catalogs, and those in dir (nil: none),
 // and checks every one against English. The error names each file and
 // each missing, unknown or malformed key.
-func loadPageLangs(dir fs.FS) (*pageLangs, error) {
+func LoadLangs(dir fs.FS) (*Langs, error) {
 	shipped, err := readCatalogs(i18nFiles, "web/i18n")
 	if err != nil {
 		return nil, err
@@ -108,11 +108,11 @@ func loadPageLangs(dir fs.FS) (*pageLangs, error) {
 	}
 	slices.Sort(codes)
 	codes = append([]string{defaultLang}, codes...)
-	p := &pageLangs{}
+	p := &Langs{}
 	tags := make([]language.Tag, 0, len(codes))
 	for _, code := range codes {
 		f := merged[code]
-		p.list = append(p.list, &pageLang{tag: f.tag, code: code, msgs: f.msgs, printer: message.NewPrinter(f.tag)})
+		p.list = append(p.list, &Lang{tag: f.tag, code: code, msgs: f.msgs, printer: message.NewPrinter(f.tag)})
 		tags = append(tags, f.tag)
 	}
 	p.matcher = language.NewMatcher(tags)
@@ -246,7 +246,7 @@ const maxLangInput = 512
 // negotiate picks the page's language: ?lang= when it names one the page
 // has (de, de-AT, ja-JP…), else the best of Accept-Language by q-value, else
 // English.
-func (p *pageLangs) negotiate(query, acceptLanguage string) *pageLang {
+func (p *Langs) negotiate(query, acceptLanguage string) *Lang {
 	for _, s := range []string{query, acceptLanguage} {
 		if s == "" || len(s) > maxLangInput {
 			continue
@@ -262,8 +262,8 @@ func (p *pageLangs) negotiate(query, acceptLanguage string) *pageLang {
 	return p.list[0]
 }
 
-// byCode is the language with this exact code, or nil.
-func (p *pageLangs) byCode(code string) *pageLang {
+// ByCode is the language with this exact code, or nil.
+func (p *Langs) ByCode(code string) *Lang {
 	for _, l := range p.list {
 		if l.code == code {
 			return l
@@ -275,7 +275,7 @@ func (p *pageLangs) byCode(code string) *pageLang {
 // T is the text of key with each {name} of kv (name, value, name, value…)
 // replaced; a key the catalog lacks (it cannot: see checkCatalog) is
 // returned as it is.
-func (l *pageLang) T(key string, kv ...string) string {
+func (l *Lang) T(key string, kv ...string) string {
 	s, ok := l.msgs[key]
 	if !ok {
 		return key
@@ -296,15 +296,21 @@ func (l *pageLang) T(key string, kv ...string) string {
 	return b.String()
 }
 
+// Code is the language's BCP 47 tag, as <html lang> has it.
+func (l *Lang) Code() string { return l.code }
+
+// All are the page's languages, English first.
+func (p *Langs) All() []*Lang { return p.list }
+
 // has reports whether the catalog has key.
-func (l *pageLang) has(key string) bool {
+func (l *Lang) has(key string) bool {
 	_, ok := l.msgs[key]
 	return ok
 }
 
 // HTML is T for text that carries markup in its placeholders: the text is
 // escaped, the values (already HTML) are not.
-func (l *pageLang) HTML(key string, values map[string]template.HTML) template.HTML {
+func (l *Lang) HTML(key string, values map[string]template.HTML) template.HTML {
 	var b strings.Builder
 	fill(l.T(key), func(text string) { b.WriteString(template.HTMLEscapeString(text)) }, func(name string) bool {
 		v, ok := values[name]
@@ -340,12 +346,12 @@ func fill(s string, text func(string), value func(name string) bool) {
 }
 
 // number writes n as the language groups digits (1,234 · 1.234 · 1 234).
-func (l *pageLang) number(n int64) string {
+func (l *Lang) number(n int64) string {
 	return l.printer.Sprintf("%d", n)
 }
 
 // duration writes s seconds as page.js does: 42 s, 3 min 05 s, 1 h 29 min.
-func (l *pageLang) duration(s int64) string {
+func (l *Lang) duration(s int64) string {
 	s = max(s, 0)
 	if s < 60 {
 		return l.T("duration.seconds", "s", strconv.FormatInt(s, 10))
@@ -359,7 +365,7 @@ func (l *pageLang) duration(s int64) string {
 
 // minutes writes d in whole minutes (rounded down: a shopper told when to
 // come back is told early), or in seconds below one.
-func (l *pageLang) minutes(d time.Duration) string {
+func (l *Lang) minutes(d time.Duration) string {
 	s := int64(d / time.Second)
 	if s < 60 {
 		return l.duration(s)
@@ -368,8 +374,8 @@ func (l *pageLang) minutes(d time.Duration) string {
 }
 
 // dateTime and clock write t in UTC with the catalog's layouts.
-func (l *pageLang) dateTime(t time.Time) string { return t.UTC().Format(l.T("format.dateTime")) }
-func (l *pageLang) clock(t time.Time) string    { return t.UTC().Format(l.T("format.time")) }
+func (l *Lang) dateTime(t time.Time) string { return t.UTC().Format(l.T("format.dateTime")) }
+func (l *Lang) clock(t time.Time) string    { return t.UTC().Format(l.T("format.time")) }
 
 // problemKeys maps the problem types a shopper can meet to the catalog's
 // texts for them (page.js gets the same map): anything else reads
@@ -405,7 +411,7 @@ var problemKeys = map[string]string{
 
 // problemText is what a shopper reads for a problem of type typ (the
 // problem's URI or its last segment).
-func (l *pageLang) problemText(typ string) string {
+func (l *Lang) problemText(typ string) string {
 	if i := strings.LastIndexByte(typ, '/'); i >= 0 {
 		typ = typ[i+1:]
 	}
@@ -415,14 +421,14 @@ func (l *pageLang) problemText(typ string) string {
 	return l.T("error.generic")
 }
 
-// script is what page.js reads from the page: the language, its texts
-// and the problem map.
+// pageScriptData is what page.js reads from the page: the language, its
+// texts and the problem map.
 type pageScriptData struct {
 	Lang     string            `json:"lang"`
 	Messages map[string]string `json:"messages"`
 	Problems map[string]string `json:"problems"`
 }
 
-func (l *pageLang) script() pageScriptData {
+func (l *Lang) script() pageScriptData {
 	return pageScriptData{Lang: l.code, Messages: l.msgs, Problems: problemKeys}
 }

@@ -1,4 +1,9 @@
-package main
+// Package page is the waiting room as a web page: one HTML template, a
+// stylesheet and a script (web/), in the shopper's language (lang.go). The
+// same template serves the page page.js drives and, without JavaScript,
+// the answers to its forms (form.go), which run the JSON API's own
+// handlers.
+package page
 
 import (
 	"bytes"
@@ -6,6 +11,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"html/template"
+	"log/slog"
 	"net/url"
 	"path"
 	"slices"
@@ -19,15 +25,58 @@ import (
 	"usher/internal/problem"
 )
 
-// The waiting-room page: one HTML template, a stylesheet and a script,
-// embedded so the binary serves them with no build step and no files to
-// deploy. The same template serves the page page.js drives and, without
-// JavaScript, the answers to its forms (pageform.go).
+// The page is one HTML template, a stylesheet and a script, embedded so
+// the binary serves them with no build step and no files to deploy.
 //
 //go:embed web/page.html web/page.css web/page.js web/pow.js
 var web embed.FS
 
 var pageTemplate = template.Must(template.ParseFS(web, "web/page.html"))
+
+// Queues finds a queue's configuration: the catalog.
+type Queues interface {
+	Get(name string) (catalog.Config, bool)
+}
+
+// Users says whether any client may name its user (package userauth):
+// only then does a form name its shopper in a field.
+type Users interface {
+	AnyClientNamesUser() bool
+}
+
+// Deps are what the page is built from.
+type Deps struct {
+	Queues Queues
+	Langs  *Langs // the page's languages; nil: the shipped ones
+	CSSURL string // a shop's stylesheet, loaded after the page's own
+	Users  Users
+	// Join, Poll and Order are the JSON API's handlers, which the forms
+	// run on their own requests (form.go).
+	Join, Poll, Order fiber.Handler
+	Now               func() time.Time
+	Log               *slog.Logger
+}
+
+// Page serves the waiting room. It is safe for concurrent use.
+type Page struct {
+	queues            Queues
+	langs             *Langs
+	cssURL            string
+	users             Users
+	join, poll, order fiber.Handler
+	now               func() time.Time
+	log               *slog.Logger
+}
+
+// New returns the waiting-room page of deps.
+func New(deps Deps) *Page {
+	p := &Page{queues: deps.Queues, langs: deps.Langs, cssURL: deps.CSSURL, users: deps.Users,
+		join: deps.Join, poll: deps.Poll, order: deps.Order, now: deps.Now, log: deps.Log}
+	if p.langs == nil {
+		p.langs = ShippedLangs()
+	}
+	return p
+}
 
 // pageData fills the page template.
 type pageData struct {
@@ -50,7 +99,7 @@ type pageData struct {
 	Left    []string
 	CSSURL  string // a shop's own stylesheet, loaded after ours
 
-	L      *pageLang
+	L      *Lang
 	Lang   string         // <html lang>
 	Script pageScriptData // what page.js reads: the language's texts
 	Title  string
@@ -176,7 +225,7 @@ func (d pageData) Show(section string) template.HTMLAttr {
 }
 
 // newPageData is the page of queue cfg in language l, before any state.
-func (a *api) newPageData(c *fiber.Ctx, cfg catalog.Config, l *pageLang) pageData {
+func (p *Page) newPageData(c *fiber.Ctx, cfg catalog.Config, l *Lang) pageData {
 	sku := cfg.SKU
 	if len(cfg.SKUs) == 1 {
 		sku = cfg.SKUs[0]
@@ -197,7 +246,7 @@ func (a *api) newPageData(c *fiber.Ctx, cfg catalog.Config, l *pageLang) pageDat
 		action += "?lang=" + url.QueryEscape(q)
 	}
 	d := pageData{
-		Queue: cfg.Name, SKU: sku, Variants: variants, Sells: len(cfg.Products()) > 0, CSSURL: a.pageCSS,
+		Queue: cfg.Name, SKU: sku, Variants: variants, Sells: len(cfg.Products()) > 0, CSSURL: p.cssURL,
 		L: l, Lang: l.code, Script: l.script(),
 		Title:       l.T("page.title", "queue", cfg.Name),
 		Heading:     l.HTML("page.heading", map[string]template.HTML{"queue": queue}),
@@ -210,7 +259,7 @@ func (a *api) newPageData(c *fiber.Ctx, cfg catalog.Config, l *pageLang) pageDat
 		Notice:      cfg.Notice,
 	}
 	d.OpensAtHeading = l.HTML("prequeue.opensAt", map[string]template.HTML{"time": `<time id="opens-at"></time>`})
-	if a.anyClientNamesUser() {
+	if p.users.AnyClientNamesUser() {
 		d.User = c.Query("user")
 		if !catalog.ValidUser(d.User) {
 			d.User = randomUser()
@@ -219,21 +268,21 @@ func (a *api) newPageData(c *fiber.Ctx, cfg catalog.Config, l *pageLang) pageDat
 	return d
 }
 
-// page serves the waiting room of a queue: GET /q/{queue}.
-func (a *api) page(c *fiber.Ctx) error {
-	cfg, err := httpapi.Queue(c, a.queues)
+// Show serves the waiting room of a queue: GET /q/{queue}.
+func (p *Page) Show(c *fiber.Ctx) error {
+	cfg, err := httpapi.Queue(c, p.queues)
 	if err != nil {
 		return err
 	}
-	l := a.pageLang(c)
-	d := a.newPageData(c, cfg, l)
+	l := p.lang(c)
+	d := p.newPageData(c, cfg, l)
 	d.NeedsScript = needsScript(cfg)
-	return a.renderPage(c, fiber.StatusOK, d)
+	return render(c, fiber.StatusOK, d)
 }
 
-// renderPage writes the page. Nothing in it may be stored or passed on:
+// render writes the page. Nothing in it may be stored or passed on:
 // answers to forms carry the shopper's ticket.
-func (a *api) renderPage(c *fiber.Ctx, status int, d pageData) error {
+func render(c *fiber.Ctx, status int, d pageData) error {
 	var b bytes.Buffer
 	if err := pageTemplate.Execute(&b, d); err != nil {
 		return err
@@ -246,23 +295,17 @@ func (a *api) renderPage(c *fiber.Ctx, status int, d pageData) error {
 	return c.Status(status).Send(b.Bytes())
 }
 
-// pageLang is the page's language for this request (?lang=, then
+// lang is the page's language for this request (?lang=, then
 // Accept-Language, then English).
-func (a *api) pageLang(c *fiber.Ctx) *pageLang {
-	return a.langs().negotiate(c.Query("lang"), c.Get(fiber.HeaderAcceptLanguage))
+func (p *Page) lang(c *fiber.Ctx) *Lang {
+	return p.langs.negotiate(c.Query("lang"), c.Get(fiber.HeaderAcceptLanguage))
 }
 
-// langs are the page's languages: USHER_PAGE_LANG_DIR's as run loaded
-// them, else the shipped ones.
-func (a *api) langs() *pageLangs {
-	if a.pageLangs != nil {
-		return a.pageLangs
-	}
-	return shippedLangs()
-}
+// ShippedLangs are the languages usher ships, read once.
+func ShippedLangs() *Langs { return shippedLangs() }
 
-var shippedLangs = sync.OnceValue(func() *pageLangs {
-	p, err := loadPageLangs(nil)
+var shippedLangs = sync.OnceValue(func() *Langs {
+	p, err := LoadLangs(nil)
 	if err != nil {
 		panic(err) // the shipped catalogs are checked by TestShippedCatalogsAreComplete
 	}
@@ -284,8 +327,8 @@ var pageAssets = map[string]string{
 	"pow.js":   "text/javascript; charset=utf-8", // the proof-of-work solver, for apps too
 }
 
-// asset serves the page's stylesheet and script: GET /q/static/{file}.
-func (a *api) asset(c *fiber.Ctx) error {
+// Asset serves the page's stylesheet and scripts: GET /q/static/{file}.
+func (p *Page) Asset(c *fiber.Ctx) error {
 	name := path.Base(httpapi.PathParam(c, "file"))
 	typ, ok := pageAssets[name]
 	if !ok {

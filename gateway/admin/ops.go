@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"bufio"
@@ -6,6 +6,7 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path"
 	"strconv"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"usher/internal/catalog"
 	"usher/internal/orders"
 	"usher/internal/problem"
+	"usher/internal/waitqueue"
 )
 
 // The ops dashboard: a page, a stylesheet and a script, embedded like the
@@ -37,50 +39,104 @@ var opsAssets = map[string]string{
 	"ops.js":  "text/javascript; charset=utf-8",
 }
 
-// maxOpsStreams bounds concurrent dashboard streams. fasthttp cannot tell
+// MaxStreams bounds concurrent dashboard streams. fasthttp cannot tell
 // a handler that its client left until a write to it fails, so each
 // stream holds a goroutine and a connection for up to one interval after
 // its tab is closed. That is nothing for a handful of ops dashboards; it
 // would be a lot for 20,000 shoppers, which is why shoppers' streams live
 // in the notifier, on net/http.
-const maxOpsStreams = 32
+const MaxStreams = 32
 
-// breakerReader says whether the shared payment breaker is open.
-type breakerReader interface {
+// Lister lists the catalog's queues.
+type Lister interface {
+	List() []catalog.Config
+}
+
+// Figures reads a queue's live figures from the line.
+type Figures interface {
+	Stats(ctx context.Context, q string) (waitqueue.Stats, error)
+}
+
+// Breaker says whether the shared payment breaker is open.
+type Breaker interface {
 	Open(ctx context.Context) (bool, error)
 }
 
-// outcomeReader reads a queue's finished orders by final status.
-type outcomeReader interface {
+// Outcomes reads a queue's finished orders by final status.
+type Outcomes interface {
 	Outcomes(ctx context.Context, queue string) (map[orders.Status]int64, error)
 }
 
-// opsDeps is what the dashboard reads besides the catalog and the line.
-// Zero values work: no breaker reads as closed, no outcomes as none.
-type opsDeps struct {
-	breaker  breakerReader
-	outcomes outcomeReader
-	limits   limitReader   // nil: adaptive queues show no limit
-	interval time.Duration // between stream events; 0: one second
-	slots    chan struct{} // one per open stream
-	// sold shares the reads of units sold among every viewer; nil: made
-	// from the api's salesReader, if it has one.
-	sold *soldCache
+// Difficulties tells a queue's proof-of-work difficulty now (package door).
+type Difficulties interface {
+	Difficulty(ctx context.Context, cfg catalog.Config, now time.Time) (int, error)
 }
 
-// soldEvery is how often the dashboard reads each queue's units sold from
+// DashboardDeps are what the dashboard is built from: what it reads
+// besides the catalog and the line. Zero values work: no breaker reads as
+// closed, no outcomes as none.
+type DashboardDeps struct {
+	Queues       Lister
+	Line         Figures
+	Difficulties Difficulties
+	Breaker      Breaker
+	Outcomes     Outcomes
+	Limits       Limits // nil: adaptive queues show no limit
+	// Sold reads the units sold, shared among every viewer (a SoldCache);
+	// nil: no sold figures.
+	Sold     Sales
+	Interval time.Duration // between stream events; 0: one second
+	// Slots holds one token per open stream; its capacity bounds them
+	// (MaxStreams).
+	Slots chan struct{}
+	// WriteLimit bounds each write of a stream, as the server's write
+	// timeout bounds one answer.
+	WriteLimit time.Duration
+	Now        func() time.Time
+	Log        *slog.Logger
+}
+
+// Dashboard serves the ops dashboard and its live figures. It is safe for
+// concurrent use.
+type Dashboard struct {
+	queues       Lister
+	line         Figures
+	difficulties Difficulties
+	breaker      Breaker
+	outcomes     Outcomes
+	limits       Limits
+	sold         Sales
+	interval     time.Duration
+	slots        chan struct{}
+	writeLimit   time.Duration
+	now          func() time.Time
+	log          *slog.Logger
+}
+
+// NewDashboard returns the dashboard of deps.
+func NewDashboard(deps DashboardDeps) *Dashboard {
+	d := &Dashboard{queues: deps.Queues, line: deps.Line, difficulties: deps.Difficulties, breaker: deps.Breaker,
+		outcomes: deps.Outcomes, limits: deps.Limits, sold: deps.Sold, interval: deps.Interval, slots: deps.Slots,
+		writeLimit: deps.WriteLimit, now: deps.Now, log: deps.Log}
+	if d.interval <= 0 {
+		d.interval = time.Second
+	}
+	return d
+}
+
+// SoldEvery is how often the dashboard reads each queue's units sold from
 // PostgreSQL, however many operators watch it: the sum runs over the
 // queue's PAID orders (some 30 ms for a queue of 100,000), and each open
 // dashboard asks for a snapshot every second.
-const soldEvery = time.Second
+const SoldEvery = time.Second
 
-// soldCache shares one read of a queue's units sold among the dashboard's
+// SoldCache shares one read of a queue's units sold among the dashboard's
 // viewers: at most one query per queue per every. A failed read is
 // shared too (the sold figures then show as unknown until the next one),
 // so a database in trouble is not asked harder by more viewers; a read
 // cut short by its own caller's leaving is not.
-type soldCache struct {
-	src   salesReader
+type SoldCache struct {
+	src   Sales
 	now   func() time.Time
 	every time.Duration
 
@@ -94,12 +150,13 @@ type soldRead struct {
 	err  error
 }
 
-func newSoldCache(src salesReader, now func() time.Time, every time.Duration) *soldCache {
-	return &soldCache{src: src, now: now, every: every, last: map[string]soldRead{}}
+// NewSoldCache shares src's reads, each for every.
+func NewSoldCache(src Sales, now func() time.Time, every time.Duration) *SoldCache {
+	return &SoldCache{src: src, now: now, every: every, last: map[string]soldRead{}}
 }
 
 // Sold returns queue q's units sold per SKU as read within the last every.
-func (s *soldCache) Sold(ctx context.Context, q string) (map[string]int64, error) {
+func (s *SoldCache) Sold(ctx context.Context, q string) (map[string]int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r, ok := s.last[q]; ok && s.now().Sub(r.at) < s.every {
@@ -133,31 +190,18 @@ type opsSnapshot struct {
 	Queues      []opsQueue `json:"queues"`
 }
 
-// opsDefaults fills the dashboard's unset settings.
-func (a *api) opsDefaults() {
-	if a.ops.interval <= 0 {
-		a.ops.interval = time.Second
-	}
-	if a.ops.slots == nil {
-		a.ops.slots = make(chan struct{}, maxOpsStreams)
-	}
-	if a.ops.sold == nil && a.sales != nil {
-		a.ops.sold = newSoldCache(a.sales, a.now, soldEvery)
-	}
-}
-
 // snapshot reads every queue's figures, the breaker and the outcomes.
-func (a *api) snapshot(ctx context.Context) (opsSnapshot, error) {
-	snap := opsSnapshot{At: a.now().UTC(), Queues: []opsQueue{}}
-	if a.ops.breaker != nil {
-		open, err := a.ops.breaker.Open(ctx)
+func (d *Dashboard) snapshot(ctx context.Context) (opsSnapshot, error) {
+	snap := opsSnapshot{At: d.now().UTC(), Queues: []opsQueue{}}
+	if d.breaker != nil {
+		open, err := d.breaker.Open(ctx)
 		if err != nil {
 			return snap, err
 		}
 		snap.BreakerOpen = open
 	}
-	for _, cfg := range a.queues.List() {
-		q, err := a.opsQueueOf(ctx, cfg)
+	for _, cfg := range d.queues.List() {
+		q, err := d.queueOf(ctx, cfg)
 		if err != nil {
 			return snap, err
 		}
@@ -166,17 +210,19 @@ func (a *api) snapshot(ctx context.Context) (opsSnapshot, error) {
 	return snap, nil
 }
 
-func (a *api) opsQueueOf(ctx context.Context, cfg catalog.Config) (opsQueue, error) {
-	st, err := a.line.Stats(ctx, cfg.Name)
+// queueOf reads queue cfg's figures, adaptive limit, units sold,
+// difficulty and order outcomes.
+func (d *Dashboard) queueOf(ctx context.Context, cfg catalog.Config) (opsQueue, error) {
+	st, err := d.line.Stats(ctx, cfg.Name)
 	if err != nil {
 		return opsQueue{}, err
 	}
 	q := opsQueue{queueView: viewOf(cfg, st), Orders: map[orders.Status]int64{}}
-	if q.AdaptiveLimit, err = a.adaptiveOf(ctx, cfg); err != nil {
+	if q.AdaptiveLimit, err = adaptiveOf(ctx, d.limits, cfg); err != nil {
 		return opsQueue{}, err
 	}
-	if a.ops.sold != nil {
-		a.withSold(ctx, &q.queueView, a.ops.sold)
+	if d.sold != nil {
+		withSold(ctx, d.log, &q.queueView, d.sold)
 	}
 	switch {
 	case st.Waiting == 0:
@@ -185,23 +231,23 @@ func (a *api) opsQueueOf(ctx context.Context, cfg catalog.Config) (opsQueue, err
 		q.EtaLastSeconds = new(float64(st.Waiting) / st.AdmitRatePerSec)
 	}
 	if cfg.Challenge.On() {
-		d, err := a.door.Difficulty(ctx, cfg, a.now())
+		bits, err := d.difficulties.Difficulty(ctx, cfg, d.now())
 		if err != nil {
 			return opsQueue{}, err
 		}
-		q.PowDifficulty = &d
+		q.PowDifficulty = &bits
 	}
-	if a.ops.outcomes != nil {
-		if q.Orders, err = a.ops.outcomes.Outcomes(ctx, cfg.Name); err != nil {
+	if d.outcomes != nil {
+		if q.Orders, err = d.outcomes.Outcomes(ctx, cfg.Name); err != nil {
 			return opsQueue{}, err
 		}
 	}
 	return q, nil
 }
 
-// opsPage serves the dashboard: GET /ops. It is public and holds no data;
+// Page serves the dashboard: GET /ops. It is public and holds no data;
 // everything it shows comes from the admin API with the token.
-func (a *api) opsPage(c *fiber.Ctx) error {
+func (d *Dashboard) Page(c *fiber.Ctx) error {
 	b, err := opsWeb.ReadFile("web/ops.html")
 	if err != nil {
 		return err
@@ -214,9 +260,9 @@ func (a *api) opsPage(c *fiber.Ctx) error {
 	return c.Send(b)
 }
 
-// opsAsset serves the dashboard's stylesheet and script:
+// Asset serves the dashboard's stylesheet and script:
 // GET /ops/static/{file}.
-func (a *api) opsAsset(c *fiber.Ctx) error {
+func (d *Dashboard) Asset(c *fiber.Ctx) error {
 	name := path.Base(httpapi.PathParam(c, "file"))
 	typ, ok := opsAssets[name]
 	if !ok {
@@ -231,10 +277,10 @@ func (a *api) opsAsset(c *fiber.Ctx) error {
 	return c.Send(b)
 }
 
-// opsSnapshotJSON answers GET /v1/admin/ops: one snapshot, what the
-// stream sends every second. The page polls it when it cannot stream.
-func (a *api) opsSnapshotJSON(c *fiber.Ctx) error {
-	snap, err := a.snapshot(c.UserContext())
+// Snapshot answers GET /v1/admin/ops: one snapshot, what the stream
+// sends every second. The page polls it when it cannot stream.
+func (d *Dashboard) Snapshot(c *fiber.Ctx) error {
+	snap, err := d.snapshot(c.UserContext())
 	if err != nil {
 		return httpapi.LineDown(err)
 	}
@@ -242,13 +288,13 @@ func (a *api) opsSnapshotJSON(c *fiber.Ctx) error {
 	return c.JSON(snap)
 }
 
-// opsStream answers GET /v1/admin/ops/stream: a text/event-stream with one
+// Stream answers GET /v1/admin/ops/stream: a text/event-stream with one
 // `queues` event (an opsSnapshot) per interval, until a write fails (the
 // client left) or the server shuts down. A snapshot that cannot be read is
 // sent as an `error` event and the stream goes on.
-func (a *api) opsStream(c *fiber.Ctx) error {
+func (d *Dashboard) Stream(c *fiber.Ctx) error {
 	select {
-	case a.ops.slots <- struct{}{}:
+	case d.slots <- struct{}{}:
 	default:
 		p := problem.New(fiber.StatusServiceUnavailable, "too-many-streams",
 			"too many ops dashboards are open; this one polls GET /v1/admin/ops instead")
@@ -258,15 +304,15 @@ func (a *api) opsStream(c *fiber.Ctx) error {
 	// Captured now: fiber's Ctx is recycled once the handler returns.
 	done := c.Context().Done() // closed when the server shuts down
 	conn := c.Context().Conn()
-	writeLimit := a.http.OrDefault().Write
-	interval := a.ops.interval
-	log := a.log
+	writeLimit := d.writeLimit
+	interval := d.interval
+	log := d.log
 
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Set("X-Accel-Buffering", "no") // a proxy must pass each event on at once
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer func() { <-a.ops.slots }()
+		defer func() { <-d.slots }()
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		fmt.Fprint(w, "retry: 2000\n\n")
@@ -275,7 +321,7 @@ func (a *api) opsStream(c *fiber.Ctx) error {
 			// many, each given the same bound.
 			_ = conn.SetWriteDeadline(time.Now().Add(writeLimit))
 			ctx, cancel := context.WithTimeout(context.Background(), interval)
-			snap, err := a.snapshot(ctx)
+			snap, err := d.snapshot(ctx)
 			cancel()
 			if err != nil {
 				log.Warn("ops stream snapshot", "err", err)

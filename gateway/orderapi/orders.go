@@ -1,12 +1,16 @@
-package main
+// Package orderapi is the orders' front: a shopper admitted from the line
+// orders with the entry token it was given (POST /v1/orders) and reads the
+// order's status (GET /v1/orders/{id}). It answers from Redis and
+// JetStream only; the order worker takes it from there.
+package orderapi
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -21,24 +25,86 @@ import (
 	"usher/internal/waitqueue"
 )
 
-// orderRecords is the part of the Redis order records the gateway uses.
-type orderRecords interface {
+// Line is the part of the line (Redis) the orders' front uses: it claims
+// an entry token for its order.
+type Line interface {
+	Claim(ctx context.Context, q string, seq uint64, o waitqueue.Order, hold time.Duration) (waitqueue.Claim, error)
+}
+
+// Records is the part of the Redis order records the orders' front uses.
+type Records interface {
 	Create(ctx context.Context, rec orders.Record) (orders.Outcome, orders.Record, error)
 	Get(ctx context.Context, id string) (orders.Record, bool, error)
 }
 
-// salesReader reads what a queue sold, per SKU (admin only; PostgreSQL).
-type salesReader interface {
-	Sold(ctx context.Context, q string) (map[string]int64, error)
+// Keys verifies entry tokens.
+type Keys interface {
+	Verify(s string, now time.Time) (token.Claims, error)
+	VerifyExpired(s string, now time.Time) (token.Claims, error)
 }
 
-// stockSetter sets a SKU's available stock (admin only; PostgreSQL).
-type stockSetter interface {
-	SetStock(ctx context.Context, sku string, available int64) (orders.Stock, error)
+// Queues finds a queue's configuration: the catalog.
+type Queues interface {
+	Get(name string) (catalog.Config, bool)
 }
 
-// orderBody is the body of POST /v1/orders.
-type orderBody struct {
+// Publisher is the part of JetStream the orders' front publishes on.
+type Publisher interface {
+	Publish(ctx context.Context, subj string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+}
+
+// Users tells who the shopper is (package userauth).
+type Users interface {
+	Identify(c *fiber.Ctx) (string, error)
+}
+
+// Limits are the rate limits of an order (package throttle).
+type Limits interface {
+	Order(c *fiber.Ctx, cfg catalog.Config, user string) error
+}
+
+// Deps are what the orders' front is built from.
+type Deps struct {
+	Line    Line
+	Records Records
+	Keys    Keys
+	Queues  Queues
+	Events  Publisher
+	Users   Users
+	Limits  Limits
+	Now     func() time.Time
+	// Epoch is the entries stream's identity: a token of a line reset
+	// since orders nothing.
+	Epoch func() string
+	// Hold is how long a requested order holds its admission slot: the
+	// order's deadline and a margin for its last payment try.
+	Hold time.Duration
+	Log  *slog.Logger
+}
+
+// API serves the orders' front. It is safe for concurrent use.
+type API struct {
+	line    Line
+	records Records
+	keys    Keys
+	queues  Queues
+	events  Publisher
+	users   Users
+	limits  Limits
+	now     func() time.Time
+	epoch   func() string
+	hold    time.Duration
+	log     *slog.Logger
+}
+
+// New returns the orders' front of deps.
+func New(deps Deps) *API {
+	return &API{line: deps.Line, records: deps.Records, keys: deps.Keys, queues: deps.Queues, events: deps.Events,
+		users: deps.Users, limits: deps.Limits, now: deps.Now, epoch: deps.Epoch, hold: deps.Hold, log: deps.Log}
+}
+
+// Body is the body of POST /v1/orders.
+type Body struct {
 	SKU      string `json:"sku"`
 	Quantity *int   `json:"quantity"`
 }
@@ -50,7 +116,7 @@ const maxOrderQuantity = 1000
 // trailing data are a 400; a missing quantity means 1. Whether the SKU and
 // quantity suit the queue is checked by the caller (422).
 func parseOrderBody(b []byte) (sku string, quantity int, err error) {
-	var body orderBody
+	var body Body
 	if err := httpapi.DecodeBody(b, &body); err != nil {
 		return "", 0, problem.New(fiber.StatusBadRequest, "invalid-body", `the body must be {"sku": "...", "quantity": n}: `+err.Error())
 	}
@@ -73,8 +139,8 @@ func parseOrderBody(b []byte) (sku string, quantity int, err error) {
 	return body.SKU, quantity, nil
 }
 
-// orderView is the body of order answers.
-type orderView struct {
+// View is the body of order answers.
+type View struct {
 	OrderID   string `json:"orderId"`
 	Status    string `json:"status"`
 	Reason    string `json:"reason,omitempty"`
@@ -83,14 +149,14 @@ type orderView struct {
 	PaymentID string `json:"paymentId,omitempty"`
 }
 
-func viewOfRecord(r orders.Record) orderView {
-	return orderView{OrderID: r.ID, Status: string(r.Status), Reason: r.Reason, SKU: r.SKU, Quantity: r.Quantity, PaymentID: r.PaymentID}
+func viewOfRecord(r orders.Record) View {
+	return View{OrderID: r.ID, Status: string(r.Status), Reason: r.Reason, SKU: r.SKU, Quantity: r.Quantity, PaymentID: r.PaymentID}
 }
 
 // entryToken checks the bearer entry token: garbage, forged or expired →
 // 401 (but an expired one that placed an order: see placedBy), before its
 // nbf → 425, another user's → 403, a queue this usher does not know → 401.
-func (a *api) entryToken(c *fiber.Ctx, user string) (token.Claims, catalog.Config, error) {
+func (a *API) entryToken(c *fiber.Ctx, user string) (token.Claims, catalog.Config, error) {
 	raw, ok := httpapi.BearerCredentials(c.Get(fiber.HeaderAuthorization))
 	if !ok {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="usher-orders"`)
@@ -139,13 +205,13 @@ func (a *api) entryToken(c *fiber.Ctx, user string) (token.Claims, catalog.Confi
 // the order id comes from the token alone. A token that placed nothing, or
 // another user's, is a 401 token-expired as ever: an expired token orders
 // nothing new.
-func (a *api) placedBy(ctx context.Context, raw, user string) (token.Claims, error) {
+func (a *API) placedBy(ctx context.Context, raw, user string) (token.Claims, error) {
 	expired := problem.New(fiber.StatusUnauthorized, "token-expired", "the entry token has expired")
 	claims, err := a.keys.VerifyExpired(raw, a.now())
 	if err != nil || claims.User != user {
 		return token.Claims{}, expired
 	}
-	if _, found, err := a.orders.Get(ctx, orders.ID(claims.ID)); err != nil {
+	if _, found, err := a.records.Get(ctx, orders.ID(claims.ID)); err != nil {
 		return token.Claims{}, httpapi.LineDown(err)
 	} else if !found {
 		return token.Claims{}, expired
@@ -160,13 +226,13 @@ const readyTolerance = 500 * time.Millisecond
 // claim takes the token for the order at this moment, on the line's clock:
 // the order is judged at its request, whatever backlog follows. It returns
 // when the token was claimed (the order's request time).
-func (a *api) claim(ctx context.Context, cfg catalog.Config, claims token.Claims, o waitqueue.Order) (time.Time, error) {
+func (a *API) claim(ctx context.Context, cfg catalog.Config, claims token.Claims, o waitqueue.Order) (time.Time, error) {
 	q, _, seq, _ := waitqueue.ParseTokenID(claims.ID)
 	o.TokenID, o.User = claims.ID, claims.User
 	if len(cfg.Products()) > 0 {
 		o.MaxPerUser = cfg.UserLimit()
 	}
-	cl, err := a.line.Claim(ctx, q, seq, o, a.orderHold)
+	cl, err := a.line.Claim(ctx, q, seq, o, a.hold)
 	if err != nil {
 		return time.Time{}, httpapi.Unavailable(err, "the order could not be recorded; retry with the same token")
 	}
@@ -196,45 +262,95 @@ func (a *api) claim(ctx context.Context, cfg catalog.Config, claims token.Claims
 	}
 }
 
-// placeOrder takes an order for the shopper's entry token. It answers from
+// PlaceOrder takes an order for the shopper's entry token. It answers from
 // Redis and JetStream only: 202 for a new (or still pending) order, 200
 // with the outcome for a token already redeemed, 409 when the same token
 // comes with another body.
-func (a *api) placeOrder(c *fiber.Ctx) error {
-	user, err := a.user(c)
+func (a *API) PlaceOrder(c *fiber.Ctx) error {
+	r, err := a.request(c)
 	if err != nil {
 		return err
 	}
-	claims, cfg, err := a.entryToken(c, user)
-	if err != nil {
-		return err
-	}
-	if err := a.limits.Order(c, cfg, user); err != nil {
-		return err
-	}
-	sku, quantity, err := parseOrderBody(c.Body())
-	if err != nil {
-		return err
-	}
-	id := orders.ID(claims.ID)
 	ctx := c.UserContext()
 	// The order this token placed, if any, is what a resubmit gets,
 	// whatever the queue sells now: an operator may have changed its SKUs
 	// or lowered maxQuantity since. A final one is answered as it stands,
 	// long after its token's admission has left Redis.
-	rec, placed, err := a.orders.Get(ctx, id)
+	rec, placed, err := a.records.Get(ctx, r.id)
 	if err != nil {
 		return httpapi.LineDown(err)
 	}
 	switch {
 	case placed && rec.Status.Final():
-		if rec.Fingerprint != orders.Fingerprint(sku, quantity) || rec.Owner != user {
+		if rec.Fingerprint != orders.Fingerprint(r.sku, r.quantity) || rec.Owner != r.user {
 			return problem.New(fiber.StatusConflict, "order-conflict", "this entry token was already used for an order with another body")
 		}
-		c.Set(fiber.HeaderLocation, "/v1/orders/"+id)
-		c.Set(fiber.HeaderCacheControl, "no-store")
-		return c.Status(fiber.StatusOK).JSON(viewOfRecord(rec))
+		return answerOrder(c, fiber.StatusOK, r.id, rec)
 	case placed: // pending: the claim and the record below find it again
+	default:
+		if err := sells(r.cfg, r.sku, r.quantity); err != nil {
+			return err
+		}
+	}
+	requestedAt, err := a.claim(ctx, r.cfg, r.claims, waitqueue.Order{ID: r.id, SKU: r.sku, Quantity: r.quantity})
+	if err != nil {
+		return err
+	}
+	outcome, rec, err := a.records.Create(ctx, orders.Record{ID: r.id, Owner: r.user, Fingerprint: orders.Fingerprint(r.sku, r.quantity),
+		Queue: r.cfg.Name, SKU: r.sku, Quantity: r.quantity})
+	if err != nil {
+		return httpapi.Unavailable(err, "the order could not be recorded; retry with the same token")
+	}
+	if outcome == orders.Conflict {
+		return problem.New(fiber.StatusConflict, "order-conflict", "this entry token was already used for an order with another body")
+	}
+	if rec.Status == orders.Pending {
+		// Published on every submit while pending: a publish that failed
+		// before is retried this way, and the stream drops the repeats.
+		if err := a.publishRequested(ctx, r, requestedAt); err != nil {
+			return err
+		}
+	}
+	status := fiber.StatusOK
+	if outcome == orders.Created || rec.Status == orders.Pending {
+		status = fiber.StatusAccepted
+	}
+	return answerOrder(c, status, r.id, rec)
+}
+
+// request is an order as its request states it: by whom, with which entry
+// token in which queue, for what.
+type request struct {
+	id, user, sku string
+	quantity      int
+	claims        token.Claims
+	cfg           catalog.Config
+}
+
+// request reads an order's request: the shopper, their entry token, the
+// rate limits it is charged to, then its body.
+func (a *API) request(c *fiber.Ctx) (request, error) {
+	user, err := a.users.Identify(c)
+	if err != nil {
+		return request{}, err
+	}
+	claims, cfg, err := a.entryToken(c, user)
+	if err != nil {
+		return request{}, err
+	}
+	if err := a.limits.Order(c, cfg, user); err != nil {
+		return request{}, err
+	}
+	sku, quantity, err := parseOrderBody(c.Body())
+	if err != nil {
+		return request{}, err
+	}
+	return request{id: orders.ID(claims.ID), user: user, sku: sku, quantity: quantity, claims: claims, cfg: cfg}, nil
+}
+
+// sells refuses an order queue cfg does not sell (422).
+func sells(cfg catalog.Config, sku string, quantity int) error {
+	switch {
 	case len(cfg.Products()) == 0:
 		// A queue with neither sku nor skus sells nothing here: the shop's
 		// own checkout takes its entry token (checked with the JWKS).
@@ -245,45 +361,36 @@ func (a *api) placeOrder(c *fiber.Ctx) error {
 	case quantity > cfg.OrderLimit():
 		return problem.New(fiber.StatusUnprocessableEntity, "too-many", "an order in this queue takes at most "+strconv.Itoa(cfg.OrderLimit())+" unit(s)")
 	}
-	requestedAt, err := a.claim(ctx, cfg, claims, waitqueue.Order{ID: id, SKU: sku, Quantity: quantity})
+	return nil
+}
+
+// publishRequested records order r, requested at requestedAt, on the
+// orders stream, for the order worker.
+func (a *API) publishRequested(ctx context.Context, r request, requestedAt time.Time) error {
+	body, err := event.Marshal(r.id, event.TypeOrderRequested, r.user, requestedAt, event.OrderRequested{
+		OrderID: r.id, TokenID: r.claims.ID, Queue: r.cfg.Name, User: r.user, SKU: r.sku, Quantity: r.quantity,
+		TokenExpiresAt: r.claims.ExpiresAt.UTC(), TokenReadyAt: r.claims.ReadyAt.UTC(), RequestedAt: requestedAt.UTC(),
+	})
 	if err != nil {
 		return err
 	}
-	outcome, rec, err := a.orders.Create(ctx, orders.Record{ID: id, Owner: user, Fingerprint: orders.Fingerprint(sku, quantity),
-		Queue: cfg.Name, SKU: sku, Quantity: quantity})
-	if err != nil {
-		return httpapi.Unavailable(err, "the order could not be recorded; retry with the same token")
+	if _, err := a.events.Publish(ctx, event.OrderRequestedSubject(r.cfg.Name), body, jetstream.WithMsgID(r.id)); err != nil {
+		return httpapi.Unavailable(fmt.Errorf("publish order %s: %w", r.id, err), "the order could not be recorded; retry with the same token")
 	}
-	if outcome == orders.Conflict {
-		return problem.New(fiber.StatusConflict, "order-conflict", "this entry token was already used for an order with another body")
-	}
-	if rec.Status == orders.Pending {
-		// Published on every submit while pending: a publish that failed
-		// before is retried this way, and the stream drops the repeats.
-		body, err := event.Marshal(id, event.TypeOrderRequested, user, requestedAt, event.OrderRequested{
-			OrderID: id, TokenID: claims.ID, Queue: cfg.Name, User: user, SKU: sku, Quantity: quantity,
-			TokenExpiresAt: claims.ExpiresAt.UTC(), TokenReadyAt: claims.ReadyAt.UTC(), RequestedAt: requestedAt.UTC(),
-		})
-		if err != nil {
-			return err
-		}
-		if _, err := a.events.Publish(ctx, event.OrderRequestedSubject(cfg.Name), body, jetstream.WithMsgID(id)); err != nil {
-			return httpapi.Unavailable(fmt.Errorf("publish order %s: %w", id, err), "the order could not be recorded; retry with the same token")
-		}
-	}
-	status := fiber.StatusOK
-	if outcome == orders.Created || rec.Status == orders.Pending {
-		status = fiber.StatusAccepted
-	}
+	return nil
+}
+
+// answerOrder answers with order id, as rec records it.
+func answerOrder(c *fiber.Ctx, status int, id string, rec orders.Record) error {
 	c.Set(fiber.HeaderLocation, "/v1/orders/"+id)
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	return c.Status(status).JSON(viewOfRecord(rec))
 }
 
-// getOrder answers an order's status to its owner; to anyone else the
+// GetOrder answers an order's status to its owner; to anyone else the
 // order does not exist.
-func (a *api) getOrder(c *fiber.Ctx) error {
-	user, err := a.user(c)
+func (a *API) GetOrder(c *fiber.Ctx) error {
+	user, err := a.users.Identify(c)
 	if err != nil {
 		return err
 	}
@@ -292,7 +399,7 @@ func (a *api) getOrder(c *fiber.Ctx) error {
 	if !orders.ValidID(id) {
 		return notFound
 	}
-	rec, found, err := a.orders.Get(c.UserContext(), id)
+	rec, found, err := a.records.Get(c.UserContext(), id)
 	if err != nil {
 		return httpapi.LineDown(err)
 	}
@@ -301,93 +408,4 @@ func (a *api) getOrder(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	return c.JSON(viewOfRecord(rec))
-}
-
-// putStock sets a SKU's available units.
-func (a *api) putStock(c *fiber.Ctx) error {
-	sku := string([]byte(httpapi.PathParam(c, "sku")))
-	if !catalog.ValidSKU(sku) {
-		return problem.New(fiber.StatusBadRequest, "invalid-sku", "SKUs are 1-64 of A-Z a-z 0-9 . _ -")
-	}
-	var body struct {
-		Available *int64 `json:"available"`
-	}
-	if err := httpapi.DecodeBody(c.Body(), &body); err != nil || body.Available == nil || *body.Available < 0 || *body.Available > 1e12 {
-		return problem.New(fiber.StatusBadRequest, "invalid-body", `the body must be {"available": n} with 0 <= n <= 10^12`)
-	}
-	ctx := c.UserContext()
-	st, err := a.stock.SetStock(ctx, sku, *body.Available)
-	if err != nil {
-		return httpapi.Unavailable(fmt.Errorf("set stock %s: %w", sku, err), "the stock could not be stored; retry")
-	}
-	reopened := a.restocked(ctx, c.Get("X-Admin-User", "admin"), st)
-	return c.JSON(fiber.Map{"sku": sku, "available": st.Available, "reopened": reopened})
-}
-
-// restocked tells every queue that sells the SKU its new stock at once (the
-// admitters would read it within a second anyway) and reopens those that
-// closed because it had sold out: their line is as they left it, the
-// shoppers who waited are admitted first. It returns the queues reopened
-// (by it, or by an admitter that saw the units first).
-func (a *api) restocked(ctx context.Context, by string, st orders.Stock) []string {
-	reopened := []string{}
-	for _, cfg := range a.queues.List() {
-		if !cfg.Sells(st.SKU) {
-			continue
-		}
-		if err := a.line.SetStock(ctx, cfg.Name, false, waitqueue.StockLevel{SKU: st.SKU, Available: st.Available, Version: st.Version}); err != nil {
-			a.log.Warn("stock not mirrored to the line; the admitter will", "queue", cfg.Name, "sku", st.SKU, "err", err)
-		}
-		if st.Available <= 0 || cfg.State != catalog.StateClosed || cfg.ClosedReason != catalog.ReasonSoldOut {
-			continue
-		}
-		openMeanwhile := false
-		prev, now, err := a.queues.Update(ctx, cfg.Name, func(c *catalog.Config) bool {
-			if c.State != catalog.StateClosed || c.ClosedReason != catalog.ReasonSoldOut {
-				// Changed meanwhile: theirs stands. Open already is this
-				// restock's doing too when an admitter's tick saw the units
-				// mirrored above first (it reopens a sold-out queue whose
-				// stock came back, and records it itself).
-				openMeanwhile = c.State == catalog.StateOpen
-				return false
-			}
-			c.State, c.ClosedReason = catalog.StateOpen, ""
-			return true
-		})
-		if err != nil {
-			switch {
-			case errors.Is(err, catalog.ErrUnchanged) && openMeanwhile:
-				reopened = append(reopened, cfg.Name)
-			case !errors.Is(err, catalog.ErrUnchanged):
-				a.log.Error("reopen after restock", "queue", cfg.Name, "err", err)
-			}
-			continue
-		}
-		a.audit(ctx, by+" (restock of "+st.SKU+")", prev, now)
-		a.log.Info("queue reopened: its SKU is back in stock", "queue", cfg.Name, "sku", st.SKU, "available", st.Available)
-		reopened = append(reopened, cfg.Name)
-	}
-	return reopened
-}
-
-// migratedStock sets stock on a store whose schema it brings up to date
-// first (once, retried until it succeeds): the gateway may be the first
-// service to touch a fresh database.
-type migratedStock struct {
-	store *orders.Store
-	mu    sync.Mutex
-	done  bool
-}
-
-func (m *migratedStock) SetStock(ctx context.Context, sku string, available int64) (orders.Stock, error) {
-	m.mu.Lock()
-	if !m.done {
-		if err := m.store.Migrate(ctx); err != nil {
-			m.mu.Unlock()
-			return orders.Stock{}, err
-		}
-		m.done = true
-	}
-	m.mu.Unlock()
-	return m.store.SetStock(ctx, sku, available)
 }

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"context"
@@ -8,14 +8,14 @@ import (
 	"usher/internal/catalog"
 )
 
-// limitReader reads a queue's adaptive limit (adaptive.Store).
-type limitReader interface {
+// Limits reads a queue's adaptive limit (adaptive.Store).
+type Limits interface {
 	Status(ctx context.Context, q string) (adaptive.Status, error)
 }
 
-// adaptiveView is an adaptive queue's admission limit as the admitters'
+// AdaptiveView is an adaptive queue's admission limit as the admitters'
 // last decision left it: the targetActive its ticks use now, and why.
-type adaptiveView struct {
+type AdaptiveView struct {
 	Limit      int        `json:"limit"`
 	Reason     string     `json:"reason"`
 	DecidedAt  *time.Time `json:"decidedAt,omitempty"`
@@ -25,21 +25,21 @@ type adaptiveView struct {
 }
 
 // adaptiveOf is cfg's adaptive limit for the admin views: nil for a queue
-// that is not adaptive; the configured targetActive (reason start) until
+// that is not adaptive (or with no limits to read); the configured targetActive (reason start) until
 // an admitter has started the controller.
-func (a *api) adaptiveOf(ctx context.Context, cfg catalog.Config) (*adaptiveView, error) {
-	if !cfg.AdaptiveOn() || a.ops.limits == nil {
+func adaptiveOf(ctx context.Context, limits Limits, cfg catalog.Config) (*AdaptiveView, error) {
+	if !cfg.AdaptiveOn() || limits == nil {
 		return nil, nil
 	}
-	st, err := a.ops.limits.Status(ctx, cfg.Name)
+	st, err := limits.Status(ctx, cfg.Name)
 	if err != nil {
 		return nil, err
 	}
 	b := adaptive.Bounds{Min: cfg.Adaptive.Min, Max: cfg.Adaptive.Max, Start: cfg.TargetActive}
 	if !st.Found {
-		return &adaptiveView{Limit: b.Clamp(float64(cfg.TargetActive)), Reason: string(adaptive.ReasonStart)}, nil
+		return &AdaptiveView{Limit: b.Clamp(float64(cfg.TargetActive)), Reason: string(adaptive.ReasonStart)}, nil
 	}
-	v := &adaptiveView{Limit: b.Clamp(float64(st.Limit)), Reason: string(st.Reason), LatencyMs: round1(st.LatencyMs),
+	v := &AdaptiveView{Limit: b.Clamp(float64(st.Limit)), Reason: string(st.Reason), LatencyMs: round1(st.LatencyMs),
 		BaselineMs: round1(st.BaselineMs), Orders: st.Orders}
 	if !st.DecidedAt.IsZero() {
 		at := st.DecidedAt.UTC()

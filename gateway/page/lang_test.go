@@ -1,10 +1,9 @@
-package main
+package page
 
 import (
 	"encoding/json"
 	"html/template"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,7 +16,7 @@ import (
 // placeholders its English one has; the page's problem map and the keys
 // the code builds at run time name texts that exist.
 func TestShippedCatalogsAreComplete(t *testing.T) {
-	langs, err := loadPageLangs(nil)
+	langs, err := LoadLangs(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +58,7 @@ func TestShippedCatalogsAreComplete(t *testing.T) {
 	}
 	// Every key page.js and the template ask for exists.
 	seen := 0
-	for _, file := range []string{"web/page.js", "web/page.html", "pageform.go", "page.go", "pagelang.go"} {
+	for _, file := range []string{"web/page.js", "web/page.html", "form.go", "page.go", "lang.go"} {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
@@ -97,7 +96,7 @@ func TestShopLanguageFiles(t *testing.T) {
 		"de.json":    {Data: []byte(`{"ready.order": "Jetzt kaufen"}`)},
 		"README.md":  {Data: []byte("not a catalog")},
 	}
-	langs, err := loadPageLangs(dir)
+	langs, err := LoadLangs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +123,7 @@ func TestShopLanguageFiles(t *testing.T) {
 		"fr-FR.json":   full(nil),
 		"nested/a.txt": {Data: []byte("x")},
 	}
-	_, err = loadPageLangs(bad)
+	_, err = LoadLangs(bad)
 	if err == nil {
 		t.Fatal("loadPageLangs accepted broken catalogs")
 	}
@@ -141,23 +140,6 @@ func TestShopLanguageFiles(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
-	}
-}
-
-// run refuses to start with an incomplete catalog in USHER_PAGE_LANG_DIR,
-// naming the missing keys, before it connects to anything.
-func TestRunRefusesAnIncompleteLanguage(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "it.json"), []byte(`{"page.title": "Sala d'attesa · {queue}"}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{
-		"USHER_PAGE_LANG_DIR": dir,
-		"USHER_NATS_URL":      "nats://127.0.0.1:1", "USHER_REDIS_URL": "redis://127.0.0.1:1",
-	}
-	err := run(t.Context(), func(k string) string { return env[k] }, &strings.Builder{})
-	if err == nil || !strings.Contains(err.Error(), "it.json: missing keys: check.button, check.checkedAt,") {
-		t.Fatalf("run = %v, want it refused, naming the missing keys", err)
 	}
 }
 
@@ -202,14 +184,14 @@ func TestPageLanguageFormats(t *testing.T) {
 		{"ja", "12,345", "42秒", "3分05秒", "1時間29分", "2026年11月29日 20:29 UTC", "20:29:18 UTC"},
 	}
 	for _, tt := range tests {
-		l := langs.byCode(tt.lang)
+		l := langs.ByCode(tt.lang)
 		got := []string{l.number(12345), l.duration(42), l.duration(185), l.duration(5340), l.dateTime(at), l.clock(at)}
 		want := []string{tt.number, tt.secs, tt.mins, tt.hours, tt.date, tt.clock}
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: got %q, want %q", tt.lang, got, want)
 		}
 	}
-	en := langs.byCode("en")
+	en := langs.ByCode("en")
 	if got := en.T("order.answerReason", "id", "ord_1", "status", "x", "reason", "y"); got != "Order ord_1: x (y)" {
 		t.Errorf("T = %q", got)
 	}
@@ -236,7 +218,7 @@ func FuzzPageLanguage(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, query, accept string) {
 		l := langs.negotiate(query, accept)
-		if l == nil || langs.byCode(l.code) != l {
+		if l == nil || langs.ByCode(l.code) != l {
 			t.Fatalf("negotiate(%q, %q) = %v", query, accept, l)
 		}
 	})
