@@ -89,7 +89,10 @@ type UnavailableError struct {
 	Problem problem.Problem
 }
 
+// Error is the cause's message: what is logged, never what is answered.
 func (u UnavailableError) Error() string { return u.Cause.Error() }
+
+// Unwrap is the failure behind the 503.
 func (u UnavailableError) Unwrap() error { return u.Cause }
 
 // NotFound answers a request no route of app took: 405 with Allow when its
