@@ -9,6 +9,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"usher/gateway/admin"
 	"usher/internal/adaptive"
 	"usher/internal/catalog"
 	"usher/internal/testenv"
@@ -36,19 +37,20 @@ func decide(t *testing.T, st *adaptive.Store, q string, p adaptive.Params, next 
 func TestAdminViewShowsTheAdaptiveLimit(t *testing.T) {
 	h := newHarness(t)
 	st := adaptive.NewStore(testenv.Redis(t))
-	h.api.ops.limits = st
-	admin := map[string]string{"Authorization": "Bearer secret-admin"}
+	h.gw.ops.limits = st
+	h.rebuild()
+	adminAuth := map[string]string{"Authorization": "Bearer secret-admin"}
 	type view struct {
 		TargetActive int `json:"targetActive"`
 		Adaptive     *struct {
 			Enabled  bool `json:"enabled"`
 			Min, Max int
 		} `json:"adaptive"`
-		AdaptiveLimit *adaptiveView `json:"adaptiveLimit"`
+		AdaptiveLimit *admin.AdaptiveView `json:"adaptiveLimit"`
 	}
 	get := func(path string) view {
 		t.Helper()
-		r := h.do("GET", path, "", admin)
+		r := h.do("GET", path, "", adminAuth)
 		if r.status != 200 {
 			t.Fatalf("GET %s = %d %s", path, r.status, r.raw)
 		}
@@ -82,7 +84,7 @@ func TestAdminViewShowsTheAdaptiveLimit(t *testing.T) {
 	}
 
 	// The dashboard's snapshot shows the same.
-	r := h.do("GET", "/v1/admin/ops", "", admin)
+	r := h.do("GET", "/v1/admin/ops", "", adminAuth)
 	var snap struct{ Queues []view }
 	if err := json.Unmarshal(r.raw, &snap); err != nil || r.status != 200 {
 		t.Fatalf("GET /v1/admin/ops = %d %s", r.status, r.raw)
@@ -127,7 +129,8 @@ func TestOpsDashboardShowsTheAdaptiveLimit(t *testing.T) {
 	bin := chromium.Path(t)
 	h := newHarness(t)
 	st := adaptive.NewStore(testenv.Redis(t))
-	h.api.ops.breaker, h.api.ops.limits = fixedBreaker(false), st
+	h.gw.ops.breaker, h.gw.ops.limits = fixedBreaker(false), st
+	h.rebuild()
 	h.putQueue(h.queue, `{"targetActive": 5, "adaptive": {"enabled": true, "min": 2, "max": 40}, "rateLimit": `+limitsOff+`}`, 200)
 	p := adaptive.Params{Window: 100 * time.Millisecond, Bounds: adaptive.Bounds{Min: 2, Max: 40, Start: 5}, Lease: time.Second}
 	decide(t, st, h.queue, p, adaptive.State{Limit: 9, BaselineMs: 240, LatencyMs: 251.26},
@@ -163,7 +166,7 @@ func TestOpsDashboardShowsTheAdaptiveLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, func() bool {
-		cfg, _ := h.api.queues.Get(h.queue)
+		cfg, _ := h.gw.queues.Get(h.queue)
 		return cfg.State == catalog.StatePaused && cfg.AdaptiveOn() && cfg.Adaptive.Max == 40
 	}, "the adaptive queue never paused (with its adaptive setting kept): %s", lazy(func() string {
 		return eval(`document.getElementById('actionError').textContent`)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,10 +24,10 @@ import (
 	"usher/internal/testenv/chromium"
 )
 
-// powScript is pow.js as the gateway serves it.
+// powScript is pow.js as the gateway serves it (embedded by package page).
 func powScript(t testing.TB) string {
 	t.Helper()
-	b, err := web.ReadFile("web/pow.js")
+	b, err := os.ReadFile(filepath.Join("page", "web", "pow.js"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestWaitingRoomSolvesBeforeJoining(t *testing.T) {
 	if solving < 0 || done < solving || waiting < done {
 		t.Errorf("the page showed %v; want SOLVING, its progress reaching 100, then WAITING", seen)
 	}
-	checks := h.api.metrics.pow.checks
+	checks := h.gw.metrics.pow.Checks
 	if ok, missing := value(t, checks.WithLabelValues(h.queue, "enforce", "ok")), value(t, checks.WithLabelValues(h.queue, "enforce", "missing")); ok != 1 || missing != 0 {
 		t.Errorf("gateway saw %v valid proofs and %v joins without one, want 1 and 0", ok, missing)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"usher/gateway/admin"
 	"usher/internal/catalog"
 	"usher/internal/orders"
 	"usher/internal/testenv"
@@ -127,8 +128,9 @@ func readEvents(t *testing.T, sc *bufio.Scanner, n int) (preamble []string, even
 func TestOpsStreamSendsQueueSnapshots(t *testing.T) {
 	h := newHarness(t)
 	records := orders.NewRecords(testenv.Redis(t))
-	h.api.ops.breaker, h.api.ops.outcomes = fixedBreaker(true), records
-	h.api.ops.interval = 20 * time.Millisecond
+	h.gw.ops.breaker, h.gw.ops.outcomes = fixedBreaker(true), records
+	h.gw.ops.interval = 20 * time.Millisecond
+	h.rebuild()
 	h.putQueue(h.queue, `{"targetActive": 1, "rateLimit": `+limitsOff+`}`, 200)
 	for _, u := range []string{"ops-a", "ops-b", "ops-c"} {
 		if r := h.join(u); r.status != 201 && r.status != 202 {
@@ -206,7 +208,8 @@ func TestOpsStreamSendsQueueSnapshots(t *testing.T) {
 // and a stream never would.
 func TestOpsStreamEndsAtShutdown(t *testing.T) {
 	h := newHarness(t)
-	h.api.ops.interval = 20 * time.Millisecond
+	h.gw.ops.interval = 20 * time.Millisecond
+	h.rebuild()
 	base := h.serve()
 	res := operatorGet(t, base, "/v1/admin/ops/stream")
 	sc := bufio.NewScanner(res.Body)
@@ -217,7 +220,7 @@ func TestOpsStreamEndsAtShutdown(t *testing.T) {
 	for sc.Scan() {
 	}
 	select {
-	case h.api.ops.slots <- struct{}{}: // the stream gave its slot back
+	case h.gw.ops.slots <- struct{}{}: // the stream gave its slot back
 	default:
 		t.Errorf("after shutdown the stream still holds a slot")
 	}
@@ -226,12 +229,12 @@ func TestOpsStreamEndsAtShutdown(t *testing.T) {
 // Dashboard streams are bounded; one more is told to poll instead.
 func TestOpsStreamsAreBounded(t *testing.T) {
 	h := newHarness(t)
-	for range cap(h.api.ops.slots) {
-		h.api.ops.slots <- struct{}{}
+	for range cap(h.gw.ops.slots) {
+		h.gw.ops.slots <- struct{}{}
 	}
 	r := h.do("GET", "/v1/admin/ops/stream", "", map[string]string{"Authorization": "Bearer secret-admin"})
 	if r.status != 503 || !isProblem(r) || r.str("type") == "" || r.header.Get("Retry-After") == "" {
-		t.Errorf("stream %d of %d = %d %v %s, want 503 problem+json with Retry-After", cap(h.api.ops.slots)+1, cap(h.api.ops.slots), r.status, r.header, r.raw)
+		t.Errorf("stream %d of %d = %d %v %s, want 503 problem+json with Retry-After", cap(h.gw.ops.slots)+1, cap(h.gw.ops.slots), r.status, r.header, r.raw)
 	}
 }
 
@@ -242,7 +245,8 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 	bin := chromium.Path(t)
 	h := newHarness(t)
 	records := orders.NewRecords(testenv.Redis(t))
-	h.api.ops.breaker, h.api.ops.outcomes = fixedBreaker(false), records
+	h.gw.ops.breaker, h.gw.ops.outcomes = fixedBreaker(false), records
+	h.rebuild()
 	h.putQueue(h.queue, `{"targetActive": 1, "rateLimit": `+limitsOff+`}`, 200)
 	for _, u := range []string{"dash-a", "dash-b", "dash-c", "dash-d"} {
 		h.join(u)
@@ -255,8 +259,9 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 	records.CountOutcome(context.Background(), h.queue, "o1", orders.Paid)
 	// The queue sells a SKU, of which PostgreSQL holds 2 + 3 units paid.
 	db := migratedStore(t)
-	h.api.sales = db
-	h.api.ops.sold = newSoldCache(db, time.Now, soldEvery)
+	h.gw.sales = db
+	h.gw.ops.sold = admin.NewSoldCache(db, time.Now, admin.SoldEvery)
+	h.rebuild()
 	h.putQueue(h.queue, `{"targetActive": 1, "sku": "dash-sku", "rateLimit": `+limitsOff+`}`, 200)
 	stockTick(t, h, 1, "dash-sku")
 	paidOrders(t, db, h.queue, "dash-sku", 2, 3)
@@ -313,7 +318,7 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 
 	run("pause", chromedp.Click(chromedp.CSS(`#q-`+h.queue+` [data-action=paused]`)))
 	testenv.Eventually(t, 30*time.Second, func() bool {
-		cfg, _ := h.api.queues.Get(h.queue)
+		cfg, _ := h.gw.queues.Get(h.queue)
 		return cfg.State == catalog.StatePaused
 	}, "queue %s never paused in the catalog", h.queue)
 	// The browser sent its operator's name as ISO-8859-1 (fetch does):
@@ -333,7 +338,7 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`#q-`+h.queue+` [name=message]`), "Restock at 10:30"),
 		chromedp.Click(chromedp.CSS(`#q-`+h.queue+` [data-form=notice] button[type=submit]`)))
 	testenv.Eventually(t, 30*time.Second, func() bool {
-		cfg, _ := h.api.queues.Get(h.queue)
+		cfg, _ := h.gw.queues.Get(h.queue)
 		return cfg.Notice != nil && cfg.Notice.Message == "Restock at 10:30"
 	}, "the notice never reached the catalog")
 	testenv.Eventually(t, 30*time.Second, func() bool {
@@ -345,7 +350,7 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 	}
 	run("take it down", chromedp.Click(chromedp.CSS(`#q-`+h.queue+` [data-notice=remove]`)))
 	testenv.Eventually(t, 30*time.Second, func() bool {
-		cfg, _ := h.api.queues.Get(h.queue)
+		cfg, _ := h.gw.queues.Get(h.queue)
 		return cfg.Notice == nil
 	}, "the notice never came down")
 	if _, err := os.Stat(filepath.Join("testdata", "screenshots", "ops.png")); err != nil {
@@ -355,7 +360,7 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 
 // countedSales counts the reads of units sold that reach the database.
 type countedSales struct {
-	src salesReader
+	src admin.Sales
 	n   atomic.Int64
 }
 
@@ -379,7 +384,7 @@ func stockTick(t *testing.T, h *harness, target int, sku string) {
 	if err := h.line.SetStock(context.Background(), h.queue, true, waitqueue.StockLevel{SKU: sku, Available: 100, Version: 1}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Tick(t, h.line, h.queue, waitqueue.Tick{Epoch: h.api.epoch(), TargetActive: target, TickLength: 100 * time.Millisecond,
+	testenv.Tick(t, h.line, h.queue, waitqueue.Tick{Epoch: h.gw.epoch(), TargetActive: target, TickLength: 100 * time.Millisecond,
 		TokenTTL: time.Minute, StockAware: true})
 }
 
@@ -488,9 +493,10 @@ func TestOpsDashboardShowsUnitsSold(t *testing.T) {
 	db := migratedStore(t)
 	reads := &countedSales{src: db}
 	clk := &clock{t: time.Now()}
-	h.api.sales = reads
-	h.api.ops.sold = newSoldCache(reads, clk.Now, soldEvery)
-	h.api.ops.interval = 20 * time.Millisecond
+	h.gw.sales = reads
+	h.gw.ops.sold = admin.NewSoldCache(reads, clk.Now, admin.SoldEvery)
+	h.gw.ops.interval = 20 * time.Millisecond
+	h.rebuild()
 	const sku = "ops-sold-sku"
 	soldQueue(t, h, sku)
 	if _, err := db.SetStock(ctx, sku, 100); err != nil {
@@ -549,7 +555,7 @@ func TestOpsDashboardShowsUnitsSold(t *testing.T) {
 	if got := soldOf(t, base, "/v1/admin/ops", h.queue, sku); got != "5" {
 		t.Errorf("dashboard within the second: sold = %s, want 5 (the shared read)", got)
 	}
-	clk.Advance(soldEvery)
+	clk.Advance(admin.SoldEvery)
 	if got := soldOf(t, base, "/v1/admin/ops", h.queue, sku); got != "6" {
 		t.Errorf("dashboard a second later: sold = %s, want 6", got)
 	}
@@ -567,8 +573,9 @@ func TestUnitsSoldUnknownWithoutTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close() // every read fails
-	h.api.sales = db
-	h.api.ops.sold = newSoldCache(db, time.Now, soldEvery)
+	h.gw.sales = db
+	h.gw.ops.sold = admin.NewSoldCache(db, time.Now, admin.SoldEvery)
+	h.rebuild()
 	const sku = "ops-unknown-sku"
 	soldQueue(t, h, sku)
 	base := h.serve()

@@ -29,7 +29,8 @@ import (
 
 func TestPageAndAssetsAreServed(t *testing.T) {
 	h := newHarness(t)
-	h.api.pageCSS = "https://shop.example/brand.css"
+	h.gw.pageCSS = "https://shop.example/brand.css"
+	h.rebuild()
 	tests := []struct {
 		name, path string
 		want       int
@@ -58,7 +59,8 @@ func TestPageAndAssetsAreServed(t *testing.T) {
 		})
 	}
 	// A stylesheet URL that is not a URL does not become markup.
-	h.api.pageCSS = `"><script>alert(1)</script>`
+	h.gw.pageCSS = `"><script>alert(1)</script>`
+	h.rebuild()
 	if r := h.do("GET", "/q/"+h.queue, "", nil); strings.Contains(string(r.raw), "<script>alert") {
 		t.Errorf("USHER_PAGE_CSS_URL was not escaped: %s", r.raw)
 	}
@@ -142,7 +144,7 @@ func TestAPageWithAStaleTicketJoinsAgain(t *testing.T) {
 	page := base + "/q/" + h.queue + "?user=stale-shopper"
 	tab.open(page)
 	tab.waitStatus("WAITING")
-	stale := h.api.tickets.Issue(ticket.Ticket{Queue: h.queue, User: "stale-shopper", Epoch: "linesincereset", Seq: 1})
+	stale := h.gw.tickets.Issue(ticket.Ticket{Queue: h.queue, User: "stale-shopper", Epoch: "linesincereset", Seq: 1})
 	key := "usher.ticket." + h.queue + ".stale-shopper"
 	tab.eval(`localStorage.setItem('` + key + `', '` + stale + `'), true`)
 	tab.open(page)
@@ -178,13 +180,13 @@ func serveWithNotifier(t *testing.T, h *harness) (string, *notifierProc) {
 	dir := t.TempDir()
 	// The notifier must share the gateway's keys and ticket secret.
 	var err error
-	if h.api.keys, err = token.LoadKeyring(filepath.Join(dir, "signing.key"), nil); err != nil {
+	if h.gw.keys, err = token.LoadKeyring(filepath.Join(dir, "signing.key"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if h.api.tickets, err = ticket.LoadOrCreateSigner(filepath.Join(dir, "ticket.secret")); err != nil {
+	if h.gw.tickets, err = ticket.LoadOrCreateSigner(filepath.Join(dir, "ticket.secret")); err != nil {
 		t.Fatal(err)
 	}
-	base := h.serve() // before FreePort: the kernel could hand out its port again
+	base, serve := h.listen() // before FreePort: the kernel could hand out its port again
 	// Built before the port is chosen: the port is free only until someone
 	// else takes it, and the build takes seconds (minutes on a cold cache),
 	// long enough for another test's server to be given it (seen in CI: the
@@ -204,7 +206,9 @@ func serveWithNotifier(t *testing.T, h *harness) (string, *notifierProc) {
 		"USHER_SHUTDOWN_TIMEOUT=2s",
 	)}
 	n.start()
-	h.api.notifierURL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	h.gw.notifierURL = fmt.Sprintf("http://127.0.0.1:%d", port)
+	h.rebuild()
+	serve()
 	return base, n
 }
 
