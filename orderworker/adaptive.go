@@ -56,8 +56,8 @@ func notePaymentCall(ctx context.Context, outcome string) {
 	}
 }
 
-// noteHold counts a database connection hold of the attempt's statements
-// (the store's HoldOf hook).
+// noteHold counts the attempt's share of a database connection hold (the
+// store's HoldOf hook: a batch's hold divided among its statements).
 func noteHold(ctx context.Context, d time.Duration) {
 	if a := attemptOf(ctx); a != nil {
 		a.mu.Lock()
