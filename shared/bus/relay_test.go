@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -464,4 +465,137 @@ func (b *restartableBroker) restart(t *testing.T) {
 	b.srv.Shutdown()
 	b.srv.WaitForShutdown()
 	b.start(t)
+}
+
+// How far a relay reaches, with one role's key: values it stores in the
+// catalog, each delivered by a push consumer of its own on a subject the
+// server itself handles — an acknowledgement of the order request in the
+// order worker's hands (empty, as nats.go sends one, and "+ACK"), the
+// deletion of a downstream reader's consumer, the purge of one stream and
+// the deletion of another.
+//
+// While the broker runs none is delivered: nats-server binds a push
+// consumer only to a subscription on exactly its deliver subject, and the
+// acknowledgements' internal subscriptions are wildcards, the JetStream
+// API the system account's. After a restart a recovered push consumer may
+// be bound by a subscription that merely matches, and delivers: the API
+// drops a request that carries no client information (a stream strips it
+// from what it stores), and the order worker's consumer does not take the
+// relayed value for an acknowledgement. What a relay does reach are the
+// literal subjects: a consumer's reset (see
+// TestAPushConsumerStillReachesAnotherConsumersControlSubjects) and its
+// next-message requests.
+func TestHowFarARelayReaches(t *testing.T) {
+	by := bus.Gateway
+	b := newRestartableBroker(t)
+	adm := b.declare(t)
+	ctx := t.Context()
+	relayer := b.as(t, by)
+	q := testenv.Name(t)
+
+	gw := b.as(t, bus.Gateway)
+	for range 2 {
+		if _, err := gw.js.Publish(ctx, event.OrderRequestedSubject(q), []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := gw.js.Publish(ctx, event.EnterSubject(q), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.js.Publish(ctx, event.AdmittedSubject(q), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	ow := b.as(t, bus.OrderWorker)
+	work, err := ow.js.CreateOrUpdateConsumer(ctx, event.StreamOrders, jetstream.ConsumerConfig{
+		Durable: event.ConsumerOrderWorker, FilterSubject: event.OrderRequestedSubject(event.All),
+		AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: -1, AckWait: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.as(t, bus.Downstream(reader)).js.CreateOrUpdateConsumer(ctx, event.StreamAdmissions, jetstream.ConsumerConfig{
+		Durable: reader, AckPolicy: jetstream.AckExplicitPolicy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	inFlight := pull(t, work)
+
+	acked := func() bool {
+		info, err := work.Info(ctx)
+		return err == nil && info.NumAckPending == 0
+	}
+	reaches := []struct {
+		what, deliver string
+		body          []byte
+		done          func() bool
+	}{
+		{"acknowledge the order request in the worker's hands", inFlight.Reply(), nil, acked},
+		{"acknowledge it with +ACK", inFlight.Reply(), []byte("+ACK"), acked},
+		{"delete the downstream reader's consumer", "$JS.API.CONSUMER.DELETE." + event.StreamAdmissions + "." + reader, nil, func() bool {
+			_, err := adm.js.Consumer(ctx, event.StreamAdmissions, reader)
+			return errors.Is(err, jetstream.ErrConsumerNotFound)
+		}},
+		{"purge USHER_ENTRIES", "$JS.API.STREAM.PURGE." + event.StreamEntries, []byte("{}"), func() bool {
+			st, err := adm.js.Stream(ctx, event.StreamEntries)
+			return err == nil && st.CachedInfo().State.Msgs == 0
+		}},
+		{"delete USHER_OPS", "$JS.API.STREAM.DELETE." + event.StreamOps, nil, func() bool {
+			_, err := adm.js.Stream(ctx, event.StreamOps)
+			return errors.Is(err, jetstream.ErrStreamNotFound)
+		}},
+	}
+	var relays []relay
+	for i, r := range reaches {
+		key := q + "-" + strconv.Itoa(i)
+		subject := "$KV." + event.BucketQueues + "." + key
+		if _, err := relayer.js.Publish(ctx, subject, r.body); err != nil {
+			t.Fatal(err)
+		}
+		name := "reach-" + strconv.Itoa(i)
+		if _, err := createPush(relayer, event.StreamQueues, name, r.deliver, subject, time.Hour); err != nil {
+			t.Fatalf("%s's push consumer to %s: %v", by, r.deliver, err)
+		}
+		relays = append(relays, relay{relayer, event.StreamQueues, name, r.deliver})
+	}
+	for i, rl := range relays {
+		if info := rl.info(t); info.PushBound || info.Delivered.Stream != 0 || reaches[i].done() {
+			t.Errorf("while the broker runs, the relay to %s is bound (%v) and delivered up to %d: it may %s",
+				rl.target, info.PushBound, info.Delivered.Stream, reaches[i].what)
+		}
+	}
+
+	b.restart(t)
+	testenv.Eventually(t, 10*time.Second, func() bool { return adm.nc.IsConnected() && relayer.nc.IsConnected() && ow.nc.IsConnected() },
+		"the clients reconnect")
+	for i, rl := range relays {
+		if !rl.info(t).PushBound {
+			continue
+		}
+		testenv.Eventually(t, 5*time.Second, func() bool { return rl.info(t).Delivered.Stream > 0 }, "the relay to %s delivers", rl.target)
+		t.Logf("after a restart the relay to %s delivered, to %s", rl.target, reaches[i].what)
+	}
+	// The worker's own acknowledgement of the next request, confirmed by
+	// the server, is processed after anything relayed on its ack subject.
+	if err := pull(t, work).DoubleAck(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range reaches {
+		if r.done() {
+			t.Errorf("after a restart the relay to %s did %s", relays[i].target, r.what)
+		}
+	}
+}
+
+// pull is the next message of cons, left unacknowledged.
+func pull(t *testing.T, cons jetstream.Consumer) jetstream.Msg {
+	t.Helper()
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := <-batch.Messages()
+	if m == nil {
+		t.Fatalf("nothing to pull: %v", batch.Error())
+	}
+	return m
 }
