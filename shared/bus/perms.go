@@ -98,7 +98,8 @@ func (p Policy) durables() []durable {
 // there for it once something subscribes to that very subject: a role
 // holding such a subscription could have the broker store records in a
 // stream it may not publish to. Subscriptions stay on inboxes and on
-// subjects no stream captures (event.Live, event.ReplaySubject).
+// subjects no stream captures (event.Live, event.CatalogLiveSubjects,
+// event.ReplaySubject).
 func (p Policy) Permissions(r Role) (Permissions, bool) {
 	g := newGrant()
 	g.subscribe(r.Inbox() + ".>")
@@ -107,7 +108,7 @@ func (p Policy) Permissions(r Role) (Permissions, bool) {
 		g.publish(event.EnterSubject(event.All), event.LeaveSubject(event.All),
 			event.OrderRequestedSubject(event.All), event.ConfigChangedSubject)
 		g.identities()
-		g.watchCatalog()
+		g.followCatalog()
 		g.writeCatalog()
 		g.publish(event.SeedSubjects) // a scheduled drop's seed: written, never read back
 	case Admitter:
@@ -120,7 +121,7 @@ func (p Policy) Permissions(r Role) (Permissions, bool) {
 		g.publish(event.LimitChangedSubject)
 		g.read(event.StreamEntries, event.StreamAdmissions, event.StreamOrders)
 		g.identities()
-		g.watchCatalog()
+		g.followCatalog()
 		g.writeCatalog()
 		g.get(event.StreamSeeds) // the seed of the lottery it draws
 	case Notifier:
@@ -129,12 +130,12 @@ func (p Policy) Permissions(r Role) (Permissions, bool) {
 		g.subscribe(event.Live(event.AdmittedSubject(event.All)), event.Live(event.LeaveSubject(event.All)),
 			event.Live(event.OrderSubjects(event.All)))
 		g.identities()
-		g.watchCatalog()
+		g.followCatalog()
 	case OrderWorker:
 		g.publish(event.OrderCompletedSubject(event.All), event.OrderFailedSubject(event.All))
 		g.durable(event.StreamOrders, event.ConsumerOrderWorker)
 		g.identities()
-		g.watchCatalog()
+		g.followCatalog()
 	case Usherctl:
 		g.read(streamNames()...)
 		g.readCatalog()
@@ -257,12 +258,15 @@ func (g *grant) declare() {
 	}
 }
 
-// watchCatalog allows following the catalog: a KV watch is an ordered push
-// consumer on the bucket's stream, delivered to the inbox, whose flow
-// control the client answers.
-func (g *grant) watchCatalog() {
+// followCatalog allows following the catalog as package catalog does: a
+// subscription to what the bucket republishes, and direct gets of what it
+// holds — and, until no role but the admitter creates consumers, a KV
+// watch: an ordered push consumer on the bucket's stream, delivered to the
+// inbox, whose flow control the client answers.
+func (g *grant) followCatalog() {
 	g.read(event.StreamQueues)
 	g.publish("$JS.FC." + event.StreamQueues + ".>")
+	g.subscribe(event.CatalogLiveSubjects)
 }
 
 // readCatalog allows reading one queue's configuration.

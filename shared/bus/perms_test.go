@@ -301,12 +301,15 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 		}
 	})
 	var notified chan *nats.Msg
+	var notifierCat *catalog.Catalog
 	t.Run("notifier", func(t *testing.T) {
 		nc, js := open(bus.Notifier)
 		cat, err := catalog.Attach(ctx, js)
 		if err != nil {
 			t.Fatal(err)
 		}
+		notifierCat = cat
+		go cat.Run(ctx)
 		testenv.Eventually(t, 5*time.Second, func() bool { _, ok := cat.Get(q); return ok }, "notifier sees queue %s", q)
 		notified = make(chan *nats.Msg, 16)
 		for _, s := range []string{event.Live(event.AdmittedSubject(event.All)), event.Live(event.LeaveSubject(event.All)), event.Live(event.OrderSubjects(event.All))} {
@@ -366,6 +369,11 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 		}
 	})
 	t.Run("notifier hears admissions, leaves and orders", func(t *testing.T) {
+		// The admitter's change of the catalog, as the bucket republished it.
+		testenv.Eventually(t, 5*time.Second, func() bool {
+			cfg, _ := notifierCat.Get(q)
+			return cfg.State == catalog.StateClosed
+		}, "the notifier's catalog sees the queue closed")
 		for _, want := range []string{event.Live(event.AdmittedSubject(q)), event.Live(event.LeaveSubject(q))} {
 			select {
 			case m := <-notified:
