@@ -24,8 +24,10 @@ import (
 // its own permissions: a shopper joins, is admitted, gets READY (polled
 // and pushed), orders and pays, and the next shopper is admitted. The
 // broker refuses the services nothing; it refuses a connection without
-// credentials, an admission forged with any key but the admitter's, and
-// every key the subscription a push consumer's relay into a stream needs.
+// credentials, an admission forged with any key but the admitter's,
+// every key but the admitter's the creation of a consumer (a push
+// consumer's relay), and every key the subscription a relay into a stream
+// needs.
 func TestJourneyUnderLeastPrivilege(t *testing.T) {
 	data := t.TempDir()
 	natsURL, brokerLog := leastPrivilegeBroker(t, data)
@@ -44,6 +46,9 @@ func TestJourneyUnderLeastPrivilege(t *testing.T) {
 		"PGSIM_ADDR":             pg,
 		"PGSIM_LATENCY_MEAN_MS":  "5",
 		"USHER_ADMIN_TOKEN":      "e2e-admin",
+		// The reader nats-auth gives a key: the admitter declares its
+		// durable consumer.
+		"USHER_DOWNSTREAM_READERS": "example-downstream",
 	}
 	// The admitter starts last: the others wait for the streams it declares.
 	for _, name := range []string{"pgsim", "gateway", "notifier", "orderworker", "admitter"} {
@@ -148,13 +153,14 @@ func TestJourneyUnderLeastPrivilege(t *testing.T) {
 	relayIsRefused(t, natsURL, data, js)
 }
 
-// relayIsRefused tries the relay with every role's key after a journey:
-// usherctl creates a push consumer on USHER_ADMISSIONS delivering on
+// relayIsRefused tries the issue's relay with every role's key after a
+// journey: a push consumer on USHER_ADMISSIONS delivering on
 // usher.order.completed.zz (the request `nats consumer add --deliver`
-// sends), which nats-server accepts; every role then subscribes to that
-// subject, which would make the broker deliver there — and USHER_ORDERS
-// store the admissions. The broker refuses each subscription, the
-// consumer stays unbound, and USHER_ORDERS holds order events only.
+// sends). No key but the admitter's may create a consumer at all, so each
+// is refused and none is created; every role then subscribes to that
+// subject, which would make a push consumer the admitter's key created
+// deliver there — and USHER_ORDERS store admissions. The broker refuses
+// each subscription, and USHER_ORDERS holds order events only.
 func relayIsRefused(t *testing.T, natsURL, data string, ctl jetstream.JetStream) {
 	t.Helper()
 	const deliver = "usher.order.completed.zz"
@@ -173,37 +179,37 @@ func relayIsRefused(t *testing.T, natsURL, data string, ctl jetstream.JetStream)
 		nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { refused[r] <- err })
 		conns[r] = nc
 	}
-	req := `{"stream_name":"USHER_ADMISSIONS","config":{"name":"zz","deliver_subject":"` + deliver +
-		`","deliver_policy":"all","ack_policy":"none","replay_policy":"instant"}}`
-	m, err := conns[bus.Usherctl].Request("$JS.API.CONSUMER.CREATE.USHER_ADMISSIONS.zz", []byte(req), 5*time.Second)
-	if err != nil || !strings.Contains(string(m.Data), `"deliver_subject":"`+deliver+`"`) {
-		t.Fatalf("usherctl's push consumer on USHER_ADMISSIONS = %v %v; nats-server creates it", m, err)
+	isRefused := func(r bus.Role, what string) {
+		t.Helper()
+		select {
+		case err := <-refused[r]:
+			if !errors.Is(err, nats.ErrPermissionViolation) {
+				t.Errorf("%s %s: %v, want a permissions violation", r, what, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s %s: the broker did not refuse it", r, what)
+		}
+	}
+	for _, r := range roles {
+		if r == bus.Admitter {
+			continue
+		}
+		name := "zz" + strings.ReplaceAll(string(r), "-", "")
+		req := `{"stream_name":"USHER_ADMISSIONS","config":{"name":"` + name + `","deliver_subject":"` + deliver +
+			`","deliver_policy":"all","ack_policy":"none","replay_policy":"instant"}}`
+		if m, err := conns[r].Request("$JS.API.CONSUMER.CREATE.USHER_ADMISSIONS."+name, []byte(req), time.Second); err == nil {
+			t.Errorf("%s created a push consumer to %s: %s", r, deliver, m.Data)
+		}
+		isRefused(r, "creates a push consumer")
+		if info, err := ctlConsumer(conns[bus.Admitter], name); err == nil {
+			t.Errorf("%s's push consumer exists: %+v", r, info)
+		}
 	}
 	for _, r := range roles {
 		if _, err := conns[r].SubscribeSync(deliver); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case err := <-refused[r]:
-			if !errors.Is(err, nats.ErrPermissionViolation) {
-				t.Errorf("%s subscribes to %s: %v, want a permissions violation", r, deliver, err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Errorf("%s subscribed to %s: the broker did not refuse it", r, deliver)
-		}
-	}
-	// jetstream.Consumer reads pull consumers only: the info as the CLI
-	// asks for it.
-	m, err = conns[bus.Usherctl].Request("$JS.API.CONSUMER.INFO.USHER_ADMISSIONS.zz", nil, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ci jetstream.ConsumerInfo
-	if err := json.Unmarshal(m.Data, &ci); err != nil {
-		t.Fatal(err)
-	}
-	if ci.Name != "zz" || ci.PushBound || ci.Delivered.Stream != 0 {
-		t.Errorf("the push consumer to %s: %s bound %v, delivered up to %d; want zz unbound, nothing delivered", deliver, ci.Name, ci.PushBound, ci.Delivered.Stream)
+		isRefused(r, "subscribes to "+deliver)
 	}
 	st, err := ctl.Stream(context.Background(), event.StreamOrders)
 	if err != nil {
@@ -218,6 +224,28 @@ func relayIsRefused(t *testing.T, natsURL, data string, ctl jetstream.JetStream)
 			t.Errorf("USHER_ORDERS stored a record on %s", subject)
 		}
 	}
+}
+
+// ctlConsumer is consumer name of USHER_ADMISSIONS as the admitter's key
+// reads it.
+func ctlConsumer(nc *nats.Conn, name string) (*jetstream.ConsumerInfo, error) {
+	m, err := nc.Request("$JS.API.CONSUMER.INFO.USHER_ADMISSIONS."+name, nil, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	var resp struct {
+		jetstream.ConsumerInfo
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return nil, err
+	}
+	if resp.Error != nil {
+		return nil, errors.New(resp.Error.Description)
+	}
+	return &resp.ConsumerInfo, nil
 }
 
 // leastPrivilegeBroker starts make run's broker — nats.conf with the

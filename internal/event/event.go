@@ -143,6 +143,11 @@ const (
 	// QueueConfigSubjects matches every queue's configuration in the
 	// bucket: a publish there is a write to the catalog.
 	QueueConfigSubjects = "$KV." + BucketQueues + ".>"
+	// CatalogLiveSubjects is where the bucket republishes every value it
+	// stores, under usher.live.catalog.<queue>: the services follow the
+	// catalog there with a plain subscription, no consumer, and no stream
+	// captures it (see Live).
+	CatalogLiveSubjects = livePrefix + "catalog.>"
 )
 
 // A scheduled drop's lottery seed waits for its draw in a KV bucket of its
