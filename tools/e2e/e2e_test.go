@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 	// -trimpath as scripts/test.sh and the chaos suite build them: make
 	// test has compiled these packages so already, and the build here only
 	// links (without it, every package compiled a second time: 70–110 s).
-	build := exec.Command("go", "build", "-trimpath", "-o", dir+"/", "../gateway", "../admitter", "../notifier", "../orderworker", "../tools/pgsim", "../usherctl")
+	build := exec.Command("go", "build", "-trimpath", "-o", dir+"/", "usher/gateway", "usher/admitter", "usher/notifier", "usher/orderworker", "usher/tools/pgsim", "usher/usherctl")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build:", err)

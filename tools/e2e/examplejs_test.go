@@ -54,7 +54,7 @@ func TestExampleJSClient(t *testing.T) {
 	gateway, _ := url.Parse(base)
 	proxy := httputil.NewSingleHostReverseProxy(gateway)
 	proxy.FlushInterval = -1
-	files := http.FileServer(http.Dir("../examples/js"))
+	files := http.FileServer(http.Dir("../../examples/js"))
 	doc, err := contract.Load()
 	if err != nil {
 		t.Fatal(err)
