@@ -14,7 +14,7 @@ import (
 	"usher/internal/adaptive"
 	"usher/internal/event"
 	"usher/internal/testenv"
-	"usher/internal/testenv/chromium"
+	"usher/tools/internal/chromium"
 )
 
 // queueView is what the admin API says of a queue, as these tests read

@@ -10,7 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"usher/internal/testenv"
-	"usher/internal/testenv/chromium"
+	"usher/tools/internal/chromium"
 )
 
 // A shopper the admitter gave up on (gone past abandonAfterSeconds) hears

@@ -21,7 +21,7 @@ import (
 	"usher/api/contract"
 	"usher/internal/pow"
 	"usher/internal/testenv"
-	"usher/internal/testenv/chromium"
+	"usher/tools/internal/chromium"
 )
 
 // The browser client a shop copies (examples/js) in headless Chromium

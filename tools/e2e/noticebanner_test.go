@@ -9,7 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"usher/internal/testenv"
-	"usher/internal/testenv/chromium"
+	"usher/tools/internal/chromium"
 )
 
 // xssNotice is a notice that would run a script, were it written as HTML.

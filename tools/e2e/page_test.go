@@ -12,8 +12,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"usher/internal/testenv"
-	"usher/internal/testenv/chromium"
 	"usher/internal/ticket"
+	"usher/tools/internal/chromium"
 )
 
 // The waiting-room page in a real browser, on every service: it joins,

@@ -19,7 +19,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"usher/internal/testenv"
-	"usher/internal/testenv/chromium"
+	"usher/tools/internal/chromium"
 )
 
 // The waiting-room page for everyone, in one real Chromium (each subtest

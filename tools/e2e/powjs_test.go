@@ -22,7 +22,7 @@ import (
 
 	"usher/internal/pow"
 	"usher/internal/testenv"
-	"usher/internal/testenv/chromium"
+	"usher/tools/internal/chromium"
 )
 
 // powScript is pow.js as the gateway at base serves it.
