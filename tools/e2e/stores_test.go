@@ -38,7 +38,7 @@ func TestJourneyOnLockedDownStores(t *testing.T) {
 		}
 	}
 	natsDir := filepath.Join(data, "nats")
-	usherctl(nil, "nats-auth", "--dir", natsDir, "--base", "../nats.conf", "--downstream", "example-downstream")
+	usherctl(nil, "nats-auth", "--dir", natsDir, "--base", "../../nats.conf", "--downstream", "example-downstream")
 	natsURL := testenv.NATSFromConfig(t, filepath.Join(natsDir, "nats.conf"), &testenv.NATSLog{}).ClientURL()
 
 	redisDir := waitqueue.DefaultPasswordDir(data)

@@ -1,6 +1,8 @@
 // Package e2e runs usher's services as `make run` does — built binaries,
-// configured by environment, on real NATS and Redis — and drives them over
-// HTTP like a shopper's client.
+// configured by environment, on real NATS, Redis and PostgreSQL — and
+// drives them over HTTP like a shopper's client, and in headless Chromium
+// (chromedp) as shoppers and operators do: the waiting-room page, the ops
+// dashboard, the proof of work and the example browser client.
 package e2e
 
 import (
@@ -34,7 +36,7 @@ func TestMain(m *testing.M) {
 	// -trimpath as scripts/test.sh and the chaos suite build them: make
 	// test has compiled these packages so already, and the build here only
 	// links (without it, every package compiled a second time: 70–110 s).
-	build := exec.Command("go", "build", "-trimpath", "-o", dir+"/", "../gateway", "../admitter", "../notifier", "../orderworker", "../tools/pgsim", "../usherctl")
+	build := exec.Command("go", "build", "-trimpath", "-o", dir+"/", "usher/gateway", "usher/admitter", "usher/notifier", "usher/orderworker", "usher/tools/pgsim", "usher/usherctl")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build:", err)
@@ -55,7 +57,7 @@ type service struct {
 	done chan error
 }
 
-func start(t *testing.T, name string, env map[string]string) *service {
+func start(t testing.TB, name string, env map[string]string) *service {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(bins, name))
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
@@ -107,7 +109,7 @@ func (s *service) interrupt(t *testing.T) error {
 	}
 }
 
-func addr(t *testing.T) string {
+func addr(t testing.TB) string {
 	t.Helper()
 	p, err := testenv.FreePort()
 	if err != nil {
@@ -120,7 +122,7 @@ func addr(t *testing.T) string {
 // pgsim and the four services on addresses of their own (read them back as
 // env["USHER_GATEWAY_ADDR"] and so on), the admin token e2e-admin, and
 // extra as name, value pairs on top.
-func stackEnv(t *testing.T, extra ...string) map[string]string {
+func stackEnv(t testing.TB, extra ...string) map[string]string {
 	t.Helper()
 	// Five ports, each free a moment ago and none twice: a port closed by
 	// FreePort can come back from the next call (CI saw pgsim and the
@@ -155,7 +157,7 @@ func stackEnv(t *testing.T, extra ...string) map[string]string {
 }
 
 // waitReady waits until every service answers its /readyz.
-func waitReady(t *testing.T, within time.Duration, bases ...string) {
+func waitReady(t testing.TB, within time.Duration, bases ...string) {
 	t.Helper()
 	for _, u := range bases {
 		testenv.Eventually(t, within, func() error {
@@ -172,7 +174,7 @@ func waitReady(t *testing.T, within time.Duration, bases ...string) {
 	}
 }
 
-func call(t *testing.T, method, url, body string, header map[string]string) (int, map[string]any) {
+func call(t testing.TB, method, url, body string, header map[string]string) (int, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	for k, v := range header {

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -19,40 +19,41 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"usher/internal/testenv"
-	"usher/internal/testenv/chromium"
+	"usher/tools/internal/chromium"
 )
 
 // The waiting-room page for everyone, in one real Chromium (each subtest
 // in tabs of its own): its languages, the flow without JavaScript, the
 // flow by keyboard alone, and an axe-core audit of both pages in every
-// state a shopper meets.
+// state a shopper meets. The gateway and an admitter serve it: with no
+// notifier the page polls (as on a shop that runs none), and with no order
+// worker an order placed stays PENDING, as received.
 func TestPageForEveryoneInABrowser(t *testing.T) {
 	bin := chromium.Path(t)
-	h := newOrderHarness(t)
-	base := h.serve()
+	s := newShopOf(t, []string{"gateway", "admitter"})
+	sku := "sku-" + s.queue
+	s.stock(sku, 1000)
 	browserCtx := browser(t, bin)
 	shots := screenshotDirs(t)
-	queue := func(t *testing.T, name, config string) *harness {
+	// queue is a held line (heldLine) of its own for a subtest.
+	queue := func(t *testing.T, name, config string) *line {
 		t.Helper()
-		q := h.with(t)
-		q.queue = h.queue + "-" + name
-		q.putQueue(q.queue, config, 201)
-		return q
+		return s.heldLine(t, s.queue+"-"+name, config)
 	}
-	const open = `{"targetActive": 5, "sku": "sku-1", "rateLimit": ` + limitsOff + `}`
+	open := `{"targetActive": 5, "sku": "` + sku + `", "rateLimit": ` + limitsOff + `}`
 	// readyTabs takes a shopper to READY in a tab with JavaScript and one
 	// without (users prefix-js and prefix-nojs, query added to the page's
 	// address), behind one who joined first, and returns both tabs.
-	readyTabs := func(t *testing.T, q *harness, prefix, query string) (js, nojs *pageTab) {
+	readyTabs := func(t *testing.T, q *line, prefix, query string) (js, nojs *pageTab) {
 		t.Helper()
 		q.join("first")
 		js = newTab(t, browserCtx, true, nil)
-		js.open(base + "/q/" + q.queue + "?user=" + prefix + "-js" + query)
+		js.open(q.page(prefix+"-js", query))
 		js.waitStatus("WAITING")
 		nojs = newTab(t, browserCtx, false, nil)
-		nojs.open(base + "/q/" + q.queue + "?user=" + prefix + "-nojs")
+		nojs.open(q.page(prefix+"-nojs", ""))
 		nojs.submit(`#join button`, "WAITING")
-		q.admit()
+		q.open(nojs.ticket())
 		js.waitStatus("READY")
 		nojs.submit(`#waiting form button`, "READY")
 		return js, nojs
@@ -62,38 +63,38 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 		q := queue(t, "lang", open)
 		q.join("ahead") // so the page waits, with no ETA yet
 		de := newTab(t, browserCtx, true, nil)
-		de.open(base + "/q/" + q.queue + "?lang=de&user=lang-de")
+		de.open(q.page("lang-de", "&lang=de"))
 		de.waitStatus("WAITING")
 		de.expect(`document.documentElement.lang`, "de")
-		de.expect(`document.querySelector('h1').innerText`, "Du bist in der Warteschlange für "+q.queue)
+		de.expect(`document.querySelector('h1').innerText`, "Du bist in der Warteschlange für "+q.name)
 		de.expect(`document.querySelector('#waiting .label').textContent`, "Dein Platz")
 		de.expect(`document.getElementById('eta').textContent`, "unbekannt") // written by page.js
 		shoot(t, de.ctx, shots, "lang-de.png")
 
 		ja := newTab(t, browserCtx, true, map[string]string{"Accept-Language": "ja-JP,ja;q=0.9,en;q=0.5"})
-		ja.open(base + "/q/" + q.queue + "?user=lang-ja")
+		ja.open(q.page("lang-ja", ""))
 		ja.waitStatus("WAITING")
 		ja.expect(`document.documentElement.lang`, "ja")
-		ja.expect(`document.querySelector('h1').innerText`, q.queue+" の順番待ちに並んでいます")
+		ja.expect(`document.querySelector('h1').innerText`, q.name+" の順番待ちに並んでいます")
 		ja.expect(`document.getElementById('eta').textContent`, "不明")
 		ja.expect(`document.getElementById('position').textContent`, "3")
 		shoot(t, ja.ctx, shots, "lang-ja.png")
 
 		other := newTab(t, browserCtx, true, map[string]string{"Accept-Language": "tlh,x-klingon;q=0.9"})
-		other.open(base + "/q/" + q.queue + "?lang=zz&user=lang-zz")
+		other.open(q.page("lang-zz", "&lang=zz"))
 		other.waitStatus("WAITING")
 		other.expect(`document.documentElement.lang`, "en")
-		other.expect(`document.querySelector('h1').innerText`, "You are in line for "+q.queue)
+		other.expect(`document.querySelector('h1').innerText`, "You are in line for "+q.name)
 		other.expect(`document.getElementById('eta').textContent`, "unknown")
 
 		// Without JavaScript too, and the opening time by Intl in the
 		// page's language.
 		fr := newTab(t, browserCtx, false, nil)
-		fr.open(base + "/q/" + q.queue + "?lang=fr&user=lang-fr")
+		fr.open(q.page("lang-fr", "&lang=fr"))
 		fr.expect(`document.documentElement.lang`, "fr")
 		fr.expect(`document.querySelector('#join button').textContent`, "Rejoindre la file")
-		drop := queue(t, "lang-drop", `{"targetActive": 5, "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(time.Now().Add(3*time.Hour))+`"}`)
-		ja.open(base + "/q/" + drop.queue + "?user=lang-ja")
+		drop := s.queueOf(t, s.queue+"-lang-drop", `{"targetActive": 5, "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(time.Now().Add(3*time.Hour))+`"}`)
+		ja.open(drop.page("lang-ja", ""))
 		ja.waitStatus("PRE_QUEUE")
 		ja.expect(`(() => { const at = document.getElementById('opens-at');
 			const o = { weekday: 'short', hour: '2-digit', minute: '2-digit', second: '2-digit' };
@@ -108,7 +109,7 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 		q.join("first")
 		q.join("second")
 		tab := newTab(t, browserCtx, false, nil)
-		tab.open(base + "/q/" + q.queue + "?user=nojs-shopper")
+		tab.open(q.page("nojs-shopper", ""))
 		tab.expect(`getComputedStyle(document.querySelector('.conn')).display`, "none") // "Connecting…" is the script's
 		tab.expect(`document.querySelector('#join button').textContent`, "Join the line")
 		shoot(t, tab.ctx, shots, "nojs-join.png")
@@ -116,12 +117,12 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 		tab.submit(`#join button`, "WAITING")
 		tab.expect(`document.getElementById('position').textContent`, "3")
 		tab.expect(`document.getElementById('ahead').textContent`, "2")
-		tab.expect(`document.title`, "Your place: 3 · Waiting room · "+q.queue)
+		tab.expect(`document.title`, "Your place: 3 · Waiting room · "+q.name)
 		shoot(t, tab.ctx, shots, "nojs-waiting.png")
 
 		tab.submit(`#waiting form button`, "WAITING") // check my place: nothing moved
 		tab.expect(`document.getElementById('position').textContent`, "3")
-		q.admit()
+		q.open(tab.ticket())
 		tab.submit(`#waiting form button`, "READY")
 		tab.expectSoon(`document.activeElement.id`, "order")
 		tab.expect(`document.getElementById('ready').innerText.includes('Your place is held until ')`, true)
@@ -138,7 +139,7 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 		q := queue(t, "keys", open)
 		q.join("first")
 		tab := newTab(t, browserCtx, false, nil)
-		tab.open(base + "/q/" + q.queue + "?user=keyboard-nojs")
+		tab.open(q.page("keyboard-nojs", ""))
 		tab.key(kb.Tab)
 		tab.expect(`document.activeElement.textContent`, "Join the line")
 		tab.focusVisible()
@@ -147,7 +148,7 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 		tab.key(kb.Tab)
 		tab.expect(`document.activeElement.textContent`, "Check my place")
 		tab.focusVisible()
-		q.admit()
+		q.open(tab.ticket())
 		tab.keySubmit(kb.Enter, "READY")
 		tab.expectSoon(`document.activeElement.id`, "order")
 		tab.focusVisible()
@@ -159,10 +160,10 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 		q2 := queue(t, "keys-js", open)
 		q2.join("first")
 		js := newTab(t, browserCtx, true, nil)
-		js.open(base + "/q/" + q2.queue + "?user=keyboard-js")
+		js.open(q2.page("keyboard-js", ""))
 		js.waitStatus("WAITING")
 		js.key(kb.Tab) // the keyboard has been used: focus shows as it does for keyboard users
-		q2.admit()
+		q2.open()
 		js.waitStatus("READY")
 		js.expectSoon(`document.activeElement.id`, "order")
 		js.expect(`document.getElementById('order').getAttribute('aria-describedby')`, "ready-title")
@@ -201,6 +202,9 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 		// comes chosen and the order button takes the focus; without it
 		// the choice is required and takes the focus.
 		axe := axeSource(t)
+		s := s.with(t)
+		s.stock("shoe-41", 100)
+		s.stock("shoe-42", 100)
 		q := queue(t, "skus", `{"targetActive": 5, "skus": ["shoe-41", "shoe-42"], "rateLimit": `+limitsOff+`}`)
 		js, nojs := readyTabs(t, q, "skus", "&sku=shoe-42")
 		js.expectSoon(`document.activeElement.id`, "order")
@@ -227,8 +231,8 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 				return orderRE.MatchString(answer)
 			}, "order answer = %q", answer)
 			id := orderRE.FindStringSubmatch(answer)[1]
-			if r := q.do("GET", "/v1/orders/"+id, "", map[string]string{"X-User-Id": user}); r.str("sku") != sku || r.str("status") != "PENDING" {
-				t.Errorf("GET order %s of %s = %s, want PENDING %s", id, user, r.raw, sku)
+			if _, o := call(t, "GET", s.base+"/v1/orders/"+id, "", map[string]string{"X-User-Id": user}); o["sku"] != sku || o["status"] != "PENDING" {
+				t.Errorf("GET order %s of %s = %v, want PENDING %s", id, user, o, sku)
 			}
 		}
 		js.do("order", chromedp.Click(chromedp.CSS(`#order`)))
@@ -245,23 +249,31 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 		// chosen (not even as ?sku= named it), with and without
 		// JavaScript; once nothing is left the page says so instead of the
 		// form, with the focus on the heading — page.js by itself, from
-		// its polls.
+		// its polls. (SKUs of its own: a queue selling the shoes above
+		// would share their units.)
 		axe := axeSource(t)
-		q := queue(t, "soldout", `{"targetActive": 5, "skus": ["shoe-41", "shoe-42", "shoe-43"], "rateLimit": `+limitsOff+`}`)
-		q.join("first")
+		s := s.with(t)
+		for sku, n := range map[string]int{"boot-41": 3, "boot-42": 0, "boot-43": 1} {
+			s.stock(sku, n)
+		}
+		q := queue(t, "soldout", `{"targetActive": 5, "skus": ["boot-41", "boot-42", "boot-43"], "rateLimit": `+limitsOff+`}`)
+		first := q.join("first")
+		// The line has the stock (the admitter copies it from the store)
+		// before anyone is admitted.
+		waitSKUs(t, q, first, "boot-41,boot-43")
 		js := newTab(t, browserCtx, true, nil)
-		js.open(base + "/q/" + q.queue + "?user=soldout-js&sku=shoe-42")
+		js.open(q.page("soldout-js", "&sku=boot-42"))
 		js.waitStatus("WAITING")
 		nojs := newTab(t, browserCtx, false, nil)
-		nojs.open(base + "/q/" + q.queue + "?user=soldout-nojs&sku=shoe-42")
+		nojs.open(q.page("soldout-nojs", "&sku=boot-42"))
 		nojs.submit(`#join button`, "WAITING")
-		q.admitWithStock(1, map[string]int64{"shoe-41": 3, "shoe-42": 0, "shoe-43": 1})
+		q.open(nojs.ticket())
 		js.waitStatus("READY")
 		nojs.submit(`#waiting form button`, "READY")
 		for _, tab := range []*pageTab{js, nojs} {
 			tab.expectSoon(`document.activeElement.id`, "variant")
-			tab.expect(`[...document.getElementById('variant').options].map((o) => o.value + (o.disabled ? ':off' : '')).join()`, ",shoe-41,shoe-42:off,shoe-43")
-			tab.expect(`document.querySelector('#variant option[value="shoe-42"]').textContent`, "shoe-42 (sold out)")
+			tab.expect(`[...document.getElementById('variant').options].map((o) => o.value + (o.disabled ? ':off' : '')).join()`, ",boot-41,boot-42:off,boot-43")
+			tab.expect(`document.querySelector('#variant option[value="boot-42"]').textContent`, "boot-42 (sold out)")
 			tab.expect(`document.getElementById('variant').value`, "")
 			tab.expect(`!document.getElementById('order-form').hidden && document.getElementById('sold-out').textContent === ''`, true)
 		}
@@ -269,7 +281,10 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 		js.axe(axe, "js-ready-soldout")
 		nojs.axe(axe, "nojs-ready-soldout")
 
-		q.admitWithStock(2, map[string]int64{"shoe-41": 0, "shoe-42": 0, "shoe-43": 0})
+		for _, sku := range []string{"boot-41", "boot-42", "boot-43"} {
+			s.stock(sku, 0)
+		}
+		waitSKUs(t, q, first, "")
 		nojs.submit(`#ready form:not(#order-form) button`, "READY") // check my place
 		const nothing = "Sold out: everything was sold while you waited, so there is nothing left to order."
 		testenv.Eventually(t, 30*time.Second, func() error {
@@ -300,43 +315,60 @@ func TestPageForEveryoneInABrowser(t *testing.T) {
 
 		waiting := queue(t, "axe", open)
 		waiting.join("first")
-		nojs.open(base + "/q/" + waiting.queue + "?user=axe-nojs")
+		nojs.open(waiting.page("axe-nojs", ""))
 		audit(nojs, "nojs-join")
 		nojs.submit(`#join button`, "WAITING")
 		audit(nojs, "nojs-waiting")
-		js.open(base + "/q/" + waiting.queue + "?user=axe-js")
+		js.open(waiting.page("axe-js", ""))
 		js.waitStatus("WAITING")
 		audit(js, "js-waiting")
-		waiting.admit()
+		waiting.open(nojs.ticket())
 		nojs.submit(`#waiting form button`, "READY")
 		audit(nojs, "nojs-ready")
 		js.waitStatus("READY")
 		audit(js, "js-ready")
 
-		drop := queue(t, "axe-drop", `{"targetActive": 5, "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(time.Now().Add(90*time.Minute))+`"}`)
-		js.open(base + "/q/" + drop.queue + "?user=axe-js&lang=ja")
+		drop := s.queueOf(t, s.queue+"-axe-drop", `{"targetActive": 5, "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(time.Now().Add(90*time.Minute))+`"}`)
+		js.open(drop.page("axe-js", "&lang=ja"))
 		js.waitStatus("PRE_QUEUE")
 		audit(js, "js-prequeue-ja")
-		nojs.open(base + "/q/" + drop.queue + "?user=axe-nojs")
+		nojs.open(drop.page("axe-nojs", ""))
 		nojs.submit(`#join button`, "PRE_QUEUE")
 		audit(nojs, "nojs-prequeue")
 
-		closed := queue(t, "axe-closed", `{"targetActive": 5, "rateLimit": `+limitsOff+`, "state": "closed", "closedReason": "sold_out"}`)
-		js.open(base + "/q/" + closed.queue + "?user=axe-js")
+		closed := s.queueOf(t, s.queue+"-axe-closed", `{"targetActive": 5, "rateLimit": `+limitsOff+`, "state": "closed", "closedReason": "sold_out"}`)
+		js.open(closed.page("axe-js", ""))
 		js.waitStatus("CLOSED")
 		audit(js, "js-closed")
-		nojs.open(base + "/q/" + closed.queue + "?user=axe-nojs&lang=de")
+		nojs.open(closed.page("axe-nojs", "&lang=de"))
 		nojs.submit(`#join button`, "CLOSED")
 		audit(nojs, "nojs-closed-de")
 
-		maint := queue(t, "axe-maint", `{"targetActive": 5, "rateLimit": `+limitsOff+`, "mode": "reject"}`)
-		js.open(base + "/q/" + maint.queue + "?user=axe-js")
+		maint := s.queueOf(t, s.queue+"-axe-maint", `{"targetActive": 5, "rateLimit": `+limitsOff+`, "mode": "reject"}`)
+		js.open(maint.page("axe-js", ""))
 		js.waitStatus("MAINTENANCE")
 		audit(js, "js-maintenance")
-		nojs.open(base + "/q/" + maint.queue + "?user=axe-nojs")
+		nojs.open(maint.page("axe-nojs", ""))
 		nojs.submit(`#join button`, "MAINTENANCE")
 		audit(nojs, "nojs-maintenance")
 	})
+}
+
+// waitSKUs waits until a poll of the ticket of q names the SKUs with units
+// left that want lists, comma-separated: the line has the stock the store
+// reported last.
+func waitSKUs(t *testing.T, q *line, tk, want string) {
+	t.Helper()
+	var got map[string]any
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		got = q.poll(tk)
+		skus, _ := got["skusAvailable"].([]any)
+		names := make([]string, len(skus))
+		for i, s := range skus {
+			names[i], _ = s.(string)
+		}
+		return got["stock"] != nil && strings.Join(names, ",") == want
+	}, "poll of %s = %v, want the SKUs with units left %q", q.name, lazy(func() string { return fmt.Sprint(got) }), want)
 }
 
 // pageTab is one tab of the shared browser.
@@ -386,6 +418,16 @@ func (p *pageTab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 }
 
 func (p *pageTab) open(url string) { p.t.Helper(); p.do("open "+url, chromedp.Navigate(url)) }
+
+// ticket is the ticket the page without JavaScript carries in its forms.
+func (p *pageTab) ticket() string {
+	p.t.Helper()
+	tk, _ := p.eval(`(document.querySelector('input[name=ticket]') || {value: ''}).value`).(string)
+	if tk == "" {
+		p.t.Fatal("the page carries no ticket in its forms")
+	}
+	return tk
+}
 
 func (p *pageTab) key(k string) { p.t.Helper(); p.do("key", chromedp.KeyEvent(k)) }
 

@@ -21,7 +21,7 @@ import (
 	"usher/api/contract"
 	"usher/internal/pow"
 	"usher/internal/testenv"
-	"usher/internal/testenv/chromium"
+	"usher/tools/internal/chromium"
 )
 
 // The browser client a shop copies (examples/js) in headless Chromium
@@ -54,7 +54,7 @@ func TestExampleJSClient(t *testing.T) {
 	gateway, _ := url.Parse(base)
 	proxy := httputil.NewSingleHostReverseProxy(gateway)
 	proxy.FlushInterval = -1
-	files := http.FileServer(http.Dir("../examples/js"))
+	files := http.FileServer(http.Dir("../../examples/js"))
 	doc, err := contract.Load()
 	if err != nil {
 		t.Fatal(err)

@@ -255,7 +255,7 @@ func leastPrivilegeBroker(t *testing.T, data string) (string, *testenv.NATSLog) 
 	t.Helper()
 	natsDir := filepath.Join(data, "nats")
 	gen := exec.Command(filepath.Join(bins, "usherctl"), "nats-auth",
-		"--dir", natsDir, "--base", "../nats.conf", "--downstream", "example-downstream")
+		"--dir", natsDir, "--base", "../../nats.conf", "--downstream", "example-downstream")
 	if out, err := gen.CombinedOutput(); err != nil {
 		t.Fatalf("usherctl nats-auth: %v\n%s", err, out)
 	}

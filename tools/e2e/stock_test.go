@@ -20,7 +20,15 @@ type shop struct {
 	adm      string // the admitter's address
 	nt       string // the notifier's
 	admitter *service
-	env      map[string]string // every service's environment
+	env      map[string]string   // every service's environment
+	running  map[string]*service // the services started, by name
+}
+
+// with is s reporting to t (a subtest's).
+func (s *shop) with(t *testing.T) *shop {
+	c := *s
+	c.t = t
+	return &c
 }
 
 func newShop(t *testing.T, extra ...string) *shop {
@@ -32,14 +40,23 @@ func newShop(t *testing.T, extra ...string) *shop {
 // started later with start(t, name, s.env)).
 func newShopOf(t *testing.T, names []string, extra ...string) *shop {
 	t.Helper()
-	env := stackEnv(t, append([]string{"PGSIM_LATENCY_MEAN_MS", "5"}, extra...)...)
+	return startShop(t, stackEnv(t, append([]string{"PGSIM_LATENCY_MEAN_MS", "5"}, extra...)...), names)
+}
+
+// startShop starts the services named on env (stackEnv's) and waits until
+// they are ready.
+func startShop(t *testing.T, env map[string]string, names []string) *shop {
+	t.Helper()
 	s := &shop{t: t, base: "http://" + env["USHER_GATEWAY_ADDR"], admin: map[string]string{"Authorization": "Bearer e2e-admin"},
-		queue: testenv.Name(t), adm: env["USHER_ADMITTER_ADDR"], nt: env["USHER_NOTIFIER_ADDR"], env: env}
+		queue: testenv.Name(t), adm: env["USHER_ADMITTER_ADDR"], nt: env["USHER_NOTIFIER_ADDR"], env: env,
+		running: map[string]*service{}}
 	var ready []string
 	for _, name := range names {
-		if svc := start(t, name, env); name == "admitter" {
+		svc := start(t, name, env)
+		if name == "admitter" {
 			s.admitter = svc
 		}
+		s.running[name] = svc
 		if a, ok := env["USHER_"+strings.ToUpper(name)+"_ADDR"]; ok {
 			ready = append(ready, "http://"+a)
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"usher/internal/testenv"
-	"usher/internal/testenv/chromium"
+	"usher/tools/internal/chromium"
 )
 
 // A shopper the admitter gave up on (gone past abandonAfterSeconds) hears
@@ -24,7 +24,7 @@ import (
 func TestTheJSClientTellsAnAbandonedShopperAsAPollDoes(t *testing.T) {
 	bin := chromium.Path(t)
 	mux := http.NewServeMux()
-	mux.Handle("GET /usher.js", http.FileServer(http.Dir("../examples/js")))
+	mux.Handle("GET /usher.js", http.FileServer(http.Dir("../../examples/js")))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `<!doctype html><script src="/usher.js"></script><script>
 window.result = '';

@@ -88,7 +88,7 @@ func TestShoppersWhoClosedTheTabLeaveTheLine(t *testing.T) {
 }
 
 // metricValue reads one series' value from a Prometheus text page.
-func metricValue(t *testing.T, url, series string) string {
+func metricValue(t testing.TB, url, series string) string {
 	t.Helper()
 	res, err := http.Get(url)
 	if err != nil {

@@ -1,13 +1,14 @@
-package main
+package e2e
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net/http"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,17 +22,33 @@ import (
 
 	"usher/internal/pow"
 	"usher/internal/testenv"
-	"usher/internal/testenv/chromium"
+	"usher/tools/internal/chromium"
 )
 
-// powScript is pow.js as the gateway serves it (embedded by package page).
-func powScript(t testing.TB) string {
+// powScript is pow.js as the gateway at base serves it.
+func powScript(t testing.TB, base string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("page", "web", "pow.js"))
+	res, err := http.Get(base + "/q/static/pow.js")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("GET /q/static/pow.js = %d, %v", res.StatusCode, err)
+	}
 	return string(b)
+}
+
+// gatewayAlone starts a gateway, on servers of its own, and returns its
+// base URL once it is ready.
+func gatewayAlone(t testing.TB) string {
+	t.Helper()
+	env := stackEnv(t)
+	start(t, "gateway", env)
+	base := "http://" + env["USHER_GATEWAY_ADDR"]
+	waitReady(t, 30*time.Second, base)
+	return base
 }
 
 // powPage opens a gateway page in Chromium with pow.js loaded: the script
@@ -43,7 +60,7 @@ func powPage(t testing.TB, bin, base string) context.Context {
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/q/static/pow.js")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](powScript(t)+"; typeof UsherPoW === 'object'")); err != nil {
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](powScript(t, base)+"; typeof UsherPoW === 'object'")); err != nil {
 		t.Fatalf("load pow.js: %v", err)
 	}
 	return ctx
@@ -54,8 +71,7 @@ func powPage(t testing.TB, bin, base string) context.Context {
 // and solves through the Promise API, in a Worker and on the page.
 func TestPowJSAgreesWithGo(t *testing.T) {
 	bin := chromium.Path(t)
-	h := newHarness(t)
-	ctx := powPage(t, bin, h.serve())
+	ctx := powPage(t, bin, gatewayAlone(t))
 	eval := func(js string, opts ...chromedp.EvaluateOption) string {
 		t.Helper()
 		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js, opts...))
@@ -130,12 +146,12 @@ func TestPowJSAgreesWithGo(t *testing.T) {
 
 // The waiting-room page solves the queue's challenge in a Web Worker,
 // showing its progress, before it joins: the gateway sees one valid proof
-// and no refused join.
+// and no refused join. (The line is held, so the shopper waits first in
+// it.)
 func TestWaitingRoomSolvesBeforeJoining(t *testing.T) {
 	bin := chromium.Path(t)
-	h := newHarness(t)
-	h.putQueue(h.queue, `{"rateLimit": `+limitsOff+`, "challenge": {"mode": "enforce", "difficulty": 16}}`, 200)
-	base := h.serve()
+	s := newShopOf(t, []string{"gateway", "admitter"})
+	q := s.heldLine(t, s.queue, `{"rateLimit": `+limitsOff+`, "challenge": {"mode": "enforce", "difficulty": 16}}`)
 	ctx := chromium.Start(t, bin)
 	// Record every data-status and progress value the page shows.
 	record := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
@@ -145,7 +161,7 @@ func TestWaitingRoomSolvesBeforeJoining(t *testing.T) {
 				.observe(document, {attributes: true, subtree: true, attributeFilter: ['data-status', 'aria-valuenow']});`})
 		return err
 	})
-	if err := chromedp.Do(ctx, record, chromedp.Navigate(base+"/q/"+h.queue+"?user=pow-shopper")); err != nil {
+	if err := chromedp.Do(ctx, record, chromedp.Navigate(q.page("pow-shopper", ""))); err != nil {
 		t.Fatal(err)
 	}
 	var status string
@@ -163,9 +179,10 @@ func TestWaitingRoomSolvesBeforeJoining(t *testing.T) {
 	if solving < 0 || done < solving || waiting < done {
 		t.Errorf("the page showed %v; want SOLVING, its progress reaching 100, then WAITING", seen)
 	}
-	checks := h.gw.metrics.pow.Checks
-	if ok, missing := value(t, checks.WithLabelValues(h.queue, "enforce", "ok")), value(t, checks.WithLabelValues(h.queue, "enforce", "missing")); ok != 1 || missing != 0 {
-		t.Errorf("gateway saw %v valid proofs and %v joins without one, want 1 and 0", ok, missing)
+	series := `usher_pow_checks_total{mode="enforce",queue="` + q.name + `",result="%s"}`
+	ok, missing := metricValue(t, s.base+"/metrics", fmt.Sprintf(series, "ok")), metricValue(t, s.base+"/metrics", fmt.Sprintf(series, "missing"))
+	if ok != "1" || (missing != "" && missing != "0") {
+		t.Errorf("gateway saw %q valid proofs and %q joins without one, want 1 and none", ok, missing)
 	}
 	if pos, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#position"))); pos != "1" {
 		t.Errorf("page shows place %q, want 1", pos)
@@ -182,8 +199,7 @@ func TestWaitingRoomSolvesBeforeJoining(t *testing.T) {
 // -benchtime=Nx.
 func BenchmarkPowJS(b *testing.B) {
 	bin := chromium.Path(b)
-	h := newHarness(b)
-	ctx := powPage(b, bin, h.serve())
+	ctx := powPage(b, bin, gatewayAlone(b))
 	throttle := func(rate float64) {
 		err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 			_, err := cdp.Call(ctx, tg, emulation.SetCPUThrottlingRate, emulation.SetCPUThrottlingRateParams{Rate: rate})
