@@ -201,8 +201,10 @@ type Envelope struct {
 	Data            json.RawMessage `json:"data"`
 }
 
-// Joined says a shopper asked to join a queue. The JetStream sequence the
-// stream gives it is the shopper's place in line.
+// Joined says a shopper asked to join a queue (usher.joined.v1, one join a
+// message). The JetStream sequence the stream gives it is the shopper's
+// place in line (see Place); a gateway records joins in groups instead
+// (Joins, usher.joins.v2), and both replay.
 type Joined struct {
 	Queue    string    `json:"queue"`
 	User     string    `json:"user"`
