@@ -96,7 +96,7 @@ func (a *attempt) sample(requested, now time.Time, err error) adaptive.Sample {
 		if a.final.Status == orders.Failed && a.final.Reason != orders.ReasonDeclined {
 			s.Failed = 1 // the order path failed it; a declined card is the shopper's
 		}
-	case errors.As(err, &later):
+	case errors.As(err, &later) && !later.moment:
 		s.Deferred = 1
 	}
 	return s
