@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -23,7 +24,9 @@ Checks from the event streams alone that queue Q was fair:
     behind them (priority entries, allowed past the line, are outside the
     order and counted) — and nobody still waiting was passed over by
     someone placed behind them (the drawn wait from the draw, the others
-    from their join); plain FIFO admissions appear in join-sequence order;
+    from their join); plain FIFO admissions are decided in join-sequence
+    order (by readyAt, the admission's own clock: a record stored late,
+    after a publish failed over a leader change, is judged when decided);
   - lottery (drawn order), for a scheduled drop: the revealed seed matches
     the commitment (SHA-256) published before opensAt; the pre-queue
     recomputed from USHER_ENTRIES up to the draw's entries cursor, in
@@ -233,19 +236,29 @@ func checkJoinOrder(h *history, l *line, d *drop) check {
 		}
 	}
 
-	// Plain FIFO admissions appear in join-sequence order. (A tick's
+	// Plain FIFO admissions are decided in join-sequence order. Decided,
+	// not stored: readyAt is the admission's own clock, which never goes
+	// back from one tick to the next, while a batch of admissions whose
+	// publish failed over a leader change is stored after a later tick's.
+	// Two with the same readyAt go by the stream's order. (A tick's
 	// admissions are announced in sequence order, not place order, so the
 	// drawn are checked by readyAt instead: see checkLottery.)
-	var highest uint64
+	var fifoAdm []admission
 	for _, a := range h.admissions {
-		if e := l.bySeq[a.Seq]; e != nil && d.classOf(e) != placeFIFO {
-			continue
+		if e := l.bySeq[a.Seq]; e == nil || d.classOf(e) == placeFIFO {
+			fifoAdm = append(fifoAdm, a)
 		}
-		if a.Seq < highest {
-			c.violations = append(c.violations, fmt.Sprintf("seq %d (%s) admitted after seq %d, who joined later (admission #%d)",
-				a.Seq, a.User, highest, a.streamSeq))
+	}
+	slices.SortStableFunc(fifoAdm, func(a, b admission) int { return a.ReadyAt.Compare(b.ReadyAt) })
+	var highest admission
+	for _, a := range fifoAdm {
+		if a.Seq < highest.Seq {
+			c.violations = append(c.violations, fmt.Sprintf("seq %d (%s) admitted (readyAt %s) after seq %d, who joined later (readyAt %s; admission #%d)",
+				a.Seq, a.User, stamp(a.ReadyAt), highest.Seq, stamp(highest.ReadyAt), a.streamSeq))
 		}
-		highest = max(highest, a.Seq)
+		if a.Seq > highest.Seq {
+			highest = a
+		}
 	}
 
 	// Nobody waiting is passed over: the first admission of anyone placed

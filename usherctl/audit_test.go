@@ -52,7 +52,27 @@ func TestAuditPassesAFairHistoryAndCatchesBrokenOnes(t *testing.T) {
 				w.admit(q, s[0], "u0", ms(0), ms(1000))
 			},
 			wantCode:   exitFailure,
-			wantReport: []string{"VIOLATED admission in join order", "admitted after seq", "verdict: VIOLATIONS"},
+			wantReport: []string{"VIOLATED admission in join order", "after seq", "verdict: VIOLATIONS"},
+		},
+		{
+			// A tick's publish failed over a leader change and went again
+			// after the next tick's: stored late, decided in order.
+			name: "an admission stored after a later tick's, decided before it",
+			history: func(q string, s []uint64) {
+				w.admit(q, s[1], "u1", ms(100), ms(5000))
+				w.admit(q, s[0], "u0", ms(0), ms(5000))
+			},
+			wantCode:   exitOK,
+			wantReport: []string{"ok       admission in join order", "verdict: CLEAN"},
+		},
+		{
+			name: "decided out of join order",
+			history: func(q string, s []uint64) {
+				w.admit(q, s[0], "u0", ms(100), ms(5000))
+				w.admit(q, s[1], "u1", ms(0), ms(5000))
+			},
+			wantCode:   exitFailure,
+			wantReport: []string{"VIOLATED admission in join order", "seq ", "admitted (readyAt", "verdict: VIOLATIONS"},
 		},
 		{
 			name: "a waiting shopper passed over",
