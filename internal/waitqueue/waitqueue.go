@@ -920,18 +920,6 @@ func ETA(position int64, ratePerSec float64) (seconds int64, ok bool) {
 	return int64(math.Ceil(float64(position) / ratePerSec)), true
 }
 
-// closedSinceScript records when a queue closed, on Redis time.
-// KEYS: stats. ARGV: closed (0|1). Returns the closing time in ms, 0 when open.
-var closedSinceScript = redis.NewScript(`
-if ARGV[1] ~= '1' then
-  redis.call('HDEL', KEYS[1], 'closedAt')
-  return 0
-end
-local t = redis.call('TIME')
-redis.call('HSETNX', KEYS[1], 'closedAt', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-return tonumber(redis.call('HGET', KEYS[1], 'closedAt'))
-`)
-
 // ClosedSince records that q is closed (or forgets it when it is open again)
 // and returns since when, on Redis time; zero while open.
 func (s *Store) ClosedSince(ctx context.Context, q string, closed bool) (time.Time, error) {
@@ -956,17 +944,6 @@ type Closing struct {
 	Held     int64     // the slots still held: admitted shoppers who may order
 	FreeAt   time.Time // when the last of them frees (zero: none held)
 }
-
-// closingScript reads Closing in one step on the queue's node.
-// KEYS: the stats hash, the active set.
-// Returns {closedAt ms or 0, now ms, held, the last slot's expiry ms or 0}.
-var closingScript = redis.NewScript(`
-local t = redis.call('TIME')
-local last = redis.call('ZRANGE', KEYS[2], 0, 0, 'REV', 'WITHSCORES')
-return {tonumber(redis.call('HGET', KEYS[1], 'closedAt') or '0'),
-  tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000),
-  redis.call('ZCARD', KEYS[2]), tonumber(last[2] or '0')}
-`)
 
 // Closing reads how far q's closing has gone (see the gateway's DELETE of
 // a queue).
