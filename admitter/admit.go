@@ -476,7 +476,7 @@ func (a *admitter) dropIfClosedLong(ctx context.Context, cfg catalog.Config) err
 	if err != nil || a.now().Before(free) {
 		return err
 	}
-	n, err := a.line.Drop(ctx, cfg.Name, true)
+	n, err := a.line.Remove(ctx, cfg.Name, true)
 	if err == nil && n > 0 {
 		a.log.Info("closed queue's line removed from Redis", "queue", cfg.Name, "keys", n, "closedSince", since)
 	}

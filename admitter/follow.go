@@ -390,7 +390,7 @@ func entriesFollower(a *admitter, q string) *follower {
 		return a.line.ApplyEntries(ctx, q, sid, prev, evs)
 	}
 	f.onStale = func(ctx context.Context) error {
-		_, err := a.line.Drop(ctx, q, false)
+		_, err := a.line.Remove(ctx, q, false)
 		return err
 	}
 	return f

@@ -265,8 +265,8 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 		must(t, "slots free at", err)
 		_, err = paybreaker.New(rdb).Open(ctx)
 		must(t, "read the breaker", err)
-		_, err = line.Drop(ctx, testenv.Name(t), true)
-		must(t, "drop", err)
+		_, err = line.Remove(ctx, testenv.Name(t), true)
+		must(t, "remove a line", err)
 	})
 	t.Run("notifier", func(t *testing.T) {
 		rdb := a.connect(t, redisacl.UserOf(redisacl.Notifier))

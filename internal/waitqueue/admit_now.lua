@@ -4,7 +4,7 @@
 -- ARGV from 3: queue, epoch, ttlMs, tickMs, stock-aware (0|1), only (a
 -- sequence: admit that entry alone if it waits — a passthrough join, where
 -- nobody waits and order does not matter; 0: the head of the line), the
--- stock ledger's share for this step (JSON, see stockshare.go; empty: the
+-- stock ledger's share for this step (JSON, see the stock ledger, ledger.go; empty: the
 -- queue counts its own holdings alone).
 -- Invariants: those of admit.lua, by what the last tick recorded that it
 -- obeys (admit.lua's limit, maxTick, paused and awaitDraw: one source,

@@ -182,7 +182,7 @@ func TestReplayingTheStreamsRestoresTheLineExactly(t *testing.T) {
 			if want.active != 4 || want.waiting != 3 {
 				t.Fatalf("the drop left %d active, %d waiting; the test expects 4 and 3", want.active, want.waiting)
 			}
-			if _, err := s.Drop(context.Background(), q, false); err != nil { // FLUSHALL, for this queue
+			if _, err := s.Remove(context.Background(), q, false); err != nil { // FLUSHALL, for this queue
 				t.Fatal(err)
 			}
 			replay(t, s, q, h, order...)
@@ -197,7 +197,7 @@ func TestApplyNoticesALineThatLostWrites(t *testing.T) {
 	s, q := newStore(t)
 	ctx := context.Background()
 	joinAll(t, s, q, users(10)...)
-	if _, err := s.Drop(ctx, q, false); err != nil {
+	if _, err := s.Remove(ctx, q, false); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.ApplyEntries(ctx, q, epoch, 10, []waitqueue.EntryEvent{{StreamSeq: 11, User: "u11"}})
@@ -309,7 +309,7 @@ func TestDropKeepingTheCursor(t *testing.T) {
 	s, q := newStore(t)
 	ctx := context.Background()
 	joinAll(t, s, q, users(20)...)
-	n, err := s.Drop(ctx, q, true)
+	n, err := s.Remove(ctx, q, true)
 	if err != nil || n < 20 {
 		t.Fatalf("Drop = %d, %v; want every entry and the line", n, err)
 	}

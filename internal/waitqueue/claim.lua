@@ -38,6 +38,6 @@ redis.call('ZADD', A, 'XX', n + hold, seq)
 syncHeld(seq)
 -- A claim of several units holds more than its admission did: the queues
 -- sharing its SKUs count them once the ledger has the line's snapshot, so
--- it goes there now (Store.Claim), not with the next tick's report.
+-- it goes there now (Claims.Claim), not with the next tick's report.
 if qty > 1 and redis.call('HEXISTS', ST, 'stock') == 1 then return {'claimed', n, snapshotOf(ownStock())} end
 return {'claimed', n}

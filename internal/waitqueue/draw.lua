@@ -1,14 +1,14 @@
 -- draw.lua makes the lottery's order the line, in one step: a crash
 -- leaves either no draw or all of it. The order was staged before, outside
 -- it (prefix..'draw': the pre-queued sequences, scored by place / (n + 1),
--- written in batches by Store.Draw), so Redis is busy only for the
+-- written in batches by Drop.Draw), so Redis is busy only for the
 -- checks below, each O(1) or O(log n), and the few joins made since the
 -- opening: the staged set becomes the line by RENAME.
 -- ARGV from 3: epoch (the entries stream's identity), the order's digest
 -- (kept for the reveal), n (how many were staged), the pre-queue's version
 -- when it was read (every change of the pre-queue counts it up), upTo (0:
 -- the entries cursor; else the cursor of the draw being redone after Redis
--- lost it — see Store.Redraw — whose later pre-queue joins queue FIFO, as
+-- lost it — see Drop.Redraw — whose later pre-queue joins queue FIFO, as
 -- they did the first time).
 -- Invariants: the draw happens once; it places exactly the pre-queue of
 -- the entries cursor — every pre-queue join the follower applied, nothing

@@ -1,5 +1,5 @@
 -- ledger.lib.lua is the prologue of the stock ledger's scripts (see
--- stockshare.go), which all run on the ledger's one node and keep its
+-- waitqueue's Ledger), which all run on the ledger's one node and keep its
 -- invariant: what every queue sharing a SKU may hold never exceeds its
 -- units. KEYS[1] is the
 -- queue's record (keyspace.StockShare); ARGV[1] the ledger's prefix,

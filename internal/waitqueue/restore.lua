@@ -1,6 +1,6 @@
 -- restore.lua recreates entry records that Redis lost.
 --
--- KEYS: stdKeys. ARGV: prefix, tombstoneTTL, unique ('1' when no user has
+-- KEYS: the line's six (linescript.Keys). ARGV: prefix, tombstoneTTL, unique ('1' when no user has
 -- two records in the call, as most calls of a rebuild), then a group per
 -- record: nine for any record — seq, status, user, alias, tokenId,
 -- readyAtMs, expiresAtMs, orderId, score (a waiting entry's score in line;

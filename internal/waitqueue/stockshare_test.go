@@ -288,8 +288,8 @@ func TestAReservationNeverUsedIsReleasedByTheNextReport(t *testing.T) {
 	sh.stock(1, map[string]int64{sku: 4})
 	sh.tick(a, 0)
 	sh.tick(b, 0)
-	if got, err := sh.s.Reserve(context.Background(), a, sh.share(a), 4); err != nil || got != 4 {
-		t.Fatalf("a's reservation = %d, %v; want all 4", got, err)
+	if got, err := sh.s.Reserve(context.Background(), a, sh.share(a), 4); err != nil || got.Grant != 4 {
+		t.Fatalf("a's reservation = %d, %v; want all 4", got.Grant, err)
 	}
 	applyKind(t, sh.s, b, 0, waitqueue.InLine, 1, 2, 3, 4)
 	if r := sh.tick(b, 4); r.Admitted != 0 {
@@ -312,7 +312,7 @@ func TestAnOlderReservationThanOneUsedAdmitsNobody(t *testing.T) {
 	sh.stock(1, map[string]int64{sku: 4})
 	sh.tick(a, 4)
 	// Two steps reserve; the later one is used first.
-	res1, err := sh.s.ReserveFor(ctx, a, sh.share(a), 1)
+	res1, err := sh.s.Reserve(ctx, a, sh.share(a), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

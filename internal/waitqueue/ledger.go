@@ -12,12 +12,12 @@ import (
 	"usher/internal/script"
 )
 
-// Queues that sell the same SKU share its units. A stock-aware line never
-// admits an unordered shopper beyond the units that could still be sold,
-// and "could still be sold" counts every queue that sells the SKU: the
-// shoppers each one admitted who have not ordered (one unit each, of any
-// SKU of their queue) and the orders each one claimed that the store has
-// not placed yet.
+// Ledger is the stock ledger: queues that sell the same SKU share its
+// units. A stock-aware line never admits an unordered shopper beyond the
+// units that could still be sold, and "could still be sold" counts every
+// queue that sells the SKU: the shoppers each one admitted who have not
+// ordered (one unit each, of any SKU of their queue) and the orders each
+// one claimed that the store has not placed yet.
 //
 // Each queue's keys share the hash tag {q}, so on a Redis Cluster two
 // queues' lines may live on different nodes, and no one script can read
@@ -25,16 +25,16 @@ import (
 // keyspace.StockLedger: one hash tag, one node), and every stock-aware
 // admission step takes three calls:
 //
-//  1. reserve, on the ledger: what every other queue sharing the SKUs
+//  1. Reserve, on the ledger: what every other queue sharing the SKUs
 //     holds — as its last report said, plus the units reserved for its
 //     admission steps on the way — and a grant of units for this step,
 //     reserved at once so that no other queue counts them as free;
-//  2. the step itself, on the queue's node (admitScript, admitNowScript):
+//  2. the step itself, on the queue's node (admit.lua, admit_now.lua):
 //     its own holdings read there and then (a claim made a moment ago
 //     counts), the others' from the ledger, capped by the grant; it
 //     records that it used the reservation and returns a snapshot of what
 //     the line holds after it;
-//  3. report, on the ledger: the snapshot replaces the queue's record, and
+//  3. Report, on the ledger: the snapshot replaces the queue's record, and
 //     every reservation the line had used by then is released (the
 //     snapshot counts its admissions).
 //
@@ -48,7 +48,7 @@ import (
 //
 // A claim of several units counts on the queue's own node at once; for
 // the other queues it counts from that queue's next report: the claim's
-// own, made right after it (see Store.Claim). The store's figures reach
+// own, made right after it (see Claims.Claim). The store's figures reach
 // the ledger with every report and every SetStock (the admitter's refresh,
 // a restock, the order worker's report).
 //
@@ -57,21 +57,28 @@ import (
 // cannot be. Figures travel between the scripts as JSON numbers (Redis's
 // cjson: exact below 10^14; units are at most 10^12, versions and ids
 // count from 1).
-
-// Share names what a stock-aware queue shares its units with.
-type Share struct {
-	// SKUs are the SKUs the queue sells. Without them the line counts its
-	// own holdings alone, and reports nothing to the ledger.
-	SKUs []string
-	// Peers are the other stock-aware queues that sell any of the SKUs,
-	// as the catalog says (see catalog.StockPeers). The ledger also counts
-	// any queue that reported one of the SKUs in the last two of its ticks
-	// and a second, so a queue this caller's catalog has not seen yet
-	// counts all the same.
-	Peers []string
+//
+// The line's roles use the Ledger for their stock-aware steps; it is safe
+// for concurrent use.
+type Ledger struct {
+	client *Client
 }
 
-// reservation is the ledger's answer to reserve (reserveScript), handed to
+// NewLedger returns the stock ledger on c.
+func NewLedger(c *Client) *Ledger { return &Ledger{client: c} }
+
+// Reservation is the ledger's answer to Reserve, for the one admission
+// step it was made for.
+type Reservation struct {
+	// ID counts up per queue; Grant is the units reserved for the step: it
+	// admits no more.
+	ID, Grant int64
+	// Share is the ledger's figures of the queues the line shares its
+	// SKUs with, as JSON: the line's step takes them as they are.
+	Share string
+}
+
+// reservation is the JSON of reserve.lua's answer (see Reservation), handed to
 // the line's admission step as it is.
 type reservation struct {
 	// Res is the reservation's id (counting up per queue) and Grant the
@@ -140,8 +147,8 @@ type stockFigure struct {
 	Ver   int64  `json:"ver"`
 }
 
-// ledger runs one of the ledger's scripts with req.
-func (s *Store) ledger(ctx context.Context, sc *script.Script, req ledgerRequest) *redis.Cmd {
+// run runs one of the ledger's scripts with req.
+func (lg *Ledger) run(ctx context.Context, sc *script.Script, req ledgerRequest) *redis.Cmd {
 	req.TTL = ledgerTTL
 	// Lua reads a JSON null as a value, not as nothing: lists go as [].
 	for _, l := range []*[]string{&req.SKUs, &req.Peers} {
@@ -158,32 +165,30 @@ func (s *Store) ledger(ctx context.Context, sc *script.Script, req ledgerRequest
 		cmd.SetErr(err)
 		return cmd
 	}
-	return s.run(ctx, sc, []string{keyspace.StockShare(req.Queue)}, keyspace.StockLedger, string(b))
+	return lg.client.RunScript(ctx, sc, []string{keyspace.StockShare(req.Queue)}, keyspace.StockLedger, string(b))
 }
 
-// reserve asks the ledger for up to want units for an admission step of
-// q (see reserveScript). It returns the reservation, and the ledger's
-// answer as the line's admission step takes it.
-func (s *Store) reserve(ctx context.Context, q string, sh Share, want int) (reservation, string, error) {
-	out, err := s.ledger(ctx, reserveScript, ledgerRequest{Queue: q, SKUs: sh.SKUs, Peers: sh.Peers, Want: max(want, 0)}).Text()
+// Reserve asks the ledger for up to want units for an admission step of
+// q (see reserve.lua).
+func (lg *Ledger) Reserve(ctx context.Context, q string, sh Share, want int) (Reservation, error) {
+	out, err := lg.run(ctx, reserveScript, ledgerRequest{Queue: q, SKUs: sh.SKUs, Peers: sh.Peers, Want: max(want, 0)}).Text()
 	if err != nil {
-		return reservation{}, "", fmt.Errorf("reserve stock for %s: %w", q, err)
+		return Reservation{}, fmt.Errorf("reserve stock for %s: %w", q, err)
 	}
 	var r reservation
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		return reservation{}, "", fmt.Errorf("reserve stock for %s: %w", q, err)
+		return Reservation{}, fmt.Errorf("reserve stock for %s: %w", q, err)
 	}
-	return r, out, nil
+	return Reservation{ID: r.Res, Grant: r.Grant, Share: out}, nil
 }
 
-// report records the line's snapshot (as the admission step returned it)
-// in the ledger (see reportScript); tick is q's tick length in ms (0:
-// unknown).
-func (s *Store) report(ctx context.Context, q string, tick int64, snap string) error {
+// Report records the line's snapshot (as the admission step returned it)
+// in the ledger (see report.lua); tick is q's tick length (0: unknown).
+func (lg *Ledger) Report(ctx context.Context, q string, tick time.Duration, snap string) error {
 	var sn snapshot
 	err := json.Unmarshal([]byte(snap), &sn)
 	if err == nil {
-		err = s.ledger(ctx, reportScript, ledgerRequest{Queue: q, Tick: tick, Snap: &sn}).Err()
+		err = lg.run(ctx, reportScript, ledgerRequest{Queue: q, Tick: tick.Milliseconds(), Snap: &sn}).Err()
 	}
 	if err != nil {
 		return fmt.Errorf("report the stock of %s: %w", q, err)
@@ -191,9 +196,9 @@ func (s *Store) report(ctx context.Context, q string, tick int64, snap string) e
 	return nil
 }
 
-// cancel releases reservation res of q, which the line refused unused.
-func (s *Store) cancel(ctx context.Context, q string, res int64) error {
-	if err := s.ledger(ctx, cancelScript, ledgerRequest{Queue: q, Res: res}).Err(); err != nil {
+// Cancel releases reservation id of q, which the line refused unused.
+func (lg *Ledger) Cancel(ctx context.Context, q string, id int64) error {
+	if err := lg.run(ctx, cancelScript, ledgerRequest{Queue: q, Res: id}).Err(); err != nil {
 		return fmt.Errorf("release the stock reserved for %s: %w", q, err)
 	}
 	return nil
@@ -201,10 +206,23 @@ func (s *Store) cancel(ctx context.Context, q string, res int64) error {
 
 // Withdraw takes q out of the stock ledger: its line no longer counts for
 // the queues it shared SKUs with (it was deleted, or no longer follows
-// stock; see Forget and Admit).
-func (s *Store) Withdraw(ctx context.Context, q string) error {
-	if err := s.ledger(ctx, withdrawScript, ledgerRequest{Queue: q}).Err(); err != nil {
+// stock; see Projection.Forget and Admission.Admit).
+func (lg *Ledger) Withdraw(ctx context.Context, q string) error {
+	if err := lg.run(ctx, withdrawScript, ledgerRequest{Queue: q}).Err(); err != nil {
 		return fmt.Errorf("withdraw %s from the stock ledger: %w", q, err)
+	}
+	return nil
+}
+
+// SetLevels records the store's figures of SKUs as q reported them,
+// unless the ledger has a later version (see ledger_stock.lua).
+func (lg *Ledger) SetLevels(ctx context.Context, q string, levels []StockLevel) error {
+	figures := make([]stockFigure, len(levels))
+	for i, l := range levels {
+		figures[i] = stockFigure{l.SKU, l.Available, l.Version}
+	}
+	if err := lg.run(ctx, ledgerStockScript, ledgerRequest{Queue: q, Levels: figures}).Err(); err != nil {
+		return fmt.Errorf("set stock of %s in the stock ledger: %w", q, err)
 	}
 	return nil
 }

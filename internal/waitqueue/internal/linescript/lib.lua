@@ -8,7 +8,7 @@
 -- after the tombstone TTL.
 --
 -- KEYS: the line's six — waiting, active, outbox, stats, admits, cursor
--- (waitqueue's stdKeys). ARGV[1]: the queue's prefix, ARGV[2]: the
+-- (linescript.Keys). ARGV[1]: the queue's prefix, ARGV[2]: the
 -- tombstone TTL in seconds; a script's own arguments follow from ARGV[3].
 local P, TTL = ARGV[1], tonumber(ARGV[2])
 local W, A, O, ST, AD, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]

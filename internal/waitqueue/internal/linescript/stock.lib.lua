@@ -12,7 +12,7 @@
 --
 -- sellableOf(own, share) is what could still go to the next in line: the
 -- SKUs' units, less what this line holds and — share being the ledger's
--- figures of the queues it shares its SKUs with (see stockshare.go; nil:
+-- figures of the queues it shares its SKUs with (see the stock ledger, ledger.go; nil:
 -- this queue alone) — what those hold. Each SKU's figure is the later of
 -- the line's and the ledger's. Returns the units, whether anything is
 -- held or pending anywhere (units that may come back), and the SKUs with
@@ -99,7 +99,7 @@ local function useReservation(share)
   return share.grant, false
 end
 -- snapshotOf is what the line holds after the step, for the ledger (see
--- the snapshot type in stockshare.go), as JSON. An order that names no
+-- the snapshot type of the stock ledger), as JSON. An order that names no
 -- SKU (redeemed by the order worker without the gateway's claim) holds a
 -- unit of any SKU of the queue, as an unordered shopper does.
 local function snapshotOf(own)
