@@ -21,6 +21,7 @@ import (
 	"usher/internal/lottery"
 	"usher/internal/orders"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 // queueLister is the part of the catalog the admitter reads, and the one
@@ -76,7 +77,7 @@ type hooks struct {
 type admitter struct {
 	log       *slog.Logger
 	queues    queueLister
-	line      *waitqueue.Store
+	line      *roles.All
 	js        jetstream.JetStream
 	events    asyncPublisher
 	streams   heads

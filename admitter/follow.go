@@ -14,6 +14,7 @@ import (
 	"usher/internal/bus"
 	"usher/internal/event"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 // A follower applies one stream's events of one queue to the queue's line
@@ -34,7 +35,7 @@ import (
 type follower struct {
 	log     *slog.Logger
 	js      jetstream.JetStream
-	line    *waitqueue.Store
+	line    *roles.All
 	queue   string
 	stream  string   // JetStream stream name
 	field   string   // the cursor's field (waitqueue.StreamEntries, …)

@@ -22,7 +22,7 @@ import (
 	"usher/internal/ratelimit"
 	"usher/internal/ticket"
 	"usher/internal/token"
-	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 // publisher is the part of JetStream the gateway uses.
@@ -44,7 +44,7 @@ type queueCatalog interface {
 type api struct {
 	log         *slog.Logger
 	queues      queueCatalog
-	line        *waitqueue.Store
+	line        *roles.All
 	events      publisher
 	tickets     *ticket.Signer
 	keys        *token.Keyring

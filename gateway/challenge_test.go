@@ -20,6 +20,7 @@ import (
 	"usher/internal/pow"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 // clock is a test's clock: it moves only when told to.
@@ -204,7 +205,7 @@ func TestAChallengeHEADAnswersWhatGETWouldWhileRedisIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	h.api.line = waitqueue.New(rdb)
+	h.api.line = roles.New(rdb)
 	h.api.door = nil // a door of its own, on this line (doorDefaults)
 	h.app = h.api.app()
 	stop() // Redis is gone

@@ -28,6 +28,7 @@ import (
 	"usher/internal/ticket"
 	"usher/internal/token"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 func TestMain(m *testing.M) {
@@ -42,7 +43,7 @@ type harness struct {
 	api   *api
 	app   *fiber.App
 	js    jetstream.JetStream
-	line  *waitqueue.Store
+	line  *roles.All
 	queue string
 }
 
@@ -70,7 +71,7 @@ func newHarness(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := waitqueue.New(testenv.Redis(t))
+	line := roles.New(testenv.Redis(t))
 	line.EnableBatching()
 	go line.RunBatches(wctx, 4)
 	epoch, err := bus.StreamID(ctx, js, event.StreamEntries)

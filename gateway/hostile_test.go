@@ -32,6 +32,7 @@ import (
 	"usher/internal/ticket"
 	"usher/internal/token"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 // Nothing under /v1/admin answers without the admin token: every route
@@ -153,7 +154,7 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer adminRedis.Close()
-	line := waitqueue.New(adminRedis)
+	line := roles.New(adminRedis)
 	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{natsURL}, Replicas: 1}, "hostile-test")
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +225,7 @@ func TestFailedRequestsLogNoTicket(t *testing.T) {
 	h.api.log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	broken := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	broken.Close()
-	h.api.line = waitqueue.New(broken)
+	h.api.line = roles.New(broken)
 	if r := h.poll(tk); r.status != 503 || !isProblem(r) {
 		t.Fatalf("poll with Redis gone = %d %s, want a 503 problem", r.status, r.raw)
 	}

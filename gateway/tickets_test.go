@@ -14,6 +14,7 @@ import (
 	"usher/internal/testenv"
 	"usher/internal/ticket"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 func TestConcurrentJoinsGetDistinctPlaces(t *testing.T) {
@@ -301,7 +302,7 @@ func TestAFailedDependencyIsA503LoggedOnceWithItsCause(t *testing.T) {
 	}
 	t.Cleanup(func() { rdb.Close() })
 	var logs testenv.Buffer
-	h.api.line = waitqueue.New(rdb)
+	h.api.line = roles.New(rdb)
 	h.api.log = slog.New(slog.NewJSONHandler(&logs, nil))
 	h.app = h.api.app()
 	stop() // Redis is gone

@@ -35,7 +35,7 @@ type queueStates interface {
 // that sequence by a map lookup.
 //
 // Positions are computed in bulk. Once per tick (a second), for each queue
-// with clients, one atomic Redis round trip (waitqueue.Store.Ranks) reads the
+// with clients, one atomic Redis round trip (line.Line.Ranks) reads the
 // queue's admission count and the exact rank of the clients due for a
 // resync: new ones, plus a rotating slice so that every client is re-read
 // every resyncEvery ticks. Between resyncs a client's position is derived:

@@ -17,6 +17,7 @@ import (
 	"usher/internal/config"
 	"usher/internal/redisacl"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 // settings is usherctl's environment, the same variables the services read.
@@ -65,7 +66,7 @@ func (c *cli) jetStream(ctx context.Context) (*nats.Conn, jetstream.JetStream, e
 }
 
 // redisStore connects to the queue's Redis. The caller closes the client.
-func (c *cli) redisStore(ctx context.Context) (redis.UniversalClient, *waitqueue.Store, error) {
+func (c *cli) redisStore(ctx context.Context) (redis.UniversalClient, *roles.All, error) {
 	s, err := c.settings()
 	if err != nil {
 		return nil, nil, err
@@ -79,7 +80,7 @@ func (c *cli) redisStore(ctx context.Context) (redis.UniversalClient, *waitqueue
 		rdb.Close()
 		return nil, nil, s.redisRefused(rs, fmt.Errorf("redis: %w", err))
 	}
-	st := waitqueue.New(rdb)
+	st := roles.New(rdb)
 	st.SetTombstoneTTL(s.redis.Tombstones)
 	return rdb, st, nil
 }

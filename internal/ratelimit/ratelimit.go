@@ -103,7 +103,7 @@ func (d Decision) Denied() (Result, bool) {
 	return worst, found
 }
 
-// Runner runs a Lua script. A *waitqueue.Store with batching on runs it in
+// Runner runs a Lua script. A *waitqueue.Client with batching on runs it in
 // the gateway's shared pipelines; Direct runs it on a plain client.
 type Runner interface {
 	RunScript(ctx context.Context, sc *script.Script, keys []string, args ...any) *redis.Cmd

@@ -90,9 +90,9 @@ var lineReads = []string{
 var lineWrites = []string{
 	"expire", "persist", "set", "msetnx", "incrby", // msetnx: a rebuild sets the users' pointers at once (restoreScript)
 	"hset", "hsetnx", "hdel", "hincrby",
-	"zadd", "zrem", "zremrangebyscore", // zsets, a drop's invite codes too (Store.AddInvites, UseInvite)
+	"zadd", "zrem", "zremrangebyscore", // zsets, a drop's invite codes too (drop.Drop.AddInvites, UseInvite)
 	"rename",                   // a drop's draw makes the staged order the line (drawScript)
-	"multi", "exec", "discard", // a drop's invite codes, put and used atomically (the gateway: Store.AddInvites, UseInvite)
+	"multi", "exec", "discard", // a drop's invite codes, put and used atomically (the gateway: drop.Drop.AddInvites, UseInvite)
 }
 
 // User is one Redis ACL user.

@@ -20,6 +20,7 @@ import (
 	"usher/internal/redisacl"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 func TestMain(m *testing.M) {
@@ -183,8 +184,8 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 
 	// batched is a line that sends its scripts in pipelines, as the gateway
 	// and the notifier run it (batching starts by loading every script).
-	batched := func(t *testing.T, rdb redis.UniversalClient) *waitqueue.Store {
-		line := waitqueue.New(rdb)
+	batched := func(t *testing.T, rdb redis.UniversalClient) *roles.All {
+		line := roles.New(rdb)
 		line.EnableBatching()
 		bctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -241,7 +242,7 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 	})
 	t.Run("admitter", func(t *testing.T) {
 		rdb := a.connect(t, redisacl.UserOf(redisacl.Admitter))
-		line := waitqueue.New(rdb)
+		line := roles.New(rdb)
 		testenv.Applied(t, line, q, testenv.Epoch, 2)
 		_, err := line.Cursor(ctx, q)
 		must(t, "cursor", err)
@@ -281,7 +282,7 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 	})
 	t.Run("orderworker", func(t *testing.T) {
 		rdb := a.connect(t, redisacl.UserOf(redisacl.OrderWorker))
-		line := waitqueue.New(rdb)
+		line := roles.New(rdb)
 		_, err := line.Redeem(ctx, q, admitted.Seq, admitted.TokenID, "ord_"+q, time.Now().Add(time.Minute))
 		must(t, "redeem", err)
 		_, err = line.Release(ctx, q, admitted.Seq, "ord_"+q)
@@ -299,7 +300,7 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 	})
 	t.Run("usherctl", func(t *testing.T) {
 		rdb := a.connect(t, redisacl.UserOf(redisacl.Usherctl))
-		line := waitqueue.New(rdb)
+		line := roles.New(rdb)
 		_, err := line.Existing(ctx, q, []uint64{1, 2, 3})
 		must(t, "existing", err)
 		_, err = line.Restore(ctx, testenv.Name(t), []waitqueue.Record{{Seq: 7, Status: waitqueue.Waiting, User: "cat"}})

@@ -27,6 +27,7 @@ import (
 	"usher/internal/config"
 	"usher/internal/opshttp"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 // Settings are what every service reads alike.
@@ -73,7 +74,7 @@ type Deps struct {
 	JS      jetstream.JetStream
 	Queues  *catalog.Catalog
 	Redis   redis.UniversalClient
-	Line    *waitqueue.Store
+	Line    *roles.All
 	Clock   *clock.Synced
 	Streams *bus.Identities
 
@@ -130,7 +131,7 @@ func Open(ctx context.Context, s Settings, name string, stdout io.Writer) (d *De
 	if d.Redis, err = waitqueue.Connect(ctx, s.Redis.As(name)); err != nil {
 		return d, err
 	}
-	d.Line = waitqueue.New(d.Redis)
+	d.Line = roles.New(d.Redis)
 	d.Line.SetTombstoneTTL(s.Redis.Tombstones)
 	d.Clock = clock.New(d.Line, s.Local, d.Log)
 	if err = d.Clock.Sync(ctx); err != nil {

@@ -1,34 +1,37 @@
 // Package waitqueue is the live waiting line in Redis: who is waiting, in
 // what order, who holds an admission slot, and what the admitter still has
-// to announce — its vocabulary (statuses, entries, ticks, orders, events),
-// the connection to Redis, and the roles that read and change it, each the
-// part one kind of caller needs:
+// to announce. This package holds the line's vocabulary — statuses,
+// entries, ticks, orders, the streams' events — and the Client every role
+// shares: the connection to Redis, the batcher that pipelines script
+// calls, the tombstone TTL. The roles that read and change the line are
+// packages of their own, each the part one kind of caller needs and its
+// Redis ACL user may do (see package redisacl):
 //
-//   - Line: a shopper's requests — join, lookup, poll, leave, the ranks and
-//     presence the notifier reads, the line's figures;
-//   - Admission: the tick, admission at once, the outboxes, a queue's
-//     closing;
-//   - Claims: an order's token, slot and units, and the store's stock;
-//   - Drop: a scheduled drop's pre-queue, its draw and invites;
-//   - Projection: the streams applied to the line, a rebuild's restore,
-//     and a queue's removal;
-//   - Ledger: the stock the queues selling one SKU share.
-//
-// All of them share one Client: the Redis client, its batcher and the
-// tombstone TTL.
+//   - line: a shopper's requests — join, lookup, poll, leave — and the
+//     ranks and presence the notifier reads (the gateway, the notifier);
+//   - admission: the tick, admission at once, the outboxes, a queue's
+//     closing (the admitter; the gateway's admission at once);
+//   - claims: an order's token, slot and units, the store's stock (the
+//     order worker; the gateway's claim and restock; the admitter's
+//     stock refresh);
+//   - drop: a scheduled drop's pre-queue, draw and invites (the admitter;
+//     the gateway's invites);
+//   - projection: the streams applied to the line, a rebuild's restore, a
+//     queue's removal (the admitter's followers; usherctl rebuild);
+//   - ledger: the stock the queues selling one SKU share (used by the
+//     roles above).
 //
 // Redis is a projection here, not the record: every join, leave, admission
 // and order is an event in JetStream. The admitter's followers apply each
-// stream to the line in order (see Projection), and the line keeps, per
-// queue, a cursor of how far each stream is applied, moved in the same
-// atomic step as the events' effects. Whatever Redis loses — its last
-// second, a failover to a lagging replica, everything — it loses the
-// cursor's advance with it, and the followers replay exactly the gap: the
-// line heals itself, no operator needed. Each state change is one Lua
-// script (a .lua file that opens with the invariant it keeps), so the
-// line's invariants hold however many gateways and admitters touch it;
-// every time decision in them reads Redis TIME. The keys are mapped in
-// package keyspace.
+// stream to the line in order, and the line keeps, per queue, a cursor of
+// how far each stream is applied, moved in the same atomic step as the
+// events' effects. Whatever Redis loses — its last second, a failover to a
+// lagging replica, everything — it loses the cursor's advance with it, and
+// the followers replay exactly the gap: the line heals itself, no operator
+// needed. Each state change is one Lua script (a .lua file that opens with
+// the invariant it keeps), so the line's invariants hold however many
+// gateways and admitters touch it; every time decision in them reads Redis
+// TIME. The keys are mapped in package keyspace.
 package waitqueue
 
 import (
