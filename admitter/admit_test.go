@@ -515,7 +515,8 @@ func closedLine(t *testing.T, ttl time.Duration) (w *world, shopper waitqueue.En
 	}
 	t.Cleanup(func() { rdb.Close() })
 	var clock time.Time
-	a := &admitter{log: slog.New(slog.DiscardHandler), queues: w.queues, line: w.line, js: w.js, events: w.js,
+	a := &admitter{log: slog.New(slog.DiscardHandler), queues: w.queues, admission: w.line.Admission,
+		projection: w.line.Projection, drop: w.line.Drop, claims: w.line.Claims, js: w.js, events: w.js,
 		now: func() time.Time { return clock }, metrics: newMetrics()}
 	k := keyspace.Of(w.queue)
 	return w, shopper, closedAt, func(at time.Time) bool {

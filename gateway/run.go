@@ -19,6 +19,7 @@ import (
 	"usher/internal/pow"
 	"usher/internal/ratelimit"
 	"usher/internal/service"
+	"usher/internal/waitqueue/roles"
 )
 
 // run wires the gateway and serves until ctx ends.
@@ -61,10 +62,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// Joins and polls are single script calls; batching coalesces the
 	// concurrent ones into pipelines.
 	d.Line.EnableBatching()
+	line := roles.On(d.Line) // every role of the line, until each room takes the ones it uses
 	api := &api{
 		log:         d.Log,
 		queues:      d.Queues,
-		line:        d.Line,
+		line:        line,
 		events:      d.JS,
 		tickets:     tickets,
 		keys:        keys,
@@ -89,7 +91,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	api.users, api.ips, api.http = users, s.protect.ips, s.protect.http
 	api.limiter = ratelimit.New(d.Line) // its script calls share the line's pipelines
 	api.ops = opsDeps{breaker: paybreaker.New(d.Redis), outcomes: orders.NewRecords(d.Redis), limits: adaptive.NewStore(d.Redis)}
-	api.door = newDoor(challenges, d.Line)
+	api.door = newDoor(challenges, line)
 	api.adminApart = adminLn != nil
 	app := api.app()
 	d.Log.Info("gateway listening", "addr", ln.Addr().String(), "nats", s.NATS.URLs, "redis", redactURL(s.Redis.URL))
