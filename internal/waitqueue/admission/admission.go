@@ -41,7 +41,7 @@ func New(c *waitqueue.Client) *Admission {
 // admits as many as fit, records them in the outbox. See admitScript for
 // the invariants. A stock-aware tick whose Share names SKUs reserves its
 // units in the stock ledger first and reports what the line holds after
-// (see the stock ledger, ledger.go); one that finds the line no longer stock-aware takes
+// (see package ledger); one that finds the line no longer stock-aware takes
 // it out of the ledger.
 func (a *Admission) Admit(ctx context.Context, q string, t waitqueue.Tick) (waitqueue.TickResult, error) {
 	k := keyspace.Of(q)
@@ -60,42 +60,25 @@ func (a *Admission) Admit(ctx context.Context, q string, t waitqueue.Tick) (wait
 			return waitqueue.TickResult{}, fmt.Errorf("admit %s: %w", q, err)
 		}
 	}
-	out, err := admitScript.Run(ctx, a.rdb, linescript.Keys(k), linescript.Args(k, a.client.TombstoneTTL(),
-		q, t.Epoch, t.TargetActive, t.MaxAdmitPerTick, t.TickLength.Milliseconds(), t.TokenTTL.Milliseconds(),
-		linescript.Flag(t.Paused), t.Offset, t.Admissions.Seq, t.Admissions.StreamID, t.Orders.Seq, t.Orders.StreamID, linescript.Flag(t.StockAware),
-		linescript.Flag(t.AwaitDraw), t.AbandonAfter.Milliseconds(), linescript.Flag(t.NoJitter), res.Share)...).Slice()
+	args := tickArgs{Queue: q, Tick: t, Ledger: res.Share}
+	r, err := decodeTick(admitScript.Run(ctx, a.rdb, linescript.Keys(k), args.argv(k, a.client.TombstoneTTL())...))
 	if err != nil {
 		return waitqueue.TickResult{}, fmt.Errorf("admit %s: %w", q, err)
 	}
-	ints := make([]int64, len(out))
-	for i := 1; i < len(out); i++ {
-		ints[i], _ = out[i].(int64)
-	}
-	if len(out) == 2 && out[0] == "early" {
+	switch {
+	case r.Early:
 		if shared && res.Grant > 0 {
-			if err := a.ledger.Cancel(ctx, q, res.ID); err != nil {
-				return waitqueue.TickResult{}, fmt.Errorf("admit %s: %w", q, err)
-			}
+			err = a.ledger.Cancel(ctx, q, res.ID) // not due: the reservation is unused
 		}
-		return waitqueue.TickResult{Early: true, Next: time.Duration(ints[1]) * time.Millisecond}, nil
-	}
-	if len(out) != 13 {
-		return waitqueue.TickResult{}, fmt.Errorf("admit %s: reply of %d fields", q, len(out))
-	}
-	stock, _ := out[8].(string)
-	r := waitqueue.TickResult{Expired: int(ints[1]), Admitted: int(ints[2]), Active: ints[3], Waiting: ints[4],
-		AdmitRatePerSec: float64(ints[5]) / 1000, Behind: ints[6] == 1, Next: time.Duration(ints[7]) * time.Millisecond,
-		Stock: stock, Sellable: ints[9], Abandoned: int(ints[10])}
-	switch snap, _ := out[11].(string); {
-	case shared && snap != "":
-		err = a.ledger.Report(ctx, q, t.TickLength, snap)
-	case ints[12] == 1:
+	case shared && r.Snapshot != "":
+		err = a.ledger.Report(ctx, q, t.TickLength, r.Snapshot)
+	case r.Unshared:
 		err = a.ledger.Withdraw(ctx, q)
 	}
 	if err != nil {
 		return waitqueue.TickResult{}, fmt.Errorf("admit %s: %w", q, err)
 	}
-	return r, nil
+	return r.TickResult, nil
 }
 
 // AdmitNow admits the head of q's line at once, outside the ticks (see
@@ -130,31 +113,24 @@ func (a *Admission) admitNow(ctx context.Context, q, epoch string, at waitqueue.
 func (a *Admission) admitNowOn(ctx context.Context, q, epoch string, at waitqueue.AtOnce, only uint64, res ledger.Reservation) ([]uint64, error) {
 	k := keyspace.Of(q)
 	shared := res.Share != ""
-	out, err := admitNowScript.Run(ctx, a.rdb, linescript.Keys(k), linescript.Args(k, a.client.TombstoneTTL(), q, epoch, at.TokenTTL.Milliseconds(), at.TickLength.Milliseconds(),
-		linescript.Flag(at.StockAware), only, res.Share)...).StringSlice()
-	if err == nil && len(out) < 2 {
-		err = fmt.Errorf("reply of %d fields", len(out))
-	}
+	args := atOnceArgs{Queue: q, Epoch: epoch, Limits: at, Only: only, Ledger: res.Share}
+	r, err := decodeAtOnce(admitNowScript.Run(ctx, a.rdb, linescript.Keys(k), args.argv(k, a.client.TombstoneTTL())...))
 	if err != nil {
 		return nil, fmt.Errorf("admit now %s: %w", q, err)
 	}
-	switch snap := out[1]; {
-	case shared && snap != "":
-		err = a.ledger.Report(ctx, q, at.TickLength, snap)
+	switch {
+	case shared && r.Snapshot != "":
+		err = a.ledger.Report(ctx, q, at.TickLength, r.Snapshot)
 	case shared && res.Grant > 0:
 		err = a.ledger.Cancel(ctx, q, res.ID) // refused before it counted the stock: the reservation is unused
 	}
 	if err != nil {
 		return nil, fmt.Errorf("admit now %s: %w", q, err)
 	}
-	if out[0] == "later" {
+	if r.Later {
 		return nil, waitqueue.ErrNotCurrent
 	}
-	admitted := make([]uint64, len(out)-2)
-	for i, r := range out[2:] {
-		admitted[i], _ = strconv.ParseUint(r, 10, 64)
-	}
-	return admitted, nil
+	return r.Admitted, nil
 }
 
 // Outbox returns up to max admissions not yet announced, oldest first.
@@ -258,38 +234,23 @@ func (a *Admission) AbandonedRecorded(ctx context.Context, q string, seqs []uint
 // ClosedSince records that q is closed (or forgets it when it is open again)
 // and returns since when, on Redis time; zero while open.
 func (a *Admission) ClosedSince(ctx context.Context, q string, closed bool) (time.Time, error) {
-	c := 0
-	if closed {
-		c = 1
-	}
-	ms, err := closedSinceScript.Run(ctx, a.rdb, []string{keyspace.Of(q).Stats()}, c).Int64()
+	args := closedSinceArgs{Closed: closed}
+	at, err := decodeClosedSince(closedSinceScript.Run(ctx, a.rdb, []string{keyspace.Of(q).Stats()}, args.argv()...))
 	if err != nil {
 		return time.Time{}, fmt.Errorf("closed since %s: %w", q, err)
 	}
-	if ms == 0 {
-		return time.Time{}, nil
-	}
-	return time.UnixMilli(ms), nil
+	return at, nil
 }
 
 // Closing reads how far q's closing has gone (see the gateway's DELETE of
 // a queue).
 func (a *Admission) Closing(ctx context.Context, q string) (waitqueue.Closing, error) {
 	k := keyspace.Of(q)
-	r, err := closingScript.Run(ctx, a.rdb, []string{k.Stats(), k.Active()}).Int64Slice()
-	if err == nil && len(r) != 4 {
-		err = fmt.Errorf("%d fields, want 4", len(r))
-	}
+	c, err := decodeClosing(closingScript.Run(ctx, a.rdb, []string{k.Stats(), k.Active()}))
 	if err != nil {
 		return waitqueue.Closing{}, fmt.Errorf("closing of %s: %w", q, err)
 	}
-	at := func(ms int64) time.Time {
-		if ms == 0 {
-			return time.Time{}
-		}
-		return time.UnixMilli(ms)
-	}
-	return waitqueue.Closing{ClosedAt: at(r[0]), Now: at(r[1]), Held: r[2], FreeAt: at(r[3])}, nil
+	return c, nil
 }
 
 // SlotsFreeAt is when the last slot of q's active set frees: its highest

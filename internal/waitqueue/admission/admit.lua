@@ -1,13 +1,13 @@
 -- admit.lua is one admission tick.
 --
--- ARGV from 3: queue, epoch, targetActive, maxAdmitPerTick, tickMs, ttlMs,
--- paused (0|1), offset (0..999: where in its slice each readyAt falls),
--- admissions head (the stream's last admission of this queue, 0: none),
--- admissions stream id, orders head, orders stream id, stock-aware (0|1),
--- scheduled (0|1: nobody is admitted until the pre-queue is drawn),
--- abandonMs (0: never), noJitter (0|1), the stock ledger's share for this
--- tick (JSON, see the stock ledger, ledger.go; empty: the queue counts its own holdings
--- alone).
+-- ARGV from 3 (tickArgs, scripts.go): queue, epoch, targetActive,
+-- maxAdmitPerTick, tickMs, ttlMs, paused (0|1), offset (0..999: where in
+-- its slice each readyAt falls), admissions head (the stream's last
+-- admission of this queue, 0: none), admissions stream id, orders head,
+-- orders stream id, stock-aware (0|1), scheduled (0|1: nobody is admitted
+-- until the pre-queue is drawn), abandonMs (0: never), noJitter (0|1), the
+-- stock ledger's share for this tick (JSON, see package ledger; empty: the
+-- queue counts its own holdings alone).
 --
 -- Invariants, all within one atomic step, on Redis time:
 --   - one tick per tickMs, however many admitters call: a call before the
@@ -48,7 +48,7 @@
 --     admitted shopper who has not ordered, and the quantity of each
 --     claimed order the store has not placed yet (a placed order's units
 --     are out of the store's figure already) — and never more than the
---     ledger's grant (see the stock ledger, ledger.go). The line's stock state follows:
+--     ledger's grant (see package ledger). The line's stock state follows:
 --     available (units left), held (none left but some held or pending,
 --     here or in a queue sharing the SKUs: they may come back) or sold_out
 --     (nothing left, held or pending); unknown while the store has

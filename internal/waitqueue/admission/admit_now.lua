@@ -1,11 +1,11 @@
 -- admit_now.lua admits the head of the line at once, outside the ticks: a
 -- join into an empty line with a slot free (no crowd, no wait), or every
 -- join of a passthrough queue.
--- ARGV from 3: queue, epoch, ttlMs, tickMs, stock-aware (0|1), only (a
--- sequence: admit that entry alone if it waits — a passthrough join, where
--- nobody waits and order does not matter; 0: the head of the line), the
--- stock ledger's share for this step (JSON, see the stock ledger, ledger.go; empty: the
--- queue counts its own holdings alone).
+-- ARGV from 3 (atOnceArgs, scripts.go): queue, epoch, ttlMs, tickMs,
+-- stock-aware (0|1), only (a sequence: admit that entry alone if it waits
+-- — a passthrough join, where nobody waits and order does not matter; 0:
+-- the head of the line), the stock ledger's share for this step (JSON, see
+-- package ledger; empty: the queue counts its own holdings alone).
 -- Invariants: those of admit.lua, by what the last tick recorded that it
 -- obeys (admit.lua's limit, maxTick, paused and awaitDraw: one source,
 -- whoever admits) — FIFO up to the entries cursor; never over the tick's

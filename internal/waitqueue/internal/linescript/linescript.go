@@ -102,3 +102,12 @@ func Ms(t time.Time) int64 {
 	}
 	return t.UnixMilli()
 }
+
+// Int reads an integer field of a script's reply (0 for anything else).
+func Int(v any) int64 { n, _ := v.(int64); return n }
+
+// Str reads a string field of a script's reply ("" for anything else).
+func Str(v any) string { s, _ := v.(string); return s }
+
+// Millis reads a field of a script's reply in milliseconds as a duration.
+func Millis(v any) time.Duration { return time.Duration(Int(v)) * time.Millisecond }

@@ -12,7 +12,7 @@
 --
 -- sellableOf(own, share) is what could still go to the next in line: the
 -- SKUs' units, less what this line holds and — share being the ledger's
--- figures of the queues it shares its SKUs with (see the stock ledger, ledger.go; nil:
+-- figures of the queues it shares its SKUs with (see package ledger; nil:
 -- this queue alone) — what those hold. Each SKU's figure is the later of
 -- the line's and the ledger's. Returns the units, whether anything is
 -- held or pending anywhere (units that may come back), and the SKUs with
