@@ -7,11 +7,13 @@
 -- follower that applies the event only after the entry's tombstone expired
 -- (TombstoneTTL behind) would count it a second time: the limit errs
 -- towards refusing, and the store's own per-user check stays exact.
--- ARGV from 3: seq, orderId, user, quantity, seconds the count is kept.
+-- ARGV from 3 (boughtArgs, scripts.go): seq, orderId, user, quantity,
+-- seconds the count is kept.
 -- Returns 1 if it counted.
-local e = P .. 'e:' .. ARGV[3]
-if redis.call('HGET', e, 'orderId') ~= ARGV[4] or redis.call('HSETNX', e, 'counted', 1) == 0 then return 0 end
-local bk = P .. 'b:' .. ARGV[5]
-redis.call('INCRBY', bk, tonumber(ARGV[6]))
-redis.call('EXPIRE', bk, tonumber(ARGV[7]))
+local seq, ord, user, qty, keep = ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local e = P .. 'e:' .. seq
+if redis.call('HGET', e, 'orderId') ~= ord or redis.call('HSETNX', e, 'counted', 1) == 0 then return 0 end
+local bk = P .. 'b:' .. user
+redis.call('INCRBY', bk, qty)
+redis.call('EXPIRE', bk, keep)
 return 1

@@ -1,7 +1,7 @@
 -- claim.lua takes an order for an admitted entry's token at the moment
 -- the order is requested (the gateway's intake), on Redis time.
--- ARGV from 3: seq, tokenId, orderId, hold ms, sku, quantity, user,
--- maxPerUser (0: none).
+-- ARGV from 3 (claimArgs, scripts.go): seq, tokenId, orderId, hold ms,
+-- sku, quantity, user, maxPerUser (0: none).
 -- Invariants: a token is used by exactly one order id; a user who bought
 -- maxPerUser units of the queue cannot order more ('limit'); the claimed
 -- sku and quantity are held against the stock until the store places the

@@ -7,7 +7,6 @@ package claims
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 	"usher/internal/keyspace"
 	"usher/internal/waitqueue"
@@ -34,16 +33,6 @@ func New(c *waitqueue.Client) *Claims {
 	return &Claims{client: c, rdb: c.Redis(), ledger: ledger.New(c)}
 }
 
-func redemptionOf(s string) waitqueue.Redemption {
-	switch r := waitqueue.Redemption(s); r {
-	case waitqueue.Redeemed, waitqueue.RedeemConflict, waitqueue.RedeemEarly, waitqueue.RedeemExpired, waitqueue.RedeemLeft, waitqueue.RedeemLimit, waitqueue.RedeemLapsed:
-		return r
-	case "claimed":
-		return waitqueue.Redeemed
-	}
-	return waitqueue.RedeemUnknown // unknown, waiting: no admission for this token
-}
-
 // Claim takes the token of entry seq for order o at the moment the order is
 // requested, judged on Redis time, and holds its slot for hold (the order's
 // deadline and a margin). See claimScript. A claim of several units of a
@@ -51,23 +40,17 @@ func redemptionOf(s string) waitqueue.Redemption {
 // Ledger).
 func (c *Claims) Claim(ctx context.Context, q string, seq uint64, o waitqueue.Order, hold time.Duration) (waitqueue.Claim, error) {
 	k := keyspace.Of(q)
-	res, err := claimScript.Run(ctx, c.rdb, linescript.Keys(k), linescript.Args(k, c.client.TombstoneTTL(), seq, o.TokenID, o.ID, hold.Milliseconds(),
-		o.SKU, max(o.Quantity, 1), o.User, o.MaxPerUser)...).Slice()
+	args := claimArgs{Seq: seq, Order: o, Hold: hold}
+	r, err := decodeClaim(claimScript.Run(ctx, c.rdb, linescript.Keys(k), args.argv(k, c.client.TombstoneTTL())...))
 	if err != nil {
 		return waitqueue.Claim{}, fmt.Errorf("claim %s/%d: %w", q, seq, err)
 	}
-	if len(res) != 2 && len(res) != 3 {
-		return waitqueue.Claim{}, fmt.Errorf("claim %s/%d: reply of %d fields", q, seq, len(res))
-	}
-	out, _ := res[0].(string)
-	at, _ := res[1].(int64)
-	if len(res) == 3 {
-		snap, _ := res[2].(string)
-		if err := c.ledger.Report(ctx, q, 0, snap); err != nil {
+	if r.Snapshot != "" {
+		if err := c.ledger.Report(ctx, q, 0, r.Snapshot); err != nil {
 			return waitqueue.Claim{}, fmt.Errorf("claim %s/%d: %w", q, seq, err)
 		}
 	}
-	return waitqueue.Claim{Outcome: redemptionOf(out), At: time.UnixMilli(at)}, nil
+	return r.Claim, nil
 }
 
 // Redeem marks the token of entry seq as used by orderID (normally the
@@ -93,27 +76,24 @@ func (c *Claims) Redeem(ctx context.Context, q string, seq uint64, tokenID, orde
 // there.
 func (c *Claims) RedeemRequest(ctx context.Context, q string, seq uint64, r waitqueue.Request, holdUntil time.Time) (waitqueue.Redemption, uint64, error) {
 	k := keyspace.Of(q)
-	res, err := c.client.RunScript(ctx, redeemScript, linescript.Keys(k), linescript.Args(k, c.client.TombstoneTTL(), seq, r.TokenID, r.ID, holdUntil.UnixMilli(),
-		linescript.Ms(r.Stored), linescript.Ms(r.RequestedAt), r.SKU, max(r.Quantity, 1))...).StringSlice()
+	args := redeemArgs{Seq: seq, Request: r, HoldUntil: holdUntil}
+	res, err := decodeRedeem(c.client.RunScript(ctx, redeemScript, linescript.Keys(k), args.argv(k, c.client.TombstoneTTL())...))
 	if err != nil {
 		return "", 0, fmt.Errorf("redeem %s/%d: %w", q, seq, err)
 	}
-	if len(res) != 3 {
-		return "", 0, fmt.Errorf("redeem %s/%d: reply of %d fields", q, seq, len(res))
-	}
-	aseq, _ := strconv.ParseUint(res[2], 10, 64)
-	return redemptionOf(res[0]), aseq, nil
+	return res.Outcome, res.AdmissionSeq, nil
 }
 
 // Release frees the slot entry seq holds for orderID, once the order is
 // final, so the admitter lets the next shopper in. It is idempotent.
 func (c *Claims) Release(ctx context.Context, q string, seq uint64, orderID string) (bool, error) {
 	k := keyspace.Of(q)
-	n, err := c.client.RunScript(ctx, releaseScript, linescript.Keys(k), linescript.Args(k, c.client.TombstoneTTL(), seq, orderID)...).Int()
+	args := releaseArgs{Seq: seq, OrderID: orderID}
+	freed, err := decodeDone(c.client.RunScript(ctx, releaseScript, linescript.Keys(k), args.argv(k, c.client.TombstoneTTL())...))
 	if err != nil {
 		return false, fmt.Errorf("release %s/%d: %w", q, seq, err)
 	}
-	return n == 1, nil
+	return freed, nil
 }
 
 // CountBought counts quantity units of entry seq's PAID order orderID
@@ -122,11 +102,12 @@ func (c *Claims) Release(ctx context.Context, q string, seq uint64, orderID stri
 // idempotent.
 func (c *Claims) CountBought(ctx context.Context, q string, seq uint64, orderID, user string, quantity int) (bool, error) {
 	k := keyspace.Of(q)
-	n, err := c.client.RunScript(ctx, boughtScript, linescript.Keys(k), linescript.Args(k, c.client.TombstoneTTL(), seq, orderID, user, quantity, int(keyspace.BoughtTTL.Seconds()))...).Int()
+	args := boughtArgs{Seq: seq, OrderID: orderID, User: user, Quantity: quantity, Keep: keyspace.BoughtTTL}
+	counted, err := decodeDone(c.client.RunScript(ctx, boughtScript, linescript.Keys(k), args.argv(k, c.client.TombstoneTTL())...))
 	if err != nil {
 		return false, fmt.Errorf("count bought %s/%d: %w", q, seq, err)
 	}
-	return n == 1, nil
+	return counted, nil
 }
 
 // SetStock records the stock of SKUs of queue q as the store reported
@@ -136,11 +117,8 @@ func (c *Claims) CountBought(ctx context.Context, q string, seq uint64, orderID,
 // dropped.
 func (c *Claims) SetStock(ctx context.Context, q string, only bool, levels ...waitqueue.StockLevel) error {
 	k := keyspace.Of(q)
-	args := linescript.Args(k, c.client.TombstoneTTL(), linescript.Flag(only))
-	for _, l := range levels {
-		args = append(args, l.SKU, l.Available, l.Version)
-	}
-	if err := setStockScript.Run(ctx, c.rdb, linescript.Keys(k), args...).Err(); err != nil {
+	args := setStockArgs{Only: only, Levels: levels}
+	if err := setStockScript.Run(ctx, c.rdb, linescript.Keys(k), args.argv(k, c.client.TombstoneTTL())...).Err(); err != nil {
 		return fmt.Errorf("set stock of %s: %w", q, err)
 	}
 	if len(levels) == 0 {
@@ -154,7 +132,8 @@ func (c *Claims) SetStock(ctx context.Context, q string, only bool, levels ...wa
 // with the stock the store reported, in one step.
 func (c *Claims) Placed(ctx context.Context, q string, seq uint64, orderID string, l waitqueue.StockLevel) error {
 	k := keyspace.Of(q)
-	if err := c.client.RunScript(ctx, placedScript, linescript.Keys(k), linescript.Args(k, c.client.TombstoneTTL(), seq, orderID, l.SKU, l.Available, l.Version)...).Err(); err != nil {
+	args := placedArgs{Seq: seq, OrderID: orderID, Stock: l}
+	if err := c.client.RunScript(ctx, placedScript, linescript.Keys(k), args.argv(k, c.client.TombstoneTTL())...).Err(); err != nil {
 		return fmt.Errorf("placed %s/%d: %w", q, seq, err)
 	}
 	return nil

@@ -4,11 +4,13 @@
 -- Invariant: the order's units stop counting as held (HELD: 'p') in the
 -- step that records the store's figure without them, so they never count
 -- twice on the line, nor not at all.
--- ARGV from 3: seq, orderId, sku, available, version.
-local e = P .. 'e:' .. ARGV[3]
-if redis.call('HGET', e, 'orderId') == ARGV[4] then
+-- ARGV from 3 (placedArgs, scripts.go): seq, orderId, sku, available,
+-- version.
+local seq, ord, sku, avail, ver = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local e = P .. 'e:' .. seq
+if redis.call('HGET', e, 'orderId') == ord then
   redis.call('HSET', e, 'placed', 1)
-  syncHeld(ARGV[3])
+  syncHeld(seq)
 end
-setStock(ARGV[5], ARGV[6], ARGV[7])
+setStock(sku, avail, ver)
 return 1

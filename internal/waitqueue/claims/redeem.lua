@@ -1,7 +1,7 @@
 -- redeem.lua is the order worker's redemption of the token of its order.
--- ARGV from 3: seq, tokenId, orderId, holdUntil ms, and of the request:
--- when the stream stored it (ms; 0: unknown), when the gateway claimed the
--- token (requestedAt ms), sku, quantity.
+-- ARGV from 3 (redeemArgs, scripts.go): seq, tokenId, orderId, holdUntil
+-- ms, and of the request: when the stream stored it (ms; 0: unknown), when
+-- the gateway claimed the token (requestedAt ms), sku, quantity.
 -- Invariants: the token is used by exactly one order id (normally the
 -- gateway's claim did it; after a Redis loss not yet healed, this does);
 -- the slot is held at least until holdUntil (never shortened); an expired
@@ -25,6 +25,7 @@
 -- the token's admission, as its follower recorded it (empty: not applied yet;
 -- see apply_admissions.lua).
 local seq, tok, ord, hold = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local stored, requestedAt, sku, qty = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 local e = P .. 'e:' .. seq
 local f = redis.call('HMGET', e, 'status', 'tokenId', 'orderId', 'expiresAt', 'leftAt', 'user', 'aseq')
 local aseq = f[7] or ''
@@ -41,14 +42,14 @@ if f[1] == 'admitted' then
   syncHeld(seq)
   return {'redeemed', ord, aseq}
 end
-if not requested(f[1], ARGV[7] or '0', f[4], f[5]) then return {f[1], '', ''} end
+if not requested(f[1], stored or '0', f[4], f[5]) then return {f[1], '', ''} end
 -- A replayed request whose hold ran out meanwhile takes no slot back: the
 -- tick may have given it away.
 if tonumber(hold) <= now() then return {'lapsed', ord, aseq} end
-local claimedAt = ARGV[8]
-if tonumber(claimedAt) <= 0 then claimedAt = ARGV[7] end
+local claimedAt = requestedAt
+if tonumber(claimedAt) <= 0 then claimedAt = stored end
 redis.call('HDEL', e, 'reason')
-redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'claimedAt', claimedAt, 'sku', ARGV[9], 'qty', ARGV[10])
+redis.call('HSET', e, 'status', 'used', 'orderId', ord, 'claimedAt', claimedAt, 'sku', sku, 'qty', qty)
 redis.call('PERSIST', e)
 if f[6] then pointAt(f[6], seq) end
 redis.call('ZADD', A, 'GT', hold, seq)

@@ -2,7 +2,7 @@
 -- Invariant: a SKU's figure only moves to a later version (see setStock
 -- in lib.lua); with only, the line keeps no figure of a SKU the queue no
 -- longer sells.
--- ARGV from 3: only (1: these are all the queue's SKUs; others
+-- ARGV from 3 (setStockArgs, scripts.go): only (1: these are all the queue's SKUs; others
 -- recorded are dropped), then groups of three: sku, available, version.
 local k = P .. 'stock'
 local keepSkus = {}
