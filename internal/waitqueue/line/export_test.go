@@ -23,11 +23,12 @@ func (l *Line) IngestInOneBatch(ctx context.Context, q, epoch string, joins []Ba
 	k := keyspace.Of(q)
 	calls := make([]script.Call, len(joins))
 	for i, j := range joins {
-		calls[i] = script.Call{Keys: linescript.Keys(k), Args: linescript.Args(k, l.client.TombstoneTTL(), epoch, j.Seq, j.User, 0, string(j.Kind))}
+		args := ingestArgs{Epoch: epoch, Seq: j.Seq, User: j.User, Kind: j.Kind}
+		calls[i] = script.Call{Keys: linescript.Keys(k), Args: args.argv(k, l.client.TombstoneTTL())}
 	}
 	out := make([]waitqueue.Entry, len(joins))
 	for i, cmd := range script.Split(ctx, ingestScript.RunMany(ctx, l.rdb, calls), len(calls)) {
-		e, err := ingested(cmd, q, joins[i].Seq, joins[i].User)
+		e, err := decodeIngest(cmd, q, ingestArgs{Seq: joins[i].Seq, User: joins[i].User})
 		if err != nil {
 			return nil, err
 		}

@@ -4,7 +4,7 @@
 -- user's live entry is kept, nobody moves — and it does not move the
 -- cursor: only the follower, applying the stream in order, knows
 -- everything before a sequence is in line.
--- ARGV from 3: epoch (the entries stream's identity), seq, user, prev,
+-- ARGV from 3 (ingestArgs, scripts.go): epoch (the entries stream's identity), seq, user, prev,
 -- kind (see join).
 -- Returns {status, seq of the live entry, rank or -1, waiting count, rate,
 -- stock state, SKUs with units left} (the line's figures a poll answers

@@ -7,7 +7,6 @@ package line
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -49,43 +48,22 @@ func (l *Line) Ingest(ctx context.Context, q, epoch string, seq uint64, user str
 // IngestAs is Ingest of a join of the given kind.
 func (l *Line) IngestAs(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64, kind waitqueue.JoinKind) (waitqueue.Entry, error) {
 	k := keyspace.Of(q)
-	return ingested(l.client.RunScript(ctx, ingestScript, linescript.Keys(k), linescript.Args(k, l.client.TombstoneTTL(), epoch, seq, user, prev, string(kind))...), q, seq, user)
-}
-
-// ingested reads the reply of an ingest of seq by user into q.
-func ingested(cmd *redis.Cmd, q string, seq uint64, user string) (waitqueue.Entry, error) {
-	res, err := cmd.Slice()
-	if err != nil {
-		return waitqueue.Entry{}, fmt.Errorf("ingest %s/%d: %w", q, seq, err)
-	}
-	if len(res) == 1 {
-		if res[0] == "stale" {
-			return waitqueue.Entry{}, fmt.Errorf("ingest %s/%d: %w", q, seq, waitqueue.ErrStale)
-		}
-		return waitqueue.Entry{}, fmt.Errorf("ingest %s/%d for %s: %w", q, seq, user, waitqueue.ErrConflict)
-	}
-	if len(res) != 7 {
-		return waitqueue.Entry{}, fmt.Errorf("ingest %s/%d: reply of %d fields", q, seq, len(res))
-	}
-	e, err := entryOf(res[:4])
-	if err != nil {
-		return waitqueue.Entry{}, err
-	}
-	figures(&e, res[4], res[5], res[6])
-	return e, nil
+	args := ingestArgs{Epoch: epoch, Seq: seq, User: user, Prev: prev, Kind: kind}
+	return decodeIngest(l.client.RunScript(ctx, ingestScript, linescript.Keys(k), args.argv(k, l.client.TombstoneTTL())...), q, args)
 }
 
 // Lookup returns the user's current entry in q and what they bought there.
 func (l *Line) Lookup(ctx context.Context, q, user string) (waitqueue.Current, error) {
 	k := keyspace.Of(q)
-	res, err := l.client.RunScript(ctx, lookupScript, []string{k.User(user), k.Bought(user)}, k.Prefix()).Slice()
-	if err != nil {
-		return waitqueue.Current{}, fmt.Errorf("lookup %s/%s: %w", q, user, err)
+	args := lookupArgs{User: user}
+	res, err := l.client.RunScript(ctx, lookupScript, args.keys(k), args.argv(k)...).Slice()
+	if err == nil {
+		var c waitqueue.Current
+		if c, err = decodeLookup(res); err == nil {
+			return c, nil
+		}
 	}
-	if len(res) != 3 {
-		return waitqueue.Current{}, fmt.Errorf("lookup %s/%s: reply of %d fields", q, user, len(res))
-	}
-	return current(q, user, res)
+	return waitqueue.Current{}, fmt.Errorf("lookup %s/%s: %w", q, user, err)
 }
 
 // LookupLimited is Lookup and the rate-limit decision of limits (whose
@@ -98,89 +76,35 @@ func (l *Line) LookupLimited(ctx context.Context, q, user string, limits ratelim
 		return c, ratelimit.Decision{Allowed: true}, err
 	}
 	k := keyspace.Of(q)
-	keys := append([]string{k.User(user), k.Bought(user)}, limits.Keys...)
-	args := append([]any{k.Prefix()}, limits.Args...)
-	res, err := l.client.RunScript(ctx, lookupLimitedScript, keys, args...).Slice()
+	args := lookupLimitedArgs{User: user, Limits: limits}
+	c, d, err := decodeLookupLimited(l.client.RunScript(ctx, lookupLimitedScript, args.keys(k), args.argv(k)...), args)
 	if err != nil {
 		return waitqueue.Current{}, ratelimit.Decision{}, fmt.Errorf("lookup %s/%s: %w", q, user, err)
 	}
-	if len(res) < 3 {
-		return waitqueue.Current{}, ratelimit.Decision{}, fmt.Errorf("lookup %s/%s: reply of %d fields", q, user, len(res))
-	}
-	ints := make([]int64, len(res)-3)
-	for i, v := range res[3:] {
-		n, ok := v.(int64)
-		if !ok {
-			return waitqueue.Current{}, ratelimit.Decision{}, fmt.Errorf("lookup %s/%s: rate limit field %d is %T", q, user, i, v)
-		}
-		ints[i] = n
-	}
-	d, err := limits.Decide(ints)
-	if err != nil {
-		return waitqueue.Current{}, ratelimit.Decision{}, fmt.Errorf("lookup %s/%s: %w", q, user, err)
-	}
-	c, err := current(q, user, res[:3])
-	return c, d, err
-}
-
-// current reads lookup's reply.
-func current(q, user string, res []any) (waitqueue.Current, error) {
-	bought, _ := res[2].(int64)
-	c := waitqueue.Current{Bought: int(bought)}
-	if seq, _ := res[0].(string); seq != "" {
-		n, err := strconv.ParseUint(seq, 10, 64)
-		if err != nil {
-			return waitqueue.Current{}, fmt.Errorf("lookup %s/%s: bad seq %q", q, user, seq)
-		}
-		st, _ := res[1].(string)
-		c.Found, c.Seq, c.Status = true, n, waitqueue.Status(st)
-	}
-	return c, nil
+	return c, d, nil
 }
 
 // Poll returns the entry for seq with its position, in one round trip.
 // A sequence Redis has not applied yet comes back as Unknown with the
 // waiting count, so the caller can answer with an estimate.
 func (l *Line) Poll(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error) {
-	return l.poll(ctx, q, seq, 0)
+	return l.poll(ctx, q, seq, false)
 }
 
 // PollPresent is the shopper's own poll: Poll, and a waiting shopper is
 // recorded present (see admitScript: abandonment).
 func (l *Line) PollPresent(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error) {
-	return l.poll(ctx, q, seq, 1)
+	return l.poll(ctx, q, seq, true)
 }
 
-func (l *Line) poll(ctx context.Context, q string, seq uint64, present int) (waitqueue.Entry, error) {
+func (l *Line) poll(ctx context.Context, q string, seq uint64, present bool) (waitqueue.Entry, error) {
 	k := keyspace.Of(q)
-	res, err := l.client.RunScript(ctx, pollScript, linescript.Keys(k), k.Prefix(), seq, present).Slice()
+	args := pollArgs{Seq: seq, Present: present}
+	e, err := decodePoll(l.client.RunScript(ctx, pollScript, linescript.Keys(k), args.argv(k)...))
 	if err != nil {
 		return waitqueue.Entry{}, fmt.Errorf("poll %s/%d: %w", q, seq, err)
 	}
-	if len(res) != 12 {
-		return waitqueue.Entry{}, fmt.Errorf("poll %s/%d: reply of %d fields", q, seq, len(res))
-	}
-	e, err := entryOf(res[:4])
-	if err != nil {
-		return waitqueue.Entry{}, err
-	}
-	e.ReadyAt = linescript.MsTime(res[4])
-	e.ExpiresAt = linescript.MsTime(res[5])
-	e.TokenID, _ = res[6].(string)
-	e.User, _ = res[7].(string)
-	figures(&e, res[8], res[9], res[10])
-	e.Reason, _ = res[11].(string)
 	return e, nil
-}
-
-// figures sets the line's figures a script read from its stats: the
-// admission rate, the stock state and the SKUs with units left.
-func figures(e *waitqueue.Entry, rate, stock, skus any) {
-	r, _ := rate.(string)
-	e.Rate, _ = strconv.ParseFloat(r, 64)
-	e.Stock, _ = stock.(string)
-	s, _ := skus.(string)
-	e.SKUs = skuList(s)
 }
 
 // skuList reads the stats' skus field (SKUs with units left, comma
@@ -196,7 +120,8 @@ func skuList(s string) []string {
 // and returns the status it had. Leaving twice is harmless.
 func (l *Line) Leave(ctx context.Context, q string, seq uint64, user string) (waitqueue.Status, error) {
 	k := keyspace.Of(q)
-	st, err := leaveScript.Run(ctx, l.rdb, linescript.Keys(k), linescript.Args(k, l.client.TombstoneTTL(), seq, user)...).Text()
+	args := leaveArgs{Seq: seq, User: user}
+	st, err := leaveScript.Run(ctx, l.rdb, linescript.Keys(k), args.argv(k, l.client.TombstoneTTL())...).Text()
 	if err != nil {
 		return "", fmt.Errorf("leave %s/%d: %w", q, seq, err)
 	}
@@ -264,22 +189,6 @@ func (l *Line) Present(ctx context.Context, q string, seqs []uint64, now time.Ti
 	return nil
 }
 
-func entryOf(res []any) (waitqueue.Entry, error) {
-	if len(res) < 4 {
-		return waitqueue.Entry{}, errors.New("waitqueue: short script reply")
-	}
-	st, _ := res[0].(string)
-	seqStr, _ := res[1].(string)
-	seq, _ := strconv.ParseUint(seqStr, 10, 64)
-	rank, _ := res[2].(int64)
-	waiting, _ := res[3].(int64)
-	e := waitqueue.Entry{Seq: seq, Status: waitqueue.Status(st), Waiting: waiting}
-	if e.Status == waitqueue.Waiting && rank >= 0 {
-		e.Position = rank + 1
-	}
-	return e, nil
-}
-
 // Ranks reads the line's length, its admission count and rate, and the rank
 // of each of seqs in one atomic round trip (ranksScript: every key shares
 // the queue's hash tag). Because the count and the ranks are read at the
@@ -291,35 +200,10 @@ func entryOf(res []any) (waitqueue.Entry, error) {
 // same place of the same line.
 func (l *Line) Ranks(ctx context.Context, q string, seqs []uint64) (waitqueue.Ranks, error) {
 	k := keyspace.Of(q)
-	args := make([]any, 1, len(seqs)+1)
-	args[0] = k.Prefix()
-	for _, seq := range seqs {
-		args = append(args, strconv.FormatUint(seq, 10))
-	}
-	res, err := ranksScript.Run(ctx, l.rdb, []string{k.Waiting(), k.Stats()}, args...).Slice()
+	args := ranksArgs{Seqs: seqs}
+	r, err := decodeRanks(ranksScript.Run(ctx, l.rdb, args.keys(k), args.argv(k)...), args)
 	if err != nil {
 		return waitqueue.Ranks{}, fmt.Errorf("ranks %s: %w", q, err)
 	}
-	if len(res) != 5+len(seqs) {
-		return waitqueue.Ranks{}, fmt.Errorf("ranks %s: reply of %d fields for %d sequences", q, len(res), len(seqs))
-	}
-	out := waitqueue.Ranks{Rank: make([]int64, len(seqs))}
-	out.Waiting, _ = res[0].(int64)
-	if v, ok := res[1].(string); ok {
-		out.AdmittedTotal, _ = strconv.ParseInt(v, 10, 64)
-	}
-	if v, ok := res[2].(string); ok {
-		out.Rate, _ = strconv.ParseFloat(v, 64)
-	}
-	out.Stock, _ = res[3].(string)
-	v, _ := res[4].(string)
-	out.SKUs = skuList(v)
-	for i := range seqs {
-		r, ok := res[5+i].(int64)
-		if !ok {
-			return waitqueue.Ranks{}, fmt.Errorf("ranks %s: rank %d is %T", q, i, res[5+i])
-		}
-		out.Rank[i] = r
-	}
-	return out, nil
+	return r, nil
 }

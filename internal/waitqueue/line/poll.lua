@@ -5,7 +5,8 @@
 -- one step, by the rule undrawn.lib.lua keeps for every reader; the only
 -- write is the presence of a waiting shopper (ZADD XX GT: never adds
 -- anyone, never moves a time back).
--- KEYS: the line's six (see lib.lua). ARGV: prefix, seq, present (0|1).
+-- KEYS: the line's six (see lib.lua). ARGV (pollArgs, scripts.go): prefix,
+-- seq, present (0|1).
 -- A sequence without a record is 'unknown' while the entries cursor has
 -- not reached it (joined, not applied yet) and 'gone' after (its tombstone
 -- expired).

@@ -1,12 +1,11 @@
--- ranks.lua reads the line's length, its admission figures and the
--- rank of each of many sequences in one atomic step (the invariant: one
--- instant for all of them, so later places follow from the count alone),
--- by the rule a poll
--- reads them with (undrawn.lib.lua): before a scheduled drop's draw the
--- pre-queue still to be drawn counts in the line's length, and in the rank
--- of every join since the opening.
--- KEYS: the line (waiting), the stats hash. ARGV: the queue's prefix, then
--- the sequences.
+-- ranks.lua reads the line's length, its admission figures and the rank
+-- of each of many sequences in one atomic step (the invariant: one instant
+-- for all of them, so later places follow from the count alone), by the
+-- rule a poll reads them with (undrawn.lib.lua): before a scheduled drop's
+-- draw the pre-queue still to be drawn counts in the line's length, and in
+-- the rank of every join since the opening.
+-- KEYS and ARGV (ranksArgs, scripts.go): the line (waiting), the stats
+-- hash; the queue's prefix, then the sequences.
 -- Returns {waiting, admittedTotal, rate, stock state, SKUs with units
 -- left, then each sequence's rank or -1}.
 local W, ST = KEYS[1], KEYS[2]
