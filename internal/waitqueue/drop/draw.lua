@@ -4,7 +4,7 @@
 -- written in batches by Drop.Draw), so Redis is busy only for the
 -- checks below, each O(1) or O(log n), and the few joins made since the
 -- opening: the staged set becomes the line by RENAME.
--- ARGV from 3: epoch (the entries stream's identity), the order's digest
+-- ARGV from 3 (drawArgs, scripts.go): epoch (the entries stream's identity), the order's digest
 -- (kept for the reveal), n (how many were staged), the pre-queue's version
 -- when it was read (every change of the pre-queue counts it up), upTo (0:
 -- the entries cursor; else the cursor of the draw being redone after Redis
@@ -22,11 +22,11 @@
 -- script reads a 'pre' record with a place in line as waiting.
 -- Returns n, -1 when the queue was drawn already, -2 when the staged order
 -- is not the pre-queue of the cursor.
+local epoch, digest, n, version, upTo = ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
 if redis.call('HGET', ST, 'drawn') then return -1 end
-local pre, stage, n = P .. 'pre', P .. 'draw', tonumber(ARGV[5])
-local cursor = cursorAt('entries', ARGV[3])
-local upTo = tonumber(ARGV[7])
-if (redis.call('HGET', ST, 'preVersion') or '0') ~= ARGV[6] then return -2 end
+local pre, stage = P .. 'pre', P .. 'draw'
+local cursor = cursorAt('entries', epoch)
+if (redis.call('HGET', ST, 'preVersion') or '0') ~= version then return -2 end
 if upTo == 0 then
   upTo = cursor
   if #redis.call('ZRANGEBYSCORE', pre, '(' .. cursor, '+inf', 'LIMIT', 0, 1) > 0 then return -2 end
@@ -44,5 +44,5 @@ for _, seq in ipairs(redis.call('ZRANGEBYSCORE', pre, '(' .. upTo, '+inf')) do
   redis.call('ZADD', W, tonumber(seq), seq)
   redis.call('ZREM', pre, seq)
 end
-redis.call('HSET', ST, 'drawn', n, 'drawCursor', upTo, 'drawDigest', ARGV[4], 'drawnAt', now())
+redis.call('HSET', ST, 'drawn', n, 'drawCursor', upTo, 'drawDigest', digest, 'drawnAt', now())
 return n

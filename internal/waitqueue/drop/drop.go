@@ -30,9 +30,10 @@ type Drop struct {
 func New(c *waitqueue.Client) *Drop { return &Drop{client: c, rdb: c.Redis()} }
 
 // Draw places the pre-queue of q in the order given (the lottery's), read
-// at version (see PreQueue), and keeps digest (the order's, see lottery.Digest) for the reveal. The order
-// is staged in batches first; then one script checks it is exactly the
-// pre-queue of the entries cursor and makes it the line (see drawScript),
+// at version (see PreQueue), and keeps digest (the order's, see
+// lottery.Digest) for the reveal. The order is staged in batches first;
+// then one script checks it is exactly the pre-queue of the entries cursor
+// and makes it the line (see draw.lua),
 // so Redis is never busy for long, even for a million. It returns how many
 // were placed. Call SettleDraw after.
 func (d *Drop) Draw(ctx context.Context, q, epoch, version string, order []uint64, digest string) (int, error) {
@@ -64,14 +65,13 @@ func (d *Drop) draw(ctx context.Context, q, epoch, version string, order []uint6
 			return 0, fmt.Errorf("draw %s: stage: %w", q, err)
 		}
 	}
-	placed, err := drawScript.Run(ctx, d.rdb, linescript.Keys(k), linescript.Args(k, d.client.TombstoneTTL(), epoch, digest, len(order), version, upTo)...).Int()
+	args := drawArgs{Epoch: epoch, Digest: digest, N: len(order), Version: version, UpTo: upTo}
+	placed, err := decodeDraw(drawScript.Run(ctx, d.rdb, linescript.Keys(k), args.argv(k, d.client.TombstoneTTL())...))
 	switch {
+	case errors.Is(err, waitqueue.ErrDrawn), errors.Is(err, waitqueue.ErrDrawChanged):
+		return 0, err
 	case err != nil:
 		return 0, fmt.Errorf("draw %s: %w", q, err)
-	case placed == -1:
-		return 0, waitqueue.ErrDrawn
-	case placed == -2:
-		return 0, waitqueue.ErrDrawChanged
 	}
 	return placed, nil
 }
@@ -85,7 +85,8 @@ const drawBatch = 2_000
 // busy for long. Nothing left is one cheap call.
 func (d *Drop) SettleDraw(ctx context.Context, q string) (int, error) {
 	k := keyspace.Of(q)
-	left, err := settleDrawScript.Run(ctx, d.rdb, linescript.Keys(k), linescript.Args(k, d.client.TombstoneTTL(), drawBatch)...).Int()
+	args := settleArgs{Batch: drawBatch}
+	left, err := settleDrawScript.Run(ctx, d.rdb, linescript.Keys(k), args.argv(k, d.client.TombstoneTTL())...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("settle the draw of %s: %w", q, err)
 	}

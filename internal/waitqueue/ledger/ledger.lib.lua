@@ -1,9 +1,9 @@
 -- ledger.lib.lua is the prologue of the stock ledger's scripts (see
--- waitqueue's Ledger), which all run on the ledger's one node and keep its
+-- package ledger), which all run on the ledger's one node and keep its
 -- invariant: what every queue sharing a SKU may hold never exceeds its
--- units. KEYS[1] is the
--- queue's record (keyspace.StockShare); ARGV[1] the ledger's prefix,
--- ARGV[2] the request as JSON.
+-- units. KEYS[1] is the queue's record (keyspace.StockShare); ARGV[1] the
+-- ledger's prefix, ARGV[2] the request as JSON (ledgerRequest, ledger.go:
+-- one struct for every ledger script, each reading the fields it needs).
 --
 -- record(q) reads queue q's record: {reported (a snapshot is recorded),
 -- at (when, ms), tick (its tick length, ms), admitted, waiting, reserved

@@ -1,9 +1,10 @@
 -- apply_entries.lua applies join and leave events of USHER_ENTRIES in
--- stream order. Groups of six: stream seq, kind (j: join | p: join into
--- the pre-queue | a: join allowed past the line | l: leave | x: nothing, an
--- event that could not be read), entry seq, user, prev (the join's
--- previous entry, see join) or a leave's reason, and when the stream
--- stored the event (ms; 0: unknown).
+-- stream order. ARGV after apply.head.lua's (entriesArgs, scripts.go):
+-- groups of six: stream seq, kind (j: join | p: join into the pre-queue |
+-- a: join allowed past the line | l: leave | x: nothing, an event that
+-- could not be read), entry seq, user, prev (the join's previous entry,
+-- see join) or a leave's reason, and when the stream stored the event (ms;
+-- 0: unknown).
 -- Invariant: an event at or below the cursor has been applied and is
 -- skipped; the cursor moves to the last event in the same step.
 -- Returns {'ok', cursor, conflicts} | {'rewound', cursor, 0} | {'stale', 0, 0}.

@@ -1,10 +1,10 @@
--- apply_orders.lua applies order events of USHER_ORDERS. Groups of ten:
--- stream seq, kind (r: requested | f: final, not paid | p: final, paid),
--- entry seq, token id, order id, user, requestedAt ms, sku, quantity, and
--- when the stream stored the event (ms; 0: unknown) (entry seq 0:
--- nothing, an event that could not be read). ARGV[6] (before the groups):
--- the hold in ms; ARGV[7]: how long a user's bought units are remembered,
--- in seconds.
+-- apply_orders.lua applies order events of USHER_ORDERS. ARGV after
+-- apply.head.lua's (ordersArgs, scripts.go): the hold in ms (ARGV[6]), how
+-- long a user's bought units are remembered in seconds (ARGV[7]), then
+-- groups of ten: stream seq, kind (r: requested | f: final, not paid | p:
+-- final, paid), entry seq, token id, order id, user, requestedAt ms, sku,
+-- quantity, and when the stream stored the event (ms; 0: unknown) (entry
+-- seq 0: nothing, an event that could not be read).
 -- Invariant: a requested order holds its token — used by that order, slot
 -- held until requestedAt + hold — whatever Redis remembers of the entry
 -- (nothing, waiting, admitted, or expired by a tick that did not know of

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 	"usher/internal/keyspace"
@@ -49,78 +48,34 @@ func (p *Projection) Cursor(ctx context.Context, q string) (waitqueue.Cursor, er
 // another incarnation of the stream (Drop it and start again).
 func (p *Projection) ApplyEntries(ctx context.Context, q, epoch string, prev uint64, evs []waitqueue.EntryEvent) (waitqueue.Applied, error) {
 	k := keyspace.Of(q)
-	args := linescript.Args(k, p.client.TombstoneTTL(), waitqueue.StreamEntries, epoch, prev)
-	for _, e := range evs {
-		kind, entry := "j", e.StreamSeq
-		if e.Kind != waitqueue.InLine {
-			kind = string(e.Kind)
-		}
-		switch {
-		case e.Leave && e.Entry == 0, !e.Leave && e.User == "":
-			kind, entry = "x", 0
-		case e.Leave:
-			kind, entry = "l", e.Entry
-		}
-		var last any = e.Prev
-		if e.Leave {
-			last = e.Reason
-		}
-		var at int64
-		if !e.At.IsZero() {
-			at = e.At.UnixMilli()
-		}
-		args = append(args, e.StreamSeq, kind, entry, e.User, last, at)
-	}
-	return p.apply(ctx, q, applyEntriesScript, linescript.Keys(k), args)
+	args := entriesArgs{Start: applyStart{Stream: waitqueue.StreamEntries, StreamID: epoch, Prev: prev}, Events: evs}
+	return p.applied(q, args.Start, applyEntriesScript.Run(ctx, p.rdb, linescript.Keys(k), args.argv(k, p.client.TombstoneTTL())...))
 }
 
 // ApplyAdmissions applies admissions in stream order (see
-// applyAdmissionsScript).
+// apply_admissions.lua).
 func (p *Projection) ApplyAdmissions(ctx context.Context, q, streamID string, prev uint64, evs []waitqueue.AdmissionEvent) (waitqueue.Applied, error) {
 	k := keyspace.Of(q)
-	args := linescript.Args(k, p.client.TombstoneTTL(), waitqueue.StreamAdmissions, streamID, prev)
-	for _, e := range evs {
-		args = append(args, e.StreamSeq, e.Entry, e.User, e.TokenID, e.ReadyAt.UnixMilli(), e.ExpiresAt.UnixMilli())
-	}
-	return p.apply(ctx, q, applyAdmissionsScript, linescript.Keys(k), args)
+	args := admissionsArgs{Start: applyStart{Stream: waitqueue.StreamAdmissions, StreamID: streamID, Prev: prev}, Events: evs}
+	return p.applied(q, args.Start, applyAdmissionsScript.Run(ctx, p.rdb, linescript.Keys(k), args.argv(k, p.client.TombstoneTTL())...))
 }
 
 // ApplyOrders applies order events in stream order; a requested order
-// holds its slot until its request time plus hold (see applyOrdersScript).
+// holds its slot until its request time plus hold (see apply_orders.lua).
 func (p *Projection) ApplyOrders(ctx context.Context, q, streamID string, prev uint64, hold time.Duration, evs []waitqueue.OrderEvent) (waitqueue.Applied, error) {
 	k := keyspace.Of(q)
-	args := linescript.Args(k, p.client.TombstoneTTL(), waitqueue.StreamOrders, streamID, prev, hold.Milliseconds(), int(keyspace.BoughtTTL.Seconds()))
-	for _, e := range evs {
-		kind := "r"
-		switch {
-		case e.Final && e.Paid:
-			kind = "p"
-		case e.Final:
-			kind = "f"
-		}
-		args = append(args, e.StreamSeq, kind, e.Entry, e.TokenID, e.OrderID, e.User, e.RequestedAt.UnixMilli(), e.SKU, max(e.Quantity, 1),
-			linescript.Ms(e.Stored))
-	}
-	return p.apply(ctx, q, applyOrdersScript, linescript.Keys(k), args)
+	args := ordersArgs{Start: applyStart{Stream: waitqueue.StreamOrders, StreamID: streamID, Prev: prev}, Hold: hold,
+		Keep: keyspace.BoughtTTL, Events: evs}
+	return p.applied(q, args.Start, applyOrdersScript.Run(ctx, p.rdb, linescript.Keys(k), args.argv(k, p.client.TombstoneTTL())...))
 }
 
-func (p *Projection) apply(ctx context.Context, q string, sc *redis.Script, keys []string, args []any) (waitqueue.Applied, error) {
-	res, err := sc.Run(ctx, p.rdb, keys, args...).Slice()
+// applied reads what an apply script of stream s did to q's line.
+func (p *Projection) applied(q string, s applyStart, cmd *redis.Cmd) (waitqueue.Applied, error) {
+	a, err := decodeApplied(cmd)
 	if err != nil {
-		return waitqueue.Applied{}, fmt.Errorf("apply %s to %s: %w", args[2], q, err)
+		return waitqueue.Applied{}, fmt.Errorf("apply %s to %s: %w", s.Stream, q, err)
 	}
-	if len(res) != 3 {
-		return waitqueue.Applied{}, fmt.Errorf("apply %s to %s: reply of %d fields", args[2], q, len(res))
-	}
-	at, _ := res[1].(int64)
-	conflicts, _ := res[2].(int64)
-	switch res[0] {
-	case "stale":
-		return waitqueue.Applied{}, fmt.Errorf("apply entries to %s: %w", q, waitqueue.ErrStale)
-	case "rewound":
-		return waitqueue.Applied{Cursor: uint64(at), Rewound: true}, nil
-	}
-	return waitqueue.Applied{Cursor: uint64(at), Conflicts: int(conflicts)}, nil
+	return a, nil
 }
 
 // Forget removes a deleted queue's line from Redis, its cursor last: a
@@ -244,7 +199,7 @@ func (p *Projection) Restore(ctx context.Context, q string, recs []waitqueue.Rec
 			for len(r.calls) < restorePipelined && len(recs) > 0 {
 				n := min(restoreBatch, len(recs))
 				r.calls = append(r.calls, recs[:n])
-				r.args = append(r.args, restoreArgs(k.Prefix(), int(p.client.TombstoneTTL().Seconds()), recs[:n]))
+				r.args = append(r.args, restoreArgs{Records: recs[:n]}.argv(k, p.client.TombstoneTTL()))
 				recs = recs[n:]
 			}
 			select {
@@ -267,7 +222,7 @@ func (p *Projection) Restore(ctx context.Context, q string, recs []waitqueue.Rec
 			return res, fmt.Errorf("restore %s: %w", q, err)
 		}
 		for i, batch := range r.calls {
-			created, err := cmds[i].Int64Slice()
+			created, err := decodeRestored(cmds[i])
 			if err != nil {
 				return res, fmt.Errorf("restore %s: %w", q, err)
 			}
@@ -320,44 +275,13 @@ type restoreRound struct {
 	args  [][]any
 }
 
-func restoreArgs(prefix string, ttl int, batch []waitqueue.Record) []any {
-	args := make([]any, 0, 3+9*len(batch))
-	users := make(map[string]struct{}, len(batch))
-	for _, r := range batch {
-		users[r.User] = struct{}{}
-	}
-	unique := "0"
-	if len(users) == len(batch) {
-		unique = "1"
-	}
-	args = append(args, prefix, ttl, unique)
-	for _, r := range batch {
-		alias, ready, exp, score := "", "", "", ""
-		if r.Alias != 0 {
-			alias = strconv.FormatUint(r.Alias, 10)
-		}
-		if r.TokenID != "" {
-			ready = strconv.FormatInt(r.ReadyAt.UnixMilli(), 10)
-			exp = strconv.FormatInt(r.ExpiresAt.UnixMilli(), 10)
-		}
-		if r.Score != 0 {
-			score = strconv.FormatFloat(r.Score, 'g', -1, 64) // exactly the double the live scripts wrote
-		}
-		if r.Status == waitqueue.Waiting && alias == "" && r.TokenID == "" && r.OrderID == "" && score == "" {
-			args = append(args, strconv.FormatUint(r.Seq, 10), "w", r.User)
-			continue
-		}
-		args = append(args, strconv.FormatUint(r.Seq, 10), string(r.Status), r.User, alias, r.TokenID, ready, exp, r.OrderID, score)
-	}
-	return args
-}
-
 // RestoreDraw records q's draw (from its usher.lottery.drawn.v1 event)
 // unless Redis has one recorded, and says whether it did. A rebuild calls
 // it before restoring the drawn, so that no admitter draws the pre-queue
 // again meanwhile and a pre-queue join restored after it queues FIFO.
 func (p *Projection) RestoreDraw(ctx context.Context, q string, d waitqueue.Drawing) (bool, error) {
-	n, err := restoreDrawScript.Run(ctx, p.rdb, []string{keyspace.Of(q).Stats()}, d.Entries, d.Cursor, d.Digest).Int()
+	args := restoreDrawArgs{Drawing: d}
+	n, err := restoreDrawScript.Run(ctx, p.rdb, []string{keyspace.Of(q).Stats()}, args.argv()...).Int()
 	if err != nil {
 		return false, fmt.Errorf("restore the draw of %s: %w", q, err)
 	}

@@ -1,11 +1,12 @@
 -- restore.lua recreates entry records that Redis lost.
 --
--- KEYS: the line's six (linescript.Keys). ARGV: prefix, tombstoneTTL, unique ('1' when no user has
--- two records in the call, as most calls of a rebuild), then a group per
--- record: nine for any record — seq, status, user, alias, tokenId,
--- readyAtMs, expiresAtMs, orderId, score (a waiting entry's score in line;
--- empty: its sequence) — or three for an entry waiting in its FIFO place,
--- most of a line: seq, 'w', user. No two records of a call have one seq.
+-- KEYS: the line's six (linescript.Keys). ARGV (restoreArgs, scripts.go):
+-- prefix, tombstoneTTL, unique ('1' when no user has two records in the
+-- call, as most calls of a rebuild), then a group per record: nine for any
+-- record — seq, status, user, alias, tokenId, readyAtMs, expiresAtMs,
+-- orderId, score (a waiting entry's score in line; empty: its sequence) —
+-- or three for an entry waiting in its FIFO place, most of a line: seq,
+-- 'w', user. No two records of a call have one seq.
 -- Invariants: a record that exists is never touched (the gateway and the
 -- admitter may be writing the same queue while a rebuild runs, and what they
 -- wrote is newer); sorted sets only grow with NX, so nobody moves; the user
