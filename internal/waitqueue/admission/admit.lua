@@ -38,9 +38,9 @@
 --   - readyAt values are spread evenly across the tick (jitter), unless
 --     noJitter (a passthrough queue: ready at the tick's time), and never
 --     go back from one tick to the next (stats lastReadyAt): ticks that
---     catch up after a stall run back to back, and the next one's spread
---     started before the last one's ended — a later place was READY before
---     an earlier one (usherctl audit's lottery-order check caught it);
+--     catch up after a stall run back to back, and without it the next
+--     one's spread would start before the last one's ended — a later place
+--     READY before an earlier one;
 --   - stock-aware: never more unordered shoppers admitted than units that
 --     could still be sold — the stock the store reported (prefix..'stock',
 --     or the ledger's later figure) minus the units held, by this line and

@@ -26,7 +26,7 @@ import (
 // anchor measured in the same run on the same Redis — ZADD of as many
 // members in pipelined batches of 10,000 — so that the figure is a ratio.
 //
-//	USHER_BENCH_PREQUEUE=1000000 go test ./internal/waitqueue -run '^$' -bench DrawOfAPreQueue -benchtime 1x -timeout 30m
+//	USHER_BENCH_PREQUEUE=1000000 go test ./internal/waitqueue/drop -run '^$' -bench DrawOfAPreQueue -benchtime 1x -timeout 30m
 func BenchmarkDrawOfAPreQueue(b *testing.B) {
 	n := 100_000
 	if v, err := strconv.Atoi(os.Getenv("USHER_BENCH_PREQUEUE")); err == nil && v > 0 {

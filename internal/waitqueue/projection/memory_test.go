@@ -22,7 +22,7 @@ import (
 // Reported: used_memory before, at the peak and after, in bytes, and the
 // keys left.
 //
-//	USHER_BENCH_SHOPPERS=1000000 go test ./internal/waitqueue -run '^$' -bench ShoppersLeave -benchtime 1x -timeout 30m
+//	USHER_BENCH_SHOPPERS=1000000 go test ./internal/waitqueue/projection -run '^$' -bench ShoppersLeave -benchtime 1x -timeout 30m
 func BenchmarkShoppersLeaveRedisAtItsBaseline(b *testing.B) {
 	n := 100_000
 	if v, err := strconv.Atoi(os.Getenv("USHER_BENCH_SHOPPERS")); err == nil && v > 0 {
