@@ -42,7 +42,7 @@ type EntryEvent struct {
 	Reason    string // a leave's reason ("" or ReasonAbandoned)
 	// At is when the stream stored the event (zero: unknown); a join
 	// keeps it as its entry's JoinedAt, a leave as the time it left (an
-	// order request stored before it stands: see applyOrdersScript).
+	// order request stored before it stands: see projection/apply_orders.lua).
 	At time.Time
 }
 
@@ -70,7 +70,7 @@ type OrderEvent struct {
 	Quantity    int
 	// Stored is when the stream stored the event (zero: unknown): a
 	// request is judged by it against an expiry or a leave a replay
-	// applied first (see applyOrdersScript).
+	// applied first (see projection/apply_orders.lua).
 	Stored time.Time
 }
 

@@ -35,7 +35,7 @@ const (
 	RedeemUnknown  Redemption = "unknown"  // Redis holds no admission for this token
 	// RedeemLapsed: the token is this order's, but its slot is gone — its
 	// hold ran out and the line gave the slot to the next shopper, or the
-	// order finished and released it. See redeemScript's hold rule.
+	// order finished and released it. See claims/redeem.lua's hold rule.
 	RedeemLapsed Redemption = "lapsed"
 )
 

@@ -23,7 +23,7 @@ type Tick struct {
 	// Offset in [0,1000) places each readyAt within its slice of the tick.
 	Offset int
 	// Admissions and Orders are the streams' heads for this queue: nobody
-	// is admitted until the line has applied them (see admitScript).
+	// is admitted until the line has applied them (see admission/admit.lua).
 	Admissions, Orders Head
 	// StockAware admits only against units that could still be sold;
 	// Share names the queues those units are shared with (see Share).
@@ -33,7 +33,7 @@ type Tick struct {
 	// its pre-queue is drawn.
 	AwaitDraw bool
 	// AbandonAfter: a waiting shopper not present for this long leaves the
-	// line (see admitScript); 0: never.
+	// line (see admission/admit.lua); 0: never.
 	AbandonAfter time.Duration
 	// NoJitter: every readyAt is the tick's own time, not spread across
 	// the tick (a passthrough queue: nobody waits, not even a tick).
@@ -65,7 +65,7 @@ type TickResult struct {
 
 // AtOnce is what an admission at once needs besides what the queue's last
 // tick recorded (its limit, maxAdmitPerTick and whether admission is
-// paused: see admitNowScript).
+// paused: see admission/admit_now.lua).
 type AtOnce struct {
 	TokenTTL   time.Duration
 	TickLength time.Duration
@@ -100,7 +100,7 @@ type Admission struct {
 	JoinedAt time.Time
 }
 
-// Abandoned is a shopper the line found gone (see admitScript), to be
+// Abandoned is a shopper the line found gone (see admission/admit.lua), to be
 // recorded on the entries stream.
 type Abandoned struct {
 	Seq  uint64

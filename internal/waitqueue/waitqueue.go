@@ -108,7 +108,7 @@ type Entry struct {
 // abandonAfterSeconds and left the line.
 const ReasonAbandoned = "abandoned"
 
-// The stock states of a stock-aware queue (see admitScript).
+// The stock states of a stock-aware queue (see admission/admit.lua).
 const (
 	StockAvailable = "available" // units left for the next in line
 	StockHeld      = "held"      // none left, but some held by shoppers ahead or pending: they may come back

@@ -38,7 +38,7 @@ func New(c *waitqueue.Client) *Admission {
 }
 
 // Admit runs the queue's admission tick if it is due: expires stale tokens,
-// admits as many as fit, records them in the outbox. See admitScript for
+// admits as many as fit, records them in the outbox. See admit.lua for
 // the invariants. A stock-aware tick whose Share names SKUs reserves its
 // units in the stock ledger first and reports what the line holds after
 // (see package ledger); one that finds the line no longer stock-aware takes
@@ -82,7 +82,7 @@ func (a *Admission) Admit(ctx context.Context, q string, t waitqueue.Tick) (wait
 }
 
 // AdmitNow admits the head of q's line at once, outside the ticks (see
-// admitNowScript), and returns the sequences admitted: within what the
+// admit_now.lua), and returns the sequences admitted: within what the
 // queue's last tick obeyed — its limit of slots held, what is left of its
 // maxAdmitPerTick in the current tick, no admission while it was paused —
 // and the units that could still be sold at this moment.

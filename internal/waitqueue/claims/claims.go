@@ -35,7 +35,7 @@ func New(c *waitqueue.Client) *Claims {
 
 // Claim takes the token of entry seq for order o at the moment the order is
 // requested, judged on Redis time, and holds its slot for hold (the order's
-// deadline and a margin). See claimScript. A claim of several units of a
+// deadline and a margin). See claim.lua. A claim of several units of a
 // stock-aware line is reported to the stock ledger at once (see
 // Ledger).
 func (c *Claims) Claim(ctx context.Context, q string, seq uint64, o waitqueue.Order, hold time.Duration) (waitqueue.Claim, error) {
@@ -55,7 +55,7 @@ func (c *Claims) Claim(ctx context.Context, q string, seq uint64, o waitqueue.Or
 
 // Redeem marks the token of entry seq as used by orderID (normally the
 // gateway's Claim already did) and holds its slot at least until holdUntil,
-// or answers RedeemLapsed when that order's slot is gone. See redeemScript.
+// or answers RedeemLapsed when that order's slot is gone. See redeem.lua.
 // It is RedeemRequest for a request of unknown times.
 func (c *Claims) Redeem(ctx context.Context, q string, seq uint64, tokenID, orderID string, holdUntil time.Time) (waitqueue.Redemption, error) {
 	r, _, err := c.RedeemRequest(ctx, q, seq, waitqueue.Request{Order: waitqueue.Order{ID: orderID, TokenID: tokenID}}, holdUntil)
@@ -66,7 +66,7 @@ func (c *Claims) Redeem(ctx context.Context, q string, seq uint64, tokenID, orde
 // the order request r. A request the stream stored before the admission
 // expired and before the shopper left is honoured however a replay after
 // a Redis loss left the entry — expired, or left by the leave applied
-// first — and holds the slot again while its hold lasts. See redeemScript.
+// first — and holds the slot again while its hold lasts. See redeem.lua.
 //
 // It also says where USHER_ADMISSIONS holds the admission of the token —
 // its stream sequence as the admissions follower recorded it, 0 while it
@@ -98,7 +98,7 @@ func (c *Claims) Release(ctx context.Context, q string, seq uint64, orderID stri
 
 // CountBought counts quantity units of entry seq's PAID order orderID
 // against user's maxPerUser in queue q, unless they were counted already
-// (see boughtScript), and reports whether it counted them. It is
+// (see bought.lua), and reports whether it counted them. It is
 // idempotent.
 func (c *Claims) CountBought(ctx context.Context, q string, seq uint64, orderID, user string, quantity int) (bool, error) {
 	k := keyspace.Of(q)

@@ -80,7 +80,7 @@ func (d *Drop) draw(ctx context.Context, q, epoch, version string, order []uint6
 const drawBatch = 2_000
 
 // SettleDraw turns a batch of q's drawn records from pre-queued into
-// waiting (see settleDrawScript) and returns how many are left; the
+// waiting (see settle_draw.lua) and returns how many are left; the
 // admitter calls it once a tick until none are, so that Redis is never
 // busy for long. Nothing left is one cheap call.
 func (d *Drop) SettleDraw(ctx context.Context, q string) (int, error) {

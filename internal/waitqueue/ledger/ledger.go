@@ -108,7 +108,7 @@ type ledgerSKU struct {
 }
 
 // snapshot is what a line holds of its stock after an admission step,
-// reported to the ledger (reportScript).
+// reported to the ledger (report.lua).
 type snapshot struct {
 	// Ver counts the line's snapshots, Res is the last reservation the
 	// line used: together they order snapshots (a later one has the
@@ -132,17 +132,17 @@ type lineSKU struct {
 type ledgerRequest struct {
 	Queue string `json:"queue"`
 	TTL   int    `json:"ttl"` // seconds the keys it writes are kept (keyspace.StockShareTTL)
-	// reserveScript: the queue's SKUs, its peers and the most to grant.
+	// reserve.lua: the queue's SKUs, its peers and the most to grant.
 	SKUs  []string `json:"skus"`
 	Peers []string `json:"peers"`
 	Want  int      `json:"want"`
-	// reportScript: the line's snapshot and its tick length in ms (0:
+	// report.lua: the line's snapshot and its tick length in ms (0:
 	// unknown, keep the recorded one).
 	Snap *snapshot `json:"snap,omitempty"`
 	Tick int64     `json:"tick"`
-	// cancelScript: the reservation to release.
+	// cancel.lua: the reservation to release.
 	Res int64 `json:"res"`
-	// ledgerStockScript: the store's figures.
+	// ledger_stock.lua: the store's figures.
 	Levels []stockFigure `json:"levels"`
 }
 

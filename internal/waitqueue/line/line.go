@@ -92,7 +92,7 @@ func (l *Line) Poll(ctx context.Context, q string, seq uint64) (waitqueue.Entry,
 }
 
 // PollPresent is the shopper's own poll: Poll, and a waiting shopper is
-// recorded present (see admitScript: abandonment).
+// recorded present (see admission/admit.lua: abandonment).
 func (l *Line) PollPresent(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error) {
 	return l.poll(ctx, q, seq, true)
 }
@@ -190,13 +190,13 @@ func (l *Line) Present(ctx context.Context, q string, seqs []uint64, now time.Ti
 }
 
 // Ranks reads the line's length, its admission count and rate, and the rank
-// of each of seqs in one atomic round trip (ranksScript: every key shares
+// of each of seqs in one atomic round trip (ranks.lua: every key shares
 // the queue's hash tag). Because the count and the ranks are read at the
 // same instant, a caller can derive later positions from the count alone:
 // in a FIFO line every admission since happened ahead of every waiting
 // entry. Before a scheduled drop's draw its pre-queue counts in the line,
 // ahead of every join since the opening, by the rule a poll counts it with
-// (see undrawnLua): the notifier's streams and the gateway's polls tell the
+// (see undrawn.lib.lua): the notifier's streams and the gateway's polls tell the
 // same place of the same line.
 func (l *Line) Ranks(ctx context.Context, q string, seqs []uint64) (waitqueue.Ranks, error) {
 	k := keyspace.Of(q)

@@ -32,7 +32,7 @@ func TestRanksReadsManyPlacesAndTheAdmissionCountAtOnce(t *testing.T) {
 }
 
 // Before a scheduled drop's draw, a poll of any entry but a pre-queued one
-// and the notifier's ranks count the line by one rule (undrawnLua): the
+// and the notifier's ranks count the line by one rule (undrawn.lib.lua): the
 // pre-queue still to be drawn is in its length — for an admitted shopper,
 // who heads it until READY, and a join not applied yet, at its back, as
 // for those in it — and ahead of every join since the opening. The ranks
