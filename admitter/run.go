@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"usher/internal/adaptive"
+	"usher/internal/bus"
 	"usher/internal/config"
 	"usher/internal/event"
 	"usher/internal/opshttp"
@@ -40,6 +41,16 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		return err
 	}
 	defer d.Close()
+	// The durable consumers the order workers and the downstream readers
+	// bind to: no other role may create a consumer (see bus.Durable).
+	err = bus.Retry(ctx, d.Log, "declare the durable consumers", func(ctx context.Context) error {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return bus.EnsureDurables(dctx, d.JS, s.durables)
+	})
+	if err != nil {
+		return err
+	}
 	// Before the followers, admission had one durable consumer; it holds
 	// nothing anyone needs any more.
 	if err := d.JS.DeleteConsumer(ctx, event.StreamEntries, "admitter"); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {

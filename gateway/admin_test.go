@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"usher/gateway/admin"
 )
 
 // X-Admin-User is who made a change, recorded in its audit event on the
@@ -15,7 +16,8 @@ import (
 func TestAdminUserIsBounded(t *testing.T) {
 	h := newHarness(t)
 	db := migratedStore(t)
-	h.api.stock = &migratedStock{store: db}
+	h.gw.stock = admin.NewMigratedStock(db)
+	h.rebuild()
 	base := h.serve()
 	send := func(method, path, body, by string) (int, []byte) {
 		t.Helper()
@@ -91,7 +93,7 @@ func TestAdminUserIsBounded(t *testing.T) {
 	if len(by) != 4 || by[1] != longest || by[2] != "admin" || by[3] != "José" {
 		t.Errorf("audit events by %q, want [admin %s admin José]", by, longest)
 	}
-	if cfg, _ := h.api.queues.Get(h.queue); cfg.TargetActive != 8 || cfg.Notice != nil {
+	if cfg, _ := h.gw.queues.Get(h.queue); cfg.TargetActive != 8 || cfg.Notice != nil {
 		t.Errorf("queue = target %d, notice %v: want 8 and none (the refused changes changed nothing)", cfg.TargetActive, cfg.Notice)
 	}
 	if _, known, err := db.Stock(t.Context(), "sku-1"); err != nil || known {

@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"golang.org/x/sync/errgroup"
 
+	"usher/gateway/httpapi"
 	"usher/internal/testenv"
 )
 
@@ -37,7 +38,7 @@ func serveOn(t *testing.T, app *fiber.App) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go listen(app, ln)
+	go httpapi.Listen(app, ln)
 	t.Cleanup(func() { app.Shutdown() })
 	return "http://" + ln.Addr().String()
 }
@@ -47,9 +48,9 @@ func serveOn(t *testing.T, app *fiber.App) string {
 // serve, and the admin listener serves nothing public.
 func TestAdminAPIOnItsOwnListener(t *testing.T) {
 	h := newHarness(t)
-	h.api.adminApart = true
-	public := serveOn(t, h.api.app())
-	admin := serveOn(t, h.api.admin)
+	h.gw.adminApart = true
+	public := serveOn(t, h.gw.app())
+	admin := serveOn(t, h.gw.admin)
 	q := h.queue
 	tests := []struct {
 		name          string
@@ -93,7 +94,7 @@ func TestAdminAPIOnThePublicListenerByDefault(t *testing.T) {
 	if got := get(t, "GET", base+"/ops", ""); got != 200 {
 		t.Errorf("GET /ops = %d, want 200", got)
 	}
-	if h.api.admin != nil {
+	if h.gw.admin != nil {
 		t.Error("an admin app exists without USHER_ADMIN_ADDR")
 	}
 }
@@ -171,7 +172,7 @@ func TestServeAppStopsEvenBeforeItServes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // over before it began
 	var g errgroup.Group
-	serveApp(ctx, &g, fiber.New(fiber.Config{DisableStartupMessage: true}), slowStart{ln}, time.Second)
+	httpapi.Serve(ctx, &g, fiber.New(fiber.Config{DisableStartupMessage: true}), slowStart{ln}, time.Second)
 	done := make(chan error, 1)
 	go func() { done <- g.Wait() }()
 	select {

@@ -17,11 +17,11 @@ import (
 // admission is paused (the payment breaker is open).
 func (h *harness) tickAs(limit int, paused bool) waitqueue.TickResult {
 	h.t.Helper()
-	cfg, _ := h.api.queues.Get(h.queue)
-	testenv.Applied(h.t, h.line, h.queue, h.api.epoch(), 1<<40)
+	cfg, _ := h.gw.queues.Get(h.queue)
+	testenv.Applied(h.t, h.line, h.queue, h.gw.epoch(), 1<<40)
 	tickLen := time.Duration(cfg.TickMs) * time.Millisecond
 	r := testenv.Tick(h.t, h.line, h.queue, waitqueue.Tick{
-		Epoch: h.api.epoch(), TargetActive: limit, MaxAdmitPerTick: cfg.MaxAdmitPerTick,
+		Epoch: h.gw.epoch(), TargetActive: limit, MaxAdmitPerTick: cfg.MaxAdmitPerTick,
 		TickLength: tickLen, TokenTTL: time.Duration(cfg.TokenTTLSeconds) * time.Second,
 		Paused: paused || cfg.State != catalog.StateOpen,
 	})
@@ -106,7 +106,7 @@ func TestAJoinAdmittedAtOnceCountsTheUnitsClaimedSinceTheTick(t *testing.T) {
 // tick, as the admitter does.
 func (h *harness) stockTick(avail map[string]int64) waitqueue.TickResult {
 	h.t.Helper()
-	cfg, _ := h.api.queues.Get(h.queue)
+	cfg, _ := h.gw.queues.Get(h.queue)
 	var levels []waitqueue.StockLevel
 	for sku, n := range avail {
 		levels = append(levels, waitqueue.StockLevel{SKU: sku, Available: n, Version: time.Now().UnixMilli()})
@@ -114,10 +114,10 @@ func (h *harness) stockTick(avail map[string]int64) waitqueue.TickResult {
 	if err := h.line.SetStock(context.Background(), h.queue, true, levels...); err != nil {
 		h.t.Fatal(err)
 	}
-	testenv.Applied(h.t, h.line, h.queue, h.api.epoch(), 1<<40)
+	testenv.Applied(h.t, h.line, h.queue, h.gw.epoch(), 1<<40)
 	tickLen := time.Duration(cfg.TickMs) * time.Millisecond
 	r := testenv.Tick(h.t, h.line, h.queue, waitqueue.Tick{
-		Epoch: h.api.epoch(), TargetActive: cfg.TargetActive, MaxAdmitPerTick: cfg.MaxAdmitPerTick,
+		Epoch: h.gw.epoch(), TargetActive: cfg.TargetActive, MaxAdmitPerTick: cfg.MaxAdmitPerTick,
 		TickLength: tickLen, TokenTTL: time.Duration(cfg.TokenTTLSeconds) * time.Second, StockAware: true,
 		Share: waitqueue.Share{SKUs: cfg.Products()},
 	})

@@ -23,7 +23,7 @@ func BenchmarkJoinWithProof(b *testing.B) {
 	peer := netip.IPv4Unspecified() // fasthttp's RemoteIP without a connection
 	proofs := make([]string, b.N)
 	for i := range proofs {
-		c := h.api.door.issuer.Issue(h.queue, peer, 0, h.api.now())
+		c := h.gw.challenges.Issue(h.queue, peer, 0, h.gw.now())
 		proofs[i] = pow.Value(c.Challenge, "0")
 	}
 	var ctx fasthttp.RequestCtx

@@ -14,13 +14,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"usher/gateway/door"
+	"usher/gateway/lineapi"
 	"usher/internal/catalog"
 	"usher/internal/event"
 	"usher/internal/keyspace"
 	"usher/internal/pow"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
-	"usher/internal/waitqueue/roles"
 )
 
 // clock is a test's clock: it moves only when told to.
@@ -63,9 +64,10 @@ const clientHeader = "X-Client-IP"
 func powHarness(t *testing.T, challenge string) (*harness, *clock) {
 	t.Helper()
 	h := newHarness(t)
-	h.api.ips = mustClientIPs(t, []string{"0.0.0.0/0", "::/0"}, clientHeader)
+	h.gw.ips = mustClientIPs(t, []string{"0.0.0.0/0", "::/0"}, clientHeader)
 	clk := &clock{t: time.Now()}
-	h.api.now = clk.Now
+	h.gw.now = clk.Now
+	h.rebuild()
 	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "challenge": `+challenge+`}`, 200)
 	return h, clk
 }
@@ -171,7 +173,7 @@ func TestChallengeIsStateless(t *testing.T) {
 func TestAChallengeHEADIssuesNothing(t *testing.T) {
 	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": "auto", "min": 4, "max": 16}`)
 	const ip = "198.51.100.41"
-	issued := func() float64 { return value(t, h.api.metrics.pow.issued.WithLabelValues(h.queue)) }
+	issued := func() float64 { return value(t, h.gw.metrics.pow.Issued.WithLabelValues(h.queue)) }
 	for i := range 40 {
 		r := h.do("HEAD", "/v1/queues/"+h.queue+"/challenge", "", map[string]string{clientHeader: ip})
 		if r.status != 200 || len(r.raw) != 0 || r.header.Get("Cache-Control") != "no-store" || r.header.Get("Content-Type") != "application/json" {
@@ -205,10 +207,9 @@ func TestAChallengeHEADAnswersWhatGETWouldWhileRedisIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	h.api.line = roles.New(rdb)
-	h.api.door = nil // a door of its own, on this line (doorDefaults)
-	h.app = h.api.app()
-	stop() // Redis is gone
+	h.gw.line = waitqueue.NewClient(rdb)
+	h.rebuild() // a door of its own, on this line
+	stop()      // Redis is gone
 
 	path := "/v1/queues/" + h.queue + "/challenge"
 	hdr := map[string]string{clientHeader: "198.51.100.42"}
@@ -235,7 +236,7 @@ func TestEnforceRefusesEveryBadProof(t *testing.T) {
 	const ip = "198.51.100.7"
 	addr := netip.MustParseAddr(ip)
 	issue := func(q, client string, d int, at time.Time) pow.Challenge {
-		return h.api.door.issuer.Issue(q, netip.MustParseAddr(client), d, at)
+		return h.gw.challenges.Issue(q, netip.MustParseAddr(client), d, at)
 	}
 	other, err := pow.NewIssuer([]byte(strings.Repeat("z", 32)), 0)
 	if err != nil {
@@ -283,7 +284,7 @@ func TestEnforceRefusesEveryBadProof(t *testing.T) {
 			}
 		})
 	}
-	if n := value(t, h.api.metrics.pow.checks.WithLabelValues(h.queue, "enforce", "reused")); n != 1 {
+	if n := value(t, h.gw.metrics.pow.Checks.WithLabelValues(h.queue, "enforce", "reused")); n != 1 {
 		t.Errorf("usher_pow_checks_total{result=reused} = %v, want 1", n)
 	}
 }
@@ -300,7 +301,7 @@ func TestLogCountsWhatEnforceWouldRefuse(t *testing.T) {
 			t.Fatalf("join %s under log = %d %s, want 202", j.user, r.status, r.raw)
 		}
 	}
-	m := h.api.metrics.pow.checks
+	m := h.gw.metrics.pow.Checks
 	for result, want := range map[string]float64{"ok": 1, "missing": 1, "malformed": 1, "reused": 1} {
 		if got := value(t, m.WithLabelValues(h.queue, "log", result)); got != want {
 			t.Errorf("usher_pow_checks_total{mode=log,result=%s} = %v, want %v", result, got, want)
@@ -322,7 +323,7 @@ func TestLogCountsWhatEnforceWouldRefuse(t *testing.T) {
 func TestAutoDifficultyFollowsPressure(t *testing.T) {
 	h, clk := powHarness(t, `{"mode": "enforce", "difficulty": "auto", "min": 2, "max": 12}`)
 	gauge := func() int {
-		return int(value(t, h.api.metrics.pow.difficulty.WithLabelValues(h.queue)))
+		return int(value(t, h.gw.metrics.pow.Difficulty.WithLabelValues(h.queue)))
 	}
 	ask := h.difficultyAsker()
 	if d := ask(); d != 2 {
@@ -415,14 +416,14 @@ func TestShadowLine(t *testing.T) {
 	}
 	seqBefore := lastSeq()
 	var r response
-	for i := range shadowAfter {
+	for i := range door.ShadowAfter {
 		r = h.joinWithProof("bot", bot, "")
-		if i < shadowAfter-1 && r.status != 428 {
+		if i < door.ShadowAfter-1 && r.status != 428 {
 			t.Fatalf("refused join %d = %d %s, want 428", i+1, r.status, r.raw)
 		}
 	}
 	if r.status != 202 || r.str("status") != "WAITING" || r.num("position") != 3 || r.num("waiting") != 3 || r.str("ticket") == "" {
-		t.Fatalf("join %d of a failing client = %d %s, want 202 WAITING at place 3 of 3 (the back of the line)", shadowAfter, r.status, r.raw)
+		t.Fatalf("join %d of a failing client = %d %s, want 202 WAITING at place 3 of 3 (the back of the line)", door.ShadowAfter, r.status, r.raw)
 	}
 	for _, k := range []string{"events", "pollAfterMs"} {
 		if _, ok := r.body[k]; !ok {
@@ -450,7 +451,7 @@ func TestShadowLine(t *testing.T) {
 	if err := h.line.SetStock(context.Background(), h.queue, true, waitqueue.StockLevel{SKU: "shadow-sku", Available: 100, Version: 1}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Tick(t, h.line, h.queue, waitqueue.Tick{Epoch: h.api.epoch(), TargetActive: 2, TickLength: 100 * time.Millisecond,
+	testenv.Tick(t, h.line, h.queue, waitqueue.Tick{Epoch: h.gw.epoch(), TargetActive: 2, TickLength: 100 * time.Millisecond,
 		TokenTTL: time.Minute, StockAware: true})
 	if r := h.do("PUT", "/v1/admin/queues/"+h.queue+"/notice", `{"message": "Restock at 10:30."}`, adminAuth); r.status != 200 {
 		t.Fatalf("PUT notice = %d %s", r.status, r.raw)
@@ -485,7 +486,7 @@ func TestShadowLine(t *testing.T) {
 	if p := h.poll(tkt); p.status != 401 {
 		t.Errorf("poll of a shadow ticket once shadow is off = %d %s, want 401", p.status, p.raw)
 	}
-	if n := value(t, h.api.metrics.pow.shadowed.WithLabelValues(h.queue)); n != 1 {
+	if n := value(t, h.gw.metrics.pow.Shadowed.WithLabelValues(h.queue)); n != 1 {
 		t.Errorf("usher_pow_shadowed_total = %v, want 1", n)
 	}
 }
@@ -560,7 +561,7 @@ func TestAJoinRefusedAfterItsProofKeepsTheProof(t *testing.T) {
 	const ip = "198.51.100.21"
 	withInvite := func(user, proof, code string) response {
 		return h.do("POST", "/v1/queues/"+h.queue+"/tickets", "", map[string]string{"X-User-Id": user, clientHeader: ip,
-			pow.Header: proof, headerInvite: code})
+			pow.Header: proof, lineapi.HeaderInvite: code})
 	}
 	inv := h.do("POST", "/v1/admin/queues/"+h.queue+"/invites", `{"count": 1}`, adminAuth)
 	code := inv.body["codes"].([]any)[0].(string)
@@ -692,10 +693,10 @@ func TestAShadowJoinBeforeADropOpensIsPreQueuedLikeAnyOther(t *testing.T) {
 		t.Fatalf("a real join before the opening = %d %s", real.status, real.raw)
 	}
 	var r response
-	for range shadowAfter {
+	for range door.ShadowAfter {
 		r = h.joinWithProof("bot", bot, "")
 	}
-	if n := value(t, h.api.metrics.pow.shadowed.WithLabelValues(h.queue)); n != 1 {
+	if n := value(t, h.gw.metrics.pow.Shadowed.WithLabelValues(h.queue)); n != 1 {
 		t.Fatalf("usher_pow_shadowed_total = %v, want 1 (the last join shadowed)", n)
 	}
 	same := func(what string, shadow, real response) {
@@ -776,7 +777,7 @@ func TestAutoDifficultyCountsThePreQueueAndNotTheDraw(t *testing.T) {
 	// The draw places the 40 at once; nobody joins.
 	sched(clk.Now().Add(-time.Second))
 	ctx := context.Background()
-	testenv.Applied(t, h.line, h.queue, h.api.epoch(), 1<<40)
+	testenv.Applied(t, h.line, h.queue, h.gw.epoch(), 1<<40)
 	entries, _, version, err := h.line.PreQueue(ctx, h.queue)
 	if err != nil {
 		t.Fatal(err)
@@ -785,7 +786,7 @@ func TestAutoDifficultyCountsThePreQueueAndNotTheDraw(t *testing.T) {
 	for i, e := range entries {
 		order[len(entries)-1-i] = e.Seq
 	}
-	if _, err := h.line.Draw(ctx, h.queue, h.api.epoch(), version, order, "d"); err != nil {
+	if _, err := h.line.Draw(ctx, h.queue, h.gw.epoch(), version, order, "d"); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
@@ -806,7 +807,7 @@ func TestAShadowJoinInMaintenanceIsRefusedLikeAnyOther(t *testing.T) {
 	h, _ := powHarness(t, challenge)
 	const bot, shopper = "192.0.2.67", "198.51.100.8"
 	// The bot fails until its next failure would be shadowed.
-	for i := range shadowAfter - 1 {
+	for i := range door.ShadowAfter - 1 {
 		if r := h.joinWithProof("bot", bot, ""); r.status != 428 {
 			t.Fatalf("join %d of a failing client = %d %s, want 428", i+1, r.status, r.raw)
 		}
@@ -821,7 +822,7 @@ func TestAShadowJoinInMaintenanceIsRefusedLikeAnyOther(t *testing.T) {
 		t.Fatalf("a suspect's join in maintenance = %d %s (Retry-After %q)\nreal: %d %s\nwant the same 503 maintenance, Retry-After 60",
 			r.status, r.raw, r.header.Get("Retry-After"), real.status, real.raw)
 	}
-	if n := value(t, h.api.metrics.pow.shadowed.WithLabelValues(h.queue)); n != 0 {
+	if n := value(t, h.gw.metrics.pow.Shadowed.WithLabelValues(h.queue)); n != 0 {
 		t.Errorf("usher_pow_shadowed_total = %v, want 0: nobody was given a shadow place", n)
 	}
 }
@@ -844,12 +845,12 @@ func TestAJoinInMaintenanceIsRefusedBeforeItsProofIsAsked(t *testing.T) {
 				i+1, proof, r.status, r.raw)
 		}
 	}
-	m := h.api.metrics.pow
-	if n := value(t, m.issued.WithLabelValues(h.queue)); n != 0 {
+	m := h.gw.metrics.pow
+	if n := value(t, m.Issued.WithLabelValues(h.queue)); n != 0 {
 		t.Errorf("usher_pow_challenges_issued_total = %v, want 0", n)
 	}
 	for _, result := range []string{"missing", "malformed", "invalid"} {
-		if n := value(t, m.checks.WithLabelValues(h.queue, "enforce", result)); n != 0 {
+		if n := value(t, m.Checks.WithLabelValues(h.queue, "enforce", result)); n != 0 {
 			t.Errorf("usher_pow_checks_total{result=%s} = %v, want 0: nothing was checked", result, n)
 		}
 	}
@@ -883,7 +884,7 @@ func TestAQueueThatRefusesEveryJoinAsksForNoWork(t *testing.T) {
 			t.Errorf("%s: join with its proof = %d %s, want %s", c.name, r.status, r.raw, c.want)
 		}
 	}
-	if n := value(t, h.api.metrics.pow.issued.WithLabelValues(h.queue)); n != 0 {
+	if n := value(t, h.gw.metrics.pow.Issued.WithLabelValues(h.queue)); n != 0 {
 		t.Errorf("usher_pow_challenges_issued_total = %v, want 0", n)
 	}
 	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "challenge": `+challenge+`}`, 200)
@@ -903,7 +904,7 @@ func TestASolvedButTooEasyProofIsNeverShadowed(t *testing.T) {
 	h, _ := powHarness(t, easy)
 	const nat = "100.64.0.9"
 	proof := solved(t, h.challengeFor(nat))
-	for i := range shadowAfter - 1 {
+	for i := range door.ShadowAfter - 1 {
 		if r := h.joinWithProof(fmt.Sprintf("bot-%d", i), nat, ""); r.status != 428 {
 			t.Fatalf("proofless join %d = %d %s, want 428", i+1, r.status, r.raw)
 		}
@@ -914,10 +915,10 @@ func TestASolvedButTooEasyProofIsNeverShadowed(t *testing.T) {
 		t.Fatalf("a solved proof of the old difficulty, from an address others failed from = %d %s; want 428 too_easy", r.status, r.raw)
 	}
 	r = h.joinWithProof("honest", nat, solved(t, challengeOf(t, r)))
-	if _, err := h.api.tickets.Parse(r.str("ticket")); r.status != 202 || err != nil {
+	if _, err := h.gw.tickets.Parse(r.str("ticket")); r.status != 202 || err != nil {
 		t.Fatalf("the carried challenge solved = %d %s (a real ticket: %v); want 202 with a real place", r.status, r.raw, err)
 	}
-	if n := value(t, h.api.metrics.pow.shadowed.WithLabelValues(h.queue)); n != 0 {
+	if n := value(t, h.gw.metrics.pow.Shadowed.WithLabelValues(h.queue)); n != 0 {
 		t.Errorf("usher_pow_shadowed_total = %v, want 0", n)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"usher/gateway/page"
 	"usher/internal/config"
 	"usher/internal/service"
 	"usher/internal/shopper"
@@ -30,7 +31,7 @@ type settings struct {
 	powSecret      string // proof of work at the door: challenges and shadow tickets
 	notifierURL    string
 	pageCSS        string
-	pageLangs      *pageLangs // the shipped languages and USHER_PAGE_LANG_DIR's
+	pageLangs      *page.Langs // the shipped languages and USHER_PAGE_LANG_DIR's
 	protect        protectSettings
 	orderHold      time.Duration
 }
@@ -62,7 +63,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		langs = os.DirFS(dir)
 	}
 	var err error
-	if s.pageLangs, err = loadPageLangs(langs); err != nil {
+	if s.pageLangs, err = page.LoadLangs(langs); err != nil {
 		env.Check(fmt.Errorf("USHER_PAGE_LANG_DIR=%s: %w", dir, err))
 	}
 	return s, env.Err()

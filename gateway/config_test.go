@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"usher/gateway/lineapi"
 	"usher/internal/config"
 )
 
@@ -45,8 +47,8 @@ func TestNotifierPublicURLIsCheckedAtStartUp(t *testing.T) {
 			t.Errorf("USHER_NOTIFIER_PUBLIC_URL=%q: loadSettings = %v, want it to start", tt.value, err)
 			continue
 		}
-		a := &api{notifierURL: s.notifierURL}
-		if got := a.eventsURL("demo", "t"); got != tt.wantEvents {
+		places := lineapi.NewPlaces(nil, s.notifierURL, time.Now, func() float64 { return 0 })
+		if got := places.EventsURL("demo", "t"); got != tt.wantEvents {
 			t.Errorf("USHER_NOTIFIER_PUBLIC_URL=%q: events URL = %q, want %q", tt.value, got, tt.wantEvents)
 		}
 	}
@@ -128,5 +130,22 @@ func TestRunNamesTheVariableOfAnUnusableKeyFile(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("run with %s=%s = %v, want an error saying %q", tt.name, tt.value, err, tt.want)
 		}
+	}
+}
+
+// run refuses to start with an incomplete catalog in USHER_PAGE_LANG_DIR,
+// naming the missing keys, before it connects to anything.
+func TestRunRefusesAnIncompleteLanguage(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "it.json"), []byte(`{"page.title": "Sala d'attesa · {queue}"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"USHER_PAGE_LANG_DIR": dir,
+		"USHER_NATS_URL":      "nats://127.0.0.1:1", "USHER_REDIS_URL": "redis://127.0.0.1:1",
+	}
+	err := run(t.Context(), func(k string) string { return env[k] }, &strings.Builder{})
+	if err == nil || !strings.Contains(err.Error(), "it.json: missing keys: check.button, check.checkedAt,") {
+		t.Fatalf("run = %v, want it refused, naming the missing keys", err)
 	}
 }

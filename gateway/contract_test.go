@@ -18,6 +18,7 @@ import (
 
 	apidoc "usher/api"
 	"usher/api/contract"
+	"usher/gateway/httpapi"
 )
 
 // The API contract (api/openapi.yaml): every request a gateway test makes
@@ -38,7 +39,7 @@ func contractDoc(t testing.TB) *contract.Doc {
 
 // serviceOf is the document's name for what app serves.
 func (h *harness) serviceOf(app *fiber.App) string {
-	if app == h.api.admin && app != nil {
+	if app == h.gw.admin && app != nil {
 		return contract.GatewayAdmin
 	}
 	return contract.Gateway
@@ -153,13 +154,13 @@ func TestContractRoutesMatchTheDocument(t *testing.T) {
 		}
 	}
 	t.Run("public listener with the admin API", func(t *testing.T) {
-		check(t, h.api.app(), contract.Gateway)
+		check(t, h.gw.app(), contract.Gateway)
 	})
 	t.Run("admin listener of its own", func(t *testing.T) {
-		a := h.api // h.app stays as it was built
-		a.adminApart, a.admin = true, nil
-		public := a.app()
-		check(t, a.admin, contract.GatewayAdmin)
+		g := h.gw // h.app stays as it was built
+		g.adminApart, g.admin = true, nil
+		public := g.app()
+		check(t, g.admin, contract.GatewayAdmin)
 		// The public listener then serves the rest: the document's
 		// gateway routes that are not the admin API's.
 		var got []string
@@ -208,7 +209,7 @@ func TestContractChecksServedRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go listen(app, ln)
+	go httpapi.Listen(app, ln)
 	defer app.Shutdown()
 	for _, p := range []string{"/healthz", "/undocumented", "/v1/admin/ops/stream"} {
 		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+p, nil)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"usher/gateway/admin"
 )
 
 // DELETE /v1/admin/queues/{q} takes a queue out for good, and only one
@@ -17,17 +18,17 @@ import (
 // again.
 func TestOnlyAnEndedQueueIsDeletedAndItsNameIsRetired(t *testing.T) {
 	h := newHarness(t)
-	admin := map[string]string{"Authorization": "Bearer secret-admin", "X-Admin-User": "ops-ann"}
+	adminAuth := map[string]string{"Authorization": "Bearer secret-admin", "X-Admin-User": "ops-ann"}
 	del := func() response {
 		t.Helper()
-		return h.do("DELETE", "/v1/admin/queues/"+h.queue, "", admin)
+		return h.do("DELETE", "/v1/admin/queues/"+h.queue, "", adminAuth)
 	}
 	refused := func(r response, slug string) {
 		t.Helper()
 		if r.status != 409 || !isProblem(r) || !strings.HasSuffix(r.str("type"), "/"+slug) {
 			t.Fatalf("DELETE = %d %s, want 409 %s", r.status, r.raw, slug)
 		}
-		if _, ok := h.api.queues.Get(h.queue); !ok {
+		if _, ok := h.gw.queues.Get(h.queue); !ok {
 			t.Fatalf("a refused DELETE (%s) took the queue out", slug)
 		}
 	}
@@ -47,7 +48,7 @@ func TestOnlyAnEndedQueueIsDeletedAndItsNameIsRetired(t *testing.T) {
 	if _, err := h.line.ClosedSince(context.Background(), h.queue, true); err != nil { // as the admitter records it
 		t.Fatal(err)
 	}
-	time.Sleep(closeSettle + 100*time.Millisecond)
+	time.Sleep(admin.CloseSettle + 100*time.Millisecond)
 	r = del()
 	refused(r, "queue-in-use") // alice may still order
 	if !strings.Contains(r.str("detail"), "1 admitted shopper") {
@@ -61,7 +62,7 @@ func TestOnlyAnEndedQueueIsDeletedAndItsNameIsRetired(t *testing.T) {
 		t.Fatalf("DELETE of an ended queue = %d %s, want 204", r.status, r.raw)
 	}
 
-	if r := h.do("GET", "/v1/admin/queues/"+h.queue, "", admin); r.status != 404 {
+	if r := h.do("GET", "/v1/admin/queues/"+h.queue, "", adminAuth); r.status != 404 {
 		t.Errorf("GET after the deletion = %d %s, want 404", r.status, r.raw)
 	}
 	if r := h.poll(alice.str("ticket")); r.status != 404 || !strings.HasSuffix(r.str("type"), "/unknown-queue") {
@@ -70,11 +71,11 @@ func TestOnlyAnEndedQueueIsDeletedAndItsNameIsRetired(t *testing.T) {
 	if r := del(); r.status != 404 {
 		t.Errorf("DELETE again = %d %s, want 404", r.status, r.raw)
 	}
-	r = h.do("PUT", "/v1/admin/queues/"+h.queue, `{"targetActive": 5}`, admin)
+	r = h.do("PUT", "/v1/admin/queues/"+h.queue, `{"targetActive": 5}`, adminAuth)
 	if r.status != 409 || !strings.HasSuffix(r.str("type"), "/queue-retired") {
 		t.Errorf("PUT of the deleted queue's name = %d %s, want 409 queue-retired", r.status, r.raw)
 	}
-	if _, ok := h.api.queues.Get(h.queue); ok {
+	if _, ok := h.gw.queues.Get(h.queue); ok {
 		t.Error("the refused PUT made the queue again")
 	}
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"usher/gateway/lineapi"
 	"usher/internal/catalog"
 	"usher/internal/lottery"
 	"usher/internal/testenv"
@@ -15,13 +16,13 @@ import (
 
 var adminAuth = map[string]string{"Authorization": "Bearer secret-admin"}
 
-func (h *harness) publicQueue() publicQueue {
+func (h *harness) publicQueue() lineapi.PublicView {
 	h.t.Helper()
 	r := h.do("GET", "/v1/queues/"+h.queue, "", nil)
 	if r.status != 200 {
 		h.t.Fatalf("GET /v1/queues/%s = %d %s", h.queue, r.status, r.raw)
 	}
-	var v publicQueue
+	var v lineapi.PublicView
 	if err := json.Unmarshal(r.raw, &v); err != nil {
 		h.t.Fatal(err)
 	}
@@ -94,12 +95,12 @@ func TestAnUndrawnDropKeepsItsOpening(t *testing.T) {
 	if !isProblem(r) || len(params) != 1 || !strings.Contains(string(r.raw), `"opensAt"`) {
 		t.Fatalf("PUT without opensAt before the draw = %s; want 400 naming opensAt", r.raw)
 	}
-	if cfg, _ := h.api.queues.Get(h.queue); cfg.OpensAt == nil {
+	if cfg, _ := h.gw.queues.Get(h.queue); cfg.OpensAt == nil {
 		t.Fatal("the refused PUT dropped opensAt all the same")
 	}
 	// Moving the opening is fine, and keeps the commitment.
 	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`, "opensAt": "`+rfc3339(time.Now().Add(2*time.Hour))+`"}`, 200)
-	if _, _, err := h.api.queues.Update(context.Background(), h.queue, func(c *catalog.Config) bool {
+	if _, _, err := h.gw.queues.Update(context.Background(), h.queue, func(c *catalog.Config) bool {
 		c.Lottery.Drawn = true
 		return true
 	}); err != nil {
@@ -138,7 +139,7 @@ func TestTheLotteryIsCommittedToAndItsSeedKeptSecret(t *testing.T) {
 	}
 	// The catalog, which every service follows, holds the commitment
 	// alone; the seed waits in the seeds bucket, and opens it.
-	cfg, _ := h.api.queues.Get(h.queue)
+	cfg, _ := h.gw.queues.Get(h.queue)
 	if cfg.Lottery.Seed != "" {
 		t.Fatalf("the catalog holds the seed before the draw: %+v", cfg.Lottery)
 	}
@@ -334,8 +335,8 @@ func TestBeforeTheDrawNoJoinIsAdmittedAtOnce(t *testing.T) {
 // scheduled drop: nobody in the pre-queue admitted before the draw.
 func (h *harness) drawTick() waitqueue.TickResult {
 	h.t.Helper()
-	testenv.Applied(h.t, h.line, h.queue, h.api.epoch(), 1<<40)
-	return testenv.Tick(h.t, h.line, h.queue, waitqueue.Tick{Epoch: h.api.epoch(), TargetActive: 5,
+	testenv.Applied(h.t, h.line, h.queue, h.gw.epoch(), 1<<40)
+	return testenv.Tick(h.t, h.line, h.queue, waitqueue.Tick{Epoch: h.gw.epoch(), TargetActive: 5,
 		TickLength: 100 * time.Millisecond, TokenTTL: time.Minute, AwaitDraw: true})
 }
 
@@ -365,7 +366,8 @@ func TestAJoinAdmittedAtOnceIsReadyWhateverThisHostsClockSays(t *testing.T) {
 	h := newHarness(t)
 	h.putQueue(h.queue, `{"targetActive": 1, "rateLimit": `+limitsOff+`, "mode": "passthrough"}`, 200)
 	h.admit() // a tick that found the line current: admission at once may proceed
-	h.api.now = func() time.Time { return time.Now().Add(-200 * time.Millisecond) }
+	h.gw.now = func() time.Time { return time.Now().Add(-200 * time.Millisecond) }
+	h.rebuild()
 	r := h.join("alice")
 	if r.status != 202 || r.str("status") != "READY" || r.str("token") == "" {
 		t.Fatalf("passthrough join with this host's clock 200 ms behind = %d %s; want 202 READY with a token", r.status, r.raw)
@@ -386,7 +388,7 @@ func TestADropIsNeverScheduledOverAWaitingLine(t *testing.T) {
 	if !isProblem(r) || !strings.HasSuffix(r.str("type"), "line-not-empty") || !strings.Contains(r.str("detail"), "1 shopper(s)") {
 		t.Fatalf("scheduling a drop over a waiting line = %s; want 409 line-not-empty counting the one waiting", r.raw)
 	}
-	if cfg, _ := h.api.queues.Get(h.queue); cfg.OpensAt != nil || cfg.Lottery != nil {
+	if cfg, _ := h.gw.queues.Get(h.queue); cfg.OpensAt != nil || cfg.Lottery != nil {
 		t.Fatalf("the refused PUT stored %+v all the same", cfg)
 	}
 	if p := h.poll(first.str("ticket")); p.str("status") != "WAITING" || p.num("position") != 1 {
@@ -425,7 +427,7 @@ func TestAJoinBeforeTheDrawIsToldItsPlaceBehindThePreQueue(t *testing.T) {
 	if late.status != 202 || late.str("status") != "WAITING" || late.num("position") != 5 || late.num("waiting") != 5 {
 		t.Fatalf("a join after the opening, before the draw = %d %s; want WAITING at 5 of 5 (the invited, 3 pre-queued, then it)", late.status, late.raw)
 	}
-	testenv.Applied(t, h.line, h.queue, h.api.epoch(), 1<<40)
+	testenv.Applied(t, h.line, h.queue, h.gw.epoch(), 1<<40)
 	if r := h.poll(late.str("ticket")); r.num("position") != 5 || r.num("waiting") != 5 {
 		t.Fatalf("its poll before the draw = %s; want position 5 of 5", r.raw)
 	}
@@ -438,7 +440,7 @@ func TestAJoinBeforeTheDrawIsToldItsPlaceBehindThePreQueue(t *testing.T) {
 	if err != nil || len(entries) != 3 {
 		t.Fatalf("PreQueue = %v, %v", entries, err)
 	}
-	if _, err := h.line.Draw(ctx, h.queue, h.api.epoch(), version, []uint64{entries[2].Seq, entries[0].Seq, entries[1].Seq}, "d"); err != nil {
+	if _, err := h.line.Draw(ctx, h.queue, h.gw.epoch(), version, []uint64{entries[2].Seq, entries[0].Seq, entries[1].Seq}, "d"); err != nil {
 		t.Fatal(err)
 	}
 	for tk, want := range map[string]int64{guest.str("ticket"): 1, pre["p3"]: 2, pre["p1"]: 3, pre["p2"]: 4, late.str("ticket"): 5} {

@@ -66,7 +66,7 @@ func FuzzAdminBody(f *testing.F) {
 		r := h.do("PUT", "/v1/admin/queues/fuzz-"+h.queue, body, map[string]string{"Authorization": "Bearer secret-admin"})
 		switch {
 		case r.status == 200 || r.status == 201:
-			if _, ok := h.api.queues.Get("fuzz-" + h.queue); !ok {
+			if _, ok := h.gw.queues.Get("fuzz-" + h.queue); !ok {
 				t.Fatalf("accepted %q but the queue is not in the catalog", body)
 			}
 		case r.status == 400 && isProblem(r):

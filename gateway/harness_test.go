@@ -20,6 +20,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"usher/gateway/httpapi"
 	"usher/internal/bus"
 	"usher/internal/catalog"
 	"usher/internal/event"
@@ -40,7 +41,7 @@ func TestMain(m *testing.M) {
 // harness is a gateway on a real JetStream server and a real Redis.
 type harness struct {
 	t     testing.TB
-	api   *api
+	gw    *gateway
 	app   *fiber.App
 	js    jetstream.JetStream
 	line  *roles.All
@@ -78,10 +79,10 @@ func newHarness(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &api{
+	g := &gateway{
 		log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		queues:     queues,
-		line:       line,
+		line:       line.Client,
 		events:     js,
 		tickets:    signer,
 		keys:       keys,
@@ -90,17 +91,24 @@ func newHarness(t testing.TB) *harness {
 		now:        time.Now,
 		epoch:      func() string { return epoch },
 		orderHold:  90 * time.Second,
-		rand:       rand.New(rand.NewPCG(1, 2)),
+		jitter:     lockedJitter(rand.New(rand.NewPCG(1, 2))),
 		ready:      func(context.Context) error { return nil },
 	}
 	// A test's clock has no sync error: READY at the clock a test sets.
-	a.earliest = func() time.Time { return a.now() }
-	h := &harness{t: t, api: a, app: a.app(), js: js, line: line, queue: testenv.Name(t)}
+	g.earliest = func() time.Time { return g.now() }
+	h := &harness{t: t, gw: g, app: g.app(), js: js, line: line, queue: testenv.Name(t)}
 	// Every request of an in-memory test comes from one address: the
 	// harness queue has its rate limits off, and the tests of the limits
 	// turn them on.
 	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`}`, 201)
 	return h
+}
+
+// rebuild builds the gateway's rooms anew from h.gw, as a test has
+// changed it.
+func (h *harness) rebuild() {
+	h.t.Helper()
+	h.app = h.gw.app()
 }
 
 // limitsOff is a queue's rateLimit with every limit off.
@@ -159,7 +167,7 @@ func (h *harness) putQueue(q, body string, want int) response {
 // catalog has it.
 func (h *harness) recordDraw(draw func(*catalog.Lottery)) {
 	h.t.Helper()
-	if _, _, err := h.api.queues.Update(context.Background(), h.queue, func(c *catalog.Config) bool {
+	if _, _, err := h.gw.queues.Update(context.Background(), h.queue, func(c *catalog.Config) bool {
 		l := *c.Lottery
 		l.Drawn = true
 		draw(&l)
@@ -169,7 +177,7 @@ func (h *harness) recordDraw(draw func(*catalog.Lottery)) {
 		h.t.Fatal(err)
 	}
 	testenv.Eventually(h.t, 5*time.Second, func() error {
-		if cfg, _ := h.api.queues.Get(h.queue); !cfg.Drawn() {
+		if cfg, _ := h.gw.queues.Get(h.queue); !cfg.Drawn() {
 			return errors.New("the gateway has not seen the draw")
 		}
 		return nil
@@ -181,15 +189,15 @@ func (h *harness) recordDraw(draw func(*catalog.Lottery)) {
 // until every shopper it admitted is READY (readyAt spreads over one tick).
 func (h *harness) admit() waitqueue.TickResult {
 	h.t.Helper()
-	cfg, _ := h.api.queues.Get(h.queue)
-	testenv.Applied(h.t, h.line, h.queue, h.api.epoch(), 1<<40)
+	cfg, _ := h.gw.queues.Get(h.queue)
+	testenv.Applied(h.t, h.line, h.queue, h.gw.epoch(), 1<<40)
 	tickLen := time.Duration(cfg.TickMs) * time.Millisecond
 	target := cfg.TargetActive
 	if cfg.QueueMode() == catalog.ModePassthrough {
 		target = 1 << 30 // the admitter's passthroughTarget: no cap
 	}
 	r := testenv.Tick(h.t, h.line, h.queue, waitqueue.Tick{
-		Epoch: h.api.epoch(), TargetActive: target, MaxAdmitPerTick: cfg.MaxAdmitPerTick,
+		Epoch: h.gw.epoch(), TargetActive: target, MaxAdmitPerTick: cfg.MaxAdmitPerTick,
 		TickLength: tickLen, TokenTTL: time.Duration(cfg.TokenTTLSeconds) * time.Second,
 		Paused: cfg.State != catalog.StateOpen,
 	})
@@ -214,14 +222,27 @@ func pretty(b []byte) string {
 // its base URL.
 func (h *harness) serve() string {
 	h.t.Helper()
+	base, serve := h.listen()
+	serve()
+	return base
+}
+
+// listen opens a loopback socket and returns its base URL, and serve,
+// which runs the app on it (as the test has built it by then) until the
+// test ends.
+func (h *harness) listen() (base string, serve func()) {
+	h.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	checkServed(h.t, h.app, h.serviceOf(h.app)) // against the API contract
-	go listen(h.app, ln)
-	h.t.Cleanup(func() { h.app.Shutdown() })
-	return "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), func() {
+		h.t.Helper()
+		app := h.app
+		checkServed(h.t, app, h.serviceOf(app)) // against the API contract
+		go httpapi.Listen(app, ln)
+		h.t.Cleanup(func() { app.Shutdown() })
+	}
 }
 
 // with returns the harness reporting to t (a fuzz target must not use the
@@ -230,4 +251,13 @@ func (h *harness) with(t testing.TB) *harness {
 	c := *h
 	c.t = t
 	return &c
+}
+
+func mustClientIPs(t testing.TB, proxies []string, header string) httpapi.ClientIPs {
+	t.Helper()
+	ips, err := httpapi.ParseClientIPs(proxies, header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ips
 }

@@ -24,6 +24,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/redis/go-redis/v9"
 
+	"usher/gateway/httpapi"
+	"usher/gateway/userauth"
 	"usher/internal/bus"
 	"usher/internal/catalog"
 	"usher/internal/event"
@@ -142,7 +144,7 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 		t.Fatalf("PUT queue = %d %v", code, body)
 	}
 	userTok := userJWT(t, jwt.SigningMethodHS256, []byte(userSecret), "", jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix()})
-	user := map[string]string{headerUserToken: userTok}
+	user := map[string]string{userauth.HeaderUserToken: userTok}
 	_, joined := call("POST", "/v1/queues/"+q+"/tickets", "", user)
 	tk, _ := joined["ticket"].(string)
 	if tk == "" {
@@ -172,12 +174,12 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 	if entry == "" {
 		t.Fatalf("poll after admission = %v, want READY with a token", ready)
 	}
-	orderHdr := map[string]string{headerUserToken: userTok, "Authorization": "Bearer " + entry, "Content-Type": "application/json"}
+	orderHdr := map[string]string{userauth.HeaderUserToken: userTok, "Authorization": "Bearer " + entry, "Content-Type": "application/json"}
 	call("POST", "/v1/orders", `{"sku": "sku-1"}`, orderHdr)
 	call("POST", "/v1/orders", `{"sku": "sku-2"}`, orderHdr)
 	call("GET", "/v1/queues/"+q+"/tickets/"+tk[:len(tk)-2]+"xx", "", nil)
 	call("GET", "/v1/admin/queues", "", map[string]string{"Authorization": "Bearer " + adminToken + "x"})
-	call("POST", "/v1/queues/"+q+"/tickets", "", map[string]string{headerUserToken: userTok + "x"})
+	call("POST", "/v1/queues/"+q+"/tickets", "", map[string]string{userauth.HeaderUserToken: userTok + "x"})
 	call("DELETE", "/v1/queues/"+q+"/tickets/"+tk, "", nil)
 	call("GET", "/nothing/"+tk, "", nil)
 	cancel()
@@ -222,10 +224,11 @@ func TestFailedRequestsLogNoTicket(t *testing.T) {
 	h := newHarness(t)
 	tk := h.join("alice").str("ticket")
 	var logs testenv.Buffer
-	h.api.log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h.gw.log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	broken := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	broken.Close()
-	h.api.line = roles.New(broken)
+	h.gw.line = waitqueue.NewClient(broken)
+	h.rebuild()
 	if r := h.poll(tk); r.status != 503 || !isProblem(r) {
 		t.Fatalf("poll with Redis gone = %d %s, want a 503 problem", r.status, r.raw)
 	}
@@ -258,7 +261,7 @@ func TestForgedEntryTokensAtTheOrderEndpoint(t *testing.T) {
 	}()
 	// alg confusion: HS256 keyed with the public key's bytes, under the
 	// real kid.
-	pub := []byte(h.api.keys.JWKS())
+	pub := []byte(h.gw.keys.JWKS())
 	var set struct{ Keys []struct{ X string } }
 	json.Unmarshal(pub, &set)
 	x, _ := base64.RawURLEncoding.DecodeString(set.Keys[0].X)
@@ -266,7 +269,7 @@ func TestForgedEntryTokensAtTheOrderEndpoint(t *testing.T) {
 		"nbf": now.Add(-time.Second).Unix(), "exp": now.Add(time.Minute).Unix()})
 	confused.Header["kid"] = kid
 	confusedTok, _ := confused.SignedString(x)
-	otherQueue, _ := h.api.keys.Sign(token.Claims{ID: waitqueue.TokenID(h.queue+"-b", h.api.epoch(), 1), Queue: h.queue + "-b", User: "alice", ReadyAt: now.Add(-time.Second), ExpiresAt: now.Add(time.Minute)})
+	otherQueue, _ := h.gw.keys.Sign(token.Claims{ID: waitqueue.TokenID(h.queue+"-b", h.gw.epoch(), 1), Queue: h.queue + "-b", User: "alice", ReadyAt: now.Add(-time.Second), ExpiresAt: now.Add(time.Minute)})
 	_, wrongPriv, _ := ed25519.GenerateKey(nil)
 	wrongKey := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": token.Issuer, "sub": "alice", "aud": h.queue, "jti": jti,
 		"nbf": now.Add(-time.Second).Unix(), "exp": now.Add(time.Minute).Unix()})
@@ -303,8 +306,8 @@ func TestForgedEntryTokensAtTheOrderEndpoint(t *testing.T) {
 // timeout instead of holding a connection for ever.
 func TestSlowClientsAreCutOff(t *testing.T) {
 	h := newHarness(t)
-	h.api.http = httpLimits{read: 300 * time.Millisecond}
-	h.app = h.api.app()
+	h.gw.http = httpapi.Limits{Read: 300 * time.Millisecond}
+	h.rebuild()
 	base := h.serve()
 	conn := dialRaw(t, base) // its 30 s deadline a safety net only: the server must close long before it
 	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: usher\r\nX-Slow: "); err != nil {
@@ -397,8 +400,8 @@ func TestAnUnparsableRequestIs400WithoutEchoingIt(t *testing.T) {
 // echoes nothing, not a hang.
 func TestAHeaderLineWithoutAColonAtTheEndIs408(t *testing.T) {
 	h := newHarness(t)
-	h.api.http = httpLimits{read: 300 * time.Millisecond}
-	h.app = h.api.app()
+	h.gw.http = httpapi.Limits{Read: 300 * time.Millisecond}
+	h.rebuild()
 	base := h.serve()
 	conn := dialRaw(t, base) // its deadline a safety net only
 	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header SECRET\r\n\r\n"); err != nil {
@@ -420,8 +423,8 @@ func TestAHeaderLineWithoutAColonAtTheEndIs408(t *testing.T) {
 // shopper keeps their place.
 func TestHostileBurstLosesNobody(t *testing.T) {
 	h := newHarness(t)
-	h.api.ips = mustClientIPs(t, []string{"127.0.0.0/8"}, "X-Forwarded-For")
-	h.app = h.api.app()
+	h.gw.ips = mustClientIPs(t, []string{"127.0.0.0/8"}, "X-Forwarded-For")
+	h.rebuild()
 	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": {"perIpPerSecond": 50, "perIpBurst": 100, "perUserPerSecond": 5, "perUserBurst": 10}}`, 200)
 	base := h.serve()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 20 * time.Second}
@@ -460,7 +463,7 @@ func TestHostileBurstLosesNobody(t *testing.T) {
 	}
 
 	q := "/v1/queues/" + h.queue
-	forged := h.api.tickets.Issue(ticket.Ticket{Queue: h.queue, User: "shopper-0", Seq: 1})
+	forged := h.gw.tickets.Issue(ticket.Ticket{Queue: h.queue, User: "shopper-0", Seq: 1})
 	forged = forged[:len(forged)-4] + "AAAA"
 	otherSigner, _ := ticket.NewSigner([]byte(strings.Repeat("z", 32)))
 	foreign := otherSigner.Issue(ticket.Ticket{Queue: h.queue, User: "shopper-1", Seq: 2})
@@ -546,7 +549,7 @@ func TestHostileBurstLosesNobody(t *testing.T) {
 			t.Errorf("shopper %d after the burst = %d %s, want WAITING at %d", i, r.status, r.raw, s.pos)
 		}
 	}
-	if cfg, _ := h.api.queues.Get(h.queue); cfg.State != catalog.StateOpen {
+	if cfg, _ := h.gw.queues.Get(h.queue); cfg.State != catalog.StateOpen {
 		t.Errorf("queue state = %s after unauthenticated PUTs, want open", cfg.State)
 	}
 	if code, err := send("GET", "/readyz", "", nil); code != 200 || err != nil {

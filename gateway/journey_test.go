@@ -24,7 +24,7 @@ func TestAnAdmittedShopperWhoLeavesIsCountedOnce(t *testing.T) {
 			t.Fatalf("DELETE = %d %s", r.status, r.raw)
 		}
 	}
-	v := testenv.GatherValues(t, h.api.metrics.reg)
+	v := testenv.GatherValues(t, h.gw.metrics.reg)
 	if n := v.Value(analytics.Outcomes, map[string]string{"queue": h.queue, "outcome": analytics.Left}); n != 1 {
 		t.Errorf("%s{outcome=left} = %v, want 1", analytics.Outcomes, n)
 	}

@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,20 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
+	"usher/gateway/admin"
 	"usher/internal/catalog"
 	"usher/internal/orders"
 	"usher/internal/testenv"
-	"usher/internal/testenv/chromium"
 	"usher/internal/waitqueue"
 )
-
-// lazy formats as what its function returns when the message is built,
-// for messages about values a poll keeps changing.
-type lazy func() string
-
-func (l lazy) String() string { return l() }
 
 // fixedBreaker is a payment breaker that is as the test sets it.
 type fixedBreaker bool
@@ -127,8 +116,9 @@ func readEvents(t *testing.T, sc *bufio.Scanner, n int) (preamble []string, even
 func TestOpsStreamSendsQueueSnapshots(t *testing.T) {
 	h := newHarness(t)
 	records := orders.NewRecords(testenv.Redis(t))
-	h.api.ops.breaker, h.api.ops.outcomes = fixedBreaker(true), records
-	h.api.ops.interval = 20 * time.Millisecond
+	h.gw.ops.breaker, h.gw.ops.outcomes = fixedBreaker(true), records
+	h.gw.ops.interval = 20 * time.Millisecond
+	h.rebuild()
 	h.putQueue(h.queue, `{"targetActive": 1, "rateLimit": `+limitsOff+`}`, 200)
 	for _, u := range []string{"ops-a", "ops-b", "ops-c"} {
 		if r := h.join(u); r.status != 201 && r.status != 202 {
@@ -206,7 +196,8 @@ func TestOpsStreamSendsQueueSnapshots(t *testing.T) {
 // and a stream never would.
 func TestOpsStreamEndsAtShutdown(t *testing.T) {
 	h := newHarness(t)
-	h.api.ops.interval = 20 * time.Millisecond
+	h.gw.ops.interval = 20 * time.Millisecond
+	h.rebuild()
 	base := h.serve()
 	res := operatorGet(t, base, "/v1/admin/ops/stream")
 	sc := bufio.NewScanner(res.Body)
@@ -217,7 +208,7 @@ func TestOpsStreamEndsAtShutdown(t *testing.T) {
 	for sc.Scan() {
 	}
 	select {
-	case h.api.ops.slots <- struct{}{}: // the stream gave its slot back
+	case h.gw.ops.slots <- struct{}{}: // the stream gave its slot back
 	default:
 		t.Errorf("after shutdown the stream still holds a slot")
 	}
@@ -226,136 +217,18 @@ func TestOpsStreamEndsAtShutdown(t *testing.T) {
 // Dashboard streams are bounded; one more is told to poll instead.
 func TestOpsStreamsAreBounded(t *testing.T) {
 	h := newHarness(t)
-	for range cap(h.api.ops.slots) {
-		h.api.ops.slots <- struct{}{}
+	for range cap(h.gw.ops.slots) {
+		h.gw.ops.slots <- struct{}{}
 	}
 	r := h.do("GET", "/v1/admin/ops/stream", "", map[string]string{"Authorization": "Bearer secret-admin"})
 	if r.status != 503 || !isProblem(r) || r.str("type") == "" || r.header.Get("Retry-After") == "" {
-		t.Errorf("stream %d of %d = %d %v %s, want 503 problem+json with Retry-After", cap(h.api.ops.slots)+1, cap(h.api.ops.slots), r.status, r.header, r.raw)
-	}
-}
-
-// The dashboard in a real browser: it asks for the token, shows the test
-// queue's figures live, and its Pause button changes the queue in the
-// catalog.
-func TestOpsDashboardInABrowser(t *testing.T) {
-	bin := chromium.Path(t)
-	h := newHarness(t)
-	records := orders.NewRecords(testenv.Redis(t))
-	h.api.ops.breaker, h.api.ops.outcomes = fixedBreaker(false), records
-	h.putQueue(h.queue, `{"targetActive": 1, "rateLimit": `+limitsOff+`}`, 200)
-	for _, u := range []string{"dash-a", "dash-b", "dash-c", "dash-d"} {
-		h.join(u)
-	}
-	testenv.Eventually(t, 10*time.Second, func() bool {
-		st, _ := h.line.Stats(context.Background(), h.queue)
-		return st.Waiting == 4
-	}, "4 joins in line")
-	h.admit()
-	records.CountOutcome(context.Background(), h.queue, "o1", orders.Paid)
-	// The queue sells a SKU, of which PostgreSQL holds 2 + 3 units paid.
-	db := migratedStore(t)
-	h.api.sales = db
-	h.api.ops.sold = newSoldCache(db, time.Now, soldEvery)
-	h.putQueue(h.queue, `{"targetActive": 1, "sku": "dash-sku", "rateLimit": `+limitsOff+`}`, 200)
-	stockTick(t, h, 1, "dash-sku")
-	paidOrders(t, db, h.queue, "dash-sku", 2, 3)
-	base := h.serve()
-
-	shots := screenshotDirs(t)
-	ctx := browser(t, bin)
-	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	eval := func(js string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", js, err)
-		}
-		return s
-	}
-	card := `document.getElementById('q-` + h.queue + `')`
-	run("open the dashboard", chromedp.EmulateViewport(1200, 800), chromedp.Navigate(base+"/ops"))
-	if got := eval(`document.getElementById('ops').dataset.conn`); got != "login" {
-		t.Fatalf("before the token the page is %q, want login", got)
-	}
-	run("sign in as José",
-		chromedp.SetValue(chromedp.CSS("#who"), "José"),
-		chromedp.SendKeys(chromedp.CSS("#token"), "secret-admin"),
-		chromedp.Click(chromedp.CSS("#signin")))
-	var got, page string
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		got = eval(`(` + card + `||{}).querySelector ? ` + card + `.querySelector('[data-field=waiting]').textContent : ''`)
-		page = eval(`document.getElementById('ops').dataset.conn + ': ' + document.getElementById('conn').textContent`)
-		return got == "3"
-	}, "waiting on the dashboard = %v, want 3 (page %v)", lazy(func() string { return got }), lazy(func() string { return page }))
-	if conn := eval(`document.getElementById('ops').dataset.conn`); conn != "live" {
-		t.Errorf("connection = %q, want live (streaming)", conn)
-	}
-	if active := eval(card + `.querySelector('[data-field=active]').textContent`); active != "1 / 1" {
-		t.Errorf("active = %q, want 1 / 1", active)
-	}
-	if ord := eval(card + `.querySelector('[data-field=orders]').textContent`); ord != "1 paid" {
-		t.Errorf("orders = %q, want 1 paid", ord)
-	}
-	if stock := eval(card + `.querySelector('[data-field=stock]').textContent`); !strings.Contains(stock, "dash-sku: ") || !strings.Contains(stock, " 5 sold") {
-		t.Errorf("stock = %q, want dash-sku's 5 sold", stock)
-	}
-	// A few events in, the sparklines have points to draw.
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		return eval(card+`.querySelector('[data-chart=waiting] polyline').getAttribute('points').split(' ').length >= 3 ? 'y' : ''`) == "y"
-	}, "the waiting sparkline never had 3 points")
-	shoot(t, ctx, shots, "ops.png")
-
-	run("pause", chromedp.Click(chromedp.CSS(`#q-`+h.queue+` [data-action=paused]`)))
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		cfg, _ := h.api.queues.Get(h.queue)
-		return cfg.State == catalog.StatePaused
-	}, "queue %s never paused in the catalog", h.queue)
-	// The browser sent its operator's name as ISO-8859-1 (fetch does):
-	// the audit says José all the same.
-	if changes := h.configEvents(); len(changes) == 0 || changes[len(changes)-1].By != "José" {
-		t.Errorf("the pause's audit event is by %q, want José", changes[len(changes)-1:])
-	}
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		got = eval(card + `.dataset.state`)
-		return got == catalog.StatePaused
-	}, "card state = %q, want paused", got)
-	shoot(t, ctx, shots, "ops-paused.png")
-
-	// A notice from the dashboard reaches the line's configuration, is
-	// shown on the card, and comes down again.
-	run("put up a notice",
-		chromedp.SendKeys(chromedp.CSS(`#q-`+h.queue+` [name=message]`), "Restock at 10:30"),
-		chromedp.Click(chromedp.CSS(`#q-`+h.queue+` [data-form=notice] button[type=submit]`)))
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		cfg, _ := h.api.queues.Get(h.queue)
-		return cfg.Notice != nil && cfg.Notice.Message == "Restock at 10:30"
-	}, "the notice never reached the catalog")
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		got = eval(card + `.querySelector('[data-field=notice]').textContent`)
-		return strings.Contains(got, "Restock at 10:30")
-	}, "card notice = %q", lazy(func() string { return got }))
-	if tick := eval(card + `.querySelector('[data-field=tick]').textContent`); tick == "" {
-		t.Error("the card does not say whether an admitter ticks the queue")
-	}
-	run("take it down", chromedp.Click(chromedp.CSS(`#q-`+h.queue+` [data-notice=remove]`)))
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		cfg, _ := h.api.queues.Get(h.queue)
-		return cfg.Notice == nil
-	}, "the notice never came down")
-	if _, err := os.Stat(filepath.Join("testdata", "screenshots", "ops.png")); err != nil {
-		t.Errorf("screenshot not kept: %v", err)
+		t.Errorf("stream %d of %d = %d %v %s, want 503 problem+json with Retry-After", cap(h.gw.ops.slots)+1, cap(h.gw.ops.slots), r.status, r.header, r.raw)
 	}
 }
 
 // countedSales counts the reads of units sold that reach the database.
 type countedSales struct {
-	src salesReader
+	src admin.Sales
 	n   atomic.Int64
 }
 
@@ -379,27 +252,8 @@ func stockTick(t *testing.T, h *harness, target int, sku string) {
 	if err := h.line.SetStock(context.Background(), h.queue, true, waitqueue.StockLevel{SKU: sku, Available: 100, Version: 1}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Tick(t, h.line, h.queue, waitqueue.Tick{Epoch: h.api.epoch(), TargetActive: target, TickLength: 100 * time.Millisecond,
+	testenv.Tick(t, h.line, h.queue, waitqueue.Tick{Epoch: h.gw.epoch(), TargetActive: target, TickLength: 100 * time.Millisecond,
 		TokenTTL: time.Minute, StockAware: true})
-}
-
-// paidOrders puts PAID orders of sku in queue into db, one per quantity.
-func paidOrders(t *testing.T, db *orders.Store, queue, sku string, quantities ...int) {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := db.SetStock(ctx, sku, 100); err != nil {
-		t.Fatal(err)
-	}
-	for i, qty := range quantities {
-		id := fmt.Sprintf("%s-%s-%d", queue, sku, i)
-		if _, err := db.Place(ctx, orders.Order{ID: id, TokenID: "tok-" + id, Queue: queue, User: "user-" + id, SKU: sku,
-			Quantity: qty, Deadline: time.Now().Add(time.Minute)}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Pay(ctx, id, "pay-"+id); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // migratedStore is a migrated order store on a fresh database.
@@ -488,9 +342,10 @@ func TestOpsDashboardShowsUnitsSold(t *testing.T) {
 	db := migratedStore(t)
 	reads := &countedSales{src: db}
 	clk := &clock{t: time.Now()}
-	h.api.sales = reads
-	h.api.ops.sold = newSoldCache(reads, clk.Now, soldEvery)
-	h.api.ops.interval = 20 * time.Millisecond
+	h.gw.sales = reads
+	h.gw.ops.sold = admin.NewSoldCache(reads, clk.Now, admin.SoldEvery)
+	h.gw.ops.interval = 20 * time.Millisecond
+	h.rebuild()
 	const sku = "ops-sold-sku"
 	soldQueue(t, h, sku)
 	if _, err := db.SetStock(ctx, sku, 100); err != nil {
@@ -549,7 +404,7 @@ func TestOpsDashboardShowsUnitsSold(t *testing.T) {
 	if got := soldOf(t, base, "/v1/admin/ops", h.queue, sku); got != "5" {
 		t.Errorf("dashboard within the second: sold = %s, want 5 (the shared read)", got)
 	}
-	clk.Advance(soldEvery)
+	clk.Advance(admin.SoldEvery)
 	if got := soldOf(t, base, "/v1/admin/ops", h.queue, sku); got != "6" {
 		t.Errorf("dashboard a second later: sold = %s, want 6", got)
 	}
@@ -567,8 +422,9 @@ func TestUnitsSoldUnknownWithoutTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close() // every read fails
-	h.api.sales = db
-	h.api.ops.sold = newSoldCache(db, time.Now, soldEvery)
+	h.gw.sales = db
+	h.gw.ops.sold = admin.NewSoldCache(db, time.Now, admin.SoldEvery)
+	h.rebuild()
 	const sku = "ops-unknown-sku"
 	soldQueue(t, h, sku)
 	base := h.serve()

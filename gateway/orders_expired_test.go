@@ -19,7 +19,8 @@ func TestAnExpiredTokenIsAnsweredWithTheOrderItPlaced(t *testing.T) {
 		t.Fatal("alice's order was not taken")
 	}
 	late := time.Now().Add(time.Hour) // both tokens expired (tokenTtlSeconds 300)
-	h.api.now = func() time.Time { return late }
+	h.gw.now = func() time.Time { return late }
+	h.rebuild()
 
 	h.resubmits("alice", alice, body, id, "sku-1", 1)
 	h.refuses([]orderRefusal{

@@ -25,7 +25,7 @@ func TestAResubmitIsTheOrderPlacedWhateverTheQueueSellsNow(t *testing.T) {
 	}
 	h.putQueue(h.queue, `{"targetActive": 5, "sku": "sku-2", "maxQuantity": 1, "rateLimit": `+limitsOff+`}`, 200)
 	testenv.Eventually(t, 5*time.Second, func() error {
-		if cfg, _ := h.api.queues.Get(h.queue); cfg.OrderLimit() != 1 || !cfg.Sells("sku-2") {
+		if cfg, _ := h.gw.queues.Get(h.queue); cfg.OrderLimit() != 1 || !cfg.Sells("sku-2") {
 			return errors.New("the gateway has not seen the change")
 		}
 		return nil
@@ -48,7 +48,7 @@ func (h *harness) resubmits(user, tok, body, id, sku string, quantity int) {
 	if r := h.order(user, tok, body); r.status != 202 || r.str("orderId") != id || r.str("status") != "PENDING" {
 		h.t.Errorf("resubmit while pending = %d %s, want 202 PENDING %s", r.status, r.raw, id)
 	}
-	h.api.orders.(*orders.Records).Put(context.Background(), orders.Record{ID: id, Owner: user,
+	h.gw.orders.(*orders.Records).Put(context.Background(), orders.Record{ID: id, Owner: user,
 		Fingerprint: orders.Fingerprint(sku, quantity), Queue: h.queue, SKU: sku, Quantity: quantity, Status: orders.Paid, PaymentID: "pay_1"})
 	if r := h.order(user, tok, body); r.status != 200 || r.str("orderId") != id || r.str("status") != "PAID" {
 		h.t.Errorf("resubmit once paid = %d %s, want 200 PAID %s", r.status, r.raw, id)

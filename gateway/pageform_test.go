@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"usher/gateway/httpapi"
+	"usher/gateway/page"
+	"usher/gateway/userauth"
 	"usher/internal/orders"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
@@ -52,13 +55,13 @@ func TestPageFormFlow(t *testing.T) {
 	h := newOrderHarness(t)
 	h.join("first")
 	h.join("second")
-	page := "/q/" + h.queue
+	pagePath := "/q/" + h.queue
 
-	r := h.do("GET", page+"?user=nojs-shopper", "", nil)
+	r := h.do("GET", pagePath+"?user=nojs-shopper", "", nil)
 	if !strings.Contains(string(r.raw), `<input type="hidden" name="user" value="nojs-shopper">`) {
 		t.Fatalf("GET page lacks the user field of ?user=:\n%s", r.raw)
 	}
-	r = h.postForm(page, map[string]string{"action": "join", "user": "nojs-shopper"}, nil)
+	r = h.postForm(pagePath, map[string]string{"action": "join", "user": "nojs-shopper"}, nil)
 	tkt := match(formTicketRE, r.raw)
 	if r.status != 200 || match(statusRE, r.raw) != "WAITING" || tkt == "" {
 		t.Fatalf("join form = %d status %q ticket %q:\n%s", r.status, match(statusRE, r.raw), tkt, r.raw)
@@ -78,20 +81,20 @@ func TestPageFormFlow(t *testing.T) {
 	if !strings.Contains(string(r.raw), `<title>Your place: 3 · Waiting room · `+h.queue+`</title>`) {
 		t.Errorf("the title does not tell the place:\n%s", r.raw)
 	}
-	if strings.Contains(string(r.raw), `action="`+page+`?`) || strings.Contains(string(r.raw), `http-equiv="refresh"`) {
+	if strings.Contains(string(r.raw), `action="`+pagePath+`?`) || strings.Contains(string(r.raw), `http-equiv="refresh"`) {
 		t.Errorf("the form answer refreshes itself or posts to a URL with a query:\n%s", r.raw)
 	}
 	// Joining again answers the same place (the API's 200).
-	if again := h.postForm(page, map[string]string{"action": "join", "user": "nojs-shopper"}, nil); match(formTicketRE, again.raw) != tkt {
+	if again := h.postForm(pagePath, map[string]string{"action": "join", "user": "nojs-shopper"}, nil); match(formTicketRE, again.raw) != tkt {
 		t.Errorf("a second join gave another ticket")
 	}
 
 	h.admit() // the three in line: all admitted
-	r = h.postForm(page+"?lang=de", map[string]string{"action": "check", "ticket": tkt, "user": "nojs-shopper"}, nil)
+	r = h.postForm(pagePath+"?lang=de", map[string]string{"action": "check", "ticket": tkt, "user": "nojs-shopper"}, nil)
 	if match(statusRE, r.raw) != "READY" || !strings.Contains(string(r.raw), "Du bist dran") || !strings.Contains(string(r.raw), ` autofocus>Jetzt bestellen</button>`) {
 		t.Fatalf("check after admission: want READY in German with the order button focused:\n%s", r.raw)
 	}
-	if !strings.Contains(string(r.raw), `action="`+page+`?lang=de"`) {
+	if !strings.Contains(string(r.raw), `action="`+pagePath+`?lang=de"`) {
 		t.Errorf("the forms do not keep ?lang=de")
 	}
 	if tok := h.poll(tkt).str("token"); tok == "" || strings.Contains(string(r.raw), tok) {
@@ -99,11 +102,11 @@ func TestPageFormFlow(t *testing.T) {
 	}
 
 	// Another user cannot order with this ticket: the order is the user's.
-	r = h.postForm(page, map[string]string{"action": "order", "ticket": tkt, "sku": "sku-1", "user": "mallory"}, nil)
+	r = h.postForm(pagePath, map[string]string{"action": "order", "ticket": tkt, "sku": "sku-1", "user": "mallory"}, nil)
 	if a := match(answerRE, r.raw); a != "This turn belongs to someone else." {
 		t.Errorf("order by another user: answer %q", a)
 	}
-	r = h.postForm(page, map[string]string{"action": "order", "ticket": tkt, "sku": "sku-1", "user": "nojs-shopper"}, nil)
+	r = h.postForm(pagePath, map[string]string{"action": "order", "ticket": tkt, "sku": "sku-1", "user": "nojs-shopper"}, nil)
 	if a := match(answerRE, r.raw); !strings.HasPrefix(a, "Order ord_") || !strings.HasSuffix(a, ": received, now being processed") {
 		t.Errorf("order answer = %q:\n%s", a, r.raw)
 	}
@@ -119,36 +122,36 @@ func TestPageFormFlow(t *testing.T) {
 // refuses it, and the shopper stays READY.
 func TestPageOfAQueueThatSellsNothing(t *testing.T) {
 	h := newHarness(t) // its queue: {"targetActive": 5}, no SKU
-	h.api.orders = orders.NewRecords(testenv.Redis(t))
-	h.app = h.api.app()
-	page := "/q/" + h.queue
-	en, de := shippedLangs().byCode("en"), shippedLangs().byCode("de")
+	h.gw.orders = orders.NewRecords(testenv.Redis(t))
+	h.rebuild()
+	pagePath := "/q/" + h.queue
+	en, de := page.ShippedLangs().ByCode("en"), page.ShippedLangs().ByCode("de")
 
-	if r := h.do("GET", page+"?user=nosku-shopper&sku=sku-1", "", nil); !strings.Contains(string(r.raw), `data-sku=""`) {
+	if r := h.do("GET", pagePath+"?user=nosku-shopper&sku=sku-1", "", nil); !strings.Contains(string(r.raw), `data-sku=""`) {
 		t.Errorf("the page of a queue without SKU names a SKU for page.js to order:\n%s", r.raw)
 	}
-	r := h.postForm(page, map[string]string{"action": "join", "user": "nosku-shopper"}, nil)
+	r := h.postForm(pagePath, map[string]string{"action": "join", "user": "nosku-shopper"}, nil)
 	tkt := match(formTicketRE, r.raw)
 	if tkt == "" {
 		t.Fatalf("join form = %d:\n%s", r.status, r.raw)
 	}
 	h.admit()
-	for _, l := range []*pageLang{en, de} {
-		r = h.postForm(page+"?lang="+l.code, map[string]string{"action": "check", "ticket": tkt, "user": "nosku-shopper"}, nil)
+	for _, l := range []*page.Lang{en, de} {
+		r = h.postForm(pagePath+"?lang="+l.Code(), map[string]string{"action": "check", "ticket": tkt, "user": "nosku-shopper"}, nil)
 		b := string(r.raw)
 		if match(statusRE, r.raw) != "READY" || !strings.Contains(b, l.T("ready.heading")) || !strings.Contains(b, html.EscapeString(l.T("ready.shopCheckout"))) {
-			t.Errorf("%s: check after admission: want READY, saying to buy at the shop's checkout:\n%s", l.code, b)
+			t.Errorf("%s: check after admission: want READY, saying to buy at the shop's checkout:\n%s", l.Code(), b)
 		}
 		if strings.Contains(b, `id="order-form"`) || strings.Contains(b, `value="order"`) || strings.Contains(b, `name="sku"`) || strings.Contains(b, `id="order"`) {
-			t.Errorf("%s: the READY page of a queue without SKU offers an order:\n%s", l.code, b)
+			t.Errorf("%s: the READY page of a queue without SKU offers an order:\n%s", l.Code(), b)
 		}
 		if !strings.Contains(b, `<h2 id="ready-title" tabindex="-1" autofocus>`) {
-			t.Errorf("%s: the READY heading does not take the focus:\n%s", l.code, b)
+			t.Errorf("%s: the READY heading does not take the focus:\n%s", l.Code(), b)
 		}
 	}
 
 	// The form of a page from before (or made by hand) orders nothing.
-	r = h.postForm(page, map[string]string{"action": "order", "ticket": tkt, "sku": h.queue, "user": "nosku-shopper"}, nil)
+	r = h.postForm(pagePath, map[string]string{"action": "order", "ticket": tkt, "sku": h.queue, "user": "nosku-shopper"}, nil)
 	if a := match(answerRE, r.raw); a != en.T("ready.shopCheckout") || match(statusRE, r.raw) != "READY" {
 		t.Errorf("order form in a queue without SKU: status %q, answer %q:\n%s", match(statusRE, r.raw), a, r.raw)
 	}
@@ -165,12 +168,12 @@ func TestPageOfAQueueThatSellsNothing(t *testing.T) {
 func TestPageOfAQueueThatSellsVariants(t *testing.T) {
 	h := newOrderHarness(t)
 	h.putQueue(h.queue, `{"targetActive": 5, "skus": ["shoe-41", "shoe-42"], "rateLimit": `+limitsOff+`}`, 200)
-	page := "/q/" + h.queue
-	en, ja := shippedLangs().byCode("en"), shippedLangs().byCode("ja")
+	pagePath := "/q/" + h.queue
+	en, ja := page.ShippedLangs().ByCode("en"), page.ShippedLangs().ByCode("ja")
 	const choice = `<select id="variant" name="sku" required aria-describedby="ready-title"`
 	chosenRE := regexp.MustCompile(`<option value="([^"]*)" selected>`)
 
-	r := h.do("GET", page+"?user=shoe-a&sku=shoe-42", "", nil)
+	r := h.do("GET", pagePath+"?user=shoe-a&sku=shoe-42", "", nil)
 	b := string(r.raw)
 	if !strings.Contains(b, `<label for="variant">`+en.T("ready.variant")+`</label>`) || !strings.Contains(b, choice) ||
 		!strings.Contains(b, `<option value="shoe-41">shoe-41</option>`) || match(chosenRE, r.raw) != "shoe-42" {
@@ -182,26 +185,26 @@ func TestPageOfAQueueThatSellsVariants(t *testing.T) {
 	if strings.Contains(b, `name="sku" value="`+h.queue+`"`) {
 		t.Errorf("the page orders the queue's name:\n%s", b)
 	}
-	r = h.do("GET", page+"?user=shoe-b&sku=sku-1", "", nil) // not one of the queue's
+	r = h.do("GET", pagePath+"?user=shoe-b&sku=sku-1", "", nil) // not one of the queue's
 	if got := match(chosenRE, r.raw); got != "" || !strings.Contains(string(r.raw), `data-sku=""`) {
 		t.Errorf("?sku=sku-1 chose %q in a queue of shoe-41, shoe-42:\n%s", got, r.raw)
 	}
 
 	// Without JavaScript: ?sku= goes from the join to READY.
-	a := h.postForm(page, map[string]string{"action": "join", "user": "shoe-a", "sku": "shoe-42"}, nil)
-	b2 := h.postForm(page, map[string]string{"action": "join", "user": "shoe-b"}, nil)
+	a := h.postForm(pagePath, map[string]string{"action": "join", "user": "shoe-a", "sku": "shoe-42"}, nil)
+	b2 := h.postForm(pagePath, map[string]string{"action": "join", "user": "shoe-b"}, nil)
 	ta, tb := match(formTicketRE, a.raw), match(formTicketRE, b2.raw)
 	if ta == "" || tb == "" {
 		t.Fatalf("join forms: %s\n%s", a.raw, b2.raw)
 	}
 	h.admit()
-	r = h.postForm(page+"?lang=ja", map[string]string{"action": "check", "ticket": ta, "user": "shoe-a", "sku": "shoe-42"}, nil)
+	r = h.postForm(pagePath+"?lang=ja", map[string]string{"action": "check", "ticket": ta, "user": "shoe-a", "sku": "shoe-42"}, nil)
 	b = string(r.raw)
 	if match(statusRE, r.raw) != "READY" || match(chosenRE, r.raw) != "shoe-42" || !strings.Contains(b, `<label for="variant">`+ja.T("ready.variant")+`</label>`) ||
 		!strings.Contains(b, ` autofocus>`+ja.T("ready.order")+`</button>`) {
 		t.Errorf("READY of a shopper who came for shoe-42: want shoe-42 chosen, in Japanese, the order button focused:\n%s", b)
 	}
-	r = h.postForm(page, map[string]string{"action": "check", "ticket": tb, "user": "shoe-b"}, nil)
+	r = h.postForm(pagePath, map[string]string{"action": "check", "ticket": tb, "user": "shoe-b"}, nil)
 	b = string(r.raw)
 	if match(statusRE, r.raw) != "READY" || match(chosenRE, r.raw) != "" || !strings.Contains(b, choice+` autofocus>`) ||
 		!strings.Contains(b, `<option value="" selected>`+en.T("ready.variantChoose")+`</option>`) || strings.Contains(b, ` autofocus>Order now</button>`) {
@@ -210,13 +213,13 @@ func TestPageOfAQueueThatSellsVariants(t *testing.T) {
 
 	// An order with no variant chosen (a browser that skipped required)
 	// orders nothing; the one chosen in the form is ordered.
-	r = h.postForm(page, map[string]string{"action": "order", "ticket": tb, "user": "shoe-b"}, nil)
+	r = h.postForm(pagePath, map[string]string{"action": "order", "ticket": tb, "user": "shoe-b"}, nil)
 	if ans := match(answerRE, r.raw); ans != en.T("ready.variantChoose") || match(statusRE, r.raw) != "READY" {
 		t.Errorf("order with no variant: answer %q, status %q", ans, match(statusRE, r.raw))
 	}
 	orderRE := regexp.MustCompile(`Order (ord_[^:]+): received, now being processed`)
 	for _, o := range []struct{ user, ticket, sku string }{{"shoe-b", tb, "shoe-41"}, {"shoe-a", ta, "shoe-42"}} {
-		r = h.postForm(page, map[string]string{"action": "order", "ticket": o.ticket, "user": o.user, "sku": o.sku}, nil)
+		r = h.postForm(pagePath, map[string]string{"action": "order", "ticket": o.ticket, "user": o.user, "sku": o.sku}, nil)
 		id := match(orderRE, r.raw)
 		if id == "" {
 			t.Errorf("%s orders %s: answer %q:\n%s", o.user, o.sku, match(answerRE, r.raw), r.raw)
@@ -232,7 +235,7 @@ func TestPageOfAQueueThatSellsVariants(t *testing.T) {
 
 	// One SKU in skus is the queue's one SKU: no choice.
 	h.putQueue(h.queue, `{"targetActive": 5, "skus": ["solo"], "rateLimit": `+limitsOff+`}`, 200)
-	r = h.do("GET", page+"?user=solo", "", nil)
+	r = h.do("GET", pagePath+"?user=solo", "", nil)
 	if b := string(r.raw); strings.Contains(b, `<select`) || !strings.Contains(b, `<input type="hidden" name="sku" value="solo">`) {
 		t.Errorf("the page of a queue of skus [solo] does not order solo alone:\n%s", b)
 	}
@@ -241,7 +244,7 @@ func TestPageOfAQueueThatSellsVariants(t *testing.T) {
 // What the forms refuse or cannot do, and how the page says so.
 func TestPageFormEdges(t *testing.T) {
 	h := newHarness(t)
-	page := "/q/" + h.queue
+	pagePath := "/q/" + h.queue
 
 	t.Run("cross-site post", func(t *testing.T) {
 		h := h.with(t)
@@ -250,24 +253,24 @@ func TestPageFormEdges(t *testing.T) {
 			{"Sec-Fetch-Site": "same-site"},
 			{"Sec-Fetch-Site": "", "Origin": "https://evil.example"},
 		} {
-			if r := h.postForm(page, map[string]string{"action": "join", "user": "victim"}, hd); r.status != 403 || !isProblem(r) {
+			if r := h.postForm(pagePath, map[string]string{"action": "join", "user": "victim"}, hd); r.status != 403 || !isProblem(r) {
 				t.Errorf("join form with %v = %d %s, want 403", hd, r.status, r.raw)
 			}
 		}
-		if r := h.postForm(page, map[string]string{"action": "join", "user": "old-browser"}, map[string]string{"Sec-Fetch-Site": "", "Origin": "null"}); r.status != 200 {
+		if r := h.postForm(pagePath, map[string]string{"action": "join", "user": "old-browser"}, map[string]string{"Sec-Fetch-Site": "", "Origin": "null"}); r.status != 200 {
 			t.Errorf("join form from an old browser's no-referrer page = %d", r.status)
 		}
 	})
 	t.Run("bad ticket", func(t *testing.T) {
 		h := h.with(t)
-		r := h.postForm(page, map[string]string{"action": "check", "ticket": "t1.forged", "user": "u"}, nil)
+		r := h.postForm(pagePath, map[string]string{"action": "check", "ticket": "t1.forged", "user": "u"}, nil)
 		if r.status != 401 || match(errorRE, r.raw) != "Your place in line could not be found. Please join the line again." ||
 			!strings.Contains(string(r.raw), `name="action" value="join"`) {
 			t.Errorf("check with a forged ticket = %d:\n%s", r.status, r.raw)
 		}
 	})
 	t.Run("unknown action", func(t *testing.T) {
-		if r := h.with(t).postForm(page, map[string]string{"action": "leave"}, nil); r.status != 400 {
+		if r := h.with(t).postForm(pagePath, map[string]string{"action": "leave"}, nil); r.status != 400 {
 			t.Errorf("action leave = %d", r.status)
 		}
 	})
@@ -309,17 +312,18 @@ func TestPageFormEdges(t *testing.T) {
 		// Where X-User-Id is believed from the shop's proxy only, a form's
 		// user field names nobody, and the page offers none.
 		h := h.with(t)
-		proxies, err := parseClientIPs([]string{"10.9.0.0/16"}, "")
+		proxies, err := httpapi.ParseClientIPs([]string{"10.9.0.0/16"}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		saved := h.api.users
-		h.api.users = headerAuth{proxies: proxies}
-		t.Cleanup(func() { h.api.users = saved })
-		if r := h.do("GET", page+"?user=u", "", nil); strings.Contains(string(r.raw), `name="user"`) {
+		saved := h.gw.users
+		h.gw.users = userauth.Header(proxies)
+		h.rebuild()
+		t.Cleanup(func() { h.gw.users = saved })
+		if r := h.do("GET", pagePath+"?user=u", "", nil); strings.Contains(string(r.raw), `name="user"`) {
 			t.Errorf("the page offers a user field behind a trusted proxy")
 		}
-		r := h.postForm(page, map[string]string{"action": "join", "user": "someone-else"}, nil)
+		r := h.postForm(pagePath, map[string]string{"action": "join", "user": "someone-else"}, nil)
 		if r.status != 401 || match(errorRE, r.raw) != "The shop did not tell us who you are. Please sign in to the shop and come back." {
 			t.Errorf("join form naming its user behind a trusted proxy = %d:\n%s", r.status, r.raw)
 		}
@@ -359,30 +363,6 @@ func FuzzPageForm(f *testing.F) {
 	})
 }
 
-// How the page without JavaScript tells each ending, as page.js does.
-func TestPageEndings(t *testing.T) {
-	en := shippedLangs().byCode("en")
-	tests := []struct {
-		status, reason, title, text string
-		rejoin                      bool
-	}{
-		{"EXPIRED", "", "Your turn has passed", "The time to order ran out. You can join the line again.", true},
-		{"USED", "", "Order placed", "This place in line has been used for an order.", false},
-		{"LEFT", "", "You left the line", "You can join it again whenever you like.", true},
-		{"LEFT", "abandoned", "You left the line", "Your place was given up because nobody checked on it for a while. You can join the line again.", true},
-		{"CLOSED", "sold_out", "The line is closed", "Sold out: everything has been sold.", false},
-		{"CLOSED", "ended", "The line is closed", "This sale has ended.", false},
-		{"CLOSED", "closed", "The line is closed", "This sale is not taking more shoppers.", false},
-		{"MAINTENANCE", "", "The waiting room is closed for maintenance", "Nothing is lost: please try again in a minute.", true},
-	}
-	for _, tt := range tests {
-		d := endedAs(pageData{L: en}, tt.status, tt.reason)
-		if d.Section != "ended" || d.EndTitle != tt.title || d.EndText != tt.text || d.Rejoin != tt.rejoin {
-			t.Errorf("%s %s: %q / %q / rejoin %v", tt.status, tt.reason, d.EndTitle, d.EndText, d.Rejoin)
-		}
-	}
-}
-
 // admitWithStock records the stock of the queue's SKUs (version v: each
 // report newer than the last) and admits with a stock-aware tick, as the
 // admitter does: the line's figures then name the SKUs with units left.
@@ -395,8 +375,8 @@ func (h *harness) admitWithStock(v int64, avail map[string]int64) {
 	if err := h.line.SetStock(context.Background(), h.queue, true, levels...); err != nil {
 		h.t.Fatal(err)
 	}
-	testenv.Applied(h.t, h.line, h.queue, h.api.epoch(), 1<<40)
-	testenv.Tick(h.t, h.line, h.queue, waitqueue.Tick{Epoch: h.api.epoch(), TargetActive: 5, TickLength: 10 * time.Millisecond,
+	testenv.Applied(h.t, h.line, h.queue, h.gw.epoch(), 1<<40)
+	testenv.Tick(h.t, h.line, h.queue, waitqueue.Tick{Epoch: h.gw.epoch(), TargetActive: 5, TickLength: 10 * time.Millisecond,
 		TokenTTL: time.Minute, StockAware: true})
 	time.Sleep(10 * time.Millisecond) // past every readyAt of the tick
 }
@@ -410,8 +390,8 @@ func (h *harness) admitWithStock(v int64, avail map[string]int64) {
 func TestReadyPageShowsTheVariantsSoldOut(t *testing.T) {
 	h := newOrderHarness(t)
 	h.putQueue(h.queue, `{"targetActive": 5, "skus": ["shoe-41", "shoe-42", "shoe-43"], "rateLimit": `+limitsOff+`}`, 200)
-	page := "/q/" + h.queue
-	a := h.postForm(page, map[string]string{"action": "join", "user": "shoe-a", "sku": "shoe-42"}, nil)
+	pagePath := "/q/" + h.queue
+	a := h.postForm(pagePath, map[string]string{"action": "join", "user": "shoe-a", "sku": "shoe-42"}, nil)
 	ta := match(formTicketRE, a.raw)
 	if ta == "" {
 		t.Fatalf("join form: %s", a.raw)
@@ -421,17 +401,17 @@ func TestReadyPageShowsTheVariantsSoldOut(t *testing.T) {
 	if p := h.poll(ta); p.str("status") != "READY" || p.str("stock") != "available" || fmt.Sprint(p.body["skusAvailable"]) != "[shoe-41 shoe-43]" {
 		t.Errorf("READY poll = %s, want stock available, skusAvailable [shoe-41 shoe-43]", p.raw)
 	}
-	for _, l := range shippedLangs().list {
-		r := h.postForm(page+"?lang="+l.code, map[string]string{"action": "check", "ticket": ta, "user": "shoe-a", "sku": "shoe-42"}, nil)
+	for _, l := range page.ShippedLangs().All() {
+		r := h.postForm(pagePath+"?lang="+l.Code(), map[string]string{"action": "check", "ticket": ta, "user": "shoe-a", "sku": "shoe-42"}, nil)
 		b := string(r.raw)
 		soldOut := `<option value="shoe-42" disabled>` + html.EscapeString(l.T("ready.variantSoldOut", "sku", "shoe-42")) + `</option>`
 		if match(statusRE, r.raw) != "READY" || !strings.Contains(b, soldOut) || !strings.Contains(b, `<option value="shoe-41">shoe-41</option>`) ||
 			!strings.Contains(b, `<option value="shoe-43">shoe-43</option>`) {
-			t.Errorf("%s: READY with shoe-42 sold out: want it disabled, labelled %q, the others offered:\n%s", l.code, l.T("ready.variantSoldOut", "sku", "shoe-42"), b)
+			t.Errorf("%s: READY with shoe-42 sold out: want it disabled, labelled %q, the others offered:\n%s", l.Code(), l.T("ready.variantSoldOut", "sku", "shoe-42"), b)
 		}
 		if strings.Contains(b, ` selected>shoe-42`) || strings.Contains(b, `" selected>`+html.EscapeString(l.T("ready.variantSoldOut", "sku", "shoe-42"))) ||
-			!strings.Contains(b, `required aria-describedby="ready-title" autofocus>`) || strings.Contains(b, `id="order-form" method="post" action="`+page+`?lang=`+l.code+`" hidden`) {
-			t.Errorf("%s: the sold-out shoe-42 of ?sku= is chosen, or the choice does not take the focus, or the form is hidden:\n%s", l.code, b)
+			!strings.Contains(b, `required aria-describedby="ready-title" autofocus>`) || strings.Contains(b, `id="order-form" method="post" action="`+pagePath+`?lang=`+l.Code()+`" hidden`) {
+			t.Errorf("%s: the sold-out shoe-42 of ?sku= is chosen, or the choice does not take the focus, or the form is hidden:\n%s", l.Code(), b)
 		}
 	}
 
@@ -440,15 +420,15 @@ func TestReadyPageShowsTheVariantsSoldOut(t *testing.T) {
 	if p := h.poll(ta); p.str("status") != "READY" || p.body["skusAvailable"] != nil || p.str("stock") == "" {
 		t.Errorf("READY poll once all sold out = %s, want the stock and no skusAvailable", p.raw)
 	}
-	for _, l := range shippedLangs().list {
-		r := h.postForm(page+"?lang="+l.code, map[string]string{"action": "check", "ticket": ta, "user": "shoe-a"}, nil)
+	for _, l := range page.ShippedLangs().All() {
+		r := h.postForm(pagePath+"?lang="+l.Code(), map[string]string{"action": "check", "ticket": ta, "user": "shoe-a"}, nil)
 		b := string(r.raw)
 		if match(statusRE, r.raw) != "READY" || !strings.Contains(b, `<p id="sold-out" class="sold-out" role="status">`+html.EscapeString(l.T("ready.soldOut"))+`</p>`) {
-			t.Errorf("%s: READY with every variant sold out does not say so:\n%s", l.code, b)
+			t.Errorf("%s: READY with every variant sold out does not say so:\n%s", l.Code(), b)
 		}
-		if !strings.Contains(b, `id="order-form" method="post" action="`+page+`?lang=`+l.code+`" hidden>`) || strings.Contains(b, ` autofocus>`+l.T("ready.order")) ||
+		if !strings.Contains(b, `id="order-form" method="post" action="`+pagePath+`?lang=`+l.Code()+`" hidden>`) || strings.Contains(b, ` autofocus>`+l.T("ready.order")) ||
 			!strings.Contains(b, `<h2 id="ready-title" tabindex="-1" autofocus>`) {
-			t.Errorf("%s: READY with every variant sold out: want the form hidden and the focus on the heading:\n%s", l.code, b)
+			t.Errorf("%s: READY with every variant sold out: want the form hidden and the focus on the heading:\n%s", l.Code(), b)
 		}
 	}
 }

@@ -11,6 +11,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"usher/gateway/admin"
+	"usher/gateway/httpapi"
+	"usher/gateway/userauth"
 	"usher/internal/adaptive"
 	"usher/internal/config"
 	"usher/internal/opshttp"
@@ -19,7 +22,8 @@ import (
 	"usher/internal/pow"
 	"usher/internal/ratelimit"
 	"usher/internal/service"
-	"usher/internal/waitqueue/roles"
+	"usher/internal/ticket"
+	"usher/internal/token"
 )
 
 // run wires the gateway and serves until ctx ends.
@@ -48,69 +52,89 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	defer db.Close()
-
-	// Listen before serving, so a taken port fails start-up synchronously.
-	ln, err := net.Listen("tcp", s.addr)
+	users, refreshUsers, err := userauth.New(s.protect.users, d.Clock.Now, d.Log)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", s.addr, err)
+		return err
 	}
-	adminLn, err := listenAdmin(s.adminAddr) // nil: the admin API is served on ln
+	// Listen before serving, so a taken port fails start-up synchronously.
+	ln, adminLn, err := listen(s)
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	// Joins and polls are single script calls; batching coalesces the
 	// concurrent ones into pipelines.
 	d.Line.EnableBatching()
-	line := roles.On(d.Line) // every role of the line, until each room takes the ones it uses
-	api := &api{
-		log:         d.Log,
-		queues:      d.Queues,
-		line:        line,
-		events:      d.JS,
-		tickets:     tickets,
-		keys:        keys,
-		orders:      orders.NewRecords(d.Redis),
-		stock:       &migratedStock{store: db},
-		sales:       db,
-		adminToken:  []byte(s.adminToken),
-		notifierURL: s.notifierURL,
-		pageCSS:     s.pageCSS,
-		pageLangs:   s.pageLangs,
-		now:         d.Clock.Now,
-		earliest:    d.Clock.Earliest,
-		epoch:       d.Streams.Epoch,
-		orderHold:   s.orderHold,
-		rand:        rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x75736865)),
-		ready:       d.Ready(),
-	}
-	users, refreshUsers, err := newUserAuth(s.protect.users, d.Clock.Now, d.Log)
-	if err != nil {
-		return err
-	}
-	api.users, api.ips, api.http = users, s.protect.ips, s.protect.http
-	api.limiter = ratelimit.New(d.Line) // its script calls share the line's pipelines
-	api.ops = opsDeps{breaker: paybreaker.New(d.Redis), outcomes: orders.NewRecords(d.Redis), limits: adaptive.NewStore(d.Redis)}
-	api.door = newDoor(challenges, line)
-	api.adminApart = adminLn != nil
-	app := api.app()
+	g := newGateway(s, d, db, keys, tickets, challenges, users)
+	g.adminApart = adminLn != nil
+	app := g.app()
 	d.Log.Info("gateway listening", "addr", ln.Addr().String(), "nats", s.NATS.URLs, "redis", redactURL(s.Redis.URL))
 	if adminLn != nil {
 		d.Log.Info("gateway admin API listening", "addr", adminLn.Addr().String())
 	}
 
-	g, ctx := errgroup.WithContext(ctx)
-	d.Go(ctx, g)
-	g.Go(func() error { return d.Line.RunBatches(ctx, s.redisPipelines) })
-	g.Go(func() error { return opshttp.ServeProfiles(ctx, s.Profiles) })
+	eg, ctx := errgroup.WithContext(ctx)
+	d.Go(ctx, eg)
+	eg.Go(func() error { return d.Line.RunBatches(ctx, s.redisPipelines) })
+	eg.Go(func() error { return opshttp.ServeProfiles(ctx, s.Profiles) })
 	if refreshUsers != nil {
-		g.Go(func() error { return refreshUsers(ctx) })
+		eg.Go(func() error { return refreshUsers(ctx) })
 	}
-	serveApp(ctx, g, app, ln, s.Shutdown)
+	httpapi.Serve(ctx, eg, app, ln, s.Shutdown)
 	if adminLn != nil {
-		serveApp(ctx, g, api.admin, adminLn, s.Shutdown)
+		httpapi.Serve(ctx, eg, g.admin, adminLn, s.Shutdown)
 	}
-	return g.Wait()
+	return eg.Wait()
+}
+
+// newGateway is what the rooms are built from in a running gateway: its
+// settings s, connections d and db, keys and user authentication.
+func newGateway(s settings, d *service.Deps, db *orders.Store, keys *token.Keyring, tickets *ticket.Signer,
+	challenges *pow.Issuer, users userauth.Auth) *gateway {
+	return &gateway{
+		log:         d.Log,
+		queues:      d.Queues,
+		line:        d.Line,
+		events:      d.JS,
+		tickets:     tickets,
+		keys:        keys,
+		orders:      orders.NewRecords(d.Redis),
+		stock:       admin.NewMigratedStock(db),
+		sales:       db,
+		adminToken:  []byte(s.adminToken),
+		users:       users,
+		limiter:     ratelimit.New(d.Line), // its script calls share the line's pipelines
+		ips:         s.protect.ips,
+		http:        s.protect.http,
+		notifierURL: s.notifierURL,
+		epoch:       d.Streams.Epoch,
+		orderHold:   s.orderHold,
+		pageCSS:     s.pageCSS,
+		pageLangs:   s.pageLangs,
+		now:         d.Clock.Now,
+		earliest:    d.Clock.Earliest,
+		ready:       d.Ready(),
+		jitter:      lockedJitter(rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x75736865))),
+		ops:         opsDeps{breaker: paybreaker.New(d.Redis), outcomes: orders.NewRecords(d.Redis), limits: adaptive.NewStore(d.Redis)},
+		challenges:  challenges,
+	}
+}
+
+// listen opens the public listener and, with USHER_ADMIN_ADDR, the admin
+// API's own (nil: the admin API is served on the public one).
+func listen(s settings) (public, adminLn net.Listener, err error) {
+	public, err = net.Listen("tcp", s.addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen %s: %w", s.addr, err)
+	}
+	if s.adminAddr == "" {
+		return public, nil, nil
+	}
+	adminLn, err = net.Listen("tcp", s.adminAddr)
+	if err != nil {
+		public.Close()
+		return nil, nil, fmt.Errorf("listen %s (USHER_ADMIN_ADDR): %w", s.adminAddr, err)
+	}
+	return public, adminLn, nil
 }
 
 // redactURL hides a password in a Redis URL before it is logged.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"usher/gateway/userauth"
 	"usher/internal/config"
 )
 
@@ -35,7 +36,7 @@ func (s settings) unsafe() error {
 			"set USHER_ADMIN_TOKEN to a secret of your own (e.g. `openssl rand -hex 32`), or serve the admin API on loopback only (USHER_ADMIN_ADDR=127.0.0.1:8084)",
 			adminAddr, devAdminToken))
 	}
-	if s.protect.users.mode == authHeader && len(s.protect.ips.trusted) == 0 && !config.IsLoopback(s.addr) {
+	if s.protect.users.Mode == userauth.ModeHeader && !s.protect.ips.TrustsProxies() && !config.IsLoopback(s.addr) {
 		errs = append(errs, fmt.Errorf("USHER_USER_AUTH=header believes X-User-Id from whoever connects, and the gateway listens on %s: "+
 			"set USHER_TRUSTED_PROXIES to the addresses (CIDRs) of the shop's proxy that sets X-User-Id (the header is then believed from it only), "+
 			"or verify the shop's user JWTs instead (USHER_USER_AUTH=jwt-hs256 with USHER_USER_JWT_SECRET_FILE, or jwt-jwks with USHER_USER_JWKS_URL)", s.addr))

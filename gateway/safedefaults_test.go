@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"usher/gateway/httpapi"
+	"usher/gateway/userauth"
 	"usher/internal/config"
 )
 
@@ -114,15 +116,16 @@ func TestUserHeaderOnlyFromTrustedProxies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run("proxies="+tt.proxies, func(t *testing.T) {
 			h := newHarness(t)
-			ips, err := parseClientIPs(strings.Fields(tt.proxies), "")
+			ips, err := httpapi.ParseClientIPs(strings.Fields(tt.proxies), "")
 			if err != nil {
 				t.Fatal(err)
 			}
-			users, _, err := newUserAuth(userAuthSettings{mode: authHeader, proxies: ips}, h.api.now, h.api.log)
+			users, _, err := userauth.New(userauth.Settings{Mode: userauth.ModeHeader, Proxies: ips}, h.gw.now, h.gw.log)
 			if err != nil {
 				t.Fatal(err)
 			}
-			h.api.users, h.api.ips = users, ips
+			h.gw.users, h.gw.ips = users, ips
+			h.rebuild()
 			base := h.serve()
 			req, _ := http.NewRequest("POST", base+"/v1/queues/"+h.queue+"/tickets", nil)
 			req.Header.Set("X-User-Id", "alice")

@@ -14,7 +14,6 @@ import (
 	"usher/internal/testenv"
 	"usher/internal/ticket"
 	"usher/internal/waitqueue"
-	"usher/internal/waitqueue/roles"
 )
 
 func TestConcurrentJoinsGetDistinctPlaces(t *testing.T) {
@@ -40,7 +39,7 @@ func TestConcurrentJoinsGetDistinctPlaces(t *testing.T) {
 	var got []placed
 	for _, tk := range tickets {
 		r := h.poll(tk)
-		parsed, err := h.api.tickets.Parse(r.str("ticket"))
+		parsed, err := h.gw.tickets.Parse(r.str("ticket"))
 		if err != nil {
 			t.Fatalf("poll = %s: %v", r.raw, err)
 		}
@@ -72,7 +71,7 @@ func TestJoiningAgainKeepsThePlace(t *testing.T) {
 func TestPollBeforeTheLineHasSeenTheJoin(t *testing.T) {
 	h := newHarness(t)
 	h.join("alice")
-	tk := h.api.tickets.Issue(ticket.Ticket{Queue: h.queue, User: "bob", Epoch: h.api.epoch(), Seq: 1 << 40})
+	tk := h.gw.tickets.Issue(ticket.Ticket{Queue: h.queue, User: "bob", Epoch: h.gw.epoch(), Seq: 1 << 40})
 	r := h.poll(tk)
 	if r.status != 200 || r.str("status") != "WAITING" || r.num("position") != 2 || r.num("pollAfterMs") == 0 {
 		t.Fatalf("poll = %d %s, want WAITING at position 2 (behind alice)", r.status, r.raw)
@@ -87,17 +86,19 @@ func TestReadyOnlyOnceReadyAtHasPassed(t *testing.T) {
 	seq := cur.Seq
 	e, _ := h.line.Poll(context.Background(), h.queue, seq)
 	// The gateway's clock a moment before readyAt, then a moment after.
-	h.api.now = func() time.Time { return e.ReadyAt.Add(-time.Millisecond) }
+	h.gw.now = func() time.Time { return e.ReadyAt.Add(-time.Millisecond) }
+	h.rebuild()
 	if r := h.poll(tk); r.str("status") != "WAITING" || r.num("position") != 1 || r.body["token"] != nil {
 		t.Fatalf("poll before readyAt = %s, want WAITING at 1 without a token", r.raw)
 	}
 	after := e.ReadyAt.Add(time.Second)
-	h.api.now = func() time.Time { return after }
+	h.gw.now = func() time.Time { return after }
+	h.rebuild()
 	r := h.poll(tk)
 	if r.str("status") != "READY" || r.str("token") == "" || r.str("readyAt") == "" || r.str("expiresAt") == "" {
 		t.Fatalf("poll after readyAt = %s, want READY with token", r.raw)
 	}
-	c, err := h.api.keys.Verify(r.str("token"), after)
+	c, err := h.gw.keys.Verify(r.str("token"), after)
 	if err != nil || c.User != "alice" || c.Queue != h.queue || c.ID == "" {
 		t.Fatalf("token claims = %+v, %v", c, err)
 	}
@@ -173,7 +174,7 @@ func TestPausedQueueAcceptsJoinsAndAdmitsNobody(t *testing.T) {
 func TestClientErrorsAreProblems(t *testing.T) {
 	h := newHarness(t)
 	good := h.join("alice").str("ticket")
-	otherTk := h.api.tickets.Issue(ticket.Ticket{Queue: h.queue + "-other", User: "alice", Epoch: h.api.epoch(), Seq: 1})
+	otherTk := h.gw.tickets.Issue(ticket.Ticket{Queue: h.queue + "-other", User: "alice", Epoch: h.gw.epoch(), Seq: 1})
 	q := "/v1/queues/" + h.queue
 	admin := map[string]string{"Authorization": "Bearer secret-admin"}
 	tests := []struct {
@@ -302,9 +303,9 @@ func TestAFailedDependencyIsA503LoggedOnceWithItsCause(t *testing.T) {
 	}
 	t.Cleanup(func() { rdb.Close() })
 	var logs testenv.Buffer
-	h.api.line = roles.New(rdb)
-	h.api.log = slog.New(slog.NewJSONHandler(&logs, nil))
-	h.app = h.api.app()
+	h.gw.line = waitqueue.NewClient(rdb)
+	h.gw.log = slog.New(slog.NewJSONHandler(&logs, nil))
+	h.rebuild()
 	stop() // Redis is gone
 
 	r := h.poll(tk)

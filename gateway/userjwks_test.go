@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -14,7 +13,6 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,7 +20,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"usher/internal/testenv"
+	"usher/gateway/userauth"
 )
 
 // jwksServer serves a key set on loopback and counts its fetches.
@@ -80,9 +78,10 @@ func TestUserJWTFromJWKS(t *testing.T) {
 		map[string]string{"kty": "oct", "kid": "sym", "k": b64(userSecret)})
 	now := time.Now()
 	clock := func() time.Time { return now }
-	keys := newJWKSKeys(srv.url, time.Hour, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	keys := userauth.NewJWKSKeys(srv.url, time.Hour, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	h := newHarness(t)
-	h.api.users = newJWTAuth(jwksMethods, keys.key, "", "", clock)
+	h.gw.users = userauth.NewJWKS(keys, "", "", clock)
+	h.rebuild()
 	claims := func(sub string) jwt.MapClaims { return jwt.MapClaims{"sub": sub, "exp": now.Add(time.Hour).Unix()} }
 
 	tests := []struct {
@@ -125,52 +124,8 @@ func TestUserJWTFromJWKS(t *testing.T) {
 		t.Fatalf("%d fetches after 21 unknown kids, want 2 (one refetch)", got)
 	}
 	srv.set(rsaJWK("rsa-1", &rsaKey.PublicKey), rsaJWK("rsa-2", &rotated.PublicKey))
-	now = now.Add(keys.minRefetch)
+	now = now.Add(userauth.MinJWKSRefresh)
 	if r := h.joinAs(unknown); r.status != 202 {
 		t.Fatalf("join with the rotated-in key = %d %s, want 202", r.status, r.raw)
 	}
-}
-
-// Run fetches at start and keeps the keys when a refresh fails.
-func TestJWKSRefreshKeepsKeysOnFailure(t *testing.T) {
-	edPub, _, _ := ed25519.GenerateKey(rand.Reader)
-	srv := newJWKSServer(t, edJWK("ed-1", edPub))
-	keys := newJWKSKeys(srv.url, time.Hour, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- keys.Run(ctx) }()
-	has := func() bool { keys.mu.RLock(); defer keys.mu.RUnlock(); _, ok := keys.keys["ed-1"]; return ok }
-	testenv.Eventually(t, 5*time.Second, has, "the key set was not fetched at start")
-	srv.set() // not a failure: an empty set
-	keys.url = "http://127.0.0.1:1/nothing-listens"
-	if err := keys.fetch(ctx, false); err == nil || !has() {
-		t.Fatalf("failed fetch = %v, keys kept %v; want an error and the key kept", err, has())
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run = %v", err)
-	}
-}
-
-// No key set, however odd, makes parseJWKS panic or keep a key it cannot
-// use for the alg it names.
-func FuzzJWKS(f *testing.F) {
-	edPub, _, _ := ed25519.GenerateKey(rand.Reader)
-	good, _ := json.Marshal(map[string]any{"keys": []map[string]string{edJWK("ed-1", edPub)}})
-	f.Add(string(good))
-	f.Add(`{"keys":[{"kty":"RSA","kid":"r","n":"AQAB","e":"AQAB"}]}`)
-	f.Add(`{"keys":[{"kty":"EC","crv":"P-256","kid":"e","x":"","y":""}]}`)
-	f.Fuzz(func(t *testing.T, body string) {
-		keys, err := parseJWKS(strings.NewReader(body))
-		if err != nil {
-			return
-		}
-		for kid, k := range keys {
-			switch k.key.(type) {
-			case *rsa.PublicKey, *ecdsa.PublicKey, ed25519.PublicKey:
-			default:
-				t.Fatalf("key %q of type %T", kid, k.key)
-			}
-		}
-	})
 }

@@ -56,8 +56,8 @@ func notePaymentCall(ctx context.Context, outcome string) {
 	}
 }
 
-// noteHold counts a database connection hold of the attempt's statements
-// (the store's HoldOf hook).
+// noteHold counts the attempt's share of a database connection hold (the
+// store's HoldOf hook: a batch's hold divided among its statements).
 func noteHold(ctx context.Context, d time.Duration) {
 	if a := attemptOf(ctx); a != nil {
 		a.mu.Lock()
@@ -96,7 +96,7 @@ func (a *attempt) sample(requested, now time.Time, err error) adaptive.Sample {
 		if a.final.Status == orders.Failed && a.final.Reason != orders.ReasonDeclined {
 			s.Failed = 1 // the order path failed it; a declined card is the shopper's
 		}
-	case errors.As(err, &later):
+	case errors.As(err, &later) && !later.moment:
 		s.Deferred = 1
 	}
 	return s

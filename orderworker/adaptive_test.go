@@ -136,7 +136,10 @@ func TestAttemptSample(t *testing.T) {
 		{"failed by the order path", &orders.Order{Status: orders.Failed, Reason: orders.ReasonDeadline}, nil,
 			adaptive.Sample{Orders: 1, LatencyMs: 250, MaxMs: 250, Failed: 1}},
 		{"declined", &orders.Order{Status: orders.Failed, Reason: orders.ReasonDeclined}, nil, adaptive.Sample{Orders: 1, LatencyMs: 250, MaxMs: 250}},
-		{"put back to wait", nil, retryLater{time.Second}, adaptive.Sample{Deferred: 1}},
+		{"put back to wait", nil, retryLater{after: time.Second}, adaptive.Sample{Deferred: 1}},
+		// An order whose admission reaches the line a moment after it (the
+		// follower's lag) waits for nothing the order path lacks.
+		{"waiting a moment for its admission", nil, retryLater{after: time.Second, moment: true}, adaptive.Sample{}},
 		{"a step failed", nil, errors.New("redis down"), adaptive.Sample{}},
 	}
 	for _, tt := range tests {

@@ -7,8 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"usher/internal/bus"
 	"usher/internal/event"
 )
 
@@ -38,17 +40,21 @@ type consumer struct {
 	crash   func(error) // a test hook fired: stop everything now
 }
 
-// ensureConsumer declares the shared durable consumer of order requests.
-func ensureConsumer(ctx context.Context, js jetstream.JetStream, ackWait time.Duration, maxPending int) (jetstream.Consumer, error) {
-	return js.CreateOrUpdateConsumer(ctx, event.StreamOrders, jetstream.ConsumerConfig{
-		Durable:       consumerName,
-		FilterSubject: event.OrderRequestedSubject(event.All),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       ackWait,
-		MaxDeliver:    -1,
-		MaxAckPending: maxPending,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
+// bindConsumer returns the shared durable consumer of order requests, as
+// the admitter declares it (bus.OrderWorkerDurable), once it exists: a
+// worker may look it up, pull from it and acknowledge, never create or
+// change it — no role but the admitter may create a consumer. On a broker
+// that authenticates nobody (the tests', the fault harness's) the worker
+// declares it itself, with its own ack wait and bound on requests handed
+// out, as every service declares the streams there. The consumer's ack
+// wait is its configuration's (cons.CachedInfo().Config.AckWait).
+func bindConsumer(ctx context.Context, s bus.Settings, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger,
+	ackWait time.Duration, maxPending int) (jetstream.Consumer, error) {
+	if s.As(bus.OrderWorker, log).Declares(nc) {
+		d := bus.OrderWorkerDurable(bus.OrderWork{AckWait: ackWait, MaxAckPending: maxPending})
+		return js.CreateOrUpdateConsumer(ctx, d.Stream, d.Config)
+	}
+	return bus.BindDurable(ctx, js, event.StreamOrders, consumerName, log)
 }
 
 // Run consumes until ctx ends, then drains: no new messages, the ones in

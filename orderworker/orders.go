@@ -89,10 +89,20 @@ func (h hooks) call(f func(string) error, id string) error {
 }
 
 // retryLater asks for the message to come back after a delay: the order is
-// waiting for the payment gateway.
-type retryLater struct{ after time.Duration }
+// waiting for the payment gateway, or for its admission to reach the line.
+type retryLater struct {
+	after time.Duration
+	// moment: what the order waits for is normally a moment away — its
+	// admission, which the follower applies to the line a few
+	// milliseconds after the admitter announced it — not trouble on the
+	// order path, so the adaptive admission is not told to cut for it.
+	moment bool
+}
 
 func (r retryLater) Error() string {
+	if r.moment {
+		return fmt.Sprintf("the order's admission is not in the line yet; retry in %v", r.after)
+	}
 	return fmt.Sprintf("payment gateway unavailable; retry in %v", r.after)
 }
 
@@ -315,10 +325,10 @@ func (w *worker) place(ctx context.Context, o orders.Order, seq uint64) (orders.
 func (w *worker) unconfirmed(ctx context.Context, req event.OrderRequested, o orders.Order, seq uint64, stored time.Time) error {
 	if since := w.now().Sub(stored); since < w.deadline {
 		if since < confirmPatience {
-			return retryLater{confirmPatience / 8} // the follower's lag, most likely
+			return retryLater{after: confirmPatience / 8, moment: true} // the follower's lag, most likely
 		}
 		w.log.Warn("the order's admission is not confirmed yet; waiting", "order", o.ID, "token", o.TokenID)
-		return retryLater{time.Second}
+		return retryLater{after: time.Second}
 	}
 	w.log.Error("rejecting an order whose token's admission was never confirmed", "order", o.ID, "token", o.TokenID)
 	o, err := w.store.Reject(ctx, o, orders.ReasonTokenUnconfirmed)
@@ -346,7 +356,7 @@ func (w *worker) voidStray(ctx context.Context, o orders.Order) error {
 			return ctx.Err()
 		}
 		if w.now().Before(o.Deadline.Add(w.lookupGrace)) {
-			return retryLater{w.wait}
+			return retryLater{after: w.wait}
 		}
 		w.log.Error("a FAILED order's payment could not be checked at the gateway: reconcile it", "order", o.ID, "err", err)
 		return nil
@@ -474,7 +484,7 @@ func (w *worker) paid(ctx context.Context, o orders.Order, paymentID string) (or
 // later puts the order back to wait for the payment gateway.
 func (w *worker) later(o orders.Order) (orders.Order, error) {
 	w.metrics.deferred.Inc()
-	return o, retryLater{w.wait}
+	return o, retryLater{after: w.wait}
 }
 
 // finish closes the loop on a final order: a paid order's units counted

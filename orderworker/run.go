@@ -50,7 +50,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		return err
 	}
 	defer d.Close()
-	cons, err := ensureConsumer(ctx, d.JS, s.ackWait, 4*s.concurrency)
+	cons, err := bindConsumer(ctx, s.NATS, d.NC, d.JS, d.Log, s.ackWait, 4*s.concurrency)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	// a crash.
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
-	c := &consumer{log: d.Log, w: w, ackWait: s.ackWait, sem: make(chan struct{}, s.concurrency),
+	c := &consumer{log: d.Log, w: w, ackWait: cons.CachedInfo().Config.AckWait, sem: make(chan struct{}, s.concurrency),
 		crash: func(err error) { stopWork(); crash(err) }}
 	// What each order cost, for queues whose admission is adaptive.
 	c.feed = newWindowFeed(adaptive.NewStore(d.Redis), d.Queues, d.Log)

@@ -19,6 +19,9 @@ export USHER_PAYMENT_URL=${USHER_PAYMENT_URL:-http://127.0.0.1:8090}
 export PGSIM_ADDR=${PGSIM_ADDR:-127.0.0.1:8090}
 export USHER_ADMIN_TOKEN=${USHER_ADMIN_TOKEN:-dev-admin-token}
 export USHER_NOTIFIER_PUBLIC_URL=${USHER_NOTIFIER_PUBLIC_URL:-http://$USHER_NOTIFIER_ADDR}
+# The downstream readers: nats-auth gives each a key, the admitter declares
+# each a durable consumer (examples/downstream is example-downstream).
+export USHER_DOWNSTREAM_READERS=${USHER_DOWNSTREAM_READERS:-example-downstream}
 logs=$USHER_DATA_DIR/logs
 mkdir -p "$logs"
 
@@ -60,7 +63,7 @@ natsdir=$USHER_DATA_DIR/nats
 if answers "$nats_addr"; then
   echo "nats:        using the server at $nats_addr"
 else
-  bin/usherctl nats-auth --dir "$natsdir" --base nats.conf --downstream example-downstream >>"$logs/nats-auth.log"
+  bin/usherctl nats-auth --dir "$natsdir" --base nats.conf >>"$logs/nats-auth.log"
   start nats-server bin/nats-server -c "$natsdir/nats.conf"
   wait_for nats "$nats_addr"
   echo "nats:        started on $nats_addr (NKey auth: keys in $natsdir; JetStream in .usher/nats, monitor http://127.0.0.1:8222)"

@@ -14,7 +14,9 @@ fi
 # stay under 15 minutes, and the log says which stage grew.
 stage() { echo "test.sh: $1 at $((SECONDS / 60))m$((SECONDS % 60))s"; }
 stage vet
-go vet ./... ./tools/...
+# With -race, vet type-checks against the same race-instrumented packages
+# go test -race builds next, so the dependencies compile once, not twice.
+go vet -race ./... ./tools/...
 # The chaos smoke test builds the services and nats-server as make chaos
 # does (-trimpath) on a deadline of its own. Compiled here first, outside
 # every deadline, its build only links: on a fresh machine, compiling them

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"usher/internal/bus"
+	"usher/internal/config"
 )
 
 const natsAuthSynopsis = `usherctl nats-auth --dir DIR [--base nats.conf] [--keys DIR [--key-dirs]]
@@ -24,7 +25,10 @@ permissions, rewritten every time so the server follows the code. With
 DIR/nats.conf. Seeds go to KEYS/<role>.nk, or with --key-dirs to
 KEYS/<role>/<role>.nk (one folder per role, to mount each service its own).
 A service finds its seed through USHER_NATS_NKEY_FILE, by default
-<USHER_DATA_DIR>/nats/<role>.nk. make run runs it at every start.`
+<USHER_DATA_DIR>/nats/<role>.nk. The downstream readers are
+USHER_DOWNSTREAM_READERS unless --downstream names them: the admitter
+declares each a durable consumer from that same variable, which a reader
+may bind to but not create. make run runs it at every start.`
 
 func (c *cli) natsAuth(_ context.Context, args []string) error {
 	fs := newFlags("nats-auth", natsAuthSynopsis)
@@ -33,7 +37,7 @@ func (c *cli) natsAuth(_ context.Context, args []string) error {
 	keys := fs.String("keys", "", "folder of the roles' seeds (default: --dir)")
 	keyDirs := fs.Bool("key-dirs", false, "each role's seed in a folder of its own: KEYS/<role>/<role>.nk")
 	var downstream listFlag
-	fs.Var(&downstream, "downstream", "downstream readers (each a durable consumer of USHER_ADMISSIONS), comma-separated")
+	fs.Var(&downstream, "downstream", "downstream readers (each a durable consumer of USHER_ADMISSIONS), comma-separated (default: USHER_DOWNSTREAM_READERS)")
 	pos, err := c.parse(fs, args)
 	if err != nil {
 		return done(err)
@@ -48,6 +52,13 @@ func (c *cli) natsAuth(_ context.Context, args []string) error {
 		*keys = *dir
 	}
 	p := bus.Policy{Downstream: downstream}
+	if downstream == nil {
+		// The admitter's setting: the readers it declares consumers for.
+		env := config.New(c.getenv)
+		if p = bus.LoadPolicy(env); env.Err() != nil {
+			return usagef("nats-auth: %v", env.Err())
+		}
+	}
 	if err := p.Validate(); err != nil {
 		return usagef("nats-auth: %v", err)
 	}

@@ -42,6 +42,22 @@ func TestNatsAuthWritesTheServerConfigAndAKeyPerRole(t *testing.T) {
 	}
 }
 
+// Without --downstream the readers are USHER_DOWNSTREAM_READERS, the
+// setting the admitter declares their durable consumers from.
+func TestNatsAuthNamesTheReadersTheAdmitterDeclares(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb strings.Builder
+	env := func(k string) string { return map[string]string{"USHER_DOWNSTREAM_READERS": "crm, ledger"}[k] }
+	if err := run(context.Background(), []string{"nats-auth", "--dir", dir}, env, strings.NewReader(""), &out, &errb); err != nil {
+		t.Fatalf("nats-auth: %v\n%s%s", err, out.String(), errb.String())
+	}
+	for _, r := range []string{"downstream-crm", "downstream-ledger"} {
+		if _, err := os.Stat(filepath.Join(dir, r+".nk")); err != nil {
+			t.Errorf("the key of %s: %v", r, err)
+		}
+	}
+}
+
 func TestNatsAuthRefusesBadCommandLines(t *testing.T) {
 	tests := []struct {
 		args []string

@@ -175,11 +175,7 @@ func (c *cli) rebuild(ctx context.Context, args []string) error {
 func (c *cli) rebuildAsRead(ctx context.Context, js jetstream.JetStream, w *restorer, h *history, force bool, start time.Time) error {
 	q := h.queue
 	enter, leave := event.EnterSubject(q), event.LeaveSubject(q)
-	st, err := js.Stream(ctx, event.StreamEntries)
-	if err != nil {
-		return fmt.Errorf("stream %s: %w", event.StreamEntries, err)
-	}
-	until, _, err := lastOf(ctx, st, window{stream: event.StreamEntries, filters: []string{enter, leave}})
+	until, _, err := lastOf(ctx, js.Conn(), window{stream: event.StreamEntries, filters: []string{enter, leave}})
 	if err != nil {
 		return err
 	}

@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/internal/bus"
 )
 
 // storedMsg is one event as a stream holds it.
@@ -34,207 +39,223 @@ type window struct {
 // errStop ends a read early without an error.
 var errStop = errors.New("stop reading")
 
-// readStream calls fn with every event in the window, in stream order, with
-// an ordered consumer (ephemeral, flow-controlled, reset on any gap).
+// readStream calls fn with every event in the window, in stream order,
+// read with batched direct gets (bus.Get): usherctl may create no consumer
+// (see bus.Policy.Permissions). The next batch is asked for as soon as the
+// last one has arrived, while fn works through it, as a consumer would
+// send the next messages ahead.
 //
-// An ordered consumer lives on one replica of the stream, and after a NATS
-// node's restart that may be one that has not caught up: it says nothing is
-// pending while the stream's leader holds more, or delivers nothing at all.
-// So without --follow the end is the leader's: a read that seems to end
-// before the last event the leader held when it began asks the leader
-// again, and a consumer silent for 4 to 5 s while the leader holds events
-// after the last one read is replaced by one from just after it.
+// A direct get may be answered by any replica of the stream, and after a
+// NATS node's restart that may be one that has not caught up: it answers
+// that nothing matches after the last event read while the stream's leader
+// holds more. So without --follow the end is the leader's: a read that
+// seems to end before the last event the leader held when it began asks
+// the leader again, and reads on from just after the last event read.
+// With --follow the read asks again four times a second once it has read
+// everything.
 func readStream(ctx context.Context, js jetstream.JetStream, w window, fn func(storedMsg) error) error {
-	st, err := js.Stream(ctx, w.stream)
-	if err != nil {
-		return fmt.Errorf("stream %s: %w", w.stream, err)
-	}
-	r := &streamReader{js: js, st: st, w: w, next: ctx, cancel: func() {}}
+	nc := js.Conn()
+	// Without --follow the read ends at the newest matching event as of now,
+	// found with one lookup by the leader per filter: events keep arriving
+	// on a live queue, and waiting for "no more" would be a guess with a
+	// timeout.
+	var last uint64
 	if !w.follow {
-		if empty, err := r.findEnd(ctx); err != nil || empty {
+		var stored time.Time
+		var err error
+		if last, stored, err = lastOf(ctx, nc, w); err != nil {
 			return err
 		}
+		// A start after the newest event: nothing to read.
+		if last == 0 || last < w.fromSeq || stored.Before(w.fromTime) {
+			return nil
+		}
 	}
-	if err := r.open(ctx); err != nil {
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	events := make(chan bus.Stored, readBatch)
+	fetched := make(chan error, 1)
+	go func() {
+		defer close(events)
+		fetched <- fetch(fctx, nc, w, last, events)
+	}()
+	// done ends the read early: the fetch stops, and what it sent is
+	// dropped.
+	done := func(err error) error {
+		stop()
+		for range events {
+		}
+		if errors.Is(err, errStop) {
+			return nil
+		}
 		return err
 	}
-	defer r.stop()
-	r.renew(ctx)
-	for {
-		m, err := r.it.Next(jetstream.NextContext(r.next))
-		if err != nil {
-			if again, err := r.replaceSilent(ctx, err); !again {
-				return err
-			}
+	for m := range events {
+		if w.untilSeq > 0 && m.Seq > w.untilSeq || !w.untilTime.IsZero() && m.Stored.After(w.untilTime) {
+			return done(nil)
+		}
+		if len(w.filters) > 1 && !matchesAny(w.filters, m.Subject) {
 			continue
 		}
-		if done, err := r.deliver(ctx, m, fn); done || err != nil {
-			return err
+		if err := fn(storedMsg{Seq: m.Seq, Subject: m.Subject, Stored: m.Stored, Data: m.Data, Pending: m.Pending}); err != nil {
+			return done(err)
+		}
+	}
+	return <-fetched
+}
+
+// fetch sends to events every event of the window's stream on its filters
+// (see cover), from its start, batch after batch, until the leader's last
+// (or, with --follow, until ctx ends).
+func fetch(ctx context.Context, nc *nats.Conn, w window, last uint64, events chan<- bus.Stored) error {
+	filter := cover(w.filters)
+	var read uint64 // the last sequence fetched
+	for {
+		req := bus.GetRequest{Subject: filter, Batch: readBatch}
+		switch {
+		case read > 0:
+			req.Seq = read + 1
+		case w.fromSeq > 0:
+			req.Seq = w.fromSeq
+		case !w.fromTime.IsZero():
+			t := w.fromTime
+			req.StartTime = &t
+		}
+		end, err := bus.Get(ctx, nc, w.stream, req, func(m bus.Stored) error {
+			select {
+			case events <- m:
+				read = m.Seq
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("stream %s: read: %w", w.stream, err)
+		}
+		if end.Last > 0 && end.Pending > 0 {
+			continue
+		}
+		if !w.follow {
+			if read >= last {
+				return nil
+			}
+			// Nothing more by the replica that answered, though the
+			// leader held more when the read began: ask the leader again
+			// (events may have been deleted since), and another replica.
+			now, _, err := lastOf(ctx, nc, w)
+			if err != nil {
+				return err
+			}
+			if last = min(last, now); read >= last {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }
 
-// streamReader is one readStream's state: the consumer it reads with, the
-// last sequence it handed on and, without --follow, where the read ends.
-type streamReader struct {
-	js   jetstream.JetStream
-	st   jetstream.Stream
-	w    window
-	it   jetstream.MessagesContext
-	read uint64 // the last sequence handed to fn
-	last uint64 // without --follow: the leader's newest matching event
-	// next bounds the wait for a message (with --follow, it is the read's
-	// context): silentFor from made, made again once a second while
-	// messages come — not once per message, on the path a rebuild reads
-	// every join through.
-	next   context.Context
-	cancel context.CancelFunc
-	made   time.Time
-}
-
-// silentFor is how long a read without --follow waits for a message
-// before it asks the leader whether there are more.
-const silentFor = 5 * time.Second
-
-// findEnd sets the end of a read without --follow to the newest matching
-// event as of now, found with one direct lookup per filter: events keep
-// arriving on a live queue, and waiting for "no more" would be a guess
-// with a timeout. It reports whether the window holds nothing.
-func (r *streamReader) findEnd(ctx context.Context) (empty bool, err error) {
-	last, stored, err := lastOf(ctx, r.st, r.w)
-	if err != nil {
-		return false, err
-	}
-	r.last = last
-	// A start after the newest event: the consumer would deliver nothing,
-	// and the leader's newest event, never read, kept the read waiting for
-	// it forever (--since 1s on a quiet queue).
-	return last == 0 || last < r.w.fromSeq || stored.Before(r.w.fromTime), nil
-}
-
-// open makes a consumer from just after the last event read, or from the
-// window's start.
-func (r *streamReader) open(ctx context.Context) error {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: r.w.filters, InactiveThreshold: time.Minute}
-	switch {
-	case r.read > 0:
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, r.read+1
-	case r.w.fromSeq > 0:
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, r.w.fromSeq
-	case !r.w.fromTime.IsZero():
-		t := r.w.fromTime
-		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
-	default:
-		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
-	}
-	cons, err := r.js.OrderedConsumer(ctx, r.w.stream, cfg)
-	if err != nil {
-		return fmt.Errorf("stream %s: consumer: %w", r.w.stream, err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(2048))
-	if err != nil {
-		return fmt.Errorf("stream %s: consume: %w", r.w.stream, err)
-	}
-	r.it = it
-	return nil
-}
-
-func (r *streamReader) stop() {
-	r.cancel()
-	r.it.Stop()
-}
-
-// renew starts the wait for the next message again, without --follow.
-func (r *streamReader) renew(ctx context.Context) {
-	if !r.w.follow {
-		r.cancel()
-		r.next, r.cancel = context.WithTimeout(ctx, silentFor)
-		r.made = time.Now()
-	}
-}
-
-// more asks the leader whether it holds events after the last read
-// (after the end too, if events were deleted since it was read).
-func (r *streamReader) more(ctx context.Context) (bool, error) {
-	now, _, err := lastOf(ctx, r.st, r.w)
-	if err != nil {
-		return false, err
-	}
-	r.last = min(r.last, now)
-	return r.last > r.read, nil
-}
-
-// replaceSilent handles the error of a wait for a message, and reports
-// whether to read on: without --follow, a consumer silent while the
-// leader holds more is a lagging replica's, and another takes its place.
-func (r *streamReader) replaceSilent(ctx context.Context, err error) (bool, error) {
-	if ctx.Err() != nil {
-		return false, ctx.Err()
-	}
-	if r.w.follow || !errors.Is(err, context.DeadlineExceeded) {
-		return false, fmt.Errorf("stream %s: read: %w", r.w.stream, err)
-	}
-	if ok, err := r.more(ctx); err != nil || !ok {
-		return false, err
-	}
-	r.it.Stop()
-	if err := r.open(ctx); err != nil {
-		return false, err
-	}
-	r.renew(ctx)
-	return true, nil
-}
-
-// deliver hands m to fn unless it is past the window, and reports whether
-// the read is over.
-func (r *streamReader) deliver(ctx context.Context, m jetstream.Msg, fn func(storedMsg) error) (bool, error) {
-	meta, err := m.Metadata()
-	if err != nil {
-		return true, fmt.Errorf("stream %s: metadata: %w", r.w.stream, err)
-	}
-	seq := meta.Sequence.Stream
-	if r.w.untilSeq > 0 && seq > r.w.untilSeq || !r.w.untilTime.IsZero() && meta.Timestamp.After(r.w.untilTime) {
-		return true, nil
-	}
-	err = fn(storedMsg{Seq: seq, Subject: m.Subject(), Stored: meta.Timestamp, Data: m.Data(), Pending: meta.NumPending})
-	if errors.Is(err, errStop) {
-		return true, nil
-	}
-	if err != nil {
-		return true, err
-	}
-	r.read = seq
-	if !r.w.follow && time.Since(r.made) >= time.Second {
-		r.renew(ctx)
-	}
-	if r.w.follow || seq < r.last && meta.NumPending > 0 {
-		return false, nil
-	}
-	if seq >= r.last {
-		return true, nil
-	}
-	// Nothing pending by this consumer's replica, though the leader held
-	// more when the read began: ask it again.
-	ok, err := r.more(ctx)
-	return err != nil || !ok, err
-}
+// readBatch is how many events one direct get asks for.
+const readBatch = 4096
 
 // lastOf is the newest event of the window's filters the stream's leader
-// holds (0: none), and when the stream stored it.
-func lastOf(ctx context.Context, st jetstream.Stream, w window) (uint64, time.Time, error) {
+// holds (0: none), and when the stream stored it: a message get through
+// the JetStream API, which the leader answers (a direct get may be answered
+// by a replica that has not caught up).
+func lastOf(ctx context.Context, nc *nats.Conn, w window) (uint64, time.Time, error) {
 	var last uint64
 	var stored time.Time
 	for _, f := range w.filters {
-		m, err := st.GetLastMsgForSubject(ctx, f)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
+		req, _ := json.Marshal(map[string]string{"last_by_subj": f})
+		m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+w.stream, req)
 		if err != nil {
 			return 0, time.Time{}, fmt.Errorf("stream %s: last event on %s: %w", w.stream, f, err)
 		}
-		if m.Sequence > last {
-			last, stored = m.Sequence, m.Time
+		var resp struct {
+			Error *struct {
+				Code        int    `json:"code"`
+				ErrCode     int    `json:"err_code"`
+				Description string `json:"description"`
+			} `json:"error"`
+			Message struct {
+				Seq  uint64    `json:"seq"`
+				Time time.Time `json:"time"`
+			} `json:"message"`
+		}
+		if err := json.Unmarshal(m.Data, &resp); err != nil {
+			return 0, time.Time{}, fmt.Errorf("stream %s: last event on %s: %w", w.stream, f, err)
+		}
+		if e := resp.Error; e != nil {
+			if e.Code == 404 && e.ErrCode == noMessageFound {
+				continue
+			}
+			if e.Code == 404 {
+				return 0, time.Time{}, fmt.Errorf("stream %s: %w", w.stream, jetstream.ErrStreamNotFound)
+			}
+			return 0, time.Time{}, fmt.Errorf("stream %s: last event on %s: %s", w.stream, f, e.Description)
+		}
+		if resp.Message.Seq > last {
+			last, stored = resp.Message.Seq, resp.Message.Time
 		}
 	}
 	return last, stored, nil
+}
+
+// noMessageFound is JetStream's error code for a get that found nothing.
+const noMessageFound = 10037
+
+// cover is one subject filter matching every subject the filters match:
+// the filter itself, or, for filters of as many tokens, each token the
+// filters disagree on made a wildcard (usher.enter.q and usher.leave.q:
+// usher.*.q); else everything.
+func cover(filters []string) string {
+	if len(filters) == 1 {
+		return filters[0]
+	}
+	tokens := strings.Split(filters[0], ".")
+	for _, f := range filters[1:] {
+		other := strings.Split(f, ".")
+		if len(other) != len(tokens) {
+			return ">"
+		}
+		for i := range tokens {
+			if other[i] != tokens[i] {
+				if tokens[i] == ">" || other[i] == ">" {
+					return ">"
+				}
+				tokens[i] = "*"
+			}
+		}
+	}
+	return strings.Join(tokens, ".")
+}
+
+// matchesAny reports whether subject matches one of the filters.
+func matchesAny(filters []string, subject string) bool {
+	for _, f := range filters {
+		if matches(f, subject) {
+			return true
+		}
+	}
+	return false
+}
+
+// matches reports whether subject matches the NATS filter pattern.
+func matches(pattern, subject string) bool {
+	p, s := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, tok := range p {
+		switch {
+		case tok == ">":
+			return len(s) > i
+		case i >= len(s):
+			return false
+		case tok != "*" && tok != s[i]:
+			return false
+		}
+	}
+	return len(p) == len(s)
 }

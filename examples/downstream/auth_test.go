@@ -36,12 +36,16 @@ func TestTheExampleReadsAsItsOwnDownstreamReader(t *testing.T) {
 	log := &testenv.NATSLog{}
 	url := testenv.NATSFromConfig(t, filepath.Join(dir, "nats.conf"), log).ClientURL()
 
-	// The admitter declares the streams and publishes an admission.
+	// The admitter declares the streams and the reader's durable consumer,
+	// and publishes an admission.
 	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{url}, Replicas: 1, Role: bus.Admitter, NKeyFile: key(bus.Admitter)}, "admitter")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
+	if err := bus.EnsureDurables(ctx, js, bus.Policy{Downstream: []string{durable}}.Durables(bus.OrderWork{AckWait: time.Minute})); err != nil {
+		t.Fatal(err)
+	}
 	at := time.Now().Truncate(time.Millisecond)
 	body, _ := event.Marshal("demo:7", event.TypeAdmitted, "alice", at, event.Admitted{
 		Queue: "demo", User: "alice", Seq: 7, TokenID: "demo:7", ReadyAt: at, ExpiresAt: at.Add(time.Minute)})

@@ -1,7 +1,13 @@
 // Command downstream is a small, runnable example of a service that lives
 // beside usher without calling it: it follows a queue's admissions from
-// JetStream with its own durable consumer, and verifies entry tokens offline
-// against the gateway's JWKS.
+// JetStream through its own durable consumer, and verifies entry tokens
+// offline against the gateway's JWKS.
+//
+// The durable consumer is declared by usher's admitter, never by the
+// reader: the admitter declares one for each name in
+// USHER_DOWNSTREAM_READERS (make run names example-downstream), holding
+// every queue's admissions; the reader binds to it, waiting until it
+// exists, and skips the other queues' admissions.
 //
 //	go run ./examples/downstream -queue demo                  # follow admissions
 //	go run ./examples/downstream -verify "$TOKEN" -queue demo # check a token
@@ -122,15 +128,15 @@ func follow(ctx context.Context, nc *nats.Conn, queue, durable string, stdout io
 	if err != nil {
 		return err
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, "USHER_ADMISSIONS", jetstream.ConsumerConfig{
-		Durable:       durable,
-		FilterSubject: "usher.admitted." + queue,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-	})
+	cons, err := bind(ctx, js, durable, stdout)
 	if err != nil {
-		return fmt.Errorf("consumer: %w", err)
+		return err
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
+		if m.Subject() != "usher.admitted."+queue {
+			_ = m.Ack() // another queue's
+			return
+		}
 		var env struct {
 			ID   string   `json:"id"`
 			Type string   `json:"type"`
@@ -151,6 +157,32 @@ func follow(ctx context.Context, nc *nats.Conn, queue, durable string, stdout io
 	cc.Drain()
 	<-cc.Closed()
 	return nil
+}
+
+// bind returns the reader's durable consumer on USHER_ADMISSIONS once
+// usher's admitter has declared it, saying once that it waits. A reader
+// may look its consumer up, pull from it and acknowledge, but not create
+// it: on usher's broker only the admitter creates consumers.
+func bind(ctx context.Context, js jetstream.JetStream, durable string, stdout io.Writer) (jetstream.Consumer, error) {
+	said := false
+	for {
+		cons, err := js.Consumer(ctx, "USHER_ADMISSIONS", durable)
+		if err == nil {
+			return cons, nil
+		}
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("consumer %s: %w", durable, err)
+		}
+		if !said {
+			fmt.Fprintf(stdout, "waiting for the durable consumer %s on USHER_ADMISSIONS: usher's admitter declares it when USHER_DOWNSTREAM_READERS names it\n", durable)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // claims are the entry token's claims this service checks.

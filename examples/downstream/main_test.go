@@ -34,17 +34,31 @@ func TestTheExampleFollowsAdmissionsAndVerifiesTokens(t *testing.T) {
 	if _, err := js.Publish(ctx, event.AdmittedSubject("demo"), body, jetstream.WithMsgID("demo:7")); err != nil {
 		t.Fatal(err)
 	}
+	other, _ := event.Marshal("other:1", event.TypeAdmitted, "bob", at, event.Admitted{Queue: "other", User: "bob", Seq: 1, TokenID: "other:1"})
+	if _, err := js.Publish(ctx, event.AdmittedSubject("other"), other); err != nil {
+		t.Fatal(err)
+	}
 
 	var out testenv.Buffer
 	done := make(chan error, 1)
 	fctx, stop := context.WithCancel(ctx)
 	go func() { done <- run(fctx, []string{"-nats", url, "-queue", "demo"}, &out) }()
+	// It waits for its durable consumer, which the admitter declares.
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		return strings.Contains(out.String(), "waiting for the durable consumer example-downstream")
+	}, "the example did not say it waits: %q", out.String())
+	if err := bus.EnsureDurables(ctx, js, []bus.Durable{bus.DownstreamDurable("example-downstream")}); err != nil {
+		t.Fatal(err)
+	}
 	testenv.Eventually(t, 5*time.Second, func() bool {
 		return strings.Contains(out.String(), "admitted alice to demo (place 7), token demo:7")
 	}, "the example did not print the admission: %q", out.String())
 	stop()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "bob") {
+		t.Errorf("the example printed another queue's admission: %q", out.String())
 	}
 
 	keys, err := token.LoadKeyring(filepath.Join(t.TempDir(), "k.pem"), nil)

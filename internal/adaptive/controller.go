@@ -44,6 +44,15 @@ const (
 	// it while it binds.
 	RaiseBelow = 1.2
 	RaiseShare = 0.1
+	// ClimbBelow, ClimbShare: until the limit first meets latency above
+	// RaiseBelow × baseline (or any cut), a window whose latency is within
+	// ClimbBelow × baseline raises it by ClimbShare of itself instead — as
+	// TCP's slow start — so a queue whose order path takes several times
+	// its start reaches the knee in a handful of windows, not dozens. One
+	// step past ClimbBelow overshoots the knee by at most ClimbShare, and
+	// the next window, above RaiseBelow, ends the climb.
+	ClimbBelow = 1.1
+	ClimbShare = 0.25
 	// Backoff is the cut for a window in which payments went unanswered,
 	// orders failed or waited, or database holds grew.
 	Backoff = 0.7
@@ -222,6 +231,10 @@ type State struct {
 	Resume     float64
 	SinceDrain int
 	Drained    bool
+	// Settled: the limit has met the knee (latency above RaiseBelow ×
+	// baseline) or been cut since the start; it no longer climbs (see
+	// ClimbShare).
+	Settled bool
 }
 
 // Start is the state of a controller that starts at b.Start.
@@ -327,7 +340,7 @@ func Decide(b Bounds, s State, w Window) (State, Decision) {
 	}
 	cut := func(f float64, r Reason) (State, Decision) {
 		next.Limit = max(float64(b.Min), limit*f)
-		next.LastCut = true
+		next.LastCut, next.Settled = true, true
 		return next, Decision{Limit: b.Clamp(next.Limit), Reason: r, Ratio: ratio}
 	}
 	hold := func(r Reason) (State, Decision) {
@@ -373,6 +386,7 @@ func Decide(b Bounds, s State, w Window) (State, Decision) {
 		next.Resume, next.Limit, next.LastCut = limit, max(float64(b.Min), limit*DrainDepth), false
 		return next, Decision{Limit: b.Clamp(next.Limit), Reason: ReasonDrain, Ratio: ratio}
 	case ratio > RaiseBelow:
+		next.Settled = true
 		return hold(ReasonSteady)
 	case s.Drained && s.SinceDrain == 0:
 		// The window after a drain: its orders began at half the limit.
@@ -380,7 +394,11 @@ func Decide(b Bounds, s State, w Window) (State, Decision) {
 	case !binds:
 		return hold(ReasonIdle)
 	}
-	next.Limit = min(float64(b.Max), limit+max(1, math.Sqrt(limit), RaiseShare*limit))
+	step := max(1, math.Sqrt(limit), RaiseShare*limit)
+	if !s.Settled && ratio <= ClimbBelow {
+		step = max(step, ClimbShare*limit)
+	}
+	next.Limit = min(float64(b.Max), limit+step)
 	next.LastCut = false
 	return next, Decision{Limit: b.Clamp(next.Limit), Reason: ReasonRaise, Ratio: ratio}
 }

@@ -207,11 +207,44 @@ func TestCutsAtOnce(t *testing.T) {
 	}
 }
 
+// Until it first meets the knee, the limit climbs by a quarter of itself
+// a window while latency stays within ClimbBelow × its baseline, then by
+// the additive step near the knee; once it met the knee (latency above
+// RaiseBelow ×) or was cut, it rises by the additive step only.
+func TestClimbsUntilItFirstMeetsTheKnee(t *testing.T) {
+	b := adaptive.Bounds{Min: 2, Max: 400, Start: 20}
+	w := adaptive.Window{Sample: adaptive.Sample{Orders: 400, LatencyMs: 400 * 250}, Waiting: 5, Active: 100}
+	tests := []struct {
+		name    string
+		state   adaptive.State
+		latency float64
+		want    int
+	}{
+		{"latency at its baseline", adaptive.State{Limit: 100, BaselineMs: 250, LatencyMs: 250}, 250, 125},
+		{"latency 1.15× its baseline", adaptive.State{Limit: 100, BaselineMs: 250, LatencyMs: 287.5}, 287.5, 110},
+		{"settled before", adaptive.State{Limit: 100, BaselineMs: 250, LatencyMs: 250, Settled: true}, 250, 110},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w.LatencyMs = 400 * tt.latency
+			_, d := adaptive.Decide(b, tt.state, w)
+			if d.Reason != adaptive.ReasonRaise || d.Limit != tt.want {
+				t.Errorf("Decide = %d (%s), want %d (raise)", d.Limit, d.Reason, tt.want)
+			}
+		})
+	}
+	s := adaptive.State{Limit: 100, BaselineMs: 250, LatencyMs: 250}
+	w.LatencyMs = 400 * 325
+	if s, _ = adaptive.Decide(b, s, w); !s.Settled {
+		t.Errorf("a window at 1.3× its baseline left the controller climbing")
+	}
+}
+
 // The limit rises only while latency stays near its baseline and the
 // limit is what holds the line back.
 func TestRaisesOnlyWhenItBinds(t *testing.T) {
 	b := adaptive.Bounds{Min: 2, Max: 200, Start: 50}
-	calm := adaptive.State{Limit: 100, BaselineMs: 250, LatencyMs: 250, MeanMs: 250}
+	calm := adaptive.State{Limit: 100, BaselineMs: 250, LatencyMs: 250, MeanMs: 250, Settled: true}
 	fine := adaptive.Sample{Orders: 400, LatencyMs: 400 * 250}
 	tests := []struct {
 		name            string

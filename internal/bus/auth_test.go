@@ -116,8 +116,8 @@ func quick(t *testing.T) context.Context {
 	return ctx
 }
 
-// declare has the admitter declare the streams and the catalog, as it
-// does at start-up.
+// declare has the admitter declare the streams, the catalog and the
+// durable consumers, as it does at start-up.
 func (b *broker) declare(t *testing.T) *client {
 	t.Helper()
 	adm := b.as(t, bus.Admitter)
@@ -125,6 +125,9 @@ func (b *broker) declare(t *testing.T) *client {
 		t.Fatal(err)
 	}
 	if _, err := catalog.Open(t.Context(), adm.js, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.EnsureDurables(t.Context(), adm.js, policy.Durables(bus.OrderWork{AckWait: time.Hour, MaxAckPending: 1000})); err != nil {
 		t.Fatal(err)
 	}
 	return adm

@@ -220,6 +220,9 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int) er
 		cfg.Retention = jetstream.LimitsPolicy
 		cfg.Duplicates = 2 * time.Minute
 		cfg.Replicas = replicas
+		// Read with direct gets: roles that may create no consumer
+		// (usherctl) read them so.
+		cfg.AllowDirect = true
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 		}

@@ -74,31 +74,42 @@ func (p Policy) durables() []durable {
 //
 //	gateway      publishes joins, leaves, order requests and config changes;
 //	             writes and follows the catalog; writes lottery seeds
-//	admitter     declares the streams, the catalog's bucket and the seeds';
-//	             publishes admissions; reads entries, admissions and orders
-//	             with ordered consumers; follows the catalog; reads seeds
-//	             (no other role may read a seed)
+//	admitter     declares the streams, the catalog's bucket, the seeds' and
+//	             the durable consumers (Durables); publishes admissions;
+//	             reads entries, admissions and orders with ordered
+//	             consumers; follows the catalog; reads seeds (no other role
+//	             may read a seed)
 //	notifier     publishes nothing; subscribes to admissions, leaves and
 //	             order events as the streams republish them once stored
 //	             (event.Live); follows the catalog
 //	orderworker  publishes order outcomes; consumes order requests through
-//	             its durable consumer; writes (sold out) and follows the
+//	             its durable consumer, which it binds to; follows the
 //	             catalog
-//	usherctl     reads every stream and the catalog; republishes under
-//	             replay.> only
-//	downstream   reads USHER_ADMISSIONS through its own durable consumer;
-//	             receives republished events on replay.<name>.>
+//	usherctl     reads every stream and the catalog with direct gets;
+//	             republishes under replay.> only
+//	downstream   reads USHER_ADMISSIONS through its own durable consumer,
+//	             which it binds to; receives republished events on
+//	             replay.<name>.>
 //
-// Every usher service also reads the streams' info (their identities).
-// A role reading a stream with ordered consumers may name consumers as it
-// likes, so it is denied the durable consumers of others by name.
+// Every usher service also reads the streams' info (their identities),
+// and follows the catalog with a subscription to what its bucket
+// republishes and direct gets (see package catalog).
 //
-// No role may subscribe to a subject any stream stores. nats-server lets
-// whoever creates a push consumer name any deliver subject, and delivers
-// there for it once something subscribes to that very subject: a role
-// holding such a subscription could have the broker store records in a
-// stream it may not publish to. Subscriptions stay on inboxes and on
-// subjects no stream captures (event.Live, event.ReplaySubject).
+// No role but the admitter may create a consumer. nats-server lets
+// whoever may create one create a push consumer delivering on any
+// subject, and publishes there for it through an internal client, its
+// creator's publish permissions unchecked — on a subject the server
+// itself listens on, such as another consumer's reset request, too — and
+// permissions cannot tell a push consumer's creation from a pull one's.
+// The admitter, which may create and update the streams, can do as much
+// harm as that already. It reads with ordered consumers it names itself,
+// so it is denied deleting and pulling from the others' durables by name.
+//
+// No role may subscribe to a subject any stream stores either: a push
+// consumer the admitter's key created would deliver into that stream once
+// something subscribes to that very subject. Subscriptions stay on inboxes
+// and on subjects no stream captures (event.Live,
+// event.CatalogLiveSubjects, event.ReplaySubject).
 func (p Policy) Permissions(r Role) (Permissions, bool) {
 	g := newGrant()
 	g.subscribe(r.Inbox() + ".>")
@@ -107,7 +118,7 @@ func (p Policy) Permissions(r Role) (Permissions, bool) {
 		g.publish(event.EnterSubject(event.All), event.LeaveSubject(event.All),
 			event.OrderRequestedSubject(event.All), event.ConfigChangedSubject)
 		g.identities()
-		g.watchCatalog()
+		g.followCatalog()
 		g.writeCatalog()
 		g.publish(event.SeedSubjects) // a scheduled drop's seed: written, never read back
 	case Admitter:
@@ -120,7 +131,7 @@ func (p Policy) Permissions(r Role) (Permissions, bool) {
 		g.publish(event.LimitChangedSubject)
 		g.read(event.StreamEntries, event.StreamAdmissions, event.StreamOrders)
 		g.identities()
-		g.watchCatalog()
+		g.followCatalog()
 		g.writeCatalog()
 		g.get(event.StreamSeeds) // the seed of the lottery it draws
 	case Notifier:
@@ -129,15 +140,15 @@ func (p Policy) Permissions(r Role) (Permissions, bool) {
 		g.subscribe(event.Live(event.AdmittedSubject(event.All)), event.Live(event.LeaveSubject(event.All)),
 			event.Live(event.OrderSubjects(event.All)))
 		g.identities()
-		g.watchCatalog()
+		g.followCatalog()
 	case OrderWorker:
 		g.publish(event.OrderCompletedSubject(event.All), event.OrderFailedSubject(event.All))
 		g.durable(event.StreamOrders, event.ConsumerOrderWorker)
 		g.get(event.StreamAdmissions) // an order's admission, read back by sequence before it is charged
 		g.identities()
-		g.watchCatalog()
+		g.followCatalog()
 	case Usherctl:
-		g.read(streamNames()...)
+		g.get(streamNames()...)
 		g.readCatalog()
 		g.api("STREAM", "NAMES") // which stream stores a republish subject
 		g.publish(event.ReplaySubjects)
@@ -149,10 +160,12 @@ func (p Policy) Permissions(r Role) (Permissions, bool) {
 		g.durable(event.StreamAdmissions, name)
 		g.subscribe(event.ReplaySubject(name))
 	}
+	// The admitter declares the durables (its consumer creation on their
+	// streams covers them) and may look them up, but neither deletes
+	// them nor pulls from them.
 	for _, d := range p.durables() {
 		if d.owner != r && g.reads[d.stream] {
-			g.deny(api("CONSUMER", "*", d.stream, d.name), api("CONSUMER", "*", d.stream, d.name, ">"),
-				api("CONSUMER", "MSG", "NEXT", d.stream, d.name))
+			g.deny(api("CONSUMER", "DELETE", d.stream, d.name), api("CONSUMER", "MSG", "NEXT", d.stream, d.name))
 		}
 	}
 	return g.permissions(), true
@@ -212,13 +225,16 @@ func (g *grant) info(streams ...string) {
 // (Identities).
 func (g *grant) identities() { g.info(streamNames()...) }
 
-// get allows reading one stored message (by sequence, or the last on a
-// subject), through the API or directly on a stream that allows it.
-func (g *grant) get(stream string) {
-	g.info(stream)
-	g.api("STREAM", "MSG", "GET", stream)
-	g.api("DIRECT", "GET", stream)
-	g.api("DIRECT", "GET", stream, ">")
+// get allows reading stored messages — one by sequence or the last on a
+// subject, through the API or directly, and batches of them directly (the
+// streams allow direct gets) — and the streams' info.
+func (g *grant) get(streams ...string) {
+	for _, s := range streams {
+		g.info(s)
+		g.api("STREAM", "MSG", "GET", s)
+		g.api("DIRECT", "GET", s)
+		g.api("DIRECT", "GET", s, ">")
+	}
 }
 
 // read allows reading streams with ordered consumers: ephemeral consumers
@@ -235,12 +251,10 @@ func (g *grant) read(streams ...string) {
 	}
 }
 
-// durable allows the role's own durable consumer: declaring it (create or
-// update, with or without a filter in the subject), pulling from it,
-// looking it up (lag), and acknowledging its messages.
+// durable allows the role's own durable consumer, as the admitter
+// declares it: looking it up (binding, lag), pulling from it and
+// acknowledging its messages.
 func (g *grant) durable(stream, name string) {
-	g.api("CONSUMER", "CREATE", stream, name)
-	g.api("CONSUMER", "CREATE", stream, name, ">")
 	g.api("CONSUMER", "INFO", stream, name)
 	g.api("CONSUMER", "MSG", "NEXT", stream, name)
 	g.publish("$JS.ACK." + stream + "." + name + ".>")
@@ -258,15 +272,15 @@ func (g *grant) declare() {
 	}
 }
 
-// watchCatalog allows following the catalog: a KV watch is an ordered push
-// consumer on the bucket's stream, delivered to the inbox, whose flow
-// control the client answers.
-func (g *grant) watchCatalog() {
-	g.read(event.StreamQueues)
-	g.publish("$JS.FC." + event.StreamQueues + ".>")
+// followCatalog allows following the catalog as package catalog does: a
+// subscription to what the bucket republishes, and direct gets of what it
+// holds.
+func (g *grant) followCatalog() {
+	g.readCatalog()
+	g.subscribe(event.CatalogLiveSubjects)
 }
 
-// readCatalog allows reading one queue's configuration.
+// readCatalog allows reading queues' configurations.
 func (g *grant) readCatalog() { g.get(event.StreamQueues) }
 
 // writeCatalog allows storing a queue's configuration: a publish on its

@@ -155,8 +155,6 @@ func TestEachRoleIsRefusedWhatItMustNot(t *testing.T) {
 			}
 			return st.Purge(ctx)
 		}), "$JS.API.STREAM.PURGE." + event.StreamEntries},
-		{bus.Admitter, "take over the order worker's consumer", createConsumer(event.StreamOrders, event.ConsumerOrderWorker, ""),
-			"$JS.API.CONSUMER.CREATE." + event.StreamOrders + "." + event.ConsumerOrderWorker},
 		{bus.Admitter, "pull the order worker's requests", publish("$JS.API.CONSUMER.MSG.NEXT." + event.StreamOrders + "." + event.ConsumerOrderWorker),
 			"$JS.API.CONSUMER.MSG.NEXT." + event.StreamOrders + "." + event.ConsumerOrderWorker},
 		{bus.Admitter, "delete the order worker's consumer", request(func(ctx context.Context, js jetstream.JetStream) error {
@@ -177,6 +175,13 @@ func TestEachRoleIsRefusedWhatItMustNot(t *testing.T) {
 		{bus.OrderWorker, "request an order", publish(event.OrderRequestedSubject(q)), event.OrderRequestedSubject(q)},
 		{bus.OrderWorker, "listen to order events", subscribe("usher.order.>"), "usher.order.>"},
 		{bus.OrderWorker, "read the admissions stream", createConsumer(event.StreamAdmissions, "peek", ""), "$JS.API.CONSUMER.CREATE." + event.StreamAdmissions + ".peek"},
+		{bus.OrderWorker, "change its own consumer (the admitter declares it)", createConsumer(event.StreamOrders, event.ConsumerOrderWorker, event.OrderRequestedSubject(event.All)),
+			"$JS.API.CONSUMER.CREATE." + event.StreamOrders + "." + event.ConsumerOrderWorker},
+		{bus.OrderWorker, "delete its own consumer", request(func(ctx context.Context, js jetstream.JetStream) error {
+			return js.DeleteConsumer(ctx, event.StreamOrders, event.ConsumerOrderWorker)
+		}), "$JS.API.CONSUMER.DELETE." + event.StreamOrders + "." + event.ConsumerOrderWorker},
+		{bus.Downstream(reader), "change its own consumer (the admitter declares it)", createConsumer(event.StreamAdmissions, reader, event.AdmittedSubject("q")),
+			"$JS.API.CONSUMER.CREATE." + event.StreamAdmissions + "." + reader},
 		{bus.Usherctl, "forge an admission", publish(event.AdmittedSubject(q)), event.AdmittedSubject(q)},
 		{bus.Usherctl, "republish into the record", publish(event.EnterSubject(q)), event.EnterSubject(q)},
 		{bus.Usherctl, "write the catalog", publish("$KV." + event.BucketQueues + "." + q), "$KV." + event.BucketQueues + "." + q},
@@ -211,6 +216,27 @@ func TestEachRoleIsRefusedWhatItMustNot(t *testing.T) {
 		{bus.Notifier, "subscribe to order events as stored", subscribe(event.OrderCompletedSubject(q)), event.OrderCompletedSubject(q)},
 		{bus.Admitter, "publish a live admission (only the stream republishes one)", publish(event.Live(event.AdmittedSubject(q))), event.Live(event.AdmittedSubject(q))},
 		{bus.Downstream(reader), "read the order worker's replies", subscribe(bus.OrderWorker.Inbox() + ".>"), bus.OrderWorker.Inbox() + ".>"},
+	}
+	// No role but the admitter may create a consumer, of any kind, on any
+	// stream or bucket: a push consumer delivers on any subject it names
+	// (see TestNoRoleButTheAdmitterMayCreateAConsumer).
+	for _, r := range policy.Roles() {
+		if r == bus.Admitter {
+			continue
+		}
+		for _, stream := range []string{event.StreamEntries, event.StreamAdmissions, event.StreamOrders, event.StreamOps,
+			event.StreamQueues, event.StreamSeeds} {
+			for _, subject := range []string{"$JS.API.CONSUMER.CREATE." + stream + ".any",
+				"$JS.API.CONSUMER.CREATE." + stream + ".any." + event.EnterSubject(q),
+				"$JS.API.CONSUMER.CREATE." + stream, "$JS.API.CONSUMER.DURABLE.CREATE." + stream + ".any"} {
+				tests = append(tests, struct {
+					role    bus.Role
+					what    string
+					do      func(*client) error
+					refused string
+				}{r, "create a consumer: " + subject, publish(subject), subject})
+			}
+		}
 	}
 	clients := map[bus.Role]*client{}
 	for _, r := range policy.Roles() {
@@ -276,6 +302,9 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 	if _, err := catalog.Open(ctx, admJS, 1); err != nil {
 		t.Fatalf("the admitter declares the catalog and the seeds' bucket: %v", err)
 	}
+	if err := bus.EnsureDurables(ctx, admJS, policy.Durables(bus.OrderWork{AckWait: 30 * time.Second, MaxAckPending: 64})); err != nil {
+		t.Fatalf("the admitter declares the durable consumers: %v", err)
+	}
 	gwJS := <-gwReady
 	if gwJS == nil {
 		t.FailNow()
@@ -301,12 +330,15 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 		}
 	})
 	var notified chan *nats.Msg
+	var notifierCat *catalog.Catalog
 	t.Run("notifier", func(t *testing.T) {
 		nc, js := open(bus.Notifier)
 		cat, err := catalog.Attach(ctx, js)
 		if err != nil {
 			t.Fatal(err)
 		}
+		notifierCat = cat
+		go cat.Run(ctx)
 		testenv.Eventually(t, 5*time.Second, func() bool { _, ok := cat.Get(q); return ok }, "notifier sees queue %s", q)
 		notified = make(chan *nats.Msg, 16)
 		for _, s := range []string{event.Live(event.AdmittedSubject(event.All)), event.Live(event.LeaveSubject(event.All)), event.Live(event.OrderSubjects(event.All))} {
@@ -366,6 +398,11 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 		}
 	})
 	t.Run("notifier hears admissions, leaves and orders", func(t *testing.T) {
+		// The admitter's change of the catalog, as the bucket republished it.
+		testenv.Eventually(t, 5*time.Second, func() bool {
+			cfg, _ := notifierCat.Get(q)
+			return cfg.State == catalog.StateClosed
+		}, "the notifier's catalog sees the queue closed")
 		for _, want := range []string{event.Live(event.AdmittedSubject(q)), event.Live(event.LeaveSubject(q))} {
 			select {
 			case m := <-notified:
@@ -395,12 +432,9 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 		if m, err := adm.GetMsg(ctx, 1); err != nil || m.Subject != event.AdmittedSubject(q) {
 			t.Fatalf("orderworker reads admission 1: %v, %v", m, err)
 		}
-		cons, err := js.CreateOrUpdateConsumer(ctx, event.StreamOrders, jetstream.ConsumerConfig{
-			Durable: event.ConsumerOrderWorker, FilterSubject: event.OrderRequestedSubject(event.All),
-			AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: -1,
-		})
+		cons, err := bus.BindDurable(ctx, js, event.StreamOrders, event.ConsumerOrderWorker, nil)
 		if err != nil {
-			t.Fatalf("declare the durable consumer: %v", err)
+			t.Fatalf("bind to the durable consumer: %v", err)
 		}
 		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
 		if err != nil {
@@ -433,12 +467,13 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 			if _, err := st.Info(ctx, jetstream.WithSubjectFilter(">")); err != nil {
 				t.Fatalf("info of %s: %v", s, err)
 			}
-			cons, err := c.js.OrderedConsumer(ctx, s, jetstream.OrderedConsumerConfig{InactiveThreshold: time.Minute})
-			if err != nil {
-				t.Fatalf("replay %s: %v", s, err)
+			// Replay: batches of direct gets, and the leader's last event.
+			n := 0
+			if _, err := bus.Get(ctx, c.nc, s, bus.GetRequest{Subject: ">", Batch: 16}, func(bus.Stored) error { n++; return nil }); err != nil || n == 0 {
+				t.Fatalf("replay %s: %d events, %v", s, n, err)
 			}
-			if _, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
-				t.Fatalf("replay %s: %v", s, err)
+			if _, err := c.nc.Request("$JS.API.STREAM.MSG.GET."+s, []byte(`{"last_by_subj":">"}`), 5*time.Second); err != nil {
+				t.Fatalf("last event of %s: %v", s, err)
 			}
 		}
 		kv, err := c.js.KeyValue(ctx, catalog.Bucket)
@@ -468,11 +503,9 @@ func TestEachRoleMayDoWhatItNeeds(t *testing.T) {
 	})
 	t.Run("downstream reader", func(t *testing.T) {
 		c := b.as(t, bus.Downstream(reader))
-		cons, err := c.js.CreateOrUpdateConsumer(ctx, event.StreamAdmissions, jetstream.ConsumerConfig{
-			Durable: reader, FilterSubject: event.AdmittedSubject(q), AckPolicy: jetstream.AckExplicitPolicy,
-		})
+		cons, err := bus.BindDurable(ctx, c.js, event.StreamAdmissions, reader, nil)
 		if err != nil {
-			t.Fatalf("declare its durable consumer: %v", err)
+			t.Fatalf("bind to its durable consumer: %v", err)
 		}
 		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
 		if err != nil {
@@ -566,5 +599,48 @@ func TestOtherRolesWaitForTheAdmittersStreams(t *testing.T) {
 	}
 	if v := b.log.Violations(); len(v) > 0 {
 		t.Errorf("a waiting role tried what it may not:\n%s", strings.Join(v, "\n"))
+	}
+}
+
+// Under auth the order worker and a downstream reader bind to the durable
+// consumer the admitter declares: each waits for it, trying nothing the
+// broker would refuse, and binds as soon as it exists.
+func TestReadersWaitForTheDurablesTheAdmitterDeclares(t *testing.T) {
+	b := newBroker(t)
+	adm := b.as(t, bus.Admitter)
+	if err := bus.EnsureStreams(t.Context(), adm.js, 1); err != nil {
+		t.Fatal(err)
+	}
+	bound := make(chan error, 2)
+	for _, c := range []struct {
+		role         bus.Role
+		stream, name string
+	}{{bus.OrderWorker, event.StreamOrders, event.ConsumerOrderWorker}, {bus.Downstream(reader), event.StreamAdmissions, reader}} {
+		js := b.as(t, c.role).js
+		go func() {
+			_, err := bus.BindDurable(t.Context(), js, c.stream, c.name, nil)
+			bound <- err
+		}()
+	}
+	select {
+	case err := <-bound:
+		t.Fatalf("bound before the admitter declared anything: %v", err)
+	case <-time.After(time.Second):
+	}
+	if err := bus.EnsureDurables(t.Context(), adm.js, policy.Durables(bus.OrderWork{AckWait: time.Minute, MaxAckPending: 10})); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case err := <-bound:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("still waiting 10s after the admitter declared the durables")
+		}
+	}
+	if v := b.log.Violations(); len(v) > 0 {
+		t.Errorf("a binding role tried what it may not:\n%s", strings.Join(v, "\n"))
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,11 +48,11 @@ func TestNoRoleMaySubscribeToAStoredSubject(t *testing.T) {
 	}
 }
 
-// The relay, with each role's key on a broker configured as make run
-// configures it: every role creates, wherever it may create consumers, a
-// push consumer delivering into every other stream's subjects (the JSON
-// the nats CLI sends for `nats consumer add --deliver <subject>`); then
-// every role tries to subscribe to each of those subjects, to give the
+// The relay, on a broker configured as make run configures it: wherever
+// a role may create consumers — only the admitter may — it creates a push
+// consumer delivering into every other stream's subjects (the JSON the
+// nats CLI sends for `nats consumer add --deliver <subject>`); then every
+// role tries to subscribe to each of those subjects, to give the
 // consumers the interest they wait for. The broker refuses every such
 // subscription, no push consumer is bound, and every stream still holds
 // exactly its own records.
@@ -153,11 +155,9 @@ func TestAfterARestartEveryStreamRefusesAnothersRecords(t *testing.T) {
 	}
 	before := streamCounts(t, adm)
 
-	// usherctl reads every stream of events, the gateway the catalog: each
-	// plants push consumers into every other stream, and the broker
-	// restarts.
-	relays := plantRelays(t, b.as(t, bus.Usherctl), relayTargets(q), time.Hour)
-	relays = append(relays, plantRelays(t, b.as(t, bus.Gateway), relayTargets(q), time.Hour)...)
+	// The admitter, the one role that may create consumers, plants push
+	// consumers into every other stream, and the broker restarts.
+	relays := plantRelays(t, b.as(t, bus.Admitter), relayTargets(q), time.Hour)
 	b.restart(t)
 	testenv.Eventually(t, 10*time.Second, adm.nc.IsConnected, "the admitter reconnects")
 
@@ -182,39 +182,97 @@ func TestAfterARestartEveryStreamRefusesAnothersRecords(t *testing.T) {
 	}
 }
 
-// What stays open (SECURITY.md, known gaps): a push consumer may deliver
-// into the subjects nats-server itself listens on for another consumer —
-// its reset and its next-message requests, literal subscriptions that are
-// always there. With the gateway's key alone, a catalog value shaped as a
-// reset request, delivered on the order worker's consumer's reset
-// subject, moves that consumer past order requests nobody has processed.
-// This test pins the server's behaviour the known gap describes; it fails
-// once nats-server checks a deliver subject against its creator's publish
-// permissions, and the gap can be closed.
-func TestAPushConsumerStillReachesAnotherConsumersControlSubjects(t *testing.T) {
+// No role but the admitter may create a consumer — push or pull, on any
+// stream or bucket, under any name, its own durable's included — so none
+// can have the broker deliver anywhere: each role's try, as the nats CLI
+// sends it for `nats consumer add --deliver`, to deliver on the order
+// worker's consumer's reset subject (the one subject a relay was measured
+// to reach: TestHowFarARelayReaches) is refused, no stream gains a
+// consumer, and the order worker's consumer stays where it was.
+func TestNoRoleButTheAdmitterMayCreateAConsumer(t *testing.T) {
 	b := newBroker(t)
-	b.declare(t)
+	adm := b.declare(t)
+	ctx := t.Context()
 	q := testenv.Name(t)
-	gw, ow := b.as(t, bus.Gateway), b.as(t, bus.OrderWorker)
+	if _, err := b.as(t, bus.Gateway).js.Publish(ctx, event.OrderRequestedSubject(q), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	work, err := adm.js.Consumer(ctx, event.StreamOrders, event.ConsumerOrderWorker)
+	if err != nil {
+		t.Fatalf("the admitter declared the order worker's consumer: %v", err)
+	}
+	streams := []string{event.StreamEntries, event.StreamAdmissions, event.StreamOrders, event.StreamOps,
+		event.StreamQueues, event.StreamSeeds}
+	consumers := func() map[string]int {
+		n := map[string]int{}
+		for _, s := range streams {
+			st, err := adm.js.Stream(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n[s] = st.CachedInfo().State.Consumers
+		}
+		return n
+	}
+	before := consumers()
+	reset := "$JS.API.CONSUMER.RESET." + event.StreamOrders + "." + event.ConsumerOrderWorker
+	for _, r := range policy.Roles() {
+		if r == bus.Admitter {
+			continue
+		}
+		c := b.as(t, r)
+		names := []string{"relay", event.ConsumerOrderWorker, reader}
+		for _, s := range streams {
+			for _, name := range names {
+				req, _ := json.Marshal(map[string]any{"stream_name": s, "config": map[string]any{
+					"name": name, "durable_name": name, "deliver_subject": reset, "deliver_policy": "all", "ack_policy": "none"}})
+				subject := "$JS.API.CONSUMER.CREATE." + s + "." + name
+				if err := c.nc.PublishRequest(subject, c.nc.NewRespInbox(), req); err != nil {
+					t.Fatal(err)
+				}
+				if !c.refusedWithin(subject, 5*time.Second) {
+					t.Errorf("%s created a consumer %s on %s", r, name, s)
+				}
+			}
+		}
+	}
+	if after := consumers(); !maps.Equal(after, before) {
+		t.Errorf("consumers per stream %v, before the tries %v", after, before)
+	}
+	if info, err := work.Info(ctx); err != nil || info.Delivered.Stream != 0 || info.NumPending != 1 {
+		t.Errorf("the order worker's consumer: %+v, %v; want the one request pending, nothing delivered", info, err)
+	}
+}
+
+// What stays open (docs/security.md, known gaps): the admitter's key,
+// root-equivalent for JetStream (it may create and update the streams),
+// may still create a push consumer delivering where it may not publish —
+// here on the subject nats-server listens on for the order worker's
+// consumer's reset: an admission it publishes shaped as a reset request
+// moves that consumer past order requests nobody has processed. This test pins the
+// server's behaviour the known gap describes; it fails once nats-server
+// checks a deliver subject against its creator's publish permissions.
+func TestTheAdmittersPushConsumerStillReachesAnotherConsumersControlSubjects(t *testing.T) {
+	b := newBroker(t)
+	adm := b.declare(t)
+	q := testenv.Name(t)
+	gw := b.as(t, bus.Gateway)
 	ctx := t.Context()
 	for range 3 {
 		if _, err := gw.js.Publish(ctx, event.OrderRequestedSubject(q), []byte("{}")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cons, err := ow.js.CreateOrUpdateConsumer(ctx, event.StreamOrders, jetstream.ConsumerConfig{
-		Durable: event.ConsumerOrderWorker, FilterSubject: event.OrderRequestedSubject(event.All),
-		AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: -1,
-	})
+	cons, err := adm.js.Consumer(ctx, event.StreamOrders, event.ConsumerOrderWorker)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := gw.js.Publish(ctx, "$KV."+event.BucketQueues+"."+q, []byte(`{"seq":1000}`)); err != nil {
+	if _, err := adm.js.Publish(ctx, event.AdmittedSubject(q), []byte(`{"seq":1000}`)); err != nil {
 		t.Fatal(err)
 	}
 	reset := "$JS.API.CONSUMER.RESET." + event.StreamOrders + "." + event.ConsumerOrderWorker
-	if _, err := createPush(gw, event.StreamQueues, "reset", reset, "$KV."+event.BucketQueues+"."+q, time.Minute); err != nil {
-		t.Fatalf("the gateway's push consumer on the catalog: %v", err)
+	if _, err := createPush(adm, event.StreamAdmissions, "reset", reset, event.AdmittedSubject(q), time.Minute); err != nil {
+		t.Fatalf("the admitter's push consumer: %v", err)
 	}
 	testenv.Eventually(t, 5*time.Second, func() bool {
 		info, err := cons.Info(ctx)
@@ -287,25 +345,15 @@ func (rl relay) info(t *testing.T) consumerInfo {
 func plantRelays(t *testing.T, c *client, targets []target, inactive time.Duration) []relay {
 	t.Helper()
 	perms, _ := policy.Permissions(c.role)
-	// A role that may name no consumer but its durable (a downstream
-	// reader, the order worker) plants one relay under that name.
-	durable := event.ConsumerOrderWorker
-	if reader, ok := strings.CutPrefix(string(c.role), "downstream-"); ok {
-		durable = reader
-	}
 	var out []relay
 	for _, source := range targets {
-		used := false
 		for _, tg := range targets {
 			if tg.stream == source.stream {
 				continue // nats-server refuses a delivery into the consumer's own stream
 			}
 			name := "relay-" + strings.ToLower(strings.TrimPrefix(tg.stream, "KV_"))
 			if !allowed(perms.Publish, "$JS.API.CONSUMER.CREATE."+source.stream+"."+name) {
-				if used || !allowed(perms.Publish, "$JS.API.CONSUMER.CREATE."+source.stream+"."+durable) {
-					continue
-				}
-				name, used = durable, true
+				continue
 			}
 			if _, err := createPush(c, source.stream, name, tg.subject, "", inactive); err != nil {
 				t.Fatalf("%s: push consumer on %s to %s: %v", c.role, source.stream, tg.subject, err)
@@ -464,4 +512,129 @@ func (b *restartableBroker) restart(t *testing.T) {
 	b.srv.Shutdown()
 	b.srv.WaitForShutdown()
 	b.start(t)
+}
+
+// How far a relay reaches, with the key of the one role that may still
+// create consumers, the admitter's: records it stores in USHER_ADMISSIONS,
+// each delivered by a push consumer of its own on a subject the server
+// itself handles — an acknowledgement of the order request in the
+// order worker's hands (empty, as nats.go sends one, and "+ACK"), the
+// deletion of a downstream reader's consumer, the purge of one stream and
+// the deletion of another.
+//
+// While the broker runs none is delivered: nats-server binds a push
+// consumer only to a subscription on exactly its deliver subject, and the
+// acknowledgements' internal subscriptions are wildcards, the JetStream
+// API the system account's. After a restart a recovered push consumer may
+// be bound by a subscription that merely matches, and delivers: the API
+// drops a request that carries no client information (a stream strips it
+// from what it stores), and the order worker's consumer does not take the
+// relayed value for an acknowledgement. What a relay does reach are the
+// literal subjects: a consumer's reset (see
+// TestAPushConsumerStillReachesAnotherConsumersControlSubjects) and its
+// next-message requests.
+func TestHowFarARelayReaches(t *testing.T) {
+	by := bus.Admitter
+	b := newRestartableBroker(t)
+	adm := b.declare(t)
+	ctx := t.Context()
+	relayer := b.as(t, by)
+	q := testenv.Name(t)
+
+	gw := b.as(t, bus.Gateway)
+	for range 2 {
+		if _, err := gw.js.Publish(ctx, event.OrderRequestedSubject(q), []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := gw.js.Publish(ctx, event.EnterSubject(q), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.js.Publish(ctx, event.AdmittedSubject(q), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	ow := b.as(t, bus.OrderWorker)
+	work, err := ow.js.Consumer(ctx, event.StreamOrders, event.ConsumerOrderWorker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFlight := pull(t, work)
+
+	acked := func() bool {
+		info, err := work.Info(ctx)
+		return err == nil && info.NumAckPending == 0
+	}
+	reaches := []struct {
+		what, deliver string
+		body          []byte
+		done          func() bool
+	}{
+		{"acknowledge the order request in the worker's hands", inFlight.Reply(), nil, acked},
+		{"acknowledge it with +ACK", inFlight.Reply(), []byte("+ACK"), acked},
+		{"delete the downstream reader's consumer", "$JS.API.CONSUMER.DELETE." + event.StreamAdmissions + "." + reader, nil, func() bool {
+			_, err := adm.js.Consumer(ctx, event.StreamAdmissions, reader)
+			return errors.Is(err, jetstream.ErrConsumerNotFound)
+		}},
+		{"purge USHER_ENTRIES", "$JS.API.STREAM.PURGE." + event.StreamEntries, []byte("{}"), func() bool {
+			st, err := adm.js.Stream(ctx, event.StreamEntries)
+			return err == nil && st.CachedInfo().State.Msgs == 0
+		}},
+		{"delete USHER_OPS", "$JS.API.STREAM.DELETE." + event.StreamOps, nil, func() bool {
+			_, err := adm.js.Stream(ctx, event.StreamOps)
+			return errors.Is(err, jetstream.ErrStreamNotFound)
+		}},
+	}
+	var relays []relay
+	for i, r := range reaches {
+		subject := event.AdmittedSubject(q + "-" + strconv.Itoa(i))
+		if _, err := relayer.js.Publish(ctx, subject, r.body); err != nil {
+			t.Fatal(err)
+		}
+		name := "reach-" + strconv.Itoa(i)
+		if _, err := createPush(relayer, event.StreamAdmissions, name, r.deliver, subject, time.Hour); err != nil {
+			t.Fatalf("%s's push consumer to %s: %v", by, r.deliver, err)
+		}
+		relays = append(relays, relay{relayer, event.StreamAdmissions, name, r.deliver})
+	}
+	for i, rl := range relays {
+		if info := rl.info(t); info.PushBound || info.Delivered.Stream != 0 || reaches[i].done() {
+			t.Errorf("while the broker runs, the relay to %s is bound (%v) and delivered up to %d: it may %s",
+				rl.target, info.PushBound, info.Delivered.Stream, reaches[i].what)
+		}
+	}
+
+	b.restart(t)
+	testenv.Eventually(t, 10*time.Second, func() bool { return adm.nc.IsConnected() && relayer.nc.IsConnected() && ow.nc.IsConnected() },
+		"the clients reconnect")
+	for i, rl := range relays {
+		if !rl.info(t).PushBound {
+			continue
+		}
+		testenv.Eventually(t, 5*time.Second, func() bool { return rl.info(t).Delivered.Stream > 0 }, "the relay to %s delivers", rl.target)
+		t.Logf("after a restart the relay to %s delivered, to %s", rl.target, reaches[i].what)
+	}
+	// The worker's own acknowledgement of the next request, confirmed by
+	// the server, is processed after anything relayed on its ack subject.
+	if err := pull(t, work).DoubleAck(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range reaches {
+		if r.done() {
+			t.Errorf("after a restart the relay to %s did %s", relays[i].target, r.what)
+		}
+	}
+}
+
+// pull is the next message of cons, left unacknowledged.
+func pull(t *testing.T, cons jetstream.Consumer) jetstream.Msg {
+	t.Helper()
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := <-batch.Messages()
+	if m == nil {
+		t.Fatalf("nothing to pull: %v", batch.Error())
+	}
+	return m
 }

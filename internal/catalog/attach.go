@@ -17,5 +17,5 @@ func Attach(ctx context.Context, js jetstream.JetStream) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
-	return follow(ctx, kv)
+	return follow(ctx, js, kv)
 }

@@ -2,9 +2,10 @@
 // keeps a live copy in each process.
 //
 // A change written by any gateway (or usherctl) reaches every admitter and
-// gateway through the bucket's watch, typically within milliseconds and well
-// within the one second the design promises, without restarts. The bucket's
-// history keeps the last changes of each queue.
+// gateway through what the bucket republishes once stored (see follow.go),
+// typically within milliseconds and well within the one second the design
+// promises, without restarts. The bucket's history keeps the last changes
+// of each queue.
 package catalog
 
 import (
@@ -23,6 +24,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/internal/event"
 )
 
 // Bucket is the KV bucket holding queue configurations.
@@ -478,18 +481,16 @@ func (c Config) Validate() []FieldError {
 
 // Catalog is the live set of queue configurations.
 type Catalog struct {
-	kv        jetstream.KeyValue
-	watcher   jetstream.KeyWatcher
-	watchCtx  context.Context
-	stopWatch context.CancelFunc
+	kv jetstream.KeyValue
+	f  *follower
 
 	mu     sync.RWMutex
 	queues map[string]Config
 	// revs is the bucket revision each queue's live copy (or deletion)
-	// comes from. The watch delivers a process's own writes too, after
-	// Put or Update has stored them: without revs a watch still behind
-	// would put an older configuration back for a moment (a PUT's new
-	// rate limits not applied to the next join).
+	// comes from. The bucket republishes a process's own writes too,
+	// after Put or Update has stored them, and a reload reads what the
+	// bucket holds: without revs an older configuration would come back
+	// for a moment (a PUT's new rate limits not applied to the next join).
 	revs map[string]uint64
 	// retired holds the queues deleted (Delete), with when: a retired
 	// name is never a queue again (see Delete).
@@ -498,95 +499,31 @@ type Catalog struct {
 }
 
 // OnChange has f called with every configuration this process learns of
-// (from its watch or its own Put), right after the live copy has it. Set it
-// before Run; f must not block.
+// (from the bucket or its own Put), right after the live copy has it. Set
+// it before Run; f must not block.
 func (c *Catalog) OnChange(f func(Config)) {
 	c.mu.Lock()
 	c.onChange = f
 	c.mu.Unlock()
 }
 
-// Open creates the bucket if needed — and the lottery seeds' beside it
-// (DeclareSeeds) — loads every queue and starts following changes. Call Run
-// to keep following them.
+// Open creates the bucket if needed — republishing every value it stores
+// on event.CatalogLiveSubjects, and the lottery seeds' bucket beside it
+// (DeclareSeeds) — or brings an existing one to that configuration, loads
+// every queue and starts following changes. Call Run to keep following
+// them.
 func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Catalog, error) {
 	if err := DeclareSeeds(ctx, js, replicas); err != nil {
 		return nil, err
 	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: Bucket, History: 16, Storage: jetstream.FileStorage, Replicas: replicas,
+		RePublish: &jetstream.RePublish{Source: event.QueueConfigSubjects, Destination: event.CatalogLiveSubjects},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open catalog: %w", err)
 	}
-	return follow(ctx, kv)
-}
-
-// follow loads every queue of kv and starts following its changes (Open's
-// and Attach's common end).
-func follow(ctx context.Context, kv jetstream.KeyValue) (*Catalog, error) {
-	// The watch lives as long as ctx, or until Run returns. Knowing its
-	// context lets Run tell a watch that ended with it from one that failed.
-	wctx, stop := context.WithCancel(ctx)
-	w, err := kv.WatchAll(wctx)
-	if err != nil {
-		stop()
-		return nil, fmt.Errorf("watch catalog: %w", err)
-	}
-	c := &Catalog{kv: kv, watcher: w, watchCtx: wctx, stopWatch: stop, queues: map[string]Config{}, revs: map[string]uint64{}, retired: map[string]time.Time{}}
-	for e := range w.Updates() {
-		if e == nil { // every current value has been delivered
-			return c, nil
-		}
-		c.apply(e)
-	}
-	stop()
-	return nil, errors.New("watch catalog: closed while loading")
-}
-
-// Run applies changes until ctx ends.
-func (c *Catalog) Run(ctx context.Context) error {
-	defer c.stopWatch()
-	defer c.watcher.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-c.watcher.Updates():
-			if !ok {
-				if ctx.Err() != nil || c.watchCtx.Err() != nil { // the watch ended with its context
-					return nil
-				}
-				return errors.New("catalog watch closed")
-			}
-			if e != nil {
-				c.apply(e)
-			}
-		}
-	}
-}
-
-func (c *Catalog) apply(e jetstream.KeyValueEntry) {
-	if e.Operation() != jetstream.KeyValuePut {
-		c.mu.Lock()
-		if e.Revision() > c.revs[e.Key()] {
-			delete(c.queues, e.Key())
-			c.revs[e.Key()] = e.Revision()
-		}
-		c.mu.Unlock()
-		return
-	}
-	if at, ok := RetiredAt(e.Value()); ok {
-		c.retire(e.Key(), at, e.Revision())
-		return
-	}
-	// Fields a stored configuration lacks (it was written before they
-	// existed) take their defaults, as they do in an admin PUT.
-	cfg := Defaults(e.Key())
-	if err := json.Unmarshal(e.Value(), &cfg); err != nil {
-		return
-	}
-	c.store(e.Key(), cfg, e.Revision())
+	return follow(ctx, js, kv)
 }
 
 // tombstone is what a deleted queue's key holds from then on: when it was

@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"usher/internal/bus"
 	"usher/internal/catalog"
+	"usher/internal/event"
 	"usher/internal/testenv"
 )
 
@@ -207,8 +209,8 @@ func TestConcurrentChangesAllLand(t *testing.T) {
 	}
 }
 
-// The watch delivers a catalog's own writes too, after Put has stored them:
-// a watch still behind must never put an older configuration back, not
+// The bucket republishes a catalog's own writes too, after Put has stored
+// them: what arrives late must never put an older configuration back, not
 // even for a moment (a PUT's new rate limits missed by the next join).
 func TestOwnWritesAreNeverUndoneByTheWatch(t *testing.T) {
 	ctx := t.Context()
@@ -309,5 +311,88 @@ func TestADeletedQueuesNameIsRetired(t *testing.T) {
 	}
 	if _, err := reader.Delete(ctx, "never", at, func(catalog.Config) error { return nil }); !errors.Is(err, catalog.ErrNoQueue) {
 		t.Errorf("Delete of an unknown queue = %v, want ErrNoQueue", err)
+	}
+}
+
+// Following the catalog creates no consumer on the bucket: under broker
+// auth no role but the one that declares the streams may create one (a
+// push consumer may deliver anywhere). Every process receives what the
+// bucket republishes and loads it with direct gets.
+func TestTheCatalogIsFollowedWithoutAConsumer(t *testing.T) {
+	ctx, url := t.Context(), testenv.NATS(t)
+	js := broker(t, url)
+	writer := open(t, js)
+	reader := open(t, broker(t, url))
+	go reader.Run(ctx)
+	cfg := catalog.Defaults("followed")
+	if _, err := writer.Put(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Second, func() bool { _, ok := reader.Get("followed"); return ok }, "the other catalog did not see the queue")
+	st, err := js.Stream(ctx, event.StreamQueues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.CachedInfo().State.Consumers; n != 0 {
+		t.Errorf("the bucket has %d consumers, want none", n)
+	}
+}
+
+// A value the subscription never received reaches the catalog anyway:
+// here the bucket republished nothing while it was stored, and within a
+// couple of checks the catalog sees the bucket's last revision ahead of
+// what arrived and loads it again.
+func TestAValueLostOnTheWayIsLoadedAnyway(t *testing.T) {
+	ctx, url := t.Context(), testenv.NATS(t)
+	js := broker(t, url)
+	writer := open(t, js)
+	reader := open(t, broker(t, url))
+	go reader.Run(ctx)
+	kv, err := js.KeyValue(ctx, catalog.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := kv.Status(ctx)
+	quiet := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config
+	quiet.RePublish = nil
+	if _, err := js.UpdateStream(ctx, quiet); err != nil {
+		t.Fatal(err)
+	}
+	lost := catalog.Defaults("lost")
+	lost.TargetActive = 7
+	if _, err := writer.Put(ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	open(t, js) // the admitter starts again: the bucket republishes again
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		got, ok := reader.Get("lost")
+		return ok && got.TargetActive == 7
+	}, "the catalog never loaded the value it did not receive")
+}
+
+// A bucket of more queues than one direct get may answer for (1024 keys)
+// loads whole: the catalog then reads every value the bucket keeps.
+func TestABucketOfManyQueuesLoadsWhole(t *testing.T) {
+	ctx := t.Context()
+	js := broker(t, testenv.NATS(t))
+	writer := open(t, js)
+	const n = 1100
+	for i := range n {
+		cfg := catalog.Defaults(fmt.Sprintf("q%04d", i))
+		if _, err := writer.Put(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := catalog.Defaults("q0000")
+	cfg.TargetActive = 5
+	if _, err := writer.Put(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, js)
+	if got := len(c.List()); got != n {
+		t.Fatalf("a catalog opened on %d queues holds %d", n, got)
+	}
+	if got, _ := c.Get("q0000"); got.TargetActive != 5 {
+		t.Errorf("q0000 loaded with targetActive %d, want its last value's 5", got.TargetActive)
 	}
 }

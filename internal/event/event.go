@@ -143,6 +143,11 @@ const (
 	// QueueConfigSubjects matches every queue's configuration in the
 	// bucket: a publish there is a write to the catalog.
 	QueueConfigSubjects = "$KV." + BucketQueues + ".>"
+	// CatalogLiveSubjects is where the bucket republishes every value it
+	// stores, under usher.live.catalog.<queue>: the services follow the
+	// catalog there with a plain subscription, no consumer, and no stream
+	// captures it (see Live).
+	CatalogLiveSubjects = livePrefix + "catalog.>"
 )
 
 // A scheduled drop's lottery seed waits for its draw in a KV bucket of its
@@ -196,8 +201,10 @@ type Envelope struct {
 	Data            json.RawMessage `json:"data"`
 }
 
-// Joined says a shopper asked to join a queue. The JetStream sequence the
-// stream gives it is the shopper's place in line.
+// Joined says a shopper asked to join a queue (usher.joined.v1, one join a
+// message). The JetStream sequence the stream gives it is the shopper's
+// place in line (see Place); a gateway records joins in groups instead
+// (Joins, usher.joins.v2), and both replay.
 type Joined struct {
 	Queue    string    `json:"queue"`
 	User     string    `json:"user"`

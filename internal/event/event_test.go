@@ -34,6 +34,12 @@ func TestGolden(t *testing.T) {
 		data    any
 	}{
 		{"joined.v1", "demo/alice/0", event.TypeJoined, "alice", event.Joined{Queue: "demo", User: "alice", JoinedAt: at}},
+		{"joins.v2", "joins/demo/gw-hopf7x50rl/42", event.TypeJoins, "demo", event.Joins{Queue: "demo", Joins: []event.Join{
+			{User: "alice", JoinedAt: at},
+			{User: "bob", JoinedAt: at.Add(300 * time.Microsecond), Prev: 17},
+			{User: "carol", JoinedAt: at.Add(700 * time.Microsecond), PreQueue: true},
+			{User: "dave", JoinedAt: at.Add(900 * time.Microsecond), Priority: true},
+		}}},
 		{"admitted.v1", "demo:42", event.TypeAdmitted, "alice", event.Admitted{
 			Queue: "demo", User: "alice", Seq: 42, TokenID: "demo:42",
 			ReadyAt: at.Add(37 * time.Millisecond), ExpiresAt: at.Add(300*time.Second + 37*time.Millisecond),

@@ -16,18 +16,26 @@ import (
 
 // Statements that queue while a batch is in flight go together in the
 // next round trips, at most MaxBatch a batch, each caller told its own
-// row and the hold of the connection its statement ran on; a caller gone
-// before its turn has nothing run.
+// row and its share of the hold of the connection its statement ran on
+// (the hold divided among the batch's statements, so the shares of one
+// hold add up to it); a caller gone before its turn has nothing run.
 func TestWritesQueuedBehindABatchGoTogether(t *testing.T) {
 	url := testenv.PostgresURL(t)
 	var holds atomic.Int64
 	var mu sync.Mutex
+	var held, shared time.Duration
 	told := map[context.Context]int{}
 	s := newStoreOn(t, url, orders.Options{MaxConns: 40, MaxBatch: 16,
-		Hold: func(time.Duration) { holds.Add(1) },
-		HoldOf: func(ctx context.Context, _ time.Duration) {
+		Hold: func(d time.Duration) {
+			holds.Add(1)
+			mu.Lock()
+			held += d
+			mu.Unlock()
+		},
+		HoldOf: func(ctx context.Context, d time.Duration) {
 			mu.Lock()
 			told[ctx]++
+			shared += d
 			mu.Unlock()
 		}})
 	ctx := context.Background()
@@ -49,6 +57,9 @@ func TestWritesQueuedBehindABatchGoTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	holds.Store(0)
+	mu.Lock()
+	held, shared = 0, 0
+	mu.Unlock()
 
 	const n = 100
 	results := make([]orders.Order, n+1)
@@ -103,6 +114,11 @@ func TestWritesQueuedBehindABatchGoTogether(t *testing.T) {
 	}
 	if left, _, _ := s.Stock(ctx, "hot"); pending != 60 || rejected != 40 || left != 0 {
 		t.Errorf("100 orders for 60 units: %d PENDING, %d REJECTED sold_out, %d left; want 60, 40, 0", pending, rejected, left)
+	}
+	// A hold is divided among the statements it served, not given whole
+	// to each: a batch of many is one hold of the database, not many.
+	if diff := held - shared; diff < -time.Millisecond || diff > time.Millisecond {
+		t.Errorf("the callers were told %v of holds in all, want the %v the connections were held", shared, held)
 	}
 	// 1 alone, then 99 queued in batches of at most 16: 7 more.
 	if batches > 8 {

@@ -28,9 +28,10 @@ type Options struct {
 	// Hold, when set, is told how long each connection was held, from the
 	// moment the pool hands it out to the moment it is given back.
 	Hold func(time.Duration)
-	// HoldOf, when set, is told the same, with the context the connection
-	// was acquired with: a caller learns what its own statements held
-	// (the adaptive admission's per-order figures).
+	// HoldOf, when set, is told each caller's share of every hold — the
+	// hold divided among the statements of the batch it served — with the
+	// caller's context: a caller learns what its own statements held (the
+	// adaptive admission's per-order figures).
 	HoldOf func(ctx context.Context, d time.Duration)
 	// MaxWriters caps the writing statements (place, reject, pay, fail) in
 	// flight at once; 0 = no cap beyond the pool. Orders of one hot SKU all

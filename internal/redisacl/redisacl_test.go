@@ -25,7 +25,6 @@ import (
 	"usher/internal/waitqueue/drop"
 	"usher/internal/waitqueue/line"
 	"usher/internal/waitqueue/projection"
-	"usher/internal/waitqueue/roles"
 )
 
 func TestMain(m *testing.M) {
@@ -210,17 +209,18 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 	t.Run("gateway", func(t *testing.T) {
 		rdb, c := client(t, redisacl.Gateway)
 		c.EnableBatching()
-		gw := roles.On(c) // every role, until the gateway's rooms take their own
+		// The roles the gateway's rooms take (gateway.lineRoles).
+		ln, adm, cl, dr := line.New(c), admission.New(c), claims.New(c), drop.New(c)
 		batched(t, c)
 		for seq, user := range map[uint64]string{1: "ann", 2: "ben"} {
-			_, err := gw.Ingest(ctx, q, testenv.Epoch, seq, user, 0)
+			_, err := ln.Ingest(ctx, q, testenv.Epoch, seq, user, 0)
 			must(t, "ingest", err)
 		}
-		_, err := gw.Poll(ctx, q, 1)
+		_, err := ln.Poll(ctx, q, 1)
 		must(t, "poll", err)
-		_, err = gw.Stats(ctx, q)
+		_, err = ln.Stats(ctx, q)
 		must(t, "stats", err)
-		_, err = gw.Now(ctx)
+		_, err = c.Now(ctx)
 		must(t, "time", err)
 		lim := ratelimit.New(ratelimit.Direct(rdb))
 		_, err = lim.Allow(ctx, time.Now(), ratelimit.Check{Key: ratelimit.Key(q, "ip", "192.0.2.1"), Policy: ratelimit.Policy{Rate: 5, Burst: 10}})
@@ -234,19 +234,19 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 		must(t, "outcomes", err)
 		_, err = paybreaker.New(rdb).Open(ctx)
 		must(t, "read the breaker", err)
-		_, err = gw.Leave(ctx, q, 2, "ben")
+		_, err = ln.Leave(ctx, q, 2, "ben")
 		must(t, "leave", err)
 		// A stock-aware queue: a restock (the line and the stock ledger)
 		// and an admission at once, which reserves in the ledger.
-		must(t, "set stock", gw.SetStock(ctx, q+"-stock", false, waitqueue.StockLevel{SKU: "sku", Available: 5, Version: 1}))
-		_, err = gw.AdmitNow(ctx, q+"-stock", testenv.Epoch, waitqueue.AtOnce{TokenTTL: time.Minute, TickLength: 10 * time.Millisecond,
+		must(t, "set stock", cl.SetStock(ctx, q+"-stock", false, waitqueue.StockLevel{SKU: "sku", Available: 5, Version: 1}))
+		_, err = adm.AdmitNow(ctx, q+"-stock", testenv.Epoch, waitqueue.AtOnce{TokenTTL: time.Minute, TickLength: 10 * time.Millisecond,
 			StockAware: true, Share: waitqueue.Share{SKUs: []string{"sku"}}})
 		if err != nil && !errors.Is(err, waitqueue.ErrNotCurrent) {
 			t.Fatalf("admit at once: %v", err)
 		}
 		now := time.Now()
-		must(t, "add invites", gw.AddInvites(ctx, q, []string{"code-1"}, now, now.Add(time.Hour)))
-		if _, ok, err := gw.UseInvite(ctx, q, "code-1", now); err != nil || !ok {
+		must(t, "add invites", dr.AddInvites(ctx, q, []string{"code-1"}, now, now.Add(time.Hour)))
+		if _, ok, err := dr.UseInvite(ctx, q, "code-1", now); err != nil || !ok {
 			t.Fatalf("use invite: %v, %v", ok, err)
 		}
 	})

@@ -65,7 +65,7 @@ func TestComposeSetsOnlyVariablesTheServicesRead(t *testing.T) {
 			t.Errorf("service %s: build has no SERVICE argument", name)
 			continue
 		}
-		reads := readVars(t, "../../"+dir, "../../shared")
+		reads := readVars(t, "../../"+dir, "../../internal")
 		var unknown []string
 		for v := range svc.Environment {
 			if !reads[v] {

@@ -84,33 +84,29 @@ func readDropEvents(ctx context.Context, natsURL, nkey, q string, since time.Tim
 }
 
 // eachEvent calls fn with every envelope stored on subject in stream since
-// since, through an ordered consumer (nothing durable is left behind).
+// since, read with batched direct gets: usherctl's key may create no
+// consumer.
 func eachEvent(ctx context.Context, js jetstream.JetStream, stream, subject string, since time.Time, fn func(event.Envelope)) error {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}}
+	req := bus.GetRequest{Subject: subject, Batch: 1000}
 	if !since.IsZero() {
 		start := since.Add(-time.Second)
-		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &start
-	}
-	cons, err := js.OrderedConsumer(ctx, stream, cfg)
-	if err != nil {
-		return err
+		req.StartTime = &start
 	}
 	for ctx.Err() == nil {
-		batch, err := cons.FetchNoWait(1000)
+		end, err := bus.Get(ctx, js.Conn(), stream, req, func(m bus.Stored) error {
+			var env event.Envelope
+			if json.Unmarshal(m.Data, &env) == nil {
+				fn(env)
+			}
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			var env event.Envelope
-			if json.Unmarshal(m.Data(), &env) == nil {
-				fn(env)
-			}
-		}
-		if n == 0 {
+		if end.Last == 0 || end.Pending == 0 {
 			return nil
 		}
+		req.Seq, req.StartTime = end.Last+1, nil
 	}
 	return ctx.Err()
 }

@@ -1,7 +1,6 @@
-// Package roles puts every role of the line on one Client, for a caller
-// that drives the whole line: tests that bring a line to a state through
-// several roles, and — until its rooms each take the roles they use — the
-// gateway. A service takes the roles it needs from their packages instead.
+// Package roles puts every role of the line on one Client, for tests that
+// bring a line to a state through several roles. A service takes the roles
+// its Redis user may play from their packages instead.
 package roles
 
 import (

@@ -1,0 +1,465 @@
+// Package lineapi is the line's public API: a shopper joins a queue, polls
+// their place and leaves it; anyone reads a queue's public figures. A join
+// is published to JetStream and answered once the broker has stored it,
+// with the exact place the line (Redis) gives it, admitted at once when
+// nobody waits (drop.go).
+package lineapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"usher/gateway/httpapi"
+	"usher/internal/analytics"
+	"usher/internal/catalog"
+	"usher/internal/event"
+	"usher/internal/pow"
+	"usher/internal/problem"
+	"usher/internal/ratelimit"
+	"usher/internal/shopper"
+	"usher/internal/ticket"
+	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/admission"
+)
+
+// Line is the part of the line (Redis) the line API uses.
+type Line interface {
+	LookupLimited(ctx context.Context, q, user string, plan ratelimit.Plan) (waitqueue.Current, ratelimit.Decision, error)
+	IngestAs(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64, kind waitqueue.JoinKind) (waitqueue.Entry, error)
+	PollPresent(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error)
+	Poll(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error)
+	Leave(ctx context.Context, q string, seq uint64, user string) (waitqueue.Status, error)
+	Stats(ctx context.Context, q string) (waitqueue.Stats, error)
+}
+
+// Invites are a drop's single-use invite codes (the drop role of the line).
+type Invites interface {
+	UseInvite(ctx context.Context, q, code string, now time.Time) (waitqueue.Invite, bool, error)
+	ReturnInvite(ctx context.Context, q string, inv waitqueue.Invite, now time.Time) error
+}
+
+// Admission admits a join at once when nobody waits (the admission role of
+// the line).
+type Admission interface {
+	AdmitAtOnce(ctx context.Context, line admission.Poller, j admission.Join) (admission.Outcome, error)
+}
+
+// Queues is the part of the catalog the line API reads.
+type Queues interface {
+	Get(name string) (catalog.Config, bool)
+	StockPeers(cfg catalog.Config) []string
+}
+
+// Publisher is the part of JetStream the line API publishes on.
+type Publisher interface {
+	Publish(ctx context.Context, subj string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+}
+
+// Tickets reads the tickets the gateway issues.
+type Tickets interface {
+	Issue(t ticket.Ticket) string
+	Parse(str string) (ticket.Ticket, error)
+}
+
+// Door is the proof of work a join may have to show (package door).
+type Door interface {
+	// CheckProof lets a join through, spends its proof and returns it;
+	// done says the door has answered the join itself.
+	CheckProof(c *fiber.Ctx, cfg catalog.Config, user string) (spent pow.Proof, done bool, err error)
+	// GiveBack unmarks a proof spent on a join that took no new place.
+	GiveBack(ctx context.Context, q string, p pow.Proof)
+}
+
+// Users tells who the shopper is (package userauth).
+type Users interface {
+	Identify(c *fiber.Ctx) (string, error)
+}
+
+// Limits are the rate limits of a join (package throttle).
+type Limits interface {
+	JoinPlan(c *fiber.Ctx, cfg catalog.Config, user string) ratelimit.Plan
+	Decided(c *fiber.Ctx, d ratelimit.Decision) error
+}
+
+// Deps are what the line API is built from.
+type Deps struct {
+	Line      Line
+	Invites   Invites
+	Admission Admission
+	Queues    Queues
+	Events    Publisher
+	Tickets   Tickets
+	Places    *Places
+	Door      Door
+	Users     Users
+	Limits    Limits
+	Now       func() time.Time
+	// Earliest is the earliest Redis's time can be now
+	// (clock.Synced.Earliest): READY is told once readyAt has passed by it.
+	Earliest func() time.Time
+	// Epoch is the entries stream's identity (see bus.Identities): tickets
+	// and token ids carry it.
+	Epoch   func() string
+	Log     *slog.Logger
+	Metrics *Metrics
+}
+
+// API serves the line's public API. It is safe for concurrent use.
+type API struct {
+	line      Line
+	invites   Invites
+	admission Admission
+	queues    Queues
+	events    Publisher
+	tickets   Tickets
+	places    *Places
+	door      Door
+	users     Users
+	limits    Limits
+	now       func() time.Time
+	earliest  func() time.Time
+	epoch     func() string
+	log       *slog.Logger
+	metrics   *Metrics
+}
+
+// New returns the line API of deps.
+func New(deps Deps) *API {
+	return &API{line: deps.Line, invites: deps.Invites, admission: deps.Admission, queues: deps.Queues, events: deps.Events, tickets: deps.Tickets, places: deps.Places,
+		door: deps.Door, users: deps.Users, limits: deps.Limits, now: deps.Now, earliest: deps.Earliest, epoch: deps.Epoch,
+		log: deps.Log, metrics: deps.Metrics}
+}
+
+// Metrics are the line API's metrics.
+type Metrics struct {
+	joins prometheus.Counter
+	polls prometheus.Counter
+	// outcomes counts the admitted shoppers who left (package analytics):
+	// the leave that freed their slot.
+	outcomes *prometheus.CounterVec
+}
+
+// NewMetrics registers the line API's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		joins: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "usher_joins_total", Help: "Joins stored in JetStream.",
+		}),
+		polls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "usher_polls_total", Help: "Polls answered.",
+		}),
+		outcomes: analytics.NewOutcomes(),
+	}
+	reg.MustRegister(m.joins, m.polls, m.outcomes)
+	return m
+}
+
+// joining is a join that may be admitted: its shopper, queue, the
+// shopper's current entry in its line, and when it came.
+type joining struct {
+	user string
+	cfg  catalog.Config
+	cur  waitqueue.Current
+	now  time.Time
+}
+
+// Join puts the shopper in line: 202 with a new ticket, or 200 with the
+// ticket they already hold while they are in line or admitted.
+func (a *API) Join(c *fiber.Ctx) error {
+	j, err := a.admissible(c)
+	if err != nil {
+		return err
+	}
+	proof, done, err := a.door.CheckProof(c, j.cfg, j.user)
+	if done || err != nil {
+		return err
+	}
+	// The proof buys a new place in line: a join refused before its
+	// publish, or answered with the place the shopper already holds,
+	// bought none and gives it back. One the stream recorded bought one,
+	// even when its place cannot be read after (a 503): the follower puts
+	// it in line.
+	bought, err := a.enter(c, j)
+	if !bought {
+		a.door.GiveBack(c.UserContext(), j.cfg.Name, proof)
+	}
+	return err
+}
+
+// admissible reads who joins which queue and charges the join to its
+// rate limits, and refuses it where the queue turns every join away.
+func (a *API) admissible(c *fiber.Ctx) (joining, error) {
+	user, err := a.users.Identify(c)
+	if err != nil {
+		return joining{}, err
+	}
+	cfg, err := httpapi.Queue(c, a.queues)
+	if err != nil {
+		return joining{}, err
+	}
+	// The rate limits and the user's current entry, in one round trip.
+	cur, err := a.lookupJoin(c, cfg, user)
+	if err != nil {
+		return joining{}, err
+	}
+	// A closed queue or one in maintenance turns every join away, before
+	// asking for a proof: a client is not made to solve a challenge for a
+	// place it cannot have.
+	now := a.now()
+	if p := closedProblem(cfg, now); p != nil {
+		return joining{}, p
+	}
+	if cfg.QueueMode() == catalog.ModeReject {
+		return joining{}, maintenance(cfg)
+	}
+	return joining{user: user, cfg: cfg, cur: cur, now: now}, nil
+}
+
+// lookupJoin charges a join to its client IP and its user and looks the
+// user up in the line, in one Redis round trip (waitqueue.LookupLimited):
+// a 429 when a limit refuses.
+func (a *API) lookupJoin(c *fiber.Ctx, cfg catalog.Config, user string) (waitqueue.Current, error) {
+	cur, d, err := a.line.LookupLimited(c.UserContext(), cfg.Name, user, a.limits.JoinPlan(c, cfg, user))
+	if err != nil {
+		return cur, httpapi.LineDown(err)
+	}
+	return cur, a.limits.Decided(c, d)
+}
+
+// enter answers a join with the place the shopper holds, or records it
+// and answers with its new place. bought reports whether it took a new
+// place: the stream recorded it and it is not one the shopper held.
+func (a *API) enter(c *fiber.Ctx, j joining) (bought bool, err error) {
+	ctx, cfg := c.UserContext(), j.cfg
+	epoch := a.epoch()
+	prev := j.cur.Seq
+	if j.cur.Found && j.cur.Status.Live() {
+		e, err := a.line.PollPresent(ctx, cfg.Name, prev)
+		if err != nil {
+			return false, httpapi.LineDown(err)
+		}
+		return false, a.answer(c, fiber.StatusOK, cfg, ticket.Ticket{Queue: cfg.Name, User: j.user, Epoch: epoch, Seq: e.Seq}, e)
+	}
+	if limit := cfg.UserLimit(); len(cfg.Products()) > 0 && j.cur.Bought >= limit {
+		return false, problem.New(fiber.StatusForbidden, "already-purchased",
+			"this user bought "+strconv.Itoa(j.cur.Bought)+" unit(s) in this queue, the most one user may")
+	}
+	// Before a scheduled drop opens, a join enters the pre-queue (the
+	// lottery places it); an allow-listed user or an invite code passes the
+	// line.
+	kind, invite, err := a.joinKind(c, cfg, j.user, j.now)
+	if err != nil {
+		return false, err
+	}
+	ack, err := a.record(ctx, j, kind, invite)
+	if err != nil {
+		return false, err
+	}
+	a.metrics.joins.Inc()
+	e, err := a.placeOf(ctx, cfg, epoch, ack.Sequence, j.user, prev, kind)
+	if err != nil {
+		return true, err
+	}
+	status := fiber.StatusAccepted
+	if ack.Duplicate || e.Seq != ack.Sequence {
+		// A double click's second join, or one the line resolved to the
+		// place the user holds: no new place.
+		status, bought = fiber.StatusOK, false
+	} else {
+		bought = true
+	}
+	at := a.now()
+	if e.Seq == ack.Sequence {
+		e, at = a.admitAtOnce(ctx, cfg, epoch, e)
+	}
+	t := ticket.Ticket{Queue: cfg.Name, User: j.user, Epoch: epoch, Seq: e.Seq}
+	return bought, a.places.AnswerAt(c, status, cfg, t, a.tickets.Issue(t), e, at)
+}
+
+// record publishes join j of kind to the entries stream. The id names this
+// user's attempt after their previous entry, so two concurrent joins (a
+// double click) dedupe to one place in line. A join the stream did not
+// record gives back the invite code it took.
+func (a *API) record(ctx context.Context, j joining, kind waitqueue.JoinKind, invite waitqueue.Invite) (*jetstream.PubAck, error) {
+	cfg, prev := j.cfg, j.cur.Seq
+	id := cfg.Name + "/" + j.user + "/" + strconv.FormatUint(prev, 10)
+	body, err := event.Marshal(id, event.TypeJoined, j.user, j.now, event.Joined{Queue: cfg.Name, User: j.user,
+		JoinedAt: j.now.UTC(), Prev: prev, PreQueue: kind == waitqueue.PreQueue, Priority: kind == waitqueue.Priority})
+	if err != nil {
+		return nil, err
+	}
+	ack, err := a.events.Publish(ctx, event.EnterSubject(cfg.Name), body, jetstream.WithMsgID(id))
+	if err != nil {
+		if invite.Code != "" {
+			if err := a.invites.ReturnInvite(context.WithoutCancel(ctx), cfg.Name, invite, a.now()); err != nil {
+				a.log.Error("invite code lost with a join that was not recorded", "queue", cfg.Name, "err", err)
+			}
+		}
+		return nil, httpapi.Unavailable(fmt.Errorf("publish join to %s: %w", cfg.Name, err), "the line could not record the join; retry")
+	}
+	return ack, nil
+}
+
+// placeOf puts a recorded join in line and reads its place. The
+// admitter's follower applies the event too (and is what guarantees it);
+// doing it here as well lets the answer carry the exact place in line.
+func (a *API) placeOf(ctx context.Context, cfg catalog.Config, epoch string, seq uint64, user string, prev uint64, kind waitqueue.JoinKind) (waitqueue.Entry, error) {
+	e, err := a.line.IngestAs(ctx, cfg.Name, epoch, seq, user, prev, kind)
+	switch {
+	case errors.Is(err, waitqueue.ErrStale), errors.Is(err, waitqueue.ErrConflict):
+		// The entries stream was recreated and this gateway or the line
+		// has not caught up yet: the join is recorded; the follower puts
+		// it in line. Ask the shopper to come back in a moment.
+		return e, httpapi.Unavailable(err, "the line is being reset; retry in a moment")
+	case err != nil:
+		// The join is recorded in the stream: the follower puts it in line.
+		return e, httpapi.Unavailable(err, "the join is recorded but its place cannot be read now; join again to see it")
+	}
+	if e.Status == waitqueue.Admitted {
+		// Admitted between the follower's copy and this one (a fast tick):
+		// read the whole record, the token's included.
+		if e, err = a.line.PollPresent(ctx, cfg.Name, e.Seq); err != nil {
+			return e, httpapi.LineDown(err)
+		}
+	}
+	return e, nil
+}
+
+// maintenance is the 503 a join into a queue in mode reject gets.
+func maintenance(cfg catalog.Config) error {
+	return problem.Problem{Type: "https://usher.dev/problems/maintenance", Title: "Service Unavailable",
+		Status: fiber.StatusServiceUnavailable, Detail: "queue " + cfg.Name + " is in maintenance; come back later", RetryAfter: 60}
+}
+
+// closedProblem is the 410 a join into a closed queue gets, nil while it is
+// open (shopper.ClosedAt, what a shopper in line is told): queue-ended once
+// closesAt passed, whether or not the admitter has closed it in the catalog
+// yet, else queue-closed with its reason (sold_out when its stock ran out).
+func closedProblem(cfg catalog.Config, now time.Time) error {
+	closed, reason := shopper.ClosedAt(cfg, now)
+	switch {
+	case !closed:
+		return nil
+	case reason == catalog.ReasonEnded || cfg.Ended(now):
+		p := problem.New(fiber.StatusGone, "queue-ended", "the sale in queue "+cfg.Name+" has ended")
+		p.Extensions = map[string]any{"reason": catalog.ReasonEnded}
+		return p
+	}
+	p := problem.New(fiber.StatusGone, "queue-closed", "queue "+cfg.Name+" is closed")
+	p.Extensions = map[string]any{"reason": reason}
+	return p
+}
+
+// ticketOf checks the ticket in the path: forged or garbled → 401, a
+// ticket of another queue → 404, of a line that was reset since (the
+// entries stream was recreated) → 410.
+func (a *API) ticketOf(c *fiber.Ctx, cfg catalog.Config) (ticket.Ticket, error) {
+	t, err := a.tickets.Parse(ticketParam(c)) // the path's, or a page form's (WithTicket)
+	if err != nil {
+		return t, problem.New(fiber.StatusUnauthorized, "invalid-ticket", "the ticket is not one this queue issued")
+	}
+	if t.Queue != cfg.Name {
+		return t, problem.New(fiber.StatusNotFound, "ticket-not-found", "the ticket belongs to another queue")
+	}
+	if t.Epoch != a.epoch() {
+		return t, problem.New(fiber.StatusGone, "ticket-stale", "the line this ticket was for has been reset; join again")
+	}
+	return t, nil
+}
+
+// formTicketKey holds, in a request's locals, the ticket a page's form
+// carries (WithTicket).
+type formTicketKey struct{}
+
+// WithTicket names tkt as the request's ticket, where a poll reads the
+// path's: the page's forms carry the ticket in a field, never in a URL.
+func WithTicket(c *fiber.Ctx, tkt string) { c.Locals(formTicketKey{}, tkt) }
+
+// ticketParam is the ticket a request names: the form's, else the path's.
+func ticketParam(c *fiber.Ctx) string {
+	if t, ok := c.Locals(formTicketKey{}).(string); ok {
+		return t
+	}
+	return httpapi.PathParam(c, "ticket")
+}
+
+// ofTicket checks that the entry Redis holds for the ticket's sequence is
+// the ticket's user's (it always is, unless the line was reset under it).
+func ofTicket(t ticket.Ticket, e waitqueue.Entry) error {
+	if e.User != "" && e.User != t.User {
+		return problem.New(fiber.StatusNotFound, "ticket-not-found", "no entry of this ticket's user at this place")
+	}
+	return nil
+}
+
+// Poll tells a shopper where they stand. It costs one signature check and
+// one Redis round trip.
+func (a *API) Poll(c *fiber.Ctx) error {
+	cfg, err := httpapi.Queue(c, a.queues)
+	if err != nil {
+		return err
+	}
+	t, err := a.ticketOf(c, cfg)
+	if err != nil {
+		return err
+	}
+	e, err := a.line.PollPresent(c.UserContext(), cfg.Name, t.Seq)
+	if err != nil {
+		return httpapi.LineDown(err)
+	}
+	if err := ofTicket(t, e); err != nil {
+		return err
+	}
+	a.metrics.polls.Inc()
+	str := ticketParam(c) // Issue writes one spelling per ticket (Parse refuses any other): no need to sign it again
+	if e.Seq != t.Seq {
+		t.Seq = e.Seq
+		str = a.tickets.Issue(t)
+	}
+	return a.places.AnswerAt(c, fiber.StatusOK, cfg, t, str, e, a.earliest())
+}
+
+// Leave takes the shopper out of line, or frees their slot.
+func (a *API) Leave(c *fiber.Ctx) error {
+	cfg, err := httpapi.Queue(c, a.queues)
+	if err != nil {
+		return err
+	}
+	t, err := a.ticketOf(c, cfg)
+	if err != nil {
+		return err
+	}
+	ctx := c.UserContext()
+	id := "leave/" + cfg.Name + "/" + strconv.FormatUint(t.Seq, 10)
+	body, err := event.Marshal(id, event.TypeLeft, t.User, a.now(), event.Left{Queue: cfg.Name, User: t.User, Seq: t.Seq})
+	if err != nil {
+		return err
+	}
+	if _, err := a.events.Publish(ctx, event.LeaveSubject(cfg.Name), body, jetstream.WithMsgID(id)); err != nil {
+		return httpapi.Unavailable(fmt.Errorf("publish leave to %s: %w", cfg.Name, err), "the leave could not be recorded; retry")
+	}
+	had, err := a.line.Leave(ctx, cfg.Name, t.Seq, t.User)
+	if err != nil {
+		// The leave is recorded in the stream: the follower applies it.
+		return httpapi.Unavailable(err, "the leave is recorded; it takes effect in a moment")
+	}
+	if had == waitqueue.Admitted { // this leave freed an admitted shopper's slot
+		a.metrics.outcomes.WithLabelValues(cfg.Name, analytics.Left).Inc()
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// answer writes a shopper's place (see shopper.Of: the one view the
+// gateway and the notifier share), READY only once readyAt has passed on
+// Redis's clock whatever the sync's error (clock.Synced.Earliest).
+func (a *API) answer(c *fiber.Ctx, status int, cfg catalog.Config, t ticket.Ticket, e waitqueue.Entry) error {
+	return a.places.AnswerAt(c, status, cfg, t, a.tickets.Issue(t), e, a.earliest())
+}

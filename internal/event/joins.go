@@ -1,0 +1,86 @@
+package event
+
+import (
+	"errors"
+	"time"
+)
+
+// TypeJoins is a message that lists several joins of one queue, in the
+// order the gateway took them: a gateway gathers the joins that reach it
+// within a short linger and records them with one publish (group commit).
+// The place of each is its message's stream sequence and its index in the
+// list (see Place).
+const TypeJoins = "usher.joins.v2"
+
+// MaxJoins is how many joins one usher.joins.v2 message may list; a place
+// keeps room for that many per stream sequence (see Place).
+const MaxJoins = 1 << placeBits
+
+const placeBits = 10
+
+// MaxPlaceSeq is the highest stream sequence whose places stay exact in a
+// Redis sorted set's score (a float64 is exact up to 2⁵³).
+const MaxPlaceSeq = 1<<(53-placeBits) - 1
+
+// Joins is the data of a usher.joins.v2 message.
+type Joins struct {
+	Queue string `json:"queue"`
+	Joins []Join `json:"joins"`
+}
+
+// Join is one join of a usher.joins.v2 message: a Joined without its
+// queue, which the message names once.
+type Join struct {
+	User     string    `json:"user"`
+	JoinedAt time.Time `json:"joinedAt"`
+	Prev     uint64    `json:"prev,omitempty"`
+	PreQueue bool      `json:"preQueue,omitempty"`
+	Priority bool      `json:"priority,omitempty"`
+}
+
+// Joined is j as a join of queue q.
+func (j Join) Joined(q string) Joined {
+	return Joined{Queue: q, User: j.User, JoinedAt: j.JoinedAt, Prev: j.Prev, PreQueue: j.PreQueue, Priority: j.Priority}
+}
+
+// ErrJoins is what Validate says of a usher.joins.v2 message that lists no
+// join or more than MaxJoins.
+var ErrJoins = errors.New("a joins message lists 1 to 1024 joins")
+
+// Validate checks what Place relies on: 1 to MaxJoins joins.
+func (js Joins) Validate() error {
+	if len(js.Joins) == 0 || len(js.Joins) > MaxJoins {
+		return ErrJoins
+	}
+	return nil
+}
+
+// Place is the entry id of a join — what its ticket, its token id, its
+// record in Redis and its score in the line carry — from where the stream
+// holds it: the sequence seq of its message and its index in that message
+// (0 for a usher.joined.v1 message, which holds one join).
+//
+// A place is seq × MaxJoins + index, except for a usher.joined.v1 message
+// stored before the stream's first usher.joins.v2 message, whose place is
+// seq itself: so every place given before joins came in groups keeps its
+// value (tickets, tokens and the line in Redis need no migration), and
+// places grow with the stream's order across the switch whichever version
+// wrote each message. groupsSince is the sequence of the stream's first
+// usher.joins.v2 message, 0 while there is none; a reader learns it from
+// the stream, in order, and the line keeps it with its cursor.
+func Place(seq uint64, index int, groupsSince uint64) uint64 {
+	if groupsSince == 0 || seq < groupsSince {
+		return seq
+	}
+	return seq<<placeBits | uint64(index)
+}
+
+// PlaceBound is the highest place a message at stream sequence seq or
+// before can have: how far into the places a follower that applied the
+// stream up to seq has put everyone in line.
+func PlaceBound(seq, groupsSince uint64) uint64 {
+	if groupsSince == 0 || seq < groupsSince {
+		return seq
+	}
+	return seq<<placeBits | (MaxJoins - 1)
+}
