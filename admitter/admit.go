@@ -21,6 +21,10 @@ import (
 	"usher/internal/lottery"
 	"usher/internal/orders"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/admission"
+	"usher/internal/waitqueue/claims"
+	"usher/internal/waitqueue/drop"
+	"usher/internal/waitqueue/projection"
 )
 
 // queueLister is the part of the catalog the admitter reads, and the one
@@ -74,20 +78,26 @@ type hooks struct {
 // admitter runs, for every configured queue, the followers that keep its
 // line in Redis up to date with the streams and the loop that admits.
 type admitter struct {
-	log       *slog.Logger
-	queues    queueLister
-	line      *waitqueue.Store
-	js        jetstream.JetStream
-	events    asyncPublisher
-	streams   heads
-	breaker   breakerState // nil: never paused by the payment breaker
-	stock     stockReader  // nil: the line's stock comes from the order path alone
-	now       func() time.Time
-	rand      *rand.Rand
-	randMu    sync.Mutex
-	orderHold time.Duration // how long a requested order holds its slot (the gateway's claim)
-	hooks     hooks
-	metrics   *metrics
+	log    *slog.Logger
+	queues queueLister
+	// The roles of the Redis line the admitter takes: what its Redis user
+	// may do (package redisacl: the line's scripts and reads, SCAN and
+	// UNLINK for a line it removes).
+	admission  *admission.Admission   // the tick, the outboxes, a closed queue's end
+	projection *projection.Projection // the followers' streams, a line removed
+	drop       *drop.Drop             // a drop's draw
+	claims     *claims.Claims         // the store's stock, refreshed into the line
+	js         jetstream.JetStream
+	events     asyncPublisher
+	streams    heads
+	breaker    breakerState // nil: never paused by the payment breaker
+	stock      stockReader  // nil: the line's stock comes from the order path alone
+	now        func() time.Time
+	rand       *rand.Rand
+	randMu     sync.Mutex
+	orderHold  time.Duration // how long a requested order holds its slot (the gateway's claim)
+	hooks      hooks
+	metrics    *metrics
 	// adaptive gives adaptive queues their targetActive (nil: every
 	// queue's is as configured).
 	adaptive *adaptiveLimits
@@ -165,10 +175,10 @@ func (a *admitter) work(ctx context.Context, q string) error {
 // forget removes a deleted queue's line from Redis, if any is left. A
 // failure is said and left: the next start of an admitter tries again.
 func (a *admitter) forget(ctx context.Context, q string) {
-	left, err := a.line.Holds(ctx, q)
+	left, err := a.projection.Holds(ctx, q)
 	if err == nil && left {
 		var n int
-		if n, err = a.line.Forget(ctx, q); err == nil {
+		if n, err = a.projection.Forget(ctx, q); err == nil {
 			a.log.Info("deleted queue's line removed from Redis", "queue", q, "keys", n)
 		}
 	}
@@ -292,7 +302,7 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 	if cfg.StockAwareness() {
 		share = waitqueue.Share{SKUs: cfg.Products(), Peers: a.queues.StockPeers(cfg)}
 	}
-	res, err := a.line.Admit(ctx, cfg.Name, waitqueue.Tick{
+	res, err := a.admission.Admit(ctx, cfg.Name, waitqueue.Tick{
 		Epoch:           a.epoch(),
 		TargetActive:    target,
 		MaxAdmitPerTick: cfg.MaxAdmitPerTick,
@@ -380,7 +390,7 @@ const publishWait = time.Second
 // the outbox for whoever stored it to trim — no error, nothing to log.
 func (a *admitter) announce(ctx context.Context, q string) error {
 	for {
-		pending, err := a.line.Outbox(ctx, q, 512)
+		pending, err := a.admission.Outbox(ctx, q, 512)
 		if err != nil || len(pending) == 0 {
 			return err
 		}
@@ -435,7 +445,7 @@ func (a *admitter) announce(ctx context.Context, q string) error {
 				return hookError{err}
 			}
 		}
-		if err := a.line.Announced(ctx, q, done); err != nil {
+		if err := a.admission.Announced(ctx, q, done); err != nil {
 			return err
 		}
 		a.metrics.announced.Add(float64(len(done)))
@@ -468,15 +478,15 @@ const jsDuplicateInProcess jetstream.ErrorCode = 10158
 // scores are the expiries the tokens were issued with, so an operator who
 // shortens tokenTtlSeconds after the closing does not cut them short.
 func (a *admitter) dropIfClosedLong(ctx context.Context, cfg catalog.Config) error {
-	since, err := a.line.ClosedSince(ctx, cfg.Name, cfg.State == catalog.StateClosed)
+	since, err := a.admission.ClosedSince(ctx, cfg.Name, cfg.State == catalog.StateClosed)
 	if err != nil || since.IsZero() || a.now().Sub(since) < keyspace.ClosedGrace {
 		return err
 	}
-	free, err := a.line.SlotsFreeAt(ctx, cfg.Name)
+	free, err := a.admission.SlotsFreeAt(ctx, cfg.Name)
 	if err != nil || a.now().Before(free) {
 		return err
 	}
-	n, err := a.line.Drop(ctx, cfg.Name, true)
+	n, err := a.projection.Remove(ctx, cfg.Name, true)
 	if err == nil && n > 0 {
 		a.log.Info("closed queue's line removed from Redis", "queue", cfg.Name, "keys", n, "closedSince", since)
 	}
@@ -511,7 +521,7 @@ func (a *admitter) refreshStock(ctx context.Context, cfg catalog.Config) (missin
 			missing = append(missing, sku)
 		}
 	}
-	return missing, a.line.SetStock(ctx, cfg.Name, true, levels...)
+	return missing, a.claims.SetStock(ctx, cfg.Name, true, levels...)
 }
 
 // closeSoldOut closes a queue whose stock is gone — nothing left, held by
@@ -592,7 +602,7 @@ const drawGrace = time.Second
 // took them out already; the record is what a replay of the stream (after
 // Redis lost its data) and the audit go by.
 func (a *admitter) recordAbandoned(ctx context.Context, q string) error {
-	gone, err := a.line.AbandonedOutbox(ctx, q, 512)
+	gone, err := a.admission.AbandonedOutbox(ctx, q, 512)
 	if err != nil || len(gone) == 0 {
 		return err
 	}
@@ -629,7 +639,7 @@ func (a *admitter) recordAbandoned(ctx context.Context, q string) error {
 			}
 		}
 	}
-	if err := a.line.AbandonedRecorded(ctx, q, done); err != nil {
+	if err := a.admission.AbandonedRecorded(ctx, q, done); err != nil {
 		return err
 	}
 	return firstErr
@@ -647,12 +657,12 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 	if cfg.Lottery == nil || cfg.OpensAt == nil || a.now().Before(cfg.OpensAt.Add(drawGrace)) {
 		return nil
 	}
-	d, err := a.line.Drawing(ctx, cfg.Name)
+	d, err := a.drop.Drawing(ctx, cfg.Name)
 	if err != nil {
 		return err
 	}
 	if d.Drawn {
-		if _, err := a.line.SettleDraw(ctx, cfg.Name); err != nil {
+		if _, err := a.drop.SettleDraw(ctx, cfg.Name); err != nil {
 			return err
 		}
 		if !cfg.Lottery.Drawn {
@@ -668,7 +678,7 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 	if err != nil {
 		return err
 	}
-	cur, err := a.line.Cursor(ctx, cfg.Name)
+	cur, err := a.projection.Cursor(ctx, cfg.Name)
 	if err != nil {
 		return err
 	}
@@ -677,7 +687,7 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 	if at := cur[waitqueue.StreamEntries]; head.Seq > 0 && (at.StreamID != head.StreamID || at.Seq < head.Seq) {
 		return nil // the follower is still applying joins: next tick
 	}
-	entries, _, version, err := a.line.PreQueue(ctx, cfg.Name)
+	entries, _, version, err := a.drop.PreQueue(ctx, cfg.Name)
 	if err != nil {
 		return err
 	}
@@ -704,7 +714,7 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 		order[i] = e.Seq
 	}
 	start := time.Now()
-	n, err := a.line.Redraw(ctx, cfg.Name, a.epoch(), version, order, lottery.Digest(sorted), upTo)
+	n, err := a.drop.Redraw(ctx, cfg.Name, a.epoch(), version, order, lottery.Digest(sorted), upTo)
 	switch {
 	case errors.Is(err, waitqueue.ErrDrawn), errors.Is(err, waitqueue.ErrDrawChanged):
 		return nil // another admitter drew, or someone joined or left: next tick
@@ -712,7 +722,7 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 		return err
 	}
 	a.log.Info("pre-queue drawn", "queue", cfg.Name, "entries", n, "took", time.Since(start).String())
-	if d, err = a.line.Drawing(ctx, cfg.Name); err != nil {
+	if d, err = a.drop.Drawing(ctx, cfg.Name); err != nil {
 		return err
 	}
 	a.revealDraw(ctx, cfg.Name, d, seed)

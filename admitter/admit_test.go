@@ -22,6 +22,7 @@ import (
 	"usher/internal/orders"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 func TestMain(m *testing.M) {
@@ -41,7 +42,7 @@ type world struct {
 	redisURL string
 	js       jetstream.JetStream
 	queues   *catalog.Catalog
-	line     *waitqueue.Store
+	line     *roles.All
 	queue    string
 	dbURL    string // where the admitter reads the stock ("": the default, none in tests)
 }
@@ -78,7 +79,7 @@ func (w *world) init(cfg catalog.Config) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	w.line = waitqueue.New(rdb)
+	w.line = roles.New(rdb)
 	cfg.Name = w.queue
 	w.configure(cfg)
 }
@@ -514,7 +515,8 @@ func closedLine(t *testing.T, ttl time.Duration) (w *world, shopper waitqueue.En
 	}
 	t.Cleanup(func() { rdb.Close() })
 	var clock time.Time
-	a := &admitter{log: slog.New(slog.DiscardHandler), queues: w.queues, line: w.line, js: w.js, events: w.js,
+	a := &admitter{log: slog.New(slog.DiscardHandler), queues: w.queues, admission: w.line.Admission,
+		projection: w.line.Projection, drop: w.line.Drop, claims: w.line.Claims, js: w.js, events: w.js,
 		now: func() time.Time { return clock }, metrics: newMetrics()}
 	k := keyspace.Of(w.queue)
 	return w, shopper, closedAt, func(at time.Time) bool {

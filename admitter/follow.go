@@ -14,6 +14,7 @@ import (
 	"usher/internal/bus"
 	"usher/internal/event"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/projection"
 )
 
 // A follower applies one stream's events of one queue to the queue's line
@@ -34,7 +35,7 @@ import (
 type follower struct {
 	log     *slog.Logger
 	js      jetstream.JetStream
-	line    *waitqueue.Store
+	line    *projection.Projection
 	queue   string
 	stream  string   // JetStream stream name
 	field   string   // the cursor's field (waitqueue.StreamEntries, …)
@@ -65,7 +66,7 @@ type follower struct {
 }
 
 func newFollower(a *admitter, q, stream, field string, filters ...string) *follower {
-	return &follower{log: a.log.With("queue", q, "stream", stream), js: a.js, line: a.line, queue: q,
+	return &follower{log: a.log.With("queue", q, "stream", stream), js: a.js, line: a.projection, queue: q,
 		stream: stream, field: field, filters: filters, batch: 1000, metrics: a.metrics, kick: make(chan struct{}, 1),
 		streamID: func() string { return a.streams.StreamID(stream) },
 		head:     func(ctx context.Context) (waitqueue.Head, error) { return a.streams.Head(ctx, stream, q) }}
@@ -387,10 +388,10 @@ func entriesFollower(a *admitter, q string) *follower {
 		for _, m := range msgs {
 			evs = append(evs, decodeEntry(f.log, m))
 		}
-		return a.line.ApplyEntries(ctx, q, sid, prev, evs)
+		return a.projection.ApplyEntries(ctx, q, sid, prev, evs)
 	}
 	f.onStale = func(ctx context.Context) error {
-		_, err := a.line.Drop(ctx, q, false)
+		_, err := a.projection.Remove(ctx, q, false)
 		return err
 	}
 	return f
@@ -403,7 +404,7 @@ func admissionsFollower(a *admitter, q string) *follower {
 		for _, m := range msgs {
 			evs = append(evs, decodeAdmission(f.log, a.epoch, m))
 		}
-		return a.line.ApplyAdmissions(ctx, q, sid, prev, evs)
+		return a.projection.ApplyAdmissions(ctx, q, sid, prev, evs)
 	}
 	return f
 }
@@ -415,7 +416,7 @@ func ordersFollower(a *admitter, q string) *follower {
 		for _, m := range msgs {
 			evs = append(evs, decodeOrder(f.log, a.epoch, m))
 		}
-		return a.line.ApplyOrders(ctx, q, sid, prev, a.orderHold, evs)
+		return a.projection.ApplyOrders(ctx, q, sid, prev, a.orderHold, evs)
 	}
 	return f
 }

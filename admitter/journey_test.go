@@ -160,7 +160,8 @@ func TestTimeInLineIsObservedByTheAdmitterWhosePublishWasStored(t *testing.T) {
 
 	newAdmitter := func(h hooks) *admitter {
 		m := newMetrics()
-		a := &admitter{log: slog.New(slog.DiscardHandler), queues: w.queues, line: w.line, js: w.js, events: w.js,
+		a := &admitter{log: slog.New(slog.DiscardHandler), queues: w.queues, admission: w.line.Admission,
+			projection: w.line.Projection, drop: w.line.Drop, claims: w.line.Claims, js: w.js, events: w.js,
 			now: time.Now, metrics: m, hooks: h}
 		a.waits = newWaits(a.log, w.js, func() string { return epoch }, m)
 		go a.waits.Run(ctx)

@@ -20,6 +20,10 @@ import (
 	"usher/internal/orders"
 	"usher/internal/paybreaker"
 	"usher/internal/service"
+	"usher/internal/waitqueue/admission"
+	"usher/internal/waitqueue/claims"
+	"usher/internal/waitqueue/drop"
+	"usher/internal/waitqueue/projection"
 )
 
 // run wires the admitter and works until ctx ends.
@@ -62,7 +66,8 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	defer db.Close()
 	m := newMetrics()
 	adm := &admitter{
-		log: d.Log, queues: d.Queues, line: d.Line, js: d.JS, events: d.JS,
+		log: d.Log, queues: d.Queues, admission: admission.New(d.Line), projection: projection.New(d.Line),
+		drop: drop.New(d.Line), claims: claims.New(d.Line), js: d.JS, events: d.JS,
 		streams: &streamHeads{Identities: d.Streams, js: d.JS}, breaker: paybreaker.New(d.Redis), stock: db,
 		now: d.Clock.Now, rand: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x61646d)),
 		orderHold: s.orderHold, hooks: h, metrics: m,

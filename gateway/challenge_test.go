@@ -207,7 +207,7 @@ func TestAChallengeHEADAnswersWhatGETWouldWhileRedisIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	h.gw.line = waitqueue.New(rdb)
+	h.gw.line = waitqueue.NewClient(rdb)
 	h.rebuild() // a door of its own, on this line
 	stop()      // Redis is gone
 

@@ -25,6 +25,10 @@ import (
 	"usher/internal/ticket"
 	"usher/internal/token"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/admission"
+	"usher/internal/waitqueue/claims"
+	"usher/internal/waitqueue/drop"
+	"usher/internal/waitqueue/line"
 )
 
 // gateway is what the gateway's rooms are built from: run's connections
@@ -33,7 +37,7 @@ import (
 type gateway struct {
 	log         *slog.Logger
 	queues      *catalog.Catalog
-	line        *waitqueue.Store
+	line        *waitqueue.Client // the rooms take its roles (lineRoles)
 	events      jetstream.JetStream
 	tickets     *ticket.Signer
 	keys        *token.Keyring
@@ -136,17 +140,18 @@ func (g *gateway) rooms() rooms {
 	}
 	limits := throttle.New(limiter, g.ips, g.now, g.metrics.limited)
 	places := lineapi.NewPlaces(g.keys, g.notifierURL, g.now, g.jitter)
+	ln := newLineRoles(g.line)
 	var r rooms
-	r.door = door.New(door.Deps{Issuer: g.challenges, Line: g.line, Queues: g.queues, Places: places, IPs: g.ips,
+	r.door = door.New(door.Deps{Issuer: g.challenges, Line: doorLine{ln.client, ln.line}, Queues: g.queues, Places: places, IPs: g.ips,
 		Now: g.now, Epoch: g.epoch, Log: g.log, Metrics: g.metrics.pow})
-	r.line = lineapi.New(lineapi.Deps{Line: g.line, Queues: g.queues, Events: g.events, Tickets: g.tickets,
+	r.line = lineapi.New(lineapi.Deps{Line: ln.line, Invites: ln.drop, Admission: ln.admission, Queues: g.queues, Events: g.events, Tickets: g.tickets,
 		Places: places, Door: r.door, Users: g.users, Limits: limits, Now: g.now, Earliest: g.earliest,
 		Epoch: g.epoch, Log: g.log, Metrics: g.metrics.line})
-	r.orders = orderapi.New(orderapi.Deps{Line: g.line, Records: g.orders, Keys: g.keys, Queues: g.queues,
+	r.orders = orderapi.New(orderapi.Deps{Line: ln.claims, Records: g.orders, Keys: g.keys, Queues: g.queues,
 		Events: g.events, Users: g.users, Limits: limits, Now: g.now, Epoch: g.epoch, Hold: g.orderHold, Log: g.log})
-	r.admin = admin.New(admin.Deps{Queues: g.queues, Line: g.line, Events: g.events, Stock: g.stock, Sales: g.sales,
+	r.admin = admin.New(admin.Deps{Queues: g.queues, Line: adminLine{ln.line, ln.admission, ln.drop, ln.claims}, Events: g.events, Stock: g.stock, Sales: g.sales,
 		Limits: g.ops.limits, Token: g.adminToken, Now: g.now, Log: g.log})
-	dash := admin.DashboardDeps{Queues: g.queues, Line: g.line, Difficulties: r.door, Breaker: g.ops.breaker,
+	dash := admin.DashboardDeps{Queues: g.queues, Line: ln.line, Difficulties: r.door, Breaker: g.ops.breaker,
 		Outcomes: g.ops.outcomes, Limits: g.ops.limits, Interval: g.ops.interval, Slots: g.ops.slots,
 		WriteLimit: g.http.OrDefault().Write, Now: g.now, Log: g.log}
 	if g.ops.sold != nil {
@@ -156,6 +161,37 @@ func (g *gateway) rooms() rooms {
 	r.page = page.New(page.Deps{Queues: g.queues, Langs: g.pageLangs, CSSURL: g.pageCSS, Users: g.users,
 		Join: r.line.Join, Poll: r.line.Poll, Order: r.orders.PlaceOrder, Now: g.now, Log: g.log})
 	return r
+}
+
+// lineRoles are the roles of the line (Redis) the gateway's ACL user may
+// play, on one client: each room takes the few methods it uses.
+type lineRoles struct {
+	client    *waitqueue.Client
+	line      *line.Line
+	admission *admission.Admission
+	claims    *claims.Claims
+	drop      *drop.Drop
+}
+
+func newLineRoles(c *waitqueue.Client) lineRoles {
+	return lineRoles{client: c, line: line.New(c), admission: admission.New(c), claims: claims.New(c), drop: drop.New(c)}
+}
+
+// doorLine is what the door reads and spends in the line: its proofs'
+// scripts, run on the line's client (and its pipelines), and the line's
+// figures its difficulty follows.
+type doorLine struct {
+	*waitqueue.Client
+	*line.Line
+}
+
+// adminLine is what the admin API reads and writes in the line: its
+// figures, a closing's state, a drop's invites and the stock it sells.
+type adminLine struct {
+	*line.Line
+	*admission.Admission
+	*drop.Drop
+	*claims.Claims
 }
 
 // newApp is a fiber app of the gateway's, the public one or the admin

@@ -29,6 +29,7 @@ import (
 	"usher/internal/ticket"
 	"usher/internal/token"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 func TestMain(m *testing.M) {
@@ -43,7 +44,7 @@ type harness struct {
 	gw    *gateway
 	app   *fiber.App
 	js    jetstream.JetStream
-	line  *waitqueue.Store
+	line  *roles.All
 	queue string
 }
 
@@ -71,7 +72,7 @@ func newHarness(t testing.TB) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := waitqueue.New(testenv.Redis(t))
+	line := roles.New(testenv.Redis(t))
 	line.EnableBatching()
 	go line.RunBatches(wctx, 4)
 	epoch, err := bus.StreamID(ctx, js, event.StreamEntries)
@@ -81,7 +82,7 @@ func newHarness(t testing.TB) *harness {
 	g := &gateway{
 		log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		queues:     queues,
-		line:       line,
+		line:       line.Client,
 		events:     js,
 		tickets:    signer,
 		keys:       keys,

@@ -34,6 +34,7 @@ import (
 	"usher/internal/ticket"
 	"usher/internal/token"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 // Nothing under /v1/admin answers without the admin token: every route
@@ -155,7 +156,7 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer adminRedis.Close()
-	line := waitqueue.New(adminRedis)
+	line := roles.New(adminRedis)
 	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{natsURL}, Replicas: 1}, "hostile-test")
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +227,7 @@ func TestFailedRequestsLogNoTicket(t *testing.T) {
 	h.gw.log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	broken := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	broken.Close()
-	h.gw.line = waitqueue.New(broken)
+	h.gw.line = waitqueue.NewClient(broken)
 	h.rebuild()
 	if r := h.poll(tk); r.status != 503 || !isProblem(r) {
 		t.Fatalf("poll with Redis gone = %d %s, want a 503 problem", r.status, r.raw)

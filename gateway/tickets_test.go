@@ -303,7 +303,7 @@ func TestAFailedDependencyIsA503LoggedOnceWithItsCause(t *testing.T) {
 	}
 	t.Cleanup(func() { rdb.Close() })
 	var logs testenv.Buffer
-	h.gw.line = waitqueue.New(rdb)
+	h.gw.line = waitqueue.NewClient(rdb)
 	h.gw.log = slog.New(slog.NewJSONHandler(&logs, nil))
 	h.rebuild()
 	stop() // Redis is gone

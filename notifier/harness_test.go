@@ -22,6 +22,7 @@ import (
 	"usher/internal/testenv"
 	"usher/internal/ticket"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 func TestMain(m *testing.M) {
@@ -44,7 +45,7 @@ type world struct {
 	env     map[string]string
 	js      jetstream.JetStream
 	queues  *catalog.Catalog
-	line    *waitqueue.Store
+	line    *roles.All
 	tickets *ticket.Signer
 	queue   string
 	epoch   string // the entries stream's identity
@@ -76,7 +77,7 @@ func newWorld(t testing.TB) *world {
 	if w.queues, err = catalog.Open(ctx, js, 1); err != nil {
 		t.Fatal(err)
 	}
-	w.line = waitqueue.New(testenv.Redis(t))
+	w.line = roles.New(testenv.Redis(t))
 	if w.tickets, err = ticket.LoadOrCreateSigner(filepath.Join(dir, "ticket.secret")); err != nil {
 		t.Fatal(err)
 	}

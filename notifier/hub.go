@@ -12,8 +12,10 @@ import (
 	"usher/internal/waitqueue"
 )
 
-// line is the part of the Redis waiting line the notifier reads.
-type line interface {
+// lineReader is the part of the Redis waiting line the notifier reads —
+// and the one write its Redis user may make, the presence of the shoppers
+// whose streams it holds (package redisacl). A line.Line is one.
+type lineReader interface {
 	Poll(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error)
 	Ranks(ctx context.Context, q string, seqs []uint64) (waitqueue.Ranks, error)
 	Present(ctx context.Context, q string, seqs []uint64, now time.Time) error
@@ -35,7 +37,7 @@ type queueStates interface {
 // that sequence by a map lookup.
 //
 // Positions are computed in bulk. Once per tick (a second), for each queue
-// with clients, one atomic Redis round trip (waitqueue.Store.Ranks) reads the
+// with clients, one atomic Redis round trip (line.Line.Ranks) reads the
 // queue's admission count and the exact rank of the clients due for a
 // resync: new ones, plus a rotating slice so that every client is re-read
 // every resyncEvery ticks. Between resyncs a client's position is derived:
@@ -59,7 +61,7 @@ type queueStates interface {
 // write per client per second.
 type hub struct {
 	log     *slog.Logger
-	line    line
+	line    lineReader
 	queues  queueStates
 	now     func() time.Time
 	timing  timing
@@ -90,7 +92,7 @@ func presenceEvery(cfg catalog.Config) time.Duration {
 // left the line, so a burst of them cannot stall the tick.
 const maxPollsPerTick = 256
 
-func newHub(log *slog.Logger, l line, queues queueStates, now func() time.Time, t timing, m *metrics) *hub {
+func newHub(log *slog.Logger, l lineReader, queues queueStates, now func() time.Time, t timing, m *metrics) *hub {
 	return &hub{log: log, line: l, queues: queues, now: now, timing: t, metrics: m, rooms: map[string]*room{}}
 }
 

@@ -12,6 +12,7 @@ import (
 	"usher/internal/config"
 	"usher/internal/opshttp"
 	"usher/internal/service"
+	"usher/internal/waitqueue/line"
 )
 
 // run wires the notifier and serves until ctx ends.
@@ -32,8 +33,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	// Each admission event makes its clients read the line (one Poll
 	// each): batching coalesces a burst of them into pipelines.
 	d.Line.EnableBatching()
+	reads := line.New(d.Line) // polls, ranks and presence: the notifier's Redis user may do no more
 	m := newMetrics()
-	h := newHub(d.Log, d.Line, d.Queues, d.Clock.Now, s.timing, m)
+	h := newHub(d.Log, reads, d.Queues, d.Clock.Now, s.timing, m)
 	d.Queues.OnChange(h.onConfig)
 	// One core subscription each, for every queue: admissions, order
 	// events and leaves name the entries whose streams hear of them.
@@ -58,7 +60,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g, ctx := errgroup.WithContext(ctx)
 	mint := newMinter(ctx, keys)
 	st := &streams{
-		log: d.Log, hub: h, line: d.Line, queues: d.Queues, tickets: tickets, epoch: d.Streams.Epoch, keys: mint,
+		log: d.Log, hub: h, line: reads, queues: d.Queues, tickets: tickets, epoch: d.Streams.Epoch, keys: mint,
 		origins: s.corsOrigins, now: d.Clock.Now, earliest: d.Clock.Earliest, timing: s.timing, metrics: m, base: ctx,
 	}
 	st.routes(mux)

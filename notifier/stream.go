@@ -24,7 +24,7 @@ import (
 type streams struct {
 	log     *slog.Logger
 	hub     *hub
-	line    line
+	line    lineReader
 	queues  queueStates
 	tickets *ticket.Signer
 	epoch   func() string  // the entries stream's identity, as tickets carry it

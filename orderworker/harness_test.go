@@ -24,6 +24,7 @@ import (
 	"usher/internal/orders"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 func TestMain(m *testing.M) {
@@ -103,7 +104,7 @@ type world struct {
 	env      map[string]string
 	js       jetstream.JetStream
 	rdb      redis.UniversalClient
-	line     *waitqueue.Store
+	line     *roles.All
 	db       *orders.Store
 	records  *orders.Records
 	queues   *catalog.Catalog
@@ -145,7 +146,7 @@ func newWorld(t testing.TB, cfg catalog.Config, stock int64, latencyMs int, pgsi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.rdb.Close() })
-	w.line, w.records = waitqueue.New(w.rdb), orders.NewRecords(w.rdb)
+	w.line, w.records = roles.New(w.rdb), orders.NewRecords(w.rdb)
 	if w.db, err = orders.Open(w.env["USHER_DATABASE_URL"], orders.Options{MaxConns: 4}); err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,9 @@ type recordWriter interface {
 	PutFinal(ctx context.Context, rec orders.Record) (countErr, err error)
 }
 
-// slots redeems tokens and frees admission slots in the waiting line.
+// slots redeems tokens and frees admission slots in the waiting line: a
+// claims.Claims, the part of the line the order worker's Redis user
+// changes.
 type slots interface {
 	RedeemRequest(ctx context.Context, q string, seq uint64, r waitqueue.Request, holdUntil time.Time) (waitqueue.Redemption, uint64, error)
 	Release(ctx context.Context, q string, seq uint64, orderID string) (bool, error)

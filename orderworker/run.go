@@ -17,6 +17,7 @@ import (
 	"usher/internal/orders"
 	"usher/internal/paybreaker"
 	"usher/internal/service"
+	"usher/internal/waitqueue/claims"
 )
 
 // run wires the order worker and works until ctx ends.
@@ -63,7 +64,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	// the concurrent ones into pipelines, as the gateway's joins and polls.
 	d.Line.EnableBatching()
 	w := &worker{
-		log: d.Log, store: db, records: records, line: d.Line,
+		log: d.Log, store: db, records: records, line: claims.New(d.Line),
 		queues: d.Queues, events: d.JS, breaker: br, lookupGrace: s.lookupGrace,
 		admissions: &streamAdmissions{js: d.JS},
 		pay:        pay,

@@ -17,6 +17,7 @@ import (
 	"usher/internal/config"
 	"usher/internal/redisacl"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/projection"
 )
 
 // settings is usherctl's environment, the same variables the services read.
@@ -64,8 +65,11 @@ func (c *cli) jetStream(ctx context.Context) (*nats.Conn, jetstream.JetStream, e
 	return nc, js, nil
 }
 
-// redisStore connects to the queue's Redis. The caller closes the client.
-func (c *cli) redisStore(ctx context.Context) (redis.UniversalClient, *waitqueue.Store, error) {
+// redisStore connects to the queue's Redis and returns the line's
+// projection there: a rebuild restores records, and usherctl's Redis user
+// may run the line's scripts and reads, no more. The caller closes the
+// client.
+func (c *cli) redisStore(ctx context.Context) (redis.UniversalClient, *projection.Projection, error) {
 	s, err := c.settings()
 	if err != nil {
 		return nil, nil, err
@@ -79,9 +83,9 @@ func (c *cli) redisStore(ctx context.Context) (redis.UniversalClient, *waitqueue
 		rdb.Close()
 		return nil, nil, s.redisRefused(rs, fmt.Errorf("redis: %w", err))
 	}
-	st := waitqueue.New(rdb)
-	st.SetTombstoneTTL(s.redis.Tombstones)
-	return rdb, st, nil
+	lc := waitqueue.NewClient(rdb)
+	lc.SetTombstoneTTL(s.redis.Tombstones)
+	return rdb, projection.New(lc), nil
 }
 
 // natsRefused explains a broker's refusal of a connection that offered no

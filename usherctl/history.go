@@ -549,7 +549,7 @@ const priorityOffset = 1 << 52
 
 // placeOf is how the live scripts hold a waiting entry of the queue whose
 // drop is d (see classOf): a join allowed past the line scored seq - 2^52;
-// one the draw placed scored place / (n + 1), as Store.Draw stages it
+// one the draw placed scored place / (n + 1), as drop.Drop.Draw stages it
 // (below 1, ahead of every FIFO place); a pre-queue join while no draw is
 // recorded pre-queued, with no place until the admitter draws; everyone
 // else FIFO, scored by sequence (score 0 here). A pre-queue join up to

@@ -14,6 +14,7 @@ import (
 	"usher/internal/event"
 	"usher/internal/lottery"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/projection"
 )
 
 const rebuildSynopsis = `usherctl rebuild --queue Q [--force] [--dry-run]
@@ -395,7 +396,7 @@ func (r *release) ready(end bool) []waitqueue.Record {
 // wrote.
 type restorer struct {
 	c      *cli
-	store  *waitqueue.Store
+	store  *projection.Projection
 	q      string
 	total  waitqueue.RestoreResult
 	probed bool
@@ -462,7 +463,7 @@ func (w *restorer) notes(h *history, notes []string) {
 // (their records never expire while live); with none live, the oldest
 // entries. New joins that arrived after a loss are the newest, so they do
 // not make a lost queue look intact.
-func looksIntact(ctx context.Context, store *waitqueue.Store, q string, recs []waitqueue.Record) (found, probed int, err error) {
+func looksIntact(ctx context.Context, store *projection.Projection, q string, recs []waitqueue.Record) (found, probed int, err error) {
 	const probe = 100
 	var live, all []uint64
 	for _, r := range recs {

@@ -15,6 +15,7 @@ import (
 	"usher/internal/event"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 // line is a world with a private Redis and the live waitqueue scripts, so a
@@ -23,7 +24,7 @@ import (
 type liveLine struct {
 	*world
 	rdb   redis.UniversalClient
-	store *waitqueue.Store
+	store *roles.All
 	q     string
 	epoch string
 	seqs  []uint64          // every join, in order
@@ -45,7 +46,7 @@ func newLiveLine(t *testing.T) *liveLine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	return &liveLine{world: w, rdb: rdb, store: waitqueue.New(rdb), q: testenv.Name(t), epoch: w.epoch,
+	return &liveLine{world: w, rdb: rdb, store: roles.New(rdb), q: testenv.Name(t), epoch: w.epoch,
 		users: map[string]bool{}, owner: map[uint64]string{}}
 }
 

@@ -2,8 +2,6 @@ package lineapi
 
 import (
 	"context"
-	"errors"
-	"slices"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -12,6 +10,7 @@ import (
 	"usher/internal/catalog"
 	"usher/internal/problem"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/admission"
 )
 
 // HeaderInvite carries a single-use invite code on a join.
@@ -41,7 +40,7 @@ func (a *API) joinKind(c *fiber.Ctx, cfg catalog.Config, user string, now time.T
 // spendInvite takes invite code of cfg's queue: a priority join, or a 403
 // when the code is unknown, used or expired.
 func (a *API) spendInvite(ctx context.Context, cfg catalog.Config, code string, now time.Time) (waitqueue.JoinKind, waitqueue.Invite, error) {
-	inv, ok, err := a.line.UseInvite(ctx, cfg.Name, code, now)
+	inv, ok, err := a.invites.UseInvite(ctx, cfg.Name, code, now)
 	if err != nil {
 		return "", waitqueue.Invite{}, httpapi.LineDown(err)
 	}
@@ -61,17 +60,11 @@ func AwaitsDraw(cfg catalog.Config) bool {
 
 // admitAtOnce answers a join with READY in the join's own answer when it
 // can — no tick, no second request: every join of a passthrough queue, and
-// a join into an empty line with a slot free (no crowd, no wait); never
-// before a scheduled drop's draw (AwaitsDraw), as no tick admits then. The
-// admission is the line's (waitqueue.Store.AdmitNow: FIFO, in one atomic
-// step, by what the last tick recorded it obeyed — its limit, the adaptive
-// controller's for an adaptive queue, what is left of its
-// maxAdmitPerTick, nobody while it found admission paused by the payment
-// breaker — and, for a stock-aware queue, by the units that could still
-// be sold across every queue selling its SKUs, counted at that moment),
-// taken once the admitter's follower has applied the join (a few
-// milliseconds), so nobody who joined first is passed. Otherwise the entry
-// is answered as it is.
+// a join into an empty line with a slot free (no crowd, no wait). The
+// decision and its waits are the admission role's
+// (admission.Admission.AdmitAtOnce); the gateway adds what only it knows:
+// the queue's catalog entry (open, passthrough, a drop awaiting its draw —
+// AwaitsDraw — the stock peers) and its clock.
 //
 // The answer's clock: an entry admitted by this call, or of a passthrough
 // queue (whose ticks admit with no jitter), is ready at once — its readyAt
@@ -80,92 +73,34 @@ func AwaitsDraw(cfg catalog.Config) bool {
 // is a moment behind it (else the join's own answer would say WAITING,
 // first in line, for a millisecond).
 func (a *API) admitAtOnce(ctx context.Context, cfg catalog.Config, epoch string, e waitqueue.Entry) (waitqueue.Entry, time.Time) {
-	passthrough := cfg.QueueMode() == catalog.ModePassthrough
-	alone := e.Status == waitqueue.Waiting && e.Position == 1 && e.Waiting == 1
-	if passthrough && e.Status == waitqueue.Admitted {
-		return e, a.readyClock(e) // a tick admitted it already
+	j := admission.Join{Queue: cfg.Name, Epoch: epoch, Entry: e,
+		Passthrough: cfg.QueueMode() == catalog.ModePassthrough,
+		Admits:      cfg.State == catalog.StateOpen && !AwaitsDraw(cfg),
+		Limits: waitqueue.AtOnce{TokenTTL: time.Duration(cfg.TokenTTLSeconds) * time.Second,
+			TickLength: time.Duration(cfg.TickMs) * time.Millisecond, StockAware: cfg.StockAwareness()},
 	}
-	if cfg.State != catalog.StateOpen || AwaitsDraw(cfg) || e.Status != waitqueue.Waiting || !(passthrough || alone) {
-		return e, a.now()
+	if j.Limits.StockAware {
+		j.Limits.Share = waitqueue.Share{SKUs: cfg.Products(), Peers: a.queues.StockPeers(cfg)}
 	}
-	tick := time.Duration(cfg.TickMs) * time.Millisecond
-	at := waitqueue.AtOnce{TokenTTL: time.Duration(cfg.TokenTTLSeconds) * time.Second, TickLength: tick,
-		StockAware: cfg.StockAwareness()}
-	if at.StockAware {
-		at.Share = waitqueue.Share{SKUs: cfg.Products(), Peers: a.queues.StockPeers(cfg)}
-	}
-	deadline := time.Now().Add(admitAtOnceWait)
-	if !passthrough {
-		// FIFO: only once the follower has applied every join before this
-		// one (milliseconds), so nobody who joined first is passed. A
-		// passthrough entry goes in at once, whatever the follower applied:
-		// nobody waits there.
-		for {
-			cur, err := a.line.Cursor(ctx, cfg.Name)
-			if err != nil {
-				a.log.Warn("admit at once: the cursor cannot be read; the next tick admits", "queue", cfg.Name, "seq", e.Seq, "err", err)
-				return e, a.now()
-			}
-			if p := cur[waitqueue.StreamEntries]; p.StreamID == epoch && p.Seq >= e.Seq {
-				break
-			}
-			if time.Now().After(deadline) {
-				return e, a.now() // the follower is behind: the next tick admits
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-	}
-	var admitted []uint64
-	for {
-		var err error
-		if passthrough {
-			admitted, err = a.line.AdmitEntry(ctx, cfg.Name, epoch, e.Seq, at)
-		} else {
-			admitted, err = a.line.AdmitNow(ctx, cfg.Name, epoch, at)
-		}
-		if errors.Is(err, waitqueue.ErrNotCurrent) && time.Now().Before(deadline) {
-			// The last tick found the line behind the streams (usually the
-			// admission it had just published), is late, or caught up
-			// with readyAts that lie ahead, or used a later stock
-			// reservation: the next one, a tick away, lifts it.
-			time.Sleep(max(tick/4, 5*time.Millisecond))
-			continue
-		}
-		if errors.Is(err, waitqueue.ErrNotCurrent) {
-			return e, a.now() // still not current: the next tick admits
-		}
-		if err != nil {
-			a.log.Warn("admit at once: the next tick admits", "queue", cfg.Name, "seq", e.Seq, "err", err)
-			return e, a.now()
-		}
-		break
-	}
-	now, err := a.line.Poll(ctx, cfg.Name, e.Seq)
+	out, err := a.admission.AdmitAtOnce(ctx, a.line, j)
 	if err != nil {
-		a.log.Warn("admit at once: the admitted entry cannot be read; the shopper's next poll or push says READY", "queue", cfg.Name, "seq", e.Seq, "err", err)
-		return e, a.now()
+		a.log.Warn("admit at once: the next tick admits; the shopper's next poll or push says READY", "queue", cfg.Name, "seq", e.Seq, "err", err)
 	}
-	if passthrough || slices.Contains(admitted, e.Seq) {
-		return now, a.readyClock(now)
+	if out.ReadyNow {
+		return out.Entry, a.readyClock(out.Entry)
 	}
-	return now, a.now()
+	return out.Entry, a.now()
 }
 
 // readyClock is this host's time, or an admitted entry's readyAt when the
 // clock is a moment behind it (see admitAtOnce).
 func (a *API) readyClock(e waitqueue.Entry) time.Time {
 	at := a.now()
-	if e.Status == waitqueue.Admitted && e.ReadyAt.After(at) && e.ReadyAt.Sub(at) < admitAtOnceWait {
+	if e.Status == waitqueue.Admitted && e.ReadyAt.After(at) && e.ReadyAt.Sub(at) < admission.AtOnceWait {
 		return e.ReadyAt
 	}
 	return at
 }
-
-// admitAtOnceWait bounds how long a join that could be admitted at once
-// waits for the follower and for a tick that found the line current before
-// it is answered WAITING (the next tick admits it; the shopper learns it by
-// push or poll). A few ticks: the wait costs nobody a place.
-const admitAtOnceWait = 500 * time.Millisecond
 
 // PublicView is what anyone may read of a queue: GET /v1/queues/{q}.
 type PublicView struct {

@@ -27,6 +27,7 @@ import (
 	"usher/internal/shopper"
 	"usher/internal/ticket"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/admission"
 )
 
 // Line is the part of the line (Redis) the line API uses.
@@ -37,11 +38,18 @@ type Line interface {
 	Poll(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error)
 	Leave(ctx context.Context, q string, seq uint64, user string) (waitqueue.Status, error)
 	Stats(ctx context.Context, q string) (waitqueue.Stats, error)
+}
+
+// Invites are a drop's single-use invite codes (the drop role of the line).
+type Invites interface {
 	UseInvite(ctx context.Context, q, code string, now time.Time) (waitqueue.Invite, bool, error)
 	ReturnInvite(ctx context.Context, q string, inv waitqueue.Invite, now time.Time) error
-	Cursor(ctx context.Context, q string) (waitqueue.Cursor, error)
-	AdmitNow(ctx context.Context, q, epoch string, at waitqueue.AtOnce) ([]uint64, error)
-	AdmitEntry(ctx context.Context, q, epoch string, seq uint64, at waitqueue.AtOnce) ([]uint64, error)
+}
+
+// Admission admits a join at once when nobody waits (the admission role of
+// the line).
+type Admission interface {
+	AdmitAtOnce(ctx context.Context, line admission.Poller, j admission.Join) (admission.Outcome, error)
 }
 
 // Queues is the part of the catalog the line API reads.
@@ -83,15 +91,17 @@ type Limits interface {
 
 // Deps are what the line API is built from.
 type Deps struct {
-	Line    Line
-	Queues  Queues
-	Events  Publisher
-	Tickets Tickets
-	Places  *Places
-	Door    Door
-	Users   Users
-	Limits  Limits
-	Now     func() time.Time
+	Line      Line
+	Invites   Invites
+	Admission Admission
+	Queues    Queues
+	Events    Publisher
+	Tickets   Tickets
+	Places    *Places
+	Door      Door
+	Users     Users
+	Limits    Limits
+	Now       func() time.Time
 	// Earliest is the earliest Redis's time can be now
 	// (clock.Synced.Earliest): READY is told once readyAt has passed by it.
 	Earliest func() time.Time
@@ -104,24 +114,26 @@ type Deps struct {
 
 // API serves the line's public API. It is safe for concurrent use.
 type API struct {
-	line     Line
-	queues   Queues
-	events   Publisher
-	tickets  Tickets
-	places   *Places
-	door     Door
-	users    Users
-	limits   Limits
-	now      func() time.Time
-	earliest func() time.Time
-	epoch    func() string
-	log      *slog.Logger
-	metrics  *Metrics
+	line      Line
+	invites   Invites
+	admission Admission
+	queues    Queues
+	events    Publisher
+	tickets   Tickets
+	places    *Places
+	door      Door
+	users     Users
+	limits    Limits
+	now       func() time.Time
+	earliest  func() time.Time
+	epoch     func() string
+	log       *slog.Logger
+	metrics   *Metrics
 }
 
 // New returns the line API of deps.
 func New(deps Deps) *API {
-	return &API{line: deps.Line, queues: deps.Queues, events: deps.Events, tickets: deps.Tickets, places: deps.Places,
+	return &API{line: deps.Line, invites: deps.Invites, admission: deps.Admission, queues: deps.Queues, events: deps.Events, tickets: deps.Tickets, places: deps.Places,
 		door: deps.Door, users: deps.Users, limits: deps.Limits, now: deps.Now, earliest: deps.Earliest, epoch: deps.Epoch,
 		log: deps.Log, metrics: deps.Metrics}
 }
@@ -287,7 +299,7 @@ func (a *API) record(ctx context.Context, j joining, kind waitqueue.JoinKind, in
 	ack, err := a.events.Publish(ctx, event.EnterSubject(cfg.Name), body, jetstream.WithMsgID(id))
 	if err != nil {
 		if invite.Code != "" {
-			if err := a.line.ReturnInvite(context.WithoutCancel(ctx), cfg.Name, invite, a.now()); err != nil {
+			if err := a.invites.ReturnInvite(context.WithoutCancel(ctx), cfg.Name, invite, a.now()); err != nil {
 				a.log.Error("invite code lost with a join that was not recorded", "queue", cfg.Name, "err", err)
 			}
 		}

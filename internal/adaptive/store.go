@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"math"
@@ -26,28 +27,12 @@ type Store struct {
 // NewStore returns a Store on rdb.
 func NewStore(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
 
-// recordScript adds a sample to the queue's current window.
-//
-// KEYS: the queue's limit key (it routes the call to the queue's slot;
-// the window's key is derived from the prefix, same slot). ARGV: prefix,
-// window ms, the window key's TTL in seconds, then triples: '+' (add) or
-// 'max', field, integer value.
-// Invariant: a window's figures only grow; the key lives OrderWindowTTL
-// after its last sample.
-var recordScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local k = ARGV[1] .. 'ow:' .. string.format('%d', math.floor(now / tonumber(ARGV[2])))
-for i = 4, #ARGV, 3 do
-  if ARGV[i] == '+' then
-    redis.call('HINCRBY', k, ARGV[i+1], ARGV[i+2])
-  elseif tonumber(ARGV[i+2]) > tonumber(redis.call('HGET', k, ARGV[i+1]) or '0') then
-    redis.call('HSET', k, ARGV[i+1], ARGV[i+2])
-  end
-end
-redis.call('EXPIRE', k, ARGV[3])
-return 1
-`)
+// recordScript (record_window.lua) adds a sample to the queue's current window.
+// See record_window.lua for its keys, arguments and reply.
+var recordScript = redis.NewScript(recordLua)
+
+//go:embed record_window.lua
+var recordLua string
 
 // Record adds s to queue q's current decision window (window long, on
 // Redis time). Latencies are rounded to whole milliseconds, hold maxima to
@@ -65,59 +50,19 @@ func (st *Store) Record(ctx context.Context, q string, window time.Duration, s S
 	return nil
 }
 
-// stepScript is one admission tick's look at the adaptive limit.
-//
-// KEYS: limit, waiting, active. ARGV: prefix, window ms, fingerprint (the
-// configuration the controller started from), start limit, state TTL in
-// seconds, claim lease in ms.
-// Returns {'start', w, limit, reason, evLimit} when the state was (re)made
-// now; {'hold', w, limit, reason, evLimit} when no decision is due (this
-// window is decided, or another caller holds its claim); {'due', w, limit,
-// reason, evLimit, state, last window, waiting, active} when this caller
-// claimed window w: it decides with the state and window w-1's figures,
-// and commits. The window the controller (re)started in is never judged:
-// a start counts the next window as decided, so the first claim comes the
-// window after it, on its figures. Only the orders that began and ended
-// within the start window finish in it — the short ones — and a baseline
-// taken from them would hold the limit below the order path's knee.
-// Invariant: at most one live claim per window, and a window once decided
-// is never claimed again — N admitters, one decision per window.
-var stepScript = redis.NewScript(`
-local L = KEYS[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local w = math.floor(now / tonumber(ARGV[2]))
-local f = redis.call('HMGET', L, 'fp', 'applied', 'reason', 'window', 'claim', 'claimUntil', 'evLimit')
-if f[1] ~= ARGV[3] then
-  redis.call('HSET', L, 'fp', ARGV[3], 'limit', ARGV[4], 'applied', ARGV[4], 'reason', 'start', 'window', w + 1,
-    'claim', 0, 'claimUntil', 0, 'baseline', 0, 'latency', 0, 'mean', 0, 'lastCut', 0, 'resume', 0,
-    'sinceDrain', 0, 'drained', 0, 'holdBaseline', 0, 'evLimit', ARGV[4], 'at', now, 'orders', 0)
-  redis.call('EXPIRE', L, ARGV[5])
-  return {'start', w, ARGV[4], 'start', ARGV[4]}
-end
-if tonumber(f[4] or '0') >= w or (tonumber(f[5] or '0') == w and tonumber(f[6] or '0') > now) then
-  return {'hold', w, f[2], f[3], f[7]}
-end
-redis.call('HSET', L, 'claim', w, 'claimUntil', now + tonumber(ARGV[6]))
-local st = redis.call('HMGET', L, 'limit', 'baseline', 'latency', 'mean', 'lastCut', 'resume', 'sinceDrain', 'drained', 'holdBaseline')
-local win = redis.call('HGETALL', ARGV[1] .. 'ow:' .. string.format('%d', w - 1))
-return {'due', w, f[2], f[3], f[7], st, win, redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[3])}
-`)
+// stepScript (step.lua) is one admission tick's look at the adaptive limit.
+// See step.lua for its keys, arguments and reply.
+var stepScript = redis.NewScript(stepLua)
 
-// commitScript records the decision of window w.
-//
-// KEYS: limit. ARGV: w, fingerprint, state TTL in seconds, then field,
-// value pairs. Returns 1 when recorded, 0 when window w (or a later one)
-// was decided already or the controller restarted meanwhile.
-// Invariant: one decision per window, and never an older one over a newer.
-var commitScript = redis.NewScript(`
-local f = redis.call('HMGET', KEYS[1], 'window', 'fp')
-if f[2] ~= ARGV[2] or tonumber(f[1] or '0') >= tonumber(ARGV[1]) then return 0 end
-local t = redis.call('TIME')
-redis.call('HSET', KEYS[1], 'window', ARGV[1], 'at', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), unpack(ARGV, 4))
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return 1
-`)
+//go:embed step.lua
+var stepLua string
+
+// commitScript (commit.lua) records the decision of window w.
+// See commit.lua for its keys, arguments and reply.
+var commitScript = redis.NewScript(commitLua)
+
+//go:embed commit.lua
+var commitLua string
 
 // Params are a queue's adaptive settings, as one tick sees them.
 type Params struct {

@@ -47,10 +47,10 @@
 //
 // A closed queue's keys are removed by the admitter ClosedGrace after it
 // closed, or once the last token it issued has expired if that is later
-// (waitqueue.Store.Drop), entry records and user pointers included; its
-// cursor stays while the queue does. A deleted queue's keys, its cursor
-// last, go when each admitter stops working on it and at each admitter's
-// start (waitqueue.Store.Forget).
+// (projection.Projection.Remove), entry records and user pointers
+// included; its cursor stays while the queue does. A deleted queue's keys,
+// its cursor last, go when each admitter stops working on it and at each
+// admitter's start (projection.Projection.Forget).
 package keyspace
 
 import (

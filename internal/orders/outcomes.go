@@ -2,6 +2,7 @@ package orders
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"strconv"
 
@@ -10,20 +11,12 @@ import (
 	"usher/internal/keyspace"
 )
 
-// countScript counts a finished order once.
-//
-// KEYS: the queue's outcome hash, the order's counted marker (both under
-// the queue's hash tag). ARGV: status, marker TTL in seconds.
-// Invariant: an order is counted at most once while its marker lives (a
-// day), however often it is finished again: a redelivery, a duplicate
-// request past the stream's dedup window.
-var countScript = redis.NewScript(`
-if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'EX', tonumber(ARGV[2])) then
-  redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
-  return 1
-end
-return 0
-`)
+// countScript (count_outcome.lua) counts a finished order once.
+// See count_outcome.lua for its keys, arguments and reply.
+var countScript = redis.NewScript(countLua)
+
+//go:embed count_outcome.lua
+var countLua string
 
 // CountOutcome adds the finished order id of queue, with its final status,
 // to the queue's outcome counts, once per order (see countScript). The

@@ -2,6 +2,7 @@ package orders
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"strconv"
 	"time"
@@ -43,38 +44,19 @@ func recordKey(id string) string { return keyspace.OrderRecord(id) }
 
 var recordFields = []string{"owner", "fp", "queue", "sku", "quantity", "status", "reason", "paymentId"}
 
-// createScript creates a record unless one exists.
-//
-// KEYS: record. ARGV: owner, fp, queue, sku, quantity, ttlSeconds.
-// Invariant: the first submit of a token fixes its body; a later submit
-// with another fingerprint is told 'conflict' and changes nothing.
-// Returns {outcome (created|exists|conflict), fields...}.
-var createScript = redis.NewScript(`
-local r = redis.call('HMGET', KEYS[1], 'owner', 'fp', 'queue', 'sku', 'quantity', 'status', 'reason', 'paymentId')
-if r[1] then
-  local outcome = 'exists'
-  if r[2] ~= ARGV[2] or r[1] ~= ARGV[1] then outcome = 'conflict' end
-  return {outcome, r[1], r[2], r[3], r[4], r[5], r[6], r[7] or '', r[8] or ''}
-end
-redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fp', ARGV[2], 'queue', ARGV[3], 'sku', ARGV[4],
-  'quantity', ARGV[5], 'status', 'PENDING', 'reason', '', 'paymentId', '')
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[6]))
-return {'created', ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], 'PENDING', '', ''}
-`)
+// createScript (create_record.lua) creates a record unless one exists.
+// See create_record.lua for its keys, arguments and reply.
+var createScript = redis.NewScript(createLua)
 
-// putScript writes a record from the truth.
-//
-// KEYS: record. ARGV: the record's fields in recordFields order, ttlSeconds.
-// Invariant: a final status is never overwritten by PENDING, so a late
-// writer cannot move an order back.
-var putScript = redis.NewScript(`
-local cur = redis.call('HGET', KEYS[1], 'status')
-if ARGV[6] == 'PENDING' and cur and cur ~= 'PENDING' then return 0 end
-redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fp', ARGV[2], 'queue', ARGV[3], 'sku', ARGV[4],
-  'quantity', ARGV[5], 'status', ARGV[6], 'reason', ARGV[7], 'paymentId', ARGV[8])
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[9]))
-return 1
-`)
+//go:embed create_record.lua
+var createLua string
+
+// putScript (put_record.lua) writes a record from the truth.
+// See put_record.lua for its keys, arguments and reply.
+var putScript = redis.NewScript(putLua)
+
+//go:embed put_record.lua
+var putLua string
 
 // Outcome is what Create did.
 type Outcome string

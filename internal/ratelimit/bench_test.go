@@ -48,7 +48,7 @@ func BenchmarkAllowParallel(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			var run ratelimit.Runner = ratelimit.Direct(testenv.Redis(b))
 			if mode == "batched" {
-				line := waitqueue.New(testenv.Redis(b))
+				line := waitqueue.NewClient(testenv.Redis(b))
 				line.EnableBatching()
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()

@@ -125,7 +125,7 @@ func TestLimitsThatAreOffCostNothing(t *testing.T) {
 // However many gateways decide at once, exactly the burst gets through: the
 // decision is one atomic script.
 func TestConcurrentDecisionsAreExact(t *testing.T) {
-	line := waitqueue.New(testenv.Redis(t))
+	line := waitqueue.NewClient(testenv.Redis(t))
 	line.EnableBatching()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

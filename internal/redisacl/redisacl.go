@@ -17,7 +17,19 @@
 //	usher-admin        everything                                       everything: for people (redis-cli), never a service
 //
 // and Redis's default user is off: a connection without credentials is
-// refused. No usher user may run an administrative or dangerous command
+// refused.
+//
+// Each service takes only the roles of the line (packages under
+// internal/waitqueue) that its user's commands allow:
+//
+//	service      roles of the line
+//	gateway      line; admission (at once, closing); claims (claim, restock); drop (invites)
+//	admitter     admission; projection (its Remove and Forget: SCAN, UNLINK); drop; claims (stock refresh)
+//	notifier     line, for Poll, Ranks and Present only: reading scripts, ZADD of seen
+//	orderworker  claims
+//	usherctl     projection, for a rebuild's restore only
+//
+// TestEachServiceCanDoItsWork runs each service's roles as its user. No usher user may run an administrative or dangerous command
 // (FLUSHALL, CONFIG, KEYS, DEBUG, ACL, MONITOR, SHUTDOWN…), touch a key
 // outside its patterns, or use Pub/Sub.
 //
@@ -90,9 +102,9 @@ var lineReads = []string{
 var lineWrites = []string{
 	"expire", "persist", "set", "msetnx", "incrby", // msetnx: a rebuild sets the users' pointers at once (restoreScript)
 	"hset", "hsetnx", "hdel", "hincrby",
-	"zadd", "zrem", "zremrangebyscore", // zsets, a drop's invite codes too (Store.AddInvites, UseInvite)
+	"zadd", "zrem", "zremrangebyscore", // zsets, a drop's invite codes too (drop.Drop.AddInvites, UseInvite)
 	"rename",                   // a drop's draw makes the staged order the line (drawScript)
-	"multi", "exec", "discard", // a drop's invite codes, put and used atomically (the gateway: Store.AddInvites, UseInvite)
+	"multi", "exec", "discard", // a drop's invite codes, put and used atomically (the gateway: drop.Drop.AddInvites, UseInvite)
 }
 
 // User is one Redis ACL user.

@@ -20,6 +20,11 @@ import (
 	"usher/internal/redisacl"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/admission"
+	"usher/internal/waitqueue/claims"
+	"usher/internal/waitqueue/drop"
+	"usher/internal/waitqueue/line"
+	"usher/internal/waitqueue/projection"
 )
 
 func TestMain(m *testing.M) {
@@ -77,15 +82,19 @@ func TestWriteKeepsPasswordsAndHashesThem(t *testing.T) {
 // callRE finds the commands Lua scripts call.
 var callRE = regexp.MustCompile(`redis\.call\(\s*['"]([A-Za-z]+)['"]`)
 
-// Every command any script in the code calls is granted to every user
-// that runs usher's scripts (a script the line gains with a new command
-// fails here, not in production with NOPERM).
+// Every command any script in the code calls — in a .lua file, or a Go
+// string — is granted to every user that runs usher's scripts (a script
+// the line gains with a new command fails here, not in production with
+// NOPERM).
 func TestEveryScriptCommandIsGranted(t *testing.T) {
-	seen := 0
+	seen, files := 0, 0
 	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") ||
-			strings.Contains(path, "/chaos/") || strings.Contains(path, "/testenv/") {
+		code := strings.HasSuffix(path, ".lua") || (strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go"))
+		if err != nil || d.IsDir() || !code || strings.Contains(path, "/chaos/") || strings.Contains(path, "/testenv/") {
 			return err
+		}
+		if strings.HasSuffix(path, ".lua") {
+			files++
 		}
 		b, err := os.ReadFile(path)
 		for _, m := range callRE.FindAllSubmatch(b, -1) {
@@ -102,8 +111,8 @@ func TestEveryScriptCommandIsGranted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seen < 50 {
-		t.Fatalf("found %d script calls; the walk missed the scripts", seen)
+	if seen < 50 || files < 30 {
+		t.Fatalf("found %d script calls in %d .lua files; the walk missed the scripts", seen, files)
 	}
 }
 
@@ -177,35 +186,41 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 	tick := waitqueue.Tick{TargetActive: 1, TickLength: 10 * time.Millisecond, TokenTTL: time.Minute}
 	var admitted waitqueue.Admission
 
-	// batched is a line that sends its scripts in pipelines, as the gateway
-	// and the notifier run it (batching starts by loading every script).
-	batched := func(t *testing.T, rdb redis.UniversalClient) *waitqueue.Store {
-		line := waitqueue.New(rdb)
-		line.EnableBatching()
+	// batched runs c's batcher, as the gateway, the notifier and the order
+	// worker do (batching starts by loading the roles' per-request
+	// scripts): build the roles on c first.
+	batched := func(t *testing.T, c *waitqueue.Client) {
 		bctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if err := line.RunBatches(bctx, 2); err != nil && bctx.Err() == nil {
+			if err := c.RunBatches(bctx, 2); err != nil && bctx.Err() == nil {
 				t.Errorf("batching: %v", err)
 				cancel() // every call waiting on the batcher gives up
 			}
 		}()
 		t.Cleanup(func() { stop(); <-done })
-		return line
+	}
+	// client is the line's client of a service connected as user.
+	client := func(t *testing.T, user string) (redis.UniversalClient, *waitqueue.Client) {
+		rdb := a.connect(t, redisacl.UserOf(user))
+		return rdb, waitqueue.NewClient(rdb)
 	}
 	t.Run("gateway", func(t *testing.T) {
-		rdb := a.connect(t, redisacl.UserOf(redisacl.Gateway))
-		line := batched(t, rdb)
+		rdb, c := client(t, redisacl.Gateway)
+		c.EnableBatching()
+		// The roles the gateway's rooms take (gateway.lineRoles).
+		ln, adm, cl, dr := line.New(c), admission.New(c), claims.New(c), drop.New(c)
+		batched(t, c)
 		for seq, user := range map[uint64]string{1: "ann", 2: "ben"} {
-			_, err := line.Ingest(ctx, q, testenv.Epoch, seq, user, 0)
+			_, err := ln.Ingest(ctx, q, testenv.Epoch, seq, user, 0)
 			must(t, "ingest", err)
 		}
-		_, err := line.Poll(ctx, q, 1)
+		_, err := ln.Poll(ctx, q, 1)
 		must(t, "poll", err)
-		_, err = line.Stats(ctx, q)
+		_, err = ln.Stats(ctx, q)
 		must(t, "stats", err)
-		_, err = line.Now(ctx)
+		_, err = c.Now(ctx)
 		must(t, "time", err)
 		lim := ratelimit.New(ratelimit.Direct(rdb))
 		_, err = lim.Allow(ctx, time.Now(), ratelimit.Check{Key: ratelimit.Key(q, "ip", "192.0.2.1"), Policy: ratelimit.Policy{Rate: 5, Burst: 10}})
@@ -219,68 +234,81 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 		must(t, "outcomes", err)
 		_, err = paybreaker.New(rdb).Open(ctx)
 		must(t, "read the breaker", err)
-		_, err = line.Leave(ctx, q, 2, "ben")
+		_, err = ln.Leave(ctx, q, 2, "ben")
 		must(t, "leave", err)
 		// A stock-aware queue: a restock (the line and the stock ledger)
 		// and an admission at once, which reserves in the ledger.
-		must(t, "set stock", line.SetStock(ctx, q+"-stock", false, waitqueue.StockLevel{SKU: "sku", Available: 5, Version: 1}))
-		_, err = line.AdmitNow(ctx, q+"-stock", testenv.Epoch, waitqueue.AtOnce{TokenTTL: time.Minute, TickLength: 10 * time.Millisecond,
+		must(t, "set stock", cl.SetStock(ctx, q+"-stock", false, waitqueue.StockLevel{SKU: "sku", Available: 5, Version: 1}))
+		_, err = adm.AdmitNow(ctx, q+"-stock", testenv.Epoch, waitqueue.AtOnce{TokenTTL: time.Minute, TickLength: 10 * time.Millisecond,
 			StockAware: true, Share: waitqueue.Share{SKUs: []string{"sku"}}})
 		if err != nil && !errors.Is(err, waitqueue.ErrNotCurrent) {
 			t.Fatalf("admit at once: %v", err)
 		}
 		now := time.Now()
-		must(t, "add invites", line.AddInvites(ctx, q, []string{"code-1"}, now, now.Add(time.Hour)))
-		if _, ok, err := line.UseInvite(ctx, q, "code-1", now); err != nil || !ok {
+		must(t, "add invites", dr.AddInvites(ctx, q, []string{"code-1"}, now, now.Add(time.Hour)))
+		if _, ok, err := dr.UseInvite(ctx, q, "code-1", now); err != nil || !ok {
 			t.Fatalf("use invite: %v, %v", ok, err)
 		}
 	})
 	t.Run("admitter", func(t *testing.T) {
-		rdb := a.connect(t, redisacl.UserOf(redisacl.Admitter))
-		line := waitqueue.New(rdb)
-		testenv.Applied(t, line, q, testenv.Epoch, 2)
-		_, err := line.Cursor(ctx, q)
+		rdb, c := client(t, redisacl.Admitter)
+		adm, proj, drops, stock := admission.New(c), projection.New(c), drop.New(c), claims.New(c)
+		testenv.Applied(t, proj, q, testenv.Epoch, 2)
+		_, err := proj.Cursor(ctx, q)
 		must(t, "cursor", err)
-		if r := testenv.Tick(t, line, q, tick); r.Admitted != 1 {
+		if r := testenv.Tick(t, adm, q, tick); r.Admitted != 1 {
 			t.Fatalf("tick admitted %d, want 1", r.Admitted)
 		}
+		must(t, "refresh the stock", stock.SetStock(ctx, q+"-stock", true, waitqueue.StockLevel{SKU: "sku", Available: 5, Version: 2}))
 		stocked := tick
 		stocked.StockAware, stocked.Share = true, waitqueue.Share{SKUs: []string{"sku"}, Peers: []string{q + "-peer"}}
-		testenv.Tick(t, line, q+"-stock", stocked) // reserves and reports in the stock ledger
-		must(t, "withdraw from the stock ledger", line.Withdraw(ctx, q+"-stock"))
-		out, err := line.Outbox(ctx, q, 10)
+		testenv.Tick(t, adm, q+"-stock", stocked) // reserves and reports in the stock ledger
+		_, err = proj.Forget(ctx, q+"-stock")     // out of the stock ledger, and its line removed
+		must(t, "forget a deleted queue", err)
+		out, err := adm.Outbox(ctx, q, 10)
 		must(t, "outbox", err)
 		if len(out) != 1 {
 			t.Fatalf("outbox = %v, want one admission", out)
 		}
 		admitted = out[0]
-		must(t, "announced", line.Announced(ctx, q, []uint64{admitted.Seq}))
-		_, err = line.ClosedSince(ctx, q, false)
+		must(t, "announced", adm.Announced(ctx, q, []uint64{admitted.Seq}))
+		_, err = adm.ClosedSince(ctx, q, false)
 		must(t, "closed since", err)
-		_, err = line.SlotsFreeAt(ctx, q)
+		_, err = adm.SlotsFreeAt(ctx, q)
 		must(t, "slots free at", err)
+		_, err = drops.Drawing(ctx, q)
+		must(t, "drawing", err)
+		_, err = drops.SettleDraw(ctx, q)
+		must(t, "settle a draw", err)
 		_, err = paybreaker.New(rdb).Open(ctx)
 		must(t, "read the breaker", err)
-		_, err = line.Drop(ctx, testenv.Name(t), true)
-		must(t, "drop", err)
+		_, err = proj.Remove(ctx, testenv.Name(t), true)
+		must(t, "remove a line", err)
 	})
 	t.Run("notifier", func(t *testing.T) {
-		rdb := a.connect(t, redisacl.UserOf(redisacl.Notifier))
-		line := batched(t, rdb)
-		_, err := line.Poll(ctx, q, admitted.Seq)
+		_, c := client(t, redisacl.Notifier)
+		c.EnableBatching()
+		reads := line.New(c)
+		batched(t, c)
+		_, err := reads.Poll(ctx, q, admitted.Seq)
 		must(t, "poll", err)
-		_, err = line.Ranks(ctx, q, []uint64{1, 2})
+		_, err = reads.Ranks(ctx, q, []uint64{1, 2})
 		must(t, "ranks", err)
-		_, err = line.Now(ctx)
+		_, err = c.Now(ctx)
 		must(t, "time", err)
-		must(t, "present", line.Present(ctx, q, []uint64{1, 2}, time.Now()))
+		must(t, "present", reads.Present(ctx, q, []uint64{1, 2}, time.Now()))
 	})
 	t.Run("orderworker", func(t *testing.T) {
-		rdb := a.connect(t, redisacl.UserOf(redisacl.OrderWorker))
-		line := waitqueue.New(rdb)
-		_, err := line.Redeem(ctx, q, admitted.Seq, admitted.TokenID, "ord_"+q, time.Now().Add(time.Minute))
+		rdb, c := client(t, redisacl.OrderWorker)
+		c.EnableBatching()
+		slots := claims.New(c)
+		batched(t, c)
+		_, err := slots.Redeem(ctx, q, admitted.Seq, admitted.TokenID, "ord_"+q, time.Now().Add(time.Minute))
 		must(t, "redeem", err)
-		_, err = line.Release(ctx, q, admitted.Seq, "ord_"+q)
+		must(t, "placed", slots.Placed(ctx, q, admitted.Seq, "ord_"+q, waitqueue.StockLevel{SKU: "sku", Available: 4, Version: 3}))
+		_, err = slots.CountBought(ctx, q, admitted.Seq, "ord_"+q, "ann", 1)
+		must(t, "count bought", err)
+		_, err = slots.Release(ctx, q, admitted.Seq, "ord_"+q)
 		must(t, "release", err)
 		recs := orders.NewRecords(rdb)
 		must(t, "put order record", recs.Put(ctx, orders.Record{ID: "ord_" + q, Owner: "ann", Fingerprint: "fp", Queue: q, SKU: "sku", Quantity: 1, Status: orders.Paid}))
@@ -294,11 +322,13 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 		must(t, "close the breaker", br.MarkClosed(ctx))
 	})
 	t.Run("usherctl", func(t *testing.T) {
-		rdb := a.connect(t, redisacl.UserOf(redisacl.Usherctl))
-		line := waitqueue.New(rdb)
-		_, err := line.Existing(ctx, q, []uint64{1, 2, 3})
+		_, c := client(t, redisacl.Usherctl)
+		rebuild := projection.New(c)
+		_, err := rebuild.Existing(ctx, q, []uint64{1, 2, 3})
 		must(t, "existing", err)
-		_, err = line.Restore(ctx, testenv.Name(t), []waitqueue.Record{{Seq: 7, Status: waitqueue.Waiting, User: "cat"}})
+		_, err = rebuild.RestoreDraw(ctx, testenv.Name(t), waitqueue.Drawing{Drawn: true, Entries: 1, Cursor: 7, Digest: "d"})
+		must(t, "restore a draw", err)
+		_, err = rebuild.Restore(ctx, testenv.Name(t), []waitqueue.Record{{Seq: 7, Status: waitqueue.Waiting, User: "cat"}})
 		must(t, "restore", err)
 	})
 	if d := a.denials(t); len(d) > 0 {

@@ -68,12 +68,14 @@ func Load(env *config.Env, redisPool int) Settings {
 
 // Deps are what every service is connected to.
 type Deps struct {
-	Log     *slog.Logger
-	NC      *nats.Conn
-	JS      jetstream.JetStream
-	Queues  *catalog.Catalog
-	Redis   redis.UniversalClient
-	Line    *waitqueue.Store
+	Log    *slog.Logger
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	Queues *catalog.Catalog
+	Redis  redis.UniversalClient
+	// Line is the Redis line's client: the service takes the roles of
+	// the line it needs on it (line.New, admission.New, …).
+	Line    *waitqueue.Client
 	Clock   *clock.Synced
 	Streams *bus.Identities
 
@@ -130,7 +132,7 @@ func Open(ctx context.Context, s Settings, name string, stdout io.Writer) (d *De
 	if d.Redis, err = waitqueue.Connect(ctx, s.Redis.As(name)); err != nil {
 		return d, err
 	}
-	d.Line = waitqueue.New(d.Redis)
+	d.Line = waitqueue.NewClient(d.Redis)
 	d.Line.SetTombstoneTTL(s.Redis.Tombstones)
 	d.Clock = clock.New(d.Line, s.Local, d.Log)
 	if err = d.Clock.Sync(ctx); err != nil {

@@ -12,11 +12,21 @@ import (
 // numbers their lines.
 const Epoch = "e1"
 
+// EntriesApplier applies the entries stream to a line (the projection).
+type EntriesApplier interface {
+	ApplyEntries(ctx context.Context, q, epoch string, prev uint64, evs []waitqueue.EntryEvent) (waitqueue.Applied, error)
+}
+
+// Ticker runs a queue's admission tick (the admission).
+type Ticker interface {
+	Admit(ctx context.Context, q string, t waitqueue.Tick) (waitqueue.TickResult, error)
+}
+
 // Applied moves q's entries cursor up to upTo, as the admitter's follower
 // would once it has applied every join up to it, for a test that put the
 // entries in line itself (Ingest) instead of running a follower. epoch is
 // the identity the cursor counts in (Epoch, or the real stream's).
-func Applied(t testing.TB, line *waitqueue.Store, q, epoch string, upTo uint64) {
+func Applied(t testing.TB, line EntriesApplier, q, epoch string, upTo uint64) {
 	t.Helper()
 	_, err := line.ApplyEntries(context.Background(), q, epoch, 0, []waitqueue.EntryEvent{{StreamSeq: upTo, Leave: true}})
 	if err != nil {
@@ -26,7 +36,7 @@ func Applied(t testing.TB, line *waitqueue.Store, q, epoch string, upTo uint64) 
 
 // Tick runs q's admission tick once it is due (the schedule is Redis's:
 // a tick within tickMs of the last one waits), and returns what it did.
-func Tick(t testing.TB, line *waitqueue.Store, q string, tk waitqueue.Tick) waitqueue.TickResult {
+func Tick(t testing.TB, line Ticker, q string, tk waitqueue.Tick) waitqueue.TickResult {
 	t.Helper()
 	if tk.Epoch == "" {
 		tk.Epoch = Epoch

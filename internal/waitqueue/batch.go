@@ -31,12 +31,12 @@ type scriptCall struct {
 	done   chan struct{}
 }
 
-// EnableBatching makes the Store coalesce its per-request script calls
-// (Ingest, Lookup, Poll; an order's Redeem, Placed, CountBought, Release)
-// into pipelines run by RunBatches. Call it before
-// the Store is used, and run RunBatches for as long as the Store is.
-func (s *Store) EnableBatching() {
-	s.calls = make(chan *scriptCall, 4*maxBatch)
+// EnableBatching makes the Client coalesce its roles' per-request script
+// calls (Ingest, Lookup, Poll; an order's Redeem, Placed, CountBought,
+// Release) into pipelines run by RunBatches. Call it before the Client is
+// used, and run RunBatches for as long as the Client is.
+func (c *Client) EnableBatching() {
+	c.calls = make(chan *scriptCall, 4*maxBatch)
 }
 
 // RunBatches sends the queued script calls in pipelines with workers
@@ -45,14 +45,17 @@ func (s *Store) EnableBatching() {
 // still in flight while it shuts down (the gateway's drain, the order
 // worker's last orders) are answered, not left waiting for a batcher that
 // is gone.
-func (s *Store) RunBatches(ctx context.Context, workers int) error {
-	if s.calls == nil {
+func (c *Client) RunBatches(ctx context.Context, workers int) error {
+	if c.calls == nil {
 		return errors.New("waitqueue: RunBatches without EnableBatching")
 	}
 	// What is queued when the batches stop still goes, whatever ended ctx.
-	defer s.stopBatches(context.WithoutCancel(ctx))
-	for _, sc := range []*script.Script{ingestScript, lookupScript, lookupLimitedScript, pollScript} {
-		if err := sc.Load(ctx, s.rdb); err != nil {
+	defer c.stopBatches(context.WithoutCancel(ctx))
+	c.preloadMu.Lock()
+	preload := c.preload
+	c.preloadMu.Unlock()
+	for _, sc := range preload {
+		if err := sc.Load(ctx, c.rdb); err != nil {
 			if ctx.Err() != nil {
 				return nil // stopped while starting: a shutdown, not a failure
 			}
@@ -68,10 +71,10 @@ func (s *Store) RunBatches(ctx context.Context, workers int) error {
 				select {
 				case <-ctx.Done():
 					return
-				case c := <-s.calls:
-					batch = s.fill(append(batch[:0], c))
+				case call := <-c.calls:
+					batch = c.fill(append(batch[:0], call))
 				}
-				s.flush(ctx, batch)
+				c.flush(ctx, batch)
 			}
 		}()
 	}
@@ -82,11 +85,11 @@ func (s *Store) RunBatches(ctx context.Context, workers int) error {
 }
 
 // fill adds to batch what is queued, up to maxBatch, without waiting.
-func (s *Store) fill(batch []*scriptCall) []*scriptCall {
+func (c *Client) fill(batch []*scriptCall) []*scriptCall {
 	for len(batch) < maxBatch {
 		select {
-		case c := <-s.calls:
-			batch = append(batch, c)
+		case call := <-c.calls:
+			batch = append(batch, call)
 		default:
 			return batch
 		}
@@ -97,30 +100,30 @@ func (s *Store) fill(batch []*scriptCall) []*scriptCall {
 // stopBatches sends every later call straight to Redis, and what is
 // queued, in batches on ctx. It sends while it waits for its write lock:
 // a caller holding the read lock may be waiting for room in the queue.
-func (s *Store) stopBatches(ctx context.Context) {
+func (c *Client) stopBatches(ctx context.Context) {
 	stopped := make(chan struct{})
 	go func() {
-		s.stopMu.Lock()
-		s.stopped = true
-		s.stopMu.Unlock()
+		c.stopMu.Lock()
+		c.stopped = true
+		c.stopMu.Unlock()
 		close(stopped)
 	}()
 	for {
 		select {
-		case c := <-s.calls:
-			s.flush(ctx, s.fill([]*scriptCall{c}))
+		case call := <-c.calls:
+			c.flush(ctx, c.fill([]*scriptCall{call}))
 		case <-stopped:
-			for batch := s.fill(nil); len(batch) > 0; batch = s.fill(batch[:0]) {
-				s.flush(ctx, batch)
+			for batch := c.fill(nil); len(batch) > 0; batch = c.fill(batch[:0]) {
+				c.flush(ctx, batch)
 			}
 			return
 		}
 	}
 }
 
-func (s *Store) flush(ctx context.Context, batch []*scriptCall) {
+func (c *Client) flush(ctx context.Context, batch []*scriptCall) {
 	groups := groupCalls(batch)
-	p := s.rdb.Pipeline()
+	p := c.rdb.Pipeline()
 	for _, g := range groups {
 		if len(g) == 1 {
 			g[0].cmd = g[0].script.EvalSha(ctx, p, g[0].keys, g[0].args...)
@@ -130,25 +133,25 @@ func (s *Store) flush(ctx context.Context, batch []*scriptCall) {
 	}
 	_, _ = p.Exec(ctx)
 	for _, g := range groups {
-		c := g[0]
-		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+		first := g[0]
+		if redis.HasErrorPrefix(first.cmd.Err(), "NOSCRIPT") {
 			// Redis lost its script cache (restart, failover): run this
 			// one directly, which loads the script again (a group on the
 			// batcher's context: it serves several callers, each of whom
 			// stops waiting at its own deadline).
 			if len(g) == 1 {
-				c.cmd = c.script.Run(c.ctx, s.rdb, c.keys, c.args...)
+				first.cmd = first.script.Run(first.ctx, c.rdb, first.keys, first.args...)
 			} else {
-				c.cmd = c.script.RunMany(ctx, s.rdb, callsOf(g))
+				first.cmd = first.script.RunMany(ctx, c.rdb, callsOf(g))
 			}
 		}
 		if len(g) > 1 {
-			for i, cmd := range script.Split(ctx, c.cmd, len(g)) {
+			for i, cmd := range script.Split(ctx, first.cmd, len(g)) {
 				g[i].cmd = cmd
 			}
 		}
-		for _, c := range g {
-			close(c.done)
+		for _, call := range g {
+			close(call.done)
 		}
 	}
 }
@@ -191,28 +194,28 @@ func callsOf(g []*scriptCall) []script.Call {
 }
 
 // run calls a script, through the batcher when batching is on.
-func (s *Store) run(ctx context.Context, sc *script.Script, keys []string, args ...any) *redis.Cmd {
-	if s.calls == nil {
-		return sc.Run(ctx, s.rdb, keys, args...)
+func (c *Client) run(ctx context.Context, sc *script.Script, keys []string, args ...any) *redis.Cmd {
+	if c.calls == nil {
+		return sc.Run(ctx, c.rdb, keys, args...)
 	}
-	c := &scriptCall{script: sc, keys: keys, args: args, ctx: ctx, done: make(chan struct{})}
-	s.stopMu.RLock()
-	if s.stopped {
-		s.stopMu.RUnlock()
-		return sc.Run(ctx, s.rdb, keys, args...)
+	call := &scriptCall{script: sc, keys: keys, args: args, ctx: ctx, done: make(chan struct{})}
+	c.stopMu.RLock()
+	if c.stopped {
+		c.stopMu.RUnlock()
+		return sc.Run(ctx, c.rdb, keys, args...)
 	}
 	select {
-	case s.calls <- c:
-		s.stopMu.RUnlock()
+	case c.calls <- call:
+		c.stopMu.RUnlock()
 	case <-ctx.Done():
-		s.stopMu.RUnlock()
+		c.stopMu.RUnlock()
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(ctx.Err())
 		return cmd
 	}
 	select {
-	case <-c.done:
-		return c.cmd
+	case <-call.done:
+		return call.cmd
 	case <-ctx.Done():
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(ctx.Err())
@@ -220,10 +223,10 @@ func (s *Store) run(ctx context.Context, sc *script.Script, keys []string, args 
 	}
 }
 
-// RunScript runs any script through the Store's batcher (or directly when
-// batching is off), so other per-request scripts on the queue's slot — the
-// gateway's rate limiter — share its pipelines. A script RunBatches did not
-// load is loaded on its first call.
-func (s *Store) RunScript(ctx context.Context, sc *script.Script, keys []string, args ...any) *redis.Cmd {
-	return s.run(ctx, sc, keys, args...)
+// RunScript runs a script through the Client's batcher (or directly when
+// batching is off): the roles' per-request scripts, and others on the
+// queue's slot — the gateway's rate limiter — share its pipelines. A
+// script RunBatches did not load is loaded on its first call.
+func (c *Client) RunScript(ctx context.Context, sc *script.Script, keys []string, args ...any) *redis.Cmd {
+	return c.run(ctx, sc, keys, args...)
 }

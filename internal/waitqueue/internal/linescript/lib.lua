@@ -1,0 +1,194 @@
+-- lib.lua is the prologue every script that changes a line starts with:
+-- the line's keys and the helpers that keep its records. Every helper
+-- keeps the invariants of the whole line, whichever script calls it: an
+-- entry is in at most one of the waiting line (W), the admitted set (A)
+-- and the pre-queue; a record leaves W, A or the pre-queue in the step
+-- that changes its status; HELD says what each member of A holds; a
+-- finished record and its user's pointer become tombstones that expire
+-- after the tombstone TTL.
+--
+-- KEYS: the line's six — waiting, active, outbox, stats, admits, cursor
+-- (linescript.Keys). ARGV[1]: the queue's prefix, ARGV[2]: the
+-- tombstone TTL in seconds; a script's own arguments follow from ARGV[3].
+local P, TTL = ARGV[1], tonumber(ARGV[2])
+local W, A, O, ST, AD, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local SEEN = P .. 'seen' -- when each waiting shopper was last present (see admitScript)
+local HELD = P .. 'held' -- what each entry in A holds of the stock (see syncHeld)
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- finish makes a finished entry's record, and its user's pointer when it
+-- names this entry, tombstones.
+local function finish(e, seq, user)
+  redis.call('EXPIRE', e, TTL)
+  if user and user ~= '' then
+    local uk = P .. 'u:' .. user
+    if redis.call('GET', uk) == tostring(seq) then redis.call('EXPIRE', uk, TTL) end
+  end
+end
+-- join puts a joined shopper in line once: a sequence seen before resolves
+-- to its entry; a user whose entry is live keeps it and the new sequence
+-- becomes an alias of it. ZADD NX never moves anyone. prev is the entry the
+-- gateway saw finished when it published the join ('0': none): a replay
+-- that has not yet applied how prev ended must not alias the new join to
+-- it. Returns the sequence of the live entry and, when it knows it without
+-- another read, its status; or false when the record names another user
+-- (the sequence belongs to another incarnation of the stream).
+-- kind: '' (in line, FIFO), 'p' (the pre-queue, placed by the draw; once
+-- drawn, a late one queues FIFO) or 'a' (allowed past the line: ahead of
+-- everyone, FIFO among themselves). at: when the stream stored the join
+-- (ms; '0': unknown, now), kept as the record's 'joined' for the time in
+-- line the admitter measures.
+local function join(seq, user, prev, kind, at)
+  local e = P .. 'e:' .. seq
+  local f = redis.call('HMGET', e, 'status', 'alias', 'user')
+  if f[1] or f[2] then
+    if f[3] and f[3] ~= user then return false end
+    if f[2] then return f[2] end
+    return seq, f[1]
+  end
+  local uk = P .. 'u:' .. user
+  local cur = redis.call('GET', uk)
+  if cur and cur ~= prev then
+    local st = redis.call('HGET', P .. 'e:' .. cur, 'status')
+    if st == 'waiting' or st == 'admitted' or st == 'pre' then
+      redis.call('HSET', e, 'alias', cur, 'user', user)
+      redis.call('EXPIRE', e, TTL)
+      redis.call('ZADD', SEEN, 'XX', 'GT', now(), cur) -- joining again is being there
+      return cur, st
+    end
+  end
+  local n = now()
+  if at == '0' then at = n end
+  local st = 'waiting'
+  if kind == 'p' and not redis.call('HGET', ST, 'drawn') then
+    st = 'pre'
+    redis.call('HSET', e, 'status', 'pre', 'user', user, 'joined', at)
+    redis.call('ZADD', P .. 'pre', 'NX', seq, seq)
+    redis.call('HINCRBY', ST, 'preVersion', 1)
+  else
+    local score = tonumber(seq)
+    if kind == 'a' then score = score - 4503599627370496 end -- 2^52: ahead of every place
+    redis.call('HSET', e, 'status', 'waiting', 'user', user, 'joined', at)
+    redis.call('ZADD', W, 'NX', score, seq)
+  end
+  redis.call('SET', uk, seq)
+  redis.call('ZADD', SEEN, n, seq)
+  return seq, st
+end
+-- leave takes a waiting entry out of line, or frees an admitted one's slot,
+-- in the step that marks it left (reason: '' when the shopper left,
+-- 'abandoned' when the admitter found them gone) at at (ms: when the
+-- stream stored the leave; nil or '0': now), kept as the record's leftAt
+-- (see requested). An unknown sequence gets a 'left' tombstone, so its
+-- join, still on the way, is not put in line. Returns the status the
+-- entry had.
+local function leave(seq, user, reason, at)
+  local e = P .. 'e:' .. seq
+  local f = redis.call('HMGET', e, 'status', 'alias')
+  if f[2] then
+    seq = f[2]
+    e = P .. 'e:' .. seq
+    f = redis.call('HMGET', e, 'status')
+  end
+  local st = f[1]
+  if st == 'waiting' then
+    redis.call('ZREM', W, seq)
+  elseif st == 'pre' then
+    redis.call('ZREM', P .. 'pre', seq)
+    redis.call('ZREM', W, seq) -- drawn, not settled yet (see drawScript)
+    redis.call('HINCRBY', ST, 'preVersion', 1)
+  elseif st == 'admitted' then
+    redis.call('ZREM', A, seq)
+    redis.call('HDEL', HELD, seq)
+  elseif st then
+    return st
+  end
+  if not at or at == '0' then at = now() end
+  redis.call('HSET', e, 'status', 'left', 'user', user, 'leftAt', at)
+  if reason and reason ~= '' then redis.call('HSET', e, 'reason', reason) end
+  redis.call('ZREM', SEEN, seq)
+  finish(e, seq, user)
+  return st or 'unknown'
+end
+-- pointAt points the user at entry seq unless it points at a later one
+-- (replays restore the pointer as the live scripts left it).
+local function pointAt(user, seq)
+  local uk = P .. 'u:' .. user
+  local cur = redis.call('GET', uk)
+  if not cur or tonumber(cur) <= tonumber(seq) then redis.call('SET', uk, seq) end
+end
+-- requested reports whether an order request the stream stored at stored
+-- (ms, the stream's time; 0: unknown) takes entry record e as its order,
+-- given the record's status st, expiresAt and leftAt: any record but one
+-- used by an order already (or an alias), and one a replay finished —
+-- expired, or left — when the stream stored the request before the
+-- admission expired and before the leave. The claim script refuses an
+-- expired or left entry, and a leave or an expiry finds a claimed entry
+-- used and changes nothing, so such a record is a replay's that applied
+-- the streams one at a time (the admission, or a later leave, before the
+-- request): the request stands as the gateway accepted it. The stream's
+-- time, not the request's own requestedAt, decides: no publisher can
+-- write it, so a request published on the bus for a token that expired or
+-- was given up unclaimed still orders nothing.
+local function requested(st, stored, expiresAt, leftAt)
+  if not st or st == 'waiting' or st == 'admitted' then return true end
+  if st ~= 'expired' and st ~= 'left' then return false end
+  stored = tonumber(stored)
+  if stored <= 0 or (expiresAt and stored >= tonumber(expiresAt)) then return false end
+  return st == 'expired' or (leftAt ~= nil and leftAt ~= false and stored < tonumber(leftAt))
+end
+-- setStock records a SKU's stock as the store reported it, unless a later
+-- version is recorded already (reports race; versions order them).
+local function setStock(sku, avail, ver)
+  local k = P .. 'stock'
+  local cur = tonumber(redis.call('HGET', k, sku .. ':v') or '0')
+  if tonumber(ver) > cur then redis.call('HSET', k, sku, avail, sku .. ':v', ver) end
+end
+-- admit makes waiting entry seq of queue (its line counting in epoch)
+-- admitted, READY at readyAt for ttl: its record with the token id, a slot
+-- in the active set until it expires, the outbox, out of the line and of
+-- presence. The caller counts the admissions.
+local function admit(seq, queue, epoch, readyAt, ttl)
+  local expiresAt = readyAt + ttl
+  redis.call('HSET', P .. 'e:' .. seq, 'status', 'admitted', 'readyAt', readyAt,
+    'expiresAt', expiresAt, 'tokenId', queue .. ':' .. epoch .. ':' .. seq)
+  redis.call('ZADD', A, expiresAt, seq)
+  redis.call('HSET', HELD, seq, 'a')
+  redis.call('ZADD', O, seq, seq)
+  redis.call('ZREM', W, seq)
+  redis.call('ZREM', SEEN, seq)
+end
+-- syncHeld records in HELD what entry seq holds of the stock, as the
+-- stock-aware tick counts it, from its record: 'a' (admitted: one unit of
+-- any SKU), 'c:<qty>:<sku>' (claimed by an order the store has not placed
+-- yet), 'p:<qty>:<sku>' (placed, not final: out of the store's figure
+-- already) or 'x' (nothing: another status); no field once seq holds no
+-- slot. Every script that puts an entry in A, takes it out or changes what
+-- it holds keeps HELD so, in the same step; the tick reads HELD instead of
+-- every record in A (O(1) calls, not O(active)), and rebuilds it from the
+-- records when its size and A's differ.
+local function syncHeld(seq)
+  if not redis.call('ZSCORE', A, seq) then
+    redis.call('HDEL', HELD, seq)
+    return
+  end
+  local f = redis.call('HMGET', P .. 'e:' .. seq, 'status', 'placed', 'qty', 'sku')
+  local v = 'x'
+  if f[1] == 'admitted' then
+    v = 'a'
+  elseif f[1] == 'used' then
+    v = 'c'
+    if f[2] then v = 'p' end
+    v = v .. ':' .. (f[3] or '1') .. ':' .. (f[4] or '')
+  end
+  redis.call('HSET', HELD, seq, v)
+end
+-- cursorAt returns how far stream field is applied, 0 when the cursor
+-- counts in another incarnation of the stream (or none).
+local function cursorAt(field, id)
+  local c = redis.call('HMGET', C, field, field .. '.id')
+  if c[2] ~= id then return 0, c[2] end
+  return tonumber(c[1] or '0'), c[2]
+end

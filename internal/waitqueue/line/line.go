@@ -1,0 +1,209 @@
+// Package line is the line as a shopper's requests see and change it:
+// a join put in line at once (Ingest), a user's lookup (with the join's
+// rate limits in the same step), a poll, a leave, and the ranks and
+// presence the notifier reads. The gateway's line API and the notifier
+// take it.
+package line
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"usher/internal/keyspace"
+	"usher/internal/ratelimit"
+	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/internal/linescript"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Line is what a shopper's requests do to the line: join (Ingest), look
+// a user up (with the join's rate limits), poll, leave — the gateway's
+// line API — and the ranks and presence the notifier reads, and the line's
+// figures. It is safe for concurrent use.
+type Line struct {
+	client *waitqueue.Client
+	rdb    redis.UniversalClient
+}
+
+// New returns the Line role on c. Its per-request scripts go through
+// c's batcher, which loads them as it starts.
+func New(c *waitqueue.Client) *Line {
+	c.Preload(ingestScript, lookupScript, lookupLimitedScript, pollScript)
+	return &Line{client: c, rdb: c.Redis()}
+}
+
+// Ingest puts the shopper who joined with seq in line ahead of the
+// admitter's follower, so the gateway can answer with the exact place
+// (unless that sequence was seen before or the user is already in line:
+// then it resolves to the user's current entry). epoch is the identity of
+// the entries stream the sequence counts in; prev is the entry the gateway
+// saw finished when it published the join (0: none).
+func (l *Line) Ingest(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64) (waitqueue.Entry, error) {
+	return l.IngestAs(ctx, q, epoch, seq, user, prev, waitqueue.InLine)
+}
+
+// IngestAs is Ingest of a join of the given kind.
+func (l *Line) IngestAs(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64, kind waitqueue.JoinKind) (waitqueue.Entry, error) {
+	k := keyspace.Of(q)
+	args := ingestArgs{Epoch: epoch, Seq: seq, User: user, Prev: prev, Kind: kind}
+	return decodeIngest(l.client.RunScript(ctx, ingestScript, linescript.Keys(k), args.argv(k, l.client.TombstoneTTL())...), q, args)
+}
+
+// Lookup returns the user's current entry in q and what they bought there.
+func (l *Line) Lookup(ctx context.Context, q, user string) (waitqueue.Current, error) {
+	k := keyspace.Of(q)
+	args := lookupArgs{User: user}
+	res, err := l.client.RunScript(ctx, lookupScript, args.keys(k), args.argv(k)...).Slice()
+	if err == nil {
+		var c waitqueue.Current
+		if c, err = decodeLookup(res); err == nil {
+			return c, nil
+		}
+	}
+	return waitqueue.Current{}, fmt.Errorf("lookup %s/%s: %w", q, user, err)
+}
+
+// LookupLimited is Lookup and the rate-limit decision of limits (whose
+// keys are q's, see ratelimit.Key) in one step: a request the limits refuse
+// is charged to none of them, and its lookup is answered all the same.
+// With no limit on it is Lookup, and the decision allows.
+func (l *Line) LookupLimited(ctx context.Context, q, user string, limits ratelimit.Plan) (waitqueue.Current, ratelimit.Decision, error) {
+	if limits.Empty() {
+		c, err := l.Lookup(ctx, q, user)
+		return c, ratelimit.Decision{Allowed: true}, err
+	}
+	k := keyspace.Of(q)
+	args := lookupLimitedArgs{User: user, Limits: limits}
+	c, d, err := decodeLookupLimited(l.client.RunScript(ctx, lookupLimitedScript, args.keys(k), args.argv(k)...), args)
+	if err != nil {
+		return waitqueue.Current{}, ratelimit.Decision{}, fmt.Errorf("lookup %s/%s: %w", q, user, err)
+	}
+	return c, d, nil
+}
+
+// Poll returns the entry for seq with its position, in one round trip.
+// A sequence Redis has not applied yet comes back as Unknown with the
+// waiting count, so the caller can answer with an estimate.
+func (l *Line) Poll(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error) {
+	return l.poll(ctx, q, seq, false)
+}
+
+// PollPresent is the shopper's own poll: Poll, and a waiting shopper is
+// recorded present (see admission/admit.lua: abandonment).
+func (l *Line) PollPresent(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error) {
+	return l.poll(ctx, q, seq, true)
+}
+
+func (l *Line) poll(ctx context.Context, q string, seq uint64, present bool) (waitqueue.Entry, error) {
+	k := keyspace.Of(q)
+	args := pollArgs{Seq: seq, Present: present}
+	e, err := decodePoll(l.client.RunScript(ctx, pollScript, linescript.Keys(k), args.argv(k)...))
+	if err != nil {
+		return waitqueue.Entry{}, fmt.Errorf("poll %s/%d: %w", q, seq, err)
+	}
+	return e, nil
+}
+
+// skuList reads the stats' skus field (SKUs with units left, comma
+// separated; "" for none).
+func skuList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// Leave takes the entry out of line, or frees its slot if it was admitted,
+// and returns the status it had. Leaving twice is harmless.
+func (l *Line) Leave(ctx context.Context, q string, seq uint64, user string) (waitqueue.Status, error) {
+	k := keyspace.Of(q)
+	args := leaveArgs{Seq: seq, User: user}
+	st, err := leaveScript.Run(ctx, l.rdb, linescript.Keys(k), args.argv(k, l.client.TombstoneTTL())...).Text()
+	if err != nil {
+		return "", fmt.Errorf("leave %s/%d: %w", q, seq, err)
+	}
+	return waitqueue.Status(st), nil
+}
+
+// Stats reads a queue's live figures in one round trip.
+func (l *Line) Stats(ctx context.Context, q string) (waitqueue.Stats, error) {
+	k := keyspace.Of(q)
+	var w, a, pre *redis.IntCmd
+	var st *redis.SliceCmd
+	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		w = p.ZCard(ctx, k.Waiting())
+		a = p.ZCard(ctx, k.Active())
+		pre = p.ZCard(ctx, k.PreQueue())
+		st = p.HMGet(ctx, k.Stats(), "admittedTotal", "rate", "stock", "sellable", "heldAdmitted", "skustock", "drawn", "lastTick", "skus")
+		return nil
+	})
+	if err != nil {
+		return waitqueue.Stats{}, fmt.Errorf("stats %s: %w", q, err)
+	}
+	out := waitqueue.Stats{Waiting: w.Val(), Active: a.Val(), PreQueue: pre.Val()}
+	v := st.Val()
+	str := func(i int) string { s, _ := v[i].(string); return s }
+	out.Drawn = v[6] != nil
+	if out.Drawn {
+		out.PreQueue = 0 // drawn, not settled yet
+	}
+	if ms, err := strconv.ParseInt(str(7), 10, 64); err == nil {
+		out.LastTick = time.UnixMilli(ms)
+	}
+	out.AdmittedTotal, _ = strconv.ParseInt(str(0), 10, 64)
+	out.AdmitRatePerSec, _ = strconv.ParseFloat(str(1), 64)
+	out.Stock = str(2)
+	out.Sellable, _ = strconv.ParseInt(str(3), 10, 64)
+	out.HeldAdmitted, _ = strconv.ParseInt(str(4), 10, 64)
+	for _, f := range strings.Split(str(5), ",") {
+		p := strings.Split(f, ":")
+		if len(p) != 4 {
+			continue
+		}
+		sku := waitqueue.SKUStock{SKU: p[0]}
+		sku.Available, _ = strconv.ParseInt(p[1], 10, 64)
+		sku.Claimed, _ = strconv.ParseInt(p[2], 10, 64)
+		sku.Pending, _ = strconv.ParseInt(p[3], 10, 64)
+		out.SKUs = append(out.SKUs, sku)
+	}
+	out.SKUsAvailable = skuList(str(8))
+	return out, nil
+}
+
+// Present records that the waiting shoppers seqs of q are there at now
+// (the notifier holds their streams): one command for all of them.
+func (l *Line) Present(ctx context.Context, q string, seqs []uint64, now time.Time) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	z := make([]redis.Z, len(seqs))
+	for i, sq := range seqs {
+		z[i] = redis.Z{Score: float64(now.UnixMilli()), Member: sq}
+	}
+	if err := l.rdb.ZAddArgs(ctx, keyspace.Of(q).Seen(), redis.ZAddArgs{XX: true, GT: true, Members: z}).Err(); err != nil {
+		return fmt.Errorf("present %s: %w", q, err)
+	}
+	return nil
+}
+
+// Ranks reads the line's length, its admission count and rate, and the rank
+// of each of seqs in one atomic round trip (ranks.lua: every key shares
+// the queue's hash tag). Because the count and the ranks are read at the
+// same instant, a caller can derive later positions from the count alone:
+// in a FIFO line every admission since happened ahead of every waiting
+// entry. Before a scheduled drop's draw its pre-queue counts in the line,
+// ahead of every join since the opening, by the rule a poll counts it with
+// (see undrawn.lib.lua): the notifier's streams and the gateway's polls tell the
+// same place of the same line.
+func (l *Line) Ranks(ctx context.Context, q string, seqs []uint64) (waitqueue.Ranks, error) {
+	k := keyspace.Of(q)
+	args := ranksArgs{Seqs: seqs}
+	r, err := decodeRanks(ranksScript.Run(ctx, l.rdb, args.keys(k), args.argv(k)...), args)
+	if err != nil {
+		return waitqueue.Ranks{}, fmt.Errorf("ranks %s: %w", q, err)
+	}
+	return r, nil
+}

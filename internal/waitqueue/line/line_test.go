@@ -1,0 +1,151 @@
+package line_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/line"
+	"usher/internal/waitqueue/linetest"
+)
+
+func TestIngestGivesDistinctPositionsInSequenceOrder(t *testing.T) {
+	s, q := linetest.New(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := 1; i <= 100; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Ingest(ctx, q, epoch, uint64(i*10), fmt.Sprintf("u%d", i), 0); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := 1; i <= 100; i++ {
+		e, err := s.Poll(ctx, q, uint64(i*10))
+		if err != nil || e.Status != waitqueue.Waiting || e.Position != int64(i) || e.Waiting != 100 {
+			t.Fatalf("Poll(seq %d) = %+v, %v; want waiting at %d of 100", i*10, e, err, i)
+		}
+	}
+}
+
+func TestIngestNeverMovesAnyoneBack(t *testing.T) {
+	s, q := linetest.New(t)
+	ctx := context.Background()
+	s.Ingest(ctx, q, epoch, 1, "alice", 0)
+	s.Ingest(ctx, q, epoch, 2, "bob", 0)
+	// A repeated event and a second join of a user already in line.
+	again, _ := s.Ingest(ctx, q, epoch, 1, "alice", 0)
+	dup, _ := s.Ingest(ctx, q, epoch, 3, "alice", 0)
+	if again.Seq != 1 || again.Position != 1 || dup.Seq != 1 || dup.Position != 1 || dup.Waiting != 2 {
+		t.Fatalf("re-ingest = %+v and %+v, want alice still first at seq 1 of 2", again, dup)
+	}
+	// The duplicate's ticket resolves to the live entry.
+	if e, _ := s.Poll(ctx, q, 3); e.Seq != 1 || e.Position != 1 {
+		t.Fatalf("Poll(alias) = %+v, want seq 1 position 1", e)
+	}
+}
+
+// A sequence whose record names another user belongs to another
+// incarnation of the entries stream: never one user's place for another.
+func TestIngestRefusesASequenceOfAnotherUser(t *testing.T) {
+	s, q := linetest.New(t)
+	ctx := context.Background()
+	s.Ingest(ctx, q, epoch, 1, "alice", 0)
+	if _, err := s.Ingest(ctx, q, epoch, 1, "mallory", 0); !errors.Is(err, waitqueue.ErrConflict) {
+		t.Fatalf("Ingest(seq 1 for mallory) = %v, want ErrConflict", err)
+	}
+	if _, err := s.Ingest(ctx, q, "e2", 2, "bob", 0); err != nil {
+		t.Fatalf("Ingest before any cursor = %v", err)
+	}
+	linetest.JoinAll(t, s, q, "alice")
+	if _, err := s.Ingest(ctx, q, "e2", 3, "carol", 0); !errors.Is(err, waitqueue.ErrStale) {
+		t.Fatalf("Ingest with another epoch than the line's = %v, want ErrStale", err)
+	}
+}
+
+func TestPollOfUnseenSequenceIsUnknownWithTheLineLength(t *testing.T) {
+	s, q := linetest.New(t)
+	ctx := context.Background()
+	s.Ingest(ctx, q, epoch, 1, "alice", 0)
+	e, err := s.Poll(ctx, q, 99)
+	if err != nil || e.Status != waitqueue.Unknown || e.Waiting != 1 {
+		t.Fatalf("Poll(unseen) = %+v, %v; want unknown with waiting 1", e, err)
+	}
+	// Once the cursor has passed a sequence without a record, it is gone
+	// (its tombstone expired), not on its way.
+	testenv.Applied(t, s, q, epoch, 100)
+	if e, _ := s.Poll(ctx, q, 99); e.Status != waitqueue.Gone {
+		t.Fatalf("Poll(behind the cursor, no record) = %+v, want gone", e)
+	}
+}
+
+func TestLeave(t *testing.T) {
+	s, q := linetest.New(t)
+	ctx := context.Background()
+	linetest.JoinAll(t, s, q, "alice", "bob")
+	testenv.Tick(t, s, q, linetest.Tick(1))
+
+	t.Run("an admitted shopper frees the slot", func(t *testing.T) {
+		if st, _ := s.Leave(ctx, q, 1, "alice"); st != waitqueue.Admitted {
+			t.Fatalf("Leave(alice) = %s, want admitted", st)
+		}
+		if st, _ := s.Stats(ctx, q); st.Active != 0 {
+			t.Fatalf("active after leave = %d, want 0", st.Active)
+		}
+	})
+	t.Run("a waiting shopper leaves the line", func(t *testing.T) {
+		s.Leave(ctx, q, 2, "bob")
+		if st, _ := s.Stats(ctx, q); st.Waiting != 0 {
+			t.Fatalf("waiting after leave = %d, want 0", st.Waiting)
+		}
+	})
+	t.Run("a join still on its way after leaving is not ingested", func(t *testing.T) {
+		s.Leave(ctx, q, 3, "carol")
+		if e, _ := s.Ingest(ctx, q, epoch, 3, "carol", 0); e.Status != waitqueue.Left {
+			t.Fatalf("Ingest after Leave = %+v, want left", e)
+		}
+	})
+	t.Run("leaving ends the entry, so joining again starts a new one", func(t *testing.T) {
+		if c, _ := s.Lookup(ctx, q, "bob"); c.Status.Live() {
+			t.Fatalf("Lookup(bob) = %+v after leaving, want a finished entry", c)
+		}
+	})
+}
+
+// The gateway's ingests of one queue that wait together run as one
+// command, which reads the pre-queue still to be drawn once — and again
+// after a join into it: each join of such a batch is told the place it
+// would be told alone. (Around a drop's opening one batch can hold late
+// pre-queue joins and the first joins after it.)
+func TestBatchedIngestsAroundTheOpeningTellEachItsOwnPlace(t *testing.T) {
+	s, q := linetest.New(t)
+	ctx := context.Background()
+	joins := []line.BatchedJoin{{1, "u1", waitqueue.PreQueue}, {2, "u2", waitqueue.InLine},
+		{3, "u3", waitqueue.PreQueue}, {4, "u4", waitqueue.Priority}, {5, "u5", waitqueue.InLine}}
+	batched, err := s.IngestInOneBatch(ctx, q, epoch, joins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := q + "-alone"
+	for i, j := range joins {
+		want, err := s.IngestAs(ctx, alone, epoch, j.Seq, j.User, 0, j.Kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(batched[i], want) {
+			t.Errorf("join %d in one batch = %+v; alone %+v", j.Seq, batched[i], want)
+		}
+	}
+	for i, want := range map[int]struct{ pos, waiting int64 }{1: {2, 2}, 4: {5, 5}} { // behind the pre-queue as it stood
+		if e := batched[i]; e.Position != want.pos || e.Waiting != want.waiting {
+			t.Errorf("join %d = position %d of %d, want %d of %d", joins[i].Seq, e.Position, e.Waiting, want.pos, want.waiting)
+		}
+	}
+}
