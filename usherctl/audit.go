@@ -208,7 +208,15 @@ func checkOrdersAdmitted(h *history, heldFrom time.Time) check {
 // passed over by someone placed behind them (see drop.classOf).
 func checkJoinOrder(h *history, l *line, d *drop) check {
 	c := check{name: "admission in join order"}
-	var inLine []*entry // the entries the order covers, by place
+	inLine, note := placed(l, d)
+	c.note = note
+	c.violations = append(fifoDecidedInOrder(h, l, d), passedOver(inLine, d)...)
+	return c
+}
+
+// placed returns the entries the join order covers, by place, and — when
+// not all of them are plain FIFO — a note of how each is placed.
+func placed(l *line, d *drop) (inLine []*entry, note string) {
 	var fifo, drawn, priority, undrawn int
 	for _, e := range l.entries {
 		if e.alias != 0 || e.orphan {
@@ -230,12 +238,17 @@ func checkJoinOrder(h *history, l *line, d *drop) check {
 	}
 	d.sortByPlace(inLine)
 	if drawn+priority+undrawn > 0 {
-		c.note = fmt.Sprintf("%d by join sequence, %d drawn by lottery place ahead of them, %d priority outside the order", fifo, drawn, priority)
+		note = fmt.Sprintf("%d by join sequence, %d drawn by lottery place ahead of them, %d priority outside the order", fifo, drawn, priority)
 		if undrawn > 0 {
-			c.note += fmt.Sprintf(", %d pre-queued and not drawn", undrawn)
+			note += fmt.Sprintf(", %d pre-queued and not drawn", undrawn)
 		}
 	}
+	return inLine, note
+}
 
+// fifoDecidedInOrder returns a violation for each plain FIFO admission
+// decided after a later joiner's.
+func fifoDecidedInOrder(h *history, l *line, d *drop) (violations []string) {
 	// Plain FIFO admissions are decided in join-sequence order. Decided,
 	// not stored: readyAt is the admission's own clock, which never goes
 	// back from one tick to the next, while a batch of admissions whose
@@ -253,14 +266,20 @@ func checkJoinOrder(h *history, l *line, d *drop) check {
 	var highest admission
 	for _, a := range fifoAdm {
 		if a.Seq < highest.Seq {
-			c.violations = append(c.violations, fmt.Sprintf("seq %d (%s) admitted (readyAt %s) after seq %d, who joined later (readyAt %s; admission #%d)",
+			violations = append(violations, fmt.Sprintf("seq %d (%s) admitted (readyAt %s) after seq %d, who joined later (readyAt %s; admission #%d)",
 				a.Seq, a.User, stamp(a.ReadyAt), highest.Seq, stamp(highest.ReadyAt), a.streamSeq))
 		}
 		if a.Seq > highest.Seq {
 			highest = a
 		}
 	}
+	return violations
+}
 
+// passedOver returns a violation for each entry of inLine (by place)
+// still waiting when someone placed behind it was admitted, and each drawn
+// entry admitted after someone placed behind every drawn one.
+func passedOver(inLine []*entry, d *drop) (violations []string) {
 	// Nobody waiting is passed over: the first admission of anyone placed
 	// behind e, while e waited (a drawn entry from the draw, any other from
 	// its join: everyone behind a FIFO entry joined after it).
@@ -299,7 +318,7 @@ func checkJoinOrder(h *history, l *line, d *drop) check {
 		isDrawn := d.classOf(e) == placeDrawn
 		if e.adm != nil {
 			if isDrawn && fifoFirst != nil && fifoFirst.adm.ReadyAt.Before(e.adm.ReadyAt) {
-				c.violations = append(c.violations, fmt.Sprintf("%s was admitted (readyAt %s) after %s, placed behind every drawn entry (readyAt %s)",
+				violations = append(violations, fmt.Sprintf("%s was admitted (readyAt %s) after %s, placed behind every drawn entry (readyAt %s)",
 					d.describe(e), stamp(e.adm.ReadyAt), d.describe(fifoFirst), stamp(fifoFirst.adm.ReadyAt)))
 			}
 			continue
@@ -315,10 +334,10 @@ func checkJoinOrder(h *history, l *line, d *drop) check {
 		if isDrawn || d.classOf(f.e) != placeFIFO {
 			behind = "placed behind it"
 		}
-		c.violations = append(c.violations, fmt.Sprintf("%s was waiting when %s, %s, was admitted at %s",
+		violations = append(violations, fmt.Sprintf("%s was waiting when %s, %s, was admitted at %s",
 			d.describe(e), d.describe(f.e), behind, stamp(f.at)))
 	}
-	return c
+	return violations
 }
 
 func checkAdmittedOnce(l *line) check {
