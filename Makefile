@@ -2,7 +2,7 @@
 SERVICES := gateway admitter notifier orderworker
 GO ?= go
 
-.PHONY: run test deps build bench chaos fuzz clean
+.PHONY: run test deps build bench chaos clean
 
 run: deps build
 	@scripts/run.sh

@@ -374,12 +374,12 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 // publishWait bounds the wait for the stream's acknowledgements of one
 // batch of admissions or leaves, as headWait bounds a read of a stream's
 // head. A publish sent while the stream has no leader (a NATS node killed;
-// the election takes 4–7 s) is never answered, and the queue's loop, which
-// waited 5 s for it, ticked again only then (the fault suite's
-// nats-leader-kill, seed 5: "admissions not acknowledged" 5.0 s after the
-// kill). Bounded at a second, the loop asks again within a second of the
-// election. What is not acknowledged stays in the outbox and goes again
-// at the next tick (a repeat the stream drops by its id).
+// the election takes 4–7 s) is never answered, and the queue's loop would
+// wait out the client's default of 5 s before it ticked again, seconds
+// past the moment the new leader could answer. Bounded at a second, the
+// loop asks again within a second of the election. What is not
+// acknowledged stays in the outbox and goes again at the next tick (a
+// repeat the stream drops by its id).
 const publishWait = time.Second
 
 // announce publishes the outbox with each token id as Nats-Msg-Id and trims

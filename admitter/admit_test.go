@@ -581,13 +581,12 @@ func (w *world) storedAt(stream, subject, typ string) map[uint64]time.Time {
 }
 
 // Shoppers a tick finds gone and the admission that then passes them are
-// recorded in that order: the leaves first. The tick took the gone out of
-// the line before it admitted anyone behind them, but the admitter
-// announced the admission before it recorded the leaves, so the streams
-// showed someone admitted past shoppers still waiting, and usherctl audit
-// (which judges from the streams alone) reported "VIOLATED admission in join
-// order: seq 31 (ipu24) was waiting when seq 33 (ipu36), who joined later,
-// was admitted" for a fair line.
+// recorded in that order: the leaves first. The tick takes the gone out of
+// the line before it admits anyone behind them; an admission announced
+// before the leaves were recorded would show the streams someone admitted
+// past shoppers still waiting, and usherctl audit (which judges from the
+// streams alone) would report "VIOLATED admission in join order" for a
+// fair line.
 func TestAbandonedShoppersAreRecordedBeforeTheAdmissionPassingThem(t *testing.T) {
 	c := cfg(1, 100, 300)
 	after := 10

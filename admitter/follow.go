@@ -103,12 +103,11 @@ const (
 // createWait bounds the creation of a follower's consumer, as headWait
 // bounds a read of a stream's head: a request sent while the cluster has
 // no metadata leader (a NATS node killed; the fault suite's elections take
-// 4–7 s) is never answered, and the client's default of 5 s kept a queue's
-// admission stopped up to 5 s after the new leader could have made the
-// consumer (the fault suite's nats-leader-kill: a silent consumer replaced
-// 3 s after the kill, its successor asked for 2 s before the election's
-// end and made only at the 5 s mark). Asked again a moment after a second,
-// it is made within about a second of the election.
+// 4–7 s) is never answered, and with the client's default of 5 s a queue's
+// admission would stay stopped up to 5 s after the new leader could have
+// made the consumer (a consumer silent for silentFor, 3 s, is replaced
+// while the election may still be running). Asked again a moment after a
+// second, it is made within about a second of the election.
 const createWait = time.Second
 
 // Run follows the stream until ctx ends, starting again from the line's

@@ -9,10 +9,10 @@ import (
 	"usher/internal/waitqueue"
 )
 
-// After shoppers are admitted, the admitter's /metrics has the issue's
-// names (waiting, active, admitted, admission rate, tick duration, breaker
-// state, what the followers applied and have still to apply) labelled by
-// queue (and stream) only, never by shopper.
+// After shoppers are admitted, the admitter's /metrics has the names
+// docs/operations.md lists (waiting, active, admitted, admission rate,
+// tick duration, breaker state, what the followers applied and have still
+// to apply) labelled by queue (and stream) only, never by shopper.
 func TestMetricsAfterAdmissions(t *testing.T) {
 	w := newWorld(t, cfg(5, 20, 300))
 	addr := freeAddr(t)

@@ -51,8 +51,8 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if err != nil {
 		return err
 	}
-	// Before the followers, admission had one durable consumer; it holds
-	// nothing anyone needs any more.
+	// The durable consumer admitter on USHER_ENTRIES, which admitters of
+	// earlier releases read, is read by nothing now: it is removed.
 	if err := d.JS.DeleteConsumer(ctx, event.StreamEntries, "admitter"); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		d.Log.Warn("remove the old ingest consumer", "err", err)
 	}

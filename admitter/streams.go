@@ -50,9 +50,9 @@ func (s *streamHeads) Heads(ctx context.Context, q string) (admissions, orders w
 // headWait bounds one read of a stream's head. A read sent while the
 // stream's leader is gone (a NATS node killed; the election takes 4–7 s on
 // the fault suite's cluster) is never answered, and without a bound it
-// waited for the client's default of 5 s: the tick that asked, and the
-// follower's check for a silent consumer, came back only then, and the
-// queue's admission stayed stopped seconds after the new leader could
+// would wait for the client's default of 5 s: the tick that asked, and the
+// follower's check for a silent consumer, would come back only then, and
+// the queue's admission stay stopped seconds after the new leader could
 // answer. Asked again after a second instead, they find it within one.
 const headWait = time.Second
 

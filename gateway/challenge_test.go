@@ -167,9 +167,10 @@ func TestChallengeIsStateless(t *testing.T) {
 // A HEAD of the challenge (fiber routes it to the GET handler) answers
 // GET's status and headers and issues nothing: a client cannot read a
 // challenge from it, so none is counted toward its address's extra bits
-// or usher_pow_challenges_issued_total. Forty HEADs used to count as forty
-// challenges: the address's next GET asked two bits more, and a monitor
-// probing the endpoint with HEAD raised the price of its own network.
+// or usher_pow_challenges_issued_total. Counted, forty HEADs would be forty
+// challenges: the address's next GET would ask two bits more, and a
+// monitor probing the endpoint with HEAD would raise the price of its own
+// network.
 func TestAChallengeHEADIssuesNothing(t *testing.T) {
 	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": "auto", "min": 4, "max": 16}`)
 	const ip = "198.51.100.41"
@@ -197,8 +198,8 @@ func TestAChallengeHEADIssuesNothing(t *testing.T) {
 // A HEAD of the challenge answers the status a GET would, with its
 // headers and no body: with the line's Redis gone, a queue under auto
 // difficulty cannot read its pressure, and GET answers 503 problem+json.
-// HEAD answered 200 (it read nothing): a monitor probing the door with
-// HEAD saw it healthy while every shopper's GET failed.
+// A HEAD that answered 200 (reading nothing) would show a monitor probing
+// the door with HEAD a healthy door while every shopper's GET failed.
 func TestAChallengeHEADAnswersWhatGETWouldWhileRedisIsDown(t *testing.T) {
 	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": "auto", "min": 4, "max": 16}`)
 	url, stop := testenv.RedisServer(t)
@@ -553,9 +554,9 @@ func TestOpsSnapshotShowsDifficulty(t *testing.T) {
 // its proof was checked — an invite code mistyped — costs the shopper no
 // work, and the same proof, sent again once the cause is gone, gets the
 // place (a queue in maintenance refuses before the check: nothing is
-// spent). It used to be spent all the same, so the retry was a 428
-// "reused" and a phone solved a new challenge. Once a join with it is
-// recorded, it is spent.
+// spent). Spent all the same, it would make the retry a 428 "reused" and
+// a phone solve a new challenge. Once a join with it is recorded, it is
+// spent.
 func TestAJoinRefusedAfterItsProofKeepsTheProof(t *testing.T) {
 	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": 6}`)
 	const ip = "198.51.100.21"
@@ -590,9 +591,9 @@ func TestAJoinRefusedAfterItsProofKeepsTheProof(t *testing.T) {
 
 // A join the stream recorded keeps its proof spent, even when the gateway
 // cannot read its place afterwards and answers 503: the follower puts it
-// in line all the same, so the proof bought a place. It used to be given
-// back with the 503, and the same proof then bought a second place for
-// another user from the same address.
+// in line all the same, so the proof bought a place. Given back with the
+// 503, the same proof could buy a second place for another user from the
+// same address.
 func TestARecordedJoinKeepsItsProofSpentWhenItsPlaceCannotBeRead(t *testing.T) {
 	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": 6}`)
 	const ip = "198.51.100.61"
@@ -615,8 +616,8 @@ func TestARecordedJoinKeepsItsProofSpentWhenItsPlaceCannotBeRead(t *testing.T) {
 
 // A proof buys a new place in line; a join answered with the place the
 // shopper already holds (a reload, a second tab, a double click) bought
-// none, so its proof is given back. It used to be spent: the same proof
-// sent again was 428 "reused", and a phone already in line solved a new
+// none, so its proof is given back. Spent, the same proof sent again would
+// be a 428 "reused", and a phone already in line would solve a new
 // challenge only to be shown its own place. Given back, the proof still
 // buys one new place and no more, from the address it was issued to.
 func TestARejoinGivesItsProofBack(t *testing.T) {
@@ -649,7 +650,7 @@ func TestARejoinGivesItsProofBack(t *testing.T) {
 // A double click's second join — the stream took the first click's event
 // and answered the second as a duplicate — is answered 200 with the first
 // one's place: it bought none, so its proof, a different one, is given
-// back. It used to stay spent.
+// back, not left spent.
 func TestADoubleClicksSecondProofIsGivenBack(t *testing.T) {
 	h, _ := powHarness(t, `{"mode": "enforce", "difficulty": 6}`)
 	const ip = "198.51.100.81"
@@ -864,9 +865,9 @@ func TestAJoinInMaintenanceIsRefusedBeforeItsProofIsAsked(t *testing.T) {
 
 // A queue that turns every join away — in maintenance, closed — asks the
 // page for no work: its challenge has difficulty 0 and is not counted, so
-// a phone does not solve seconds of work only to be told 503 or 410. It
-// used to get the queue's difficulty (19 bits here: about a second of a
-// phone's work, minutes at max) for a join refused whatever its proof.
+// a phone does not solve seconds of work only to be told 503 or 410. The
+// queue's difficulty (19 bits here: about a second of a phone's work,
+// minutes at max) would buy a join refused whatever its proof.
 func TestAQueueThatRefusesEveryJoinAsksForNoWork(t *testing.T) {
 	const challenge = `{"mode": "enforce", "difficulty": 19}`
 	h, _ := powHarness(t, challenge)

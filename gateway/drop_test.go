@@ -234,10 +234,10 @@ func TestAllowListAndInvitesPassTheLine(t *testing.T) {
 }
 
 // A batch of invites lives as long as it was asked to, whatever batches
-// come after it: the codes shared one key whose EXPIRE each batch reset,
-// so a batch of one second killed a day's codes a second later, and a
-// ttlSeconds beyond a time.Duration (9300000000) wrapped around to an
-// expiry in 1737 that dropped every code at once.
+// come after it: codes sharing one key whose EXPIRE each batch reset would
+// let a batch of one second kill a day's codes a second later, and a
+// ttlSeconds beyond a time.Duration (9300000000) must not wrap around to
+// an expiry in 1737 that drops every code at once.
 func TestEveryBatchOfInvitesLivesAsLongAsItWasAsked(t *testing.T) {
 	h := newHarness(t)
 	h.putQueue(h.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`}`, 200)

@@ -7,8 +7,9 @@ import (
 )
 
 // After a join, polls and an admin call, the gateway's /metrics has the
-// issue's names (join and poll latency by route template) and no label
-// carries a user id or a ticket: paths are recorded as their templates.
+// names docs/operations.md lists (join and poll latency by route
+// template) and no label carries a user id or a ticket: paths are
+// recorded as their templates.
 func TestMetricsAfterJoinsAndPolls(t *testing.T) {
 	h := newHarness(t)
 	user := "metrics-shopper-7"

@@ -43,8 +43,8 @@ func (h *harness) doTarget(method, target string, header map[string]string) resp
 // a percent-encoded unreserved character equivalent to the character
 // (§2.3, §6.2.2.2), and a browser or an HTTP library may encode one. Every
 // route that names a queue, a ticket, a SKU or an order finds it by its
-// encoded spelling too. /v1/queues/%64emo/tickets used to answer 404
-// unknown-queue while /v1/queues/demo/tickets was there.
+// encoded spelling too: /v1/queues/%64emo/tickets is the queue demo's,
+// never a 404 unknown-queue while /v1/queues/demo/tickets is there.
 func TestAnEncodedNameInAPathIsTheName(t *testing.T) {
 	h := newOrderHarness(t)
 	user := map[string]string{"X-User-Id": "ann"}

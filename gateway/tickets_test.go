@@ -218,8 +218,8 @@ func TestAdminListsEveryInvalidField(t *testing.T) {
 	}
 }
 
-// A token's lifetime or a tick too long for a time.Duration wrapped around
-// (tokenTtlSeconds 99999999999 made tokens expire in 2273): refused.
+// A token's lifetime or a tick too long for a time.Duration would wrap
+// around (tokenTtlSeconds 99999999999: tokens expiring in 2273): refused.
 func TestAdminRefusesFiguresBeyondTheirBounds(t *testing.T) {
 	h := newHarness(t)
 	r := h.do("PUT", "/v1/admin/queues/q2", `{"targetActive":1000001,"maxAdmitPerTick":1000001,"tickMs":10000000000000,"tokenTtlSeconds":99999999999}`,

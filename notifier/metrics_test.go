@@ -7,9 +7,9 @@ import (
 	"usher/internal/testenv"
 )
 
-// After a shopper's READY went out, the notifier's /metrics has the issue's
-// names (SSE connections, events, READY delivery latency) and no label
-// carries the shopper, the ticket or the token. The notifier consumes no
+// After a shopper's READY went out, the notifier's /metrics has the
+// names docs/operations.md lists (SSE connections, events, READY delivery
+// latency) and no label carries the shopper, the ticket or the token. The notifier consumes no
 // JetStream stream (admissions arrive by core NATS), so it has no consumer
 // lag to report.
 func TestMetricsAfterReady(t *testing.T) {

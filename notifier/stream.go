@@ -138,8 +138,9 @@ func (s *streams) preflight(w http.ResponseWriter, r *http.Request) {
 // known (detach): it then runs on a goroutine of its own, and everything
 // net/http kept for the connection while its handler ran — the request,
 // two buffered writers and a buffered reader, about 10 KiB, and the
-// handler's goroutine — is freed. That was most of what an idle stream
-// cost (issue #16: memory per idle stream beside a bare net/http server).
+// handler's goroutine — is freed. That is most of what an idle stream
+// would cost otherwise, and memory per idle stream, beside a bare
+// net/http server's, is one of BENCHMARKS.md's goals.
 // Elsewhere (HTTP/2, a test's recorder) the stream runs here.
 //
 // It is kept small on purpose: the setup (open: the ticket, Redis, the

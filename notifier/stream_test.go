@@ -1167,7 +1167,7 @@ func TestDecodeLeft(t *testing.T) {
 }
 
 // A HEAD of the stream (the GET route takes it) answers the stream's
-// header and no body: it used to be taken over like a GET, its events
+// header and no body: taken over like a GET, it would have its events
 // written after the header of a response that has none.
 func TestAHeadOfTheStreamHasNoBody(t *testing.T) {
 	w := newWorld(t)

@@ -129,12 +129,12 @@ func BenchmarkOrderTransactions(b *testing.B) {
 // claimed and the requests published before the clock starts, as gateways
 // would have claimed and published them, and the clock starts with the
 // worker, its start-up counted: one by one, a claim and a publish each,
-// the loop itself took 2.6 ms an order and the benchmark measured it
-// (≈ 380 orders/s) instead of the order path; published asynchronously
-// inside the window, the publishing took 130 µs of the two cores' CPU
-// an order from the path. The worker runs with the default ack wait (30
-// s, not the tests' 1 s): with it every order in flight past a third of
-// a second told the broker it was still working.
+// the loop itself takes 2.6 ms an order and the benchmark would measure
+// it (≈ 380 orders/s) instead of the order path; published asynchronously
+// inside the window, the publishing would take 130 µs of the two cores'
+// CPU an order from the path. The worker runs with the default ack wait
+// (30 s, not the tests' 1 s): with the tests' every order in flight past
+// a third of a second would tell the broker it was still working.
 func BenchmarkOrderPath(b *testing.B) { orderPath(b, false) }
 
 // BenchmarkOrderPathAdmissionCheck is BenchmarkOrderPath with and without

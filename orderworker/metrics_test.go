@@ -11,10 +11,11 @@ import (
 	"usher/internal/testenv"
 )
 
-// A finished order shows on the worker's /metrics under the names
-// (outcomes and latency, connection hold, breaker, payment latency,
-// consumer lag), with no shopper's id in any label, and in the queue's
-// outcome counts in Redis that the ops dashboard reads.
+// A finished order shows on the worker's /metrics under the names
+// docs/operations.md lists (outcomes and latency, connection hold,
+// breaker, payment latency, consumer lag), with no shopper's id in any
+// label, and in the queue's outcome counts in Redis that the ops
+// dashboard reads.
 func TestMetricsAfterAnOrder(t *testing.T) {
 	w := newWorld(t, queueCfg(20), 5, 5)
 	port, err := testenv.FreePort()

@@ -222,7 +222,7 @@ func TestTheNextShopperIsAdmittedOnlyWhenTheOrderFinishes(t *testing.T) {
 }
 
 // An order is judged at its request: a token claimed before it expired is
-// honoured however long the worker takes to get to it (issue #10, item 7).
+// honoured however long the worker takes to get to it.
 func TestAnOrderAcceptedBeforeTheTokenExpiredIsHonouredLate(t *testing.T) {
 	w := newWorld(t, queueCfg(20), 10, 5)
 	tok := w.admitFor(1, time.Second)[0]

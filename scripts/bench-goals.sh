@@ -8,7 +8,7 @@
 #
 #   joins     wrk -t2 -c256, a join of a user of its own per request
 #             vs nats bench js pub async (1 client, 128 B, file store), same broker
-#             and beside the issue's naive prototype of the join path
+#             and beside the bare join path usher was first measured against
 #             (bin/naivejoin, tools/loadtest/naivejoin: fiber, async publish with
 #             ack, pull consumer, pipelined ZADD NX) under the same wrk load
 #   polls     wrk -t2 -c32, polls of one ticket
@@ -79,7 +79,7 @@ if want http; then
 fi
 naiveprocs() { echo "naivejoin=$naive $(echo " ${BENCH_PROCS:-}" | grep -o ' nats-server=[0-9]*\| redis=[0-9]*' | tr -d '\n')"; }
 
-echo "## Issue #16 goals ($rounds rounds, anchor and usher in turn; medians)"
+echo "## BENCHMARKS.md goals ($rounds rounds, anchor and usher in turn; medians)"
 want http && for r in $(seq 1 "$rounds"); do
   echo "### round $r"
   # Joins: the broker's own async publish first, then usher's joins on it.
@@ -186,7 +186,7 @@ done
 
 m() { med <"$g/$1"; }
 echo
-echo "## Issue #16 goals: medians of $rounds rounds"
+echo "## BENCHMARKS.md goals: medians of $rounds rounds"
 # met LEFT OP RIGHT [LEFT OP RIGHT]: "met" when every comparison holds.
 met() { awk -v s="$*" 'BEGIN { n = split(s, a, " "); ok = 1
   for (i = 1; i + 2 <= n; i += 3) { l = a[i]; r = a[i+2]; if (l !~ /^[0-9.]+$/) { print "–"; exit }
@@ -195,7 +195,7 @@ met() { awk -v s="$*" 'BEGIN { n = split(s, a, " "); ok = 1
 echo "| figure | goal | anchor (median) | usher (median) | ratio (median of rounds) | goal |"
 echo "| --- | --- | ---: | ---: | ---: | --- |"
 echo "| joins/s, wrk -c256; p99 | ≥ 0.25 × anchor, p99 ≤ 50 ms | nats bench js pub async $(m anchor-js) msgs/s | $(m joins)/s, p99 $(m joins-p99) ms | $(m joins-ratio) | $(met "$(m joins-ratio)" '>=' 0.25 "$(m joins-p99)" '<=' 50) |"
-echo "| (the issue's naive join prototype, same load) | – | nats bench js pub async $(m anchor-js) msgs/s | $(m naive)/s | $(m naive-ratio) | usher's joins $(m joins-of-naive) of it |"
+echo "| (the bare join path, bin/naivejoin, same load) | – | nats bench js pub async $(m anchor-js) msgs/s | $(m naive)/s | $(m naive-ratio) | usher's joins $(m joins-of-naive) of it |"
 echo "| polls/s on one ticket, wrk -c32 | ≥ 0.45 × anchor | redis-benchmark -t get -c 32 $(m anchor-get)/s | $(m polls)/s | $(m polls-ratio) | $(met "$(m polls-ratio)" '>=' 0.45) |"
 echo "| SSE memory per idle stream at $n | ≤ 1.1 × anchor | bare net/http SSE $(m anchor-sse-kib) KiB | $(m sse-kib) KiB | $(m sse-ratio) | $(met "$(m sse-ratio)" '<=' 1.1) |"
 echo "| READY delivery p99, $n connected, 5,000/s | ≤ 200 ms | – | $(m ready-p99) ms | – | $(met "$(m ready-p99)" '<=' 200) |"

@@ -217,9 +217,9 @@ func (h *history) readOrders(ctx context.Context, js jetstream.JetStream) error 
 		// (and the admitter frees it only after applying the stored
 		// event), so the stored time bounds the slot's end from below
 		// whatever the worker's clock said: a clock a slow sample left
-		// ahead of Redis's (210 ms after a Redis failover) dated orders
-		// after their slots were reused, and the audit counted a slot
-		// that was never held.
+		// ahead of Redis's (by 210 ms after a Redis failover, say) would
+		// date orders after their slots were reused, and the audit would
+		// count a slot that was never held.
 		at := e.Time
 		if at.IsZero() || m.Stored.Before(at) {
 			at = m.Stored

@@ -1,15 +1,19 @@
 // Command usherctl is the ops tool of usher: it configures queues through the
 // gateway's admin API, replays the event streams, rebuilds a queue's Redis
-// state from them after a loss, and audits from them alone that a line was
-// fair.
+// state from them after a loss, audits from them alone that a line was
+// fair and reports what a drop did; it also migrates the PostgreSQL schema
+// and writes the Redis and NATS credentials.
 //
 // Usage:
 //
-//	usherctl queue create|set|get|list|pause|resume|close [flags] [QUEUE]
+//	usherctl queue create|set|get|list|pause|resume|close|delete [flags] [QUEUE]
 //	usherctl replay --stream entries|admissions|orders|ops --queue Q [flags]
-//	usherctl rebuild --queue Q [--force]
-//	usherctl audit --queue Q
+//	usherctl rebuild --queue Q [--force] [--dry-run]
+//	usherctl audit --queue Q [--show N] [--lottery-list FILE]
 //	usherctl report --queue Q [--since DURATION|RFC3339] [--out FILE] [--json FILE]
+//	usherctl migrate
+//	usherctl redis-acl --dir DIR
+//	usherctl nats-auth --dir DIR [--base nats.conf] [--keys DIR [--key-dirs]] [--downstream NAME,...]
 //
 // It reads the same environment as the services: USHER_NATS_URL,
 // USHER_REDIS_URL, USHER_ADMIN_TOKEN, USHER_DATA_DIR (where its NATS key

@@ -69,14 +69,14 @@ type hooks struct {
 const usage = `usherctl: ops tool for usher queues.
 
 Usage:
-  usherctl queue create|set|get|list|pause|resume|close [flags] [QUEUE]
+  usherctl queue create|set|get|list|pause|resume|close|delete [flags] [QUEUE]
   usherctl replay --stream entries|admissions|orders|ops --queue Q [flags]
-  usherctl rebuild --queue Q [--force]
-  usherctl audit --queue Q
+  usherctl rebuild --queue Q [--force] [--dry-run]
+  usherctl audit --queue Q [--show N] [--lottery-list FILE]
   usherctl report --queue Q [--since DURATION|RFC3339] [--out report.html] [--json report.json]
   usherctl migrate
   usherctl redis-acl --dir DIR
-  usherctl nats-auth --dir DIR [--base nats.conf] [--downstream NAME,...]
+  usherctl nats-auth --dir DIR [--base nats.conf] [--keys DIR [--key-dirs]] [--downstream NAME,...]
 
 Run "usherctl COMMAND --help" for a command's flags.
 
@@ -119,7 +119,7 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		c.log = slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
 	}
 	// go-redis logs through a logger of its own, straight to stderr: with
-	// Redis down, each dial failure came out in its format ahead of
+	// Redis down, each dial failure would come out in its format ahead of
 	// usherctl's one error, which already names the cause. It goes to
 	// usherctl's log at debug level instead, as in every service.
 	waitqueue.LogRedisTo(c.log)

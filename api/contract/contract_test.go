@@ -48,8 +48,9 @@ func TestContractChecksEvents(t *testing.T) {
 // A path parameter is held to its schema decoded, as OpenAPI reads it: a
 // client may percent-encode any character of a segment (%64emo is the
 // queue demo), while a segment that decodes to no valid value, an escaped
-// slash one, is refused. An encoded name used to be checked encoded twice
-// over — %2564emo, decoded once to %64emo — and refused whatever it named.
+// slash one, is refused. An encoded name is checked as what it decodes to:
+// checked as spelled — %2564emo, decoded once to %64emo — it would be
+// refused whatever it named.
 func TestContractDecodesPathParameters(t *testing.T) {
 	d, err := contract.Load()
 	if err != nil {

@@ -72,7 +72,7 @@ func TestLoadOrCreateFileUnderARace(t *testing.T) {
 }
 
 // A listen address is host:port, checked with the rest of the settings:
-// "127.0.0.1" without its port used to pass, and failed at the listen,
+// "127.0.0.1" without its port, let pass, would fail only at the listen,
 // after the service had connected everything else (USHER_PPROF_ADDR's
 // after the service reported itself running).
 func TestAddrWantsHostPort(t *testing.T) {

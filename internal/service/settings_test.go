@@ -29,9 +29,9 @@ func TestLogLevelIsReportedWithTheOtherSettings(t *testing.T) {
 }
 
 // USHER_PPROF_ADDR is a listen address: without its port it stops the
-// start with the other settings. It used to be listened on only once the
-// service was running, which then stopped on "missing port in address",
-// naming no variable.
+// start with the other settings. Left to the listen, once the service
+// runs, it would stop the service on "missing port in address", naming no
+// variable.
 func TestProfilesAddressWithoutAPortIsRefused(t *testing.T) {
 	env := map[string]string{"USHER_PPROF_ADDR": "127.0.0.1"}
 	e := config.New(func(k string) string { return env[k] })

@@ -127,9 +127,9 @@ type claims struct {
 //
 // The token is spelled by hand, not through the JWT library's reflection:
 // it is minted once per READY, thousands a second on the notifier during a
-// sale, and encoding the claims by reflection cost three times the Ed25519
-// signature itself (most of it growing the small stacks of parked stream
-// goroutines). The bytes are the library's own — header keys sorted, claims
+// sale, and encoding the claims by reflection would cost three times the
+// Ed25519 signature itself (most of it growing the small stacks of parked
+// stream goroutines). The bytes are the library's own — header keys sorted, claims
 // in RegisteredClaims' order, the audience as a one-element array, times in
 // whole seconds, strings escaped as encoding/json escapes them — which a
 // test and a fuzz target check against the library (TestSignMatchesJWT,
@@ -143,7 +143,7 @@ func (kr *Keyring) Sign(c Claims) (string, error) {
 	body = appendJSONString(append(body, `,"aud":[`...), c.Queue)
 	// exp is whole seconds, rounded up: a token lapses no earlier than
 	// its line's expiresAt (ms), which judges the order exactly (the claim).
-	// Rounded down, a token of tokenTtlSeconds 1 readied at .95 s was
+	// Rounded down, a token of tokenTtlSeconds 1 readied at .95 s would be
 	// refused as expired 50 ms after READY.
 	exp := c.ExpiresAt.Unix()
 	if c.ExpiresAt.After(time.Unix(exp, 0)) {

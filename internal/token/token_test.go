@@ -178,9 +178,9 @@ func TestVerifyExpired(t *testing.T) {
 }
 
 // A token lapses no earlier than its line's expiry: exp, in whole seconds,
-// is rounded up. Rounded down, a token of one second readied at .95 s was
-// expired 50 ms after READY (the e2e TestATokenExpiringWhileItsShopperOrders
-// failed so under CI's load).
+// is rounded up. Rounded down, a token of one second readied at .95 s
+// would expire 50 ms after READY, which a loaded machine's order misses
+// (the e2e TestATokenExpiringWhileItsShopperOrders).
 func TestATokenLastsUntilItsLinesExpiry(t *testing.T) {
 	kr := token.NewKeyring(newKey(t))
 	ready := time.Unix(1_800_000_000, 950*int64(time.Millisecond))

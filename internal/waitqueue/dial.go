@@ -193,8 +193,9 @@ func (s Settings) check() error {
 }
 
 // checkURL refuses a USHER_REDIS_URL Dial could not connect with (see
-// clusterAddrs and serverOptions): either used to surface only once NATS
-// was reached, a cluster list's after 30 s of dialling "lookup tcp/6379/0".
+// clusterAddrs and serverOptions), at start-up with the other settings:
+// left to Dial, either would surface only once NATS was reached, a cluster
+// list's after 30 s of dialling "lookup tcp/6379/0".
 func checkURL(raw string) error {
 	if strings.Contains(raw, ",") {
 		_, _, err := clusterAddrs(raw)

@@ -29,10 +29,9 @@ const (
 // reset or timed-out connection, CLUSTERDOWN, TRYAGAIN, MASTERDOWN, LOADING.
 //
 // go-redis rereads it by itself only on MOVED and ASK, which a master that
-// died never sends: its clients kept dialing the dead address, slot after
-// slot, until the periodic refresh or the old master's return — in the
-// fault suite's Redis failover, 5 s after the replica had taken over and
-// only because the harness restarted the old master. With this hook, the
+// died never sends: its clients would keep dialing the dead address, slot
+// after slot, until the periodic refresh or the old master's return,
+// seconds after the replica had taken over. With this hook, the
 // first failed command after the election (a command fails every few
 // milliseconds while a queue's shard is down) brings the new master in;
 // go-redis's own retry of that command then goes to it. Rereads are

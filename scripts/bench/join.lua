@@ -1,4 +1,4 @@
--- wrk script for `make bench` (issue #16): every request is a join of a
+-- wrk script for `make bench` (the joins goal): every request is a join of a
 -- user of its own, so each one publishes a new entry (none is a 200 repeat).
 --   wrk -t2 -c256 -d10s --latency -s scripts/bench/join.lua http://127.0.0.1:18080 -- QUEUE TAG
 local threads = 0

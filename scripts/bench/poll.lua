@@ -1,4 +1,4 @@
--- wrk script for `make bench` (issue #16): polls of one ticket (the URL given); prints one
+-- wrk script for `make bench` (the polls goal): polls of one ticket (the URL given); prints one
 -- machine-readable line at the end.
 function done(summary, latency, requests)
   local s = summary.duration / 1e6

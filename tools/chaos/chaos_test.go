@@ -35,7 +35,7 @@ func TestSmoke(t *testing.T) {
 	}
 	// The build first, on a deadline of its own: on a fresh machine it
 	// compiles nats-server and every service from nothing, beside the
-	// other packages' race-instrumented tests (minutes; it once took the
+	// other packages' race-instrumented tests (minutes, up to the
 	// scenarios' whole five). run then builds again from the cache.
 	bctx, bcancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	_, err := build(bctx, t.TempDir(), "")

@@ -213,8 +213,8 @@ type envelope struct {
 //
 // It reads through an ephemeral, unacknowledged consumer of its own. An R1
 // consumer sits on one replica of the stream, and after a node's kill that
-// may be one that has not caught up yet: it delivers nothing while it lags
-// (CI saw 0 of 80 in a minute). So a consumer that delivers nothing for
+// may be one that has not caught up yet: it delivers nothing while it lags,
+// for a minute or more. So a consumer that delivers nothing for
 // stallAfter is replaced by a new one from just after the last message read.
 func readStream(ctx context.Context, js jetstream.JetStream, stream string, subjects []string, f func(jetstream.Msg, *jetstream.MsgMetadata) error) error {
 	st, err := js.Stream(ctx, stream)

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// The story with every service: 1,000 wait; 350 keep the page open
+// Abandonment with every service: 1,000 wait; 350 keep the page open
 // on the notifier's stream, 350 poll, 300 close the tab. After
 // abandonAfterSeconds the 700 who are there hold places 1..700 of a line
 // of 700, and the 300 are told they left, reason abandoned.

@@ -153,10 +153,10 @@ func TestJourneyUnderLeastPrivilege(t *testing.T) {
 	relayIsRefused(t, natsURL, data, js)
 }
 
-// relayIsRefused tries the issue's relay with every role's key after a
-// journey: a push consumer on USHER_ADMISSIONS delivering on
-// usher.order.completed.zz (the request `nats consumer add --deliver`
-// sends). No key but the admitter's may create a consumer at all, so each
+// relayIsRefused tries a relay through a push consumer (docs/security.md,
+// Attacks tried, row 61) with every role's key after a journey: a push
+// consumer on USHER_ADMISSIONS delivering on usher.order.completed.zz
+// (the request `nats consumer add --deliver` sends). No key but the admitter's may create a consumer at all, so each
 // is refused and none is created; every role then subscribes to that
 // subject, which would make a push consumer the admitter's key created
 // deliver there — and USHER_ORDERS store admissions. The broker refuses

@@ -202,7 +202,7 @@ func storedBeforeTheDraw(t *testing.T, natsURL, q string) []string {
 	return out
 }
 
-// The story: "Friday 10:00". Ten thousand shoppers arrive early
+// A drop that opens on Friday at 10:00. Ten thousand shoppers arrive early
 // and wait in the pre-queue with no place; some refresh, some leave. Every
 // usher service is killed before the opening and started after it. At the
 // opening each one left gets a place by the lottery — the order an

@@ -125,8 +125,8 @@ func addr(t testing.TB) string {
 func stackEnv(t testing.TB, extra ...string) map[string]string {
 	t.Helper()
 	// Five ports, each free a moment ago and none twice: a port closed by
-	// FreePort can come back from the next call (CI saw pgsim and the
-	// admitter given the same one: "bind: address already in use").
+	// FreePort can come back from the next call, and two services given
+	// the same one fail with "bind: address already in use".
 	used := map[string]bool{}
 	distinct := func() string {
 		for {

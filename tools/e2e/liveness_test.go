@@ -17,13 +17,13 @@ import (
 	"usher/internal/testenv"
 )
 
-// Issue #17: a stalled, killed or restarted admitter must delay admission by
+// A stalled, killed or restarted admitter must delay admission by
 // seconds after it (or a peer) can work again, in every queue — never by
 // JetStream's 30 s ack wait.
 const (
 	// livenessBound is how late after an admitter could admit it a join may
 	// be admitted. The requirement is about 2 s; 6 s leaves room for a
-	// loaded machine and still tells the fix from the bug (~30 s).
+	// loaded machine and still tells it from a wait for the ack wait (~30 s).
 	livenessBound = 6 * time.Second
 	// livenessPatience is how long the test waits for the last join before
 	// it gives up: long enough to measure an ack-wait stall instead of only

@@ -89,7 +89,7 @@ func TestWaitingRoomInABrowser(t *testing.T) {
 
 // A page whose kept ticket is of a line since reset (the poll's 410
 // ticket-stale) drops it and joins again, as it does a ticket the line does
-// not know and as the page without JavaScript does. It used to poll the
+// not know and as the page without JavaScript does, rather than poll the
 // stale ticket every few seconds for good, showing only the problem. The
 // stale ticket is signed with the gateway's own secret (from its data
 // folder), for an epoch the line no longer has.

@@ -451,7 +451,7 @@ func (p *pageTab) expect(js string, want any) {
 
 // expectSoon is expect for what the browser does a moment after the page
 // is complete: autofocus is applied at its next rendering update, and a
-// loaded machine may check before it (CI saw activeElement still the body).
+// loaded machine may check before it and find activeElement still the body.
 func (p *pageTab) expectSoon(js string, want any) {
 	p.t.Helper()
 	testenv.Eventually(p.t, 5*time.Second, func() error {

@@ -160,7 +160,7 @@ func (s *shop) waitStatus(tk, status, stock string) map[string]any {
 	return body
 }
 
-// The story: two units, one slot, three shoppers. The first two
+// Two units, one slot, three shoppers. The first two
 // buy the two units; the third, still waiting, is never admitted: the line
 // closes as sold out the moment the last unit is paid, she is told so, and
 // new joins get 410.

@@ -22,8 +22,9 @@ import (
 // the order as docs/events.md says, check it is the one drawn — the digest of
 // their recomputed order is the one usher published — and find their own
 // place in it, which is the place the line gives them. The order digest
-// used to be only in the ops stream's event, which no shopper can read, so
-// a published list could leave someone out and nobody outside could tell.
+// is in the public view, not only in the ops stream's event, which no
+// shopper can read: without it a published list could leave someone out
+// and nobody outside could tell.
 func TestAShopperChecksTheDrawFromPublicDataAlone(t *testing.T) {
 	r := newDropRig(t)
 	off := `"rateLimit": {"perIpPerSecond": 0, "perUserPerSecond": 0, "ordersPerSecond": 0}`

@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// The adaptive admission's runs (issue #18): a queue whose targetActive
+// The adaptive admission's runs: a queue whose targetActive
 // the admitter finds itself (-adaptive min:max), a payment gateway whose
 // latency changes during the run (-pgsim-schedule), and a timeline of the
 // admission limit, order latency and throughput for the report.

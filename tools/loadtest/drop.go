@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// The drop scenario (issue #11): a flash sale of a few units to many more
+// The drop scenario: a flash sale of a few units to many more
 // shoppers, on a queue that follows its stock. Every shopper joins while
 // the queue is paused and holds a Server-Sent Events stream (polling only
 // when the notifier cannot be reached); the queue opens, each shopper who

@@ -10,7 +10,7 @@ import (
 	"usher/internal/waitqueue/linetest"
 )
 
-// The story: 1,000 wait, 300 go silent. After the timeout the 700
+// 1,000 wait, 300 go silent. After the timeout the 700
 // who are there — 699 whose streams the notifier holds, one who polls —
 // hold places 1..700, and the 300 have left, reason abandoned, recorded
 // for the stream.

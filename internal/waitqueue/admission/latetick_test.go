@@ -78,8 +78,8 @@ func TestALongAbsenceIsNotAdmittedInABurst(t *testing.T) {
 
 // Ticks that catch up after a stall run back to back: readyAt still never
 // goes back from one tick to the next, so nobody behind in line is READY
-// before someone ahead (the audit's lottery-order check caught a later
-// place READY 4 ms before an earlier one in CI).
+// before someone ahead (the audit's lottery-order check would report a
+// later place READY even a few ms before an earlier one).
 func TestReadyAtNeverGoesBackWhenTicksCatchUp(t *testing.T) {
 	s, q := linetest.New(t)
 	ctx := context.Background()
@@ -106,8 +106,8 @@ func TestReadyAtNeverGoesBackWhenTicksCatchUp(t *testing.T) {
 
 // A join admitted at once, outside the ticks, is not READY before those the
 // ticks admitted ahead of it: after catch-up ticks their readyAt lies ahead
-// of Redis's clock (chaos nats-leader-kill caught seq 179 READY 102 ms after
-// seq 191, a join into the emptied line admitted at once). Admission at
+// of Redis's clock, and a join into the emptied line admitted at once
+// would otherwise be READY first. Admission at
 // once waits for the ticks' last readyAt to pass (ErrNotCurrent until then);
 // what it admits is READY at once, never before the others.
 func TestAJoinAdmittedAtOnceIsNotReadyBeforeThoseAheadOfIt(t *testing.T) {

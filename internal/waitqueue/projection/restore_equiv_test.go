@@ -18,10 +18,10 @@ import (
 	"usher/internal/waitqueue/roles"
 )
 
-// restoreReference is the restore script as it was before it asked
-// whether records and pointers exist once per call (as at abf9fe0): one
-// EXISTS, HSET and SET NX per record. Restore must leave Redis exactly as
-// it would.
+// restoreReference is the restore script written the plain way, one
+// record at a time: one EXISTS, HSET and SET NX per record, where Restore
+// asks once per call whether records and pointers exist. Restore must
+// leave Redis exactly as it would.
 var restoreReference = redis.NewScript(`
 local prefix, ttl = ARGV[1], tonumber(ARGV[2])
 local out, line, held, heldIdx = {}, {}, {}, {}
