@@ -379,7 +379,9 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 // past the moment the new leader could answer. Bounded at a second, the
 // loop asks again within a second of the election. What is not
 // acknowledged stays in the outbox and goes again at the next tick (a
-// repeat the stream drops by its id).
+// repeat the stream drops by its id) — after a later tick's admissions,
+// perhaps: the stream's order of admissions is the relay's, and their
+// readyAt is the order they were decided in (usherctl audit judges that).
 const publishWait = time.Second
 
 // announce publishes the outbox with each token id as Nats-Msg-Id and trims
