@@ -270,29 +270,51 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 	if err := a.drawIfDue(ctx, cfg); err != nil {
 		return tickLen, err
 	}
-	admissions, ordersHead, err := a.streams.Heads(ctx, cfg.Name)
+	t, ended, jitter, err := a.prepareTick(ctx, cfg)
 	if err != nil {
 		return tickLen, err
 	}
+	res, err := a.admission.Admit(ctx, cfg.Name, t)
+	if err != nil {
+		return tickLen, err
+	}
+	a.settleState(ctx, cfg, res, ended)
+	if res.Early {
+		// Another admitter ran this tick; come back when the next is due.
+		return min(res.Next, tickLen) + jitter, nil
+	}
+	a.metrics.observeTick(cfg, res, time.Since(start))
+	behind, err := a.announceTick(ctx, cfg.Name, res, kick)
+	switch {
+	case err != nil:
+		return tickLen, err
+	case behind:
+		return 20 * time.Millisecond, nil
+	}
+	return min(max(res.Next, time.Millisecond), tickLen) + jitter, nil
+}
+
+// prepareTick gathers what the admission script weighs this tick: how far
+// the streams hold the queue's admissions and orders, whether admission
+// pauses, how many shoppers may be active. The tick's random offset and
+// its jitter are drawn together under one lock from the admitter's seeded
+// source; ended says the queue is past its closesAt.
+func (a *admitter) prepareTick(ctx context.Context, cfg catalog.Config) (t waitqueue.Tick, ended bool, jitter time.Duration, err error) {
+	admissions, ordersHead, err := a.streams.Heads(ctx, cfg.Name)
+	if err != nil {
+		return t, false, 0, err
+	}
 	a.randMu.Lock()
 	offset := a.rand.IntN(1000)
-	jitter := time.Duration(a.rand.IntN(2000)) * time.Microsecond
+	jitter = time.Duration(a.rand.IntN(2000)) * time.Microsecond
 	a.randMu.Unlock()
 	// Once closesAt passed nobody more is admitted: shoppers still in line
 	// are told CLOSED (ended) from then on, and the queue is closed in the
-	// catalog below (joins get 410 already).
-	ended := cfg.Ended(a.now())
-	paused := cfg.State != catalog.StateOpen || ended
-	if a.breaker != nil {
-		// Back-pressure: while payments cannot go through, admitting more
-		// shoppers would only pile orders up behind the breaker. Read even
-		// for a paused queue, so the breaker gauge stays current.
-		open, err := a.breaker.Open(ctx)
-		if err != nil {
-			return tickLen, err
-		}
-		a.metrics.observeBreaker(open)
-		paused = paused || open
+	// catalog after the tick (joins get 410 already).
+	ended = cfg.Ended(a.now())
+	paused, err := a.paused(ctx, cfg, ended)
+	if err != nil {
+		return t, false, 0, err
 	}
 	target := a.targetActive(ctx, cfg)
 	if cfg.QueueMode() == catalog.ModePassthrough {
@@ -302,11 +324,11 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 	if cfg.StockAwareness() {
 		share = waitqueue.Share{SKUs: cfg.Products(), Peers: a.queues.StockPeers(cfg)}
 	}
-	res, err := a.admission.Admit(ctx, cfg.Name, waitqueue.Tick{
+	return waitqueue.Tick{
 		Epoch:           a.epoch(),
 		TargetActive:    target,
 		MaxAdmitPerTick: cfg.MaxAdmitPerTick,
-		TickLength:      tickLen,
+		TickLength:      time.Duration(cfg.TickMs) * time.Millisecond,
 		TokenTTL:        time.Duration(cfg.TokenTTLSeconds) * time.Second,
 		Paused:          paused,
 		Offset:          offset,
@@ -317,10 +339,31 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 		AwaitDraw:       cfg.Lottery != nil && cfg.OpensAt != nil,
 		AbandonAfter:    cfg.AbandonAfter(),
 		NoJitter:        cfg.QueueMode() == catalog.ModePassthrough,
-	})
-	if err != nil {
-		return tickLen, err
+	}, ended, jitter, nil
+}
+
+// paused says whether this tick admits nobody: a queue that is not open or
+// has ended, or — back-pressure — a payment breaker that is open, since
+// while payments cannot go through, admitting more shoppers would only pile
+// orders up behind the breaker. The breaker is read even for a paused
+// queue, so its gauge stays current.
+func (a *admitter) paused(ctx context.Context, cfg catalog.Config, ended bool) (bool, error) {
+	paused := cfg.State != catalog.StateOpen || ended
+	if a.breaker == nil {
+		return paused, nil
 	}
+	open, err := a.breaker.Open(ctx)
+	if err != nil {
+		return false, err
+	}
+	a.metrics.observeBreaker(open)
+	return paused || open, nil
+}
+
+// settleState brings the queue's state in the catalog in line with what the
+// tick found: an ended or sold-out queue is closed, and one closed because
+// it sold out reopens when units are back.
+func (a *admitter) settleState(ctx context.Context, cfg catalog.Config, res waitqueue.TickResult, ended bool) {
 	switch {
 	case ended:
 		if cfg.State != catalog.StateClosed {
@@ -334,11 +377,13 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 		// closed because it sold out reopens, as a restock's would.
 		a.reopenRestocked(ctx, cfg.Name)
 	}
-	if res.Early {
-		// Another admitter ran this tick; come back when the next is due.
-		return min(res.Next, tickLen) + jitter, nil
-	}
-	a.metrics.observeTick(cfg, res, time.Since(start))
+}
+
+// announceTick puts a due tick's outcome on the record in the order the
+// audit needs: the leaves of the shoppers it found gone, then the outbox.
+// behind says the line has not caught up with the streams, and the queue
+// should try again in a moment rather than a tick.
+func (a *admitter) announceTick(ctx context.Context, q string, res waitqueue.TickResult, kick func()) (behind bool, err error) {
 	if res.Abandoned > 0 {
 		// The script took the gone out of the line before it admitted
 		// anyone behind them: their leaves go on the record before those
@@ -346,8 +391,8 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 		// judges from them alone) never show a shopper passed while still
 		// waiting. A crash in between leaves both outboxes, and the next
 		// tick records the leaves first too.
-		if err := a.recordAbandoned(ctx, cfg.Name); err != nil {
-			return tickLen, err
+		if err := a.recordAbandoned(ctx, q); err != nil {
+			return false, err
 		}
 	}
 	if res.Behind {
@@ -355,20 +400,14 @@ func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (t
 		// hold (Redis lost writes, or the followers are a moment behind):
 		// nobody is admitted until it has. Ask the followers to look now.
 		kick()
-		if err := a.announce(ctx, cfg.Name); err != nil {
-			return tickLen, err
-		}
-		return 20 * time.Millisecond, nil
+		return true, a.announce(ctx, q)
 	}
 	if a.hooks.afterAdmit != nil {
-		if err := a.hooks.afterAdmit(cfg.Name); err != nil {
-			return tickLen, hookError{err}
+		if err := a.hooks.afterAdmit(q); err != nil {
+			return false, hookError{err}
 		}
 	}
-	if err := a.announce(ctx, cfg.Name); err != nil {
-		return tickLen, err
-	}
-	return min(max(res.Next, time.Millisecond), tickLen) + jitter, nil
+	return false, a.announce(ctx, q)
 }
 
 // publishWait bounds the wait for the stream's acknowledgements of one

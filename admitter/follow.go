@@ -138,25 +138,71 @@ func (f *follower) Run(ctx context.Context) error {
 // follow is one pass: read the cursor, consume from just after it, apply
 // batches until the line turns out to have lost writes or ctx ends.
 func (f *follower) follow(ctx context.Context) error {
-	sid, err := bus.StreamID(ctx, f.js, f.stream)
+	pos, err := f.position(ctx)
 	if err != nil {
 		return err
+	}
+	msgs, cc, err := f.consume(ctx, pos)
+	if err != nil {
+		return err
+	}
+	defer cc.Stop()
+
+	p := newPass(pos, msgs, f.batch)
+	f.applied.Store(p.prev)
+	check := time.NewTicker(time.Second)
+	defer check.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-msgs:
+			err = f.applyDelivered(ctx, p, m)
+		case <-f.kick:
+			err = f.onKick(ctx, p)
+		case now := <-check.C:
+			err = f.onCheck(ctx, p, now)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// position reads where a pass starts: the stream's identity and the line's
+// cursor in it. A cursor of another incarnation of the stream means nothing
+// in this one, so the pass starts at the stream's beginning — after the
+// line is cleared (entries only), since what it holds came from events the
+// stream no longer has.
+func (f *follower) position(ctx context.Context) (waitqueue.Position, error) {
+	sid, err := bus.StreamID(ctx, f.js, f.stream)
+	if err != nil {
+		return waitqueue.Position{}, err
 	}
 	cur, err := f.line.Cursor(ctx, f.queue)
 	if err != nil {
-		return err
+		return waitqueue.Position{}, err
 	}
 	pos := cur[f.field]
-	if pos.StreamID != sid {
-		if pos.StreamID != "" && f.onStale != nil {
-			f.log.Warn("the line belongs to an older incarnation of the stream; starting it afresh",
-				"had", pos.StreamID, "now", sid)
-			if err := f.onStale(ctx); err != nil {
-				return err
-			}
-		}
-		pos = waitqueue.Position{StreamID: sid}
+	if pos.StreamID == sid {
+		return pos, nil
 	}
+	if pos.StreamID != "" && f.onStale != nil {
+		f.log.Warn("the line belongs to an older incarnation of the stream; starting it afresh",
+			"had", pos.StreamID, "now", sid)
+		if err := f.onStale(ctx); err != nil {
+			return waitqueue.Position{}, err
+		}
+	}
+	return waitqueue.Position{StreamID: sid}, nil
+}
+
+// consume starts an ordered consumer of the queue's subjects just after
+// pos. Its deliveries go through a channel of two batches, so the pass can
+// gather what is already delivered into one script call; the callback gives
+// up on ctx's end so that stopping the consumer never waits on a full
+// channel. Creation is bounded by createWait (see there).
+func (f *follower) consume(ctx context.Context, pos waitqueue.Position) (chan jetstream.Msg, jetstream.ConsumeContext, error) {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: f.filters, DeliverPolicy: jetstream.DeliverAllPolicy}
 	if pos.Seq > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, pos.Seq+1
@@ -165,7 +211,7 @@ func (f *follower) follow(ctx context.Context) error {
 	cons, err := f.js.OrderedConsumer(cctx, f.stream, cfg)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("consumer: %w", err)
+		return nil, nil, fmt.Errorf("consumer: %w", err)
 	}
 	msgs := make(chan jetstream.Msg, 2*f.batch)
 	cc, err := cons.Consume(func(m jetstream.Msg) {
@@ -175,80 +221,104 @@ func (f *follower) follow(ctx context.Context) error {
 		}
 	}, jetstream.PullMaxMessages(f.batch))
 	if err != nil {
-		return fmt.Errorf("consume: %w", err)
+		return nil, nil, fmt.Errorf("consume: %w", err)
 	}
-	defer cc.Stop()
+	return msgs, cc, nil
+}
 
-	prev := pos.Seq
-	f.applied.Store(prev)
-	check := time.NewTicker(time.Second)
-	defer check.Stop()
-	heard := time.Now()                          // the last delivery, or the consumer's start
-	ask, wait := heard.Add(silentFor), silentFor // when to ask the leader next, and the wait after that
-	var asked time.Time                          // the last question to the leader
-	askIfSilent := func(now time.Time) error {
-		if len(msgs) > 0 || now.Sub(heard) < silentFor || now.Before(ask) { // delivered and waiting is not silent
-			return nil
+// A pass is what one pass of follow carries from one event to the next:
+// the stream it follows, the last sequence it applied, and the clock by
+// which its consumer is judged silent (see silentFor).
+type pass struct {
+	sid   string
+	msgs  chan jetstream.Msg
+	batch []jetstream.Msg // reused by every batch, so a busy queue allocates none
+	prev  uint64          // the last sequence applied
+	heard time.Time       // the last delivery, or the consumer's start
+	ask   time.Time       // when to ask the leader next
+	wait  time.Duration   // the wait after that
+	asked time.Time       // the last question to the leader
+}
+
+func newPass(pos waitqueue.Position, msgs chan jetstream.Msg, batch int) *pass {
+	p := &pass{sid: pos.StreamID, msgs: msgs, batch: make([]jetstream.Msg, 0, batch), prev: pos.Seq}
+	p.heardAt(time.Now())
+	return p
+}
+
+// heardAt starts the silence clock again: a consumer that delivers is not
+// silent, and the next question waits the shortest wait.
+func (p *pass) heardAt(now time.Time) {
+	p.heard = now
+	p.ask, p.wait = now.Add(silentFor), silentFor
+}
+
+// applyDelivered applies m together with whatever else is already
+// delivered, up to a batch: one script call for all that waits rather than
+// one per event.
+func (f *follower) applyDelivered(ctx context.Context, p *pass, m jetstream.Msg) error {
+	p.batch = append(p.batch[:0], m)
+fill:
+	for len(p.batch) < f.batch {
+		select {
+		case m := <-p.msgs:
+			p.batch = append(p.batch, m)
+		default:
+			break fill
 		}
-		answered, err := f.checkSilence(ctx, sid, heard)
-		asked = now
-		if err != nil || !answered { // no answer (no leader yet, an election): asked again at the next check or kick
-			return err
-		}
-		ask, wait = now.Add(wait), min(2*wait, silentMax)
+	}
+	last, err := f.applyBatch(ctx, p.sid, p.prev, p.batch)
+	if err != nil {
+		return err
+	}
+	p.prev = last
+	p.heardAt(time.Now())
+	return nil
+}
+
+// onCheck is the once-a-second look at the line's cursor and at a consumer
+// that has gone silent.
+func (f *follower) onCheck(ctx context.Context, p *pass, now time.Time) error {
+	if err := f.checkCursor(ctx, p.sid); err != nil {
+		return err
+	}
+	return f.askIfSilent(ctx, p, now)
+}
+
+// onKick answers an admission tick that found the line behind the stream:
+// the cursor is checked now, and a consumer silent for silentFor is asked
+// about now, not after an idle queue's wait or at the next check — at most
+// once a second, since a tick kicks every 20 ms while the line is behind
+// (within the second, the next check asks).
+func (f *follower) onKick(ctx context.Context, p *pass) error {
+	if err := f.checkCursor(ctx, p.sid); err != nil {
+		return err
+	}
+	if soon := p.heard.Add(silentFor); soon.Before(p.ask) {
+		p.ask = soon
+	}
+	if now := time.Now(); now.Sub(p.asked) >= time.Second {
+		return f.askIfSilent(ctx, p, now)
+	}
+	return nil
+}
+
+// askIfSilent asks the stream's leader about a consumer that has delivered
+// nothing for silentFor, once its wait is up (see checkSilence). Deliveries
+// waiting in the channel are not silence. A question nobody answers (no
+// leader yet, an election) leaves the wait as it was, so it is asked again
+// at the next check or kick; an answer doubles the wait, up to silentMax.
+func (f *follower) askIfSilent(ctx context.Context, p *pass, now time.Time) error {
+	if len(p.msgs) > 0 || now.Sub(p.heard) < silentFor || now.Before(p.ask) {
 		return nil
 	}
-	batch := make([]jetstream.Msg, 0, f.batch)
-	for {
-		batch = batch[:0]
-		select {
-		case <-ctx.Done():
-			return nil
-		case m := <-msgs:
-			batch = append(batch, m)
-		case <-f.kick:
-			if err := f.checkCursor(ctx, sid); err != nil {
-				return err
-			}
-			// The tick found the line behind the stream: a consumer silent
-			// for silentFor is asked about now, not after an idle queue's
-			// wait or at the next check — at most once a second, since a
-			// tick kicks every 20 ms while the line is behind (within the
-			// second, the next check asks).
-			if soon := heard.Add(silentFor); soon.Before(ask) {
-				ask = soon
-			}
-			if now := time.Now(); now.Sub(asked) >= time.Second {
-				if err := askIfSilent(now); err != nil {
-					return err
-				}
-			}
-			continue
-		case now := <-check.C:
-			if err := f.checkCursor(ctx, sid); err != nil {
-				return err
-			}
-			if err := askIfSilent(now); err != nil {
-				return err
-			}
-			continue
-		}
-	fill:
-		for len(batch) < f.batch {
-			select {
-			case m := <-msgs:
-				batch = append(batch, m)
-			default:
-				break fill
-			}
-		}
-		last, err := f.applyBatch(ctx, sid, prev, batch)
-		if err != nil {
-			return err
-		}
-		prev, heard = last, time.Now()
-		ask, wait = heard.Add(silentFor), silentFor
+	answered, err := f.checkSilence(ctx, p.sid, p.heard)
+	p.asked = now
+	if err != nil || !answered {
+		return err
 	}
+	p.ask, p.wait = now.Add(p.wait), min(2*p.wait, silentMax)
+	return nil
 }
 
 // applyBatch applies one batch, retrying while Redis cannot take it: the

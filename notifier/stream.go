@@ -533,33 +533,10 @@ func (st *stream) push() (done bool, err error) {
 	}
 	v, adm, end := st.c.state()
 	if end.event != "" {
-		var data []byte
-		if end.event == "closed" {
-			data, _ = json.Marshal(closedData{Reason: end.reason, Abandoned: end.abandoned})
-		} else {
-			var exp *time.Time
-			switch {
-			case adm != nil:
-				exp = &adm.ExpiresAt
-			case !end.expiresAt.IsZero():
-				exp = &end.expiresAt
-			}
-			data, _ = json.Marshal(expiredData{ExpiresAt: exp})
-		}
-		return true, st.send(end.event, data)
+		return true, st.pushEnd(end, adm)
 	}
 	if adm != nil && !st.readySent {
-		// Never early on Redis's clock, whatever the sync's error: see
-		// clock.Synced.Earliest.
-		now := st.earliest()
-		if now.Before(adm.ReadyAt) {
-			if st.readyAt == nil {
-				st.readyAt = time.NewTimer(adm.ReadyAt.Sub(now))
-			}
-			if v, err = st.untilReady(*adm, v.waiting, now); err != nil {
-				return false, err
-			}
-		} else if err := st.ready(*adm, now); err != nil {
+		if v, err = st.pushAdmitted(*adm, v); err != nil {
 			return false, err
 		}
 	}
@@ -567,13 +544,7 @@ func (st *stream) push() (done bool, err error) {
 		return false, nil // READY is said; only the notice and the end follow
 	}
 	if pre, opensAt := st.c.preQueue(); pre {
-		// In a scheduled drop's pre-queue: no place until the draw.
-		if st.sentPre {
-			return false, nil
-		}
-		st.sentPre = true
-		data, _ := json.Marshal(preQueueData{OpensAt: opensAt.UTC()})
-		return false, st.send("prequeue", data)
+		return false, st.pushPreQueue(opensAt)
 	}
 	if v.position < 1 {
 		// No place yet: a drop that opened, whose line has not placed this
@@ -584,29 +555,92 @@ func (st *stream) push() (done bool, err error) {
 		// keeps its pre-queue state meanwhile).
 		return false, nil
 	}
-	if !st.sentAny || v != st.sent {
-		p := positionData{Position: v.position, Waiting: v.waiting}
-		if v.etaKnown {
-			p.ETASeconds = &v.eta
-		}
-		data := p.appendJSON(make([]byte, 0, 64))
-		st.sent, st.sentAny = v, true
-		if err := st.send("position", data); err != nil {
-			return false, err
-		}
+	if err := st.pushPosition(v); err != nil {
+		return false, err
 	}
-	// The queue's stock, for a shopper still waiting: whether units are
-	// left for them, held by shoppers ahead, or gone.
-	if s := st.c.stockState(); s != st.sentStock && adm == nil {
-		sd := stockData{Stock: s.state}
-		if s.skus != "" {
-			sd.SKUs = strings.Split(s.skus, ",")
-		}
-		data, _ := json.Marshal(sd)
-		st.sentStock = s
-		return false, st.send("stock", data)
+	if adm != nil {
+		return false, nil
 	}
-	return false, nil
+	return false, st.pushStock()
+}
+
+// pushEnd says how the entry ended, the stream's last event: closed with
+// its reason, or expired with when the token did (the admission's, or the
+// one the line reported with the end).
+func (st *stream) pushEnd(end ending, adm *waitqueue.Entry) error {
+	var data []byte
+	if end.event == "closed" {
+		data, _ = json.Marshal(closedData{Reason: end.reason, Abandoned: end.abandoned})
+	} else {
+		var exp *time.Time
+		switch {
+		case adm != nil:
+			exp = &adm.ExpiresAt
+		case !end.expiresAt.IsZero():
+			exp = &end.expiresAt
+		}
+		data, _ = json.Marshal(expiredData{ExpiresAt: exp})
+	}
+	return st.send(end.event, data)
+}
+
+// pushAdmitted sends READY once readyAt has come; before it, it sets a
+// timer for readyAt and returns what the shopper is told meanwhile (first
+// in line, see untilReady) in place of v.
+func (st *stream) pushAdmitted(adm waitqueue.Entry, v view) (view, error) {
+	// Never early on Redis's clock, whatever the sync's error: see
+	// clock.Synced.Earliest.
+	now := st.earliest()
+	if !now.Before(adm.ReadyAt) {
+		return v, st.ready(adm, now)
+	}
+	if st.readyAt == nil {
+		st.readyAt = time.NewTimer(adm.ReadyAt.Sub(now))
+	}
+	return st.untilReady(adm, v.waiting, now)
+}
+
+// pushPreQueue says, once, that the shopper is in a scheduled drop's
+// pre-queue: no place until the draw.
+func (st *stream) pushPreQueue(opensAt time.Time) error {
+	if st.sentPre {
+		return nil
+	}
+	st.sentPre = true
+	data, _ := json.Marshal(preQueueData{OpensAt: opensAt.UTC()})
+	return st.send("prequeue", data)
+}
+
+// pushPosition sends the shopper's place, the line's length and the ETA
+// when any of them changed since the last said (always the first time).
+func (st *stream) pushPosition(v view) error {
+	if st.sentAny && v == st.sent {
+		return nil
+	}
+	p := positionData{Position: v.position, Waiting: v.waiting}
+	if v.etaKnown {
+		p.ETASeconds = &v.eta
+	}
+	data := p.appendJSON(make([]byte, 0, 64))
+	st.sent, st.sentAny = v, true
+	return st.send("position", data)
+}
+
+// pushStock sends the queue's stock, for a shopper still waiting, when it
+// changed: whether units are left for them, held by shoppers ahead, or
+// gone.
+func (st *stream) pushStock() error {
+	s := st.c.stockState()
+	if s == st.sentStock {
+		return nil
+	}
+	sd := stockData{Stock: s.state}
+	if s.skus != "" {
+		sd.SKUs = strings.Split(s.skus, ",")
+	}
+	data, _ := json.Marshal(sd)
+	st.sentStock = s
+	return st.send("stock", data)
 }
 
 // pushNotice tells the operators' notice if the client has not heard it:

@@ -44,31 +44,22 @@ joins: each entry once no leave still to come names it.`
 // reports.
 const defaultRebuildChunk = 20000
 
+// rebuild puts a queue's records back in Redis from the streams: as it
+// reads the joins when no draw placed anyone, after reading everything
+// when one did or on a dry run.
 func (c *cli) rebuild(ctx context.Context, args []string) error {
-	fs := newFlags("rebuild", rebuildSynopsis)
-	q := fs.String("queue", "", "the queue to rebuild (required)")
-	force := fs.Bool("force", false, "run even though the queue's Redis state looks intact")
-	dryRun := fs.Bool("dry-run", false, "report what would be restored, write nothing")
-	pos, err := c.parse(fs, args)
+	f, err := c.rebuildFlagsOf(args)
 	if err != nil {
 		return done(err)
-	}
-	switch {
-	case len(pos) > 0:
-		return usagef("rebuild: unexpected arguments %q", pos)
-	case *q == "":
-		return usagef("rebuild: --queue is required")
-	case !catalog.ValidName(*q):
-		return usagef("rebuild: --queue %q is not a queue name", *q)
 	}
 	nc, js, err := c.jetStream(ctx)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	if at, deleted := deletedAt(ctx, js, *q); deleted {
+	if at, deleted := deletedAt(ctx, js, f.queue); deleted {
 		return fmt.Errorf("rebuild: queue %s was deleted (%s): no admitter works on it, so its line is not put back; "+
-			"its events stay in the streams for replay, audit and report", *q, at.UTC().Format(time.RFC3339))
+			"its events stay in the streams for replay, audit and report", f.queue, at.UTC().Format(time.RFC3339))
 	}
 	rdb, store, err := c.redisStore(ctx)
 	if err != nil {
@@ -77,17 +68,51 @@ func (c *cli) rebuild(ctx context.Context, args []string) error {
 	defer rdb.Close()
 
 	start := time.Now()
-	h := &history{queue: *q}
+	h := &history{queue: f.queue}
 	if err := loadDrop(ctx, js, h); err != nil {
 		return err
 	}
-	w := &restorer{c: c, store: store, q: *q, total: waitqueue.RestoreResult{Created: map[waitqueue.Status]int{}}}
-	if len(h.draws) == 0 && !*dryRun {
-		return c.rebuildAsRead(ctx, js, w, h, *force, start)
+	w := &restorer{c: c, store: store, q: f.queue, total: waitqueue.RestoreResult{Created: map[waitqueue.Status]int{}}}
+	if len(h.draws) == 0 && !f.dryRun {
+		return c.rebuildAsRead(ctx, js, w, h, f.force, start)
 	}
-	// A draw's places come from every pre-queue join up to its cursor, and
-	// a dry run writes nothing: both read the whole history first.
-	h, err = loadHistory(ctx, js, *q, parts{orders: true})
+	return c.rebuildAfterRead(ctx, js, w, f, start)
+}
+
+// rebuildFlags are rebuild's command line.
+type rebuildFlags struct {
+	queue  string
+	force  bool
+	dryRun bool
+}
+
+// rebuildFlagsOf parses rebuild's command line; every mistake in it is a
+// usage error, found before anything is read.
+func (c *cli) rebuildFlagsOf(args []string) (rebuildFlags, error) {
+	fs := newFlags("rebuild", rebuildSynopsis)
+	var f rebuildFlags
+	fs.StringVar(&f.queue, "queue", "", "the queue to rebuild (required)")
+	fs.BoolVar(&f.force, "force", false, "run even though the queue's Redis state looks intact")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "report what would be restored, write nothing")
+	pos, err := c.parse(fs, args)
+	switch {
+	case err != nil:
+		return f, err
+	case len(pos) > 0:
+		return f, usagef("rebuild: unexpected arguments %q", pos)
+	case f.queue == "":
+		return f, usagef("rebuild: --queue is required")
+	case !catalog.ValidName(f.queue):
+		return f, usagef("rebuild: --queue %q is not a queue name", f.queue)
+	}
+	return f, nil
+}
+
+// rebuildAfterRead rebuilds a queue reading its whole history first: a
+// draw's places come from every pre-queue join up to its cursor, and a dry
+// run writes nothing.
+func (c *cli) rebuildAfterRead(ctx context.Context, js jetstream.JetStream, w *restorer, f rebuildFlags, start time.Time) error {
+	h, err := loadHistory(ctx, js, f.queue, parts{orders: true})
 	if err != nil {
 		return err
 	}
@@ -102,40 +127,22 @@ func (c *cli) rebuild(ctx context.Context, args []string) error {
 	d := newDrop(h, l, schedule{}, c.now())
 	if d.draw != nil && d.seed == nil {
 		return fmt.Errorf("queue %s was drawn (%s, USHER_OPS seq %d) but the draw revealed %q, not a %d-byte seed in hex: "+
-			"the lottery order cannot be recomputed, so the drawn cannot be put back in their places", *q,
+			"the lottery order cannot be recomputed, so the drawn cannot be put back in their places", f.queue,
 			event.TypeLotteryDrawn, d.draw.streamSeq, d.draw.Seed, lottery.SeedSize)
 	}
 	recs := l.records(c.now(), d)
 	notes := drawNotes(h, l, d, recs)
 
-	if err := w.intact(ctx, recs, *force); err != nil {
+	if err := w.intact(ctx, recs, f.force); err != nil {
 		return err
 	}
-	if *dryRun {
-		want := map[waitqueue.Status]int{}
-		for _, r := range recs {
-			if r.Alias != 0 {
-				want[waitqueue.Alias]++
-			} else {
-				want[r.Status]++
-			}
-		}
-		fmt.Fprintf(c.stdout, "rebuild %s (dry run): the streams hold %s\n", *q, h.summary())
-		fmt.Fprintf(c.stdout, "would restore up to %d records: %s\n", len(recs), countsOf(want))
-		for _, n := range notes {
-			fmt.Fprintln(c.stdout, n)
-		}
+	if f.dryRun {
+		w.reportDryRun(h, recs, notes)
 		return nil
 	}
-	// The draw first: an admitter that saw the drawn back in line without
-	// it would draw an empty pre-queue over them, and a pre-queue join
-	// restored after the draw must queue FIFO, as the join script puts it.
-	drawRestored := false
-	if ev := d.draw; ev != nil {
-		if drawRestored, err = store.RestoreDraw(ctx, *q, waitqueue.Drawing{Drawn: true, Entries: ev.Entries,
-			Cursor: ev.EntriesCursor, Digest: ev.OrderDigest}); err != nil {
-			return err
-		}
+	drawRestored, err := w.restoreDraw(ctx, d)
+	if err != nil {
+		return err
 	}
 	for len(recs) > 0 {
 		n := min(w.chunk(), len(recs))
@@ -145,14 +152,7 @@ func (c *cli) rebuild(ctx context.Context, args []string) error {
 		recs = recs[n:]
 	}
 	w.report(h, read, start)
-	if d.draw != nil {
-		if drawRestored {
-			fmt.Fprintf(c.stdout, "restored the draw's record (drawn %d, drawCursor %d, drawDigest %s)\n",
-				d.draw.Entries, d.draw.EntriesCursor, d.draw.OrderDigest)
-		} else {
-			fmt.Fprintln(c.stdout, "kept the draw's record already in Redis")
-		}
-	}
+	w.reportDraw(d, drawRestored)
 	w.notes(h, notes)
 	return nil
 }
@@ -173,13 +173,33 @@ func (c *cli) rebuild(ctx context.Context, args []string) error {
 // release by release: one allowed past the line is written when the read
 // reaches it, not ahead of those before it (pause the queue first).
 func (c *cli) rebuildAsRead(ctx context.Context, js jetstream.JetStream, w *restorer, h *history, force bool, start time.Time) error {
-	q := h.queue
-	enter, leave := event.EnterSubject(q), event.LeaveSubject(q)
-	until, _, err := lastOf(ctx, js.Conn(), window{stream: event.StreamEntries, filters: []string{enter, leave}})
+	until, leaves, err := readBeforeJoins(ctx, js, h)
 	if err != nil {
 		return err
 	}
-	var leaves []entryEvent
+	r := newRelease(h, leaves, until, c.now(), w.chunk())
+	read, err := w.restoreAsRead(ctx, js, h, r, until, force, start)
+	if err != nil {
+		return err
+	}
+	if err := h.unknownQueue(ctx, js, "rebuild"); err != nil {
+		return err
+	}
+	w.report(h, read, start)
+	w.notes(h, r.notes(h.queue))
+	return nil
+}
+
+// readBeforeJoins reads into h what must be known before the first join is
+// projected: the queue's leaves up to until, the entries stream's newest
+// event of the queue as of now (the joins are read up to the same point),
+// and its admission and order events.
+func readBeforeJoins(ctx context.Context, js jetstream.JetStream, h *history) (until uint64, leaves []entryEvent, err error) {
+	enter, leave := event.EnterSubject(h.queue), event.LeaveSubject(h.queue)
+	until, _, err = lastOf(ctx, js.Conn(), window{stream: event.StreamEntries, filters: []string{enter, leave}})
+	if err != nil {
+		return 0, nil, err
+	}
 	if until > 0 {
 		err := readStream(ctx, js, window{stream: event.StreamEntries, filters: []string{leave}, untilSeq: until}, func(m storedMsg) error {
 			if ev, ok := h.entry(m); ok {
@@ -188,17 +208,22 @@ func (c *cli) rebuildAsRead(ctx context.Context, js jetstream.JetStream, w *rest
 			return nil
 		})
 		if err != nil {
-			return err
+			return 0, nil, err
 		}
 	}
 	if err := h.readAdmissions(ctx, js); err != nil {
-		return err
+		return 0, nil, err
 	}
 	if err := h.readOrders(ctx, js); err != nil {
-		return err
+		return 0, nil, err
 	}
-	now := c.now()
-	r := newRelease(h, leaves, until, now, w.chunk())
+	return until, leaves, nil
+}
+
+// restoreAsRead reads the queue's joins up to until into r and writes the
+// records r releases, the read and the writes running side by side with one
+// chunk between them. It returns how long the read took.
+func (w *restorer) restoreAsRead(ctx context.Context, js jetstream.JetStream, h *history, r *release, until uint64, force bool, start time.Time) (time.Duration, error) {
 	chunks := make(chan []waitqueue.Record, 1)
 	var read time.Duration
 	g, gctx := errgroup.WithContext(ctx)
@@ -212,48 +237,54 @@ func (c *cli) rebuildAsRead(ctx context.Context, js jetstream.JetStream, w *rest
 	})
 	g.Go(func() error {
 		defer close(chunks)
-		send := func(recs []waitqueue.Record, end bool) error {
-			// The first records handed over hold the oldest live entries
-			// (see release.ready): Redis is asked about them before any
-			// write.
-			if !w.probed && (recs != nil || end) {
-				if err := w.intact(gctx, recs, force); err != nil {
-					return err
-				}
-			}
-			for len(recs) > 0 {
-				n := min(w.chunk(), len(recs))
-				select {
-				case chunks <- recs[:n]:
-				case <-gctx.Done():
-					return gctx.Err()
-				}
-				recs = recs[n:]
-			}
-			return nil
-		}
 		if until > 0 {
-			err := readStream(gctx, js, window{stream: event.StreamEntries, filters: []string{enter}, untilSeq: until}, func(m storedMsg) error {
+			enter := window{stream: event.StreamEntries, filters: []string{event.EnterSubject(h.queue)}, untilSeq: until}
+			err := readStream(gctx, js, enter, func(m storedMsg) error {
 				ev, ok := h.entry(m)
 				if !ok {
 					return nil
 				}
-				return send(r.join(ev), false)
+				return w.handOver(gctx, chunks, r.join(ev), false, force)
 			})
 			if err != nil {
 				return err
 			}
 		}
 		read = time.Since(start)
-		return send(r.end(), true)
+		return w.handOver(gctx, chunks, r.end(), true, force)
 	})
 	if err := g.Wait(); err != nil {
-		return err
+		return 0, err
 	}
-	if err := h.unknownQueue(ctx, js, "rebuild"); err != nil {
-		return err
+	return read, nil
+}
+
+// handOver passes recs to the writer a chunk at a time. The first records
+// handed over hold the oldest live entries (see release.ready): Redis is
+// asked about them before any write, and a queue that looks intact is
+// refused (unless force) before anything is written.
+func (w *restorer) handOver(ctx context.Context, chunks chan<- []waitqueue.Record, recs []waitqueue.Record, end, force bool) error {
+	if !w.probed && (recs != nil || end) {
+		if err := w.intact(ctx, recs, force); err != nil {
+			return err
+		}
 	}
-	w.report(h, read, start)
+	for len(recs) > 0 {
+		n := min(w.chunk(), len(recs))
+		select {
+		case chunks <- recs[:n]:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		recs = recs[n:]
+	}
+	return nil
+}
+
+// notes says what a rebuild as read could not restore as the live line
+// held it: pre-queued shoppers no draw placed, and leaves that came too late
+// for the records already written.
+func (r *release) notes(q string) []string {
 	var notes []string
 	if r.preQueued > 0 {
 		notes = append(notes, undrawnNote(r.preQueued))
@@ -263,8 +294,7 @@ func (c *cli) rebuildAsRead(ctx context.Context, js jetstream.JetStream, w *rest
 			"those entries are restored as they were before the leave (usherctl audit --queue %s; rebuild --dry-run reads "+
 			"everything first)", r.late, q))
 	}
-	w.notes(h, notes)
-	return nil
+	return notes
 }
 
 // release hands a rebuild's records over as they become final (see
@@ -456,6 +486,51 @@ func (w *restorer) notes(h *history, notes []string) {
 	}
 	if h.malformed > 0 {
 		fmt.Fprintf(w.c.stdout, "skipped %d malformed events\n", h.malformed)
+	}
+}
+
+// reportDryRun says what a dry run would restore, by status, with the
+// draw's notes.
+func (w *restorer) reportDryRun(h *history, recs []waitqueue.Record, notes []string) {
+	want := map[waitqueue.Status]int{}
+	for _, r := range recs {
+		if r.Alias != 0 {
+			want[waitqueue.Alias]++
+		} else {
+			want[r.Status]++
+		}
+	}
+	fmt.Fprintf(w.c.stdout, "rebuild %s (dry run): the streams hold %s\n", w.q, h.summary())
+	fmt.Fprintf(w.c.stdout, "would restore up to %d records: %s\n", len(recs), countsOf(want))
+	for _, n := range notes {
+		fmt.Fprintln(w.c.stdout, n)
+	}
+}
+
+// restoreDraw writes the draw's record, if the queue was drawn, before any
+// shopper's: an admitter that saw the drawn back in line without it would
+// draw an empty pre-queue over them, and a pre-queue join restored after
+// the draw must queue FIFO, as the join script puts it. It reports whether
+// the record was written (false: Redis held it already).
+func (w *restorer) restoreDraw(ctx context.Context, d *drop) (bool, error) {
+	ev := d.draw
+	if ev == nil {
+		return false, nil
+	}
+	return w.store.RestoreDraw(ctx, w.q, waitqueue.Drawing{Drawn: true, Entries: ev.Entries,
+		Cursor: ev.EntriesCursor, Digest: ev.OrderDigest})
+}
+
+// reportDraw says whether the draw's record was restored or kept.
+func (w *restorer) reportDraw(d *drop, restored bool) {
+	if d.draw == nil {
+		return
+	}
+	if restored {
+		fmt.Fprintf(w.c.stdout, "restored the draw's record (drawn %d, drawCursor %d, drawDigest %s)\n",
+			d.draw.Entries, d.draw.EntriesCursor, d.draw.OrderDigest)
+	} else {
+		fmt.Fprintln(w.c.stdout, "kept the draw's record already in Redis")
 	}
 }
 

@@ -297,6 +297,61 @@ type Decision struct {
 // wait and it is in use), and not in the window after a drain; a drain
 // lowers it for one window and restores it in the next.
 func Decide(b Bounds, s State, w Window) (State, Decision) {
+	v := measure(b, s, w)
+	switch {
+	case w.BreakerOpen:
+		return v.cut(BreakerBackoff, ReasonBreakerOpen)
+	case w.Failed > 0:
+		return v.cut(Backoff, ReasonFailures)
+	case w.Timeouts > 0:
+		return v.cut(Backoff, ReasonTimeouts)
+	case w.Deferred > 0:
+		return v.cut(Backoff, ReasonDeferred)
+	case v.holdsGrew():
+		return v.cut(max(MaxCut, HoldGrowth*s.HoldBaselineMs/w.HoldMeanMs()), ReasonDBHold)
+	case s.Resume > 0:
+		return v.backFromDrain()
+	case !v.judged:
+		return v.hold(ReasonFewOrders)
+	case s.BaselineMs == 0:
+		return v.hold(ReasonWarmingUp)
+	case v.ratio > Tolerance:
+		return v.queueing()
+	case v.drainDue():
+		return v.drain()
+	case v.ratio > RaiseBelow:
+		v.next.Settled = true
+		return v.hold(ReasonSteady)
+	case s.Drained && s.SinceDrain == 0:
+		// The window after a drain: its orders began at half the limit.
+		return v.hold(ReasonDrained)
+	case !v.binds():
+		return v.hold(ReasonIdle)
+	}
+	return v.raise()
+}
+
+// A verdict is one decision in the making: the window and the state it is
+// judged against, the next state as measuring the window left it, and the
+// limit and latency ratio the decision starts from. Decide's cases read the
+// verdict; its methods end it.
+type verdict struct {
+	b      Bounds
+	s      State // before the window
+	w      Window
+	next   State   // after it: measured, and then decided
+	limit  float64 // the limit the decision starts from (see measure)
+	judged bool    // enough orders finished to judge latency (MinOrders)
+	ratio  float64 // smoothed latency ÷ baseline (0 when not judged)
+}
+
+// measure takes the window's measurements into the next state, apart from
+// any decision on the limit: a drain window's latency may move the
+// baselines, any other judged window's moves the smoothed latency and then
+// the baselines (see latencyBaseline). The limit the decision starts from
+// is the one a drain left (whatever it measured), or the state's, within
+// the bounds.
+func measure(b Bounds, s State, w Window) *verdict {
 	limit := s.Limit
 	if s.Resume > 0 {
 		limit = s.Resume // back from a drain, whatever it measured
@@ -305,102 +360,133 @@ func Decide(b Bounds, s State, w Window) (State, Decision) {
 		limit = float64(b.Start)
 	}
 	limit = max(float64(b.Min), min(float64(b.Max), limit))
-	next := s
-	next.Resume = 0
-	judged := w.Orders >= MinOrders
-	mean := w.MeanMs()
-	var ratio float64
+	v := &verdict{b: b, s: s, w: w, next: s, limit: limit, judged: w.Orders >= MinOrders}
+	v.next.Resume = 0
 	switch {
-	case judged && s.Resume > 0:
-		// A drain window: its latency is the least load's the controller
-		// sees; the smoothed latency goes on from before it.
-		ratio = mean / s.LatencyMs
-		if !s.Drained || mean < s.BaselineMs {
-			next.BaselineMs = s.BaselineMs + min(1, float64(w.Orders)/BaselineWeight)*(mean-s.BaselineMs)
-		}
-		if w.Holds > 0 {
-			next.HoldBaselineMs = s.HoldBaselineMs + min(1, float64(w.Holds)/BaselineWeight)*(w.HoldMeanMs()-s.HoldBaselineMs)
-		}
-		next.SinceDrain, next.Drained = 0, true
-	case judged:
-		weight := max(Smoothing, min(1, float64(w.Orders)/FullWeight))
-		next.LatencyMs = mean
-		if s.LatencyMs > 0 {
-			next.LatencyMs = s.LatencyMs + weight*(mean-s.LatencyMs)
-		}
-		next.MeanMs = mean
-		next.BaselineMs = latencyBaseline(s.BaselineMs, next.LatencyMs, w.Orders, limit < 2*float64(b.Min))
-		if w.Holds > 0 {
-			next.HoldBaselineMs = baseline(s.HoldBaselineMs, w.HoldMeanMs(), w.Holds, limit < 2*float64(b.Min))
-		}
-		next.SinceDrain++
-		if s.BaselineMs > 0 {
-			ratio = next.LatencyMs / s.BaselineMs
-		}
+	case v.judged && s.Resume > 0:
+		v.measureDrain()
+	case v.judged:
+		v.measureWindow()
 	}
-	cut := func(f float64, r Reason) (State, Decision) {
-		next.Limit = max(float64(b.Min), limit*f)
-		next.LastCut, next.Settled = true, true
-		return next, Decision{Limit: b.Clamp(next.Limit), Reason: r, Ratio: ratio}
+	return v
+}
+
+// measureDrain takes a drain window's latency: the least load's the
+// controller sees. It may set the baselines (see DrainDepth); the smoothed
+// latency goes on from before it.
+func (v *verdict) measureDrain() {
+	s, w, mean := v.s, v.w, v.w.MeanMs()
+	v.ratio = mean / s.LatencyMs
+	if !s.Drained || mean < s.BaselineMs {
+		v.next.BaselineMs = s.BaselineMs + min(1, float64(w.Orders)/BaselineWeight)*(mean-s.BaselineMs)
 	}
-	hold := func(r Reason) (State, Decision) {
-		next.Limit = limit
-		next.LastCut = false
-		return next, Decision{Limit: b.Clamp(limit), Reason: r, Ratio: ratio}
+	if w.Holds > 0 {
+		v.next.HoldBaselineMs = s.HoldBaselineMs + min(1, float64(w.Holds)/BaselineWeight)*(w.HoldMeanMs()-s.HoldBaselineMs)
 	}
-	binds := w.Waiting > 0 && float64(w.Active) >= Binding*float64(b.Clamp(limit))
-	switch {
-	case w.BreakerOpen:
-		return cut(BreakerBackoff, ReasonBreakerOpen)
-	case w.Failed > 0:
-		return cut(Backoff, ReasonFailures)
-	case w.Timeouts > 0:
-		return cut(Backoff, ReasonTimeouts)
-	case w.Deferred > 0:
-		return cut(Backoff, ReasonDeferred)
-	case w.SlowHolds >= MinSlowHolds && float64(w.SlowHolds) > SlowHoldShare*float64(w.Holds) &&
-		s.HoldBaselineMs > 0 && w.HoldMeanMs() > HoldGrowth*s.HoldBaselineMs:
-		return cut(max(MaxCut, HoldGrowth*s.HoldBaselineMs/w.HoldMeanMs()), ReasonDBHold)
-	case s.Resume > 0:
-		if judged && ratio > 0 && ratio*Tolerance < 1 {
-			// Half the load, latency down beyond the tolerance: the limit
-			// it came from was queueing. Check again soon.
-			next.Drained = false
-			return cut(max(MaxCut, ratio*RaiseBelow), ReasonLatency)
-		}
-		return hold(ReasonDrained)
-	case !judged:
-		return hold(ReasonFewOrders)
-	case s.BaselineMs == 0:
-		return hold(ReasonWarmingUp)
-	case ratio > Tolerance:
-		if s.LastCut && s.MeanMs > 0 && mean < SettleDrop*s.MeanMs {
-			// Orders admitted before the last cut are still finishing:
-			// latency is falling already, cutting again would overshoot.
-			next.Limit, next.LastCut = limit, true
-			return next, Decision{Limit: b.Clamp(limit), Reason: ReasonSettling, Ratio: ratio}
-		}
-		return cut(max(MaxCut, 1/ratio), ReasonLatency)
-	case binds && limit >= 2*float64(b.Min) && !s.LastCut &&
-		((!s.Drained && next.SinceDrain >= FirstDrain) || next.SinceDrain >= DrainEvery):
-		next.Resume, next.Limit, next.LastCut = limit, max(float64(b.Min), limit*DrainDepth), false
-		return next, Decision{Limit: b.Clamp(next.Limit), Reason: ReasonDrain, Ratio: ratio}
-	case ratio > RaiseBelow:
-		next.Settled = true
-		return hold(ReasonSteady)
-	case s.Drained && s.SinceDrain == 0:
-		// The window after a drain: its orders began at half the limit.
-		return hold(ReasonDrained)
-	case !binds:
-		return hold(ReasonIdle)
+	v.next.SinceDrain, v.next.Drained = 0, true
+}
+
+// measureWindow takes a judged window's latency into the smoothed latency
+// (a window of fewer than FullWeight orders counts less) and the baselines,
+// and compares the smoothed latency with the baseline the window found.
+func (v *verdict) measureWindow() {
+	s, w, mean := v.s, v.w, v.w.MeanMs()
+	weight := max(Smoothing, min(1, float64(w.Orders)/FullWeight))
+	v.next.LatencyMs = mean
+	if s.LatencyMs > 0 {
+		v.next.LatencyMs = s.LatencyMs + weight*(mean-s.LatencyMs)
 	}
-	step := max(1, math.Sqrt(limit), RaiseShare*limit)
-	if !s.Settled && ratio <= ClimbBelow {
-		step = max(step, ClimbShare*limit)
+	v.next.MeanMs = mean
+	floored := v.limit < 2*float64(v.b.Min)
+	v.next.BaselineMs = latencyBaseline(s.BaselineMs, v.next.LatencyMs, w.Orders, floored)
+	if w.Holds > 0 {
+		v.next.HoldBaselineMs = baseline(s.HoldBaselineMs, w.HoldMeanMs(), w.Holds, floored)
 	}
-	next.Limit = min(float64(b.Max), limit+step)
-	next.LastCut = false
-	return next, Decision{Limit: b.Clamp(next.Limit), Reason: ReasonRaise, Ratio: ratio}
+	v.next.SinceDrain++
+	if s.BaselineMs > 0 {
+		v.ratio = v.next.LatencyMs / s.BaselineMs
+	}
+}
+
+// binds reports whether the limit holds the line back (see Binding).
+func (v *verdict) binds() bool {
+	return v.w.Waiting > 0 && float64(v.w.Active) >= Binding*float64(v.b.Clamp(v.limit))
+}
+
+// holdsGrew reports whether the window's database holds call for a cut
+// (see SlowHoldMs).
+func (v *verdict) holdsGrew() bool {
+	w := v.w
+	return w.SlowHolds >= MinSlowHolds && float64(w.SlowHolds) > SlowHoldShare*float64(w.Holds) &&
+		v.s.HoldBaselineMs > 0 && w.HoldMeanMs() > HoldGrowth*v.s.HoldBaselineMs
+}
+
+// drainDue reports whether this window halves the limit to measure the
+// no-load latency: only while the limit binds, has room to halve, and was
+// not just cut, FirstDrain windows after the start or a drain's cut, then
+// every DrainEvery.
+func (v *verdict) drainDue() bool {
+	s, next := v.s, v.next
+	return v.binds() && v.limit >= 2*float64(v.b.Min) && !s.LastCut &&
+		((!s.Drained && next.SinceDrain >= FirstDrain) || next.SinceDrain >= DrainEvery)
+}
+
+// cut lowers the limit to f of itself, not below the bounds' minimum; the
+// climb ends with it (see ClimbShare).
+func (v *verdict) cut(f float64, r Reason) (State, Decision) {
+	v.next.Limit = max(float64(v.b.Min), v.limit*f)
+	v.next.LastCut, v.next.Settled = true, true
+	return v.next, Decision{Limit: v.b.Clamp(v.next.Limit), Reason: r, Ratio: v.ratio}
+}
+
+// hold leaves the limit where the decision started.
+func (v *verdict) hold(r Reason) (State, Decision) {
+	v.next.Limit = v.limit
+	v.next.LastCut = false
+	return v.next, Decision{Limit: v.b.Clamp(v.limit), Reason: r, Ratio: v.ratio}
+}
+
+// backFromDrain restores the limit a drain halved — or cuts it, when half
+// the load brought latency down beyond the tolerance: the limit it came
+// from was queueing, and the next drain comes soon to check again.
+func (v *verdict) backFromDrain() (State, Decision) {
+	if v.judged && v.ratio > 0 && v.ratio*Tolerance < 1 {
+		v.next.Drained = false
+		return v.cut(max(MaxCut, v.ratio*RaiseBelow), ReasonLatency)
+	}
+	return v.hold(ReasonDrained)
+}
+
+// queueing answers a smoothed latency beyond the tolerance with a cut by
+// baseline/latency — unless it is already falling after the last cut.
+func (v *verdict) queueing() (State, Decision) {
+	s := v.s
+	if s.LastCut && s.MeanMs > 0 && v.w.MeanMs() < SettleDrop*s.MeanMs {
+		// Orders admitted before the last cut are still finishing:
+		// latency is falling already, cutting again would overshoot.
+		v.next.Limit, v.next.LastCut = v.limit, true
+		return v.next, Decision{Limit: v.b.Clamp(v.limit), Reason: ReasonSettling, Ratio: v.ratio}
+	}
+	return v.cut(max(MaxCut, 1/v.ratio), ReasonLatency)
+}
+
+// drain halves the limit for one window (see Drains); the next window
+// restores it from next.Resume.
+func (v *verdict) drain() (State, Decision) {
+	v.next.Resume, v.next.Limit, v.next.LastCut = v.limit, max(float64(v.b.Min), v.limit*DrainDepth), false
+	return v.next, Decision{Limit: v.b.Clamp(v.next.Limit), Reason: ReasonDrain, Ratio: v.ratio}
+}
+
+// raise adds the larger of 1, √limit and RaiseShare of it — ClimbShare
+// while the limit has not yet met the knee — up to the bounds' maximum.
+func (v *verdict) raise() (State, Decision) {
+	step := max(1, math.Sqrt(v.limit), RaiseShare*v.limit)
+	if !v.s.Settled && v.ratio <= ClimbBelow {
+		step = max(step, ClimbShare*v.limit)
+	}
+	v.next.Limit = min(float64(v.b.Max), v.limit+step)
+	v.next.LastCut = false
+	return v.next, Decision{Limit: v.b.Clamp(v.next.Limit), Reason: ReasonRaise, Ratio: v.ratio}
 }
 
 // latencyBaseline is the no-load latency estimate after a window of

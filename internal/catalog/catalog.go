@@ -371,10 +371,29 @@ const (
 	MaxTokenTTLSeconds = 86_400
 )
 
-// Validate lists every invalid field of c.
+// Validate lists every invalid field of c, in the order of its fields, so
+// an operator fixes them all at once.
 func (c Config) Validate() []FieldError {
 	var errs []FieldError
 	add := func(name, reason string) { errs = append(errs, FieldError{name, reason}) }
+	validateAdmission(c, add)
+	validateSKUs(c.SKUs, add)
+	validateDoor(c, add)
+	validateOrders(c, add)
+	if len(c.ClosedReason) > 64 {
+		add("closedReason", "must be at most 64 characters")
+	}
+	if c.Adaptive != nil {
+		c.Adaptive.validate(c.TargetActive, add)
+	}
+	errs = append(errs, c.Challenge.validate()...)
+	c.RateLimit.validate(add)
+	return errs
+}
+
+// validateAdmission checks the queue's name and the figures its admission
+// tick runs on.
+func validateAdmission(c Config, add func(name, reason string)) {
 	if !ValidName(c.Name) {
 		add("name", "must be 1-64 of A-Z a-z 0-9 _ -")
 	}
@@ -397,17 +416,28 @@ func (c Config) Validate() []FieldError {
 	if c.State != StateOpen && c.State != StatePaused && c.State != StateClosed {
 		add("state", "must be open, paused or closed")
 	}
-	if len(c.SKUs) > 100 {
+}
+
+// validateSKUs checks the SKUs a queue sells: a few distinct, well-formed
+// names (one complaint for the list, not one per SKU).
+func validateSKUs(skus []string, add func(name, reason string)) {
+	if len(skus) > 100 {
 		add("skus", "must list at most 100 SKUs")
 	}
 	seen := map[string]bool{}
-	for _, sku := range c.SKUs {
+	for _, sku := range skus {
 		if !ValidSKU(sku) || seen[sku] {
 			add("skus", "must be distinct SKUs of 1-64 of A-Z a-z 0-9 . _ -")
 			break
 		}
 		seen[sku] = true
 	}
+}
+
+// validateDoor checks who comes in and when: the mode, the opening hours,
+// the allow-list, the notice shown and when a shopper who left the page is
+// taken out of line.
+func validateDoor(c Config, add func(name, reason string)) {
 	switch c.Mode {
 	case "", ModeQueue, ModePassthrough, ModeReject:
 	default:
@@ -433,6 +463,11 @@ func (c Config) Validate() []FieldError {
 	if a := c.AbandonAfterSeconds; a != nil && *a != 0 && (*a < int(MinAbandonAfter.Seconds()) || *a > 86_400) {
 		add("abandonAfterSeconds", "must be 0 (never) or 10..86400")
 	}
+}
+
+// validateOrders checks what a shopper may order: how much, and of which
+// SKU.
+func validateOrders(c Config, add func(name, reason string)) {
 	if c.MaxPerUser < 0 || c.MaxPerUser > 1_000_000 {
 		add("maxPerUser", "must be 0..1000000 (0 = maxQuantity)")
 	}
@@ -445,22 +480,25 @@ func (c Config) Validate() []FieldError {
 	if c.MaxQuantity < 0 || c.MaxQuantity > 1000 {
 		add("maxQuantity", "must be 1..1000 (0 means 1)")
 	}
-	if len(c.ClosedReason) > 64 {
-		add("closedReason", "must be at most 64 characters")
+}
+
+// validate checks the controller's bounds against the queue's targetActive,
+// where the controller starts.
+func (a Adaptive) validate(targetActive int, add func(name, reason string)) {
+	switch {
+	case a.Min < 0 || a.Max < 0 || a.Max > 100_000 || (a.Enabled && a.Min < 1):
+		add("adaptive", "min and max must be 1..100000")
+	case a.Enabled && (a.Min > targetActive || targetActive > a.Max):
+		add("adaptive", "must have min <= targetActive <= max (the controller starts at targetActive)")
 	}
-	if a := c.Adaptive; a != nil {
-		switch {
-		case a.Min < 0 || a.Max < 0 || a.Max > 100_000 || (a.Enabled && a.Min < 1):
-			add("adaptive", "min and max must be 1..100000")
-		case a.Enabled && (a.Min > c.TargetActive || c.TargetActive > a.Max):
-			add("adaptive", "must have min <= targetActive <= max (the controller starts at targetActive)")
-		}
-		if a.WindowMs != 0 && (a.WindowMs < 100 || a.WindowMs > 60_000) {
-			add("adaptive.windowMs", "must be 100..60000 (0 = 1000)")
-		}
+	if a.WindowMs != 0 && (a.WindowMs < 100 || a.WindowMs > 60_000) {
+		add("adaptive.windowMs", "must be 100..60000 (0 = 1000)")
 	}
-	errs = append(errs, c.Challenge.validate()...)
-	rl := c.RateLimit
+}
+
+// validate checks every rate and burst within maxRate; a burst must let
+// one request through while its rate is on.
+func (rl RateLimit) validate(add func(name, reason string)) {
 	for _, f := range []struct {
 		name        string
 		rate, burst int
@@ -476,7 +514,6 @@ func (c Config) Validate() []FieldError {
 			add("rateLimit."+f.name+"Burst", "must be 1..1000000 while the rate is on")
 		}
 	}
-	return errs
 }
 
 // Catalog is the live set of queue configurations.
