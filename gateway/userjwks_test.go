@@ -7,78 +7,27 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/base64"
-	"encoding/json"
 	"io"
 	"log/slog"
-	"math/big"
-	"net/http"
-	"net/http/httptest"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+	"usher/gateway/userauth/jwkstest"
 
 	"github.com/golang-jwt/jwt/v5"
 
 	"usher/gateway/userauth"
 )
 
-// jwksServer serves a key set on loopback and counts its fetches.
-type jwksServer struct {
-	mu      sync.Mutex
-	body    []byte
-	fetches atomic.Int64
-	url     string
-}
-
-func newJWKSServer(t *testing.T, keys ...map[string]string) *jwksServer {
-	t.Helper()
-	s := &jwksServer{}
-	s.set(keys...)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.fetches.Add(1)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		w.Header().Set("Content-Type", "application/jwk-set+json")
-		w.Write(s.body)
-	}))
-	t.Cleanup(srv.Close)
-	s.url = srv.URL + "/.well-known/jwks.json"
-	return s
-}
-
-func (s *jwksServer) set(keys ...map[string]string) {
-	b, _ := json.Marshal(map[string]any{"keys": keys})
-	s.mu.Lock()
-	s.body = b
-	s.mu.Unlock()
-}
-
-func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
-
-func rsaJWK(kid string, k *rsa.PublicKey) map[string]string {
-	return map[string]string{"kty": "RSA", "kid": kid, "alg": "RS256", "use": "sig", "n": b64(k.N.Bytes()), "e": b64(big.NewInt(int64(k.E)).Bytes())}
-}
-
-func edJWK(kid string, k ed25519.PublicKey) map[string]string {
-	return map[string]string{"kty": "OKP", "crv": "Ed25519", "kid": kid, "x": b64(k)}
-}
-
-func ecJWK(kid string, k *ecdsa.PublicKey) map[string]string {
-	b, _ := k.Bytes() // 0x04 || X || Y
-	return map[string]string{"kty": "EC", "crv": "P-256", "kid": kid, "x": b64(b[1:33]), "y": b64(b[33:])}
-}
-
 func TestUserJWTFromJWKS(t *testing.T) {
 	rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)
 	edPub, edKey, _ := ed25519.GenerateKey(rand.Reader)
 	ecKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	srv := newJWKSServer(t, rsaJWK("rsa-1", &rsaKey.PublicKey), edJWK("ed-1", edPub), ecJWK("ec-1", &ecKey.PublicKey),
-		map[string]string{"kty": "RSA", "kid": "tiny", "n": b64([]byte{0xff, 0xff}), "e": "AQAB"},
-		map[string]string{"kty": "oct", "kid": "sym", "k": b64(userSecret)})
+	srv := jwkstest.New(t, jwkstest.RSA("rsa-1", &rsaKey.PublicKey), jwkstest.Ed25519("ed-1", edPub), jwkstest.EC("ec-1", &ecKey.PublicKey),
+		map[string]string{"kty": "RSA", "kid": "tiny", "n": base64.RawURLEncoding.EncodeToString([]byte{0xff, 0xff}), "e": "AQAB"},
+		map[string]string{"kty": "oct", "kid": "sym", "k": base64.RawURLEncoding.EncodeToString(userSecret)})
 	now := time.Now()
 	clock := func() time.Time { return now }
-	keys := userauth.NewJWKSKeys(srv.url, time.Hour, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	keys := userauth.NewJWKSKeys(srv.URL, time.Hour, clock, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	h := newHarness(t)
 	h.gw.users = userauth.NewJWKS(keys, "", "", clock)
 	h.rebuild()
@@ -106,7 +55,7 @@ func TestUserJWTFromJWKS(t *testing.T) {
 	}
 
 	// The key set was fetched once, on the first request: nothing since.
-	if got := srv.fetches.Load(); got != 1 {
+	if got := srv.Fetches.Load(); got != 1 {
 		t.Fatalf("%d fetches after the table, want 1", got)
 	}
 	// The shop rotates in a key: the first token with its kid refetches
@@ -120,10 +69,10 @@ func TestUserJWTFromJWKS(t *testing.T) {
 	for range 20 {
 		h.joinAs(userJWT(t, jwt.SigningMethodRS256, rotated, "forged-kid", claims("x")))
 	}
-	if got := srv.fetches.Load(); got != 2 {
+	if got := srv.Fetches.Load(); got != 2 {
 		t.Fatalf("%d fetches after 21 unknown kids, want 2 (one refetch)", got)
 	}
-	srv.set(rsaJWK("rsa-1", &rsaKey.PublicKey), rsaJWK("rsa-2", &rotated.PublicKey))
+	srv.Set(jwkstest.RSA("rsa-1", &rsaKey.PublicKey), jwkstest.RSA("rsa-2", &rotated.PublicKey))
 	now = now.Add(userauth.MinJWKSRefresh)
 	if r := h.joinAs(unknown); r.status != 202 {
 		t.Fatalf("join with the rotated-in key = %d %s, want 202", r.status, r.raw)

@@ -6,69 +6,28 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
-	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+	"usher/gateway/userauth/jwkstest"
 
 	"usher/internal/testenv"
 )
 
-// jwksServer serves a key set on loopback and counts its fetches.
-type jwksServer struct {
-	mu      sync.Mutex
-	body    []byte
-	fetches atomic.Int64
-	url     string
-}
-
-func newJWKSServer(t *testing.T, keys ...map[string]string) *jwksServer {
-	t.Helper()
-	s := &jwksServer{}
-	s.set(keys...)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.fetches.Add(1)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		w.Header().Set("Content-Type", "application/jwk-set+json")
-		w.Write(s.body)
-	}))
-	t.Cleanup(srv.Close)
-	s.url = srv.URL + "/.well-known/jwks.json"
-	return s
-}
-
-func (s *jwksServer) set(keys ...map[string]string) {
-	b, _ := json.Marshal(map[string]any{"keys": keys})
-	s.mu.Lock()
-	s.body = b
-	s.mu.Unlock()
-}
-
-func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
-
-func edJWK(kid string, k ed25519.PublicKey) map[string]string {
-	return map[string]string{"kty": "OKP", "crv": "Ed25519", "kid": kid, "x": b64(k)}
-}
-
 // Run fetches at start and keeps the keys when a refresh fails.
 func TestJWKSRefreshKeepsKeysOnFailure(t *testing.T) {
 	edPub, _, _ := ed25519.GenerateKey(rand.Reader)
-	srv := newJWKSServer(t, edJWK("ed-1", edPub))
-	keys := NewJWKSKeys(srv.url, time.Hour, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := jwkstest.New(t, jwkstest.Ed25519("ed-1", edPub))
+	keys := NewJWKSKeys(srv.URL, time.Hour, time.Now, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- keys.Run(ctx) }()
 	has := func() bool { keys.mu.RLock(); defer keys.mu.RUnlock(); _, ok := keys.keys["ed-1"]; return ok }
 	testenv.Eventually(t, 5*time.Second, has, "the key set was not fetched at start")
-	srv.set() // not a failure: an empty set
+	srv.Set() // not a failure: an empty set
 	keys.url = "http://127.0.0.1:1/nothing-listens"
 	if err := keys.fetch(ctx, false); err == nil || !has() {
 		t.Fatalf("failed fetch = %v, keys kept %v; want an error and the key kept", err, has())
@@ -83,7 +42,7 @@ func TestJWKSRefreshKeepsKeysOnFailure(t *testing.T) {
 // use for the alg it names.
 func FuzzJWKS(f *testing.F) {
 	edPub, _, _ := ed25519.GenerateKey(rand.Reader)
-	good, _ := json.Marshal(map[string]any{"keys": []map[string]string{edJWK("ed-1", edPub)}})
+	good, _ := json.Marshal(map[string]any{"keys": []map[string]string{jwkstest.Ed25519("ed-1", edPub)}})
 	f.Add(string(good))
 	f.Add(`{"keys":[{"kty":"RSA","kid":"r","n":"AQAB","e":"AQAB"}]}`)
 	f.Add(`{"keys":[{"kty":"EC","crv":"P-256","kid":"e","x":"","y":""}]}`)
