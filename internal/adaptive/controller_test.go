@@ -207,8 +207,7 @@ func TestCutsAtOnce(t *testing.T) {
 	}
 }
 
-// Until it first meets the knee, the limit climbs by a quarter of itself
-// a window while latency stays within ClimbBelow × its baseline, then by
+// Until it first meets the knee, the limit doubles a window while latency stays within ClimbBelow × its baseline, then by
 // the additive step near the knee; once it met the knee (latency above
 // RaiseBelow ×) or was cut, it rises by the additive step only.
 func TestClimbsUntilItFirstMeetsTheKnee(t *testing.T) {
@@ -220,7 +219,7 @@ func TestClimbsUntilItFirstMeetsTheKnee(t *testing.T) {
 		latency float64
 		want    int
 	}{
-		{"latency at its baseline", adaptive.State{Limit: 100, BaselineMs: 250, LatencyMs: 250}, 250, 125},
+		{"latency at its baseline", adaptive.State{Limit: 100, BaselineMs: 250, LatencyMs: 250}, 250, 200},
 		{"latency 1.15× its baseline", adaptive.State{Limit: 100, BaselineMs: 250, LatencyMs: 287.5}, 287.5, 110},
 		{"settled before", adaptive.State{Limit: 100, BaselineMs: 250, LatencyMs: 250, Settled: true}, 250, 110},
 	}
@@ -234,9 +233,9 @@ func TestClimbsUntilItFirstMeetsTheKnee(t *testing.T) {
 		})
 	}
 	s := adaptive.State{Limit: 100, BaselineMs: 250, LatencyMs: 250}
-	w.LatencyMs = 400 * 325
+	w.LatencyMs = 400 * 350
 	if s, _ = adaptive.Decide(b, s, w); !s.Settled {
-		t.Errorf("a window at 1.3× its baseline left the controller climbing")
+		t.Errorf("a window at 1.4× its baseline left the controller climbing")
 	}
 }
 
@@ -257,7 +256,7 @@ func TestRaisesOnlyWhenItBinds(t *testing.T) {
 		{"nobody waits", 0, 100, 250, adaptive.ReasonIdle, 100},
 		{"most slots left unused", 5, 45, 250, adaptive.ReasonIdle, 100},
 		{"a tick's worth of slots free between ticks", 5, 60, 250, adaptive.ReasonRaise, 110},
-		{"latency 1.3× its baseline", 5, 100, 325, adaptive.ReasonSteady, 100},
+		{"latency 1.4× its baseline", 5, 100, 350, adaptive.ReasonSteady, 100},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -412,8 +411,11 @@ func TestALaterDrainOnlyLowersTheBaseline(t *testing.T) {
 // throughput keeps rising with the limit, and latency with it.
 //
 // Calibrated on the benchmark's fixed runs on a quiet machine (targetActive
-// 20, 40, 80, 160: 62.7, 114.4, 211.3, 334.4 orders/s, order p99 584, 630,
-// 644, 746 ms — TestTheSharedPathIsTheBenchmarks checks it stays so).
+// 40, 80, 160: 128.7, 232.3, 394.6 orders/s, order p50 207, 230, 274 ms,
+// p99 616, 618, 675.5 ms — TestTheSharedPathIsTheBenchmarks checks it stays
+// so): the mean latency grows ≈ 1.3× from 40 to 160, the p99 only 1.1×,
+// because the contention adds about the same delay to every order, short
+// or long.
 type sharedPath struct {
 	shoppers  int
 	payMs     float64 // mean payment latency
@@ -427,7 +429,7 @@ type sharedPath struct {
 
 // benchPath is the benchmark's path: 300 shoppers.
 func benchPath() sharedPath {
-	return sharedPath{shoppers: 300, payMs: 200, paySigma: 0.5, workMs: 30, readyMs: 20, contendMs: 140, maxRate: 600, inside: 0.8}
+	return sharedPath{shoppers: 300, payMs: 200, paySigma: 0.5, workMs: 10, readyMs: 20, contendMs: 500, maxRate: 2000, inside: 0.65}
 }
 
 // pathRun is what one run of a sharedPath gave.
@@ -572,7 +574,7 @@ func TestTheSharedPathIsTheBenchmarks(t *testing.T) {
 		limit     int
 		perSecond float64
 		p99       float64
-	}{{20, 62.7, 584}, {40, 114.4, 630}, {80, 211.3, 644}, {160, 334.4, 746}}
+	}{{40, 128.7, 616}, {80, 232.3, 618}, {160, 394.6, 675.5}}
 	for _, tt := range tests {
 		r := fixedRun(tt.limit)
 		x, p99 := r.perSecond(100), r.p99()
@@ -596,8 +598,10 @@ func fixedRun(limit int) pathRun {
 
 // The benchmark's comparison on benchPath: the best fixed targetActive of
 // 40, 80 and 160 whose order p99 is within 1.1 × the lowest of theirs is
-// 80 (160 is past the knee: p99 1.14 ×).
-const kneeOfBenchPath = 80
+// 160 — its latency is contention every order shares, not a queue, so its
+// p99 grows by the same milliseconds as its mean: 1.1 × where the mean is
+// ≈ 1.25 ×.
+const kneeOfBenchPath = 160
 
 // traceOf prints a run's decisions, for a failing test to show why.
 func traceOf(t *testing.T, r pathRun) {
@@ -610,35 +614,59 @@ func traceOf(t *testing.T, r pathRun) {
 // On a path whose latency grows gently with its load from the start on,
 // and whose throughput keeps rising well past the start (the benchmark's,
 // on a quiet machine), the limit climbs from targetActive 20 to the knee
-// within the benchmark's 25 s: a baseline that is the lowest of noisy
-// windows, or a start window's short orders, would stop it where latency
-// is barely above its no-load value.
+// fast enough that a benchmark run of 60 s sells nearly what the knee's
+// fixed value sells, with an order p99 within 1.1 × the lowest fixed
+// one's. The benchmark's goal is 0.9 × the orders; a 60 s run from 20
+// cannot pass 0.95 × even were the limit 160 from its first decision (the
+// second before it, at 20, and a drain window at half the limit cost
+// that), and the first drain on the way up costs two more windows, so
+// the average here is 0.90 × and the test pins 0.88 ×, 0.85 × in any run. A baseline that is
+// the lowest of noisy windows, or a start window's short orders, would
+// stop it where latency is barely above its no-load value; a climb of a
+// quarter a window would spend a third of the run getting there.
 func TestClimbsToTheKneeOfASharedPath(t *testing.T) {
 	b := adaptive.Bounds{Min: 5, Max: 160, Start: 20}
-	knee := fixedRun(kneeOfBenchPath).perSecond(100)
+	knee, lowest := fixedRun(kneeOfBenchPath).perSecond(100), fixedRun(40).p99()
+	var all pathRun
+	sum := 0.0
 	for seed := uint64(1); seed <= 20; seed++ {
-		r := benchPath().run(b, 25, seed)
+		r := benchPath().run(b, 60, seed)
+		all.latencies = append(all.latencies, r.latencies...)
 		limits := r.limits()
-		if last := limits[len(limits)-1]; last < kneeOfBenchPath {
+		x := r.perSecond(60)
+		sum += x / 20
+		t.Logf("seed %d: %.1f orders/s (%.3f × fixed %d: %.1f), order p99 %.0f ms, limits %v",
+			seed, x, x/knee, kneeOfBenchPath, knee, r.p99(), limits[:10])
+		if x < 0.85*knee {
 			traceOf(t, r)
-			t.Errorf("seed %d: limit %d after 25 s, want %d or more: %v", seed, last, kneeOfBenchPath, limits)
-			continue
+			t.Errorf("seed %d: %.1f orders/s over 60 s, want ≥ %.1f: %v", seed, x, 0.85*knee, limits)
 		}
-		t.Logf("seed %d: %.1f orders/s (fixed %d: %.1f), order p99 %.0f ms, limits %v", seed, r.perSecond(25), kneeOfBenchPath, knee, r.p99(), limits)
+	}
+	if sum < 0.88*knee {
+		t.Errorf("%.1f orders/s over 60 s on average, want ≥ %.1f (0.88 × fixed %d)", sum, 0.88*knee, kneeOfBenchPath)
+	} else {
+		t.Logf("%.1f orders/s over 60 s on average (%.3f × fixed %d)", sum, sum/knee, kneeOfBenchPath)
+	}
+	// One 60 s run's p99 is known to ±3 % (fixed 160's own runs range
+	// from 1.06 to 1.11 × the lowest fixed p99), so it is judged over all
+	// the runs' orders.
+	if p99 := all.p99(); p99 > 1.1*lowest {
+		t.Errorf("order p99 %.0f ms over the runs, want ≤ %.0f (1.1 × the lowest fixed, %.0f)", p99, 1.1*lowest, lowest)
+	} else {
+		t.Logf("order p99 %.0f ms over the runs (%.3f × the lowest fixed, %.0f)", p99, p99/lowest, lowest)
 	}
 }
 
 // Once at the knee, the limit holds near it: over five minutes it stays
-// between the best fixed value and the first one past the knee (drain
-// windows aside), selling at least 0.9 × what the best fixed value sells
-// with an order p99 within 1.1 × the lowest fixed one's — the goal of the
-// benchmark's comparison. A drain that re-measured the baseline at half
-// the current limit would move the knee up a raise each time, until the
-// limit sat at 160.
+// within 0.8 × the best fixed value (drain windows aside), selling at
+// least 0.9 × what the best fixed value sells with an order p99 within
+// 1.1 × the lowest fixed one's. A drain that re-measured the baseline at
+// half the current limit would move the knee up a raise each time; one
+// that did not lower it when it could would let noise pin it low.
 func TestHoldsNearTheKneeOfASharedPath(t *testing.T) {
 	b := adaptive.Bounds{Min: 5, Max: 160, Start: 20}
 	knee, lowest := fixedRun(kneeOfBenchPath).perSecond(100), fixedRun(40).p99()
-	for seed := uint64(1); seed <= 5; seed++ {
+	for seed := uint64(1); seed <= 10; seed++ {
 		r := benchPath().run(b, 300, seed)
 		lo, hi := math.MaxInt, 0
 		for _, tr := range r.traces[30:] {
@@ -647,12 +675,12 @@ func TestHoldsNearTheKneeOfASharedPath(t *testing.T) {
 			}
 		}
 		x, p99 := r.perSecond(300), r.p99()
-		t.Logf("seed %d: limit %d–%d from window 30, %.1f orders/s (fixed %d: %.1f), order p99 %.0f ms (lowest fixed: %.0f)",
-			seed, lo, hi, x, kneeOfBenchPath, knee, p99, lowest)
-		if lo < kneeOfBenchPath || hi >= 2*kneeOfBenchPath || x < 0.9*knee || p99 > 1.1*lowest {
+		t.Logf("seed %d: limit %d–%d from window 30, %.1f orders/s (%.3f × fixed %d: %.1f), order p99 %.0f ms (%.3f × lowest fixed: %.0f)",
+			seed, lo, hi, x, x/knee, kneeOfBenchPath, knee, p99, p99/lowest, lowest)
+		if 10*lo < 8*kneeOfBenchPath || x < 0.9*knee || p99 > 1.1*lowest {
 			traceOf(t, r)
-			t.Errorf("seed %d: limit %d–%d, %.1f orders/s, p99 %.0f ms; want within [%d, %d), ≥ %.1f/s, p99 ≤ %.0f ms",
-				seed, lo, hi, x, p99, kneeOfBenchPath, 2*kneeOfBenchPath, 0.9*knee, 1.1*lowest)
+			t.Errorf("seed %d: limit %d–%d, %.1f orders/s, p99 %.0f ms; want ≥ %d, ≥ %.1f/s, p99 ≤ %.0f ms",
+				seed, lo, hi, x, p99, 8*kneeOfBenchPath/10, 0.9*knee, 1.1*lowest)
 		}
 	}
 }
