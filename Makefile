@@ -2,13 +2,18 @@
 SERVICES := gateway admitter notifier orderworker
 GO ?= go
 
-.PHONY: run test deps build bench chaos clean
+.PHONY: run test fuzz deps build bench chaos clean
 
 run: deps build
 	@scripts/run.sh
 
 test: deps
 	@scripts/test.sh
+
+# Every fuzz target, 20000 executions each (FUZZTIME=…); make test fuzzes
+# the parsers only.
+fuzz: deps
+	@scripts/fuzz.sh
 
 deps:
 	@scripts/deps.sh
