@@ -174,6 +174,22 @@ func waitReady(t testing.TB, within time.Duration, bases ...string) {
 	}
 }
 
+// orderPaid orders one unit of e2e-sku as user with their entry token and
+// waits until the order is PAID.
+func orderPaid(t testing.TB, base, user, token string) {
+	t.Helper()
+	code, order := call(t, "POST", base+"/v1/orders", `{"sku": "e2e-sku", "quantity": 1}`,
+		map[string]string{"X-User-Id": user, "Authorization": "Bearer " + token})
+	if code != 202 {
+		t.Fatalf("order = %d %v", code, order)
+	}
+	id, _ := order["orderId"].(string)
+	testenv.Eventually(t, 15*time.Second, func() bool {
+		_, body := call(t, "GET", base+"/v1/orders/"+id, "", map[string]string{"X-User-Id": user})
+		return body["status"] == "PAID"
+	}, user+"'s order PAID")
+}
+
 func call(t testing.TB, method, url, body string, header map[string]string) (int, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
@@ -318,16 +334,7 @@ func TestJourneyFromJoinToPaidOrder(t *testing.T) {
 	if _, body := call(t, "GET", base+"/v1/queues/"+q+"/tickets/"+tickets[1], "", nil); body["status"] != "WAITING" {
 		t.Fatalf("ben = %v, want WAITING while ann holds the slot", body)
 	}
-	code, order := call(t, "POST", base+"/v1/orders", `{"sku": "e2e-sku", "quantity": 1}`,
-		map[string]string{"X-User-Id": "ann", "Authorization": "Bearer " + token})
-	if code != 202 {
-		t.Fatalf("order = %d %v", code, order)
-	}
-	id, _ := order["orderId"].(string)
-	testenv.Eventually(t, 15*time.Second, func() bool {
-		_, body := call(t, "GET", base+"/v1/orders/"+id, "", map[string]string{"X-User-Id": "ann"})
-		return body["status"] == "PAID"
-	}, "ann's order PAID")
+	orderPaid(t, base, "ann", token)
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		_, body := call(t, "GET", base+"/v1/queues/"+q+"/tickets/"+tickets[1], "", nil)
 		return body["status"] == "READY"

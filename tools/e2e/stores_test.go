@@ -135,16 +135,7 @@ func TestJourneyOnLockedDownStores(t *testing.T) {
 		token, _ = body["token"].(string)
 		return body["status"] == "READY"
 	}, "ann READY")
-	code, order := call(t, "POST", base+"/v1/orders", `{"sku": "e2e-sku", "quantity": 1}`,
-		map[string]string{"X-User-Id": "ann", "Authorization": "Bearer " + token})
-	if code != 202 {
-		t.Fatalf("order = %d %v", code, order)
-	}
-	id, _ := order["orderId"].(string)
-	testenv.Eventually(t, 15*time.Second, func() bool {
-		_, body := call(t, "GET", base+"/v1/orders/"+id, "", map[string]string{"X-User-Id": "ann"})
-		return body["status"] == "PAID"
-	}, "ann's order PAID")
+	orderPaid(t, base, "ann", token)
 
 	// Redis refused nothing, and every service connected as its own user.
 	if denied, err := admin.Do(ctx, "ACL", "LOG").Slice(); err != nil || len(denied) > 0 {
