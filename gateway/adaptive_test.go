@@ -1,30 +1,15 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
 
 	"usher/gateway/admin"
 	"usher/internal/adaptive"
+	"usher/internal/adaptive/adaptivetest"
 	"usher/internal/testenv"
 )
-
-// decide commits one decision for q as an admitter would.
-func decide(t *testing.T, st *adaptive.Store, q string, p adaptive.Params, next adaptive.State, d adaptive.Decision, orders int64) {
-	t.Helper()
-	ctx := context.Background()
-	var s adaptive.Step
-	var err error
-	testenv.Eventually(t, 5*time.Second, func() bool {
-		s, err = st.Step(ctx, q, p)
-		return err == nil && s.Due
-	}, "a window due")
-	if err := st.Commit(ctx, q, p, s, next, d, adaptive.Window{Sample: adaptive.Sample{Orders: orders}}, s.EventLimit); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // The admin view of an adaptive queue carries its adaptive setting and
 // the limit its ticks use now with the reason (what usherctl queue get
@@ -70,7 +55,7 @@ func TestAdminViewShowsTheAdaptiveLimit(t *testing.T) {
 
 	// An admitter decides a window: the view follows.
 	p := adaptive.Params{Window: 100 * time.Millisecond, Bounds: adaptive.Bounds{Min: 2, Max: 40, Start: 5}, Lease: time.Second}
-	decide(t, st, h.queue, p, adaptive.State{Limit: 9, BaselineMs: 240, LatencyMs: 251.26},
+	adaptivetest.Decide(t, st, h.queue, p, adaptive.State{Limit: 9, BaselineMs: 240, LatencyMs: 251.26},
 		adaptive.Decision{Limit: 9, Reason: adaptive.ReasonRaise}, 37)
 	v = get("/v1/admin/queues/" + h.queue)
 	if a := v.AdaptiveLimit; a == nil || a.Limit != 9 || a.Reason != "raise" || a.Orders != 37 || a.LatencyMs != 251.3 ||

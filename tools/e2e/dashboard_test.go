@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"usher/internal/adaptive"
+	"usher/internal/adaptive/adaptivetest"
 	"usher/internal/event"
 	"usher/internal/testenv"
 	"usher/tools/internal/chromium"
@@ -157,21 +157,6 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 	}
 }
 
-// decide commits one decision for q as an admitter would.
-func decide(t *testing.T, st *adaptive.Store, q string, p adaptive.Params, next adaptive.State, d adaptive.Decision, orders int64) {
-	t.Helper()
-	ctx := context.Background()
-	var s adaptive.Step
-	var err error
-	testenv.Eventually(t, 5*time.Second, func() bool {
-		s, err = st.Step(ctx, q, p)
-		return err == nil && s.Due
-	}, "a window due")
-	if err := st.Commit(ctx, q, p, s, next, d, adaptive.Window{Sample: adaptive.Sample{Orders: orders}}, s.EventLimit); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // The dashboard says how each queue's limit is set, and its buttons still
 // work on an adaptive queue (the live fields stay out of the PUT). The
 // gateway runs without an admitter: the test commits the controller's
@@ -184,7 +169,7 @@ func TestOpsDashboardShowsTheAdaptiveLimit(t *testing.T) {
 	s := newShopOf(t, []string{"gateway"})
 	s.configure(`{"targetActive": 5, "adaptive": {"enabled": true, "min": 2, "max": 40}, "rateLimit": ` + limitsOff + `}`)
 	p := adaptive.Params{Window: 100 * time.Millisecond, Bounds: adaptive.Bounds{Min: 2, Max: 40, Start: 5}, Lease: time.Second}
-	decide(t, adaptive.NewStore(testenv.Redis(t)), s.queue, p, adaptive.State{Limit: 9, BaselineMs: 240, LatencyMs: 251.26},
+	adaptivetest.Decide(t, adaptive.NewStore(testenv.Redis(t)), s.queue, p, adaptive.State{Limit: 9, BaselineMs: 240, LatencyMs: 251.26},
 		adaptive.Decision{Limit: 9, Reason: adaptive.ReasonRaise}, 37)
 	ctx := browser(t, bin)
 	eval := func(js string) string {
