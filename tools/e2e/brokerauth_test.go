@@ -56,22 +56,8 @@ func TestJourneyUnderLeastPrivilege(t *testing.T) {
 	}
 	base := "http://" + gw
 	waitReady(t, 30*time.Second, base, "http://"+adm, "http://"+nt, "http://"+ow)
-	admin := map[string]string{"Authorization": "Bearer e2e-admin"}
-	if code, body := call(t, "PUT", base+"/v1/admin/stock/e2e-sku", `{"available": 5}`, admin); code >= 300 {
-		t.Fatalf("stock = %d %v", code, body)
-	}
-	q := testenv.Name(t)
-	if code, body := call(t, "PUT", base+"/v1/admin/queues/"+q, `{"targetActive": 1, "tickMs": 20, "sku": "e2e-sku"}`, admin); code != 201 {
-		t.Fatalf("create queue = %d %v", code, body)
-	}
-	var tickets [2]string
-	for i, u := range []string{"ann", "ben"} {
-		code, body := call(t, "POST", base+"/v1/queues/"+q+"/tickets", "", map[string]string{"X-User-Id": u})
-		if code != 202 {
-			t.Fatalf("join %s = %d %v", u, code, body)
-		}
-		tickets[i] = body["ticket"].(string)
-	}
+	q := oneSlotQueue(t, base)
+	tickets := [2]string{joinLine(t, base, q, "ann"), joinLine(t, base, q, "ben")}
 	// READY pushed by the notifier, then polled from the gateway.
 	openTab(t, "http://"+nt+"/v1/queues/"+q+"/tickets/"+tickets[0]+"/events").await(t, "ready", 15*time.Second)
 	var token string

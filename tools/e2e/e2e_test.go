@@ -174,6 +174,32 @@ func waitReady(t testing.TB, within time.Duration, bases ...string) {
 	}
 }
 
+// oneSlotQueue stocks 5 units of e2e-sku and creates a queue selling it,
+// with one slot and a 20 ms tick, through the admin API; it returns the
+// queue's name.
+func oneSlotQueue(t testing.TB, base string) string {
+	t.Helper()
+	admin := map[string]string{"Authorization": "Bearer e2e-admin"}
+	if code, body := call(t, "PUT", base+"/v1/admin/stock/e2e-sku", `{"available": 5}`, admin); code >= 300 {
+		t.Fatalf("stock = %d %v", code, body)
+	}
+	q := testenv.Name(t)
+	if code, body := call(t, "PUT", base+"/v1/admin/queues/"+q, `{"targetActive": 1, "tickMs": 20, "sku": "e2e-sku"}`, admin); code != 201 {
+		t.Fatalf("create queue = %d %v", code, body)
+	}
+	return q
+}
+
+// joinLine puts user in q's line and returns their ticket.
+func joinLine(t testing.TB, base, q, user string) string {
+	t.Helper()
+	code, body := call(t, "POST", base+"/v1/queues/"+q+"/tickets", "", map[string]string{"X-User-Id": user})
+	if code != 202 {
+		t.Fatalf("join %s = %d %v", user, code, body)
+	}
+	return body["ticket"].(string)
+}
+
 // orderPaid orders one unit of e2e-sku as user with their entry token and
 // waits until the order is PAID.
 func orderPaid(t testing.TB, base, user, token string) {
@@ -308,22 +334,8 @@ func TestJourneyFromJoinToPaidOrder(t *testing.T) {
 	}
 	base := "http://" + gw
 	waitReady(t, 20*time.Second, base, "http://"+adm, "http://"+nt, "http://"+ow)
-	admin := map[string]string{"Authorization": "Bearer e2e-admin"}
-	if code, body := call(t, "PUT", base+"/v1/admin/stock/e2e-sku", `{"available": 5}`, admin); code >= 300 {
-		t.Fatalf("stock = %d %v", code, body)
-	}
-	q := testenv.Name(t)
-	if code, body := call(t, "PUT", base+"/v1/admin/queues/"+q, `{"targetActive": 1, "tickMs": 20, "sku": "e2e-sku"}`, admin); code != 201 {
-		t.Fatalf("create queue = %d %v", code, body)
-	}
-	var tickets [2]string
-	for i, u := range []string{"ann", "ben"} {
-		code, body := call(t, "POST", base+"/v1/queues/"+q+"/tickets", "", map[string]string{"X-User-Id": u})
-		if code != 202 {
-			t.Fatalf("join %s = %d %v", u, code, body)
-		}
-		tickets[i] = body["ticket"].(string)
-	}
+	q := oneSlotQueue(t, base)
+	tickets := [2]string{joinLine(t, base, q, "ann"), joinLine(t, base, q, "ben")}
 	var token string
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		_, body := call(t, "GET", base+"/v1/queues/"+q+"/tickets/"+tickets[0], "", nil)

@@ -115,19 +115,8 @@ func TestJourneyOnLockedDownStores(t *testing.T) {
 	}
 	base := "http://" + gw
 	waitReady(t, 30*time.Second, base, "http://"+adm, "http://"+nt, "http://"+ow)
-	hdr := map[string]string{"Authorization": "Bearer e2e-admin"}
-	if code, body := call(t, "PUT", base+"/v1/admin/stock/e2e-sku", `{"available": 5}`, hdr); code >= 300 {
-		t.Fatalf("stock as the gateway's role = %d %v", code, body)
-	}
-	q := testenv.Name(t)
-	if code, body := call(t, "PUT", base+"/v1/admin/queues/"+q, `{"targetActive": 1, "tickMs": 20, "sku": "e2e-sku"}`, hdr); code != 201 {
-		t.Fatalf("create queue = %d %v", code, body)
-	}
-	code, body := call(t, "POST", base+"/v1/queues/"+q+"/tickets", "", map[string]string{"X-User-Id": "ann"})
-	if code != 202 {
-		t.Fatalf("join = %d %v", code, body)
-	}
-	tk := body["ticket"].(string)
+	q := oneSlotQueue(t, base)
+	tk := joinLine(t, base, q, "ann")
 	openTab(t, "http://"+nt+"/v1/queues/"+q+"/tickets/"+tk+"/events").await(t, "ready", 15*time.Second)
 	var token string
 	testenv.Eventually(t, 10*time.Second, func() bool {
