@@ -223,11 +223,25 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, replicas int) er
 		// Read with direct gets: roles that may create no consumer
 		// (usherctl) read them so.
 		cfg.AllowDirect = true
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		if err := declareStream(ctx, js, cfg); err != nil {
 			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 		}
 	}
 	return nil
+}
+
+// declareStream creates the stream, or updates it only when it exists with
+// another configuration. Every service declares the streams at start when
+// the broker authenticates nobody; creating a stream that already has this
+// configuration changes nothing on the server, while an update rewrites its
+// store's configuration even when nothing differs — racing inside
+// nats-server with consumers being created on it.
+func declareStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	_, err := js.CreateStream(ctx, cfg)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		_, err = js.UpdateStream(ctx, cfg)
+	}
+	return err
 }
 
 // Open connects to NATS as s.Role and returns the connection and its

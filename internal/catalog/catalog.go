@@ -553,7 +553,7 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Catalog, 
 	if err := DeclareSeeds(ctx, js, replicas); err != nil {
 		return nil, err
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := declareBucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket: Bucket, History: 16, Storage: jetstream.FileStorage, Replicas: replicas,
 		RePublish: &jetstream.RePublish{Source: event.QueueConfigSubjects, Destination: event.CatalogLiveSubjects},
 	})

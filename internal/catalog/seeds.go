@@ -14,13 +14,25 @@ import (
 // event.BucketSeeds); Open, which the role declaring the streams and the
 // catalog calls, declares it.
 func DeclareSeeds(ctx context.Context, js jetstream.JetStream, replicas int) error {
-	_, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	_, err := declareBucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket: event.BucketSeeds, History: 1, Storage: jetstream.FileStorage, Replicas: replicas,
 	})
 	if err != nil {
 		return fmt.Errorf("declare the seeds bucket: %w", err)
 	}
 	return nil
+}
+
+// declareBucket creates the bucket, or updates it only when it exists
+// with another configuration: an update of an unchanged bucket still
+// rewrites its stream's store, which races inside nats-server with
+// consumers being created (see bus.declareStream).
+func declareBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.CreateKeyValue(ctx, cfg)
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		return js.UpdateKeyValue(ctx, cfg)
+	}
+	return kv, err
 }
 
 // ErrNoSeed: the bucket holds no seed for the lottery's commitment.
