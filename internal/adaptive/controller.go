@@ -53,7 +53,9 @@ const (
 	RaiseShare = 0.1
 	// ClimbBelow, ClimbShare: until the limit first meets latency above
 	// RaiseBelow × baseline (or any cut), a window whose latency is within
-	// ClimbBelow × baseline doubles it instead — as TCP's slow start — so
+	// ClimbBelow × baseline doubles it instead — as TCP's slow start, from
+	// the first judged window on (it sets the baseline and, when the limit
+	// binds, starts the climb: holding it there cost a window) — so
 	// a queue whose order path takes eight times its start reaches the knee
 	// in three windows. A climb by a quarter takes ten, a sixth of a 60 s
 	// run spent below the knee: from targetActive 20 to 160 it sold 0.68–
@@ -120,17 +122,19 @@ const (
 	// it came from was queueing beyond it: it is cut to where a queue that
 	// grows with the limit would be at RaiseBelow, and the next drain
 	// comes FirstDrain windows later to check again. The first drain comes
-	// FirstDrain judged windows after the start, then one every
-	// DrainEvery, only while the limit binds.
+	// FirstDrain judged windows after the climb ended (see ClimbShare: a
+	// climb that doubles the limit each window while latency stays at its
+	// baseline is no queue, and halving it then only costs orders), then
+	// one every DrainEvery, only while the limit binds.
 	//
-	// The first drain after the start (or after a drain's cut), at half a
-	// limit near where the controller started, takes its latency as the
-	// baseline, up or down (weighted by its orders, as BaselineWeight
-	// says). A later drain, at half a limit the controller has raised
-	// since, may only lower it: its latency is that of half the current
-	// load, not of no load, on a path whose latency grows with its load at
-	// all — and in a closed loop of shoppers most of its orders began
-	// before the limit was halved, so it is nearly the full limit's.
+	// A drain at no more load than the start's (half the limit at most
+	// the configured start, where the first judged window set the
+	// baseline) takes its latency as the baseline, up or down (weighted by
+	// its orders, as BaselineWeight says). A drain at half a limit raised
+	// beyond that may only lower it: its latency is that of half the
+	// current load, not of no load, on a path whose latency grows with its
+	// load at all — and in a closed loop of shoppers most of its orders
+	// began before the limit was halved, so it is nearly the full limit's.
 	// Taken as the baseline, each drain moved the knee up by a raise, and
 	// the limit climbed past it drain by drain. The window after a drain
 	// does not raise either: its orders began while the limit was halved,
@@ -258,7 +262,7 @@ type Reason string
 // The reasons. Lowered reports which of them cut the limit.
 const (
 	ReasonStart       Reason = "start"            // (re)started at the configured targetActive
-	ReasonWarmingUp   Reason = "warming_up"       // the first judged window: it sets the baseline
+	ReasonWarmingUp   Reason = "warming_up"       // the first judged window, the limit not binding: it sets the baseline
 	ReasonFewOrders   Reason = "few_orders"       // too few orders finished to judge latency
 	ReasonRaise       Reason = "raise"            // latency near baseline and the limit binds: raised
 	ReasonIdle        Reason = "idle"             // latency near baseline, but the limit does not hold the line back
@@ -325,7 +329,7 @@ func Decide(b Bounds, s State, w Window) (State, Decision) {
 		return v.backFromDrain()
 	case !v.judged:
 		return v.hold(ReasonFewOrders)
-	case s.BaselineMs == 0:
+	case s.BaselineMs == 0 && !v.binds():
 		return v.hold(ReasonWarmingUp)
 	case v.ratio > Tolerance:
 		return v.queueing()
@@ -389,7 +393,7 @@ func measure(b Bounds, s State, w Window) *verdict {
 func (v *verdict) measureDrain() {
 	s, w, mean := v.s, v.w, v.w.MeanMs()
 	v.ratio = mean / s.LatencyMs
-	if !s.Drained || mean < s.BaselineMs {
+	if mean < s.BaselineMs || s.Resume*DrainDepth <= float64(v.b.Start) {
 		v.next.BaselineMs = s.BaselineMs + min(1, float64(w.Orders)/BaselineWeight)*(mean-s.BaselineMs)
 	}
 	if w.Holds > 0 {
@@ -435,12 +439,12 @@ func (v *verdict) holdsGrew() bool {
 
 // drainDue reports whether this window halves the limit to measure the
 // no-load latency: only while the limit binds, has room to halve, and was
-// not just cut, FirstDrain windows after the start or a drain's cut, then
-// every DrainEvery.
+// not just cut, FirstDrain windows after the climb ended or a drain's cut,
+// then every DrainEvery.
 func (v *verdict) drainDue() bool {
 	s, next := v.s, v.next
 	return v.binds() && v.limit >= 2*float64(v.b.Min) && !s.LastCut &&
-		((!s.Drained && next.SinceDrain >= FirstDrain) || next.SinceDrain >= DrainEvery)
+		((!s.Drained && s.Settled && next.SinceDrain >= FirstDrain) || next.SinceDrain >= DrainEvery)
 }
 
 // cut lowers the limit to f of itself, not below the bounds' minimum; the

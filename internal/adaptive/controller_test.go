@@ -88,7 +88,8 @@ func TestConvergesWithinABand(t *testing.T) {
 		{"capacity 300, start at 5", 300, 5, 210, 525, 60},
 	}
 	for _, tt := range tests {
-		for seed := uint64(1); seed <= 5; seed++ {
+		var late []int
+		for seed := uint64(1); seed <= 20; seed++ {
 			p := newPlant(tt.capacity, 250, seed)
 			b := adaptive.Bounds{Min: 1, Max: 1000, Start: tt.start}
 			limits, reasons := run(b, p, 400, nil)
@@ -100,10 +101,13 @@ func TestConvergesWithinABand(t *testing.T) {
 			for i := len(limits) - 1; i >= 0 && in(i); i-- {
 				converged = i
 			}
-			if converged > tt.within {
+			if converged > 2*tt.within {
 				t.Errorf("%s (seed %d): in the band [%.0f, %.0f] for good from window %d, want from %d at the latest: %v",
-					tt.name, seed, tt.lo, tt.hi, converged, tt.within, limits[:min(len(limits), converged+10)])
+					tt.name, seed, tt.lo, tt.hi, converged, 2*tt.within, limits[:min(len(limits), converged+10)])
 				continue
+			}
+			if converged > tt.within {
+				late = append(late, converged)
 			}
 			lo, hi, xSum, drains := math.Inf(1), 0.0, 0.0, 0
 			for i := converged; i < len(limits); i++ {
@@ -114,7 +118,10 @@ func TestConvergesWithinABand(t *testing.T) {
 				}
 				lo, hi = min(lo, float64(limits[i])), max(hi, float64(limits[i]))
 			}
-			if max := (len(limits)-converged)/adaptive.DrainEvery + 8; drains > max {
+			// One drain in DrainEvery, and a recheck FirstDrain windows after each
+			// drain that cut (on the small path, whose 32 orders a window are
+			// noisy, several do).
+			if max := (len(limits)-converged)/adaptive.DrainEvery + 10; drains > max {
 				t.Errorf("%s (seed %d): %d drain windows, want at most %d", tt.name, seed, drains, max)
 			}
 			best := tt.capacity / 250 * 1000
@@ -124,6 +131,9 @@ func TestConvergesWithinABand(t *testing.T) {
 			}
 			t.Logf("%s (seed %d): converged at window %d, then [%.0f, %.0f] (%.2f–%.2f × capacity), %d drains, throughput %.0f %% of the best",
 				tt.name, seed, converged, lo, hi, lo/tt.capacity, hi/tt.capacity, drains, 100*got/best)
+		}
+		if len(late) > 2 {
+			t.Errorf("%s: %d of 20 runs converged later than window %d (at %v), want at most 2", tt.name, len(late), tt.within, late)
 		}
 	}
 }
@@ -281,9 +291,16 @@ func TestJudgesLatencyOnlyWithEnoughOrders(t *testing.T) {
 	if d.Reason != adaptive.ReasonFewOrders || d.Limit != 20 || st.BaselineMs != 0 {
 		t.Fatalf("two slow orders: %d (%s), baseline %.0f; want 20 (few_orders), no baseline", d.Limit, d.Reason, st.BaselineMs)
 	}
-	st, d = adaptive.Decide(b, st, adaptive.Window{Sample: adaptive.Sample{Orders: 50, LatencyMs: 50 * 300}, Waiting: 9, Active: 20})
-	if want := 300 * (1 + adaptive.LatencyCV/math.Sqrt(50)); d.Reason != adaptive.ReasonWarmingUp || d.Limit != 20 || math.Abs(st.BaselineMs-want) > 0.01 {
-		t.Fatalf("first window: %d (%s), baseline %.1f; want 20 (warming_up), baseline %.1f", d.Limit, d.Reason, st.BaselineMs, want)
+	first := adaptive.Window{Sample: adaptive.Sample{Orders: 50, LatencyMs: 50 * 300}, Waiting: 9, Active: 5}
+	next, d := adaptive.Decide(b, st, first)
+	if want := 300 * (1 + adaptive.LatencyCV/math.Sqrt(50)); d.Reason != adaptive.ReasonWarmingUp || d.Limit != 20 || math.Abs(next.BaselineMs-want) > 0.01 {
+		t.Fatalf("first window, 5 of 20 slots in use: %d (%s), baseline %.1f; want 20 (warming_up), baseline %.1f", d.Limit, d.Reason, next.BaselineMs, want)
+	}
+	// The same window with the limit binding sets the baseline and starts
+	// the climb at once.
+	first.Active = 20
+	if next, d = adaptive.Decide(b, st, first); d.Reason != adaptive.ReasonRaise || d.Limit != 40 || next.BaselineMs == 0 {
+		t.Fatalf("first window, every slot in use: %d (%s), baseline %.1f; want 40 (raise), a baseline", d.Limit, d.Reason, next.BaselineMs)
 	}
 }
 
@@ -361,37 +378,35 @@ func TestNoiseDoesNotLowerTheBaseline(t *testing.T) {
 	}
 }
 
-// The first drain after the start re-measures the baseline, up or down; a
-// later one, at half a limit raised since, only lowers it — its latency is
-// half the current load's, not no load's — and the window after a drain
-// that restored the limit does not raise: its orders began at half of it.
+// A drain at no more load than the start's (where the baseline was set)
+// re-measures the baseline, up or down; one at half a limit raised beyond
+// that only lowers it — its latency is half the current load's, not no
+// load's — and the window after a drain that restored the limit does not
+// raise: its orders began at half of it.
 func TestALaterDrainOnlyLowersTheBaseline(t *testing.T) {
 	b := adaptive.Bounds{Min: 2, Max: 200, Start: 20}
-	draining := adaptive.State{Limit: 50, Resume: 100, BaselineMs: 250, LatencyMs: 300, MeanMs: 300, SinceDrain: 30, Drained: true}
-	drain := adaptive.Window{Sample: adaptive.Sample{Orders: 120, LatencyMs: 120 * 290}, Waiting: 9, Active: 50}
 	tests := []struct {
-		name    string
-		drained bool // a drain came before this one
-		meanMs  float64
-		want    float64
+		name   string
+		resume float64 // the limit the drain halved
+		meanMs float64
+		want   float64
 	}{
-		{"a later drain, latency above the baseline", true, 290, 250},
-		{"a later drain, latency below it", true, 220, 220},
-		{"the first drain, latency above the baseline", false, 290, 290},
+		{"a drain at more load than the start's, latency above the baseline", 100, 290, 250},
+		{"a drain at more load than the start's, latency below it", 100, 220, 220},
+		{"a drain at the start's load, latency above the baseline", 40, 290, 290},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, w := draining, drain
-			s.Drained = tt.drained
-			w.LatencyMs = 120 * tt.meanMs
+			s := adaptive.State{Limit: tt.resume / 2, Resume: tt.resume, BaselineMs: 250, LatencyMs: 300, MeanMs: 300, SinceDrain: 30, Drained: true}
+			w := adaptive.Window{Sample: adaptive.Sample{Orders: 120, LatencyMs: 120 * tt.meanMs}, Waiting: 9, Active: int64(tt.resume / 2)}
 			next, d := adaptive.Decide(b, s, w)
-			if d.Reason != adaptive.ReasonDrained || d.Limit != 100 || math.Abs(next.BaselineMs-tt.want) > 0.01 {
-				t.Fatalf("Decide = %d (%s), baseline %.1f; want 100 (drained), baseline %.0f", d.Limit, d.Reason, next.BaselineMs, tt.want)
+			if d.Reason != adaptive.ReasonDrained || d.Limit != int(tt.resume) || math.Abs(next.BaselineMs-tt.want) > 0.01 {
+				t.Fatalf("Decide = %d (%s), baseline %.1f; want %.0f (drained), baseline %.0f", d.Limit, d.Reason, next.BaselineMs, tt.resume, tt.want)
 			}
-			w = adaptive.Window{Sample: adaptive.Sample{Orders: 300, LatencyMs: 300 * next.BaselineMs}, Waiting: 9, Active: 100}
+			w = adaptive.Window{Sample: adaptive.Sample{Orders: 300, LatencyMs: 300 * next.BaselineMs}, Waiting: 9, Active: int64(tt.resume)}
 			after, d := adaptive.Decide(b, next, w)
-			if d.Reason != adaptive.ReasonDrained || d.Limit != 100 {
-				t.Fatalf("the window after the drain: %d (%s), want 100 (drained)", d.Limit, d.Reason)
+			if d.Reason != adaptive.ReasonDrained || d.Limit != int(tt.resume) {
+				t.Fatalf("the window after the drain: %d (%s), want %.0f (drained)", d.Limit, d.Reason, tt.resume)
 			}
 			if _, d := adaptive.Decide(b, after, w); d.Reason != adaptive.ReasonRaise {
 				t.Errorf("the window after that: %d (%s), want a raise", d.Limit, d.Reason)
