@@ -8,8 +8,8 @@ import (
 	"usher/api/contract"
 )
 
-// The document is valid OpenAPI 3.1, by the OpenAPI 3.1 schema that
-// libopenapi-validator embeds.
+// The document is valid OpenAPI 3.1, by the OpenAPI Initiative's schema
+// of it (which package contract embeds).
 func TestDocumentIsValidOpenAPI31(t *testing.T) {
 	var doc struct {
 		OpenAPI string `json:"openapi"`
