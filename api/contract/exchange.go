@@ -16,9 +16,32 @@ import (
 // checkRequest is what the document refuses in req (whose Content-Type
 // requestOf set) with its body, one line each.
 func (o *operation) checkRequest(req *http.Request, tmpl string, body []byte) []string {
-	var errs []string
+	path, errs := pathParams(req, tmpl)
+	query, _ := url.ParseQuery(req.URL.RawQuery)
+	for _, p := range o.params {
+		errs = append(errs, p.check(p.values(req, path, query))...)
+	}
+	if o.secured && !o.authorized(req) {
+		var alts []string
+		for _, all := range o.security {
+			var names []string
+			for _, c := range all {
+				names = append(names, c.String())
+			}
+			alts = append(alts, strings.Join(names, " and "))
+		}
+		errs = append(errs, "no credentials the document asks for: "+strings.Join(alts, " or "))
+	}
+	if o.body != nil {
+		errs = append(errs, o.body.check(req.Header.Get("Content-Type"), body)...)
+	}
+	return errs
+}
 
-	// Path parameters by the template's segments, each decoded once.
+// pathParams is req's path parameters by the template's segments, each
+// decoded once, and what could not be decoded.
+func pathParams(req *http.Request, tmpl string) (map[string]string, []string) {
+	var errs []string
 	path := map[string]string{}
 	segs := strings.Split(strings.TrimPrefix(req.URL.EscapedPath(), "/"), "/")
 	for j, s := range strings.Split(strings.Trim(tmpl, "/"), "/") {
@@ -33,67 +56,57 @@ func (o *operation) checkRequest(req *http.Request, tmpl string, body []byte) []
 		}
 		path[name] = v
 	}
-	query, _ := url.ParseQuery(req.URL.RawQuery)
+	return path, errs
+}
 
-	for _, p := range o.params {
-		var vals []string
-		switch p.in {
-		case "path":
-			if v, ok := path[p.name]; ok {
-				vals = []string{v}
-			}
-		case "query":
-			vals = query[p.name]
-		case "header":
-			if v := req.Header.Get(p.name); v != "" {
-				vals = []string{v}
-			}
-		case "cookie":
-			if c, err := req.Cookie(p.name); err == nil {
-				vals = []string{c.Value}
-			}
+// values is what req sends for p (nil: absent).
+func (p *param) values(req *http.Request, path map[string]string, query url.Values) []string {
+	switch p.in {
+	case "path":
+		if v, ok := path[p.name]; ok {
+			return []string{v}
 		}
-		if vals == nil {
-			if p.required {
-				errs = append(errs, fmt.Sprintf("%s parameter %s is required and missing", p.in, p.name))
-			}
-			continue
+	case "query":
+		return query[p.name]
+	case "header":
+		if v := req.Header.Get(p.name); v != "" {
+			return []string{v}
 		}
-		if p.schema == nil {
-			continue
-		}
-		if p.explode && len(vals) > 1 && slices.Contains(p.types, "array") {
-			// A form array exploded: one field per item.
-			items := make([]any, len(vals))
-			for i, v := range vals {
-				items[i] = read(v, p.items, nil)[0]
-			}
-			if msg := valid(p.schema, []any{items}); msg != "" {
-				errs = append(errs, fmt.Sprintf("%s parameter %s %q: %s", p.in, p.name, vals, msg))
-			}
-			continue
-		}
-		for _, v := range vals {
-			if msg := valid(p.schema, read(v, p.types, p.items)); msg != "" {
-				errs = append(errs, fmt.Sprintf("%s parameter %s %q: %s", p.in, p.name, v, msg))
-			}
+	case "cookie":
+		if c, err := req.Cookie(p.name); err == nil {
+			return []string{c.Value}
 		}
 	}
+	return nil
+}
 
-	if o.secured && !o.authorized(req) {
-		var alts []string
-		for _, all := range o.security {
-			var names []string
-			for _, c := range all {
-				names = append(names, c.String())
-			}
-			alts = append(alts, strings.Join(names, " and "))
+// check is what p's schema refuses in vals, one line each.
+func (p *param) check(vals []string) []string {
+	if vals == nil {
+		if p.required {
+			return []string{fmt.Sprintf("%s parameter %s is required and missing", p.in, p.name)}
 		}
-		errs = append(errs, "no credentials the document asks for: "+strings.Join(alts, " or "))
+		return nil
 	}
-
-	if o.body != nil {
-		errs = append(errs, o.body.check(req.Header.Get("Content-Type"), body)...)
+	if p.schema == nil {
+		return nil
+	}
+	if p.explode && len(vals) > 1 && slices.Contains(p.types, "array") {
+		// A form array exploded: one field per item.
+		items := make([]any, len(vals))
+		for i, v := range vals {
+			items[i] = read(v, p.items, nil)[0]
+		}
+		if msg := valid(p.schema, []any{items}); msg != "" {
+			return []string{fmt.Sprintf("%s parameter %s %q: %s", p.in, p.name, vals, msg)}
+		}
+		return nil
+	}
+	var errs []string
+	for _, v := range vals {
+		if msg := valid(p.schema, read(v, p.types, p.items)); msg != "" {
+			errs = append(errs, fmt.Sprintf("%s parameter %s %q: %s", p.in, p.name, v, msg))
+		}
 	}
 	return errs
 }
