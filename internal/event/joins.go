@@ -1,7 +1,9 @@
 package event
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -83,4 +85,33 @@ func PlaceBound(seq, groupsSince uint64) uint64 {
 		return seq
 	}
 	return seq<<placeBits | (MaxJoins - 1)
+}
+
+// UnmarshalEnter decodes a message of an enter subject: a usher.joined.v1
+// message, one join (grouped false), or a usher.joins.v2 message, the
+// joins it lists in their order (grouped true: the place of joins[i] is
+// Place(seq, i, …)). A usher.joins.v2 message that fails Validate is an
+// error (ErrJoins): a reader applies it as nothing, as any message it
+// cannot read.
+func UnmarshalEnter(b []byte) (env Envelope, joins []Joined, grouped bool, err error) {
+	var j Joined
+	env, err = Unmarshal(b, TypeJoined, &j)
+	if err == nil {
+		return env, []Joined{j}, false, nil
+	}
+	if !errors.Is(err, ErrType) || env.Type != TypeJoins {
+		return env, nil, false, err
+	}
+	var js Joins
+	if err := json.Unmarshal(env.Data, &js); err != nil {
+		return env, nil, true, fmt.Errorf("decode %s: %w", TypeJoins, err)
+	}
+	if err := js.Validate(); err != nil {
+		return env, nil, true, fmt.Errorf("decode %s: %w", TypeJoins, err)
+	}
+	joins = make([]Joined, len(js.Joins))
+	for i, x := range js.Joins {
+		joins[i] = x.Joined(js.Queue)
+	}
+	return env, joins, true, nil
 }
