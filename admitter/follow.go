@@ -455,7 +455,7 @@ func entriesFollower(a *admitter, q string) *follower {
 	f.apply = func(ctx context.Context, sid string, prev uint64, msgs []jetstream.Msg) (waitqueue.Applied, error) {
 		evs := make([]waitqueue.EntryEvent, 0, len(msgs))
 		for _, m := range msgs {
-			evs = append(evs, decodeEntry(f.log, m))
+			evs = append(evs, decodeEntry(f.log, m)...)
 		}
 		return a.projection.ApplyEntries(ctx, q, sid, prev, evs)
 	}
@@ -490,15 +490,30 @@ func ordersFollower(a *admitter, q string) *follower {
 	return f
 }
 
-// decodeEntry reads a join or leave. An event that cannot be read is
-// applied as nothing (a leave of entry 0): the cursor passes it, it holds
-// nobody back.
-func decodeEntry(log *slog.Logger, m jetstream.Msg) waitqueue.EntryEvent {
+// decodeEntry reads a join, a usher.joins.v2 message of several (one event
+// per join, each with its index: the projection gives each its place), or
+// a leave. An event that cannot be read is applied as nothing (a leave of
+// entry 0): the cursor passes it, it holds nobody back.
+func decodeEntry(log *slog.Logger, m jetstream.Msg) []waitqueue.EntryEvent {
 	seq := seqOf(m)
+	var at time.Time
+	if md, err := m.Metadata(); err == nil {
+		at = md.Timestamp
+	}
 	switch {
 	case event.IsEnter(m.Subject()):
-		var j event.Joined
-		if _, err := event.Unmarshal(m.Data(), event.TypeJoined, &j); err == nil && j.User != "" {
+		_, joins, grouped, err := event.UnmarshalEnter(m.Data())
+		if err != nil {
+			log.Error("skipping a malformed join event", "seq", seq, "err", err)
+			break
+		}
+		evs := make([]waitqueue.EntryEvent, len(joins))
+		for i, j := range joins {
+			if j.User == "" {
+				// Applied as nothing (see projection's entriesArgs); the
+				// message's other joins keep their places.
+				log.Error("skipping a join without a user", "seq", seq, "index", i)
+			}
 			kind := waitqueue.InLine
 			switch {
 			case j.Priority:
@@ -506,27 +521,18 @@ func decodeEntry(log *slog.Logger, m jetstream.Msg) waitqueue.EntryEvent {
 			case j.PreQueue:
 				kind = waitqueue.PreQueue
 			}
-			var at time.Time
-			if md, err := m.Metadata(); err == nil {
-				at = md.Timestamp
-			}
-			return waitqueue.EntryEvent{StreamSeq: seq, User: j.User, Prev: j.Prev, Kind: kind, At: at}
-		} else {
-			log.Error("skipping a malformed join event", "seq", seq, "err", err)
+			evs[i] = waitqueue.EntryEvent{StreamSeq: seq, Grouped: grouped, Index: i, User: j.User, Prev: j.Prev, Kind: kind, At: at}
 		}
+		return evs
 	case event.IsLeave(m.Subject()):
 		var l event.Left
 		if _, err := event.Unmarshal(m.Data(), event.TypeLeft, &l); err == nil && l.Seq > 0 {
-			var at time.Time
-			if md, err := m.Metadata(); err == nil {
-				at = md.Timestamp
-			}
-			return waitqueue.EntryEvent{StreamSeq: seq, Leave: true, Entry: l.Seq, User: l.User, Reason: l.Reason, At: at}
+			return []waitqueue.EntryEvent{{StreamSeq: seq, Leave: true, Entry: l.Seq, User: l.User, Reason: l.Reason, At: at}}
 		} else {
 			log.Error("skipping a malformed leave event", "seq", seq, "err", err)
 		}
 	}
-	return waitqueue.EntryEvent{StreamSeq: seq, Leave: true}
+	return []waitqueue.EntryEvent{{StreamSeq: seq, Leave: true}}
 }
 
 // decodeAdmission reads an admission of the current entries stream; any
