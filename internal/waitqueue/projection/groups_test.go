@@ -114,3 +114,25 @@ func seqsOf(t *testing.T, members []string) []uint64 {
 	}
 	return out
 }
+
+// The gateway's own ingest of a usher.joined.v1 join puts it at its place:
+// its sequence while the line knows no group of the queue, sequence × 1024
+// once the follower applied the first one.
+func TestIngestOfAV1JoinAfterTheFirstGroupTakesItsPlace(t *testing.T) {
+	s, q := linetest.New(t)
+	ctx := context.Background()
+	if e, place, err := s.IngestJoined(ctx, q, epoch, 1, "u1", 0, waitqueue.InLine); err != nil || place != 1 || e.Seq != 1 {
+		t.Fatalf("IngestJoined(1) before any group = %+v, %d, %v; want place 1", e, place, err)
+	}
+	if _, err := s.ApplyEntries(ctx, q, epoch, 0, append([]waitqueue.EntryEvent{{StreamSeq: 1, User: "u1"}}, grouped(2, "u2")...)); err != nil {
+		t.Fatal(err)
+	}
+	e, place, err := s.IngestJoined(ctx, q, epoch, 3, "u3", 0, waitqueue.InLine)
+	if want := event.Place(3, 0, 2); err != nil || place != want || e.Seq != want || e.Position != 3 {
+		t.Fatalf("IngestJoined(3) after the group at 2 = %+v, %d, %v; want place %d, third in line", e, place, err, want)
+	}
+	// u1 joining again resolves to their place: no new one.
+	if e, place, err := s.IngestJoined(ctx, q, epoch, 4, "u1", 0, waitqueue.InLine); err != nil || place != event.Place(4, 0, 2) || e.Seq != 1 {
+		t.Fatalf("IngestJoined(4) of u1 again = %+v, %d, %v; want u1's place 1", e, place, err)
+	}
+}
