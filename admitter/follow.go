@@ -453,11 +453,36 @@ func seqOf(m jetstream.Msg) uint64 {
 func entriesFollower(a *admitter, q string) *follower {
 	f := newFollower(a, q, event.StreamEntries, waitqueue.StreamEntries, event.EnterSubject(q), event.LeaveSubject(q))
 	f.apply = func(ctx context.Context, sid string, prev uint64, msgs []jetstream.Msg) (waitqueue.Applied, error) {
-		evs := make([]waitqueue.EntryEvent, 0, len(msgs))
-		for _, m := range msgs {
-			evs = append(evs, decodeEntry(f.log, m)...)
+		// A batch is cut, between messages, into calls of at most
+		// maxEntryEvents events (a usher.joins.v2 message may list up to
+		// 1024 joins), so one script call holds Redis no longer than a
+		// batch of one-join messages did; a message's joins stay in one
+		// call, which applies them all (see apply_entries.lua).
+		var res waitqueue.Applied
+		evs := make([]waitqueue.EntryEvent, 0, min(len(msgs), maxEntryEvents))
+		flush := func() error {
+			if len(evs) == 0 {
+				return nil
+			}
+			r, err := a.projection.ApplyEntries(ctx, q, sid, prev, evs)
+			if err != nil {
+				return err
+			}
+			res.Cursor, res.Rewound, res.Conflicts = r.Cursor, r.Rewound, res.Conflicts+r.Conflicts
+			prev, evs = evs[len(evs)-1].StreamSeq, evs[:0]
+			return nil
 		}
-		return a.projection.ApplyEntries(ctx, q, sid, prev, evs)
+		for _, m := range msgs {
+			one := decodeEntry(f.log, m)
+			if len(evs) > 0 && len(evs)+len(one) > maxEntryEvents {
+				if err := flush(); err != nil || res.Rewound {
+					return res, err
+				}
+			}
+			evs = append(evs, one...)
+		}
+		err := flush()
+		return res, err
 	}
 	f.onStale = func(ctx context.Context) error {
 		_, err := a.projection.Remove(ctx, q, false)
@@ -489,6 +514,11 @@ func ordersFollower(a *admitter, q string) *follower {
 	}
 	return f
 }
+
+// maxEntryEvents is the most entry events one ApplyEntries call carries
+// (but a message's joins are never split): the follower's batch of
+// one-join messages.
+const maxEntryEvents = 1000
 
 // decodeEntry reads a join, a usher.joins.v2 message of several (one event
 // per join, each with its index: the projection gives each its place), or

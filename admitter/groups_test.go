@@ -37,10 +37,9 @@ func (w *world) joins(users ...string) uint64 {
 // placed is a join as the test expects it in line: its user, and the
 // message and index that give its place.
 type placed struct {
-	user    string
-	seq     uint64
-	index   int
-	grouped bool
+	user  string
+	seq   uint64
+	index int
 }
 
 // inLine waits until the line holds exactly the given joins waiting, each
@@ -94,7 +93,7 @@ func TestGroupedJoinsAreAppliedAndAdmittedAtTheirPlaces(t *testing.T) {
 		seq := w.joins(users...)
 		for i, u := range users {
 			if !seen[u] {
-				want = append(want, placed{user: u, seq: seq, index: i, grouped: true})
+				want = append(want, placed{user: u, seq: seq, index: i})
 			}
 			seen[u] = true
 		}
@@ -134,6 +133,41 @@ func TestGroupedJoinsAreAppliedAndAdmittedAtTheirPlaces(t *testing.T) {
 	for i, a := range w.admissions() {
 		if id := event.Place(want[i].seq, want[i].index, since); a.Seq != id || a.User != want[i].user {
 			t.Errorf("admission %d = %s at %d, want %s at %d (place order)", i, a.User, a.Seq, want[i].user, id)
+		}
+	}
+}
+
+// Large groups are applied whole: a batch of messages listing more joins
+// than one script call carries is cut between messages, and every join
+// of each message is in line, at its place, in order.
+func TestLargeGroupsAreAppliedWhole(t *testing.T) {
+	c := cfg(20, 20, 300)
+	c.State = catalog.StatePaused
+	w := newWorld(t, c)
+	var want []placed
+	var since uint64
+	for g := range 3 {
+		users := make([]string, 600)
+		for i := range users {
+			users[i] = fmt.Sprintf("g%d-u%d", g, i)
+		}
+		seq := w.joins(users...)
+		if since == 0 {
+			since = seq
+		}
+		for i, u := range users {
+			want = append(want, placed{user: u, seq: seq, index: i})
+		}
+	}
+	w.start(hooks{})
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		st, _ := w.line.Stats(context.Background(), w.queue)
+		return st.Waiting == int64(len(want))
+	}, "every join of the three groups in line")
+	for _, i := range []int{0, 599, 600, 1199, 1200, len(want) - 1} {
+		p := want[i]
+		if e, err := w.line.Poll(context.Background(), w.queue, event.Place(p.seq, p.index, since)); err != nil || e.Position != int64(i+1) {
+			t.Errorf("%s = %+v, %v; want waiting at %d", p.user, e, err, i+1)
 		}
 	}
 }
