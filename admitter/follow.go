@@ -452,6 +452,7 @@ func seqOf(m jetstream.Msg) uint64 {
 
 func entriesFollower(a *admitter, q string) *follower {
 	f := newFollower(a, q, event.StreamEntries, waitqueue.StreamEntries, event.EnterSubject(q), event.LeaveSubject(q))
+	dec := &entryDecoder{log: f.log} // the follower applies one batch at a time
 	f.apply = func(ctx context.Context, sid string, prev uint64, msgs []jetstream.Msg) (waitqueue.Applied, error) {
 		// A batch is cut, between messages, into calls of at most
 		// maxEntryEvents events (a usher.joins.v2 message may list up to
@@ -460,28 +461,30 @@ func entriesFollower(a *admitter, q string) *follower {
 		// call, which applies them all (see apply_entries.lua).
 		var res waitqueue.Applied
 		evs := make([]waitqueue.EntryEvent, 0, min(len(msgs), maxEntryEvents))
-		flush := func() error {
-			if len(evs) == 0 {
-				return nil
-			}
-			r, err := a.projection.ApplyEntries(ctx, q, sid, prev, evs)
+		// apply applies evs[:n] and keeps the rest.
+		apply := func(n int) error {
+			r, err := a.projection.ApplyEntries(ctx, q, sid, prev, evs[:n])
 			if err != nil {
 				return err
 			}
 			res.Cursor, res.Rewound, res.Conflicts = r.Cursor, r.Rewound, res.Conflicts+r.Conflicts
-			prev, evs = evs[len(evs)-1].StreamSeq, evs[:0]
+			prev = evs[n-1].StreamSeq
+			evs = evs[:copy(evs, evs[n:])]
 			return nil
 		}
 		for _, m := range msgs {
-			one := decodeEntry(f.log, m)
-			if len(evs) > 0 && len(evs)+len(one) > maxEntryEvents {
-				if err := flush(); err != nil || res.Rewound {
+			n := len(evs)
+			evs = dec.appendTo(evs, m)
+			if n > 0 && len(evs) > maxEntryEvents {
+				if err := apply(n); err != nil || res.Rewound {
 					return res, err
 				}
 			}
-			evs = append(evs, one...)
 		}
-		err := flush()
+		if len(evs) == 0 {
+			return res, nil
+		}
+		err := apply(len(evs))
 		return res, err
 	}
 	f.onStale = func(ctx context.Context) error {
@@ -520,11 +523,18 @@ func ordersFollower(a *admitter, q string) *follower {
 // one-join messages.
 const maxEntryEvents = 1000
 
-// decodeEntry reads a join, a usher.joins.v2 message of several (one event
-// per join, each with its index: the projection gives each its place), or
-// a leave. An event that cannot be read is applied as nothing (a leave of
-// entry 0): the cursor passes it, it holds nobody back.
-func decodeEntry(log *slog.Logger, m jetstream.Msg) []waitqueue.EntryEvent {
+// entryDecoder reads entry events, reusing one buffer for the joins of
+// the messages it reads.
+type entryDecoder struct {
+	log   *slog.Logger
+	joins []event.Joined
+}
+
+// appendTo appends to evs what m says: a join, a usher.joins.v2 message's
+// joins (one event per join, each with its index: the projection gives
+// each its place), or a leave. An event that cannot be read is applied as
+// nothing (a leave of entry 0): the cursor passes it, it holds nobody back.
+func (d *entryDecoder) appendTo(evs []waitqueue.EntryEvent, m jetstream.Msg) []waitqueue.EntryEvent {
 	seq := seqOf(m)
 	var at time.Time
 	if md, err := m.Metadata(); err == nil {
@@ -532,17 +542,17 @@ func decodeEntry(log *slog.Logger, m jetstream.Msg) []waitqueue.EntryEvent {
 	}
 	switch {
 	case event.IsEnter(m.Subject()):
-		_, joins, grouped, err := event.UnmarshalEnter(m.Data())
+		_, joins, grouped, err := event.UnmarshalEnter(m.Data(), d.joins)
+		d.joins = joins
 		if err != nil {
-			log.Error("skipping a malformed join event", "seq", seq, "err", err)
+			d.log.Error("skipping a malformed join event", "seq", seq, "err", err)
 			break
 		}
-		evs := make([]waitqueue.EntryEvent, len(joins))
 		for i, j := range joins {
 			if j.User == "" {
 				// Applied as nothing (see projection's entriesArgs); the
 				// message's other joins keep their places.
-				log.Error("skipping a join without a user", "seq", seq, "index", i)
+				d.log.Error("skipping a join without a user", "seq", seq, "index", i)
 			}
 			kind := waitqueue.InLine
 			switch {
@@ -551,18 +561,18 @@ func decodeEntry(log *slog.Logger, m jetstream.Msg) []waitqueue.EntryEvent {
 			case j.PreQueue:
 				kind = waitqueue.PreQueue
 			}
-			evs[i] = waitqueue.EntryEvent{StreamSeq: seq, Grouped: grouped, Index: i, User: j.User, Prev: j.Prev, Kind: kind, At: at}
+			evs = append(evs, waitqueue.EntryEvent{StreamSeq: seq, Grouped: grouped, Index: i, User: j.User, Prev: j.Prev, Kind: kind, At: at})
 		}
 		return evs
 	case event.IsLeave(m.Subject()):
 		var l event.Left
 		if _, err := event.Unmarshal(m.Data(), event.TypeLeft, &l); err == nil && l.Seq > 0 {
-			return []waitqueue.EntryEvent{{StreamSeq: seq, Leave: true, Entry: l.Seq, User: l.User, Reason: l.Reason, At: at}}
+			return append(evs, waitqueue.EntryEvent{StreamSeq: seq, Leave: true, Entry: l.Seq, User: l.User, Reason: l.Reason, At: at})
 		} else {
-			log.Error("skipping a malformed leave event", "seq", seq, "err", err)
+			d.log.Error("skipping a malformed leave event", "seq", seq, "err", err)
 		}
 	}
-	return []waitqueue.EntryEvent{{StreamSeq: seq, Leave: true}}
+	return append(evs, waitqueue.EntryEvent{StreamSeq: seq, Leave: true})
 }
 
 // decodeAdmission reads an admission of the current entries stream; any

@@ -43,6 +43,9 @@ type history struct {
 	// message read (0: none yet), from which joins' places count in
 	// groups (event.Place).
 	groupsSince uint64
+	// What decode reuses from one message to the next.
+	joinsBuf []event.Joined
+	evsBuf   []entryEvent
 }
 
 // silent reports whether the streams hold nothing of the queue: no entry,
@@ -162,6 +165,7 @@ func loadHistory(ctx context.Context, js jetstream.JetStream, q string, p parts)
 
 // decode decodes a join, the joins of a usher.joins.v2 message, or a leave
 // of h's queue, counting them (none: a malformed event, counted as such).
+// The events are valid until the next call: the caller copies them.
 // A join's seq is its place (event.Place), counted from the first
 // usher.joins.v2 message of the queue h read: the stream is read in order
 // from its start, as the admitter's follower applies it.
@@ -170,7 +174,8 @@ func (h *history) decode(m storedMsg) []entryEvent {
 		h.enter = event.EnterSubject(h.queue)
 	}
 	if m.Subject == h.enter {
-		_, joins, grouped, err := event.UnmarshalEnter(m.Data)
+		_, joins, grouped, err := event.UnmarshalEnter(m.Data, h.joinsBuf)
+		h.joinsBuf = joins
 		if err != nil {
 			h.malformed++
 			return nil
@@ -178,7 +183,7 @@ func (h *history) decode(m storedMsg) []entryEvent {
 		if grouped && h.groupsSince == 0 {
 			h.groupsSince = m.Seq
 		}
-		evs := make([]entryEvent, len(joins))
+		evs := h.evsBuf[:0]
 		for i, j := range joins {
 			h.joins++
 			switch {
@@ -187,9 +192,10 @@ func (h *history) decode(m storedMsg) []entryEvent {
 			case j.PreQueue:
 				h.preQueueJoins++
 			}
-			evs[i] = entryEvent{seq: event.Place(m.Seq, i, h.groupsSince), streamSeq: m.Seq, stored: m.Stored, user: j.User,
-				prev: j.Prev, preQueue: j.PreQueue, priority: j.Priority}
+			evs = append(evs, entryEvent{seq: event.Place(m.Seq, i, h.groupsSince), streamSeq: m.Seq, stored: m.Stored, user: j.User,
+				prev: j.Prev, preQueue: j.PreQueue, priority: j.Priority})
 		}
+		h.evsBuf = evs
 		return evs
 	}
 	var l event.Left
@@ -198,7 +204,8 @@ func (h *history) decode(m storedMsg) []entryEvent {
 		return nil
 	}
 	h.leaves++
-	return []entryEvent{{seq: m.Seq, streamSeq: m.Seq, stored: m.Stored, leave: true, user: l.User, target: l.Seq}}
+	h.evsBuf = append(h.evsBuf[:0], entryEvent{seq: m.Seq, streamSeq: m.Seq, stored: m.Stored, leave: true, user: l.User, target: l.Seq})
+	return h.evsBuf
 }
 
 // readAdmissions reads the queue's admissions.

@@ -71,7 +71,7 @@ func TestUnmarshalEnter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, joins, grouped, err := event.UnmarshalEnter(v1)
+	_, joins, grouped, err := event.UnmarshalEnter(v1, nil)
 	if err != nil || grouped || len(joins) != 1 || joins[0].User != "alice" {
 		t.Errorf("UnmarshalEnter(v1) = %v, %v, %v; want alice alone, not grouped", joins, grouped, err)
 	}
@@ -80,7 +80,7 @@ func TestUnmarshalEnter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, joins, grouped, err = event.UnmarshalEnter(v2)
+	_, joins, grouped, err = event.UnmarshalEnter(v2, joins)
 	if err != nil || !grouped || len(joins) != len(listed) {
 		t.Fatalf("UnmarshalEnter(v2) = %v, %v, %v; want %d grouped joins", joins, grouped, err, len(listed))
 	}
@@ -93,14 +93,14 @@ func TestUnmarshalEnter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, joins, _, err := event.UnmarshalEnter(empty); !errors.Is(err, event.ErrJoins) {
+	if _, joins, _, err := event.UnmarshalEnter(empty, nil); !errors.Is(err, event.ErrJoins) {
 		t.Errorf("UnmarshalEnter(no joins) = %v, %v; want ErrJoins", joins, err)
 	}
 	left, err := event.Marshal("x", event.TypeLeft, "alice", at, event.Left{Queue: "demo", User: "alice", Seq: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := event.UnmarshalEnter(left); !errors.Is(err, event.ErrType) {
+	if _, _, _, err := event.UnmarshalEnter(left, nil); !errors.Is(err, event.ErrType) {
 		t.Errorf("UnmarshalEnter(a leave) = %v, want ErrType", err)
 	}
 }

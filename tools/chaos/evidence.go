@@ -343,9 +343,11 @@ func gatherStreams(ctx context.Context, js jetstream.JetStream, ev *evidence) er
 	ev.Joins, ev.Leaves, ev.Admissions = map[string][]streamJoin{}, map[string][]streamLeave{}, map[string][]admission{}
 	for _, q := range ev.Queues {
 		var groupsSince uint64 // the queue's first usher.joins.v2 message: places count in groups from it
+		var joins []event.Joined
 		err := readStream(ctx, js, event.StreamEntries, []string{event.EnterSubject(q.Name), event.LeaveSubject(q.Name)}, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
 			if event.IsEnter(m.Subject()) {
-				_, joins, grouped, err := event.UnmarshalEnter(m.Data())
+				_, js, grouped, err := event.UnmarshalEnter(m.Data(), joins)
+				joins = js
 				if err != nil {
 					return nil
 				}
