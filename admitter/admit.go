@@ -739,13 +739,22 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 	// A queue the catalog says was drawn, but the line not, lost its draw
 	// with Redis: the same pre-queue (up to the first draw's cursor) is
 	// drawn again, which gives the same order.
-	var upTo uint64
+	var upTo, bound uint64
 	if cfg.Lottery.Drawn {
 		upTo = cfg.Lottery.EntriesCursor
+		// The pre-queue holds entry ids, the cursor is a stream sequence:
+		// compare with its place bound (the line knows where the queue's
+		// places count in groups once it applied the stream that far, which
+		// the draw script checks).
+		cur, err := a.projection.Cursor(ctx, cfg.Name)
+		if err != nil {
+			return err
+		}
+		bound = waitqueue.Position{Seq: upTo, GroupsSince: cur[waitqueue.StreamEntries].GroupsSince}.Bound()
 	}
 	list := make([]lottery.Entry, 0, len(entries))
 	for _, e := range entries {
-		if upTo == 0 || e.Seq <= upTo {
+		if upTo == 0 || e.Seq <= bound {
 			list = append(list, lottery.Entry{Seq: e.Seq, User: e.User})
 		}
 	}

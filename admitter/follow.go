@@ -452,12 +452,40 @@ func seqOf(m jetstream.Msg) uint64 {
 
 func entriesFollower(a *admitter, q string) *follower {
 	f := newFollower(a, q, event.StreamEntries, waitqueue.StreamEntries, event.EnterSubject(q), event.LeaveSubject(q))
+	dec := &entryDecoder{log: f.log} // the follower applies one batch at a time
 	f.apply = func(ctx context.Context, sid string, prev uint64, msgs []jetstream.Msg) (waitqueue.Applied, error) {
-		evs := make([]waitqueue.EntryEvent, 0, len(msgs))
-		for _, m := range msgs {
-			evs = append(evs, decodeEntry(f.log, m))
+		// A batch is cut, between messages, into calls of at most
+		// maxEntryEvents events (a usher.joins.v2 message may list up to
+		// 1024 joins), so one script call holds Redis no longer than a
+		// batch of one-join messages did; a message's joins stay in one
+		// call, which applies them all (see apply_entries.lua).
+		var res waitqueue.Applied
+		evs := make([]waitqueue.EntryEvent, 0, min(len(msgs), maxEntryEvents))
+		// apply applies evs[:n] and keeps the rest.
+		apply := func(n int) error {
+			r, err := a.projection.ApplyEntries(ctx, q, sid, prev, evs[:n])
+			if err != nil {
+				return err
+			}
+			res.Cursor, res.Rewound, res.Conflicts = r.Cursor, r.Rewound, res.Conflicts+r.Conflicts
+			prev = evs[n-1].StreamSeq
+			evs = evs[:copy(evs, evs[n:])]
+			return nil
 		}
-		return a.projection.ApplyEntries(ctx, q, sid, prev, evs)
+		for _, m := range msgs {
+			n := len(evs)
+			evs = dec.appendTo(evs, m)
+			if n > 0 && len(evs) > maxEntryEvents {
+				if err := apply(n); err != nil || res.Rewound {
+					return res, err
+				}
+			}
+		}
+		if len(evs) == 0 {
+			return res, nil
+		}
+		err := apply(len(evs))
+		return res, err
 	}
 	f.onStale = func(ctx context.Context) error {
 		_, err := a.projection.Remove(ctx, q, false)
@@ -490,15 +518,42 @@ func ordersFollower(a *admitter, q string) *follower {
 	return f
 }
 
-// decodeEntry reads a join or leave. An event that cannot be read is
-// applied as nothing (a leave of entry 0): the cursor passes it, it holds
-// nobody back.
-func decodeEntry(log *slog.Logger, m jetstream.Msg) waitqueue.EntryEvent {
+// maxEntryEvents is the most entry events one ApplyEntries call carries
+// (but a message's joins are never split): the follower's batch of
+// one-join messages.
+const maxEntryEvents = 1000
+
+// entryDecoder reads entry events, reusing one buffer for the joins of
+// the messages it reads.
+type entryDecoder struct {
+	log   *slog.Logger
+	joins []event.Joined
+}
+
+// appendTo appends to evs what m says: a join, a usher.joins.v2 message's
+// joins (one event per join, each with its index: the projection gives
+// each its place), or a leave. An event that cannot be read is applied as
+// nothing (a leave of entry 0): the cursor passes it, it holds nobody back.
+func (d *entryDecoder) appendTo(evs []waitqueue.EntryEvent, m jetstream.Msg) []waitqueue.EntryEvent {
 	seq := seqOf(m)
+	var at time.Time
+	if md, err := m.Metadata(); err == nil {
+		at = md.Timestamp
+	}
 	switch {
 	case event.IsEnter(m.Subject()):
-		var j event.Joined
-		if _, err := event.Unmarshal(m.Data(), event.TypeJoined, &j); err == nil && j.User != "" {
+		_, joins, grouped, err := event.UnmarshalEnter(m.Data(), d.joins)
+		d.joins = joins
+		if err != nil {
+			d.log.Error("skipping a malformed join event", "seq", seq, "err", err)
+			break
+		}
+		for i, j := range joins {
+			if j.User == "" {
+				// Applied as nothing (see projection's entriesArgs); the
+				// message's other joins keep their places.
+				d.log.Error("skipping a join without a user", "seq", seq, "index", i)
+			}
 			kind := waitqueue.InLine
 			switch {
 			case j.Priority:
@@ -506,27 +561,18 @@ func decodeEntry(log *slog.Logger, m jetstream.Msg) waitqueue.EntryEvent {
 			case j.PreQueue:
 				kind = waitqueue.PreQueue
 			}
-			var at time.Time
-			if md, err := m.Metadata(); err == nil {
-				at = md.Timestamp
-			}
-			return waitqueue.EntryEvent{StreamSeq: seq, User: j.User, Prev: j.Prev, Kind: kind, At: at}
-		} else {
-			log.Error("skipping a malformed join event", "seq", seq, "err", err)
+			evs = append(evs, waitqueue.EntryEvent{StreamSeq: seq, Grouped: grouped, Index: i, User: j.User, Prev: j.Prev, Kind: kind, At: at})
 		}
+		return evs
 	case event.IsLeave(m.Subject()):
 		var l event.Left
 		if _, err := event.Unmarshal(m.Data(), event.TypeLeft, &l); err == nil && l.Seq > 0 {
-			var at time.Time
-			if md, err := m.Metadata(); err == nil {
-				at = md.Timestamp
-			}
-			return waitqueue.EntryEvent{StreamSeq: seq, Leave: true, Entry: l.Seq, User: l.User, Reason: l.Reason, At: at}
+			return append(evs, waitqueue.EntryEvent{StreamSeq: seq, Leave: true, Entry: l.Seq, User: l.User, Reason: l.Reason, At: at})
 		} else {
-			log.Error("skipping a malformed leave event", "seq", seq, "err", err)
+			d.log.Error("skipping a malformed leave event", "seq", seq, "err", err)
 		}
 	}
-	return waitqueue.EntryEvent{StreamSeq: seq, Leave: true}
+	return append(evs, waitqueue.EntryEvent{StreamSeq: seq, Leave: true})
 }
 
 // decodeAdmission reads an admission of the current entries stream; any

@@ -189,7 +189,7 @@ func TestTheFollowersPassOnWhenTheStreamStoredLeavesAndRequests(t *testing.T) {
 		{event.StreamOrders, event.OrderRequestedSubject(w.queue), func(m jetstream.Msg) time.Time {
 			return decodeOrder(log, func() string { return "e1" }, m).Stored
 		}},
-		{event.StreamEntries, event.LeaveSubject(w.queue), func(m jetstream.Msg) time.Time { return decodeEntry(log, m).At }},
+		{event.StreamEntries, event.LeaveSubject(w.queue), func(m jetstream.Msg) time.Time { return (&entryDecoder{log: log}).appendTo(nil, m)[0].At }},
 	} {
 		cons, err := w.js.OrderedConsumer(ctx, tt.stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{tt.subject}})
 		if err != nil {

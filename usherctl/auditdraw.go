@@ -139,11 +139,18 @@ type drop struct {
 	// opensAt (the last change before it that carried one), at when.
 	published   string
 	publishedAt time.Time
+	h           *history
 }
+
+// drawBound is the highest entry id the draw's entries cursor covers
+// (event.PlaceBound): the cursor is a stream sequence, entries are places.
+// It asks h as read so far: a rebuild learns where places count in groups
+// as it reads the joins, before any entry past that point.
+func (d *drop) drawBound() uint64 { return event.PlaceBound(d.draw.EntriesCursor, d.h.groupsSince) }
 
 // newDrop finds the queue's draw in the history and recomputes it.
 func newDrop(h *history, l *line, sched schedule, now time.Time) *drop {
-	d := &drop{sched: sched, now: now, place: map[uint64]int{}}
+	d := &drop{sched: sched, now: now, place: map[uint64]int{}, h: h}
 	if len(h.draws) == 0 {
 		return d
 	}
@@ -206,7 +213,7 @@ func preQueueAt(h *history, l *line, cursor uint64) []lottery.Entry {
 		return false
 	}
 	for _, ev := range h.entries {
-		if ev.seq > cursor {
+		if ev.streamSeq > cursor {
 			break
 		}
 		if !ev.leave {
@@ -337,7 +344,7 @@ func (d *drop) mismatch(h *history, l *line, digest string) string {
 	// admitted.
 	var shown []*entry
 	for _, e := range l.entries {
-		if e.adm != nil && e.alias == 0 && (d.place[e.seq] > 0 || (e.preQueue && e.seq <= ev.EntriesCursor)) {
+		if e.adm != nil && e.alias == 0 && (d.place[e.seq] > 0 || (e.preQueue && e.seq <= d.drawBound())) {
 			shown = append(shown, e)
 		}
 	}
@@ -429,7 +436,7 @@ func (d *drop) classOf(e *entry) placeClass {
 		return placePriority
 	case d.place[e.seq] > 0:
 		return placeDrawn
-	case e.preQueue && (d.draw == nil || e.seq <= d.draw.EntriesCursor):
+	case e.preQueue && (d.draw == nil || e.seq <= d.drawBound()):
 		return placeUndrawn
 	}
 	return placeFIFO

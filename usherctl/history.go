@@ -39,6 +39,13 @@ type history struct {
 	draws        []drawEvent
 	entriesFirst uint64
 	enter        string // the queue's join subject, once asked
+	// groupsSince is the sequence of the queue's first usher.joins.v2
+	// message read (0: none yet), from which joins' places count in
+	// groups (event.Place).
+	groupsSince uint64
+	// What decode reuses from one message to the next.
+	joinsBuf []event.Joined
+	evsBuf   []entryEvent
 }
 
 // silent reports whether the streams hold nothing of the queue: no entry,
@@ -71,11 +78,12 @@ func noQueue(cmd, q string) error {
 
 // entryEvent is a join (leave false) or a leave of USHER_ENTRIES.
 type entryEvent struct {
-	seq    uint64 // stream sequence: for a join, the shopper's place
-	stored time.Time
-	leave  bool
-	user   string
-	target uint64 // leave: the entry left
+	seq       uint64 // a join's place (its entry id), a leave's stream sequence
+	streamSeq uint64 // the sequence of the event's message
+	stored    time.Time
+	leave     bool
+	user      string
+	target    uint64 // leave: the entry left
 	// A join's previous entry as the gateway saw it (0: none), and its kind:
 	// into a scheduled drop's pre-queue, or allowed past the line.
 	prev     uint64
@@ -121,9 +129,7 @@ func loadHistory(ctx context.Context, js jetstream.JetStream, q string, p parts)
 		if h.entries == nil {
 			h.entries = make([]entryEvent, 0, m.Pending+1) // the read's size, known from its first event
 		}
-		if ev, ok := h.entry(m); ok {
-			h.entries = append(h.entries, ev)
-		}
+		h.entries = append(h.entries, h.decode(m)...)
 		return nil
 	})
 	if err != nil {
@@ -157,34 +163,49 @@ func loadHistory(ctx context.Context, js jetstream.JetStream, q string, p parts)
 	return h, nil
 }
 
-// entry decodes a join or leave of h's queue, counting it (ok false: a
-// malformed event, counted as such).
-func (h *history) entry(m storedMsg) (entryEvent, bool) {
+// decode decodes a join, the joins of a usher.joins.v2 message, or a leave
+// of h's queue, counting them (none: a malformed event, counted as such).
+// The events are valid until the next call: the caller copies them.
+// A join's seq is its place (event.Place), counted from the first
+// usher.joins.v2 message of the queue h read: the stream is read in order
+// from its start, as the admitter's follower applies it.
+func (h *history) decode(m storedMsg) []entryEvent {
 	if h.enter == "" {
 		h.enter = event.EnterSubject(h.queue)
 	}
 	if m.Subject == h.enter {
-		var j event.Joined
-		if _, err := event.Unmarshal(m.Data, event.TypeJoined, &j); err != nil {
+		_, joins, grouped, err := event.UnmarshalEnter(m.Data, h.joinsBuf)
+		h.joinsBuf = joins
+		if err != nil {
 			h.malformed++
-			return entryEvent{}, false
+			return nil
 		}
-		h.joins++
-		switch {
-		case j.Priority:
-			h.priorityJoins++
-		case j.PreQueue:
-			h.preQueueJoins++
+		if grouped && h.groupsSince == 0 {
+			h.groupsSince = m.Seq
 		}
-		return entryEvent{seq: m.Seq, stored: m.Stored, user: j.User, prev: j.Prev, preQueue: j.PreQueue, priority: j.Priority}, true
+		evs := h.evsBuf[:0]
+		for i, j := range joins {
+			h.joins++
+			switch {
+			case j.Priority:
+				h.priorityJoins++
+			case j.PreQueue:
+				h.preQueueJoins++
+			}
+			evs = append(evs, entryEvent{seq: event.Place(m.Seq, i, h.groupsSince), streamSeq: m.Seq, stored: m.Stored, user: j.User,
+				prev: j.Prev, preQueue: j.PreQueue, priority: j.Priority})
+		}
+		h.evsBuf = evs
+		return evs
 	}
 	var l event.Left
 	if _, err := event.Unmarshal(m.Data, event.TypeLeft, &l); err != nil {
 		h.malformed++
-		return entryEvent{}, false
+		return nil
 	}
 	h.leaves++
-	return entryEvent{seq: m.Seq, stored: m.Stored, leave: true, user: l.User, target: l.Seq}, true
+	h.evsBuf = append(h.evsBuf[:0], entryEvent{seq: m.Seq, streamSeq: m.Seq, stored: m.Stored, leave: true, user: l.User, target: l.Seq})
+	return h.evsBuf
 }
 
 // readAdmissions reads the queue's admissions.

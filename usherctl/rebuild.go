@@ -202,9 +202,7 @@ func readBeforeJoins(ctx context.Context, js jetstream.JetStream, h *history) (u
 	}
 	if until > 0 {
 		err := readStream(ctx, js, window{stream: event.StreamEntries, filters: []string{leave}, untilSeq: until}, func(m storedMsg) error {
-			if ev, ok := h.entry(m); ok {
-				leaves = append(leaves, ev)
-			}
+			leaves = append(leaves, h.decode(m)...)
 			return nil
 		})
 		if err != nil {
@@ -240,11 +238,12 @@ func (w *restorer) restoreAsRead(ctx context.Context, js jetstream.JetStream, h 
 		if until > 0 {
 			enter := window{stream: event.StreamEntries, filters: []string{event.EnterSubject(h.queue)}, untilSeq: until}
 			err := readStream(gctx, js, enter, func(m storedMsg) error {
-				ev, ok := h.entry(m)
-				if !ok {
-					return nil
+				for _, ev := range h.decode(m) {
+					if err := w.handOver(gctx, chunks, r.join(ev), false, force); err != nil {
+						return err
+					}
 				}
-				return w.handOver(gctx, chunks, r.join(ev), false, force)
+				return nil
 			})
 			if err != nil {
 				return err
@@ -312,12 +311,15 @@ type release struct {
 	held      []*entry // made and not yet handed over, in the order made
 	final     int      // how many of held are final
 	read      uint64   // the last join read
-	gate      uint64   // the last admitted entry's sequence
-	first     bool     // whether records were handed over
-	holding   int      // entries made that may hold a slot and are not final
-	live      int      // live records among the final, until then
-	preQueued int      // pre-queued records handed over
-	late      int      // leaves of an entry handed over (see applyLeaves)
+	gate      uint64   // the last admitted entry's id (see setGate)
+	h         *history
+	until     uint64 // the last stream sequence the read covers
+	since     uint64 // the h.groupsSince gate was set with
+	first     bool   // whether records were handed over
+	holding   int    // entries made that may hold a slot and are not final
+	live      int    // live records among the final, until then
+	preQueued int    // pre-queued records handed over
+	late      int    // leaves of an entry handed over (see applyLeaves)
 }
 
 // probe is how many of the oldest live entries a rebuild asks Redis for
@@ -326,23 +328,37 @@ const probe = 100
 
 func newRelease(h *history, leaves []entryEvent, until uint64, now time.Time, chunk int) *release {
 	r := &release{p: newProjector(h, 0), now: now, d: newDrop(h, nil, schedule{}, now), chunk: chunk, leaves: leaves,
-		byUser: map[string]int{}, byTarget: map[uint64]int{}}
+		byUser: map[string]int{}, byTarget: map[uint64]int{}, h: h, until: until}
 	for _, ev := range leaves {
 		r.byUser[ev.user]++
 		r.byTarget[ev.target]++
 	}
-	for _, a := range h.admissions {
-		if a.Seq <= until {
+	r.setGate()
+	return r
+}
+
+// setGate sets gate to the last admitted entry the read up to until
+// covers. Entries are places (event.Place), which count in groups from
+// the queue's first usher.joins.v2 message: until the read meets one,
+// the bound is until itself, after it the places of until's message.
+func (r *release) setGate() {
+	r.since = r.h.groupsSince
+	bound := event.PlaceBound(r.until, r.since)
+	r.gate = 0
+	for _, a := range r.h.admissions {
+		if a.Seq <= bound {
 			r.gate = max(r.gate, a.Seq)
 		}
 	}
-	return r
 }
 
 // join applies a join (and the leaves before it) and returns the records
 // that became final and may be written now.
 func (r *release) join(ev entryEvent) []waitqueue.Record {
-	r.applyLeaves(ev.seq)
+	if r.since != r.h.groupsSince {
+		r.setGate()
+	}
+	r.applyLeaves(ev.streamSeq)
 	e := r.p.add(ev)
 	if r.holds(e) {
 		r.holding++

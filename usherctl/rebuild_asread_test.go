@@ -13,8 +13,10 @@ import (
 	"usher/internal/waitqueue"
 )
 
-// randomHistory is a queue's history of n events: joins of users who may
-// join again while in line (an alias) or after their entry ended (prev),
+// randomHistory is a queue's history of n events: joins (from the middle
+// on, some several to a usher.joins.v2 message, at their places) of users
+// who may join again while in line (an alias) or after their entry ended
+// (prev),
 // leaves of any entry, an alias, or one the streams no longer hold (an
 // orphan), admissions with tokens live or expired at now, and orders that
 // used some of them.
@@ -28,13 +30,28 @@ func randomHistory(rng *rand.Rand, n int, now time.Time) *history {
 		user := fmt.Sprintf("u%d", rng.IntN(n/3+1))
 		switch k := rng.IntN(10); {
 		case k < 7 || len(seqs) == 0:
-			ev := entryEvent{seq: seq, stored: at, user: user}
-			if rng.IntN(2) == 0 {
-				ev.prev = last[user]
+			// From the middle on, a join message may be a usher.joins.v2
+			// one listing up to three (a user twice: a double click).
+			joins := 1
+			if seq > uint64(n/2) && rng.IntN(2) == 0 {
+				if h.groupsSince == 0 {
+					h.groupsSince = seq
+				}
+				joins = 1 + rng.IntN(3)
 			}
-			h.entries = append(h.entries, ev)
-			h.joins++
-			seqs, last[user], owner[seq] = append(seqs, seq), seq, user
+			for i := range joins {
+				if i > 0 && rng.IntN(3) > 0 {
+					user = fmt.Sprintf("u%d", rng.IntN(n/3+1))
+				}
+				place := event.Place(seq, i, h.groupsSince)
+				ev := entryEvent{seq: place, streamSeq: seq, stored: at, user: user}
+				if rng.IntN(2) == 0 {
+					ev.prev = last[user]
+				}
+				h.entries = append(h.entries, ev)
+				h.joins++
+				seqs, last[user], owner[place] = append(seqs, place), place, user
+			}
 		case k < 9:
 			// A leave names its entry's owner, as the gateway's (the
 			// signed ticket's user) and the admitter's do.
@@ -43,7 +60,7 @@ func randomHistory(rng *rand.Rand, n int, now time.Time) *history {
 			if rng.IntN(8) == 0 {
 				target = seq + 1000 // a join the streams no longer hold
 			}
-			h.entries = append(h.entries, entryEvent{seq: seq, stored: at, leave: true, user: user, target: target})
+			h.entries = append(h.entries, entryEvent{seq: seq, streamSeq: seq, stored: at, leave: true, user: user, target: target})
 			h.leaves++
 		default:
 			s := seqs[rng.IntN(len(seqs))]

@@ -35,6 +35,9 @@ type liveLine struct {
 	usedOrder string
 	// claimedLeft is the entry whose shopper left after ordering.
 	claimedLeft uint64
+	// since is the sequence of the queue's first usher.joins.v2 message
+	// (0: none): joins take their places (event.Place) from it.
+	since uint64
 }
 
 func newLiveLine(t *testing.T) *liveLine {
@@ -53,7 +56,7 @@ func newLiveLine(t *testing.T) *liveLine {
 // join publishes a join and ingests it, as the gateway does.
 func (l *liveLine) join(user string) uint64 {
 	l.t.Helper()
-	seq := l.world.join(l.q, user)
+	seq := event.Place(l.world.join(l.q, user), 0, l.since)
 	if _, err := l.store.Ingest(context.Background(), l.q, l.epoch, seq, user, 0); err != nil {
 		l.t.Fatal(err)
 	}

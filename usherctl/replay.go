@@ -284,6 +284,10 @@ type looseEvent struct {
 		Status      string    `json:"status"`
 		Reason      string    `json:"reason"`
 		RequestedAt time.Time `json:"requestedAt"`
+		// A usher.joins.v2 message's joins, in their order.
+		Joins []struct {
+			User string `json:"user"`
+		} `json:"joins"`
 	} `json:"data"`
 }
 
@@ -314,6 +318,13 @@ func writeRow(w io.Writer, m storedMsg) error {
 	var what []string
 	if e.Data.User != "" {
 		what = append(what, "user="+e.Data.User)
+	}
+	if len(e.Data.Joins) > 0 {
+		users := make([]string, len(e.Data.Joins))
+		for i, j := range e.Data.Joins {
+			users[i] = j.User
+		}
+		what = append(what, "joins="+itoa(uint64(len(users))), "users="+strings.Join(users, ","))
 	}
 	if e.Data.Seq != 0 {
 		what = append(what, "seq="+itoa(e.Data.Seq))

@@ -33,7 +33,7 @@ import (
 // Line is the part of the line (Redis) the line API uses.
 type Line interface {
 	LookupLimited(ctx context.Context, q, user string, plan ratelimit.Plan) (waitqueue.Current, ratelimit.Decision, error)
-	IngestAs(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64, kind waitqueue.JoinKind) (waitqueue.Entry, error)
+	IngestJoined(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64, kind waitqueue.JoinKind) (waitqueue.Entry, uint64, error)
 	PollPresent(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error)
 	Poll(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error)
 	Leave(ctx context.Context, q string, seq uint64, user string) (waitqueue.Status, error)
@@ -264,12 +264,12 @@ func (a *API) enter(c *fiber.Ctx, j joining) (bought bool, err error) {
 		return false, err
 	}
 	a.metrics.joins.Inc()
-	e, err := a.placeOf(ctx, cfg, epoch, ack.Sequence, j.user, prev, kind)
+	e, place, err := a.placeOf(ctx, cfg, epoch, ack.Sequence, j.user, prev, kind)
 	if err != nil {
 		return true, err
 	}
 	status := fiber.StatusAccepted
-	if ack.Duplicate || e.Seq != ack.Sequence {
+	if ack.Duplicate || e.Seq != place {
 		// A double click's second join, or one the line resolved to the
 		// place the user holds: no new place.
 		status, bought = fiber.StatusOK, false
@@ -277,7 +277,7 @@ func (a *API) enter(c *fiber.Ctx, j joining) (bought bool, err error) {
 		bought = true
 	}
 	at := a.now()
-	if e.Seq == ack.Sequence {
+	if e.Seq == place {
 		e, at = a.admitAtOnce(ctx, cfg, epoch, e)
 	}
 	t := ticket.Ticket{Queue: cfg.Name, User: j.user, Epoch: epoch, Seq: e.Seq}
@@ -308,29 +308,32 @@ func (a *API) record(ctx context.Context, j joining, kind waitqueue.JoinKind, in
 	return ack, nil
 }
 
-// placeOf puts a recorded join in line and reads its place. The
-// admitter's follower applies the event too (and is what guarantees it);
-// doing it here as well lets the answer carry the exact place in line.
-func (a *API) placeOf(ctx context.Context, cfg catalog.Config, epoch string, seq uint64, user string, prev uint64, kind waitqueue.JoinKind) (waitqueue.Entry, error) {
-	e, err := a.line.IngestAs(ctx, cfg.Name, epoch, seq, user, prev, kind)
+// placeOf puts the join recorded at stream sequence seq in line and reads
+// its place: the entry it resolved to, and the join's own place (its
+// entry id, event.Place: seq, or seq × 1024 once the queue's joins come in
+// groups too). The admitter's follower applies the event too (and is what
+// guarantees it); doing it here as well lets the answer carry the exact
+// place in line.
+func (a *API) placeOf(ctx context.Context, cfg catalog.Config, epoch string, seq uint64, user string, prev uint64, kind waitqueue.JoinKind) (waitqueue.Entry, uint64, error) {
+	e, place, err := a.line.IngestJoined(ctx, cfg.Name, epoch, seq, user, prev, kind)
 	switch {
 	case errors.Is(err, waitqueue.ErrStale), errors.Is(err, waitqueue.ErrConflict):
 		// The entries stream was recreated and this gateway or the line
 		// has not caught up yet: the join is recorded; the follower puts
 		// it in line. Ask the shopper to come back in a moment.
-		return e, httpapi.Unavailable(err, "the line is being reset; retry in a moment")
+		return e, place, httpapi.Unavailable(err, "the line is being reset; retry in a moment")
 	case err != nil:
 		// The join is recorded in the stream: the follower puts it in line.
-		return e, httpapi.Unavailable(err, "the join is recorded but its place cannot be read now; join again to see it")
+		return e, place, httpapi.Unavailable(err, "the join is recorded but its place cannot be read now; join again to see it")
 	}
 	if e.Status == waitqueue.Admitted {
 		// Admitted between the follower's copy and this one (a fast tick):
 		// read the whole record, the token's included.
 		if e, err = a.line.PollPresent(ctx, cfg.Name, e.Seq); err != nil {
-			return e, httpapi.LineDown(err)
+			return e, place, httpapi.LineDown(err)
 		}
 	}
-	return e, nil
+	return e, place, nil
 }
 
 // maintenance is the 503 a join into a queue in mode reject gets.

@@ -1,7 +1,9 @@
 package event
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -83,4 +85,34 @@ func PlaceBound(seq, groupsSince uint64) uint64 {
 		return seq
 	}
 	return seq<<placeBits | (MaxJoins - 1)
+}
+
+// UnmarshalEnter decodes a message of an enter subject: a usher.joined.v1
+// message, one join (grouped false), or a usher.joins.v2 message, the
+// joins it lists in their order (grouped true: the place of joins[i] is
+// Place(seq, i, …)). The joins are appended to dst[:0], so a reader of
+// many messages reuses one slice. A usher.joins.v2 message that fails
+// Validate is an error (ErrJoins): a reader applies it as nothing, as any
+// message it cannot read.
+func UnmarshalEnter(b []byte, dst []Joined) (env Envelope, joins []Joined, grouped bool, err error) {
+	var j Joined
+	env, err = Unmarshal(b, TypeJoined, &j)
+	if err == nil {
+		return env, append(dst[:0], j), false, nil
+	}
+	if !errors.Is(err, ErrType) || env.Type != TypeJoins {
+		return env, dst[:0], false, err
+	}
+	var js Joins
+	if err := json.Unmarshal(env.Data, &js); err != nil {
+		return env, dst[:0], true, fmt.Errorf("decode %s: %w", TypeJoins, err)
+	}
+	if err := js.Validate(); err != nil {
+		return env, dst[:0], true, fmt.Errorf("decode %s: %w", TypeJoins, err)
+	}
+	joins = dst[:0]
+	for _, x := range js.Joins {
+		joins = append(joins, x.Joined(js.Queue))
+	}
+	return env, joins, true, nil
 }

@@ -1,8 +1,10 @@
 package event_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"usher/internal/event"
 )
@@ -57,5 +59,48 @@ func TestJoinsValidate(t *testing.T) {
 		if err := js.Validate(); (err == nil) != ok {
 			t.Errorf("Validate of %d joins = %v, want ok %v", n, err, ok)
 		}
+	}
+}
+
+// An enter subject carries one join (usher.joined.v1) or several
+// (usher.joins.v2, in their order); a joins message listing none is an
+// error, which a reader applies as nothing.
+func TestUnmarshalEnter(t *testing.T) {
+	at := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	v1, err := event.Marshal("demo/alice/0", event.TypeJoined, "alice", at, event.Joined{Queue: "demo", User: "alice", JoinedAt: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, joins, grouped, err := event.UnmarshalEnter(v1, nil)
+	if err != nil || grouped || len(joins) != 1 || joins[0].User != "alice" {
+		t.Errorf("UnmarshalEnter(v1) = %v, %v, %v; want alice alone, not grouped", joins, grouped, err)
+	}
+	listed := []event.Join{{User: "bob", JoinedAt: at, Prev: 17}, {User: "carol", JoinedAt: at, PreQueue: true}, {User: "bob", JoinedAt: at, Prev: 17}}
+	v2, err := event.Marshal("joins/demo/gw/1", event.TypeJoins, "demo", at, event.Joins{Queue: "demo", Joins: listed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, joins, grouped, err = event.UnmarshalEnter(v2, joins)
+	if err != nil || !grouped || len(joins) != len(listed) {
+		t.Fatalf("UnmarshalEnter(v2) = %v, %v, %v; want %d grouped joins", joins, grouped, err, len(listed))
+	}
+	for i, j := range joins {
+		if want := listed[i].Joined("demo"); j != want {
+			t.Errorf("join %d = %+v, want %+v", i, j, want)
+		}
+	}
+	empty, err := event.Marshal("joins/demo/gw/2", event.TypeJoins, "demo", at, event.Joins{Queue: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, joins, _, err := event.UnmarshalEnter(empty, nil); !errors.Is(err, event.ErrJoins) {
+		t.Errorf("UnmarshalEnter(no joins) = %v, %v; want ErrJoins", joins, err)
+	}
+	left, err := event.Marshal("x", event.TypeLeft, "alice", at, event.Left{Queue: "demo", User: "alice", Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := event.UnmarshalEnter(left, nil); !errors.Is(err, event.ErrType) {
+		t.Errorf("UnmarshalEnter(a leave) = %v, want ErrType", err)
 	}
 }

@@ -82,7 +82,8 @@ func (c *Client) Cursor(ctx context.Context, q string) (Cursor, error) {
 			continue
 		}
 		seq, _ := strconv.ParseUint(v[st], 10, 64)
-		out[st] = Position{Seq: seq, StreamID: id}
+		since, _ := strconv.ParseUint(v[st+".v2"], 10, 64)
+		out[st] = Position{Seq: seq, StreamID: id, GroupsSince: since}
 	}
 	return out, nil
 }

@@ -1,6 +1,10 @@
 package waitqueue
 
-import "time"
+import (
+	"time"
+
+	"usher/internal/event"
+)
 
 // The streams a line follows, as the cursor names them.
 const (
@@ -14,7 +18,15 @@ const (
 type Position struct {
 	Seq      uint64
 	StreamID string
+	// GroupsSince is, for the entries stream, the sequence of the queue's
+	// first usher.joins.v2 message the line applied (0: none yet).
+	GroupsSince uint64
 }
+
+// Bound is the highest entry id the line holds a join for once it applied
+// the entries stream up to p (event.PlaceBound): what an entry id is
+// compared with to say whether the line has applied it.
+func (p Position) Bound() uint64 { return event.PlaceBound(p.Seq, p.GroupsSince) }
 
 // Cursor says how far each stream is applied to a queue's line.
 type Cursor map[string]Position
@@ -31,15 +43,26 @@ type Applied struct {
 	Conflicts int
 }
 
-// EntryEvent is a join or a leave of USHER_ENTRIES.
+// EntryEvent is a join or a leave of USHER_ENTRIES. A usher.joins.v2
+// message is one EntryEvent per join it lists, each with the message's
+// StreamSeq and its own Index.
 type EntryEvent struct {
-	StreamSeq uint64 // the event's sequence; for a join, the entry's too
+	StreamSeq uint64 // the sequence of the event's message
 	Leave     bool
-	Entry     uint64 // the entry a leave leaves (a join's is StreamSeq)
-	User      string
-	Prev      uint64 // a join's previous entry as the gateway saw it (0: none)
-	Kind      JoinKind
-	Reason    string // a leave's reason ("" or ReasonAbandoned)
+	Entry     uint64 // the entry a leave leaves
+	// Grouped says a join came in a usher.joins.v2 message, at Index in
+	// its list (a usher.joined.v1 message holds one join: index 0). A
+	// join's entry id is its place, event.Place(StreamSeq, Index,
+	// groupsSince): which it is depends on the queue's first
+	// usher.joins.v2 message, which the line keeps with its cursor, so the
+	// projection gives it as it applies the join (see
+	// projection/apply_entries.lua).
+	Grouped bool
+	Index   int
+	User    string
+	Prev    uint64 // a join's previous entry as the gateway saw it (0: none)
+	Kind    JoinKind
+	Reason  string // a leave's reason ("" or ReasonAbandoned)
 	// At is when the stream stored the event (zero: unknown); a join
 	// keeps it as its entry's JoinedAt, a leave as the time it left (an
 	// order request stored before it stands: see projection/apply_orders.lua).

@@ -342,7 +342,24 @@ func (r *stallingReader) take(batch jetstream.MessageBatch, f func(jetstream.Msg
 func gatherStreams(ctx context.Context, js jetstream.JetStream, ev *evidence) error {
 	ev.Joins, ev.Leaves, ev.Admissions = map[string][]streamJoin{}, map[string][]streamLeave{}, map[string][]admission{}
 	for _, q := range ev.Queues {
+		var groupsSince uint64 // the queue's first usher.joins.v2 message: places count in groups from it
+		var joins []event.Joined
 		err := readStream(ctx, js, event.StreamEntries, []string{event.EnterSubject(q.Name), event.LeaveSubject(q.Name)}, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
+			if event.IsEnter(m.Subject()) {
+				_, js, grouped, err := event.UnmarshalEnter(m.Data(), joins)
+				joins = js
+				if err != nil {
+					return nil
+				}
+				seq := md.Sequence.Stream
+				if grouped && groupsSince == 0 {
+					groupsSince = seq
+				}
+				for i, j := range joins {
+					ev.Joins[q.Name] = append(ev.Joins[q.Name], streamJoin{Seq: event.Place(seq, i, groupsSince), User: j.User, Stored: md.Timestamp})
+				}
+				return nil
+			}
 			var env envelope
 			if json.Unmarshal(m.Data(), &env) != nil {
 				return nil
@@ -352,11 +369,7 @@ func gatherStreams(ctx context.Context, js jetstream.JetStream, ev *evidence) er
 				Seq  uint64 `json:"seq"`
 			}
 			_ = json.Unmarshal(env.Data, &d)
-			if event.IsEnter(m.Subject()) {
-				ev.Joins[q.Name] = append(ev.Joins[q.Name], streamJoin{Seq: md.Sequence.Stream, User: d.User, Stored: md.Timestamp})
-			} else {
-				ev.Leaves[q.Name] = append(ev.Leaves[q.Name], streamLeave{Seq: d.Seq, User: d.User, Stored: md.Timestamp})
-			}
+			ev.Leaves[q.Name] = append(ev.Leaves[q.Name], streamLeave{Seq: d.Seq, User: d.User, Stored: md.Timestamp})
 			return nil
 		})
 		if err != nil {

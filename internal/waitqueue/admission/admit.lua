@@ -113,7 +113,7 @@ for _, s in ipairs(expired) do
   redis.call('HDEL', HELD, s)
 end
 
-local watermark = cursorAt('entries', epoch)
+local watermark = entriesBound(epoch) -- the highest entry id the follower has put in line
 -- A scheduled drop admits nobody until its pre-queue is drawn: the
 -- pre-queued get their places first, and nobody is admitted before the
 -- opening — a join allowed past the line (an invite) neither: its place

@@ -74,7 +74,7 @@ if only ~= '0' then
   seqs = {}
   if redis.call('HGET', P .. 'e:' .. only, 'status') == 'waiting' then seqs = {only} end
 else
-  seqs = redis.call('ZRANGEBYSCORE', W, '-inf', cursorAt('entries', epoch), 'LIMIT', 0, cap)
+  seqs = redis.call('ZRANGEBYSCORE', W, '-inf', entriesBound(epoch), 'LIMIT', 0, cap)
 end
 for _, s in ipairs(seqs) do admit(s, queue, epoch, n, ttl) end
 if #seqs > 0 then

@@ -118,7 +118,7 @@ func (a *Admission) awaitApplied(ctx context.Context, j Join, deadline time.Time
 		if err != nil {
 			return false, fmt.Errorf("admit %s/%d at once: %w", j.Queue, j.Entry.Seq, err)
 		}
-		if p := cur[waitqueue.StreamEntries]; p.StreamID == j.Epoch && p.Seq >= j.Entry.Seq {
+		if p := cur[waitqueue.StreamEntries]; p.StreamID == j.Epoch && p.Bound() >= j.Entry.Seq {
 			return true, nil
 		}
 		if time.Now().After(deadline) {

@@ -25,21 +25,29 @@
 local epoch, digest, n, version, upTo = ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
 if redis.call('HGET', ST, 'drawn') then return -1 end
 local pre, stage = P .. 'pre', P .. 'draw'
-local cursor = cursorAt('entries', epoch)
+-- The pre-queue's members are entry ids, the cursors stream sequences:
+-- members are compared with the place bound of a cursor (placeBound).
+local c = redis.call('HMGET', C, 'entries', 'entries.id', 'entries.v2')
+local cursor, v2 = 0, 0
+if c[2] == epoch then cursor, v2 = tonumber(c[1] or '0'), tonumber(c[3] or '0') end
 if (redis.call('HGET', ST, 'preVersion') or '0') ~= version then return -2 end
-if upTo == 0 then
+local current = upTo == 0
+if current then
   upTo = cursor
-  if #redis.call('ZRANGEBYSCORE', pre, '(' .. cursor, '+inf', 'LIMIT', 0, 1) > 0 then return -2 end
 elseif cursor < upTo then
   return -2
 end
-if redis.call('ZCOUNT', pre, '-inf', upTo) ~= n or redis.call('ZCARD', stage) ~= n then return -2 end
+local bound = placeBound(upTo, v2)
+if current and #redis.call('ZRANGEBYSCORE', pre, string.format('(%.0f', bound), '+inf', 'LIMIT', 0, 1) > 0 then
+  return -2
+end
+if redis.call('ZCOUNT', pre, '-inf', bound) ~= n or redis.call('ZCARD', stage) ~= n then return -2 end
 if n > 0 then
   local w = redis.call('ZRANGE', W, 0, -1, 'WITHSCORES')
   for i = 1, #w, 2 do redis.call('ZADD', stage, w[i + 1], w[i]) end
   redis.call('RENAME', stage, W)
 end
-for _, seq in ipairs(redis.call('ZRANGEBYSCORE', pre, '(' .. upTo, '+inf')) do
+for _, seq in ipairs(redis.call('ZRANGEBYSCORE', pre, string.format('(%.0f', bound), '+inf')) do
   redis.call('HSET', P .. 'e:' .. seq, 'status', 'waiting')
   redis.call('ZADD', W, tonumber(seq), seq)
   redis.call('ZREM', pre, seq)

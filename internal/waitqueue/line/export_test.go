@@ -28,7 +28,7 @@ func (l *Line) IngestInOneBatch(ctx context.Context, q, epoch string, joins []Ba
 	}
 	out := make([]waitqueue.Entry, len(joins))
 	for i, cmd := range script.Split(ctx, ingestScript.RunMany(ctx, l.rdb, calls), len(calls)) {
-		e, err := decodeIngest(cmd, q, ingestArgs{Seq: joins[i].Seq, User: joins[i].User})
+		e, _, err := decodeIngest(cmd, q, ingestArgs{Seq: joins[i].Seq, User: joins[i].User})
 		if err != nil {
 			return nil, err
 		}

@@ -5,18 +5,24 @@
 -- cursor: only the follower, applying the stream in order, knows
 -- everything before a sequence is in line.
 -- ARGV from 3 (ingestArgs, scripts.go): epoch (the entries stream's identity), seq, user, prev,
--- kind (see join).
+-- kind (see join), joined ('1': seq is a usher.joined.v1 message's stream
+-- sequence, put at its place — placeOf, lib.lua — by the queue's first
+-- usher.joins.v2 message as far as the line has applied the stream; '0':
+-- seq is the join's place).
 -- Returns {status, seq of the live entry, rank or -1, waiting count, rate,
--- stock state, SKUs with units left} (the line's figures a poll answers
--- too, so a join's answer is the view a poll would give), or {'stale'}
--- when the line belongs to another incarnation of the stream, or
+-- stock state, SKUs with units left, the join's place} (the line's figures
+-- a poll answers too, so a join's answer is the view a poll would give), or
+-- {'stale'} when the line belongs to another incarnation of the stream, or
 -- {'conflict'} when the sequence's record names another user.
 -- A batch of a queue's joins reads the line's identity, figures and
 -- undrawn pre-queue once (script.New's once): no join changes the first two,
 -- and one into the pre-queue forgets the third.
-local had = once('epoch ' .. C, function() return redis.call('HGET', C, 'entries.id') end)
+local cur = once('epoch ' .. C, function() return redis.call('HMGET', C, 'entries.id', 'entries.v2') end)
+local had = cur[1]
 if had and had ~= ARGV[3] then return {'stale'} end
-local live, st = join(ARGV[4], ARGV[5], ARGV[6], ARGV[7], '0') -- just stored: now
+local seq = ARGV[4]
+if ARGV[8] == '1' then seq = placeOf(tonumber(seq), 0, tonumber(cur[2] or '0')) end
+local live, st = join(seq, ARGV[5], ARGV[6], ARGV[7], '0') -- just stored: now
 if not live then return {'conflict'} end
 if st == 'pre' then forget('undrawn ' .. ST) end
 local rank = redis.call('ZRANK', W, live)
@@ -27,4 +33,4 @@ local waiting = redis.call('ZCARD', W)
 if st ~= 'pre' then
   rank, waiting = undrawnAhead(W, live, rank or -1, waiting, once('undrawn ' .. ST, function() return undrawn(ST, P) end))
 end
-return {st or 'unknown', live, rank or -1, waiting, stats[1] or '0', stats[2] or '', stats[3] or ''}
+return {st or 'unknown', live, rank or -1, waiting, stats[1] or '0', stats[2] or '', stats[3] or '', seq}

@@ -45,10 +45,27 @@ func (l *Line) Ingest(ctx context.Context, q, epoch string, seq uint64, user str
 	return l.IngestAs(ctx, q, epoch, seq, user, prev, waitqueue.InLine)
 }
 
-// IngestAs is Ingest of a join of the given kind.
+// IngestAs is Ingest of a join of the given kind. seq is the join's
+// place (event.Place).
 func (l *Line) IngestAs(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64, kind waitqueue.JoinKind) (waitqueue.Entry, error) {
 	k := keyspace.Of(q)
 	args := ingestArgs{Epoch: epoch, Seq: seq, User: user, Prev: prev, Kind: kind}
+	e, _, err := decodeIngest(l.client.RunScript(ctx, ingestScript, linescript.Keys(k), args.argv(k, l.client.TombstoneTTL())...), q, args)
+	return e, err
+}
+
+// IngestJoined is IngestAs of the join a usher.joined.v1 message stored at
+// stream sequence seq: it puts the join at its place — seq while the
+// queue had no usher.joins.v2 message, seq × 1024 after the first one
+// (event.Place) — and returns that place. The line knows the first
+// usher.joins.v2 message once its follower applied it: a join stored
+// just after the queue's first group, before the follower applied that
+// group, is put at seq (the follower, applying it, keeps the user there:
+// their live entry), while a rebuild from the stream would place it at
+// seq × 1024.
+func (l *Line) IngestJoined(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64, kind waitqueue.JoinKind) (waitqueue.Entry, uint64, error) {
+	k := keyspace.Of(q)
+	args := ingestArgs{Epoch: epoch, Seq: seq, User: user, Prev: prev, Kind: kind, Joined: true}
 	return decodeIngest(l.client.RunScript(ctx, ingestScript, linescript.Keys(k), args.argv(k, l.client.TombstoneTTL())...), q, args)
 }
 

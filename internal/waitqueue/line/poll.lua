@@ -20,9 +20,16 @@ if r[7] then
 end
 local st = r[1]
 if not st then
-  local c = redis.call('HGET', KEYS[6], 'entries')
+  -- The cursor is a stream sequence; the highest entry id it covers is
+  -- its place bound (event.PlaceBound), past the queue's first
+  -- usher.joins.v2 message ('entries.v2').
+  local c = redis.call('HMGET', KEYS[6], 'entries', 'entries.v2')
   st = 'unknown'
-  if c and tonumber(seq) <= tonumber(c) then st = 'gone' end
+  if c[1] then
+    local bound, v2 = tonumber(c[1]), tonumber(c[2] or '0')
+    if v2 > 0 and bound >= v2 then bound = bound * 1024 + 1023 end
+    if tonumber(seq) <= bound then st = 'gone' end
+  end
 end
 if ARGV[3] == '1' and (st == 'waiting' or st == 'pre') then
   local t = once('time', function() return redis.call('TIME') end)

@@ -55,34 +55,41 @@ type ingestArgs struct {
 	User  string
 	Prev  uint64 // the entry the gateway saw finished when it published the join (0: none)
 	Kind  waitqueue.JoinKind
+	// Joined: Seq is a usher.joined.v1 message's stream sequence, which
+	// the script puts at its place (event.Place); else Seq is the place.
+	Joined bool
 }
 
 // argv is ingest.lua's ARGV, in the order it reads them.
 func (a ingestArgs) argv(k keyspace.Queue, ttl time.Duration) []any {
-	return linescript.Args(k, ttl, a.Epoch, a.Seq, a.User, a.Prev, string(a.Kind))
+	return linescript.Args(k, ttl, a.Epoch, a.Seq, a.User, a.Prev, string(a.Kind), linescript.Flag(a.Joined))
 }
 
 // decodeIngest reads ingest.lua's reply to a's join into q: {status, seq
 // of the live entry, rank or -1, waiting, rate, stock state, SKUs with
-// units left} — a poll's view of the entry — or {'stale'} (ErrStale) or
-// {'conflict'} (ErrConflict).
-func decodeIngest(cmd *redis.Cmd, q string, a ingestArgs) (waitqueue.Entry, error) {
+// units left, the join's place} — a poll's view of the entry — or
+// {'stale'} (ErrStale) or {'conflict'} (ErrConflict).
+func decodeIngest(cmd *redis.Cmd, q string, a ingestArgs) (waitqueue.Entry, uint64, error) {
 	res, err := cmd.Slice()
 	if err != nil {
-		return waitqueue.Entry{}, fmt.Errorf("ingest %s/%d: %w", q, a.Seq, err)
+		return waitqueue.Entry{}, 0, fmt.Errorf("ingest %s/%d: %w", q, a.Seq, err)
 	}
 	if len(res) == 1 {
 		if res[0] == "stale" {
-			return waitqueue.Entry{}, fmt.Errorf("ingest %s/%d: %w", q, a.Seq, waitqueue.ErrStale)
+			return waitqueue.Entry{}, 0, fmt.Errorf("ingest %s/%d: %w", q, a.Seq, waitqueue.ErrStale)
 		}
-		return waitqueue.Entry{}, fmt.Errorf("ingest %s/%d for %s: %w", q, a.Seq, a.User, waitqueue.ErrConflict)
+		return waitqueue.Entry{}, 0, fmt.Errorf("ingest %s/%d for %s: %w", q, a.Seq, a.User, waitqueue.ErrConflict)
 	}
-	if len(res) != 7 {
-		return waitqueue.Entry{}, fmt.Errorf("ingest %s/%d: reply of %d fields", q, a.Seq, len(res))
+	if len(res) != 8 {
+		return waitqueue.Entry{}, 0, fmt.Errorf("ingest %s/%d: reply of %d fields", q, a.Seq, len(res))
 	}
 	e := placed(res[0], res[1], res[2], res[3])
 	figures(&e, res[4], res[5], res[6])
-	return e, nil
+	place, err := strconv.ParseUint(linescript.Str(res[7]), 10, 64)
+	if err != nil {
+		return waitqueue.Entry{}, 0, fmt.Errorf("ingest %s/%d: place %v", q, a.Seq, res[7])
+	}
+	return e, place, nil
 }
 
 // lookupArgs are lookup.lua's keys and arguments: whom to look up.

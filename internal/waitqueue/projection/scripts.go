@@ -65,12 +65,16 @@ type entriesArgs struct {
 
 // argv is apply_entries.lua's ARGV: per event its stream seq, kind (j | p
 // | a: a join; l: a leave; x: nothing, an event that could not be read),
-// entry, user, the join's prev or the leave's reason, and when the stream
-// stored it (ms; 0: unknown).
+// a join's index in its message (-1: a usher.joined.v1 join) or the entry
+// a leave leaves, user, the join's prev or the leave's reason, and when
+// the stream stored it (ms; 0: unknown).
 func (a entriesArgs) argv(k keyspace.Queue, ttl time.Duration) []any {
 	args := a.Start.argv(k, ttl)
 	for _, e := range a.Events {
-		kind, entry := "j", e.StreamSeq
+		kind, entry := "j", any(-1)
+		if e.Grouped {
+			entry = e.Index
+		}
 		if e.Kind != waitqueue.InLine {
 			kind = string(e.Kind)
 		}

@@ -192,3 +192,27 @@ local function cursorAt(field, id)
   if c[2] ~= id then return 0, c[2] end
   return tonumber(c[1] or '0'), c[2]
 end
+-- The entries stream's places (event.Place, event.PlaceBound): a join's
+-- entry id is its message's stream sequence s while no usher.joins.v2
+-- message of the queue came before it, and s * 1024 + its index in the
+-- message after the first one (v2: that message's sequence, kept in the
+-- cursor hash as 'entries.v2'; 0 while there is none). Ids are formatted
+-- with %.0f: tostring would print one above 10^14 in exponent form.
+local function placeOf(s, index, v2)
+  if v2 == 0 or s < v2 then return string.format('%.0f', s) end
+  return string.format('%.0f', s * 1024 + index)
+end
+-- placeBound is the highest entry id a follower that applied the entries
+-- stream up to sequence at has put in line: entry ids are compared with
+-- it, never with the cursor itself (a stream sequence).
+local function placeBound(at, v2)
+  if v2 == 0 or at < v2 then return at end
+  return at * 1024 + 1023
+end
+-- entriesBound is placeBound of the entries cursor, 0 when the cursor
+-- counts in another incarnation of the stream (or none).
+local function entriesBound(id)
+  local c = redis.call('HMGET', C, 'entries', 'entries.id', 'entries.v2')
+  if c[2] ~= id then return 0 end
+  return placeBound(tonumber(c[1] or '0'), tonumber(c[3] or '0'))
+end
