@@ -117,10 +117,17 @@ func TestAShopperAdmittedBeforeTheLineEndsOrdersAfterIt(t *testing.T) {
 				t.Fatalf("ann's order after the end = %d %v, want 202", code, order)
 			}
 			id, _ := order["orderId"].(string)
-			testenv.Eventually(t, 15*time.Second, func() bool {
-				_, body := call(t, "GET", base+"/v1/orders/"+id, "", map[string]string{"X-User-Id": "ann"})
-				return body["status"] == "PAID"
-			}, "ann's order after the end PAID")
+			// Until it is final, then PAID: a refusal fails with its reason.
+			var final map[string]any
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				_, final = call(t, "GET", base+"/v1/orders/"+id, "", map[string]string{"X-User-Id": "ann"})
+				if s := final["status"]; s == "PAID" || s == "FAILED" || s == "REJECTED" || time.Now().After(deadline) {
+					break
+				}
+			}
+			if final["status"] != "PAID" {
+				t.Fatalf("ann's order after the end = %v, want PAID", final)
+			}
 			if body := poll("ann"); body["status"] != "USED" {
 				t.Errorf("ann's ticket after her order = %v, want USED", body)
 			}
