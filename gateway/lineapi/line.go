@@ -1,8 +1,9 @@
 // Package lineapi is the line's public API: a shopper joins a queue, polls
 // their place and leaves it; anyone reads a queue's public figures. A join
-// is published to JetStream and answered once the broker has stored it,
-// with the exact place the line (Redis) gives it, admitted at once when
-// nobody waits (drop.go).
+// is published to JetStream — with the queue's other joins of the moment,
+// as one message (group.go), or alone — and answered once the broker has
+// stored it, with the exact place the line (Redis) gives it, admitted at
+// once when nobody waits (drop.go).
 package lineapi
 
 import (
