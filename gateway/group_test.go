@@ -182,6 +182,23 @@ func TestConcurrentJoinsAreRecordedAsOneGroup(t *testing.T) {
 	}
 }
 
+// With no linger (the harness's default, USHER_JOIN_LINGER=0) every join
+// is its own usher.joined.v1 message, its place the message's sequence.
+func TestWithoutALingerEachJoinIsItsOwnMessage(t *testing.T) {
+	h := newHarness(t)
+	answers := []response{h.join("alice"), h.join("bob")}
+	msgs := h.storedJoins()
+	if len(msgs) != 2 {
+		t.Fatalf("stored %+v, want two messages", msgs)
+	}
+	for i, m := range msgs {
+		r := answers[slices.Index([]string{"alice", "bob"}, m.users[0])]
+		if m.typ != event.TypeJoined || r.status != 202 || h.placeOf(r) != m.seq || r.num("position") != int64(i+1) {
+			t.Errorf("message %+v, answer %d %s: want a %s message whose sequence is the place", m, r.status, r.raw, event.TypeJoined)
+		}
+	}
+}
+
 // A double click whose two joins come in one group is listed once: both
 // are answered with its one place, the second with 200 (it took no new
 // place), as a double click recorded on its own is.
