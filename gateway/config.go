@@ -124,16 +124,21 @@ const maxJoinLinger = time.Second
 
 // joinGrouping reads how the gateway gathers a queue's concurrent joins
 // into one record (group commit): USHER_JOIN_LINGER, how long the first
-// join of a group waits for others (0: off, every join its own
-// usher.joined.v1 message), and USHER_JOIN_BATCH, the most joins one
+// join of a group waits for others (0, the default: off, every join its
+// own usher.joined.v1 message), and USHER_JOIN_BATCH, the most joins one
 // usher.joins.v2 message lists. The instance id that names the groups'
 // messages is drawn at every start.
+//
+// Off by default until what it must keep is proven by injected faults (a
+// gateway killed with a group in flight) and every gateway of a queue can
+// switch together: a queue's places count from its first usher.joins.v2
+// message, and a usher.joined.v1 join stored after it by a gateway that
+// does not group is placed by the follower where that gateway's answer
+// did not put it (docs/events.md, "Places").
 func joinGrouping(env *config.Env) lineapi.Grouping {
-	g := lineapi.Grouping{Linger: time.Millisecond, Instance: lineapi.NewInstance()}
-	if v := env.String("USHER_JOIN_LINGER", ""); v == "0" {
-		g.Linger = 0
-	} else {
-		g.Linger = env.Duration("USHER_JOIN_LINGER", time.Millisecond)
+	g := lineapi.Grouping{Instance: lineapi.NewInstance()}
+	if v := env.String("USHER_JOIN_LINGER", ""); v != "" && v != "0" {
+		g.Linger = env.Duration("USHER_JOIN_LINGER", 0)
 	}
 	if g.Linger > maxJoinLinger {
 		env.Check(fmt.Errorf("USHER_JOIN_LINGER=%s: want at most %s (0: off)", g.Linger, maxJoinLinger))

@@ -151,8 +151,8 @@ func TestRunRefusesAnIncompleteLanguage(t *testing.T) {
 }
 
 // USHER_JOIN_LINGER and USHER_JOIN_BATCH set the group commit of joins:
-// a 1 ms linger and groups of 64 by default, 0 turns it off (every join
-// its own message), and a linger or size past their bounds stops the start.
+// off by default (every join its own message, as 0 says too), groups of
+// 64, and a linger or size past their bounds stops the start.
 func TestJoinGroupingIsReadAtStartUp(t *testing.T) {
 	tests := []struct {
 		linger, batch string
@@ -160,7 +160,8 @@ func TestJoinGroupingIsReadAtStartUp(t *testing.T) {
 		wantSize      int
 		refused       string // the variable the error names; "": starts
 	}{
-		{"", "", time.Millisecond, 64, ""},
+		{"", "", 0, 64, ""},
+		{"1ms", "", time.Millisecond, 64, ""},
 		{"0", "", 0, 64, ""},
 		{"250us", "128", 250 * time.Microsecond, 128, ""},
 		{"2s", "", 0, 0, "USHER_JOIN_LINGER"},
