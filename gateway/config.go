@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"usher/gateway/lineapi"
 	"usher/gateway/page"
 	"usher/internal/config"
+	"usher/internal/event"
 	"usher/internal/service"
 	"usher/internal/shopper"
 )
@@ -34,6 +36,7 @@ type settings struct {
 	pageLangs      *page.Langs // the shipped languages and USHER_PAGE_LANG_DIR's
 	protect        protectSettings
 	orderHold      time.Duration
+	joins          lineapi.Grouping // group commit of a queue's concurrent joins
 }
 
 // loadSettings reads the gateway's environment; every problem is reported
@@ -53,6 +56,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		pageCSS:        pageCSSURL(env),
 		protect:        loadProtectSettings(env),
 		orderHold:      env.Duration("USHER_ORDER_HOLD", 6*time.Minute+30*time.Second),
+		joins:          joinGrouping(env),
 	}
 	env.Check(s.unsafe()) // refused where others can connect: see safedefaults.go
 	// The page's languages: every catalog is checked now, so a shop's
@@ -112,4 +116,37 @@ func pageCSSURL(env *config.Env) string {
 		return ""
 	}
 	return raw
+}
+
+// maxJoinLinger bounds USHER_JOIN_LINGER: the linger is what a lone
+// shopper's join waits on top of its own work.
+const maxJoinLinger = time.Second
+
+// joinGrouping reads how the gateway gathers a queue's concurrent joins
+// into one record (group commit): USHER_JOIN_LINGER, how long the first
+// join of a group waits for others (0, the default: off, every join its
+// own usher.joined.v1 message), and USHER_JOIN_BATCH, the most joins one
+// usher.joins.v2 message lists. The instance id that names the groups'
+// messages is drawn at every start.
+//
+// Off by default until what it must keep is proven by injected faults (a
+// gateway killed with a group in flight) and every gateway of a queue can
+// switch together: a queue's places count from its first usher.joins.v2
+// message, and a usher.joined.v1 join stored after it by a gateway that
+// does not group is placed by the follower where that gateway's answer
+// did not put it (docs/events.md, "Places").
+func joinGrouping(env *config.Env) lineapi.Grouping {
+	g := lineapi.Grouping{Instance: lineapi.NewInstance()}
+	if v := env.String("USHER_JOIN_LINGER", ""); v != "" && v != "0" {
+		g.Linger = env.Duration("USHER_JOIN_LINGER", 0)
+	}
+	if g.Linger > maxJoinLinger {
+		env.Check(fmt.Errorf("USHER_JOIN_LINGER=%s: want at most %s (0: off)", g.Linger, maxJoinLinger))
+	}
+	g.Size = env.Int("USHER_JOIN_BATCH", 64, 1)
+	if g.Size > event.MaxJoins {
+		env.Check(fmt.Errorf("USHER_JOIN_BATCH=%d: want at most %d, the joins one message may list", g.Size, event.MaxJoins))
+	}
+	g.Backlog = lineapi.DefaultBacklog(g.Size)
+	return g
 }

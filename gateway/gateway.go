@@ -56,6 +56,9 @@ type gateway struct {
 	// orderHold is how long a requested order holds its admission slot:
 	// the order's deadline and a margin for its last payment try.
 	orderHold time.Duration
+	// joins gathers a queue's concurrent joins into one record (group
+	// commit); its zero value records each join on its own.
+	joins     lineapi.Grouping
 	pageCSS   string      // a shop's stylesheet for the waiting-room page
 	pageLangs *page.Langs // the page's languages; nil: the shipped ones
 	now       func() time.Time
@@ -146,7 +149,7 @@ func (g *gateway) rooms() rooms {
 		Now: g.now, Epoch: g.epoch, Log: g.log, Metrics: g.metrics.pow})
 	r.line = lineapi.New(lineapi.Deps{Line: ln.line, Invites: ln.drop, Admission: ln.admission, Queues: g.queues, Events: g.events, Tickets: g.tickets,
 		Places: places, Door: r.door, Users: g.users, Limits: limits, Now: g.now, Earliest: g.earliest,
-		Epoch: g.epoch, Log: g.log, Metrics: g.metrics.line})
+		Epoch: g.epoch, Log: g.log, Metrics: g.metrics.line, Grouping: g.joins})
 	r.orders = orderapi.New(orderapi.Deps{Line: ln.claims, Records: g.orders, Keys: g.keys, Queues: g.queues,
 		Events: g.events, Users: g.users, Limits: limits, Now: g.now, Epoch: g.epoch, Hold: g.orderHold, Log: g.log})
 	r.admin = admin.New(admin.Deps{Queues: g.queues, Line: adminLine{ln.line, ln.admission, ln.drop, ln.claims}, Events: g.events, Stock: g.stock, Sales: g.sales,

@@ -50,8 +50,15 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
+	return newHarnessOn(t, testenv.NATS(t))
+}
+
+// newHarnessOn is a harness on the NATS server at url, for a test that
+// stops it.
+func newHarnessOn(t testing.TB, url string) *harness {
+	t.Helper()
 	ctx := context.Background()
-	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{testenv.NATS(t)}, Replicas: 1}, "gateway-test")
+	nc, js, err := bus.Open(ctx, bus.Settings{URLs: []string{url}, Replicas: 1}, "gateway-test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,6 +108,7 @@ func newGateway(s settings, d *service.Deps, db *orders.Store, keys *token.Keyri
 		notifierURL: s.notifierURL,
 		epoch:       d.Streams.Epoch,
 		orderHold:   s.orderHold,
+		joins:       s.joins,
 		pageCSS:     s.pageCSS,
 		pageLangs:   s.pageLangs,
 		now:         d.Clock.Now,

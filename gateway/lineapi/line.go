@@ -1,8 +1,9 @@
 // Package lineapi is the line's public API: a shopper joins a queue, polls
 // their place and leaves it; anyone reads a queue's public figures. A join
-// is published to JetStream and answered once the broker has stored it,
-// with the exact place the line (Redis) gives it, admitted at once when
-// nobody waits (drop.go).
+// is published to JetStream — with the queue's other joins of the moment,
+// as one message (group.go), or alone — and answered once the broker has
+// stored it, with the exact place the line (Redis) gives it, admitted at
+// once when nobody waits (drop.go).
 package lineapi
 
 import (
@@ -34,6 +35,7 @@ import (
 type Line interface {
 	LookupLimited(ctx context.Context, q, user string, plan ratelimit.Plan) (waitqueue.Current, ratelimit.Decision, error)
 	IngestJoined(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64, kind waitqueue.JoinKind) (waitqueue.Entry, uint64, error)
+	IngestJoins(ctx context.Context, q, epoch string, seq uint64, joins []waitqueue.ListedJoin) ([]waitqueue.Ingested, error)
 	PollPresent(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error)
 	Poll(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error)
 	Leave(ctx context.Context, q string, seq uint64, user string) (waitqueue.Status, error)
@@ -110,6 +112,9 @@ type Deps struct {
 	Epoch   func() string
 	Log     *slog.Logger
 	Metrics *Metrics
+	// Grouping gathers a queue's concurrent joins into one record (a zero
+	// Linger: each join its own).
+	Grouping Grouping
 }
 
 // API serves the line's public API. It is safe for concurrent use.
@@ -129,19 +134,28 @@ type API struct {
 	epoch     func() string
 	log       *slog.Logger
 	metrics   *Metrics
+	groups    *groups // nil: every join its own record
 }
 
 // New returns the line API of deps.
 func New(deps Deps) *API {
-	return &API{line: deps.Line, invites: deps.Invites, admission: deps.Admission, queues: deps.Queues, events: deps.Events, tickets: deps.Tickets, places: deps.Places,
+	a := &API{line: deps.Line, invites: deps.Invites, admission: deps.Admission, queues: deps.Queues, events: deps.Events, tickets: deps.Tickets, places: deps.Places,
 		door: deps.Door, users: deps.Users, limits: deps.Limits, now: deps.Now, earliest: deps.Earliest, epoch: deps.Epoch,
 		log: deps.Log, metrics: deps.Metrics}
+	if deps.Grouping.Linger > 0 {
+		a.groups = newGroups(deps.Grouping, a)
+	}
+	return a
 }
 
 // Metrics are the line API's metrics.
 type Metrics struct {
 	joins prometheus.Counter
 	polls prometheus.Counter
+	// groups counts the usher.joins.v2 messages stored, gathering the
+	// joins gathered or being recorded (group.go).
+	groups    prometheus.Counter
+	gathering prometheus.Gauge
 	// outcomes counts the admitted shoppers who left (package analytics):
 	// the leave that freed their slot.
 	outcomes *prometheus.CounterVec
@@ -156,9 +170,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		polls: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "usher_polls_total", Help: "Polls answered.",
 		}),
+		groups: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "usher_join_groups_total", Help: "Groups of joins stored in JetStream, one usher.joins.v2 message each.",
+		}),
+		gathering: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "usher_joins_gathering", Help: "Join requests waiting for their group to be stored and put in line.",
+		}),
 		outcomes: analytics.NewOutcomes(),
 	}
-	reg.MustRegister(m.joins, m.polls, m.outcomes)
+	reg.MustRegister(m.joins, m.polls, m.groups, m.gathering, m.outcomes)
 	return m
 }
 
@@ -259,28 +279,38 @@ func (a *API) enter(c *fiber.Ctx, j joining) (bought bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	if a.groups != nil {
+		return a.enterGroup(c, j, kind, invite)
+	}
 	ack, err := a.record(ctx, j, kind, invite)
 	if err != nil {
 		return false, err
 	}
 	a.metrics.joins.Inc()
-	e, place, err := a.placeOf(ctx, cfg, epoch, ack.Sequence, j.user, prev, kind)
-	if err != nil {
+	e, place, err := a.line.IngestJoined(ctx, cfg.Name, epoch, ack.Sequence, j.user, prev, kind)
+	if e, place, err = a.settle(ctx, cfg, e, place, err); err != nil {
 		return true, err
 	}
+	return a.answerJoin(c, cfg, epoch, j.user, e, place, ack.Duplicate)
+}
+
+// answerJoin answers a recorded join whose entry in line is e and whose
+// own place is place: 202 with a new ticket when the join took its place
+// (e is at it), else 200 with the place the user holds — a double click's
+// second join (second) or one the line resolved to the user's live entry.
+// bought reports a new place.
+func (a *API) answerJoin(c *fiber.Ctx, cfg catalog.Config, epoch, user string, e waitqueue.Entry, place uint64, second bool) (bought bool, err error) {
 	status := fiber.StatusAccepted
-	if ack.Duplicate || e.Seq != place {
-		// A double click's second join, or one the line resolved to the
-		// place the user holds: no new place.
+	if second || e.Seq != place {
 		status, bought = fiber.StatusOK, false
 	} else {
 		bought = true
 	}
 	at := a.now()
 	if e.Seq == place {
-		e, at = a.admitAtOnce(ctx, cfg, epoch, e)
+		e, at = a.admitAtOnce(c.UserContext(), cfg, epoch, e)
 	}
-	t := ticket.Ticket{Queue: cfg.Name, User: j.user, Epoch: epoch, Seq: e.Seq}
+	t := ticket.Ticket{Queue: cfg.Name, User: user, Epoch: epoch, Seq: e.Seq}
 	return bought, a.places.AnswerAt(c, status, cfg, t, a.tickets.Issue(t), e, at)
 }
 
@@ -298,24 +328,18 @@ func (a *API) record(ctx context.Context, j joining, kind waitqueue.JoinKind, in
 	}
 	ack, err := a.events.Publish(ctx, event.EnterSubject(cfg.Name), body, jetstream.WithMsgID(id))
 	if err != nil {
-		if invite.Code != "" {
-			if err := a.invites.ReturnInvite(context.WithoutCancel(ctx), cfg.Name, invite, a.now()); err != nil {
-				a.log.Error("invite code lost with a join that was not recorded", "queue", cfg.Name, "err", err)
-			}
-		}
+		a.giveBack(cfg.Name, invite)
 		return nil, httpapi.Unavailable(fmt.Errorf("publish join to %s: %w", cfg.Name, err), "the line could not record the join; retry")
 	}
 	return ack, nil
 }
 
-// placeOf puts the join recorded at stream sequence seq in line and reads
-// its place: the entry it resolved to, and the join's own place (its
-// entry id, event.Place: seq, or seq × 1024 once the queue's joins come in
-// groups too). The admitter's follower applies the event too (and is what
-// guarantees it); doing it here as well lets the answer carry the exact
-// place in line.
-func (a *API) placeOf(ctx context.Context, cfg catalog.Config, epoch string, seq uint64, user string, prev uint64, kind waitqueue.JoinKind) (waitqueue.Entry, uint64, error) {
-	e, place, err := a.line.IngestJoined(ctx, cfg.Name, epoch, seq, user, prev, kind)
+// settle reads the outcome of the line's ingest of a recorded join (e,
+// its entry; place, the join's own; err, the ingest's): the entry and
+// place, or the 503 to answer. The gateway puts a join it recorded in line
+// itself so its answer carries the exact place; the admitter's follower
+// applies the record too, and is what guarantees it is in line.
+func (a *API) settle(ctx context.Context, cfg catalog.Config, e waitqueue.Entry, place uint64, err error) (waitqueue.Entry, uint64, error) {
 	switch {
 	case errors.Is(err, waitqueue.ErrStale), errors.Is(err, waitqueue.ErrConflict):
 		// The entries stream was recreated and this gateway or the line

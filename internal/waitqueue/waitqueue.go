@@ -74,6 +74,24 @@ const (
 	Priority JoinKind = "a" // allowed past the line: into the next free slot
 )
 
+// ListedJoin is one join of a usher.joins.v2 message, as the gateway puts
+// the joins of a message it stored in line (line.IngestJoins): its place is
+// the message's sequence and the join's index in the list.
+type ListedJoin struct {
+	User string
+	Prev uint64 // the entry the gateway saw finished when it took the join (0: none)
+	Kind JoinKind
+}
+
+// Ingested is what the line did with one join it was given: the entry the
+// join resolved to (the user's live one, when they had one) and the join's
+// own place, or why it could not (ErrStale, ErrConflict, Redis's error).
+type Ingested struct {
+	Entry Entry
+	Place uint64
+	Err   error
+}
+
 // Errors the line returns for states callers branch on.
 var (
 	// ErrStale: the line belongs to another incarnation of the entries

@@ -13,6 +13,7 @@ import (
 	"time"
 	"usher/internal/keyspace"
 	"usher/internal/ratelimit"
+	"usher/internal/script"
 	"usher/internal/waitqueue"
 	"usher/internal/waitqueue/internal/linescript"
 
@@ -65,8 +66,40 @@ func (l *Line) IngestAs(ctx context.Context, q, epoch string, seq uint64, user s
 // seq × 1024.
 func (l *Line) IngestJoined(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64, kind waitqueue.JoinKind) (waitqueue.Entry, uint64, error) {
 	k := keyspace.Of(q)
-	args := ingestArgs{Epoch: epoch, Seq: seq, User: user, Prev: prev, Kind: kind, Joined: true}
+	args := ingestArgs{Epoch: epoch, Seq: seq, User: user, Prev: prev, Kind: kind, Form: placeJoined}
 	return decodeIngest(l.client.RunScript(ctx, ingestScript, linescript.Keys(k), args.argv(k, l.client.TombstoneTTL())...), q, args)
+}
+
+// IngestJoins is IngestJoined of every join a usher.joins.v2 message stored
+// at stream sequence seq lists, in their order, in one command: joins[i]
+// goes to its place seq × 1024 + i (event.Place; the message is a group,
+// so the queue's joins count in groups from it or before). A join listed
+// twice, or of a user in line already, resolves to the user's live entry
+// as IngestJoined's does. The result has one Ingested per join, each with
+// its own error (ErrStale, ErrConflict); err is the command's, which
+// every join shares.
+func (l *Line) IngestJoins(ctx context.Context, q, epoch string, seq uint64, joins []waitqueue.ListedJoin) ([]waitqueue.Ingested, error) {
+	if len(joins) == 0 {
+		return nil, nil
+	}
+	k := keyspace.Of(q)
+	keys, ttl := linescript.Keys(k), l.client.TombstoneTTL()
+	args := make([]ingestArgs, len(joins))
+	calls := make([]script.Call, len(joins))
+	for i, j := range joins {
+		args[i] = ingestArgs{Epoch: epoch, Seq: seq, User: j.User, Prev: j.Prev, Kind: j.Kind, Form: placeListed, Index: i}
+		calls[i] = script.Call{Keys: keys, Args: args[i].argv(k, ttl)}
+	}
+	cmd := ingestScript.RunMany(ctx, l.rdb, calls)
+	if err := cmd.Err(); err != nil {
+		return nil, fmt.Errorf("ingest %s/%d: %w", q, seq, err)
+	}
+	out := make([]waitqueue.Ingested, len(joins))
+	for i, c := range script.Split(ctx, cmd, len(calls)) {
+		e, place, err := decodeIngest(c, q, args[i])
+		out[i] = waitqueue.Ingested{Entry: e, Place: place, Err: err}
+	}
+	return out, nil
 }
 
 // Lookup returns the user's current entry in q and what they bought there.

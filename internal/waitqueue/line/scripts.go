@@ -55,14 +55,27 @@ type ingestArgs struct {
 	User  string
 	Prev  uint64 // the entry the gateway saw finished when it published the join (0: none)
 	Kind  waitqueue.JoinKind
-	// Joined: Seq is a usher.joined.v1 message's stream sequence, which
-	// the script puts at its place (event.Place); else Seq is the place.
-	Joined bool
+	// Form says what Seq is: the join's place (placeSeq), a
+	// usher.joined.v1 message's stream sequence (placeJoined) or a
+	// usher.joins.v2 message's, listing the join at Index (placeListed);
+	// the script puts the last two at their place (event.Place).
+	Form  ingestForm
+	Index int
 }
 
-// argv is ingest.lua's ARGV, in the order it reads them.
+// ingestForm is what an ingest's Seq is (ingestArgs.Form).
+type ingestForm int
+
+const (
+	placeSeq    ingestForm = iota // the join's place itself
+	placeJoined                   // a usher.joined.v1 message's stream sequence
+	placeListed                   // a usher.joins.v2 message's, with the join's index
+)
+
+// argv is ingest.lua's ARGV, in the order it reads them. Every form has
+// as many arguments, so the calls of one batch go as one command.
 func (a ingestArgs) argv(k keyspace.Queue, ttl time.Duration) []any {
-	return linescript.Args(k, ttl, a.Epoch, a.Seq, a.User, a.Prev, string(a.Kind), linescript.Flag(a.Joined))
+	return linescript.Args(k, ttl, a.Epoch, a.Seq, a.User, a.Prev, string(a.Kind), int(a.Form), a.Index)
 }
 
 // decodeIngest reads ingest.lua's reply to a's join into q: {status, seq

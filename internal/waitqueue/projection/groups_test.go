@@ -136,3 +136,49 @@ func TestIngestOfAV1JoinAfterTheFirstGroupTakesItsPlace(t *testing.T) {
 		t.Fatalf("IngestJoined(4) of u1 again = %+v, %d, %v; want u1's place 1", e, place, err)
 	}
 }
+
+// The gateway's ingest of a group it just stored (IngestJoins) puts each
+// join at seq × 1024 + its index, before the follower has applied any
+// group of the queue; a user listed twice, or in line already, resolves to
+// their place; and the follower, applying the same message after, gives
+// every join the same id.
+func TestIngestOfAGroupPutsEachJoinAtItsPlace(t *testing.T) {
+	s, q := linetest.New(t)
+	ctx := context.Background()
+	if _, err := s.ApplyEntries(ctx, q, epoch, 0, []waitqueue.EntryEvent{{StreamSeq: 1, User: "u1"}}); err != nil {
+		t.Fatal(err)
+	}
+	listed := []waitqueue.ListedJoin{{User: "u2"}, {User: "u3"}, {User: "u2"}, {User: "u1"}, {User: "u4"}}
+	got, err := s.IngestJoins(ctx, q, epoch, 2, listed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ place, entry uint64 }{{2048, 2048}, {2049, 2049}, {2050, 2048}, {2051, 1}, {2052, 2052}}
+	for i, g := range got {
+		if g.Err != nil || g.Place != want[i].place || g.Entry.Seq != want[i].entry {
+			t.Errorf("join %d (%s) = %+v; want place %d, entry %d", i, listed[i].User, g, want[i].place, want[i].entry)
+		}
+	}
+	if got[1].Entry.Status != waitqueue.Waiting || got[1].Entry.Position != 3 {
+		t.Errorf("u3 = %+v; want waiting third (u1, u2 ahead)", got[1].Entry)
+	}
+	evs := []waitqueue.EntryEvent{{StreamSeq: 1, User: "u1"}}
+	for i, j := range listed {
+		evs = append(evs, waitqueue.EntryEvent{StreamSeq: 2, Grouped: true, Index: i, User: j.User, Kind: j.Kind})
+	}
+	if _, err := s.ApplyEntries(ctx, q, epoch, 1, evs[1:]); err != nil {
+		t.Fatal(err)
+	}
+	line, err := testenv.Redis(t).ZRange(ctx, keyspace.Of(q).Waiting(), 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := seqsOf(t, line), []uint64{1, 2048, 2049, 2052}; !slices.Equal(got, want) {
+		t.Fatalf("line after the follower = %v, want %v", got, want)
+	}
+	// Once the follower applied a group, a later group's places count as well.
+	again, err := s.IngestJoins(ctx, q, epoch, 5, []waitqueue.ListedJoin{{User: "u5"}})
+	if err != nil || again[0].Err != nil || again[0].Place != event.Place(5, 0, 2) || again[0].Entry.Position != 5 {
+		t.Fatalf("IngestJoins(5) = %+v, %v; want place %d, fifth in line", again, err, event.Place(5, 0, 2))
+	}
+}
