@@ -746,25 +746,11 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 		// compare with its place bound (the line knows where the queue's
 		// places count in groups once it applied the stream that far, which
 		// the draw script checks).
-		cur, err := a.projection.Cursor(ctx, cfg.Name)
-		if err != nil {
-			return err
-		}
 		bound = waitqueue.Position{Seq: upTo, GroupsSince: cur[waitqueue.StreamEntries].GroupsSince}.Bound()
 	}
-	list := make([]lottery.Entry, 0, len(entries))
-	for _, e := range entries {
-		if upTo == 0 || e.Seq <= bound {
-			list = append(list, lottery.Entry{Seq: e.Seq, User: e.User})
-		}
-	}
-	sorted := lottery.Sorted(seed, list)
-	order := make([]uint64, len(sorted))
-	for i, e := range sorted {
-		order[i] = e.Seq
-	}
+	order, digest := drawOrder(seed, entries, upTo, bound)
 	start := time.Now()
-	n, err := a.drop.Redraw(ctx, cfg.Name, a.epoch(), version, order, lottery.Digest(sorted), upTo)
+	n, err := a.drop.Redraw(ctx, cfg.Name, a.epoch(), version, order, digest, upTo)
 	switch {
 	case errors.Is(err, waitqueue.ErrDrawn), errors.Is(err, waitqueue.ErrDrawChanged):
 		return nil // another admitter drew, or someone joined or left: next tick
@@ -777,6 +763,24 @@ func (a *admitter) drawIfDue(ctx context.Context, cfg catalog.Config) error {
 	}
 	a.revealDraw(ctx, cfg.Name, d, seed)
 	return nil
+}
+
+// drawOrder is the lottery's order of the pre-queued entries (all of them,
+// or those up to bound when a lost draw is drawn again up to its first
+// cursor upTo) and its digest.
+func drawOrder(seed []byte, entries []waitqueue.PreEntry, upTo, bound uint64) ([]uint64, string) {
+	list := make([]lottery.Entry, 0, len(entries))
+	for _, e := range entries {
+		if upTo == 0 || e.Seq <= bound {
+			list = append(list, lottery.Entry{Seq: e.Seq, User: e.User})
+		}
+	}
+	sorted := lottery.Sorted(seed, list)
+	order := make([]uint64, len(sorted))
+	for i, e := range sorted {
+		order[i] = e.Seq
+	}
+	return order, lottery.Digest(sorted)
 }
 
 // seed is the seed cfg's lottery committed to, checked against the
