@@ -645,11 +645,14 @@ func TestAStockAwareQueuesFirstTickKnowsItsStock(t *testing.T) {
 	if err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.SetStock(ctx, "shoe", 10); err != nil {
+	// A SKU of its own: the stock ledger is shared by every queue that
+	// sells a SKU, across tests too.
+	sku := testenv.Name(t) + "-shoe"
+	if _, err := store.SetStock(ctx, sku, 10); err != nil {
 		t.Fatal(err)
 	}
 	c := cfg(20, 60000, 300) // one tick in the test: the next is a minute away
-	c.Mode, c.SKU = catalog.ModePassthrough, "shoe"
+	c.Mode, c.SKU = catalog.ModePassthrough, sku
 	w := newWorld(t, c)
 	w.dbURL = db
 	w.start(hooks{})
@@ -665,7 +668,7 @@ func TestAStockAwareQueuesFirstTickKnowsItsStock(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := w.line.AdmitEntry(ctx, w.queue, epoch, seq, waitqueue.AtOnce{TokenTTL: 5 * time.Minute, TickLength: time.Minute,
-		StockAware: true, Share: waitqueue.Share{SKUs: []string{"shoe"}}})
+		StockAware: true, Share: waitqueue.Share{SKUs: []string{sku}}})
 	if err != nil || len(got) != 1 || got[0] != seq {
 		st, _ := w.line.Stats(ctx, w.queue)
 		t.Fatalf("AdmitEntry after the first tick = %v, %v (stock %q); want alice (%d) admitted at once", got, err, st.Stock, seq)
