@@ -284,9 +284,9 @@ func (a *API) enterGroup(c *fiber.Ctx, j joining, kind waitqueue.JoinKind, invit
 	if g.err != nil {
 		return false, g.err
 	}
-	e, place, err := a.settle(ctx, cfg, at.in.Entry, at.in.Place, at.in.Err)
+	e, err := a.settle(ctx, cfg, at.in.Entry, at.in.Err)
 	if err != nil {
 		return !second, err
 	}
-	return a.answerJoin(c, cfg, g.epoch, j.user, e, place, second)
+	return a.answerJoin(c, cfg, g.epoch, j.user, e, at.in.Place, second)
 }

@@ -288,7 +288,7 @@ func (a *API) enter(c *fiber.Ctx, j joining) (bought bool, err error) {
 	}
 	a.metrics.joins.Inc()
 	e, place, err := a.line.IngestJoined(ctx, cfg.Name, epoch, ack.Sequence, j.user, prev, kind)
-	if e, place, err = a.settle(ctx, cfg, e, place, err); err != nil {
+	if e, err = a.settle(ctx, cfg, e, err); err != nil {
 		return true, err
 	}
 	return a.answerJoin(c, cfg, epoch, j.user, e, place, ack.Duplicate)
@@ -335,29 +335,28 @@ func (a *API) record(ctx context.Context, j joining, kind waitqueue.JoinKind, in
 }
 
 // settle reads the outcome of the line's ingest of a recorded join (e,
-// its entry; place, the join's own; err, the ingest's): the entry and
-// place, or the 503 to answer. The gateway puts a join it recorded in line
+// its entry; err, the ingest's): the entry, or the 503 to answer. The gateway puts a join it recorded in line
 // itself so its answer carries the exact place; the admitter's follower
 // applies the record too, and is what guarantees it is in line.
-func (a *API) settle(ctx context.Context, cfg catalog.Config, e waitqueue.Entry, place uint64, err error) (waitqueue.Entry, uint64, error) {
+func (a *API) settle(ctx context.Context, cfg catalog.Config, e waitqueue.Entry, err error) (waitqueue.Entry, error) {
 	switch {
 	case errors.Is(err, waitqueue.ErrStale), errors.Is(err, waitqueue.ErrConflict):
 		// The entries stream was recreated and this gateway or the line
 		// has not caught up yet: the join is recorded; the follower puts
 		// it in line. Ask the shopper to come back in a moment.
-		return e, place, httpapi.Unavailable(err, "the line is being reset; retry in a moment")
+		return e, httpapi.Unavailable(err, "the line is being reset; retry in a moment")
 	case err != nil:
 		// The join is recorded in the stream: the follower puts it in line.
-		return e, place, httpapi.Unavailable(err, "the join is recorded but its place cannot be read now; join again to see it")
+		return e, httpapi.Unavailable(err, "the join is recorded but its place cannot be read now; join again to see it")
 	}
 	if e.Status == waitqueue.Admitted {
 		// Admitted between the follower's copy and this one (a fast tick):
 		// read the whole record, the token's included.
 		if e, err = a.line.PollPresent(ctx, cfg.Name, e.Seq); err != nil {
-			return e, place, httpapi.LineDown(err)
+			return e, httpapi.LineDown(err)
 		}
 	}
-	return e, place, nil
+	return e, nil
 }
 
 // maintenance is the 503 a join into a queue in mode reject gets.

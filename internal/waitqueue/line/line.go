@@ -49,9 +49,7 @@ func (l *Line) Ingest(ctx context.Context, q, epoch string, seq uint64, user str
 // IngestAs is Ingest of a join of the given kind. seq is the join's
 // place (event.Place).
 func (l *Line) IngestAs(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64, kind waitqueue.JoinKind) (waitqueue.Entry, error) {
-	k := keyspace.Of(q)
-	args := ingestArgs{Epoch: epoch, Seq: seq, User: user, Prev: prev, Kind: kind}
-	e, _, err := decodeIngest(l.client.RunScript(ctx, ingestScript, linescript.Keys(k), args.argv(k, l.client.TombstoneTTL())...), q, args)
+	e, _, err := l.ingest(ctx, q, ingestArgs{Epoch: epoch, Seq: seq, User: user, Prev: prev, Kind: kind})
 	return e, err
 }
 
@@ -65,8 +63,12 @@ func (l *Line) IngestAs(ctx context.Context, q, epoch string, seq uint64, user s
 // their live entry), while a rebuild from the stream would place it at
 // seq × 1024.
 func (l *Line) IngestJoined(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64, kind waitqueue.JoinKind) (waitqueue.Entry, uint64, error) {
+	return l.ingest(ctx, q, ingestArgs{Epoch: epoch, Seq: seq, User: user, Prev: prev, Kind: kind, Form: placeJoined})
+}
+
+// ingest runs ingest.lua for one join into q: its entry and place.
+func (l *Line) ingest(ctx context.Context, q string, args ingestArgs) (waitqueue.Entry, uint64, error) {
 	k := keyspace.Of(q)
-	args := ingestArgs{Epoch: epoch, Seq: seq, User: user, Prev: prev, Kind: kind, Form: placeJoined}
 	return decodeIngest(l.client.RunScript(ctx, ingestScript, linescript.Keys(k), args.argv(k, l.client.TombstoneTTL())...), q, args)
 }
 
