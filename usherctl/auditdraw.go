@@ -146,7 +146,7 @@ type drop struct {
 // (event.PlaceBound): the cursor is a stream sequence, entries are places.
 // It asks h as read so far: a rebuild learns where places count in groups
 // as it reads the joins, before any entry past that point.
-func (d *drop) drawBound() uint64 { return event.PlaceBound(d.draw.EntriesCursor, d.h.groupsSince) }
+func (d *drop) drawBound() uint64 { return d.h.places.Bound(d.draw.EntriesCursor) }
 
 // newDrop finds the queue's draw in the history and recomputes it.
 func newDrop(h *history, l *line, sched schedule, now time.Time) *drop {

@@ -39,10 +39,9 @@ type history struct {
 	draws        []drawEvent
 	entriesFirst uint64
 	enter        string // the queue's join subject, once asked
-	// groupsSince is the sequence of the queue's first usher.joins.v2
-	// message read (0: none yet), from which joins' places count in
-	// groups (event.Place).
-	groupsSince uint64
+	// places gives the joins read their places: in groups from the
+	// queue's first usher.joins.v2 message read.
+	places event.Places
 	// What decode reuses from one message to the next.
 	joinsBuf []event.Joined
 	evsBuf   []entryEvent
@@ -180,9 +179,6 @@ func (h *history) decode(m storedMsg) []entryEvent {
 			h.malformed++
 			return nil
 		}
-		if grouped && h.groupsSince == 0 {
-			h.groupsSince = m.Seq
-		}
 		evs := h.evsBuf[:0]
 		for i, j := range joins {
 			h.joins++
@@ -192,7 +188,7 @@ func (h *history) decode(m storedMsg) []entryEvent {
 			case j.PreQueue:
 				h.preQueueJoins++
 			}
-			evs = append(evs, entryEvent{seq: event.Place(m.Seq, i, h.groupsSince), streamSeq: m.Seq, stored: m.Stored, user: j.User,
+			evs = append(evs, entryEvent{seq: h.places.Of(m.Seq, i, grouped), streamSeq: m.Seq, stored: m.Stored, user: j.User,
 				prev: j.Prev, preQueue: j.PreQueue, priority: j.Priority})
 		}
 		h.evsBuf = evs

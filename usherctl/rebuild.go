@@ -314,7 +314,7 @@ type release struct {
 	gate      uint64   // the last admitted entry's id (see setGate)
 	h         *history
 	until     uint64 // the last stream sequence the read covers
-	since     uint64 // the h.groupsSince gate was set with
+	since     uint64 // the h.places.Since() gate was set with
 	first     bool   // whether records were handed over
 	holding   int    // entries made that may hold a slot and are not final
 	live      int    // live records among the final, until then
@@ -342,8 +342,8 @@ func newRelease(h *history, leaves []entryEvent, until uint64, now time.Time, ch
 // the queue's first usher.joins.v2 message: until the read meets one,
 // the bound is until itself, after it the places of until's message.
 func (r *release) setGate() {
-	r.since = r.h.groupsSince
-	bound := event.PlaceBound(r.until, r.since)
+	r.since = r.h.places.Since()
+	bound := r.h.places.Bound(r.until)
 	r.gate = 0
 	for _, a := range r.h.admissions {
 		if a.Seq <= bound {
@@ -355,7 +355,7 @@ func (r *release) setGate() {
 // join applies a join (and the leaves before it) and returns the records
 // that became final and may be written now.
 func (r *release) join(ev entryEvent) []waitqueue.Record {
-	if r.since != r.h.groupsSince {
+	if r.since != r.h.places.Since() {
 		r.setGate()
 	}
 	r.applyLeaves(ev.streamSeq)

@@ -32,18 +32,15 @@ func randomHistory(rng *rand.Rand, n int, now time.Time) *history {
 		case k < 7 || len(seqs) == 0:
 			// From the middle on, a join message may be a usher.joins.v2
 			// one listing up to three (a user twice: a double click).
-			joins := 1
+			joins, grouped := 1, false
 			if seq > uint64(n/2) && rng.IntN(2) == 0 {
-				if h.groupsSince == 0 {
-					h.groupsSince = seq
-				}
-				joins = 1 + rng.IntN(3)
+				joins, grouped = 1+rng.IntN(3), true
 			}
 			for i := range joins {
 				if i > 0 && rng.IntN(3) > 0 {
 					user = fmt.Sprintf("u%d", rng.IntN(n/3+1))
 				}
-				place := event.Place(seq, i, h.groupsSince)
+				place := h.places.Of(seq, i, grouped)
 				ev := entryEvent{seq: place, streamSeq: seq, stored: at, user: user}
 				if rng.IntN(2) == 0 {
 					ev.prev = last[user]

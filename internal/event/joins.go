@@ -87,6 +87,30 @@ func PlaceBound(seq, groupsSince uint64) uint64 {
 	return seq<<placeBits | (MaxJoins - 1)
 }
 
+// Places gives the joins of one queue's enter messages, read in stream
+// order from the stream's start, their places (Place): it learns where
+// the queue's places start to count in groups from the first
+// usher.joins.v2 message it is shown, as the line's follower does. The
+// zero value is ready to use.
+type Places struct{ since uint64 }
+
+// Of is the place of the join at index i of the message at stream
+// sequence seq (grouped: a usher.joins.v2 message).
+func (p *Places) Of(seq uint64, i int, grouped bool) uint64 {
+	if grouped && p.since == 0 {
+		p.since = seq
+	}
+	return Place(seq, i, p.since)
+}
+
+// Since is the sequence of the first usher.joins.v2 message shown (0:
+// none yet).
+func (p *Places) Since() uint64 { return p.since }
+
+// Bound is PlaceBound of seq, as far as p has learnt where places count in
+// groups.
+func (p *Places) Bound(seq uint64) uint64 { return PlaceBound(seq, p.since) }
+
 // UnmarshalEnter decodes a message of an enter subject: a usher.joined.v1
 // message, one join (grouped false), or a usher.joins.v2 message, the
 // joins it lists in their order (grouped true: the place of joins[i] is

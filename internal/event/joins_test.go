@@ -104,3 +104,32 @@ func TestUnmarshalEnter(t *testing.T) {
 		t.Errorf("UnmarshalEnter(a leave) = %v, want ErrType", err)
 	}
 }
+
+// A reader of a queue's enter messages in stream order learns where places
+// count in groups from the first usher.joins.v2 message it is shown: a
+// join before it keeps its sequence, every one after it (a usher.joined.v1
+// one too) is placed in groups, and the bound follows.
+func TestPlacesLearnTheSwitchFromTheFirstGroup(t *testing.T) {
+	var p event.Places
+	steps := []struct {
+		seq     uint64
+		index   int
+		grouped bool
+		want    uint64
+	}{
+		{1, 0, false, 1},
+		{2, 0, false, 2},
+		{4, 0, true, 4 * event.MaxJoins},
+		{4, 1, true, 4*event.MaxJoins + 1},
+		{6, 0, false, 6 * event.MaxJoins},
+		{7, 2, true, 7*event.MaxJoins + 2},
+	}
+	for _, s := range steps {
+		if got := p.Of(s.seq, s.index, s.grouped); got != s.want {
+			t.Errorf("Of(%d, %d, %v) = %d, want %d", s.seq, s.index, s.grouped, got, s.want)
+		}
+	}
+	if p.Since() != 4 || p.Bound(3) != 3 || p.Bound(7) != event.PlaceBound(7, 4) {
+		t.Errorf("Since %d, Bound(3) %d, Bound(7) %d; want 4, 3, %d", p.Since(), p.Bound(3), p.Bound(7), event.PlaceBound(7, 4))
+	}
+}

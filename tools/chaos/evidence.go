@@ -342,7 +342,7 @@ func (r *stallingReader) take(batch jetstream.MessageBatch, f func(jetstream.Msg
 func gatherStreams(ctx context.Context, js jetstream.JetStream, ev *evidence) error {
 	ev.Joins, ev.Leaves, ev.Admissions = map[string][]streamJoin{}, map[string][]streamLeave{}, map[string][]admission{}
 	for _, q := range ev.Queues {
-		var groupsSince uint64 // the queue's first usher.joins.v2 message: places count in groups from it
+		var places event.Places
 		var joins []event.Joined
 		err := readStream(ctx, js, event.StreamEntries, []string{event.EnterSubject(q.Name), event.LeaveSubject(q.Name)}, func(m jetstream.Msg, md *jetstream.MsgMetadata) error {
 			if event.IsEnter(m.Subject()) {
@@ -351,12 +351,8 @@ func gatherStreams(ctx context.Context, js jetstream.JetStream, ev *evidence) er
 				if err != nil {
 					return nil
 				}
-				seq := md.Sequence.Stream
-				if grouped && groupsSince == 0 {
-					groupsSince = seq
-				}
 				for i, j := range joins {
-					ev.Joins[q.Name] = append(ev.Joins[q.Name], streamJoin{Seq: event.Place(seq, i, groupsSince), User: j.User, Stored: md.Timestamp})
+					ev.Joins[q.Name] = append(ev.Joins[q.Name], streamJoin{Seq: places.Of(md.Sequence.Stream, i, grouped), User: j.User, Stored: md.Timestamp})
 				}
 				return nil
 			}
