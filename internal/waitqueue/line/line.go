@@ -13,7 +13,6 @@ import (
 	"time"
 	"usher/internal/keyspace"
 	"usher/internal/ratelimit"
-	"usher/internal/script"
 	"usher/internal/waitqueue"
 	"usher/internal/waitqueue/internal/linescript"
 
@@ -85,20 +84,14 @@ func (l *Line) IngestJoins(ctx context.Context, q, epoch string, seq uint64, joi
 		return nil, nil
 	}
 	k := keyspace.Of(q)
-	keys, ttl := linescript.Keys(k), l.client.TombstoneTTL()
-	args := make([]ingestArgs, len(joins))
-	calls := make([]script.Call, len(joins))
-	for i, j := range joins {
-		args[i] = ingestArgs{Epoch: epoch, Seq: seq, User: j.User, Prev: j.Prev, Kind: j.Kind, Form: placeListed, Index: i}
-		calls[i] = script.Call{Keys: keys, Args: args[i].argv(k, ttl)}
-	}
-	cmd := ingestScript.RunMany(ctx, l.rdb, calls)
-	if err := cmd.Err(); err != nil {
+	cmd := ingestGroupScript.Run(ctx, l.rdb, linescript.Keys(k), ingestGroupArgv(k, l.client.TombstoneTTL(), epoch, seq, joins)...)
+	replies, err := decodeIngestGroup(ctx, cmd, len(joins))
+	if err != nil {
 		return nil, fmt.Errorf("ingest %s/%d: %w", q, seq, err)
 	}
 	out := make([]waitqueue.Ingested, len(joins))
-	for i, c := range script.Split(ctx, cmd, len(calls)) {
-		e, place, err := decodeIngest(c, q, args[i])
+	for i, c := range replies {
+		e, place, err := decodeIngest(c, q, ingestArgs{Epoch: epoch, Seq: seq, User: joins[i].User})
 		out[i] = waitqueue.Ingested{Entry: e, Place: place, Err: err}
 	}
 	return out, nil
