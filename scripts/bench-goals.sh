@@ -91,6 +91,7 @@ want http && for r in $(seq 1 "$rounds"); do
   j=$(echo "$w" | field rps); p=$(echo "$w" | field p99_ms); bad=$(echo "$w" | field non2xx)
   c=$(cpuper "$t0" "$(ticks)" "$(echo "$w" | field requests)")
   echo "joins: wrk -c256: $j joins/s, p99 $p ms, non-2xx $bad; CPU µs per join: $c; $(scripted "$(echo "$w" | field requests)")"
+  redis-cli -p 16379 INFO commandstats | tr -d '\r' >"$g/commandstats-join-$r.txt"
   record joins-cpu "${c##* }"
   record anchor-js "$a"; record joins "$j"; record joins-p99 "$p"; record joins-non2xx "$bad"; record joins-ratio "$(ratio "$j" "$a")"
   # The naive prototype, same load: what the path's shape allows here.
@@ -108,6 +109,7 @@ want http && for r in $(seq 1 "$rounds"); do
   pl=$(echo "$w" | field rps)
   c=$(cpuper "$t0" "$(ticks)" "$(echo "$w" | field requests)")
   echo "polls: wrk -c32: $pl polls/s, p99 $(echo "$w" | field p99_ms) ms, non-2xx $(echo "$w" | field non2xx); CPU µs per poll: $c; $(scripted "$(echo "$w" | field requests)")"
+  redis-cli -p 16379 INFO commandstats | tr -d '\r' >"$g/commandstats-poll-$r.txt"
   record polls-cpu "${c##* }"
   record anchor-get "$a"; record polls "$pl"; record polls-ratio "$(ratio "$pl" "$a")"
 done
