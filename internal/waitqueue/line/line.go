@@ -133,21 +133,22 @@ func (l *Line) LookupLimited(ctx context.Context, q, user string, limits ratelim
 // A sequence Redis has not applied yet comes back as Unknown with the
 // waiting count, so the caller can answer with an estimate.
 func (l *Line) Poll(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error) {
-	return l.poll(ctx, q, seq, false)
+	return l.poll(ctx, q, pollArgs{Seq: seq})
 }
 
 // PollPresent is the shopper's own poll: Poll, and a waiting shopper is
-// recorded present (see admission/admit.lua: abandonment).
-func (l *Line) PollPresent(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error) {
-	return l.poll(ctx, q, seq, true)
+// recorded present (see admission/admit.lua: abandonment) unless they were
+// less than every ago (catalog.Config.PresenceEvery: as sharp as the
+// queue's abandonment needs). every ≤ 0 records nothing.
+func (l *Line) PollPresent(ctx context.Context, q string, seq uint64, every time.Duration) (waitqueue.Entry, error) {
+	return l.poll(ctx, q, pollArgs{Seq: seq, PresentEvery: max(every, 0)})
 }
 
-func (l *Line) poll(ctx context.Context, q string, seq uint64, present bool) (waitqueue.Entry, error) {
+func (l *Line) poll(ctx context.Context, q string, args pollArgs) (waitqueue.Entry, error) {
 	k := keyspace.Of(q)
-	args := pollArgs{Seq: seq, Present: present}
 	e, err := decodePoll(l.client.RunScript(ctx, pollScript, linescript.Keys(k), args.argv(k)...))
 	if err != nil {
-		return waitqueue.Entry{}, fmt.Errorf("poll %s/%d: %w", q, seq, err)
+		return waitqueue.Entry{}, fmt.Errorf("poll %s/%d: %w", q, args.Seq, err)
 	}
 	return e, nil
 }

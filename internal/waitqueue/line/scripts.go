@@ -211,13 +211,16 @@ func decodeLookupLimited(cmd *redis.Cmd, a lookupLimitedArgs) (waitqueue.Current
 // pollArgs are poll.lua's arguments (a poll changes nothing but presence:
 // it takes no tombstone TTL).
 type pollArgs struct {
-	Seq     uint64
-	Present bool // the shopper's own poll: record them present
+	Seq uint64
+	// PresentEvery is the shopper's own poll's presence granularity:
+	// recorded present unless they were less than this long ago (0: not
+	// their own poll, record nothing).
+	PresentEvery time.Duration
 }
 
 // argv is poll.lua's ARGV, in the order it reads them.
 func (a pollArgs) argv(k keyspace.Queue) []any {
-	return []any{k.Prefix(), a.Seq, linescript.Flag(a.Present)}
+	return []any{k.Prefix(), a.Seq, a.PresentEvery.Milliseconds()}
 }
 
 // decodePoll reads poll.lua's reply: {status, seq, rank, waiting, readyAt,
