@@ -178,7 +178,7 @@ func drainEvents(s *sub) <-chan sseEvent {
 // and are corrected when someone ahead leaves.
 func TestPositionsFollowTheHead(t *testing.T) {
 	w := newWorld(t)
-	n := w.start("USHER_NOTIFIER_RESYNC_TICKS", "4")
+	n := w.start("USHER_NOTIFIER_RESYNC_PER_TICK", "2")
 	for i := uint64(1); i <= 4; i++ {
 		w.join(i, fmt.Sprint("u", i))
 	}

@@ -3,10 +3,7 @@ package line_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
-
-	"github.com/redis/go-redis/v9"
 
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
@@ -47,9 +44,9 @@ func BenchmarkIngestOfAJoin(b *testing.B) {
 
 // BenchmarkIngestOfAGroupOf64 is the gateway's ingest of one
 // usher.joins.v2 message listing 64 joins, into a line of 1,000: the call
-// group commit makes once per message. redis-µs/join is the time Redis
-// spent in the scripts (INFO commandstats), the queue's shard's share of a
-// join, which is the hot queue's ceiling.
+// group commit makes once per message. redis-µs/join is Redis's CPU (INFO
+// cpu) per join: the queue's shard's share of a join, the hot queue's
+// ceiling.
 func BenchmarkIngestOfAGroupOf64(b *testing.B) {
 	ctx := context.Background()
 	s, q := linetest.New(b)
@@ -57,8 +54,7 @@ func BenchmarkIngestOfAGroupOf64(b *testing.B) {
 	rdb := testenv.Redis(b)
 	joins := make([]waitqueue.ListedJoin, 64)
 	seq := uint64(1000)
-	usec := func() float64 { return scriptMicros(b, rdb) }
-	before, n := usec(), 0
+	before, n := testenv.RedisCPU(b, rdb), 0
 	b.ReportAllocs()
 	for b.Loop() {
 		seq++
@@ -70,27 +66,5 @@ func BenchmarkIngestOfAGroupOf64(b *testing.B) {
 		}
 		n += len(joins)
 	}
-	b.ReportMetric((usec()-before)/float64(n), "redis-µs/join")
-}
-
-// scriptMicros is the time Redis has spent running scripts (EVAL and
-// EVALSHA, the commands they ran included), in µs.
-func scriptMicros(b *testing.B, rdb redis.UniversalClient) float64 {
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	total := 0.0
-	for _, line := range strings.Split(info, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
-			continue
-		}
-		for _, f := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
-			if v, ok := strings.CutPrefix(f, "usec="); ok {
-				u, _ := strconv.ParseFloat(v, 64)
-				total += u
-			}
-		}
-	}
-	return total
+	b.ReportMetric(float64((testenv.RedisCPU(b, rdb)-before).Microseconds())/float64(n), "redis-µs/join")
 }
