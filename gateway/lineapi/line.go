@@ -112,8 +112,8 @@ type Deps struct {
 	Epoch   func() string
 	Log     *slog.Logger
 	Metrics *Metrics
-	// Grouping gathers a queue's concurrent joins into one record (a zero
-	// Linger: each join its own).
+	// Grouping gathers a queue's concurrent joins into one record (Off:
+	// each join its own).
 	Grouping Grouping
 }
 
@@ -142,7 +142,7 @@ func New(deps Deps) *API {
 	a := &API{line: deps.Line, invites: deps.Invites, admission: deps.Admission, queues: deps.Queues, events: deps.Events, tickets: deps.Tickets, places: deps.Places,
 		door: deps.Door, users: deps.Users, limits: deps.Limits, now: deps.Now, earliest: deps.Earliest, epoch: deps.Epoch,
 		log: deps.Log, metrics: deps.Metrics}
-	if deps.Grouping.Linger > 0 {
+	if !deps.Grouping.Off {
 		a.groups = newGroups(deps.Grouping, a)
 	}
 	return a
