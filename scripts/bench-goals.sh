@@ -189,6 +189,17 @@ want sse && for r in $(seq 1 "$rounds"); do
   record sse-kib "$k"; record anchor-sse-kib "$ak"; record sse-ratio "$(ratio "$k" "$ak")"; record ready-p99 "$p99"
 done
 
+# The notifier's position tick on a real line: Redis's CPU a tick for a
+# queue whose streams it holds, at 1,000 and at 20,000 streams.
+: >"$g/tick-1000" ; : >"$g/tick-20000" ; : >"$g/tick-ratio"
+want sse && for r in $(seq 1 "$rounds"); do
+  b=$(timeout 300 go test ./notifier -run '^$' -bench PositionTickOnRedis -benchtime 300x 2>&1 | tee "$g/ticks-$r.txt" | grep '^BenchmarkPositionTickOnRedis')
+  t1=$(echo "$b" | grep 'streams=1000-' | grep -Eo '[0-9.]+ redis-µs/tick' | cut -d' ' -f1)
+  t2=$(echo "$b" | grep 'streams=20000-' | grep -Eo '[0-9.]+ redis-µs/tick' | cut -d' ' -f1)
+  echo "notifier tick round $r: Redis ${t1:-?} µs a tick at 1,000 streams, ${t2:-?} µs at 20,000"
+  record tick-1000 "$t1"; record tick-20000 "$t2"; record tick-ratio "$(ratio "$t2" "$t1")"
+done
+
 # Rebuild: the ordered read of a stream, then usherctl rebuild.
 : >"$g/anchor-ordered" ; : >"$g/rebuild" ; : >"$g/rebuild-ratio"
 want rebuild && for r in $(seq 1 "$rounds"); do
@@ -234,6 +245,7 @@ echo "| one shopper alone, wrk -c1: join p50 | ≤ the bare path's + 2 ms | bin/
 echo "| polls/s on the last ticket of a $pline-long line, wrk -c32 | ≥ 0.45 × anchor | redis-benchmark -t get -c 32 $(m anchor-get)/s | $(m polls)/s | $(m polls-ratio) | $(met "$(m polls-ratio)" '>=' 0.45) |"
 echo "| Redis CPU per poll, that line, wrk -c32 | ≤ 5 µs | – | $(m polls-redis) µs | – | $(met "$(m polls-redis)" '<=' 5) |"
 echo "| SSE memory per idle stream at $n | ≤ 1.1 × anchor | bare net/http SSE $(m anchor-sse-kib) KiB | $(m sse-kib) KiB | $(m sse-ratio) | $(met "$(m sse-ratio)" '<=' 1.1) |"
+echo "| the notifier's position tick: Redis work at 20,000 streams ÷ at 1,000 | independent of the streams held | 1,000 streams $(m tick-1000) µs | 20,000 streams $(m tick-20000) µs | $(m tick-ratio) | – |"
 echo "| READY delivery p99, $n connected, 5,000/s | ≤ 200 ms | – | $(m ready-p99) ms | – | $(met "$(m ready-p99)" '<=' 200) |"
 echo "| rebuild (usherctl rebuild, 200,000 joins) | ≥ 100,000/s | nats bench js ordered $(m anchor-ordered) msgs/s | $(m rebuild)/s | $(m rebuild-ratio) | $(met "$(m rebuild)" '>=' 100000) |"
 echo "| order path, one hot SKU | ≥ 1,000/s, hold p99 ≤ 20 ms | pgbench hot row, 4 clients $(m anchor-pg) tps | $(m orders)/s, holds ≤ 20 ms $(m orders-hold20) % | $(m orders-ratio) | $(met "$(m orders)" '>=' 1000 "$(m orders-hold20)" '>=' 99) |"
