@@ -69,12 +69,14 @@ export function client(user, options = {}) {
 }
 
 /**
- * holder joins q as user into its one free slot and returns the READY
- * state: whoever joins next waits behind them until they leave.
+ * holder takes q's one slot as user and returns the READY state: whoever
+ * joins next waits behind them until they leave. An empty line admits at
+ * once, or — a queue whose first admission tick has not run yet — a tick
+ * later.
  */
 export async function holder(q, user) {
-  const s = await client(user).join(q);
-  if (s.status !== 'READY') throw new Error(`${user} joined ${q} ${s.status}, want READY in an empty line`);
+  const s = await client(user).wait(q);
+  if (s.status !== 'READY') throw new Error(`${user} in ${q}: ${s.status}, want READY in an empty line`);
   return s;
 }
 
