@@ -135,3 +135,13 @@ test('the backoff is full jitter below a doubling cap', () => {
     assert.ok(top < cap && top >= cap * 0.99, `attempt ${attempt}: ${top} of ${cap}`);
   }
 });
+
+test('a gateway that cannot be reached is tried again, then the call fails with status 0', async () => {
+  const tries = [];
+  // Port 1 on loopback: nothing listens, the connection is refused at once.
+  const usher = client('http://127.0.0.1:1', { retry: { attempts: 2, onRetry: (r) => tries.push([r.attempt, r.status, r.error && r.error.name]) } });
+  const err = await usher.join('q').catch((e) => e);
+  assert.equal(err.name, 'UsherError');
+  assert.equal(err.status, 0);
+  assert.deepEqual(tries, [[0, undefined, 'TypeError'], [1, undefined, 'TypeError']]);
+});
