@@ -14,13 +14,15 @@ import (
 	"usher/tools/internal/chromium"
 )
 
-// In a browser, the client hands a READY shopper to the proxy gate's pass
-// as the waiting-room page does: a form POST of the ticket and the return
-// URL to /v1/gate/pass — the ticket in no URL — and follows the redirect
-// back to the shop. The pass endpoint here stands in for the gateway's,
-// answering as the gate does (303 to the return URL): what is checked is
-// what the client sends.
-func TestTheJSClientEntersTheGatesPassWithAForm(t *testing.T) {
+// In a browser, the client hands a READY shopper to the proxy gate's pass:
+// it posts the ticket and the return URL as a form to /v1/gate/pass — the
+// ticket in no URL, the shopper's identity headers with it (a page's own
+// form could not send the shop's user JWT) — keeps the cookie the answer
+// sets, and goes to the return URL; a refusal leaves the page where it is
+// and says why. The pass endpoint here stands in for the gateway's,
+// answering as the gate does (a cookie and 303 to the return URL, 409
+// not-ready): what is checked is what the client sends and does.
+func TestTheJSClientEntersTheGatesPass(t *testing.T) {
 	bin := chromium.Path(t)
 	var mu sync.Mutex
 	var got []string
@@ -29,16 +31,31 @@ func TestTheJSClientEntersTheGatesPassWithAForm(t *testing.T) {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `<!doctype html><body><script type="module">
 import { createClient } from '/usher-client/usher.js';
-createClient({headers: {'X-User-Id': 'alice'}}).enter({ticket: 't2.ZGVtbw.YWxpY2U.x.1.sig'}, '/shop/drop?size=42');
+const usher = createClient({headers: {'X-User-Token': 'jwt-of-alice'}});
+window.refused = await usher.enter({ticket: 'not-ready'}, '/shop/drop').then(() => 'entered', (e) => e.status + ' ' + e.type);
+await usher.enter({ticket: 't2.ZGVtbw.YWxpY2U.x.1.sig'}, '/shop/drop?size=42');
 </script></body>`)
 	})
 	mux.HandleFunc("POST /v1/gate/pass", func(w http.ResponseWriter, r *http.Request) {
+		if r.PostFormValue("ticket") == "not-ready" {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusConflict)
+			fmt.Fprint(w, `{"type":"https://usher.dev/problems/not-ready","title":"Conflict","status":409}`)
+			return
+		}
 		mu.Lock()
-		got = append(got, r.URL.RawQuery, r.PostFormValue("ticket"), r.PostFormValue("return"))
+		got = append(got, r.URL.RawQuery, r.Header.Get("X-User-Token"), r.PostFormValue("ticket"), r.PostFormValue("return"))
 		mu.Unlock()
+		http.SetCookie(w, &http.Cookie{Name: "usher_pass", Value: "sealed", Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
 		http.Redirect(w, r, r.PostFormValue("return"), http.StatusSeeOther)
 	})
 	mux.HandleFunc("GET /shop/drop", func(w http.ResponseWriter, r *http.Request) {
+		c, _ := r.Cookie("usher_pass")
+		mu.Lock()
+		if c != nil {
+			got = append(got, "cookie "+c.Value)
+		}
+		mu.Unlock()
 		fmt.Fprint(w, `<!doctype html><title>shop</title><p>in</p>`)
 	})
 	srv := httptest.NewServer(mux)
@@ -48,14 +65,22 @@ createClient({headers: {'X-User-Id': 'alice'}}).enter({ticket: 't2.ZGVtbw.YWxpY2
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
 		t.Fatal(err)
 	}
-	var where string
+	var refused, where string
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		refused, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`window.refused || ''`))
+		return refused != ""
+	}, "the refused pass settled")
+	if refused != "409 not-ready" {
+		t.Errorf("enter with a ticket not READY = %q, want it refused: 409 not-ready", refused)
+	}
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		where, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`location.pathname + location.search`))
 		return where == "/shop/drop?size=42"
-	}, "the browser at %q, want back at the shop's /shop/drop?size=42", where)
+	}, "the browser at %q, want at the shop's /shop/drop?size=42", where)
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []string{"", "t2.ZGVtbw.YWxpY2U.x.1.sig", "/shop/drop?size=42"}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("the pass got query, ticket, return = %q, want %q", got, want)
+	want := []string{"", "jwt-of-alice", "t2.ZGVtbw.YWxpY2U.x.1.sig", "/shop/drop?size=42", "cookie sealed"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the pass and the shop got %q, want %q (query, user token, ticket, return; the cookie at the shop)", got, want)
 	}
 }

@@ -150,8 +150,12 @@ export interface Client {
   order(options: OrderOptions): Promise<Order>;
   /** The proxy gate's pass URL for a READY ticket, then on to returnTo (default, in a browser, this page); the ticket rides in its query. */
   passURL(ticket: Pick<TicketRef, 'ticket'>, returnTo?: string | URL): string;
-  /** In a browser: post the ticket and returnTo to the gate's pass (a form: the ticket stays out of URLs); the gateway sets the pass cookie and redirects to returnTo. */
-  enter(ticket: Pick<TicketRef, 'ticket'>, returnTo?: string | URL): void;
+  /**
+   * In a browser: post the ticket and returnTo to the gate's pass (a form body, with the
+   * identity headers: the ticket stays out of URLs), keep the pass cookie, and go to
+   * returnTo. A refusal rejects with an UsherError and the page stays.
+   */
+  enter(ticket: Pick<TicketRef, 'ticket'>, returnTo?: string | URL, options?: { signal?: AbortSignal }): Promise<void>;
   /** The queue's waiting-room page, in the first of the client's languages. */
   pageURL(queue: string): string;
 }

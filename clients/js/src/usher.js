@@ -66,7 +66,7 @@ export function createClient(options = {}) {
     leave: (ref, o = {}) => leave(cfg, ref, o),
     order: (o) => order(cfg, o),
     passURL: (ref, returnTo) => passURL(cfg, ref, returnTo),
-    enter: (ref, returnTo) => enter(cfg, ref, returnTo),
+    enter: (ref, returnTo, o = {}) => enter(cfg, ref, returnTo, o),
     pageURL: (queue) => pageURL(cfg, queue),
   };
 }
@@ -137,7 +137,7 @@ async function request(cfg, method, url, o = {}) {
     const headers = Object.assign({}, cfg.languageHeader(), await identity(cfg), o.headers);
     let res;
     try {
-      res = await cfg.fetch(url, { method, headers, body: o.body, signal: o.signal, cache: 'no-store' });
+      res = await cfg.fetch(url, { method, headers, body: o.body, signal: o.signal, cache: 'no-store', redirect: o.redirect || 'follow' });
     } catch (err) {
       if (o.signal && o.signal.aborted) throw o.signal.reason;
       if (attempt >= attempts) throw new UsherError('usher could not be reached: ' + (err && err.message), { status: 0, cause: err });
@@ -151,7 +151,7 @@ async function request(cfg, method, url, o = {}) {
       await pause(cfg, { attempt, method, url, status: res.status, retryAfterMs: after }, o.signal);
       continue;
     }
-    return { status: res.status, ok: res.ok, data, retryAfterMs: after, headers: res.headers };
+    return { status: res.status, ok: res.ok, type: res.type, data, retryAfterMs: after, headers: res.headers };
   }
 }
 
@@ -248,8 +248,8 @@ async function order(cfg, o) {
 /**
  * passURL is where a READY shopper gets the proxy gate's pass — a cookie
  * for the shop's domain — and is sent on to returnTo (a URL of the shop
- * the gate protects). It carries the ticket in its query: where a form can
- * go, enter keeps it out of URLs (and so out of logs and history).
+ * the gate protects). It carries the ticket in its query; enter keeps it
+ * out of URLs (and so out of logs and history).
  */
 function passURL(cfg, ref, returnTo) {
   return cfg.base + '/v1/gate/pass?ticket=' + encodeURIComponent(ref.ticket) + '&return=' + encodeURIComponent(returnURL(cfg, returnTo));
@@ -260,24 +260,25 @@ function returnURL(cfg, returnTo) {
 }
 
 /**
- * enter sends the browser to the gate's pass as the waiting-room page
- * does: a form POST of the ticket and the return URL, answered with the
- * cookie and a redirect to returnTo.
+ * enter gets the gate's pass and goes to returnTo: it posts the ticket and
+ * the return URL as a form — with the shopper's identity headers, which a
+ * page's own form could not send (the shop's user JWT) — the browser keeps
+ * the cookie of the gateway's answer (a redirect to returnTo, not
+ * followed), and the page then goes to returnTo itself. A refusal (409 not-ready, 403 another user's ticket,
+ * 400 a return URL the gate does not allow) rejects, and nothing moves.
  */
-function enter(cfg, ref, returnTo) {
+async function enter(cfg, ref, returnTo, o) {
   if (!cfg.browser) throw new TypeError('usher: enter navigates a browser; elsewhere use passURL');
-  const f = document.createElement('form');
-  f.method = 'post';
-  f.action = cfg.base + '/v1/gate/pass';
-  for (const [name, value] of [['ticket', ref.ticket], ['return', returnURL(cfg, returnTo)]]) {
-    const field = document.createElement('input');
-    field.type = 'hidden';
-    field.name = name;
-    field.value = value;
-    f.appendChild(field);
-  }
-  document.body.appendChild(f);
-  f.submit();
+  const back = returnURL(cfg, returnTo);
+  const r = await request(cfg, 'POST', cfg.base + '/v1/gate/pass', {
+    headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ ticket: ref.ticket, return: back }).toString(),
+    redirect: 'manual',
+    signal: o.signal,
+  });
+  // A browser shows a redirect it did not follow as an opaque one.
+  if (r.type !== 'opaqueredirect' && !(r.status >= 300 && r.status < 400)) throw problemError(r);
+  location.assign(back);
 }
 
 /** pageURL is the queue's waiting-room page, in the client's first language. */
