@@ -125,7 +125,8 @@ func (c *client) say(s state) {
 
 // follow waits until the ticket is READY with its token: on the event
 // stream, and while the stream is down on polls at pollAfterMs, opening
-// the stream again after each.
+// the stream again after each; a ticket of a line reset since joins
+// again.
 func (c *client) follow(ctx context.Context, st state) (state, error) {
 	lastID := ""
 	for {
@@ -147,11 +148,25 @@ func (c *client) follow(ctx context.Context, st state) (state, error) {
 		if err := sleep(ctx, time.Duration(max(st.PollAfterMs, 500))*time.Millisecond); err != nil {
 			return st, err
 		}
-		if st, err = c.poll(ctx, st); err != nil {
+		if st, err = c.pollOrJoin(ctx, st, &lastID); err != nil {
 			return st, err
 		}
 		c.say(st)
 	}
+}
+
+// pollOrJoin polls the ticket; one of a line reset since (its entries
+// stream recreated: 410 ticket-stale) is of no line any more, so the app
+// joins again and follows the new one.
+func (c *client) pollOrJoin(ctx context.Context, st state, lastID *string) (state, error) {
+	next, err := c.poll(ctx, st)
+	var p *problem
+	if errors.As(err, &p) && p.Status == http.StatusGone && strings.HasSuffix(p.Type, "/ticket-stale") {
+		fmt.Fprintln(c.out, "the line was reset: joining again")
+		*lastID = ""
+		return c.join(ctx, st.Queue)
+	}
+	return next, err
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
