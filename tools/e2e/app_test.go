@@ -70,15 +70,7 @@ func exited(t *testing.T, done <-chan error) {
 // token offline with the gateway's JWKS.
 func TestAppExampleJoinsFollowsAndOrders(t *testing.T) {
 	app := buildApp(t)
-	env := stackEnv(t, "PGSIM_LATENCY_MEAN_MS", "5")
-	gw, adm, nt, ow := env["USHER_GATEWAY_ADDR"], env["USHER_ADMITTER_ADDR"], env["USHER_NOTIFIER_ADDR"], env["USHER_ORDERWORKER_ADDR"]
-	env["USHER_NOTIFIER_PUBLIC_URL"] = "http://" + nt
-	procs := map[string]*service{}
-	for _, name := range []string{"pgsim", "gateway", "admitter", "notifier", "orderworker"} {
-		procs[name] = start(t, name, env)
-	}
-	base := "http://" + gw
-	waitReady(t, 60*time.Second, base, "http://"+adm, "http://"+nt, "http://"+ow)
+	base, _, procs := wholeStack(t)
 	admin := map[string]string{"Authorization": "Bearer e2e-admin"}
 	if code, body := call(t, "PUT", base+"/v1/admin/stock/e2e-sku", `{"available": 5}`, admin); code >= 300 {
 		t.Fatalf("stock = %d %v", code, body)

@@ -40,13 +40,11 @@ func nodePath(t *testing.T) string {
 	return ""
 }
 
-// The JavaScript client (clients/js) against the real stack: its own tests
-// (clients/js/test, node --test) run with the stack's URLs in their
-// environment — join, stream, READY, order, the quick-start snippet, a 429
-// retried after its Retry-After, a proof of work, leave, abort, languages —
-// then, with the notifier stopped, the poll fallback.
-func TestClientJSAgainstTheStack(t *testing.T) {
-	node := nodePath(t)
+// wholeStack starts pgsim and the four services as make run does, the
+// notifier's public URL its own address, and returns the gateway's base
+// URL, the environment and the processes, once every one is ready.
+func wholeStack(t *testing.T) (string, map[string]string, map[string]*service) {
+	t.Helper()
 	env := stackEnv(t, "PGSIM_LATENCY_MEAN_MS", "5")
 	gw, adm, nt, ow := env["USHER_GATEWAY_ADDR"], env["USHER_ADMITTER_ADDR"], env["USHER_NOTIFIER_ADDR"], env["USHER_ORDERWORKER_ADDR"]
 	env["USHER_NOTIFIER_PUBLIC_URL"] = "http://" + nt
@@ -56,7 +54,18 @@ func TestClientJSAgainstTheStack(t *testing.T) {
 	}
 	base := "http://" + gw
 	waitReady(t, 60*time.Second, base, "http://"+adm, "http://"+nt, "http://"+ow)
-	stack := []string{"USHER_GATEWAY_URL=" + base, "USHER_NOTIFIER_URL=http://" + nt, "USHER_ADMIN_TOKEN=e2e-admin"}
+	return base, env, procs
+}
+
+// The JavaScript client (clients/js) against the real stack: its own tests
+// (clients/js/test, node --test) run with the stack's URLs in their
+// environment — join, stream, READY, order, the quick-start snippet, a 429
+// retried after its Retry-After, a proof of work, leave, abort, languages —
+// then, with the notifier stopped, the poll fallback.
+func TestClientJSAgainstTheStack(t *testing.T) {
+	node := nodePath(t)
+	base, env, procs := wholeStack(t)
+	stack := []string{"USHER_GATEWAY_URL=" + base, "USHER_NOTIFIER_URL=http://" + env["USHER_NOTIFIER_ADDR"], "USHER_ADMIN_TOKEN=e2e-admin"}
 
 	files, err := filepath.Glob(filepath.Join(clientDir, "test", "*.test.mjs"))
 	if err != nil || len(files) == 0 {
