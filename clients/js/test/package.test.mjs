@@ -28,9 +28,10 @@ test('package.json: an ES module with types, its files, no dependencies', async 
   assert.equal(pkg.dependencies, undefined);
 });
 
-test('a client outside a browser needs the gateway\'s URL', () => {
+test('a client outside a browser needs the gateway\'s URL, and cannot enter a page', async () => {
   assert.throws(() => usher.createClient(), TypeError);
   assert.equal(usher.createClient({ base: 'http://gw/' }).passURL({ ticket: 't 1' }, 'https://shop.example/drop?x=1'),
     'http://gw/v1/gate/pass?ticket=t%201&return=https%3A%2F%2Fshop.example%2Fdrop%3Fx%3D1');
   assert.equal(usher.acceptLanguage(['de-AT', 'de', 'en']), 'de-AT, de;q=0.9, en;q=0.8');
+  await assert.rejects(usher.createClient({ base: 'http://gw' }).enter({ ticket: 't' }, 'https://shop.example/'), TypeError);
 });
