@@ -82,6 +82,31 @@ func killRestart(kind string) func(context.Context, *fault) error {
 	}
 }
 
+// rollingUpgrade restarts every service one copy at a time, as a rolling
+// update of a deployment does — SIGTERM, wait until the copy is ready
+// again, then the next — every kind in turn, twice over, onto the build
+// under test. Joins in flight at a SIGTERM are drained or retried by the
+// load, streams reconnect with Last-Event-ID, and at any moment every kind
+// but the one being restarted runs all its copies.
+func rollingUpgrade(ctx context.Context, f *fault) error {
+	f.injected("rolling restart of every service, one copy at a time (SIGTERM, ready, next), twice over")
+	for round := 1; round <= 2; round++ {
+		for _, kind := range serviceKinds {
+			for _, sv := range f.s.servicesOf(kind) {
+				if err := sv.proc.terminate(syscall.SIGTERM, 10*time.Second); err != nil {
+					return fmt.Errorf("stop %s: %w", sv.name(), err)
+				}
+				if err := f.s.restart(ctx, sv); err != nil {
+					return fmt.Errorf("restart %s: %w", sv.name(), err)
+				}
+				f.j.add(record{Kind: recFault, Detail: fmt.Sprintf("round %d: %s stopped by SIGTERM, restarted and ready", round, sv.name())})
+			}
+		}
+	}
+	f.healed("every service restarted twice, one copy at a time")
+	return nil
+}
+
 // freeze is SIGSTOP of one service of a kind for d, then SIGCONT.
 func freeze(kind string, d func(timing) time.Duration) func(context.Context, *fault) error {
 	return func(ctx context.Context, f *fault) error {
@@ -507,6 +532,7 @@ func scenarios() []scenario {
 		// of several.
 		{name: "kill-gateway-grouping", what: "kill -9 a gateway whose groups of joins linger 20 ms (USHER_JOIN_LINGER), restart it",
 			prepare: func(_ *fault, p *plan) { p.env = map[string]string{"USHER_JOIN_LINGER": "20ms"} }, inject: killRestart(kindGateway)},
+		{name: "rolling-upgrade", what: "restart every service one copy at a time (SIGTERM, wait until ready, the next), twice over, as a rolling update does", inject: rollingUpgrade},
 		{name: "kill-admitter", what: "kill -9 an admitter, restart it", inject: killRestart(kindAdmitter)},
 		{name: "kill-notifier", what: "kill -9 a notifier, restart it", inject: killRestart(kindNotifier)},
 		{name: "kill-orderworker", what: "kill -9 an order worker, restart it", inject: killRestart(kindOrderworker)},
