@@ -29,6 +29,10 @@ type timing struct {
 	// again each position tick: a fixed budget, so a tick's Redis work does
 	// not grow with the clients held (each is re-read every n/budget ticks).
 	resyncPerTick int
+	// maxStreams is the most streams the notifier holds: past it a new one
+	// is refused 503 too-many-streams with Retry-After, and its client
+	// polls meanwhile (0: no bound).
+	maxStreams int
 }
 
 func loadSettings(env *config.Env) (settings, error) {
@@ -44,6 +48,7 @@ func loadSettings(env *config.Env) (settings, error) {
 			writeTimeout:  env.Duration("USHER_NOTIFIER_WRITE_TIMEOUT", 10*time.Second),
 			retry:         env.Duration("USHER_NOTIFIER_RETRY", 2*time.Second),
 			resyncPerTick: env.Int("USHER_NOTIFIER_RESYNC_PER_TICK", 500, 1),
+			maxStreams:    env.Int("USHER_NOTIFIER_MAX_STREAMS", 50_000, 0),
 		},
 	}
 	env.Check(unsafeCORS(s.addr, s.corsOrigins)) // refused where others can connect: see cors.go

@@ -72,8 +72,9 @@ type hub struct {
 
 	ticks int64 // position ticks so far; only Run's goroutine uses it
 
-	mu    sync.Mutex
-	rooms map[string]*room
+	mu      sync.Mutex
+	rooms   map[string]*room
+	clients int // in every room
 }
 
 // room is the clients of one queue.
@@ -99,10 +100,18 @@ func newHub(log *slog.Logger, l lineReader, queues queueStates, now func() time.
 	return &hub{log: log, line: l, queues: queues, now: now, timing: t, metrics: m, rooms: map[string]*room{}}
 }
 
+// held is how many clients the hub holds.
+func (h *hub) held() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.clients
+}
+
 // register adds c to its queue's room.
 func (h *hub) register(c *client) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.clients++
 	r := h.rooms[c.queue]
 	if r == nil {
 		r = &room{index: map[*client]int{}, bySeq: map[uint64][]*client{}}
@@ -125,6 +134,7 @@ func (h *hub) unregister(c *client) {
 	if !ok {
 		return
 	}
+	h.clients--
 	last := len(r.clients) - 1
 	r.clients[i] = r.clients[last]
 	r.index[r.clients[i]] = i

@@ -9,6 +9,7 @@ import (
 type metrics struct {
 	reg          *prometheus.Registry
 	connections  prometheus.Gauge
+	refused      prometheus.Counter
 	events       *prometheus.CounterVec
 	dropped      *prometheus.CounterVec
 	readyLatency prometheus.Histogram
@@ -20,6 +21,9 @@ func newMetrics() *metrics {
 		reg: prometheus.NewRegistry(),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "usher_sse_connections", Help: "Open Server-Sent Events streams.",
+		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "usher_sse_streams_refused_total", Help: "Streams refused because the notifier held USHER_NOTIFIER_MAX_STREAMS already.",
 		}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "usher_sse_events_sent_total", Help: "Events written to streams, by event type.",
@@ -38,7 +42,7 @@ func newMetrics() *metrics {
 		Help:    "From a shopper's readyAt to the arrival of its admission event at this notifier (early arrivals count as 0).",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	})
-	m.reg.MustRegister(m.connections, m.events, m.dropped, m.readyLatency, m.eventLag,
+	m.reg.MustRegister(m.connections, m.refused, m.events, m.dropped, m.readyLatency, m.eventLag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -268,13 +268,27 @@ func (s *streams) stream(ctx context.Context, st *stream) {
 	}
 }
 
+// streamsFullRetry is when a client refused for a full notifier may try a
+// stream again: long beside a poll's interval, so it polls meanwhile.
+const streamsFullRetry = 10 * time.Second
+
 // open checks the ticket, registers its client with the hub, reads its
 // entry and starts the response: the stream, or nil when it answered with
-// a problem instead.
+// a problem instead. A notifier holding its most streams refuses a new one
+// before anything else.
 //
 //go:noinline
 func (s *streams) open(w http.ResponseWriter, r *http.Request) *stream {
 	s.cors(w, r)
+	if s.timing.maxStreams > 0 && s.hub.held() >= s.timing.maxStreams {
+		// Shed, not grow: the client polls its ticket meanwhile (the
+		// gateway answers polls from Redis alone) and comes back later.
+		s.metrics.refused.Inc()
+		w.Header().Set("Retry-After", strconv.Itoa(int(streamsFullRetry/time.Second)))
+		problem.Write(w, problem.New(http.StatusServiceUnavailable, "too-many-streams",
+			"this notifier holds as many streams as it may; poll the ticket, and open the stream again later"))
+		return nil
+	}
 	cfg, t, ok := s.ticketOf(w, r)
 	if !ok {
 		return nil

@@ -1203,3 +1203,29 @@ func onTheWire(t *testing.T, n *notifier, method, url, header string) *bufio.Rea
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	return bufio.NewReader(conn)
 }
+
+// A notifier holding USHER_NOTIFIER_MAX_STREAMS streams sheds the next one
+// — 503 too-many-streams with Retry-After, its client polls meanwhile —
+// rather than grow past its memory; once a stream ends, a new one opens.
+func TestAFullNotifierRefusesAStreamUntilOneEnds(t *testing.T) {
+	w := newWorld(t)
+	n := w.start("USHER_NOTIFIER_MAX_STREAMS", "1")
+	first := open(t, n.url(w.queue, w.join(1, "u1")), "")
+	first.until("position", 5*time.Second)
+	second := w.join(2, "u2")
+	res, body := call(t, "GET", n.url(w.queue, second), nil)
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "10" || !strings.Contains(string(body), "too-many-streams") {
+		t.Fatalf("a stream past the bound = %d %q %s; want 503 too-many-streams, Retry-After 10", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
+	if _, m := call(t, "GET", "http://"+n.addr+"/metrics", nil); !strings.Contains(string(m), "\nusher_sse_streams_refused_total 1\n") {
+		t.Errorf("/metrics does not count the refused stream:\n%s", m)
+	}
+	first.close()
+	testenv.Eventually(t, 10*time.Second, func() error {
+		res, _ := call(t, "HEAD", n.url(w.queue, second), nil)
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("stream after the first ended = %d", res.StatusCode)
+		}
+		return nil
+	}, "a stream opens once the first ended")
+}
