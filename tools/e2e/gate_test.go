@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"usher/internal/testenv"
+	"usher/tools/internal/chromium"
 )
 
 // The proxy gate with the proxies shops run: real nginx and Caddy (Debian
@@ -45,6 +49,57 @@ func TestGateBehindCaddy(t *testing.T) {
 	gateEndToEnd(t, func(t *testing.T, site, listen string) {
 		startCaddy(t, bin, site, listen)
 	}, "Caddyfile")
+}
+
+// The same journey in headless Chromium behind nginx, with the waiting
+// room's own page: a protected page sends ann to it, the page joins, and
+// on READY hands her the pass and brings her back, where the origin sees
+// her; bob, behind her, waits on the page until her checkout completes,
+// and is then brought back the same way.
+func TestGateInABrowserBehindNginx(t *testing.T) {
+	bin := proxyBinary(t, "nginx")
+	chrome := chromium.Path(t)
+	shop, q := gateShop(t, func(t *testing.T, site, listen string) { startNginx(t, bin, site, listen) }, "nginx.conf")
+	ann, bob := browser(t, chrome), browser(t, chrome)
+	login := func(ctx context.Context, user string) {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.Navigate(shop+"/shop/static/login")); err != nil {
+			t.Fatalf("open the shop: %v", err)
+		}
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.cookie = "shop_user=`+user+`; path=/"`)); err != nil {
+			t.Fatalf("log in as %s: %v", user, err)
+		}
+	}
+	// shows waits until the tab shows the origin's page for path as user.
+	shows := func(ctx context.Context, user, path string) {
+		t.Helper()
+		want := "user=" + user + " queue=" + q + " path=" + path
+		var got string
+		testenv.Eventually(t, 30*time.Second, func() bool {
+			got, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+			return got == want
+		}, "%s's tab shows %q, want %q", user, got, want)
+	}
+	login(ann, "ann")
+	if err := chromedp.Do(ann, chromedp.Navigate(shop+"/shop/item")); err != nil {
+		t.Fatalf("ann opens a protected page: %v", err)
+	}
+	shows(ann, "ann", "/shop/item")
+
+	login(bob, "bob")
+	if err := chromedp.Do(bob, chromedp.Navigate(shop+"/shop/item")); err != nil {
+		t.Fatalf("bob opens a protected page: %v", err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		st, _ := chromedp.Run(bob, chromedp.Evaluate[string](`(document.getElementById('usher') || {dataset: {}}).dataset.status || ""`))
+		return st == "WAITING"
+	}, "bob waiting in the waiting room")
+
+	if err := chromedp.Do(ann, chromedp.Navigate(shop+"/shop/checkout/done")); err != nil {
+		t.Fatalf("ann completes her checkout: %v", err)
+	}
+	shows(ann, "ann", "/shop/checkout/done")
+	shows(bob, "bob", "/shop/item")
 }
 
 // The snippets the tests run are the ones the integration guide shows,
@@ -83,9 +138,12 @@ func proxyBinary(t *testing.T, name string) string {
 	return ""
 }
 
-// gateEndToEnd runs the shopper's journey through the proxy that start
-// runs with the snippet file (testdata/gate) on listen.
-func gateEndToEnd(t *testing.T, start func(t *testing.T, site, listen string), snippet string) {
+// gateShop runs the gate's stack (gateStack), a small origin echoing who
+// passed, and the proxy that start runs with the snippet file
+// (testdata/gate) in front of both; it returns the proxy's base URL and
+// the gate's queue.
+func gateShop(t *testing.T, start func(t *testing.T, site, listen string), snippet string) (shop, q string) {
+	t.Helper()
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "user=%s queue=%s path=%s", r.Header.Get("Usher-User"), r.Header.Get("Usher-Queue"), r.URL.Path)
 	}))
@@ -99,8 +157,13 @@ func gateEndToEnd(t *testing.T, start func(t *testing.T, site, listen string), s
 	site := strings.NewReplacer(snippetProxy, proxyAddr, snippetGateway, strings.TrimPrefix(base, "http://"),
 		snippetOrigin, strings.TrimPrefix(origin.URL, "http://")).Replace(string(raw))
 	start(t, site, proxyAddr)
-	shop := "http://" + proxyAddr
+	return "http://" + proxyAddr, q
+}
 
+// gateEndToEnd runs the shopper's journey through the proxy that start
+// runs with the snippet file (testdata/gate) on listen.
+func gateEndToEnd(t *testing.T, start func(t *testing.T, site, listen string), snippet string) {
+	shop, q := gateShop(t, start, snippet)
 	ann := newShopper(t, shop, "ann")
 	// A protected page without a pass: to the waiting room, with the way back.
 	res := ann.get(t, "/shop/item", "text/html")
