@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"usher/gateway/gate"
+	"usher/internal/config"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
 )
@@ -441,5 +442,58 @@ func TestGateAnswersOnlyItsProxies(t *testing.T) {
 		if r := h.ask("GET", uri, "alice", "", asPage); r.status != 400 || !isProblem(r) {
 			t.Errorf("original URI %q = %d %s, want a 400 problem", uri, r.status, r.raw)
 		}
+	}
+}
+
+// The gate file is read and checked at start: a bad one stops the
+// gateway, naming the file and every problem; a pass cookie without
+// Secure is refused where others can connect.
+func TestABadGateFileStopsTheStart(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.json", `{"rules": [{"queue": "drop", "paths": ["/shop/"]}]}`)
+	insecure := write("insecure.json", `{"rules": [{"queue": "drop"}], "insecureCookie": true}`)
+	bad := write("bad.json", `{"rules": [{"queue": "drop", "failMode": "sometimes", "passIdle": "1s"}]}`)
+	safe := []string{"USHER_ADMIN_TOKEN", "a-long-secret-of-our-own", "USHER_TRUSTED_PROXIES", "10.0.0.0/8"}
+	tests := []struct {
+		name string
+		env  []string
+		want []string // in the error; none: it starts
+	}{
+		{"a good file", []string{"USHER_GATE_FILE", good}, nil},
+		{"a missing file", []string{"USHER_GATE_FILE", filepath.Join(dir, "nope.json")}, []string{"USHER_GATE_FILE=", "no such file"}},
+		{"a bad file", []string{"USHER_GATE_FILE", bad}, []string{"USHER_GATE_FILE=" + bad, "failMode", "passIdle"}},
+		{"insecureCookie on loopback", []string{"USHER_GATE_FILE", insecure}, nil},
+		{"insecureCookie on every interface", append([]string{"USHER_GATE_FILE", insecure, "USHER_GATEWAY_ADDR", ":8080"}, safe...),
+			[]string{"insecureCookie"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{}
+			for i := 0; i+1 < len(tt.env); i += 2 {
+				env[tt.env[i]] = tt.env[i+1]
+			}
+			s, err := loadSettings(config.New(func(k string) string { return env[k] }))
+			if len(tt.want) == 0 {
+				if err != nil || len(s.gate.Rules) != 1 {
+					t.Fatalf("loadSettings = %v (%d rules), want it to start with the rule", err, len(s.gate.Rules))
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("loadSettings started, want an error naming %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("loadSettings error %q does not name %q", err, w)
+				}
+			}
+		})
 	}
 }
