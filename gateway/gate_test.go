@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -495,5 +497,37 @@ func TestABadGateFileStopsTheStart(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Without JavaScript too: the page opened with ?return= keeps it through
+// its forms, and READY offers the form that takes the pass and goes back.
+func TestGatePassFromThePageWithoutJavaScript(t *testing.T) {
+	h := newHarness(t)
+	h.withGate(h.gateRule(""))
+	ret := "https://shop.test/shop/item?id=7"
+	page := "/q/" + h.queue + "?return=" + url.QueryEscape(ret)
+	r := h.do("GET", page, "", nil)
+	if !strings.Contains(string(r.raw), `action="/q/`+h.queue+`?return=`+url.QueryEscape(ret)+`"`) {
+		t.Fatalf("the page's forms do not carry ?return= on:\n%s", r.raw)
+	}
+	r = h.postForm(page, map[string]string{"action": "join", "user": "nojs"}, nil)
+	if match(statusRE, r.raw) != "READY" {
+		// Admitted at once, READY at its readyAt: check again after it.
+		h.admit()
+		r = h.postForm(page, map[string]string{"action": "check", "ticket": match(formTicketRE, r.raw), "user": "nojs"}, nil)
+	}
+	if match(statusRE, r.raw) != "READY" {
+		t.Fatalf("the page of a shopper in an empty line = %q, want READY", match(statusRE, r.raw))
+	}
+	passForm := regexp.MustCompile(`<form method="post" action="/v1/gate/pass"><input type="hidden" name="ticket" value="([^"]+)"><input type="hidden" name="return" value="([^"]+)">`)
+	m := passForm.FindSubmatch(r.raw)
+	if m == nil || html.UnescapeString(string(m[2])) != ret {
+		t.Fatalf("READY page without the pass form back to %q:\n%s", ret, r.raw)
+	}
+	p := h.postForm("/v1/gate/pass", map[string]string{"ticket": html.UnescapeString(string(m[1])), "return": ret},
+		map[string]string{"X-User-Id": "nojs", "X-Forwarded-Host": "shop.test"})
+	if p.status != 303 || p.header.Get("Location") != ret || !strings.Contains(p.header.Get("Set-Cookie"), gate.CookieName+"=") {
+		t.Errorf("the pass form = %d Location %q, want 303 back with the pass", p.status, p.header.Get("Location"))
 	}
 }
