@@ -59,7 +59,7 @@ func TestGateBehindCaddy(t *testing.T) {
 func TestGateInABrowserBehindNginx(t *testing.T) {
 	bin := proxyBinary(t, "nginx")
 	chrome := chromium.Path(t)
-	shop, q := gateShop(t, func(t *testing.T, site, listen string) { startNginx(t, bin, site, listen) }, "nginx.conf")
+	shop, q, _ := gateShop(t, func(t *testing.T, site, listen string) { startNginx(t, bin, site, listen) }, "nginx.conf")
 	ann, bob := browser(t, chrome), browser(t, chrome)
 	login := func(ctx context.Context, user string) {
 		t.Helper()
@@ -142,13 +142,13 @@ func proxyBinary(t *testing.T, name string) string {
 // passed, and the proxy that start runs with the snippet file
 // (testdata/gate) in front of both; it returns the proxy's base URL and
 // the gate's queue.
-func gateShop(t *testing.T, start func(t *testing.T, site, listen string), snippet string) (shop, q string) {
+func gateShop(t *testing.T, start func(t *testing.T, site, listen string), snippet string) (shop, q string, gw *service) {
 	t.Helper()
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "user=%s queue=%s path=%s", r.Header.Get("Usher-User"), r.Header.Get("Usher-Queue"), r.URL.Path)
 	}))
 	t.Cleanup(origin.Close)
-	base, q := gateStack(t)
+	base, q, gw := gateStack(t)
 	proxyAddr := addr(t)
 	raw, err := os.ReadFile(filepath.Join("testdata/gate", snippet))
 	if err != nil {
@@ -157,13 +157,13 @@ func gateShop(t *testing.T, start func(t *testing.T, site, listen string), snipp
 	site := strings.NewReplacer(snippetProxy, proxyAddr, snippetGateway, strings.TrimPrefix(base, "http://"),
 		snippetOrigin, strings.TrimPrefix(origin.URL, "http://")).Replace(string(raw))
 	start(t, site, proxyAddr)
-	return "http://" + proxyAddr, q
+	return "http://" + proxyAddr, q, gw
 }
 
 // gateEndToEnd runs the shopper's journey through the proxy that start
 // runs with the snippet file (testdata/gate) on listen.
 func gateEndToEnd(t *testing.T, start func(t *testing.T, site, listen string), snippet string) {
-	shop, q := gateShop(t, start, snippet)
+	shop, q, gw := gateShop(t, start, snippet)
 	ann := newShopper(t, shop, "ann")
 	// A protected page without a pass: to the waiting room, with the way back.
 	res := ann.get(t, "/shop/item", "text/html")
@@ -206,11 +206,22 @@ func gateEndToEnd(t *testing.T, start func(t *testing.T, site, listen string), s
 	if res := ann.get(t, "/shop/item", "text/html"); res.StatusCode != 302 {
 		t.Errorf("ann after her completion = %d, want 302: her pass ended with her slot", res.StatusCode)
 	}
+
+	// usher down: the proxy's own setting (the snippet's, closed) answers
+	// 503 problem+json with Retry-After, a page and an API call alike.
+	_ = gw.cmd.Process.Kill()
+	<-gw.done
+	for _, accept := range []string{"text/html", "application/json"} {
+		res := bob.get(t, "/shop/item", accept)
+		if res.StatusCode != 503 || res.Header.Get("Retry-After") == "" || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/problem+json") {
+			t.Errorf("with usher down, Accept %s = %d %v, want 503 problem+json with Retry-After", accept, res.StatusCode, res.Header)
+		}
+	}
 }
 
 // gateStack runs a gateway whose gate protects /shop/ for a one-slot
 // queue, and an admitter; it returns the gateway's base URL and the queue.
-func gateStack(t *testing.T) (base, q string) {
+func gateStack(t *testing.T) (base, q string, gw *service) {
 	t.Helper()
 	q = testenv.Name(t)
 	dir := t.TempDir()
@@ -219,25 +230,25 @@ func gateStack(t *testing.T) (base, q string) {
 	if err := os.WriteFile(filepath.Join(dir, "gate.json"), []byte(rules), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	gw, adm := addr(t), addr(t)
+	gwAddr, adm := addr(t), addr(t)
 	env := map[string]string{
 		"USHER_NATS_URL":      testenv.NATS(t),
 		"USHER_REDIS_URL":     testenv.RedisURL(t),
 		"USHER_DATA_DIR":      dir,
-		"USHER_GATEWAY_ADDR":  gw,
+		"USHER_GATEWAY_ADDR":  gwAddr,
 		"USHER_ADMITTER_ADDR": adm,
 		"USHER_ADMIN_TOKEN":   "e2e-admin",
 		"USHER_GATE_FILE":     filepath.Join(dir, "gate.json"),
 	}
-	start(t, "gateway", env)
+	gw = start(t, "gateway", env)
 	start(t, "admitter", env)
-	base = "http://" + gw
+	base = "http://" + gwAddr
 	waitReady(t, 30*time.Second, base, "http://"+adm)
 	if code, body := call(t, "PUT", base+"/v1/admin/queues/"+q, `{"targetActive": 1, "tickMs": 20, "tokenTtlSeconds": 600}`,
 		map[string]string{"Authorization": "Bearer e2e-admin"}); code != 201 {
 		t.Fatalf("create queue = %d %v", code, body)
 	}
-	return base, q
+	return base, q, gw
 }
 
 // shopper is a shopper's HTTP client with a cookie jar, logged in to the
