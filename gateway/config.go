@@ -149,25 +149,33 @@ func gateRules(env *config.Env) gate.Config {
 const maxJoinLinger = time.Second
 
 // joinGrouping reads how the gateway gathers a queue's concurrent joins
-// into one record (group commit): USHER_JOIN_LINGER, how long the first
-// join of a group waits for others (0, the default: off, every join its
-// own usher.joined.v1 message), and USHER_JOIN_BATCH, the most joins one
-// usher.joins.v2 message lists. The instance id that names the groups'
-// messages is drawn at every start.
+// into one record (group commit): USHER_JOIN_GROUPS, on (the default) or
+// off (every join its own usher.joined.v1 message); USHER_JOIN_LINGER, how
+// long the first join of a group waits for others (0, the default: none,
+// a group goes as soon as the queue has none being recorded); and
+// USHER_JOIN_BATCH, the most joins one usher.joins.v2 message lists. The
+// instance id that names the groups' messages is drawn at every start.
 //
-// Off by default until what it must keep is proven by injected faults (a
-// gateway killed with a group in flight) and every gateway of a queue can
-// switch together: a queue's places count from its first usher.joins.v2
-// message, and a usher.joined.v1 join stored after it by a gateway that
-// does not group is placed by the follower where that gateway's answer
-// did not put it (docs/events.md, "Places").
+// off is for upgrades from a release whose gateways write only
+// usher.joined.v1: a queue's places count in groups from its first
+// usher.joins.v2 message, and a v1 join stored after it by a gateway that
+// does not group is placed by the follower where that gateway's answer did
+// not put it (docs/events.md, "Places"). Every gateway of a queue groups,
+// or none.
 func joinGrouping(env *config.Env) lineapi.Grouping {
 	g := lineapi.Grouping{Instance: lineapi.NewInstance()}
+	switch v := env.String("USHER_JOIN_GROUPS", "on"); v {
+	case "on":
+	case "off":
+		g.Off = true
+	default:
+		env.Check(fmt.Errorf("USHER_JOIN_GROUPS=%q: want on or off", v))
+	}
 	if v := env.String("USHER_JOIN_LINGER", ""); v != "" && v != "0" {
 		g.Linger = env.Duration("USHER_JOIN_LINGER", 0)
 	}
-	if g.Linger > maxJoinLinger {
-		env.Check(fmt.Errorf("USHER_JOIN_LINGER=%s: want at most %s (0: off)", g.Linger, maxJoinLinger))
+	if g.Linger > maxJoinLinger || g.Linger < 0 {
+		env.Check(fmt.Errorf("USHER_JOIN_LINGER=%s: want 0 to %s", g.Linger, maxJoinLinger))
 	}
 	g.Size = env.Int("USHER_JOIN_BATCH", 64, 1)
 	if g.Size > event.MaxJoins {

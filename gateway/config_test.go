@@ -150,33 +150,40 @@ func TestRunRefusesAnIncompleteLanguage(t *testing.T) {
 	}
 }
 
-// USHER_JOIN_LINGER and USHER_JOIN_BATCH set the group commit of joins:
-// off by default (every join its own message, as 0 says too), groups of
-// 64, and a linger or size past their bounds stops the start.
+// USHER_JOIN_GROUPS, USHER_JOIN_LINGER and USHER_JOIN_BATCH set the group
+// commit of joins: on by default without a linger, groups of 64; off on
+// request; a linger or size past their bounds, or another word for
+// on|off, stops the start.
 func TestJoinGroupingIsReadAtStartUp(t *testing.T) {
 	tests := []struct {
-		linger, batch string
-		want          time.Duration
-		wantSize      int
-		refused       string // the variable the error names; "": starts
+		groups, linger, batch string
+		off                   bool
+		want                  time.Duration
+		wantSize              int
+		refused               string // the variable the error names; "": starts
 	}{
-		{"", "", 0, 64, ""},
-		{"1ms", "", time.Millisecond, 64, ""},
-		{"0", "", 0, 64, ""},
-		{"250us", "128", 250 * time.Microsecond, 128, ""},
-		{"2s", "", 0, 0, "USHER_JOIN_LINGER"},
-		{"-1ms", "", 0, 0, "USHER_JOIN_LINGER"},
-		{"", "1025", 0, 0, "USHER_JOIN_BATCH"},
-		{"", "0", 0, 0, "USHER_JOIN_BATCH"},
+		{"", "", "", false, 0, 64, ""},
+		{"on", "1ms", "", false, time.Millisecond, 64, ""},
+		{"", "0", "", false, 0, 64, ""},
+		{"off", "", "", true, 0, 64, ""},
+		{"", "250us", "128", false, 250 * time.Microsecond, 128, ""},
+		{"yes", "", "", false, 0, 0, "USHER_JOIN_GROUPS"},
+		{"", "2s", "", false, 0, 0, "USHER_JOIN_LINGER"},
+		{"", "-1ms", "", false, 0, 0, "USHER_JOIN_LINGER"},
+		{"", "", "1025", false, 0, 0, "USHER_JOIN_BATCH"},
+		{"", "", "0", false, 0, 0, "USHER_JOIN_BATCH"},
 	}
 	for _, tt := range tests {
-		env := map[string]string{"USHER_JOIN_LINGER": tt.linger, "USHER_JOIN_BATCH": tt.batch}
+		env := map[string]string{"USHER_JOIN_GROUPS": tt.groups, "USHER_JOIN_LINGER": tt.linger, "USHER_JOIN_BATCH": tt.batch}
 		s, err := loadSettings(config.New(func(k string) string { return env[k] }))
 		if tt.refused != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.refused) {
-				t.Errorf("linger %q, batch %q: loadSettings = %v, want refused naming %s", tt.linger, tt.batch, err, tt.refused)
+				t.Errorf("groups %q, linger %q, batch %q: loadSettings = %v, want refused naming %s", tt.groups, tt.linger, tt.batch, err, tt.refused)
 			}
 			continue
+		}
+		if s.joins.Off != tt.off {
+			t.Errorf("groups %q: off = %v, want %v", tt.groups, s.joins.Off, tt.off)
 		}
 		if err != nil || s.joins.Linger != tt.want || s.joins.Size != tt.wantSize || s.joins.Backlog != lineapi.DefaultBacklog(tt.wantSize) ||
 			!strings.HasPrefix(s.joins.Instance, "gw-") {

@@ -182,10 +182,12 @@ func TestConcurrentJoinsAreRecordedAsOneGroup(t *testing.T) {
 	}
 }
 
-// With no linger (the harness's default, USHER_JOIN_LINGER=0) every join
-// is its own usher.joined.v1 message, its place the message's sequence.
-func TestWithoutALingerEachJoinIsItsOwnMessage(t *testing.T) {
+// With groups off (USHER_JOIN_GROUPS=off) every join is its own
+// usher.joined.v1 message, its place the message's sequence.
+func TestWithGroupsOffEachJoinIsItsOwnMessage(t *testing.T) {
 	h := newHarness(t)
+	h.gw.joins = lineapi.Grouping{Off: true}
+	h.rebuild()
 	answers := []response{h.join("alice"), h.join("bob")}
 	msgs := h.storedJoins()
 	if len(msgs) != 2 {
@@ -197,6 +199,49 @@ func TestWithoutALingerEachJoinIsItsOwnMessage(t *testing.T) {
 			t.Errorf("message %+v, answer %d %s: want a %s message whose sequence is the place", m, r.status, r.raw, event.TypeJoined)
 		}
 	}
+}
+
+// Without a linger (the default) a join that finds no group of its queue
+// being recorded goes at once, a group of one — no timer is ever started —
+// and joins that come while groups are being recorded gather into the
+// next: every one is answered 202 at the place the stream gave it.
+func TestWithoutALingerAJoinGoesAtOnceAndACrowdInGroups(t *testing.T) {
+	h := newHarness(t)
+	l := &lingers{}
+	h.gw.joins = lineapi.Grouping{Size: 64, After: l.after, Instance: "gw-test"}
+	h.rebuild()
+	r := h.join("alice")
+	msgs := h.storedJoins()
+	if r.status != 202 || len(msgs) != 1 || msgs[0].typ != event.TypeJoins || !slices.Equal(msgs[0].users, []string{"alice"}) {
+		t.Fatalf("alice alone: %d %s, stored %+v; want 202 and one %s message listing her", r.status, r.raw, msgs, event.TypeJoins)
+	}
+	if p := l.pending(); len(p) != 0 {
+		t.Fatalf("%d lingers started, want none", len(p))
+	}
+	const n = 64
+	users := make([]string, n)
+	for i := range users {
+		users[i] = fmt.Sprintf("crowd-%d", i)
+	}
+	answers := h.joinAll(users...)()
+	byUser := map[string]response{}
+	for i, u := range users {
+		byUser[u] = answers[i]
+	}
+	msgs = h.storedJoins()[1:]
+	listed := 0
+	for _, m := range msgs {
+		for i, u := range m.users {
+			listed++
+			if a := byUser[u]; a.status != 202 || h.placeOf(a) != event.Place(m.seq, i, h.storedJoins()[0].seq) {
+				t.Errorf("%s, listed at %d of message %d: answer %d %s; want 202 at place %d", u, i, m.seq, a.status, a.raw, event.Place(m.seq, i, 1))
+			}
+		}
+	}
+	if listed != n {
+		t.Fatalf("the crowd's messages list %d joins, want %d", listed, n)
+	}
+	t.Logf("%d concurrent joins in %d messages", n, len(msgs))
 }
 
 // A double click whose two joins come in one group is listed once: both

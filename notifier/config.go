@@ -25,7 +25,10 @@ type timing struct {
 	heartbeat    time.Duration // comment line on an idle stream
 	writeTimeout time.Duration // a write that takes longer drops the client
 	retry        time.Duration // the reconnection delay suggested to clients
-	resyncEvery  int           // each client's rank is re-read every this many position ticks
+	// resyncPerTick is how many of a queue's clients have their rank read
+	// again each position tick: a fixed budget, so a tick's Redis work does
+	// not grow with the clients held (each is re-read every n/budget ticks).
+	resyncPerTick int
 }
 
 func loadSettings(env *config.Env) (settings, error) {
@@ -36,11 +39,11 @@ func loadSettings(env *config.Env) (settings, error) {
 		keyFiles:    shopper.LoadKeyFiles(env, data),
 		corsOrigins: loadCORSOrigins(env),
 		timing: timing{
-			positions:    env.Duration("USHER_NOTIFIER_POSITION_INTERVAL", time.Second),
-			heartbeat:    env.Duration("USHER_NOTIFIER_HEARTBEAT", 15*time.Second),
-			writeTimeout: env.Duration("USHER_NOTIFIER_WRITE_TIMEOUT", 10*time.Second),
-			retry:        env.Duration("USHER_NOTIFIER_RETRY", 2*time.Second),
-			resyncEvery:  env.Int("USHER_NOTIFIER_RESYNC_TICKS", 30, 1),
+			positions:     env.Duration("USHER_NOTIFIER_POSITION_INTERVAL", time.Second),
+			heartbeat:     env.Duration("USHER_NOTIFIER_HEARTBEAT", 15*time.Second),
+			writeTimeout:  env.Duration("USHER_NOTIFIER_WRITE_TIMEOUT", 10*time.Second),
+			retry:         env.Duration("USHER_NOTIFIER_RETRY", 2*time.Second),
+			resyncPerTick: env.Int("USHER_NOTIFIER_RESYNC_PER_TICK", 500, 1),
 		},
 	}
 	env.Check(unsafeCORS(s.addr, s.corsOrigins)) // refused where others can connect: see cors.go

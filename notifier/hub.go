@@ -39,17 +39,20 @@ type queueStates interface {
 // Positions are computed in bulk. Once per tick (a second), for each queue
 // with clients, one atomic Redis round trip (line.Line.Ranks) reads the
 // queue's admission count and the exact rank of the clients due for a
-// resync: new ones, plus a rotating slice so that every client is re-read
-// every resyncEvery ticks. Between resyncs a client's position is derived:
-// admission is FIFO, so every admission since its rank was read happened
-// ahead of it, and
+// resync: new ones, plus a rotating slice of at most resyncPerTick, so
+// that every client is re-read every n/resyncPerTick ticks. Between
+// resyncs a client's position is derived: admission is FIFO, so every
+// admission since its rank was read happened ahead of it, and
 //
 //	position = rank + 1 - (admittedTotal - admittedTotal at that read)
 //
 // Shoppers who leave from ahead are not seen until the next resync, so the
 // derived position errs on the long side, never the short one. The cost per
-// queue and tick is one round trip with len(clients)/resyncEvery ranks,
-// whatever the number of clients; the cost per client is a subtraction.
+// queue and tick is one round trip with at most resyncPerTick ranks (and
+// the new clients'), whatever the number of clients: the queue's Redis
+// shard does the same work a tick for 1,000 streams as for 100,000, and
+// the correction for leaves comes later the more clients there are; the
+// cost per client is a subtraction.
 //
 // A client whose resync finds it no longer waiting gets one Poll: that is how
 // an admission whose event this notifier missed (a NATS reconnect, a slow
@@ -338,8 +341,9 @@ type resyncSlice struct{ from, size, n int }
 func (s resyncSlice) has(i int) bool { return (i-s.from+s.n)%s.n < s.size }
 
 // clientsToRefresh is queue q's room (nil: none) and its clients, and
-// moves the room's cursor past the slice resynced this tick: every client
-// is resynced once in resyncEvery ticks.
+// moves the room's cursor past the slice resynced this tick: at most
+// resyncPerTick clients, so every client is resynced once in
+// n/resyncPerTick ticks.
 func (h *hub) clientsToRefresh(q string) (*room, []*client, resyncSlice) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -349,7 +353,7 @@ func (h *hub) clientsToRefresh(q string) (*room, []*client, resyncSlice) {
 	}
 	all := append([]*client(nil), r.clients...)
 	n := len(all)
-	s := resyncSlice{from: r.cursor % n, size: (n + h.timing.resyncEvery - 1) / h.timing.resyncEvery, n: n}
+	s := resyncSlice{from: r.cursor % n, size: min(n, h.timing.resyncPerTick), n: n}
 	r.cursor = (s.from + s.size) % n
 	return r, all, s
 }

@@ -38,7 +38,7 @@ type openQueues struct{}
 func (openQueues) Get(name string) (catalog.Config, bool) { return catalog.Defaults(name), true }
 
 func newBenchHub(l lineReader) *hub {
-	t := timing{positions: time.Second, heartbeat: 15 * time.Second, writeTimeout: time.Second, retry: time.Second, resyncEvery: 30}
+	t := timing{positions: time.Second, heartbeat: 15 * time.Second, writeTimeout: time.Second, retry: time.Second, resyncPerTick: 500}
 	return newHub(slog.New(slog.NewTextHandler(io.Discard, nil)), l, openQueues{}, time.Now, t, newMetrics())
 }
 

@@ -649,7 +649,7 @@ func (st *stream) pushStock() error {
 // (noticeOwed) at once, {} included.
 //
 // It goes before the state's own event. A client that acts on ready at
-// once — examples/js/usher.js resolves with the READY state and closes the
+// once — @usher/client's wait resolves with the READY state and closes the
 // stream — never reads an event after it: told ready first, it kept the
 // notice it had before it lost the connection (a notice taken down
 // meanwhile stayed up on its page) and never saw one put up meanwhile.

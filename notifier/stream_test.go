@@ -178,7 +178,7 @@ func drainEvents(s *sub) <-chan sseEvent {
 // and are corrected when someone ahead leaves.
 func TestPositionsFollowTheHead(t *testing.T) {
 	w := newWorld(t)
-	n := w.start("USHER_NOTIFIER_RESYNC_TICKS", "4")
+	n := w.start("USHER_NOTIFIER_RESYNC_PER_TICK", "2")
 	for i := uint64(1); i <= 4; i++ {
 		w.join(i, fmt.Sprint("u", i))
 	}
@@ -676,7 +676,7 @@ func TestAResumedStreamIsToldTheNoticeEvenWhenItWasTakenDown(t *testing.T) {
 // first, {} included), whatever the shopper's state: fresh or resumed
 // (Last-Event-ID), waiting, admitted before readyAt, READY, pre-queued,
 // or ending at once (the queue closed).
-// A client that acts on ready at once (examples/js/usher.js resolves with
+// A client that acts on ready at once (@usher/client's wait resolves with
 // the READY state and closes the stream) reads nothing after it: told
 // ready first, a page that lost its connection kept a banner taken down
 // meanwhile, or never showed the one put up.

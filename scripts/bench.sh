@@ -36,12 +36,14 @@ export USHER_DATA_DIR=$work/data USHER_ADMIN_TOKEN=bench-admin USHER_LOG_LEVEL=w
 export USHER_PAYMENT_URL=http://127.0.0.1:18090
 PGSIM_ADDR=127.0.0.1:18090 bin/pgsim >"$work/pgsim.log" 2>&1 & pids+=($!)
 USHER_GATEWAY_ADDR=127.0.0.1:18080 USHER_PPROF_ADDR=127.0.0.1:16060 "${BENCH_GATEWAY_BIN:-bin/gateway}" >"$work/gateway.log" 2>&1 & pids+=($!)
+# A second gateway on the same broker and Redis: two gateways on one queue.
+USHER_GATEWAY_ADDR=127.0.0.1:18086 "${BENCH_GATEWAY_BIN:-bin/gateway}" >"$work/gateway2.log" 2>&1 & pids+=($!)
 USHER_ADMITTER_ADDR=127.0.0.1:18082 USHER_PPROF_ADDR=127.0.0.1:16062 bin/admitter >"$work/admitter.log" 2>&1 & pids+=($!)
 USHER_ORDERWORKER_ADDR=127.0.0.1:18083 bin/orderworker >"$work/orderworker.log" 2>&1 & pids+=($!)
 USHER_NOTIFIER_ADDR=127.0.0.1:18081 bin/notifier >"$work/notifier.log" 2>&1 & pids+=($!)
 USHER_NOTIFIER_ADDR=127.0.0.1:18091 bin/notifier >"$work/notifier2.log" 2>&1 & pids+=($!)
 # The processes whose CPU time bench-goals.sh charges to each join and poll.
-export BENCH_PROCS="gateway=${pids[3]} admitter=${pids[4]} nats-server=${pids[0]} redis=${pids[1]}"
+export BENCH_PROCS="gateway=${pids[3]} admitter=${pids[5]} nats-server=${pids[0]} redis=${pids[1]}"
 for _ in $(seq 1 100); do curl -fs http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 lt() { bin/loadtest -gateway http://127.0.0.1:18080 -admin-token bench-admin -notifier http://127.0.0.1:18081 \
   -orderworker-metrics http://127.0.0.1:18083/metrics "$@" 2>/dev/null; }

@@ -25,13 +25,26 @@ import (
 // ingest call. The stream leader and the queue's Redis shard are the single
 // writers every join of a queue passes: each stored message and each script
 // call costs them far more than one more join listed in it, so a crowd in
-// one queue costs them per group, not per join. A join waits for its group
-// at most the linger; an idle queue's lone join pays that linger once.
+// one queue costs them per group, not per join.
+//
+// A gateway records one group of a queue at a time, in the order they
+// closed, so its groups reach the line in stream order (a double click
+// split over two of them resolves to the first one's place, as a rebuild
+// from the stream does). A group closes when it is full, or when no group
+// of its queue is being recorded: a lone shopper's join goes at once, and
+// the joins that arrive while a group is being recorded gather into the
+// next, so groups grow with the load and no join waits for a timer. A
+// linger adds a bounded wait for more.
 
 // Grouping is how the line API gathers a queue's concurrent joins.
 type Grouping struct {
-	// Linger is how long the first join of a group waits for others; 0
-	// turns grouping off: every join is its own usher.joined.v1 message.
+	// Off records every join as its own usher.joined.v1 message, as a
+	// gateway that does not group does: for a queue whose gateways cannot
+	// all switch together (docs/events.md, "Places").
+	Off bool
+	// Linger is how long the first join of a group waits for others
+	// before it is recorded; 0: no wait — recorded as soon as no group of
+	// the queue is being recorded.
 	Linger time.Duration
 	// Size is the most joins one message lists (at most event.MaxJoins):
 	// a group that reaches it is recorded at once.
@@ -79,11 +92,14 @@ type groups struct {
 	counter atomic.Uint64
 }
 
-// gathering is one queue's joins: the group still open, and how many of
-// the queue's joins are gathered or being recorded.
+// gathering is one queue's joins: the group still open, the closed ones
+// waiting their turn, whether one is being recorded, and how many of the
+// queue's joins are gathered or being recorded.
 type gathering struct {
-	open    *group
-	pending int
+	open      *group
+	closed    []*group
+	recording bool
+	pending   int
 }
 
 // group is the joins one message lists, in their order, and what became of
@@ -94,7 +110,7 @@ type group struct {
 	// waiting counts the requests that wait for the group: its joins and
 	// the double clicks that wait with one of them.
 	waiting int
-	stop    func() bool // the linger's timer
+	stop    func() bool // the linger's timer (nil: none)
 	// Set once recorded, before done closes.
 	epoch string
 	seq   uint64 // the message's stream sequence; 0: not recorded
@@ -120,6 +136,9 @@ func newGroups(g Grouping, a *API) *groups {
 	}
 	if g.Backlog <= 0 {
 		g.Backlog = DefaultBacklog(g.Size)
+	}
+	if g.Instance == "" {
+		g.Instance = NewInstance()
 	}
 	return &groups{Grouping: g, api: a, queues: map[string]*gathering{}}
 }
@@ -164,32 +183,65 @@ func (gs *groups) add(j *grouped) (g *group, at *grouped, second bool, err error
 	if g == nil {
 		g = &group{queue: q, done: make(chan struct{})}
 		qg.open = g
-		g.stop = gs.After(gs.Linger, func() { gs.due(qg, g) })
+		if gs.Linger > 0 {
+			g.stop = gs.After(gs.Linger, func() { gs.due(qg, g) })
+		}
 	}
 	g.joins = append(g.joins, j)
 	g.waiting++
-	full := len(g.joins) >= gs.Size
-	if full {
-		qg.open = nil
+	if len(g.joins) >= gs.Size {
+		gs.closeLocked(qg, g)
 	}
+	next := gs.nextLocked(qg)
 	gs.mu.Unlock()
-	if full {
-		g.stop()
-		go gs.record(qg, g)
+	if next != nil {
+		go gs.record(qg, next)
 	}
 	return g, j, false, nil
 }
 
-// due records g once its linger has passed, unless it was full before.
-func (gs *groups) due(qg *gathering, g *group) {
-	gs.mu.Lock()
+// closeLocked closes g, qg's open group: no join is added to it any more,
+// and it waits its turn to be recorded. gs.mu is held.
+func (gs *groups) closeLocked(qg *gathering, g *group) {
 	if qg.open != g {
-		gs.mu.Unlock()
 		return
 	}
 	qg.open = nil
+	if g.stop != nil {
+		g.stop()
+	}
+	qg.closed = append(qg.closed, g)
+}
+
+// nextLocked is the group of qg to record now (nil: none, or one is being
+// recorded), marked as being recorded. Without a linger the open group
+// closes once nothing is recorded before it. gs.mu is held.
+func (gs *groups) nextLocked(qg *gathering) *group {
+	if qg.recording {
+		return nil
+	}
+	if len(qg.closed) == 0 && qg.open != nil && gs.Linger == 0 {
+		gs.closeLocked(qg, qg.open)
+	}
+	if len(qg.closed) == 0 {
+		return nil
+	}
+	g := qg.closed[0]
+	qg.closed = qg.closed[1:]
+	qg.recording = true
+	return g
+}
+
+// due closes g once its linger has passed, unless it closed before (full),
+// and records it when its turn has come.
+func (gs *groups) due(qg *gathering, g *group) {
+	gs.mu.Lock()
+	gs.closeLocked(qg, g)
+	next := gs.nextLocked(qg)
 	gs.mu.Unlock()
-	gs.record(qg, g)
+	if next != nil {
+		gs.record(qg, next)
+	}
 }
 
 // record publishes g as one usher.joins.v2 message and puts its joins in
@@ -201,13 +253,18 @@ func (gs *groups) record(qg *gathering, g *group) {
 	defer func() {
 		gs.mu.Lock()
 		qg.pending -= len(g.joins)
+		qg.recording = false
 		waiting := g.waiting // no request joins a group once it is closed
-		if qg.pending == 0 && qg.open == nil && gs.queues[g.queue] == qg {
+		next := gs.nextLocked(qg)
+		if qg.pending == 0 && gs.queues[g.queue] == qg {
 			delete(gs.queues, g.queue) // a queue that went quiet, or was deleted, holds nothing
 		}
 		gs.mu.Unlock()
 		a.metrics.gathering.Sub(float64(waiting))
 		close(g.done)
+		if next != nil {
+			go gs.record(qg, next)
+		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
 	defer cancel()

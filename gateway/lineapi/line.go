@@ -36,7 +36,7 @@ type Line interface {
 	LookupLimited(ctx context.Context, q, user string, plan ratelimit.Plan) (waitqueue.Current, ratelimit.Decision, error)
 	IngestJoined(ctx context.Context, q, epoch string, seq uint64, user string, prev uint64, kind waitqueue.JoinKind) (waitqueue.Entry, uint64, error)
 	IngestJoins(ctx context.Context, q, epoch string, seq uint64, joins []waitqueue.ListedJoin) ([]waitqueue.Ingested, error)
-	PollPresent(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error)
+	PollPresent(ctx context.Context, q string, seq uint64, every time.Duration) (waitqueue.Entry, error)
 	Poll(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error)
 	Leave(ctx context.Context, q string, seq uint64, user string) (waitqueue.Status, error)
 	Stats(ctx context.Context, q string) (waitqueue.Stats, error)
@@ -112,8 +112,8 @@ type Deps struct {
 	Epoch   func() string
 	Log     *slog.Logger
 	Metrics *Metrics
-	// Grouping gathers a queue's concurrent joins into one record (a zero
-	// Linger: each join its own).
+	// Grouping gathers a queue's concurrent joins into one record (Off:
+	// each join its own).
 	Grouping Grouping
 }
 
@@ -142,7 +142,7 @@ func New(deps Deps) *API {
 	a := &API{line: deps.Line, invites: deps.Invites, admission: deps.Admission, queues: deps.Queues, events: deps.Events, tickets: deps.Tickets, places: deps.Places,
 		door: deps.Door, users: deps.Users, limits: deps.Limits, now: deps.Now, earliest: deps.Earliest, epoch: deps.Epoch,
 		log: deps.Log, metrics: deps.Metrics}
-	if deps.Grouping.Linger > 0 {
+	if !deps.Grouping.Off {
 		a.groups = newGroups(deps.Grouping, a)
 	}
 	return a
@@ -262,7 +262,7 @@ func (a *API) enter(c *fiber.Ctx, j joining) (bought bool, err error) {
 	epoch := a.epoch()
 	prev := j.cur.Seq
 	if j.cur.Found && j.cur.Status.Live() {
-		e, err := a.line.PollPresent(ctx, cfg.Name, prev)
+		e, err := a.line.PollPresent(ctx, cfg.Name, prev, cfg.PresenceEvery())
 		if err != nil {
 			return false, httpapi.LineDown(err)
 		}
@@ -352,7 +352,7 @@ func (a *API) settle(ctx context.Context, cfg catalog.Config, e waitqueue.Entry,
 	if e.Status == waitqueue.Admitted {
 		// Admitted between the follower's copy and this one (a fast tick):
 		// read the whole record, the token's included.
-		if e, err = a.line.PollPresent(ctx, cfg.Name, e.Seq); err != nil {
+		if e, err = a.line.PollPresent(ctx, cfg.Name, e.Seq, cfg.PresenceEvery()); err != nil {
 			return e, httpapi.LineDown(err)
 		}
 	}
@@ -437,7 +437,7 @@ func (a *API) Poll(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	e, err := a.line.PollPresent(c.UserContext(), cfg.Name, t.Seq)
+	e, err := a.line.PollPresent(c.UserContext(), cfg.Name, t.Seq, cfg.PresenceEvery())
 	if err != nil {
 		return httpapi.LineDown(err)
 	}

@@ -212,6 +212,20 @@ func (c Config) AbandonAfter() time.Duration {
 	return time.Duration(*c.AbandonAfterSeconds) * time.Second
 }
 
+// PresenceEvery is how sharply a waiting shopper's presence is recorded
+// (their own polls, the notifier's streams): a tenth of the abandonment
+// window, so a shopper is abandoned after at least nine tenths of it
+// without a sign of them, never sooner; 0 when nobody is abandoned, so
+// presence is not recorded at all. Each record is a write the queue's
+// Redis shard replicates; a poll that finds one this recent makes none.
+func (c Config) PresenceEvery() time.Duration {
+	a := c.AbandonAfter()
+	if a <= 0 {
+		return 0
+	}
+	return max(a/10, time.Millisecond)
+}
+
 // UserLimit is the most units of the queue's SKUs one user may buy.
 func (c Config) UserLimit() int {
 	if c.MaxPerUser > 0 {

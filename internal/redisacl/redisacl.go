@@ -100,7 +100,9 @@ var lineReads = []string{
 // the rate limiter's scripts call (every redis.call in internal/: a test
 // keeps this list complete).
 var lineWrites = []string{
-	"expire", "persist", "set", "msetnx", "incrby", // msetnx: a rebuild sets the users' pointers at once (restoreScript)
+	"expire", "persist", "set", "incrby",
+	"mset",   // a group of joins sets its users' pointers at once (ingest_group.lua)
+	"msetnx", // a rebuild sets the users' pointers at once (restoreScript)
 	"hset", "hsetnx", "hdel", "hincrby",
 	"zadd", "zrem", "zremrangebyscore", // zsets, a drop's invite codes too (drop.Drop.AddInvites, UseInvite)
 	"rename",                   // a drop's draw makes the staged order the line (drawScript)

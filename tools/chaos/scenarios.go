@@ -501,11 +501,11 @@ func scenarios() []scenario {
 	owAck := func(timing) time.Duration { return orderAckWait + 5*time.Second }
 	return []scenario{
 		{name: "kill-gateway", what: "kill -9 a gateway, restart it", inject: killRestart(kindGateway)},
-		// Group commit on (off by default): a gateway killed with a group
-		// gathered or being recorded. The linger is long for a gateway (20
-		// ms) so that the load's few dozen joins a second still meet in
-		// groups of several.
-		{name: "kill-gateway-grouping", what: "kill -9 a gateway that commits joins in groups (USHER_JOIN_LINGER 20ms), restart it",
+		// A gateway killed with a group gathered or being recorded. Without
+		// a linger (kill-gateway) the load's few dozen joins a second go
+		// mostly one by one; a long linger (20 ms) has them meet in groups
+		// of several.
+		{name: "kill-gateway-grouping", what: "kill -9 a gateway whose groups of joins linger 20 ms (USHER_JOIN_LINGER), restart it",
 			prepare: func(_ *fault, p *plan) { p.env = map[string]string{"USHER_JOIN_LINGER": "20ms"} }, inject: killRestart(kindGateway)},
 		{name: "kill-admitter", what: "kill -9 an admitter, restart it", inject: killRestart(kindAdmitter)},
 		{name: "kill-notifier", what: "kill -9 a notifier, restart it", inject: killRestart(kindNotifier)},

@@ -17,18 +17,20 @@ import (
 // it from the example client the same way whoever says it: a poll answers
 // LEFT with reason abandoned, the notifier's stream closed {"reason":
 // "left", "abandoned": true} (a laptop waking: the browser's EventSource
-// reconnects before any poll). usher.js read the stream's as reason left,
-// a shopper who chose to leave. The gateway and notifier here are the
-// API document's answers, served by the test: what is checked is how the
-// client reads them.
+// reconnects before any poll). The client once read the stream's as
+// reason left, a shopper who chose to leave. The gateway and notifier here
+// are the API document's answers, served by the test: what is checked is
+// how the client module (clients/js/src), on the browser's EventSource,
+// reads them.
 func TestTheJSClientTellsAnAbandonedShopperAsAPollDoes(t *testing.T) {
 	bin := chromium.Path(t)
 	mux := http.NewServeMux()
-	mux.Handle("GET /usher.js", http.FileServer(http.Dir("../../examples/js")))
+	mux.Handle("GET /usher-client/", http.StripPrefix("/usher-client", http.FileServer(http.Dir(clientDir+"/src"))))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, `<!doctype html><script src="/usher.js"></script><script>
+		fmt.Fprint(w, `<!doctype html><script type="module">
+import { createClient } from '/usher-client/usher.js';
 window.result = '';
-Usher.wait({queue: 'drop', headers: {'X-User-Id': 'alice'}}).then(
+createClient({headers: {'X-User-Id': 'alice'}}).wait('drop').then(
   (s) => { window.result = 'resolved ' + s.status; },
   (e) => { window.result = e.status + ' ' + (e.reason || ''); });
 </script>`)

@@ -24,13 +24,14 @@ import (
 	"usher/tools/internal/chromium"
 )
 
-// The browser client a shop copies (examples/js) in headless Chromium
-// against the real services: it joins a queue that asks for a proof of work
-// (solving the 428's challenge with the gateway's pow.js), waits on the
-// notifier's stream — or, with the notifier down, polls — and orders with
-// its entry token once READY. The page is served as a shop would serve it:
-// its own files, and /v1 and /q/static passed to the gateway on the same
-// origin.
+// The browser example a shop copies (examples/js), on the client module
+// (@usher/client, clients/js/src), in headless Chromium against the real
+// services: it joins a queue that asks for a proof of work (solving the
+// 428's challenge in a Web Worker running the gateway's pow.js), waits on
+// the notifier's stream through EventSource — or, with the notifier down,
+// polls — and orders with its entry token once READY. The page is served
+// as a shop would serve it: its own files, the client's at /usher-client/,
+// and /v1 and /q/static passed to the gateway on the same origin.
 func TestExampleJSClient(t *testing.T) {
 	bin := chromium.Path(t)
 
@@ -55,12 +56,17 @@ func TestExampleJSClient(t *testing.T) {
 	proxy := httputil.NewSingleHostReverseProxy(gateway)
 	proxy.FlushInterval = -1
 	files := http.FileServer(http.Dir("../../examples/js"))
+	module := http.StripPrefix("/usher-client", http.FileServer(http.Dir(clientDir+"/src")))
 	doc, err := contract.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, "/v1/") && !strings.HasPrefix(r.URL.Path, "/q/static/") {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/usher-client/"):
+			module.ServeHTTP(w, r)
+			return
+		case !strings.HasPrefix(r.URL.Path, "/v1/") && !strings.HasPrefix(r.URL.Path, "/q/static/"):
 			files.ServeHTTP(w, r)
 			return
 		}

@@ -30,7 +30,7 @@ func TestShoppersWhoAreGoneLeaveTheLine(t *testing.T) {
 	if err := s.Present(ctx, q, present, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PollPresent(ctx, q, 301); err != nil { // one polls
+	if _, err := s.PollPresent(ctx, q, 301, time.Millisecond); err != nil { // one polls
 		t.Fatal(err)
 	}
 	if r := testenv.Tick(t, s, q, tk); r.Abandoned != 0 {

@@ -5,13 +5,11 @@
 -- cursor: only the follower, applying the stream in order, knows
 -- everything before a sequence is in line.
 -- ARGV from 3 (ingestArgs, scripts.go): epoch (the entries stream's identity), seq, user, prev,
--- kind (see join), form and index: form '0', seq is the join's place;
--- '1', seq is a usher.joined.v1 message's stream sequence, put at its
--- place (placeOf, lib.lua) by the queue's first usher.joins.v2 message as
--- far as the line has applied the stream; '2', seq is a usher.joins.v2
--- message's stream sequence and index the join's in its list: the queue's
--- joins count in groups from that message at the latest, whether or not
--- the follower has applied its first group yet.
+-- kind (see join) and form: '0', seq is the join's place; '1', seq is a
+-- usher.joined.v1 message's stream sequence, put at its place (placeOf,
+-- lib.lua) by the queue's first usher.joins.v2 message as far as the line
+-- has applied the stream. (A usher.joins.v2 message's joins go in line
+-- together: ingest_group.lua.)
 -- Returns {status, seq of the live entry, rank or -1, waiting count, rate,
 -- stock state, SKUs with units left, the join's place} (the line's figures
 -- a poll answers too, so a join's answer is the view a poll would give), or
@@ -24,14 +22,7 @@ local cur = once('epoch ' .. C, function() return redis.call('HMGET', C, 'entrie
 local had = cur[1]
 if had and had ~= ARGV[3] then return {'stale'} end
 local seq = ARGV[4]
-if ARGV[8] ~= '0' then
-  local s, index, v2 = tonumber(seq), 0, tonumber(cur[2] or '0')
-  if ARGV[8] == '2' then
-    index = tonumber(ARGV[9])
-    if v2 == 0 then v2 = s end
-  end
-  seq = placeOf(s, index, v2)
-end
+if ARGV[8] == '1' then seq = placeOf(tonumber(seq), 0, tonumber(cur[2] or '0')) end
 local live, st = join(seq, ARGV[5], ARGV[6], ARGV[7], '0') -- just stored: now
 if not live then return {'conflict'} end
 if st == 'pre' then forget('undrawn ' .. ST) end

@@ -13,7 +13,6 @@ import (
 	"time"
 	"usher/internal/keyspace"
 	"usher/internal/ratelimit"
-	"usher/internal/script"
 	"usher/internal/waitqueue"
 	"usher/internal/waitqueue/internal/linescript"
 
@@ -85,20 +84,14 @@ func (l *Line) IngestJoins(ctx context.Context, q, epoch string, seq uint64, joi
 		return nil, nil
 	}
 	k := keyspace.Of(q)
-	keys, ttl := linescript.Keys(k), l.client.TombstoneTTL()
-	args := make([]ingestArgs, len(joins))
-	calls := make([]script.Call, len(joins))
-	for i, j := range joins {
-		args[i] = ingestArgs{Epoch: epoch, Seq: seq, User: j.User, Prev: j.Prev, Kind: j.Kind, Form: placeListed, Index: i}
-		calls[i] = script.Call{Keys: keys, Args: args[i].argv(k, ttl)}
-	}
-	cmd := ingestScript.RunMany(ctx, l.rdb, calls)
-	if err := cmd.Err(); err != nil {
+	cmd := ingestGroupScript.Run(ctx, l.rdb, linescript.Keys(k), ingestGroupArgv(k, l.client.TombstoneTTL(), epoch, seq, joins)...)
+	replies, err := decodeIngestGroup(ctx, cmd, len(joins))
+	if err != nil {
 		return nil, fmt.Errorf("ingest %s/%d: %w", q, seq, err)
 	}
 	out := make([]waitqueue.Ingested, len(joins))
-	for i, c := range script.Split(ctx, cmd, len(calls)) {
-		e, place, err := decodeIngest(c, q, args[i])
+	for i, c := range replies {
+		e, place, err := decodeIngest(c, q, ingestArgs{Epoch: epoch, Seq: seq, User: joins[i].User})
 		out[i] = waitqueue.Ingested{Entry: e, Place: place, Err: err}
 	}
 	return out, nil
@@ -140,21 +133,22 @@ func (l *Line) LookupLimited(ctx context.Context, q, user string, limits ratelim
 // A sequence Redis has not applied yet comes back as Unknown with the
 // waiting count, so the caller can answer with an estimate.
 func (l *Line) Poll(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error) {
-	return l.poll(ctx, q, seq, false)
+	return l.poll(ctx, q, pollArgs{Seq: seq})
 }
 
 // PollPresent is the shopper's own poll: Poll, and a waiting shopper is
-// recorded present (see admission/admit.lua: abandonment).
-func (l *Line) PollPresent(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error) {
-	return l.poll(ctx, q, seq, true)
+// recorded present (see admission/admit.lua: abandonment) unless they were
+// less than every ago (catalog.Config.PresenceEvery: as sharp as the
+// queue's abandonment needs). every ≤ 0 records nothing.
+func (l *Line) PollPresent(ctx context.Context, q string, seq uint64, every time.Duration) (waitqueue.Entry, error) {
+	return l.poll(ctx, q, pollArgs{Seq: seq, PresentEvery: max(every, 0)})
 }
 
-func (l *Line) poll(ctx context.Context, q string, seq uint64, present bool) (waitqueue.Entry, error) {
+func (l *Line) poll(ctx context.Context, q string, args pollArgs) (waitqueue.Entry, error) {
 	k := keyspace.Of(q)
-	args := pollArgs{Seq: seq, Present: present}
 	e, err := decodePoll(l.client.RunScript(ctx, pollScript, linescript.Keys(k), args.argv(k)...))
 	if err != nil {
-		return waitqueue.Entry{}, fmt.Errorf("poll %s/%d: %w", q, seq, err)
+		return waitqueue.Entry{}, fmt.Errorf("poll %s/%d: %w", q, args.Seq, err)
 	}
 	return e, nil
 }

@@ -7,6 +7,11 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"usher/internal/keyspace"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
 	"usher/internal/waitqueue/line"
@@ -147,5 +152,41 @@ func TestBatchedIngestsAroundTheOpeningTellEachItsOwnPlace(t *testing.T) {
 		if e := batched[i]; e.Position != want.pos || e.Waiting != want.waiting {
 			t.Errorf("join %d = position %d of %d, want %d of %d", joins[i].Seq, e.Position, e.Waiting, want.pos, want.waiting)
 		}
+	}
+}
+
+// A shopper's own poll records them present only when the last record is
+// at least the granularity old: a poll soon after one that recorded them
+// writes nothing; one past the granularity moves the time on; a poll that
+// is not theirs (every 0) never records.
+func TestAPollRecordsPresenceAtItsGranularity(t *testing.T) {
+	ctx := context.Background()
+	s, q := linetest.New(t)
+	linetest.JoinAll(t, s, q, "u1")
+	rdb, seen := testenv.Redis(t), keyspace.Of(q).Seen()
+	at := func() float64 {
+		t.Helper()
+		v, err := rdb.ZScore(ctx, seen, "1").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if err := rdb.ZAdd(ctx, seen, redis.Z{Score: 1000, Member: "1"}).Err(); err != nil { // seen long ago
+		t.Fatal(err)
+	}
+	if _, err := s.Poll(ctx, q, 1); err != nil || at() != 1000 {
+		t.Fatalf("a poll not the shopper's own moved presence to %v (%v)", at(), err)
+	}
+	if _, err := s.PollPresent(ctx, q, 1, time.Hour); err != nil || at() <= 1000 {
+		t.Fatalf("the shopper's poll long after the last record left presence at %v (%v)", at(), err)
+	}
+	recorded := at()
+	if _, err := s.PollPresent(ctx, q, 1, time.Hour); err != nil || at() != recorded {
+		t.Fatalf("a poll within the granularity moved presence %v -> %v (%v)", recorded, at(), err)
+	}
+	time.Sleep(3 * time.Millisecond)
+	if _, err := s.PollPresent(ctx, q, 1, time.Millisecond); err != nil || at() <= recorded {
+		t.Fatalf("a poll past the granularity left presence at %v (%v)", at(), err)
 	}
 }

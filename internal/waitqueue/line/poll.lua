@@ -1,12 +1,16 @@
 -- poll.lua reads everything a poll answers in one round trip and, when
 -- asked (a shopper's own poll), records that a waiting shopper is present
--- (see admit.lua: abandonment).
+-- (see admit.lua: abandonment) — unless it recorded them present less
+-- than the granularity ago: presence is read at the scale of the
+-- abandonment window, and a write costs the shard a replicated command
+-- (AOF, replicas) that the reads it sits between do not.
 -- Invariant: the place, the line's length and its figures are read in
 -- one step, by the rule undrawn.lib.lua keeps for every reader; the only
 -- write is the presence of a waiting shopper (ZADD XX GT: never adds
 -- anyone, never moves a time back).
 -- KEYS: the line's six (see lib.lua). ARGV (pollArgs, scripts.go): prefix,
--- seq, present (0|1).
+-- seq, the presence granularity in ms (0: not the shopper's own poll,
+-- record nothing).
 -- A sequence without a record is 'unknown' while the entries cursor has
 -- not reached it (joined, not applied yet) and 'gone' after (its tombstone
 -- expired).
@@ -31,9 +35,12 @@ if not st then
     if tonumber(seq) <= bound then st = 'gone' end
   end
 end
-if ARGV[3] == '1' and (st == 'waiting' or st == 'pre') then
+local every = tonumber(ARGV[3])
+if every > 0 and (st == 'waiting' or st == 'pre') then
   local t = once('time', function() return redis.call('TIME') end)
-  redis.call('ZADD', prefix .. 'seen', 'XX', 'GT', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), seq)
+  local n = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local last = tonumber(redis.call('ZSCORE', prefix .. 'seen', seq) or n)
+  if n - last >= every then redis.call('ZADD', prefix .. 'seen', 'XX', 'GT', n, seq) end
 end
 local rank = -1
 if st == 'waiting' or st == 'pre' then rank = redis.call('ZRANK', KEYS[1], seq) or -1 end

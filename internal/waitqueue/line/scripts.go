@@ -1,8 +1,10 @@
 package line
 
 import (
+	"context"
 	_ "embed" // the scripts' Lua
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 // of one as one command.
 var (
 	ingestScript        = script.New(linescript.Changing(undrawnLua, ingestLua))
+	ingestGroupScript   = redis.NewScript(linescript.Changing(undrawnLua, ingestGroupLua))
 	lookupScript        = script.New(lookupLua + lookupOnlyLua)
 	lookupLimitedScript = script.New(ratelimit.Lua() + lookupLua + lookupLimitedLua)
 	pollScript          = script.New(undrawnLua + pollLua)
@@ -36,6 +39,8 @@ var (
 	lookupLua string
 	//go:embed ingest.lua
 	ingestLua string
+	//go:embed ingest_group.lua
+	ingestGroupLua string
 	//go:embed lookup.lua
 	lookupOnlyLua string
 	//go:embed lookup_limited.lua
@@ -55,12 +60,11 @@ type ingestArgs struct {
 	User  string
 	Prev  uint64 // the entry the gateway saw finished when it published the join (0: none)
 	Kind  waitqueue.JoinKind
-	// Form says what Seq is: the join's place (placeSeq), a
-	// usher.joined.v1 message's stream sequence (placeJoined) or a
-	// usher.joins.v2 message's, listing the join at Index (placeListed);
-	// the script puts the last two at their place (event.Place).
-	Form  ingestForm
-	Index int
+	// Form says what Seq is: the join's place (placeSeq) or a
+	// usher.joined.v1 message's stream sequence (placeJoined), which the
+	// script puts at its place (event.Place). A usher.joins.v2 message's
+	// joins go in together (ingest_group.lua).
+	Form ingestForm
 }
 
 // ingestForm is what an ingest's Seq is (ingestArgs.Form).
@@ -69,13 +73,12 @@ type ingestForm int
 const (
 	placeSeq    ingestForm = iota // the join's place itself
 	placeJoined                   // a usher.joined.v1 message's stream sequence
-	placeListed                   // a usher.joins.v2 message's, with the join's index
 )
 
 // argv is ingest.lua's ARGV, in the order it reads them. Every form has
 // as many arguments, so the calls of one batch go as one command.
 func (a ingestArgs) argv(k keyspace.Queue, ttl time.Duration) []any {
-	return linescript.Args(k, ttl, a.Epoch, a.Seq, a.User, a.Prev, string(a.Kind), int(a.Form), a.Index)
+	return linescript.Args(k, ttl, a.Epoch, a.Seq, a.User, a.Prev, string(a.Kind), int(a.Form))
 }
 
 // decodeIngest reads ingest.lua's reply to a's join into q: {status, seq
@@ -103,6 +106,38 @@ func decodeIngest(cmd *redis.Cmd, q string, a ingestArgs) (waitqueue.Entry, uint
 		return waitqueue.Entry{}, 0, fmt.Errorf("ingest %s/%d: place %v", q, a.Seq, res[7])
 	}
 	return e, place, nil
+}
+
+// ingestGroupArgv is ingest_group.lua's ARGV: the message's joins, in
+// their order, stored at stream sequence seq of the stream epoch names.
+func ingestGroupArgv(k keyspace.Queue, ttl time.Duration, epoch string, seq uint64, joins []waitqueue.ListedJoin) []any {
+	own := make([]any, 0, 2+3*len(joins))
+	own = append(own, epoch, seq)
+	for _, j := range joins {
+		own = append(own, j.User, j.Prev, string(j.Kind))
+	}
+	return linescript.Args(k, ttl, own...)
+}
+
+// decodeIngestGroup reads ingest_group.lua's reply for n joins: one
+// ingest.lua reply each, or {'stale'} for all of them.
+func decodeIngestGroup(ctx context.Context, cmd *redis.Cmd, n int) ([]*redis.Cmd, error) {
+	res, err := cmd.Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(res) == 1 && res[0] == "stale" {
+		res = slices.Repeat([]any{[]any{"stale"}}, n)
+	}
+	if len(res) != n {
+		return nil, fmt.Errorf("a reply of %d joins for %d", len(res), n)
+	}
+	out := make([]*redis.Cmd, n)
+	for i, r := range res {
+		out[i] = redis.NewCmd(ctx)
+		out[i].SetVal(r)
+	}
+	return out, nil
 }
 
 // lookupArgs are lookup.lua's keys and arguments: whom to look up.
@@ -176,13 +211,16 @@ func decodeLookupLimited(cmd *redis.Cmd, a lookupLimitedArgs) (waitqueue.Current
 // pollArgs are poll.lua's arguments (a poll changes nothing but presence:
 // it takes no tombstone TTL).
 type pollArgs struct {
-	Seq     uint64
-	Present bool // the shopper's own poll: record them present
+	Seq uint64
+	// PresentEvery is the shopper's own poll's presence granularity:
+	// recorded present unless they were less than this long ago (0: not
+	// their own poll, record nothing).
+	PresentEvery time.Duration
 }
 
 // argv is poll.lua's ARGV, in the order it reads them.
 func (a pollArgs) argv(k keyspace.Queue) []any {
-	return []any{k.Prefix(), a.Seq, linescript.Flag(a.Present)}
+	return []any{k.Prefix(), a.Seq, a.PresentEvery.Milliseconds()}
 }
 
 // decodePoll reads poll.lua's reply: {status, seq, rank, waiting, readyAt,

@@ -2,6 +2,7 @@ package projection_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 
@@ -180,5 +181,61 @@ func TestIngestOfAGroupPutsEachJoinAtItsPlace(t *testing.T) {
 	again, err := s.IngestJoins(ctx, q, epoch, 5, []waitqueue.ListedJoin{{User: "u5"}})
 	if err != nil || again[0].Err != nil || again[0].Place != event.Place(5, 0, 2) || again[0].Entry.Position != 5 {
 		t.Fatalf("IngestJoins(5) = %+v, %v; want place %d, fifth in line", again, err, event.Place(5, 0, 2))
+	}
+}
+
+// A group's writes to the line, its users' pointers and presence are made
+// once for the whole group (ingest_group.lua): each kind of join still
+// lands where a join of its own would — the pre-queue's outside the line,
+// one allowed past it ahead of everyone — and every user's pointer and
+// presence names their entry; a place whose record names another user is
+// that join's conflict alone; a line of another stream is stale for all.
+func TestAGroupsHeldBackWritesLandAsSingleJoinsWould(t *testing.T) {
+	s, q := linetest.New(t)
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	k := keyspace.Of(q)
+	linetest.JoinAll(t, s, q, "u1")
+	// Place 3 × 1024 + 4 already names someone else (another incarnation's record).
+	if err := rdb.HSet(ctx, k.Prefix()+"e:3076", "status", "waiting", "user", "stranger").Err(); err != nil {
+		t.Fatal(err)
+	}
+	listed := []waitqueue.ListedJoin{{User: "p1", Kind: waitqueue.PreQueue}, {User: "v1", Kind: waitqueue.Priority},
+		{User: "w1"}, {User: "p1", Kind: waitqueue.PreQueue}, {User: "x1"}}
+	got, err := s.IngestJoins(ctx, q, epoch, 3, listed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Entry.Status != waitqueue.PreQueued || got[3].Entry.Seq != 3072 || got[3].Entry.Status != waitqueue.PreQueued {
+		t.Errorf("p1 = %+v, then %+v; want pre-queued at 3072 both times", got[0], got[3])
+	}
+	if got[1].Entry.Status != waitqueue.Waiting || got[1].Entry.Position != 1 {
+		t.Errorf("v1 = %+v; want waiting first, ahead of u1", got[1].Entry)
+	}
+	if got[2].Entry.Position != 4 {
+		t.Errorf("w1 = %+v; want fourth (v1, u1 and the undrawn pre-queue ahead)", got[2].Entry)
+	}
+	if !errors.Is(got[4].Err, waitqueue.ErrConflict) {
+		t.Errorf("x1 at a stranger's place = %+v; want a conflict", got[4])
+	}
+	for user, want := range map[string]string{"p1": "3072", "v1": "3073", "w1": "3074"} {
+		if ptr, _ := rdb.Get(ctx, k.Prefix()+"u:"+user).Result(); ptr != want {
+			t.Errorf("%s's pointer = %q, want %s", user, ptr, want)
+		}
+		if _, err := rdb.ZScore(ctx, k.Prefix()+"seen", want).Result(); err != nil {
+			t.Errorf("%s's entry %s is not present: %v", user, want, err)
+		}
+	}
+	line, err := rdb.ZRange(ctx, k.Waiting(), 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := seqsOf(t, line), []uint64{3073, 1, 3074}; !slices.Equal(got, want) {
+		t.Errorf("line = %v, want %v", got, want)
+	}
+	if _, err := s.IngestJoins(ctx, q, "another-epoch", 4, []waitqueue.ListedJoin{{User: "y1"}}); err != nil {
+		t.Fatal(err)
+	} else if again, _ := s.IngestJoins(ctx, q, "another-epoch", 4, []waitqueue.ListedJoin{{User: "y1"}, {User: "y2"}}); !errors.Is(again[0].Err, waitqueue.ErrStale) || !errors.Is(again[1].Err, waitqueue.ErrStale) {
+		t.Errorf("a group into another stream's line = %+v; want stale for each join", again)
 	}
 }
