@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"usher/gateway/gate"
 	"usher/gateway/lineapi"
 	"usher/gateway/page"
 	"usher/internal/config"
@@ -37,6 +38,8 @@ type settings struct {
 	protect        protectSettings
 	orderHold      time.Duration
 	joins          lineapi.Grouping // group commit of a queue's concurrent joins
+	gate           gate.Config      // the proxy gate's rules; none: off
+	gateKeyFile    string           // the pass cookies' HMAC keys
 }
 
 // loadSettings reads the gateway's environment; every problem is reported
@@ -57,6 +60,8 @@ func loadSettings(env *config.Env) (settings, error) {
 		protect:        loadProtectSettings(env),
 		orderHold:      env.Duration("USHER_ORDER_HOLD", 6*time.Minute+30*time.Second),
 		joins:          joinGrouping(env),
+		gate:           gateRules(env),
+		gateKeyFile:    env.String("USHER_GATE_KEY_FILE", filepath.Join(data, "gate.key")),
 	}
 	env.Check(s.unsafe()) // refused where others can connect: see safedefaults.go
 	// The page's languages: every catalog is checked now, so a shop's
@@ -116,6 +121,27 @@ func pageCSSURL(env *config.Env) string {
 		return ""
 	}
 	return raw
+}
+
+// gateRules reads USHER_GATE_FILE, the proxy gate's rules (package
+// gate): checked now, so a bad file stops the start naming every problem.
+// Unset, the gate is off.
+func gateRules(env *config.Env) gate.Config {
+	path := env.String("USHER_GATE_FILE", "")
+	if path == "" {
+		return gate.Config{}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		env.Check(fmt.Errorf("USHER_GATE_FILE=%s: %w", path, err))
+		return gate.Config{}
+	}
+	cfg, err := gate.Parse(b, os.ReadFile)
+	if err != nil {
+		env.Check(fmt.Errorf("USHER_GATE_FILE=%s: %w", path, err))
+		return gate.Config{}
+	}
+	return cfg
 }
 
 // maxJoinLinger bounds USHER_JOIN_LINGER: the linger is what a lone

@@ -99,3 +99,39 @@ func asSegment(s string) bool {
 	}
 	return true
 }
+
+// Whatever a proxy (or someone posing as one) describes to the gate, and
+// whatever the pass endpoint is sent, the answer is a decision or a
+// problem: never a 500, never an error that is not problem+json.
+func FuzzGate(f *testing.F) {
+	h := newHarness(f)
+	h.withGate(h.gateRule(""))
+	pass, _ := h.pass("alice")
+	f.Add("GET", "/shop/item?x=1", "shop.test", "https", "alice", pass, "text/html", "/shop/item")
+	f.Add("POST", "/shop/../shop/cart", "shop.test:8443", "http", "bob", pass[:len(pass)/2], "*/*", "https://evil.test/")
+	f.Add("", "", "", "", "", "", "", "")
+	f.Add("get", "//x", "[::1]:80", "ftp", "a b", "p1.x.1.1.YQ.AA", "text/html", "javascript:alert(1)")
+	f.Add("OPTIONS", "/shop/%zz", "user@host", "HTTPS", "alice", "p1...", "", "/\\evil")
+	f.Fuzz(func(t *testing.T, method, uri, host, proto, user, cookie, accept, ret string) {
+		for _, v := range []string{method, uri, host, proto, user, cookie, accept, ret} {
+			if !validHeaderValue(v) || len(v) > 1024 {
+				return // not something an HTTP client can send, or past the header limit
+			}
+		}
+		h := h.with(t)
+		hdr := map[string]string{"X-Forwarded-Method": method, "X-Forwarded-Uri": uri, "X-Forwarded-Host": host,
+			"X-Forwarded-Proto": proto, "X-User-Id": user, "Accept": accept}
+		if cookie != "" && !strings.ContainsAny(cookie, ";,\" ") {
+			hdr["Cookie"] = "usher_pass=" + cookie
+		}
+		rs := []response{
+			h.do("GET", "/v1/gate", "", hdr),
+			h.do("GET", "/v1/gate/pass?ticket="+url.QueryEscape(cookie)+"&return="+url.QueryEscape(ret), "", hdr),
+		}
+		for _, r := range rs {
+			if r.status >= 500 || (r.status >= 400 && !isProblem(r)) {
+				t.Fatalf("status %d %s for %q %q %q %q user %q cookie %q", r.status, r.raw, method, uri, host, proto, user, cookie)
+			}
+		}
+	})
+}

@@ -13,6 +13,7 @@ import (
 	apidoc "usher/api"
 	"usher/gateway/admin"
 	"usher/gateway/door"
+	"usher/gateway/gate"
 	"usher/gateway/httpapi"
 	"usher/gateway/lineapi"
 	"usher/gateway/orderapi"
@@ -29,6 +30,7 @@ import (
 	"usher/internal/waitqueue/claims"
 	"usher/internal/waitqueue/drop"
 	"usher/internal/waitqueue/line"
+	"usher/internal/waitqueue/passes"
 )
 
 // gateway is what the gateway's rooms are built from: run's connections
@@ -70,6 +72,13 @@ type gateway struct {
 	ops        opsDeps     // the ops dashboard's extra reads
 	challenges *pow.Issuer // the door's challenges; nil: a random secret
 
+	// gate is the proxy gate's configuration (USHER_GATE_FILE; no rules:
+	// the gate is off), gateKeys its pass keys (nil: random ones), and
+	// gateRoom the gate app last built, whose sweeper run runs.
+	gate     gate.Config
+	gateKeys *gate.Keys
+	gateRoom *gate.Gate
+
 	// adminApart puts the admin API and the dashboard on their own app,
 	// admin, served on USHER_ADMIN_ADDR: an address only ops can reach
 	// (loopback, a management network), while the public app answers 404
@@ -88,6 +97,7 @@ type rooms struct {
 	admin     *admin.API
 	dashboard *admin.Dashboard
 	page      *page.Page
+	gate      *gate.Gate
 }
 
 // app builds the rooms and the fiber application that routes to them
@@ -95,6 +105,7 @@ type rooms struct {
 func (g *gateway) app() *fiber.App {
 	g.defaults()
 	r := g.rooms()
+	g.gateRoom = r.gate
 	app := g.newApp("usher-gateway")
 	// The admin API and the dashboard: on this app, or on their own.
 	adm := fiber.Router(app)
@@ -121,6 +132,9 @@ func (g *gateway) defaults() {
 	}
 	if g.challenges == nil {
 		g.challenges = door.RandomIssuer()
+	}
+	if g.gateKeys == nil {
+		g.gateKeys = gate.RandomKeys()
 	}
 	if g.ops.slots == nil {
 		g.ops.slots = make(chan struct{}, admin.MaxStreams)
@@ -163,6 +177,9 @@ func (g *gateway) rooms() rooms {
 	r.dashboard = admin.NewDashboard(dash)
 	r.page = page.New(page.Deps{Queues: g.queues, Langs: g.pageLangs, CSSURL: g.pageCSS, Users: g.users,
 		Join: r.line.Join, Poll: r.line.Poll, Order: r.orders.PlaceOrder, Now: g.now, Log: g.log})
+	r.gate = gate.New(gate.Deps{Config: g.gate, Keys: g.gateKeys, Passes: ln.passes, Leaver: r.line, Queues: g.queues,
+		Users: g.users, Tickets: g.tickets, Tokens: g.keys, Proxies: g.ips, Now: g.now, Earliest: g.earliest,
+		Epoch: g.epoch, Log: g.log, Metrics: g.metrics.gate})
 	return r
 }
 
@@ -174,10 +191,12 @@ type lineRoles struct {
 	admission *admission.Admission
 	claims    *claims.Claims
 	drop      *drop.Drop
+	passes    *passes.Passes
 }
 
 func newLineRoles(c *waitqueue.Client) lineRoles {
-	return lineRoles{client: c, line: line.New(c), admission: admission.New(c), claims: claims.New(c), drop: drop.New(c)}
+	return lineRoles{client: c, line: line.New(c), admission: admission.New(c), claims: claims.New(c), drop: drop.New(c),
+		passes: passes.New(c)}
 }
 
 // doorLine is what the door reads and spends in the line: its proofs'
@@ -227,6 +246,12 @@ func routes(app *fiber.App, adm fiber.Router, r rooms, g *gateway) {
 	v1.Delete("/queues/:queue/tickets/:ticket", r.door.ShadowTicket, r.line.Leave)
 	v1.Post("/orders", r.orders.PlaceOrder)
 	v1.Get("/orders/:id", r.orders.GetOrder)
+	// The proxy gate: what nginx, Caddy and Traefik ask (Envoy under its
+	// prefix, with the original method and path), and the pass.
+	v1.Get("/gate", r.gate.Check)
+	v1.Get("/gate/pass", r.gate.Pass)
+	v1.Post("/gate/pass", r.gate.Pass)
+	app.Use(gate.EnvoyPrefix, r.gate.Envoy)
 
 	v1admin := adm.Group("/v1/admin", r.admin.RequireAdmin, r.admin.RequireAdminUser)
 	v1admin.Get("/queues", r.admin.ListQueues)

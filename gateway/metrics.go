@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"usher/gateway/door"
+	"usher/gateway/gate"
 	"usher/gateway/httpapi"
 	"usher/gateway/lineapi"
 	"usher/gateway/throttle"
@@ -21,6 +22,7 @@ type metrics struct {
 	line    *lineapi.Metrics
 	limited *throttle.Metrics
 	pow     *door.Metrics // proof of work at the door
+	gate    *gate.Metrics // the proxy gate's decisions
 }
 
 func newMetrics() *metrics {
@@ -31,6 +33,7 @@ func newMetrics() *metrics {
 	m.limited = throttle.NewMetrics(m.reg)
 	m.pow = door.NewMetrics(m.reg)
 	m.line = lineapi.NewMetrics(m.reg)
+	m.gate = gate.NewMetrics(m.reg)
 	m.reg.MustRegister(
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"usher/gateway/admin"
+	"usher/gateway/gate"
 	"usher/gateway/httpapi"
 	"usher/gateway/userauth"
 	"usher/internal/adaptive"
@@ -35,6 +36,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	keys, tickets, err := s.keyFiles.Open()
 	if err != nil {
 		return err
+	}
+	var gateKeys *gate.Keys
+	if len(s.gate.Rules) > 0 {
+		if gateKeys, err = gate.LoadOrCreateKeys(s.gateKeyFile); err != nil {
+			return fmt.Errorf("USHER_GATE_KEY_FILE=%s: %w", s.gateKeyFile, err)
+		}
 	}
 	challenges, err := pow.LoadOrCreateIssuer(s.powSecret, 0)
 	if err != nil {
@@ -66,6 +73,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	d.Line.EnableBatching()
 	g := newGateway(s, d, db, keys, tickets, challenges, users)
 	g.adminApart = adminLn != nil
+	g.gate, g.gateKeys = s.gate, gateKeys
 	app := g.app()
 	d.Log.Info("gateway listening", "addr", ln.Addr().String(), "nats", s.NATS.URLs, "redis", redactURL(s.Redis.URL))
 	if adminLn != nil {
@@ -76,6 +84,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	d.Go(ctx, eg)
 	eg.Go(func() error { return d.Line.RunBatches(ctx, s.redisPipelines) })
 	eg.Go(func() error { return opshttp.ServeProfiles(ctx, s.Profiles) })
+	eg.Go(func() error { return g.gateRoom.RunSweeper(ctx, g.gateRoom.SweepEvery()) })
 	if refreshUsers != nil {
 		eg.Go(func() error { return refreshUsers(ctx) })
 	}

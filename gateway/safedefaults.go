@@ -22,6 +22,9 @@ const devAdminToken = "dev-admin-token"
 //     could reconfigure, pause or close every queue;
 //   - user identity from a header (USHER_USER_AUTH=header) with no trusted
 //     proxy: anyone could claim to be any shopper;
+//   - the proxy gate's pass cookie without Secure (the gate file's
+//     insecureCookie): a pass would travel in clear and could be copied
+//     off the wire;
 //
 // (Go profiles, USHER_PPROF_ADDR, are refused beyond loopback for every
 // service: service.Load.)
@@ -40,6 +43,10 @@ func (s settings) unsafe() error {
 		errs = append(errs, fmt.Errorf("USHER_USER_AUTH=header believes X-User-Id from whoever connects, and the gateway listens on %s: "+
 			"set USHER_TRUSTED_PROXIES to the addresses (CIDRs) of the shop's proxy that sets X-User-Id (the header is then believed from it only), "+
 			"or verify the shop's user JWTs instead (USHER_USER_AUTH=jwt-hs256 with USHER_USER_JWT_SECRET_FILE, or jwt-jwks with USHER_USER_JWKS_URL)", s.addr))
+	}
+	if s.gate.InsecureCookie && !config.IsLoopback(s.addr) {
+		errs = append(errs, fmt.Errorf("USHER_GATE_FILE sets insecureCookie and the gateway listens on %s: "+
+			"a pass cookie without Secure travels in clear; serve the shop over HTTPS and drop insecureCookie (it is for loopback tests only)", s.addr))
 	}
 	return errors.Join(errs...)
 }

@@ -463,24 +463,34 @@ func (a *API) Leave(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.UserContext()
-	id := "leave/" + cfg.Name + "/" + strconv.FormatUint(t.Seq, 10)
-	body, err := event.Marshal(id, event.TypeLeft, t.User, a.now(), event.Left{Queue: cfg.Name, User: t.User, Seq: t.Seq})
-	if err != nil {
+	if _, err := a.LeaveEntry(c.UserContext(), cfg.Name, t.Seq, t.User); err != nil {
 		return err
 	}
-	if _, err := a.events.Publish(ctx, event.LeaveSubject(cfg.Name), body, jetstream.WithMsgID(id)); err != nil {
-		return httpapi.Unavailable(fmt.Errorf("publish leave to %s: %w", cfg.Name, err), "the leave could not be recorded; retry")
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// LeaveEntry records the leave of entry seq of user in q and takes the
+// entry out of line, or frees its slot, returning the status it had: a
+// shopper's own leave, and what the proxy gate frees a pass's slot with
+// (its completePath, its idle sweep). Leaving twice is harmless.
+func (a *API) LeaveEntry(ctx context.Context, q string, seq uint64, user string) (waitqueue.Status, error) {
+	id := "leave/" + q + "/" + strconv.FormatUint(seq, 10)
+	body, err := event.Marshal(id, event.TypeLeft, user, a.now(), event.Left{Queue: q, User: user, Seq: seq})
+	if err != nil {
+		return "", err
 	}
-	had, err := a.line.Leave(ctx, cfg.Name, t.Seq, t.User)
+	if _, err := a.events.Publish(ctx, event.LeaveSubject(q), body, jetstream.WithMsgID(id)); err != nil {
+		return "", httpapi.Unavailable(fmt.Errorf("publish leave to %s: %w", q, err), "the leave could not be recorded; retry")
+	}
+	had, err := a.line.Leave(ctx, q, seq, user)
 	if err != nil {
 		// The leave is recorded in the stream: the follower applies it.
-		return httpapi.Unavailable(err, "the leave is recorded; it takes effect in a moment")
+		return "", httpapi.Unavailable(err, "the leave is recorded; it takes effect in a moment")
 	}
 	if had == waitqueue.Admitted { // this leave freed an admitted shopper's slot
-		a.metrics.outcomes.WithLabelValues(cfg.Name, analytics.Left).Inc()
+		a.metrics.outcomes.WithLabelValues(q, analytics.Left).Inc()
 	}
-	return c.SendStatus(fiber.StatusNoContent)
+	return had, nil
 }
 
 // answer writes a shopper's place (see shopper.Of: the one view the

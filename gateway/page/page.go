@@ -117,7 +117,12 @@ type pageData struct {
 	// it is the page page.js starts from (without JavaScript: the join).
 	Server bool
 
-	Action string // where the forms post: this page, with its ?lang=
+	Action string // where the forms post: this page, with its ?lang= and ?return=
+	// Return is where the proxy gate sent the shopper from (?return=): a
+	// READY shopper is handed their pass (POST /v1/gate/pass), which sends
+	// them back there (page.js does it at once; without JavaScript, a
+	// button).
+	Return string
 	User   string // the user field: only where any client may name itself (see pageUser)
 	Ticket string
 
@@ -242,8 +247,19 @@ func (p *Page) newPageData(c *fiber.Ctx, cfg catalog.Config, l *Lang) pageData {
 	}
 	queue := template.HTML(`<span class="queue">` + template.HTMLEscapeString(cfg.Name) + `</span>`)
 	action := "/q/" + cfg.Name
+	keep := url.Values{}
 	if q := c.Query("lang"); q != "" && len(q) <= maxLangInput {
-		action += "?lang=" + url.QueryEscape(q)
+		keep.Set("lang", q)
+	}
+	ret := c.Query("return")
+	if len(ret) > maxReturnInput {
+		ret = ""
+	}
+	if ret != "" {
+		keep.Set("return", ret)
+	}
+	if len(keep) > 0 {
+		action += "?" + keep.Encode()
 	}
 	d := pageData{
 		Queue: cfg.Name, SKU: sku, Variants: variants, Sells: len(cfg.Products()) > 0, CSSURL: p.cssURL,
@@ -254,6 +270,7 @@ func (p *Page) newPageData(c *fiber.Ctx, cfg catalog.Config, l *Lang) pageData {
 		Status:      "LOADING",
 		Section:     "join",
 		Action:      action,
+		Return:      ret,
 		HeldFor:     l.HTML("ready.heldFor", map[string]template.HTML{"left": `<span id="left" class="num">–</span>`}),
 		presence:    cfg.AbandonAfter(),
 		Notice:      cfg.Notice,
@@ -267,6 +284,10 @@ func (p *Page) newPageData(c *fiber.Ctx, cfg catalog.Config, l *Lang) pageData {
 	}
 	return d
 }
+
+// maxReturnInput bounds the ?return= a page carries on: the gate's pass
+// takes no longer one.
+const maxReturnInput = 4096
 
 // Show serves the waiting room of a queue: GET /q/{queue}.
 func (p *Page) Show(c *fiber.Ctx) error {

@@ -23,6 +23,7 @@
 //	usher:{q}:draw               zset    waitqueue (admitter)           the lottery's order, staged; the draw renames it into the waiting line
 //	usher:{q}:seen               zset    waitqueue (join, poll, notifier) while the queue exists: when each waiting shopper was last present; members leave when admitted, left or abandoned
 //	usher:{q}:leaves             zset    waitqueue (admit, announce)    the abandoned until their leave is stored on the entries stream
+//	usher:{q}:passes             zset    waitqueue (gateway's gate)     while the queue exists: each gate pass's entry scored by its last use (Unix ms); members leave when swept idle or found no longer holding their slot
 //	usher:{q}:invitecodes        zset    waitqueue (gateway)            single-use invite codes scored by their expiry (Unix ms); until the longest-lived one expires
 //	usher:{q}:stock              hash    waitqueue (worker, admitter)   while the queue exists: each SKU's units as the store last reported them, with their version
 //	usher:{q}:b:<user>           string  waitqueue (worker, follower)   BoughtTTL after the user's last paid order: units bought, for maxPerUser (once per order: the entry's counted)
@@ -115,6 +116,7 @@ func (k Queue) Draw() string     { return k.prefix + "draw" }
 func (k Queue) Seen() string     { return k.prefix + "seen" }
 func (k Queue) Leaves() string   { return k.prefix + "leaves" }
 func (k Queue) Invites() string  { return k.prefix + "invitecodes" }
+func (k Queue) Passes() string   { return k.prefix + "passes" }
 func (k Queue) Outcomes() string {
 	return k.prefix + "orders"
 }

@@ -222,6 +222,24 @@
     const first = root.dataset.status !== 'READY';
     root.dataset.status = 'READY';
     token = r.token;
+    // Sent here by the shop's proxy gate (?return=): the turn has come, so
+    // the gateway hands out the pass and sends the shopper back to the
+    // shop (a form's POST: the ticket stays out of every URL).
+    const ret = params.get('return');
+    if (first && ret) {
+      const f = document.createElement('form');
+      f.method = 'post';
+      f.action = '/v1/gate/pass';
+      for (const [name, value] of [['ticket', ticket], ['return', ret]]) {
+        const field = document.createElement('input');
+        field.type = 'hidden';
+        field.name = name;
+        field.value = value;
+        f.appendChild(field);
+      }
+      document.body.appendChild(f);
+      f.submit();
+    }
     show('ready');
     const anyLeft = showLeft(r);
     // The turn has come: the order button takes the focus, so a keyboard
