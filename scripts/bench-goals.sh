@@ -112,8 +112,9 @@ want http && for r in $(seq 1 "$rounds"); do
   # Two gateways on the one queue, half the connections each.
   for _ in $(seq 1 100); do curl -fs http://127.0.0.1:18086/readyz >/dev/null 2>&1 && break; sleep 0.1; done
   timeout 60 wrk -t1 -c128 -d"$gdur" -s scripts/bench/join.lua "$gw" -- bjoin "two-a-$r-$tag" >"$g/wrk-two-a-$r.txt" 2>&1 &
+  wa=$!
   timeout 60 wrk -t1 -c128 -d"$gdur" -s scripts/bench/join.lua http://127.0.0.1:18086 -- bjoin "two-b-$r-$tag" >"$g/wrk-two-b-$r.txt" 2>&1
-  wait
+  wait "$wa"
   two=$(cat "$g/wrk-two-a-$r.txt" "$g/wrk-two-b-$r.txt" | grep -o '^WRK rps=[0-9.]*' | cut -d= -f2 | awk '{t += $1} END {if (NR == 2) printf "%.1f\n", t}')
   echo "two gateways on the queue: wrk -c128 each: ${two:-?} joins/s together ($(ratio "$two" "$j") of one alone)"
   record two-gateways "$two"; record two-ratio "$(ratio "$two" "$j")"
