@@ -25,7 +25,10 @@ go vet -race ./... ./tools/...
 # more than its four minutes.
 go build -trimpath ./gateway ./admitter ./notifier ./orderworker ./tools/pgsim ./usherctl github.com/nats-io/nats-server/v2
 stage "go test -race"
-go test -race -count=1 -timeout 10m ./... ./tools/...
+# Four packages at a time on two cores: the slowest ones (the services
+# with their stores, the e2e stack, the fault suite's smoke run) spend most
+# of their time waiting on timers and servers, not on the CPU.
+go test -race -count=1 -p 4 -timeout 10m ./... ./tools/...
 stage fuzz
 
 # Fuzz the parsers briefly (scripts/fuzz.sh says which and why; `make
