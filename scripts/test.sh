@@ -24,15 +24,25 @@ go vet -race ./... ./tools/...
 # from nothing beside every package's race-instrumented tests can take
 # more than its four minutes.
 go build -trimpath ./gateway ./admitter ./notifier ./orderworker ./tools/pgsim ./usherctl github.com/nats-io/nats-server/v2
-stage "go test -race"
-# Four packages at a time on two cores: the slowest ones (the services
-# with their stores, the e2e stack, the fault suite's smoke run) spend most
-# of their time waiting on timers and servers, not on the CPU.
-go test -race -count=1 -p 4 -timeout 10m ./... ./tools/...
-stage fuzz
-
+stage "go test -race, and the parsers' fuzzing beside it"
 # Fuzz the parsers briefly (scripts/fuzz.sh says which and why; `make
-# fuzz` fuzzes every target, longer).
-FUZZ_SCOPE=parsers FUZZTIME=${FUZZTIME:-2000x} scripts/fuzz.sh
+# fuzz` fuzzes every target, longer), beside the tests: the slowest test
+# packages wait on timers and servers far more than they compute, and the
+# fuzzing fills those cores. Its output follows the tests'.
+fuzzlog=$(mktemp)
+trap 'rm -f "$fuzzlog"' EXIT
+(FUZZ_SCOPE=parsers FUZZTIME=${FUZZTIME:-2000x} scripts/fuzz.sh >"$fuzzlog" 2>&1) &
+fuzz=$!
+# Four packages at a time on two cores, for the same reason.
+tests=0
+go test -race -count=1 -p 4 -timeout 10m ./... ./tools/... || tests=$?
+fuzzed=0
+wait "$fuzz" || fuzzed=$?
+stage "fuzz (ran beside the tests)"
+cat "$fuzzlog"
+if [ "$tests" -ne 0 ] || [ "$fuzzed" -ne 0 ]; then
+  echo "make test: failed (go test exit $tests, fuzz exit $fuzzed)" >&2
+  exit 1
+fi
 stage done
 echo "make test: all passed"
