@@ -33,11 +33,9 @@ fuzzlog=$(mktemp)
 trap 'rm -f "$fuzzlog"' EXIT
 (FUZZ_SCOPE=parsers FUZZTIME=${FUZZTIME:-2000x} scripts/fuzz.sh >"$fuzzlog" 2>&1) &
 fuzz=$!
-# Four packages at a time on two cores, for the same reason; the tools'
-# module first, so the longest package (the e2e stack) starts early
-# instead of last.
+# Four packages at a time on two cores, for the same reason.
 tests=0
-go test -race -count=1 -p 4 -timeout 10m ./tools/... ./... || tests=$?
+go test -race -count=1 -p 4 -timeout 10m ./... ./tools/... || tests=$?
 fuzzed=0
 wait "$fuzz" || fuzzed=$?
 stage "fuzz (ran beside the tests)"
