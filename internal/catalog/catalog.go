@@ -212,12 +212,13 @@ func (c Config) AbandonAfter() time.Duration {
 	return time.Duration(*c.AbandonAfterSeconds) * time.Second
 }
 
-// PresenceEvery is how sharply a waiting shopper's presence is recorded
-// (their own polls, the notifier's streams): a tenth of the abandonment
-// window, so a shopper is abandoned after at least nine tenths of it
-// without a sign of them, never sooner; 0 when nobody is abandoned, so
-// presence is not recorded at all. Each record is a write the queue's
-// Redis shard replicates; a poll that finds one this recent makes none.
+// PresenceEvery is how sharply a waiting shopper's own polls record their
+// presence: a tenth of the abandonment window, so a polling shopper is
+// abandoned after at least nine tenths of it without a sign of them, never
+// sooner; 0 when nobody is abandoned, so polls record nothing. Each record
+// is a write the queue's Redis shard replicates; a poll that finds one this
+// recent makes none. (The notifier records its streams' shoppers by a rule
+// of its own: notifier/hub.go, presenceEvery.)
 func (c Config) PresenceEvery() time.Duration {
 	a := c.AbandonAfter()
 	if a <= 0 {
