@@ -38,8 +38,10 @@ type settings struct {
 	protect        protectSettings
 	orderHold      time.Duration
 	joins          lineapi.Grouping // group commit of a queue's concurrent joins
+	joinsInFlight  int              // the most joins answered at once; past it, 503
 	gate           gate.Config      // the proxy gate's rules; none: off
 	gateKeyFile    string           // the pass cookies' HMAC keys
+	gateRecheck    time.Duration    // how long a pass's check is trusted
 }
 
 // loadSettings reads the gateway's environment; every problem is reported
@@ -60,8 +62,10 @@ func loadSettings(env *config.Env) (settings, error) {
 		protect:        loadProtectSettings(env),
 		orderHold:      env.Duration("USHER_ORDER_HOLD", 6*time.Minute+30*time.Second),
 		joins:          joinGrouping(env),
+		joinsInFlight:  env.Int("USHER_JOINS_IN_FLIGHT", 2048, 0),
 		gate:           gateRules(env),
 		gateKeyFile:    env.String("USHER_GATE_KEY_FILE", filepath.Join(data, "gate.key")),
+		gateRecheck:    gateRecheck(env),
 	}
 	env.Check(s.unsafe()) // refused where others can connect: see safedefaults.go
 	// The page's languages: every catalog is checked now, so a shop's
@@ -183,4 +187,21 @@ func joinGrouping(env *config.Env) lineapi.Grouping {
 	}
 	g.Backlog = lineapi.DefaultBacklog(g.Size)
 	return g
+}
+
+// gateRecheck reads USHER_GATE_RECHECK: how long the gate trusts the line's
+// word that a pass's admission holds its slot (gate.DefaultRecheck; 0:
+// ask on every request). At most 5 s: a freed slot's pass must not outlive
+// it by more than a moment, and a pass's use is recorded no more rarely
+// (the shortest passIdle is 10 s).
+func gateRecheck(env *config.Env) time.Duration {
+	v := env.String("USHER_GATE_RECHECK", "")
+	if v == "0" {
+		return 0
+	}
+	d := env.Duration("USHER_GATE_RECHECK", gate.DefaultRecheck)
+	if d > 5*time.Second {
+		env.Check(fmt.Errorf("USHER_GATE_RECHECK=%s: want 0 to 5s", d))
+	}
+	return d
 }

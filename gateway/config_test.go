@@ -191,3 +191,36 @@ func TestJoinGroupingIsReadAtStartUp(t *testing.T) {
 		}
 	}
 }
+
+// USHER_JOINS_IN_FLIGHT bounds the joins answered at once (2048 by
+// default, 0 none) and USHER_GATE_RECHECK how long a pass's check is
+// trusted (1 s by default, 0 never, at most 5 s); anything else stops the
+// start, naming the variable.
+func TestSheddingAndRecheckAreReadAtStartUp(t *testing.T) {
+	tests := []struct {
+		inFlight, recheck string
+		wantInFlight      int
+		wantRecheck       time.Duration
+		refused           string
+	}{
+		{"", "", 2048, time.Second, ""},
+		{"0", "0", 0, 0, ""},
+		{"100", "250ms", 100, 250 * time.Millisecond, ""},
+		{"-1", "", 0, 0, "USHER_JOINS_IN_FLIGHT"},
+		{"", "6s", 0, 0, "USHER_GATE_RECHECK"},
+		{"", "soon", 0, 0, "USHER_GATE_RECHECK"},
+	}
+	for _, tt := range tests {
+		env := map[string]string{"USHER_JOINS_IN_FLIGHT": tt.inFlight, "USHER_GATE_RECHECK": tt.recheck}
+		s, err := loadSettings(config.New(func(k string) string { return env[k] }))
+		if tt.refused != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.refused) {
+				t.Errorf("in flight %q, recheck %q: loadSettings = %v, want refused naming %s", tt.inFlight, tt.recheck, err, tt.refused)
+			}
+			continue
+		}
+		if err != nil || s.joinsInFlight != tt.wantInFlight || s.gateRecheck != tt.wantRecheck {
+			t.Errorf("in flight %q, recheck %q: %d, %s, %v; want %d, %s", tt.inFlight, tt.recheck, s.joinsInFlight, s.gateRecheck, err, tt.wantInFlight, tt.wantRecheck)
+		}
+	}
+}

@@ -323,6 +323,37 @@ func TestGateCompletePathFreesTheSlot(t *testing.T) {
 	}
 }
 
+// A gateway remembers for USHER_GATE_RECHECK that a pass's admission held
+// its slot: the requests of one page view cost the line one check. A slot
+// freed elsewhere (here the shopper's own leave) is seen once the moment
+// passes; the completion through this gateway is seen at once.
+func TestGateRemembersACheckForItsRecheck(t *testing.T) {
+	h := newHarness(t)
+	h.gw.gateRecheck = time.Hour
+	h.withGate(h.gateRule(""))
+	pass, _ := h.pass("alice")
+	first := h.ask("GET", "/shop/item", "alice", pass, asPage)
+	if first.status != 200 {
+		t.Fatalf("a pass = %d %s, want 200", first.status, first.raw)
+	}
+	tkt := h.readyTicket("alice")
+	if r := h.do("DELETE", "/v1/queues/"+h.queue+"/tickets/"+tkt, "", nil); r.status != 204 {
+		t.Fatalf("alice's leave = %d %s", r.status, r.raw)
+	}
+	again := h.ask("GET", "/shop/item", "alice", pass, asPage)
+	if again.status != 200 || again.header.Get("Usher-Token") != first.header.Get("Usher-Token") {
+		t.Errorf("the pass within its recheck = %d (token %q), want 200 with the same token %q: remembered",
+			again.status, again.header.Get("Usher-Token"), first.header.Get("Usher-Token"))
+	}
+	bob, _ := h.pass("bob")
+	if r := h.ask("POST", "/shop/checkout/done", "bob", bob, asAPI); r.status != 200 || r.header.Get("Usher-Gate") != "complete" {
+		t.Fatalf("bob's completion = %d %v", r.status, r.header)
+	}
+	if r := h.ask("GET", "/shop/item", "bob", bob, asPage); r.status != 302 {
+		t.Errorf("bob's pass after his completion here = %d, want 302: forgotten at once", r.status)
+	}
+}
+
 // A pass idle for longer than passIdle is swept: its slot frees as a
 // leave frees it. One used since is not.
 func TestGateSweepFreesIdlePasses(t *testing.T) {

@@ -60,13 +60,19 @@ type gateway struct {
 	orderHold time.Duration
 	// joins gathers a queue's concurrent joins into one record (group
 	// commit); its zero value records each join on its own.
-	joins     lineapi.Grouping
-	pageCSS   string      // a shop's stylesheet for the waiting-room page
-	pageLangs *page.Langs // the page's languages; nil: the shipped ones
-	now       func() time.Time
-	earliest  func() time.Time // the earliest Redis's time can be now (clock.Synced.Earliest)
-	ready     func(context.Context) error
-	jitter    func() float64 // uniform in [0,1), safe for concurrent use: spreads the polls
+	joins lineapi.Grouping
+	// joinsInFlight is the most joins answered at once (0: no bound):
+	// past it a join gets 503 at once (lineapi.Deps.JoinsInFlight).
+	joinsInFlight int
+	// gateRecheck is how long the gate trusts a pass's last check
+	// (gate.Deps.Recheck); 0: every request asks the line.
+	gateRecheck time.Duration
+	pageCSS     string      // a shop's stylesheet for the waiting-room page
+	pageLangs   *page.Langs // the page's languages; nil: the shipped ones
+	now         func() time.Time
+	earliest    func() time.Time // the earliest Redis's time can be now (clock.Synced.Earliest)
+	ready       func(context.Context) error
+	jitter      func() float64 // uniform in [0,1), safe for concurrent use: spreads the polls
 
 	metrics    *metrics
 	ops        opsDeps     // the ops dashboard's extra reads
@@ -163,7 +169,8 @@ func (g *gateway) rooms() rooms {
 		Now: g.now, Epoch: g.epoch, Log: g.log, Metrics: g.metrics.pow})
 	r.line = lineapi.New(lineapi.Deps{Line: ln.line, Invites: ln.drop, Admission: ln.admission, Queues: g.queues, Events: g.events, Tickets: g.tickets,
 		Places: places, Door: r.door, Users: g.users, Limits: limits, Now: g.now, Earliest: g.earliest,
-		Epoch: g.epoch, Log: g.log, Metrics: g.metrics.line, Grouping: g.joins})
+		Epoch: g.epoch, Log: g.log, Metrics: g.metrics.line, Grouping: g.joins,
+		JoinsInFlight: g.joinsInFlight})
 	r.orders = orderapi.New(orderapi.Deps{Line: ln.claims, Records: g.orders, Keys: g.keys, Queues: g.queues,
 		Events: g.events, Users: g.users, Limits: limits, Now: g.now, Epoch: g.epoch, Hold: g.orderHold, Log: g.log})
 	r.admin = admin.New(admin.Deps{Queues: g.queues, Line: adminLine{ln.line, ln.admission, ln.drop, ln.claims}, Events: g.events, Stock: g.stock, Sales: g.sales,
@@ -179,7 +186,7 @@ func (g *gateway) rooms() rooms {
 		Join: r.line.Join, Poll: r.line.Poll, Order: r.orders.PlaceOrder, Now: g.now, Log: g.log})
 	r.gate = gate.New(gate.Deps{Config: g.gate, Keys: g.gateKeys, Passes: ln.passes, Leaver: r.line, Queues: g.queues,
 		Users: g.users, Tickets: g.tickets, Tokens: g.keys, Proxies: g.ips, Now: g.now, Earliest: g.earliest,
-		Epoch: g.epoch, Log: g.log, Metrics: g.metrics.gate})
+		Epoch: g.epoch, Log: g.log, Metrics: g.metrics.gate, Recheck: g.gateRecheck})
 	return r
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -300,6 +301,40 @@ func TestJoinsPastTheBacklogAreRefused(t *testing.T) {
 	lingers.fire()
 	if r := retry()[0]; r.status != 202 {
 		t.Errorf("carol's retry = %d %s, want 202", r.status, r.raw)
+	}
+}
+
+// A gateway answers at most USHER_JOINS_IN_FLIGHT joins at once: one past
+// them is refused at once with 503, Retry-After and the reason, before it
+// costs the line anything, and counted; the joins in flight are answered,
+// and once they are, a retry takes its place.
+func TestAJoinPastTheJoinsInFlightIsShedAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.gw.joinsInFlight = 2
+	lingers := grouping(h, 64, 0)
+	wait := h.joinAll("alice", "bob")
+	h.gathering(2)
+	r := h.join("carol")
+	if r.status != 503 || r.header.Get("Retry-After") == "" || !isProblem(r) || !strings.Contains(r.str("detail"), "as many joins as it can answer") {
+		t.Fatalf("a join past the joins in flight = %d %s (Retry-After %q), want 503 problem with Retry-After", r.status, r.raw, r.header.Get("Retry-After"))
+	}
+	if got := testenv.GatherValues(t, h.gw.metrics.reg).Value("usher_joins_shed_total", nil); got != 1 {
+		t.Errorf("usher_joins_shed_total = %v, want 1", got)
+	}
+	lingers.fire()
+	for _, r := range wait() {
+		if r.status != 202 {
+			t.Errorf("a join in flight = %d %s, want 202", r.status, r.raw)
+		}
+	}
+	retry := h.joinAll("carol")
+	h.gathering(1)
+	lingers.fire()
+	if r := retry()[0]; r.status != 202 {
+		t.Errorf("carol's retry = %d %s, want 202", r.status, r.raw)
+	}
+	if st, err := h.line.Stats(context.Background(), h.queue); err != nil || st.Waiting != 3 {
+		t.Errorf("line = %+v, %v; want 3 waiting: the shed join took no place, its retry one", st, err)
 	}
 }
 

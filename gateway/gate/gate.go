@@ -10,7 +10,7 @@
 // the shopper, READY, to GET|POST /v1/gate/pass, naming the admission and
 // its user. Checking one costs a MAC in memory and one Redis script that
 // finds the admission still holding its slot and records its use — no
-// broker. Without a pass a page navigation is sent to the waiting room
+// broker — and that answer is trusted for a moment (recent.go). Without a pass a page navigation is sent to the waiting room
 // (302, or 401 with Usher-Location for nginx); anything else gets 429, or
 // 503 while the queue is closed, as problem+json with Retry-After.
 //
@@ -104,7 +104,14 @@ type Deps struct {
 	Epoch    func() string
 	Log      *slog.Logger
 	Metrics  *Metrics
+	// Recheck is how long the gate trusts the line's word that a pass's
+	// admission holds its slot before it asks again (recent.go); 0 asks
+	// on every request.
+	Recheck time.Duration
 }
+
+// DefaultRecheck is Deps.Recheck for the gateway.
+const DefaultRecheck = time.Second
 
 // Gate answers the proxies. It is safe for concurrent use.
 type Gate struct {
@@ -122,13 +129,14 @@ type Gate struct {
 	epoch    func() string
 	log      *slog.Logger
 	metrics  *Metrics
+	recent   *recent
 }
 
 // New returns the gate of deps.
 func New(d Deps) *Gate {
 	g := &Gate{cfg: d.Config, keys: d.Keys, passes: d.Passes, leaver: d.Leaver, queues: d.Queues, users: d.Users,
 		tickets: d.Tickets, tokens: d.Tokens, proxies: d.Proxies, now: d.Now, earliest: d.Earliest, epoch: d.Epoch,
-		log: d.Log, metrics: d.Metrics}
+		log: d.Log, metrics: d.Metrics, recent: newRecent(d.Recheck)}
 	if !g.proxies.TrustsProxies() {
 		// Without trusted proxies, the ones on the gateway's own host are,
 		// with their X-Forwarded-For.
@@ -237,23 +245,31 @@ func (g *Gate) passOf(c *fiber.Ctx, r *Rule) (Pass, bool) {
 // the slot.
 func (g *Gate) admit(c *fiber.Ctx, r *Rule, o original, p Pass) error {
 	ctx := c.UserContext()
-	u, err := g.passes.Use(ctx, r.Queue, p.Seq, p.User)
-	if err != nil {
-		return g.failed(c, r, p, err)
-	}
-	if !u.Holds() {
-		return g.deny(c, r, o)
-	}
-	tok, err := g.tokens.Sign(token.Claims{ID: u.TokenID, Queue: r.Queue, User: p.User, ReadyAt: u.ReadyAt, ExpiresAt: u.ExpiresAt})
-	if err != nil {
-		return err
+	k := passKey{queue: r.Queue, seq: p.Seq, user: p.User}
+	h, ok := g.recent.get(k, g.now())
+	if !ok {
+		u, err := g.passes.Use(ctx, r.Queue, p.Seq, p.User)
+		if err != nil {
+			return g.failed(c, r, p, err)
+		}
+		if !u.Holds() {
+			g.recent.forget(k)
+			return g.deny(c, r, o)
+		}
+		tok, err := g.tokens.Sign(token.Claims{ID: u.TokenID, Queue: r.Queue, User: p.User, ReadyAt: u.ReadyAt, ExpiresAt: u.ExpiresAt})
+		if err != nil {
+			return err
+		}
+		h = heldPass{use: u, token: tok}
+		g.recent.put(k, u, tok, g.now())
 	}
 	identify(c, p)
-	c.Set(HeaderAdmission, u.TokenID)
-	c.Set(HeaderToken, tok)
+	c.Set(HeaderAdmission, h.use.TokenID)
+	c.Set(HeaderToken, h.token)
 	if r.CompletePath == "" || o.path != r.CompletePath {
 		return g.allow(c, r.Queue, outPass)
 	}
+	g.recent.forget(k)
 	// The shop says the order finished: the slot frees, as the shopper's
 	// own leave frees it. The request passes either way; a leave that
 	// fails is freed by the idle sweep or the admission's expiry.

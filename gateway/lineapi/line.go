@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -115,6 +116,13 @@ type Deps struct {
 	// Grouping gathers a queue's concurrent joins into one record (Off:
 	// each join its own).
 	Grouping Grouping
+	// JoinsInFlight is the most joins this gateway answers at once
+	// (0: no bound). Past it a join is refused at once, 503 with
+	// Retry-After, before it costs a Redis call: under more joins than
+	// the stack can answer, the ones it takes keep their latency (in
+	// flight ÷ the rate it answers) and the rest learn at once to come
+	// back, rather than every join waiting until its client gives up.
+	JoinsInFlight int
 }
 
 // API serves the line's public API. It is safe for concurrent use.
@@ -135,13 +143,16 @@ type API struct {
 	log       *slog.Logger
 	metrics   *Metrics
 	groups    *groups // nil: every join its own record
+
+	maxInFlight int64
+	inFlight    atomic.Int64
 }
 
 // New returns the line API of deps.
 func New(deps Deps) *API {
 	a := &API{line: deps.Line, invites: deps.Invites, admission: deps.Admission, queues: deps.Queues, events: deps.Events, tickets: deps.Tickets, places: deps.Places,
 		door: deps.Door, users: deps.Users, limits: deps.Limits, now: deps.Now, earliest: deps.Earliest, epoch: deps.Epoch,
-		log: deps.Log, metrics: deps.Metrics}
+		log: deps.Log, metrics: deps.Metrics, maxInFlight: int64(max(deps.JoinsInFlight, 0))}
 	if !deps.Grouping.Off {
 		a.groups = newGroups(deps.Grouping, a)
 	}
@@ -156,6 +167,8 @@ type Metrics struct {
 	// joins gathered or being recorded (group.go).
 	groups    prometheus.Counter
 	gathering prometheus.Gauge
+	// shed counts the joins refused past Deps.JoinsInFlight.
+	shed prometheus.Counter
 	// outcomes counts the admitted shoppers who left (package analytics):
 	// the leave that freed their slot.
 	outcomes *prometheus.CounterVec
@@ -176,9 +189,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		gathering: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "usher_joins_gathering", Help: "Join requests waiting for their group to be stored and put in line.",
 		}),
+		shed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "usher_joins_shed_total", Help: "Joins refused with 503 because the gateway was answering as many as USHER_JOINS_IN_FLIGHT.",
+		}),
 		outcomes: analytics.NewOutcomes(),
 	}
-	reg.MustRegister(m.joins, m.polls, m.groups, m.gathering, m.outcomes)
+	reg.MustRegister(m.joins, m.polls, m.groups, m.gathering, m.shed, m.outcomes)
 	return m
 }
 
@@ -194,6 +210,12 @@ type joining struct {
 // Join puts the shopper in line: 202 with a new ticket, or 200 with the
 // ticket they already hold while they are in line or admitted.
 func (a *API) Join(c *fiber.Ctx) error {
+	if n := a.inFlight.Add(1); a.maxInFlight > 0 && n > a.maxInFlight {
+		a.inFlight.Add(-1)
+		a.metrics.shed.Inc()
+		return errBusy
+	}
+	defer a.inFlight.Add(-1)
 	j, err := a.admissible(c)
 	if err != nil {
 		return err
@@ -213,6 +235,10 @@ func (a *API) Join(c *fiber.Ctx) error {
 	}
 	return err
 }
+
+// errBusy is the 503 of a join past Deps.JoinsInFlight.
+var errBusy = problem.Problem{Type: "https://usher.dev/problems/unavailable", Title: "Service Unavailable",
+	Status: fiber.StatusServiceUnavailable, Detail: "the waiting room is taking as many joins as it can answer; retry in a moment", RetryAfter: 1}
 
 // admissible reads who joins which queue and charges the join to its
 // rate limits, and refuses it where the queue turns every join away.
