@@ -13,6 +13,11 @@
 #             ack, pull consumer, pipelined ZADD NX) under the same wrk load
 #   polls     wrk -t2 -c32, polls of one ticket
 #             vs redis-benchmark -t get -c 32, same Redis
+#   gate      wrk -t2 -c32, the gate's check of a shopper with a pass
+#             vs redis-benchmark -t get -c 32, same Redis; and a request through
+#             nginx with the gate (auth_request) vs the same through nginx without
+#   overload  loadtest -scenario overload: the rate wrk -c256 answered, 3 × it, then
+#             it again, open loop: accepted joins' p99, the shed ones', timeouts
 #   SSE       loadtest -scenario sse, 19,000 idle streams on one notifier, then
 #             admitted at 5,000/s (500 per 100 ms tick): RSS per stream
 #             vs a bare net/http SSE server holding as many (the loadtest's anchor)
@@ -37,7 +42,7 @@ mkdir -p "$g"
 tag=$(date +%s)
 
 # BENCH_GOALS picks the parts to run (default: all of them, in this order).
-parts=" ${BENCH_GOALS:-http profile sse rebuild orders} "
+parts=" ${BENCH_GOALS:-http gate overload profile sse rebuild orders} "
 want() { [[ $parts == *" $1 "* ]]; }
 med() { sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "–"; exit} v = NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; printf (v >= 100 ? "%.0f\n" : "%.3g\n"), v}'; }
 field() { grep -o "$1=[0-9.]*" | head -n 1 | cut -d= -f2; }
@@ -145,6 +150,58 @@ want http && for r in $(seq 1 "$rounds"); do
   record anchor-get "$a"; record polls "$pl"; record polls-ratio "$(ratio "$pl" "$a")"
 done
 
+# The gate: a passing shopper's check, beside Redis's own GET (the poll's
+# anchor), and a request through nginx with the gate beside the same
+# request through nginx without it (scripts/bench/nginx.conf).
+: >"$g/gate" ; : >"$g/gate-anchor" ; : >"$g/gate-ratio" ; : >"$g/gate-redis" ; : >"$g/nginx-gate" ; : >"$g/nginx-bare" ; : >"$g/nginx-ratio"
+if want gate; then
+  curl -fs -X PUT "${admin[@]}" "$gw/v1/admin/queues/bgate" -d "{\"state\":\"open\",\"targetActive\":1000,\"tokenTtlSeconds\":3600,$nostop}" >/dev/null
+  gt=$(curl -fs -X POST -H 'X-User-Id: gater' "$gw/v1/queues/bgate/tickets" | jq -r .ticket)
+  for _ in $(seq 1 100); do [ "$(curl -fs "$gw/v1/queues/bgate/tickets/$gt" | jq -r .status)" = READY ] && break; sleep 0.1; done
+  pass=$(curl -fs -o /dev/null -D - -X POST -H 'X-User-Id: gater' --data-urlencode "ticket=$gt" --data-urlencode "return=/shop/" "$gw/v1/gate/pass" |
+    tr -d '\r' | grep -io 'set-cookie: usher_pass=[^;]*' | cut -d= -f2-)
+  ngx=$(mktemp -d /tmp/usher-bench-nginx-XXXX); mkdir -p "$ngx/logs" "$ngx/tmp"
+  nginx -p "$ngx" -c "$PWD/scripts/bench/nginx.conf" -g 'daemon on;' 2>"$ngx/start.log" || echo "gate: nginx did not start: $(cat "$ngx/start.log")"
+  gh=(-H "X-Forwarded-Method: GET" -H "X-Forwarded-Uri: /shop/item" -H "X-Forwarded-Host: shop.test" -H "X-User-Id: gater" -H "Cookie: usher_pass=$pass")
+  code=$(curl -s -o /dev/null -w '%{http_code}' "${gh[@]}" "$gw/v1/gate")
+  ncode=$(curl -s -o /dev/null -w '%{http_code}' -H "X-User-Id: gater" -H "Cookie: usher_pass=$pass" http://127.0.0.1:18401/shop/item)
+  echo "gate: a pass for gater (${#pass} bytes); the gate answers it $code, nginx with the gate $ncode"
+  for r in $(seq 1 "$rounds"); do
+    a=$(timeout 60 redis-benchmark -p 16379 -t get -c 32 -n 400000 -q 2>&1 | tr '\r' '\n' | grep -Eo 'GET: [0-9.]+' | tail -n 1 | cut -d' ' -f2)
+    redis-cli -p 16379 CONFIG RESETSTAT >/dev/null; t0=$(ticks)
+    w=$(timeout 60 wrk -t2 -c32 -d"$gdur" --latency "${gh[@]}" -s scripts/bench/poll.lua "$gw/v1/gate" 2>&1 | tee "$g/wrk-gate-$r.txt" | grep '^WRK')
+    gc=$(echo "$w" | field rps)
+    c=$(cpuper "$t0" "$(ticks)" "$(echo "$w" | field requests)")
+    echo "gate round $r: anchor redis-benchmark -t get -c 32 ${a:-?} ops/s; wrk -c32 the gate with a pass: $gc checks/s, p99 $(echo "$w" | field p99_ms) ms, non-2xx $(echo "$w" | field non2xx); CPU µs per check: $c"
+    record gate-anchor "$a"; record gate "$gc"; record gate-ratio "$(ratio "$gc" "$a")"
+    record gate-redis "$(echo "$c" | grep -o 'redis [0-9]*' | cut -d' ' -f2)"
+    wb=$(timeout 60 wrk -t2 -c32 -d"$gdur" --latency -H "X-User-Id: gater" -s scripts/bench/poll.lua http://127.0.0.1:18402/shop/item 2>&1 | grep '^WRK')
+    wg=$(timeout 60 wrk -t2 -c32 -d"$gdur" --latency -H "X-User-Id: gater" -H "Cookie: usher_pass=$pass" -s scripts/bench/poll.lua http://127.0.0.1:18401/shop/item 2>&1 | grep '^WRK')
+    nb=$(echo "$wb" | field rps); ng=$(echo "$wg" | field rps)
+    echo "gate round $r: nginx without the gate $nb req/s (p99 $(echo "$wb" | field p99_ms) ms); with it $ng req/s (p99 $(echo "$wg" | field p99_ms) ms, non-2xx $(echo "$wg" | field non2xx))"
+    record nginx-bare "$nb"; record nginx-gate "$ng"; record nginx-ratio "$(ratio "$ng" "$nb")"
+  done
+  nginx -p "$ngx" -c "$PWD/scripts/bench/nginx.conf" -s stop 2>/dev/null
+fi
+
+# Overload: the joins the stack answers closed-loop (wrk -c256), then an
+# open-loop generator offering that rate, three times it, and that rate
+# again (loadtest -scenario overload): the accepted joins' p99 and the shed
+# ones' apart, per step.
+: >"$g/over-rate" ; : >"$g/over-202-p99" ; : >"$g/over-shed" ; : >"$g/over-shed-p99" ; : >"$g/over-errors" ; : >"$g/over-back-p99" ; : >"$g/over-lost"
+want overload && for r in $(seq 1 "$rounds"); do
+  w=$(timeout 60 wrk -t2 -c256 -d5s --latency -s scripts/bench/join.lua "$gw" -- bjoin "over-$r-$tag" 2>&1 | grep '^WRK')
+  rate=$(echo "$w" | field rps | cut -d. -f1)
+  timeout 120 bash -c 'lt "$@"' _ -scenario overload -rate "${rate:-5000}" -duration 10s -conns 4096 -out "$g/overload-$r.json" >"$g/overload-$r.txt" 2>&1 || true
+  s=$g/overload-$r.json
+  p202=$(jq -r '.steps[1].codeP99Ms["202"] // empty' "$s"); shed=$(jq -r '[.steps[1].codes["503"], .steps[1].codes["429"]] | map(. // 0) | add' "$s")
+  pshed=$(jq -r '.steps[1].codeP99Ms["503"] // empty' "$s"); errs=$(jq -r '.steps[1].codes["error"] // 0' "$s")
+  back=$(jq -r '.steps[2].codeP99Ms["202"] // empty' "$s"); lost=$(jq -r '.invariants["lost shoppers"] // empty' "$s")
+  echo "overload round $r: answers ${rate:-?} joins/s closed-loop; offered 3× open-loop: accepted $(jq -r '.steps[1].codes["202"] // 0' "$s") p99 ${p202:-?} ms, shed $shed (503 p99 ${pshed:-?} ms), client errors/timeouts $errs; back at the rate: accepted p99 ${back:-?} ms; lost ${lost:-?}"
+  sed -n '/^ *step/,/^invariant/p' "$g/overload-$r.txt"
+  record over-rate "$rate"; record over-202-p99 "$p202"; record over-shed "$shed"; record over-shed-p99 "$pshed"; record over-errors "$errs"; record over-back-p99 "$back"; record over-lost "$lost"
+done
+
 # CPU profiles of the hot paths under wrk (20 s; pprof 10 s of each
 # process from its 5th second): the join (gateway and admitter) and the
 # poll (gateway), with the top by flat and by cumulative time.
@@ -233,7 +290,7 @@ echo
 echo "## BENCHMARKS.md goals: medians of $rounds rounds"
 # met LEFT OP RIGHT [LEFT OP RIGHT]: "met" when every comparison holds.
 met() { awk -v s="$*" 'BEGIN { n = split(s, a, " "); ok = 1
-  for (i = 1; i + 2 <= n; i += 3) { l = a[i]; r = a[i+2]; if (l !~ /^[0-9.]+$/) { print "–"; exit }
+  for (i = 1; i + 2 <= n; i += 3) { l = a[i]; r = a[i+2]; if (l !~ /^[0-9.]+$/ || r !~ /^[0-9.]+$/) { print "–"; exit }
     if ((a[i+1] == ">=" && !(l + 0 >= r + 0)) || (a[i+1] == "<=" && !(l + 0 <= r + 0))) ok = 0 }
   print ok ? "met" : "not met" }'; }
 echo "| figure | goal | anchor (median) | usher (median) | ratio (median of rounds) | goal |"
@@ -245,6 +302,9 @@ echo "| CPU per join at -c256: Redis, nats-server | each ≤ 8 µs | – | $(m j
 echo "| one shopper alone, wrk -c1: join p50 | ≤ the bare path's + 2 ms | bin/naivejoin alone p50 $(m naive-alone-p50) ms | $(m alone-p50) ms | – | $(met "$(m alone-p50)" '<=' "$(awk -v a="$(m naive-alone-p50)" 'BEGIN {print a + 2}')") |"
 echo "| polls/s on the last ticket of a $pline-long line, wrk -c32 | ≥ 0.45 × anchor | redis-benchmark -t get -c 32 $(m anchor-get)/s | $(m polls)/s | $(m polls-ratio) | $(met "$(m polls-ratio)" '>=' 0.45) |"
 echo "| Redis CPU per poll, that line, wrk -c32 | ≤ 5 µs | – | $(m polls-redis) µs | – | $(met "$(m polls-redis)" '<=' 5) |"
+echo "| gate checks/s with a pass, wrk -c32 | ≥ the polls' ratio | redis-benchmark -t get -c 32 $(m gate-anchor)/s | $(m gate)/s (Redis $(m gate-redis) µs a check) | $(m gate-ratio) | $(met "$(m gate-ratio)" '>=' "$(m polls-ratio)") |"
+echo "| a request through nginx with the gate, wrk -c32 | ≥ 0.5 × without | nginx without the gate $(m nginx-bare)/s | $(m nginx-gate)/s | $(m nginx-ratio) | $(met "$(m nginx-ratio)" '>=' 0.5) |"
+echo "| overload: 3 × the joins/s answered, open loop, 10 s | accepted p99 ≤ 1 s; the rest shed (503/429), none timed out | answered closed-loop $(m over-rate)/s | accepted p99 $(m over-202-p99) ms; shed $(m over-shed) (p99 $(m over-shed-p99) ms); timeouts $(m over-errors); back at the rate p99 $(m over-back-p99) ms; lost $(m over-lost) | – | $(met "$(m over-202-p99)" '<=' 1000 "$(m over-errors)" '<=' 0 "$(m over-lost)" '<=' 0) |"
 echo "| SSE memory per idle stream at $n | ≤ 1.1 × anchor | bare net/http SSE $(m anchor-sse-kib) KiB | $(m sse-kib) KiB | $(m sse-ratio) | $(met "$(m sse-ratio)" '<=' 1.1) |"
 echo "| the notifier's position tick: Redis work at 20,000 streams ÷ at 1,000 | independent of the streams held | 1,000 streams $(m tick-1000) µs | 20,000 streams $(m tick-20000) µs | $(m tick-ratio) | – |"
 echo "| READY delivery p99, $n connected, 5,000/s | ≤ 200 ms | – | $(m ready-p99) ms | – | $(met "$(m ready-p99)" '<=' 200) |"

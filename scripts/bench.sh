@@ -35,7 +35,7 @@ start_stores bin/nats-server 14222 16379 15432
 export USHER_DATA_DIR=$work/data USHER_ADMIN_TOKEN=bench-admin USHER_LOG_LEVEL=warn
 export USHER_PAYMENT_URL=http://127.0.0.1:18090
 PGSIM_ADDR=127.0.0.1:18090 bin/pgsim >"$work/pgsim.log" 2>&1 & pids+=($!)
-USHER_GATEWAY_ADDR=127.0.0.1:18080 USHER_PPROF_ADDR=127.0.0.1:16060 "${BENCH_GATEWAY_BIN:-bin/gateway}" >"$work/gateway.log" 2>&1 & pids+=($!)
+USHER_GATE_FILE=$root/scripts/bench/gate.json USHER_GATEWAY_ADDR=127.0.0.1:18080 USHER_PPROF_ADDR=127.0.0.1:16060 "${BENCH_GATEWAY_BIN:-bin/gateway}" >"$work/gateway.log" 2>&1 & pids+=($!)
 # A second gateway on the same broker and Redis: two gateways on one queue.
 USHER_GATEWAY_ADDR=127.0.0.1:18086 "${BENCH_GATEWAY_BIN:-bin/gateway}" >"$work/gateway2.log" 2>&1 & pids+=($!)
 USHER_ADMITTER_ADDR=127.0.0.1:18082 USHER_PPROF_ADDR=127.0.0.1:16062 bin/admitter >"$work/admitter.log" 2>&1 & pids+=($!)

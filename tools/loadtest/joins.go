@@ -36,6 +36,18 @@ func spike(rate int, d time.Duration) []phase {
 	}
 }
 
+// overload offers the rate the stack answers (rate), then three times it,
+// then the rate again: a stack that sheds keeps the accepted joins'
+// latency through the middle step and is back to full speed in the last.
+func overload(rate int, d time.Duration) []phase {
+	r := float64(rate)
+	return []phase{
+		{fmt.Sprintf("at %d/s", rate), d, r, r},
+		{fmt.Sprintf("3x: %d/s", 3*rate), d, 3 * r, 3 * r},
+		{fmt.Sprintf("back at %d/s", rate), d, r, r},
+	}
+}
+
 // openLoop fires requests on the schedule, each in its own goroutine,
 // bounded by inflight. fire gets the intended start time: latency counts
 // from it, so waiting for a free slot is latency too.

@@ -9,6 +9,7 @@
 //
 //	loadtest -scenario steady -rate 5000 -duration 20s
 //	loadtest -scenario spike  -rate 10000 -duration 30s   (100/s → rate, then hold)
+//	loadtest -scenario overload -rate 10000 -duration 10s (rate, 3 × rate, rate; p99 per status)
 //	loadtest -scenario poll    -shoppers 10000 -duration 15s    (as fast as -conns allow)
 //	loadtest -scenario paced   -shoppers 10000 -duration 30s    (polling at pollAfterMs)
 //	loadtest -scenario sse     -shoppers 19000 -max-admit-per-tick 0 -duration 90s (READY delivery latency)
@@ -95,11 +96,11 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	fs.StringVar(&o.scenario, "scenario", "steady", "steady | spike | poll | paced | sse | journey | batch | drop")
+	fs.StringVar(&o.scenario, "scenario", "steady", "steady | spike | overload | poll | paced | sse | journey | batch | drop")
 	fs.StringVar(&o.gateway, "gateway", envOr("USHER_GATEWAY_URL", "http://127.0.0.1:8080"), "gateway base URL (loopback only)")
 	fs.StringVar(&o.adminToken, "admin-token", envOr("USHER_ADMIN_TOKEN", "dev-admin-token"), "admin token of the gateway")
 	fs.StringVar(&o.queue, "queue", "", "queue to use (default: a new one per run)")
-	fs.IntVar(&o.rate, "rate", 5000, "joins per second to reach (steady, spike)")
+	fs.IntVar(&o.rate, "rate", 5000, "joins per second to reach (steady, spike; overload: the rate the stack answers)")
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "how long to send (bounded: at most 10m)")
 	fs.IntVar(&o.shoppers, "shoppers", 10000, "shoppers in line (poll, paced, sse, batch; drop: 5000)")
 	fs.IntVar(&o.conns, "conns", 256, "HTTP connections to the gateway")
@@ -200,6 +201,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		res, err = joins(ctx, c, o, steady(o.rate, o.duration), stderr)
 	case "spike":
 		res, err = joins(ctx, c, o, spike(o.rate, o.duration), stderr)
+	case "overload":
+		res, err = joins(ctx, c, o, overload(o.rate, o.duration), stderr)
 	case "poll":
 		res, err = polls(ctx, c, o, stderr)
 	case "paced":

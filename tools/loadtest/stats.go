@@ -16,12 +16,15 @@ import (
 // recorder collects latencies and status codes of one step. Safe for
 // concurrent use.
 type recorder struct {
-	mu    sync.Mutex
-	lat   []time.Duration
-	codes map[string]int
+	mu     sync.Mutex
+	lat    []time.Duration
+	codes  map[string]int
+	byCode map[string][]time.Duration
 }
 
-func newRecorder() *recorder { return &recorder{codes: map[string]int{}} }
+func newRecorder() *recorder {
+	return &recorder{codes: map[string]int{}, byCode: map[string][]time.Duration{}}
+}
 
 func (r *recorder) add(d time.Duration, code int, err error) {
 	key := strconv.Itoa(code)
@@ -31,6 +34,7 @@ func (r *recorder) add(d time.Duration, code int, err error) {
 	r.mu.Lock()
 	r.lat = append(r.lat, d)
 	r.codes[key]++
+	r.byCode[key] = append(r.byCode[key], d)
 	r.mu.Unlock()
 }
 
@@ -45,6 +49,9 @@ type step struct {
 	P99        float64        `json:"p99Ms"`
 	Max        float64        `json:"maxMs"`
 	Codes      map[string]int `json:"codes"`
+	// CodeP99 is the p99 latency of each status's requests alone: under
+	// overload the accepted joins' and the shed ones' apart.
+	CodeP99 map[string]float64 `json:"codeP99Ms"`
 	// Histogram counts requests by latency bucket: bucket i holds those
 	// under 2^i ms (bucket 0: under 1 ms).
 	Histogram []int `json:"histogram"`
@@ -55,16 +62,14 @@ func (r *recorder) summary(name string, elapsed time.Duration) step {
 	defer r.mu.Unlock()
 	lat := slices.Clone(r.lat)
 	slices.Sort(lat)
-	q := func(p float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		i := int(p * float64(len(lat)-1))
-		return float64(lat[i].Microseconds()) / 1000
-	}
+	q := func(p float64) float64 { return quantileMs(lat, p) }
 	codes := map[string]int{}
+	codeP99 := map[string]float64{}
 	for k, v := range r.codes {
 		codes[k] = v
+		l := slices.Clone(r.byCode[k])
+		slices.Sort(l)
+		codeP99[k] = quantileMs(l, 0.99)
 	}
 	var hist []int
 	for _, d := range lat {
@@ -78,7 +83,15 @@ func (r *recorder) summary(name string, elapsed time.Duration) step {
 	}
 	return step{Name: name, Seconds: elapsed.Seconds(), Requests: len(lat), Histogram: hist,
 		Throughput: float64(len(lat)) / elapsed.Seconds(),
-		P50:        q(0.50), P95: q(0.95), P99: q(0.99), Max: q(1), Codes: codes}
+		P50:        q(0.50), P95: q(0.95), P99: q(0.99), Max: q(1), Codes: codes, CodeP99: codeP99}
+}
+
+// quantileMs is the p quantile of sorted latencies, in milliseconds.
+func quantileMs(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return float64(sorted[int(p*float64(len(sorted)-1))].Microseconds()) / 1000
 }
 
 // result is a whole run.
@@ -115,6 +128,15 @@ func (res result) print(w io.Writer) {
 			s.Name, s.Seconds, s.Requests, s.Throughput, s.P50, s.P95, s.P99, s.Max, codeString(s.Codes))
 	}
 	tw.Flush()
+	for _, s := range res.Steps {
+		if len(s.CodeP99) > 1 {
+			fmt.Fprintf(w, "%s: p99 by status:", s.Name)
+			for _, k := range sortedKeys(s.CodeP99) {
+				fmt.Fprintf(w, " %s %.2f ms", k, s.CodeP99[k])
+			}
+			fmt.Fprintln(w)
+		}
+	}
 	for _, k := range sortedKeys(res.Figures) {
 		fmt.Fprintf(w, "%s: %.2f\n", k, res.Figures[k])
 	}
