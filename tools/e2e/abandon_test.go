@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,9 +13,10 @@ import (
 )
 
 // Abandonment with every service: 1,000 wait; 350 keep the page open
-// on the notifier's stream, 350 poll, 300 close the tab. After
-// abandonAfterSeconds the 700 who are there hold places 1..700 of a line
-// of 700, and the 300 are told they left, reason abandoned.
+// on the notifier's stream, 350 poll, 300 close the tab. Once
+// abandonAfterSeconds have passed since the last join, the 700 who are
+// there hold places 1..700 of a line of 700, and the 300 are told they
+// left, reason abandoned.
 func TestShoppersWhoClosedTheTabLeaveTheLine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the abandonment timeout")
@@ -26,45 +28,72 @@ func TestShoppersWhoClosedTheTabLeaveTheLine(t *testing.T) {
 
 	type shopper struct{ ticket, events string }
 	shoppers := make([]shopper, 1000)
+	stream := func(ctx context.Context, sh shopper) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+s.nt+sh.events, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("stream: %v", err)
+			return
+		}
+		defer res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Errorf("stream: %s", res.Status)
+			return
+		}
+		io.Copy(io.Discard, res.Body) // held open until the test ends
+	}
+	// Each shopper who stays shows it from their join on: a stream opens,
+	// or polls start, as soon as they hold a ticket, so however long the
+	// thousand joins take, only the silent ones go without a sign for
+	// longer than the window.
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	var mu sync.Mutex
+	var polling []string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			mu.Lock()
+			tickets := slices.Clone(polling)
+			mu.Unlock()
+			for _, tk := range tickets {
+				req, _ := http.NewRequestWithContext(ctx, "GET", s.base+"/v1/queues/"+s.queue+"/tickets/"+tk, nil)
+				if res, err := http.DefaultClient.Do(req); err == nil {
+					io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(2 * time.Second):
+			}
+		}
+	}()
 	for i := range shoppers {
 		code, b := s.join(fmt.Sprintf("s%04d", i))
 		if code != 202 {
 			t.Fatalf("join %d = %d %v", i, code, b)
 		}
-		shoppers[i] = shopper{b["ticket"].(string), b["events"].(string)}
-	}
-	streams, polling, silent := shoppers[300:650], shoppers[650:], shoppers[:300]
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	for _, sh := range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+s.nt+sh.events, nil)
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Errorf("stream: %v", err)
-				return
-			}
-			defer res.Body.Close()
-			if res.StatusCode != 200 {
-				t.Errorf("stream: %s", res.Status)
-				return
-			}
-			io.Copy(io.Discard, res.Body) // held open until the test ends
-		}()
-	}
-	deadline := time.Now().Add(after*time.Second + 5*time.Second)
-	for time.Now().Before(deadline) {
-		for _, sh := range polling {
-			s.poll(sh.ticket)
+		sh := shopper{b["ticket"].(string), b["events"].(string)}
+		shoppers[i] = sh
+		switch {
+		case i >= 650:
+			mu.Lock()
+			polling = append(polling, sh.ticket)
+			mu.Unlock()
+		case i >= 300:
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				stream(ctx, sh)
+			}()
 		}
-		time.Sleep(2 * time.Second)
 	}
+	silent := shoppers[:300]
+	time.Sleep(after*time.Second + 5*time.Second)
 
 	_, v := call(t, "GET", s.base+"/v1/admin/queues/"+s.queue, "", s.admin)
 	if v["waiting"] != float64(700) {
