@@ -25,6 +25,10 @@ type binaries struct {
 	redisServer string
 	redisCLI    string
 	pgBin       string // PostgreSQL's bin folder
+	// previous is the previous release's build (version-skew), if built;
+	// source names what a build's services came from.
+	previous *binaries
+	source   string
 }
 
 // moduleRoot finds the folder of usher's go.mod from the working directory

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +52,7 @@ type options struct {
 	reliability string
 	rev         string
 	source      string // what the services were built from
+	skewRef     string // the previous release, for version-skew
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -67,6 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.out, "out", "", "folder for results, journals and the logs of failed scenarios (default .usher/chaos under the module root)")
 	fs.StringVar(&o.reliability, "reliability", "", "write a RELIABILITY.md table of the results to this file")
 	fs.StringVar(&o.rev, "rev", "", "build the services from this git revision (e.g. HEAD) instead of the working tree (default $CHAOS_REV)")
+	fs.StringVar(&o.skewRef, "skew-ref", "", "the previous release version-skew runs half the copies on (default $CHAOS_SKEW_REF, else "+defaultSkewRef+")")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./tools/chaos -list | -scenario NAME[,NAME…] [-seed N] | -all [-reliability FILE]\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -106,6 +110,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if o.rev == "" {
 		o.rev = getenv("CHAOS_REV")
 	}
+	if o.skewRef == "" {
+		o.skewRef = cmp.Or(getenv("CHAOS_SKEW_REF"), defaultSkewRef)
+	}
 	// The harness's own Redis clients dial dead nodes by design while a
 	// Redis fault lasts; go-redis would log every failed dial.
 	redis.SetLogger(quietRedis{})
@@ -135,7 +142,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer cleanUp()
 	start := time.Now()
-	bins, tmpl, err := buildStack(ctx, tmp, o.rev, stdout)
+	skewRef := ""
+	if slices.ContainsFunc(chosen, func(sc scenario) bool { return sc.skewed }) {
+		skewRef = o.skewRef
+	}
+	bins, tmpl, err := buildStack(ctx, tmp, o.rev, skewRef, stdout)
 	if err != nil {
 		return err
 	}
@@ -197,9 +208,9 @@ func runFolder(keep bool, stdout io.Writer) (tmp string, cleanUp func(), err err
 	return tmp, cleanUp, nil
 }
 
-// buildStack builds the binaries into tmp and, meanwhile, initdb's
-// template of the PostgreSQL data folder.
-func buildStack(ctx context.Context, tmp, rev string, stdout io.Writer) (*binaries, string, error) {
+// buildStack builds the binaries into tmp (and the release skewRef's, when
+// set) and, meanwhile, initdb's template of the PostgreSQL data folder.
+func buildStack(ctx context.Context, tmp, rev, skewRef string, stdout io.Writer) (*binaries, string, error) {
 	start := time.Now()
 	fmt.Fprintf(stdout, "chaos: building the services, usherctl and nats-server; run folder %s\n", tmp)
 	pgBin, err := postgresBin()
@@ -211,8 +222,17 @@ func buildStack(ctx context.Context, tmp, rev string, stdout io.Writer) (*binari
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) { bins, err = build(gctx, filepath.Join(tmp, "bin"), rev); return err })
 	g.Go(func() (err error) { tmpl, err = pgTemplate(gctx, tmp, pgBin); return err })
+	var prev *binaries
+	if skewRef != "" {
+		g.Go(func() (err error) { prev, err = build(gctx, filepath.Join(tmp, "bin-previous"), skewRef); return err })
+	}
 	if err := g.Wait(); err != nil {
 		return nil, "", err
+	}
+	bins.source = describeSource(ctx, rev)
+	if prev != nil {
+		prev.source = skewRef + " (" + describeSource(ctx, skewRef) + ")"
+		bins.previous = prev
 	}
 	fmt.Fprintf(stdout, "chaos: built in %s\n", time.Since(start).Round(100*time.Millisecond))
 	return bins, tmpl, nil

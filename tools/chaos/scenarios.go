@@ -34,6 +34,8 @@ type scenario struct {
 	bound time.Duration
 	// partialRedisLoss: the fault loses Redis's last writes on one shard.
 	partialRedisLoss bool
+	// skewed: the run needs the previous release built (version-skew).
+	skewed bool
 }
 
 // fault is what a scenario's injection works with.
@@ -533,6 +535,8 @@ func scenarios() []scenario {
 		{name: "kill-gateway-grouping", what: "kill -9 a gateway whose groups of joins linger 20 ms (USHER_JOIN_LINGER), restart it",
 			prepare: func(_ *fault, p *plan) { p.env = map[string]string{"USHER_JOIN_LINGER": "20ms"} }, inject: killRestart(kindGateway)},
 		{name: "rolling-upgrade", what: "restart every service one copy at a time (SIGTERM, wait until ready, the next), twice over, as a rolling update does", inject: rollingUpgrade},
+		{name: "version-skew", what: "half the copies of every service on the previous release (-skew-ref), half on this build, for the rest of the run",
+			skewed: true, prepare: func(_ *fault, p *plan) { p.env = map[string]string{"USHER_JOIN_GROUPS": "off"} }, inject: versionSkew},
 		{name: "kill-admitter", what: "kill -9 an admitter, restart it", inject: killRestart(kindAdmitter)},
 		{name: "kill-notifier", what: "kill -9 a notifier, restart it", inject: killRestart(kindNotifier)},
 		{name: "kill-orderworker", what: "kill -9 an order worker, restart it", inject: killRestart(kindOrderworker)},
