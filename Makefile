@@ -2,7 +2,7 @@
 SERVICES := gateway admitter notifier orderworker
 GO ?= go
 
-.PHONY: run test fuzz deps build bench chaos clean
+.PHONY: run test fuzz deps build bench chaos soak clean
 
 run: deps build
 	@scripts/run.sh
@@ -31,6 +31,13 @@ bench: deps build
 #   go run ./tools/chaos -scenario kill-admitter -seed 7   (go run ./tools/chaos -list)
 chaos: deps
 	@$(GO) run ./tools/chaos -all -reliability RELIABILITY.md
+
+# The suite's load with churn and no fault for SOAK (default 1h): every
+# process's memory, goroutines and open files, Redis's and the streams'
+# size, each one's slope with its 95 % interval, into RELIABILITY.md.
+SOAK ?= 1h
+soak: deps
+	@$(GO) run ./tools/chaos -scenario soak -soak $(SOAK) -soak-report RELIABILITY.md
 
 clean:
 	rm -rf bin .usher

@@ -53,6 +53,8 @@ type options struct {
 	rev         string
 	source      string // what the services were built from
 	skewRef     string // the previous release, for version-skew
+	soak        time.Duration
+	soakReport  string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -71,6 +73,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.reliability, "reliability", "", "write a RELIABILITY.md table of the results to this file")
 	fs.StringVar(&o.rev, "rev", "", "build the services from this git revision (e.g. HEAD) instead of the working tree (default $CHAOS_REV)")
 	fs.StringVar(&o.skewRef, "skew-ref", "", "the previous release version-skew runs half the copies on (default $CHAOS_SKEW_REF, else "+defaultSkewRef+")")
+	fs.DurationVar(&o.soak, "soak", 10*time.Minute, "how long the soak scenario runs its load (an hour for the published figures)")
+	fs.StringVar(&o.soakReport, "soak-report", "", "put the soak's table in this file (RELIABILITY.md: make soak)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./tools/chaos -list | -scenario NAME[,NAME…] [-seed N] | -all [-reliability FILE]\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -153,7 +157,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	o.source = describeSource(ctx, o.rev)
 	fmt.Fprintf(stdout, "chaos: services built from %s\n", o.source)
 	out := &lockedWriter{w: stdout}
-	re := &runEnv{bins: bins, tmp: tmp, pgTmpl: tmpl, out: o.out, quick: o.quick, keep: o.keep, progress: out, began: start}
+	re := &runEnv{bins: bins, tmp: tmp, pgTmpl: tmpl, out: o.out, quick: o.quick, keep: o.keep,
+		soak: o.soak, soakReport: o.soakReport, progress: out, began: start}
 	results := runAll(ctx, re, chosen, o.seed, o.parallel, out)
 	fmt.Fprintf(stdout, "\nchaos: %d scenario(s) in %s\n", len(results), time.Since(start).Round(time.Second))
 	if err := writeResults(stdout, o, results); err != nil {

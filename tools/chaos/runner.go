@@ -43,6 +43,10 @@ type timing struct {
 	down      time.Duration // a killed process stays down this long
 	outage    time.Duration // payment gateway modes last this long
 	partition time.Duration // a partition lasts this long
+	// soak is how long the soak runs its load (-soak), and soakReport the
+	// file its table goes into (-soak-report; "": none).
+	soak       time.Duration
+	soakReport string
 }
 
 var (
@@ -66,6 +70,19 @@ func workload(quick bool) []queueSpec {
 		{Name: "cap", TargetActive: 10, MaxAdmitPerTick: 0, TickMs: 100, TokenTTLSeconds: 4, SKU: "sku-cap", Stock: 1_000_000, JoinsPerSecond: 8},
 		{Name: "mix", TargetActive: 40, MaxAdmitPerTick: 2, TickMs: 50, TokenTTLSeconds: 10, SKU: "sku-mix", Stock: 1_000_000, JoinsPerSecond: 20},
 	}
+}
+
+// steadyWorkload is workload's queues with every queue's demand well under
+// what it admits (the fixed rate's 50/s; the slots of the other two, held
+// up to their tokens' life), so their lines neither grow nor drain: the
+// soak's. The fixed rate is not checked (it takes excess demand to show).
+func steadyWorkload() []queueSpec {
+	qs := workload(false)
+	joins := map[string]float64{"rate": 30, "cap": 1, "mix": 3}
+	for i := range qs {
+		qs[i].JoinsPerSecond, qs[i].RateChecked = joins[qs[i].Name], false
+	}
+	return qs
 }
 
 // result is one scenario's outcome, written as JSON.
@@ -95,14 +112,17 @@ const (
 
 // runEnv is what every scenario of one run shares.
 type runEnv struct {
-	bins     *binaries
-	tmp      string // the run's temporary folder (removed at the end)
-	pgTmpl   string
-	out      string // where results go
-	quick    bool
-	keep     bool
-	progress io.Writer
-	began    time.Time
+	bins   *binaries
+	tmp    string // the run's temporary folder (removed at the end)
+	pgTmpl string
+	out    string // where results go
+	quick  bool
+	keep   bool
+	// soak and soakReport: timing's, from -soak and -soak-report.
+	soak       time.Duration
+	soakReport string
+	progress   io.Writer
+	began      time.Time
 }
 
 // say prints a progress line, stamped with the time since the run began.
@@ -132,6 +152,9 @@ func runScenario(ctx context.Context, re *runEnv, sc scenario, seed uint64) (res
 	started := time.Now()
 	res = result{Scenario: sc.name, Seed: seed, Command: reproduce(sc.name, seed, re.quick), Injected: sc.what, Started: started,
 		Queues: workload(re.quick)}
+	if sc.steady {
+		res.Queues = steadyWorkload()
+	}
 	defer func() { res.Took = time.Since(started).Round(time.Second).String() }()
 	r, err := newScenarioRun(re, sc, seed, res.Queues)
 	if err != nil {
@@ -207,6 +230,7 @@ func (r *scenarioRun) openFault() error {
 	if r.re.quick {
 		t = quickTiming
 	}
+	t.soak, t.soakReport = r.re.soak, r.re.soakReport
 	tl := &timeline{RecoverFromHeal: r.sc.recoverFromHeal, Bound: r.sc.bound, PartialRedisLoss: r.sc.partialRedisLoss}
 	r.f = &fault{s: r.s, rng: rng, j: j, tl: tl, t: t}
 	return nil
