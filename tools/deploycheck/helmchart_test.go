@@ -11,8 +11,8 @@ import (
 )
 
 // Every service is probed on the listener it really serves /healthz and
-// /readyz on: liveness /healthz, readiness /readyz, on the container
-// port its own address variable listens on.
+// /readyz on: startup and liveness /healthz, readiness /readyz, on the
+// container port its own address variable listens on.
 func TestHelmChartProbesEveryServiceOnItsOpsListener(t *testing.T) {
 	for set := range valueSets {
 		objs := objects(t, set)
@@ -26,7 +26,11 @@ func TestHelmChartProbesEveryServiceOnItsOpsListener(t *testing.T) {
 			for kind, want := range map[string]struct {
 				p    *probe
 				path string
-			}{"liveness": {c.LivenessProbe, "/healthz"}, "readiness": {c.ReadinessProbe, "/readyz"}} {
+			}{
+				"startup":   {c.StartupProbe, "/healthz"},
+				"liveness":  {c.LivenessProbe, "/healthz"},
+				"readiness": {c.ReadinessProbe, "/readyz"},
+			} {
 				if want.p == nil || want.p.HTTPGet == nil {
 					t.Errorf("%s (%s): no HTTP %s probe", service, set, kind)
 					continue
@@ -103,8 +107,8 @@ func TestHelmChartMountsEverySecretWhereTheServiceReadsIt(t *testing.T) {
 			for v, key := range want {
 				file := c.env()[v]
 				src, got := mountedKey(d.Spec.Template.Spec, c, file)
-				if got != key {
-					t.Errorf("%s (%s): %s=%q mounts %q of %s, want %s", service, set, v, file, got, src, key)
+				if got != key || src != sourceOf(service, key) {
+					t.Errorf("%s (%s): %s=%q mounts %q of %s, want %s of %s", service, set, v, file, got, src, key, sourceOf(service, key))
 					continue
 				}
 				if set == "production" {
@@ -130,6 +134,19 @@ func TestHelmChartMountsEverySecretWhereTheServiceReadsIt(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sourceOf is where a file must come from: a service's own credentials
+// from its own Secret, the shared keys from the keys' Secret, the gate's
+// rules from their ConfigMap.
+func sourceOf(service, key string) string {
+	switch key {
+	case "nats.nk", "redis.pass":
+		return "Secret/usher-" + service
+	case "gate.json":
+		return "ConfigMap/usher-gate"
+	}
+	return "Secret/usher-keys"
 }
 
 func maps(m map[string]string) map[string]string {
@@ -215,7 +232,7 @@ func TestHelmChartHasBudgetsAutoscalersAndRunsAsNonRoot(t *testing.T) {
 				t.Errorf("%s (%s): no policy/v1 PodDisruptionBudget selecting its pods", service, set)
 			}
 			hpa, ok := objs["HorizontalPodAutoscaler/usher-"+service]
-			wantHPA := service == "gateway" || (service == "notifier" && set == "default")
+			wantHPA := service == "gateway" || (service == "notifier" && set != "production")
 			if ok != wantHPA {
 				t.Errorf("%s (%s): HorizontalPodAutoscaler rendered %v, want %v", service, set, ok, wantHPA)
 			}

@@ -131,8 +131,14 @@ the token stay variables. */}}
       - {key: redis.pass, path: redis.pass}
 {{- end -}}
 
-{{/* /healthz and /readyz on the named port: call with (dict "root" $ "port" "ops"). */}}
+{{/* /healthz and /readyz on the named port: call with (dict "root" $ "port" "ops").
+A service listens only once it has reached NATS and Redis and found the
+streams the admitter declares, so the startup probe, not the liveness
+probe, covers that wait. */}}
 {{- define "usher.probes" -}}
+startupProbe:
+  httpGet: {path: /healthz, port: {{ .port }}}
+  {{- toYaml .root.Values.probes.startup | nindent 2 }}
 livenessProbe:
   httpGet: {path: /healthz, port: {{ .port }}}
   {{- toYaml .root.Values.probes.liveness | nindent 2 }}
