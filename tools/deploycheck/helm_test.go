@@ -17,15 +17,18 @@ import (
 const chart = "../../deploy/helm/usher"
 
 // valueSets are the values the chart is rendered with: its defaults (the
-// Secrets made beforehand by the operator) and a production-like file
-// (the chart makes them, the gate is on, a key is being rotated).
+// Secrets made beforehand by the operator), the install guide's
+// (docs/integration.md#kubernetes quotes ci/install-values.yaml) and a
+// production-like file (the chart makes the Secrets, the gate is on, a
+// key is being rotated, the notifier does not autoscale).
 var valueSets = map[string][]string{
 	"default":    nil,
+	"install":    {"--values", chart + "/ci/install-values.yaml"},
 	"production": {"--values", chart + "/ci/production-values.yaml"},
 }
 
-// defaultSecrets are the Secrets the default values refer to and do not
-// render: docs/integration.md#kubernetes creates them.
+// defaultSecrets are the Secrets the default and the install values refer
+// to and do not render: docs/integration.md#kubernetes creates them.
 var defaultSecrets = []string{"usher-keys", "usher-gateway", "usher-admitter", "usher-notifier", "usher-orderworker", "usher-migrate"}
 
 var (
@@ -109,7 +112,7 @@ func TestHelmChartRendersValidKubernetesObjects(t *testing.T) {
 				t.Fatal(err)
 			}
 			var args []string
-			if set == "default" {
+			if set != "production" {
 				for _, s := range defaultSecrets {
 					args = append(args, "-external-secret", s)
 				}
@@ -162,6 +165,7 @@ type container struct {
 		Name          string `yaml:"name"`
 		ContainerPort int    `yaml:"containerPort"`
 	} `yaml:"ports"`
+	StartupProbe   *probe `yaml:"startupProbe"`
 	LivenessProbe  *probe `yaml:"livenessProbe"`
 	ReadinessProbe *probe `yaml:"readinessProbe"`
 	VolumeMounts   []struct {
