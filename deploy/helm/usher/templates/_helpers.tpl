@@ -105,12 +105,27 @@ password as files from its Secret. */}}
       key: database-url
 {{- end -}}
 
-{{/* Any other variable, from the service's `env` values. */}}
+{{/* Any other variable: every service's `extraEnv`, then the service's
+own `env`. Call with (dict "root" $ "service" "gateway"). */}}
 {{- define "usher.extraEnv" -}}
-{{- range $name, $value := .env }}
+{{- range $name, $value := .root.Values.extraEnv }}
 - name: {{ $name }}
   value: {{ $value | quote }}
 {{- end }}
+{{- range $name, $value := (index .root.Values .service).env }}
+- name: {{ $name }}
+  value: {{ $value | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* More files for every service (a CA for NATS or Redis TLS, the user
+JWT secret, the page's languages): extraVolumes and extraVolumeMounts. */}}
+{{- define "usher.extraMounts" -}}
+{{- with .Values.extraVolumeMounts }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
+{{- define "usher.extraVolumes" -}}
+{{- with .Values.extraVolumes }}{{ toYaml . }}{{ end -}}
 {{- end -}}
 
 {{- define "usher.credentialsMount" -}}
