@@ -274,3 +274,19 @@ func deployment(t *testing.T, objs map[string]object, service string) container 
 	}
 	return d.Spec.Template.Spec.Containers[0]
 }
+
+// A misspelt or out-of-range value stops the install, naming it
+// (values.schema.json), instead of being ignored.
+func TestHelmChartRefusesMisspeltValues(t *testing.T) {
+	for set, want := range map[string]string{
+		"gateway.trustedProxy=10.0.0.0/8": "additional properties 'trustedProxy' not allowed",
+		"nats.streamReplicas=7":           "/nats/streamReplicas",
+		"logLevel=verbose":                "/logLevel",
+	} {
+		cmd := exec.Command(filepath.Join(helmTools(t), "helm"), "template", "usher", chart, "--set", set)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("helm template --set %s: %v, want a refusal naming %q:\n%s", set, err, want, out)
+		}
+	}
+}
