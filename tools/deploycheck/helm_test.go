@@ -56,9 +56,20 @@ func helmTools(t *testing.T) string {
 	return toolsDir
 }
 
-func runTool(t *testing.T, name string, args ...string) []byte {
+// tool is a command of helmTools' folder; helm keeps its cache, config
+// and data in the test's own folders, never the user's.
+func tool(t *testing.T, name string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(helmTools(t), name), args...)
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache",
+		"HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
+	return cmd
+}
+
+func runTool(t *testing.T, name string, args ...string) []byte {
+	t.Helper()
+	cmd := tool(t, name, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -283,8 +294,7 @@ func TestHelmChartRefusesMisspeltValues(t *testing.T) {
 		"nats.streamReplicas=7":           "/nats/streamReplicas",
 		"logLevel=verbose":                "/logLevel",
 	} {
-		cmd := exec.Command(filepath.Join(helmTools(t), "helm"), "template", "usher", chart, "--set", set)
-		out, err := cmd.CombinedOutput()
+		out, err := tool(t, "helm", "template", "usher", chart, "--set", set).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), want) {
 			t.Errorf("helm template --set %s: %v, want a refusal naming %q:\n%s", set, err, want, out)
 		}
