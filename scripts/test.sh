@@ -15,6 +15,16 @@ fi
 # log says which stage grew.
 stage() { echo "test.sh: $1 at $((SECONDS / 60))m$((SECONDS % 60))s"; }
 stage vet
+# The Helm chart's tests (tools/deploycheck) run helm and k8scheck, built
+# from their own module by deploy/helm/tools/build.sh: a large build the
+# first time (Kubernetes' client libraries), skipped while current. It
+# starts now, beside vet and the tests; the chart tests wait for it
+# (through the build's lock) only when they run.
+helmlog=$(mktemp)
+fuzzlog=$(mktemp)
+trap 'rm -f "$helmlog" "$fuzzlog"' EXIT
+(deploy/helm/tools/build.sh >"$helmlog" 2>&1) &
+helmtools=$!
 # With -race, vet type-checks against the same race-instrumented packages
 # go test -race builds next, so the dependencies compile once, not twice.
 go vet -race ./... ./tools/...
@@ -29,8 +39,6 @@ stage "go test -race, and the parsers' fuzzing beside it"
 # fuzz` fuzzes every target, longer), beside the tests: the slowest test
 # packages wait on timers and servers far more than they compute, and the
 # fuzzing fills those cores. Its output follows the tests'.
-fuzzlog=$(mktemp)
-trap 'rm -f "$fuzzlog"' EXIT
 (FUZZ_SCOPE=parsers FUZZTIME=${FUZZTIME:-2000x} scripts/fuzz.sh >"$fuzzlog" 2>&1) &
 fuzz=$!
 # Four packages at a time on two cores, for the same reason; the slowest
@@ -42,6 +50,8 @@ tests=0
 go test -race -count=1 -p 4 -timeout 10m ./tools/e2e ./orderworker ./gateway ./tools/chaos ./... ./tools/... || tests=$?
 fuzzed=0
 wait "$fuzz" || fuzzed=$?
+# Its failure, if any, is the chart tests' too; its log says why.
+wait "$helmtools" || { echo "deploy/helm/tools/build.sh failed:" >&2; cat "$helmlog" >&2; }
 stage "fuzz (ran beside the tests)"
 cat "$fuzzlog"
 if [ "$tests" -ne 0 ] || [ "$fuzzed" -ne 0 ]; then

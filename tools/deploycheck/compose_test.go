@@ -11,11 +11,18 @@ import (
 )
 
 type compose struct {
-	Services map[string]struct {
-		Image       string                            `yaml:"image"`
-		Build       *struct{ Args map[string]string } `yaml:"build"`
-		Environment map[string]string                 `yaml:"environment"`
-	} `yaml:"services"`
+	Services map[string]composeService `yaml:"services"`
+}
+
+type composeService struct {
+	Image       string                            `yaml:"image"`
+	Build       *struct{ Args map[string]string } `yaml:"build"`
+	Environment map[string]string                 `yaml:"environment"`
+	Command     yaml.Node                         `yaml:"command"`
+	Volumes     []mount                           `yaml:"volumes"`
+	DependsOn   map[string]struct {
+		Condition string `yaml:"condition"`
+	} `yaml:"depends_on"`
 }
 
 // varRE finds the names of variables the code reads.
@@ -46,14 +53,7 @@ func readVars(t *testing.T, dirs ...string) map[string]bool {
 // Every environment variable compose.yaml sets on a usher service is one
 // that service reads.
 func TestComposeSetsOnlyVariablesTheServicesRead(t *testing.T) {
-	b, err := os.ReadFile("../../compose.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c compose
-	if err := yaml.Unmarshal(b, &c); err != nil {
-		t.Fatalf("compose.yaml: %v", err)
-	}
+	c := readCompose(t)
 	built := 0
 	for name, svc := range c.Services {
 		if svc.Build == nil {
@@ -80,4 +80,17 @@ func TestComposeSetsOnlyVariablesTheServicesRead(t *testing.T) {
 	if built < 5 {
 		t.Errorf("compose.yaml builds %d usher services, want gateway, admitter, notifier, orderworker and pgsim", built)
 	}
+}
+
+func readCompose(t *testing.T) compose {
+	t.Helper()
+	b, err := os.ReadFile("../../compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c compose
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	return c
 }

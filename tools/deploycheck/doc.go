@@ -1,5 +1,10 @@
 // Package deploycheck checks the deployment files against the code: a
-// variable that compose.yaml sets and no service reads is a silent
-// misconfiguration, and the Grafana dashboard (deploy/grafana/usher.json)
-// may ask only for metrics the services export (deploy/grafana/metrics/).
+// variable that compose.yaml or the Helm chart sets and no service reads
+// is a silent misconfiguration; each service must connect to Redis and
+// PostgreSQL as its own user and role; the chart's rendered manifests
+// must be valid Kubernetes objects (helm and k8scheck, built from
+// deploy/helm/tools) that probe the services where they answer and mount
+// their secrets where they read them; and the Grafana dashboard
+// (deploy/grafana/usher.json) may ask only for metrics the services
+// export (deploy/grafana/metrics/).
 package deploycheck
