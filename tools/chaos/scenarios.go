@@ -488,12 +488,12 @@ func partition(to string) func(context.Context, *fault) error {
 		if to == "Redis" {
 			ps = f.s.proxies.redis
 		}
-		if err := f.s.proxies.cut(ps); err != nil {
+		if err := cut(ps); err != nil {
 			return err
 		}
 		f.injected("partition %s from %s (every connection black-holed) for %v", f.victim, to, f.t.partition)
 		slept := sleepCtx(ctx, f.t.partition)
-		if err := f.s.proxies.heal(ps); err != nil {
+		if err := heal(ps); err != nil {
 			return err
 		}
 		f.healed("partition healed")
@@ -543,6 +543,11 @@ func scenarios() []scenario {
 		{name: "stop-admitter", what: "SIGSTOP an admitter for 35 s (past the 30 s ack wait), SIGCONT", inject: freeze(kindAdmitter, ackWait)},
 		{name: "stop-orderworker", what: "SIGSTOP an order worker past its ack wait, SIGCONT", inject: freeze(kindOrderworker, owAck)},
 		{name: "nats-leader-kill", what: "kill -9 the NATS node leading USHER_ENTRIES, restart it", inject: natsLeaderKill},
+		// Partitioned, not killed: the old leader lives on with its
+		// clients, and must not acknowledge a write the new leader never
+		// gets.
+		{name: "partition-nats-leader", what: "partition the NATS node leading USHER_ENTRIES from the other two (routes through toxiproxy; clients still reach it) until a new leader is elected, heal",
+			prepare: func(_ *fault, p *plan) { p.natsRoutesProxied = true }, inject: partitionNATSLeader},
 		{name: "redis-master-failover", what: "kill -9 a Redis master (its replica takes over), restart it", inject: redisMasterFailover,
 			bound: failoverBound, partialRedisLoss: true},
 		{name: "redis-lose-last-second", what: "kill -9 a Redis master and its replica, lose the last second of their AOF, restart both", inject: redisLoseLastSecond,
