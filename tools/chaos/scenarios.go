@@ -520,6 +520,32 @@ func clockSkew(ctx context.Context, f *fault) error {
 	return nil
 }
 
+// clockJumpBack restarts one admitter (gracefully) with its clock set to
+// step back 2 minutes 10 s after its start (USHER_FAULT_CLOCK_STEP): an NTP
+// step while it ticks. The knob counts from the process's start, so the
+// restart arms it; the fault is the step, well after the admitter is
+// ready and ticking again.
+func clockJumpBack(ctx context.Context, f *fault) error {
+	const after = 10 * time.Second
+	sv := f.pick(kindAdmitter)
+	if err := sv.proc.terminate(syscall.SIGTERM, 10*time.Second); err != nil {
+		return err
+	}
+	sv.env["USHER_FAULT_CLOCK_STEP"] = "-2m@" + after.String()
+	started := time.Now()
+	if err := f.s.restart(ctx, sv); err != nil {
+		return err
+	}
+	f.j.add(record{Kind: recFault, Detail: fmt.Sprintf("%s restarted (SIGTERM) with USHER_FAULT_CLOCK_STEP=-2m@%s, ready after %.1fs",
+		sv.name(), after, time.Since(started).Seconds())})
+	if !sleepCtx(ctx, time.Until(started.Add(after))) {
+		return ctx.Err()
+	}
+	f.injected("%s's clock steps back 2 minutes while it ticks (NTP step), for the rest of the run", sv.name())
+	f.healed("(the step stays)")
+	return nil
+}
+
 // scenarios is every scenario, in the order -all runs them.
 func scenarios() []scenario {
 	// Past the admitter's 30 s ack wait (fixed in its code), and past the
@@ -567,6 +593,7 @@ func scenarios() []scenario {
 		{name: "partition-redis", what: "partition one service from Redis (toxiproxy + USHER_REDIS_ADDR_MAP), heal",
 			prepare: func(f *fault, p *plan) { f.victim = partitionVictim(f); p.redisProxied = f.victim }, inject: partition("Redis")},
 		{name: "clock-skew", what: "one admitter's clock 2 minutes ahead (USHER_FAULT_CLOCK_OFFSET)", inject: clockSkew},
+		{name: "clock-jump-back", what: "one admitter's clock steps back 2 minutes while it ticks (USHER_FAULT_CLOCK_STEP)", inject: clockJumpBack},
 	}
 }
 
