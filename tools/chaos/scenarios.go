@@ -578,6 +578,11 @@ func scenarios() []scenario {
 			bound: failoverBound, partialRedisLoss: true},
 		{name: "redis-lose-last-second", what: "kill -9 a Redis master and its replica, lose the last second of their AOF, restart both", inject: redisLoseLastSecond,
 			recoverFromHeal: true, partialRedisLoss: true},
+		// A queue's keys share one slot; while it moves, a script whose
+		// keys are split between the masters answers TRYAGAIN, one whose
+		// keys all left answers ASK. Nothing is lost, so no
+		// partialRedisLoss.
+		{name: "redis-reshard", what: "move the busiest queue's hash slot to another master under load (SETSLOT IMPORTING/MIGRATING, MIGRATE in batches of 10, SETSLOT NODE)", inject: redisReshard},
 		{name: "redis-flushall", what: "FLUSHALL on every Redis master under traffic", inject: redisFlushAll},
 		{name: "payment-outage", what: "payment gateway outage (503), then normal", inject: paymentMode("outage", `{"mode":"outage"}`), recoverFromHeal: true},
 		{name: "payment-slow", what: "payment gateway slow (4 s, past the 2 s timeout), then normal", inject: paymentMode("slow", `{"mode":"slow","slowMs":4000}`), recoverFromHeal: true},
