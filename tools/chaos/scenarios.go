@@ -574,6 +574,10 @@ func scenarios() []scenario {
 		// gets.
 		{name: "partition-nats-leader", what: "partition the NATS node leading USHER_ENTRIES from the other two (routes through toxiproxy; clients still reach it) until a new leader is elected, heal",
 			prepare: func(_ *fault, p *plan) { p.natsRoutesProxied = true }, inject: partitionNATSLeader},
+		// One node's store full: NATS turns that node's JetStream off and
+		// the other two carry the streams.
+		{name: "jetstream-disk-full", what: "fill the store (a tmpfs) of the NATS node leading USHER_ENTRIES, free it after 10 s (restart the node if JetStream stays off)",
+			prepare: func(_ *fault, p *plan) { p.natsTmpfs = true }, inject: jetstreamDiskFull},
 		{name: "redis-master-failover", what: "kill -9 a Redis master (its replica takes over), restart it", inject: redisMasterFailover,
 			bound: failoverBound, partialRedisLoss: true},
 		{name: "redis-lose-last-second", what: "kill -9 a Redis master and its replica, lose the last second of their AOF, restart both", inject: redisLoseLastSecond,

@@ -66,6 +66,8 @@ type stack struct {
 	// routes is toxiproxy on every route between the NATS nodes, when a
 	// scenario partitions one of them.
 	routes *routeProxies
+	// mounts are the tmpfs mounts made for the NATS stores, if any.
+	mounts []string
 
 	// rdb is the harness's own Redis Cluster client (sampling, records).
 	rdb *redis.ClusterClient
@@ -259,6 +261,7 @@ func (s *stack) close() {
 		}()
 	}
 	wg.Wait()
+	s.unmountStores()
 }
 
 // plan is what a scenario changes in the stack before it starts.
@@ -268,6 +271,8 @@ type plan struct {
 	natsProxied, redisProxied string
 	// natsRoutesProxied puts the NATS cluster's routes through toxiproxy.
 	natsRoutesProxied bool
+	// natsTmpfs puts every NATS node's store on a small tmpfs of its own.
+	natsTmpfs bool
 	// env adds variables to every service.
 	env map[string]string
 }
@@ -279,7 +284,7 @@ func startStack(ctx context.Context, s *stack, p plan, pgTemplate string) error 
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.startNATS(gctx, p.natsRoutesProxied) })
+	g.Go(func() error { return s.startNATS(gctx, p) })
 	g.Go(func() error { return s.startRedis(gctx) })
 	g.Go(func() error { return s.startPostgres(gctx, pgTemplate) })
 	g.Go(func() error { return s.startPgsim(gctx) })
@@ -299,8 +304,9 @@ func startStack(ctx context.Context, s *stack, p plan, pgTemplate string) error 
 // startNATS starts three JetStream nodes routed to each other and waits for
 // the cluster's meta leader. no_advertise keeps clients on the URLs they
 // were given (a service behind toxiproxy must not learn the real ones).
-// With proxiedRoutes every route goes through toxiproxy (routeProxies).
-func (s *stack) startNATS(ctx context.Context, proxiedRoutes bool) error {
+// The plan may put every route through toxiproxy (routeProxies) and each
+// store on a tmpfs.
+func (s *stack) startNATS(ctx context.Context, p plan) error {
 	ports, err := freePorts(6)
 	if err != nil {
 		return err
@@ -308,7 +314,7 @@ func (s *stack) startNATS(ctx context.Context, proxiedRoutes bool) error {
 	for i := range 3 {
 		s.nats = append(s.nats, &natsNode{name: fmt.Sprintf("n%d", i+1), port: ports[i], clusterPort: ports[3+i]})
 	}
-	if proxiedRoutes {
+	if p.natsRoutesProxied {
 		if s.routes, err = newRouteProxies(s.nats); err != nil {
 			return err
 		}
@@ -329,6 +335,11 @@ func (s *stack) startNATS(ctx context.Context, proxiedRoutes bool) error {
 		store := filepath.Join(s.dir, "nats", n.name)
 		if err := os.MkdirAll(store, 0o755); err != nil {
 			return err
+		}
+		if p.natsTmpfs {
+			if err := s.mountStore(store); err != nil {
+				return err
+			}
 		}
 		conf := fmt.Sprintf(`server_name: %s
 listen: 127.0.0.1:%d
