@@ -576,7 +576,7 @@ func scenarios() []scenario {
 			prepare: func(_ *fault, p *plan) { p.natsRoutesProxied = true }, inject: partitionNATSLeader},
 		// One node's store full: NATS turns that node's JetStream off and
 		// the other two carry the streams.
-		{name: "jetstream-disk-full", what: "fill the store (a tmpfs) of the NATS node leading USHER_ENTRIES, free it after 10 s (restart the node if JetStream stays off)",
+		{name: "jetstream-disk-full", what: "fill the store (a tmpfs) of the NATS node leading USHER_ENTRIES until ENOSPC, free it after the outage (10 s); restart the node if its JetStream stays off",
 			prepare: func(_ *fault, p *plan) { p.natsTmpfs = true }, inject: jetstreamDiskFull},
 		{name: "redis-master-failover", what: "kill -9 a Redis master (its replica takes over), restart it", inject: redisMasterFailover,
 			bound: failoverBound, partialRedisLoss: true},
