@@ -170,20 +170,67 @@ func Logger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-// LocalClock returns the host's clock shifted by USHER_FAULT_CLOCK_OFFSET (a
-// Go duration, possibly negative; unset: none). The fault suite sets it to
-// put one service's clock minutes off; no decision depends on the local
-// clock (every service follows Redis's, see package clock), so nothing else
-// should.
-func (e *Env) LocalClock() func() time.Time {
+// LocalClock returns the host's clock as the fault knobs shift it (see
+// LocalClockFrom).
+func (e *Env) LocalClock() func() time.Time { return e.LocalClockFrom(time.Now) }
+
+// LocalClockFrom returns now shifted by USHER_FAULT_CLOCK_OFFSET (a Go
+// duration, possibly negative; unset: none) and, from a moment after this
+// call on, by USHER_FAULT_CLOCK_STEP more: "-2m@20s" steps the clock back
+// two minutes 20 s after the process read its settings, as an NTP step
+// does to a host's wall clock. The fault suite sets them to put one
+// service's clock minutes off, or to jump it while it runs; no decision
+// depends on the local clock (every service follows Redis's, see package
+// clock), so nothing else should. A time.Time carries its monotonic
+// reading with its wall time and Add moves both: an interval measured
+// across the step is off by the step too, which a real NTP step spares
+// Go programs.
+func (e *Env) LocalClockFrom(now func() time.Time) func() time.Time {
+	offset := e.clockOffset()
+	step, after := e.clockStep()
+	if offset == 0 && step == 0 {
+		return now
+	}
+	start := now()
+	return func() time.Time {
+		t := now()
+		if t.Sub(start) >= after {
+			return t.Add(offset + step)
+		}
+		return t.Add(offset)
+	}
+}
+
+func (e *Env) clockOffset() time.Duration {
 	v := e.lookup("USHER_FAULT_CLOCK_OFFSET")
 	if v == "" {
-		return time.Now
+		return 0
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {
 		e.errs = append(e.errs, fmt.Errorf("USHER_FAULT_CLOCK_OFFSET=%q: want a duration such as -2m", v))
-		return time.Now
+		return 0
 	}
-	return func() time.Time { return time.Now().Add(d) }
+	return d
+}
+
+// clockStep reads USHER_FAULT_CLOCK_STEP: step@after, both Go durations,
+// after not negative.
+func (e *Env) clockStep() (step, after time.Duration) {
+	v := e.lookup("USHER_FAULT_CLOCK_STEP")
+	if v == "" {
+		return 0, 0
+	}
+	s, a, ok := strings.Cut(v, "@")
+	var err error
+	if ok {
+		if step, err = time.ParseDuration(s); err == nil {
+			after, err = time.ParseDuration(a)
+		}
+	}
+	if !ok || err != nil || after < 0 {
+		e.errs = append(e.errs, fmt.Errorf("USHER_FAULT_CLOCK_STEP=%q: want a step and when it comes after the start, such as -2m@20s", v))
+		return 0, 0
+	}
+	return step, after
 }

@@ -105,3 +105,59 @@ func TestAddrWantsHostPort(t *testing.T) {
 		}
 	}
 }
+
+// fakeNow is a clock the test moves by hand.
+type fakeNow struct{ t time.Time }
+
+func (f *fakeNow) now() time.Time { return f.t }
+
+func TestLocalClockStepsByTheStepOnceItsMomentHasCome(t *testing.T) {
+	vars := map[string]string{"USHER_FAULT_CLOCK_OFFSET": "1m", "USHER_FAULT_CLOCK_STEP": "-2m@20s"}
+	env := config.New(func(k string) string { return vars[k] })
+	host := &fakeNow{t: time.Date(2026, 12, 5, 5, 0, 0, 0, time.UTC)}
+	start := host.t
+	local := env.LocalClockFrom(host.now)
+	if err := env.Err(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		since time.Duration // host time since the clock was made
+		want  time.Duration // local clock minus host clock
+	}{
+		{0, time.Minute},
+		{19*time.Second + 999*time.Millisecond, time.Minute},
+		{20 * time.Second, -time.Minute},
+		{time.Hour, -time.Minute},
+	}
+	for _, tt := range tests {
+		host.t = start.Add(tt.since)
+		if got := local().Sub(host.t); got != tt.want {
+			t.Errorf("%v after the start: local clock %v off the host's, want %v", tt.since, got, tt.want)
+		}
+	}
+}
+
+func TestLocalClockIsTheHostsWithoutTheKnobs(t *testing.T) {
+	env := config.New(func(string) string { return "" })
+	host := &fakeNow{t: time.Date(2026, 12, 5, 5, 0, 0, 0, time.UTC)}
+	local := env.LocalClockFrom(host.now)
+	host.t = host.t.Add(time.Hour)
+	if got := local(); !got.Equal(host.t) {
+		t.Errorf("local() = %v, want the host's %v", got, host.t)
+	}
+}
+
+func TestLocalClockStepRefusesMalformedValues(t *testing.T) {
+	for _, v := range []string{"-2m", "-2m@", "@20s", "soon@20s", "-2m@-1s", "-2m@later"} {
+		env := config.New(func(k string) string {
+			if k == "USHER_FAULT_CLOCK_STEP" {
+				return v
+			}
+			return ""
+		})
+		env.LocalClockFrom(time.Now)
+		if err := env.Err(); err == nil || !strings.Contains(err.Error(), "USHER_FAULT_CLOCK_STEP") {
+			t.Errorf("USHER_FAULT_CLOCK_STEP=%q: error %v, want one naming the variable", v, err)
+		}
+	}
+}

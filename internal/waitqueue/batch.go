@@ -3,6 +3,7 @@ package waitqueue
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -193,8 +194,48 @@ func callsOf(g []*scriptCall) []script.Call {
 	return calls
 }
 
-// run calls a script, through the batcher when batching is on.
+// How long a script call waits out its slot's move (see WaitOutMove).
+const (
+	moveRetryFirst = 10 * time.Millisecond
+	moveRetryMax   = 250 * time.Millisecond
+	moveRetryFor   = 10 * time.Second
+)
+
+// run calls a script, through the batcher when batching is on, and waits
+// out its queue's slot moving (see WaitOutMove).
 func (c *Client) run(ctx context.Context, sc *script.Script, keys []string, args ...any) *redis.Cmd {
+	return WaitOutMove(ctx, func() *redis.Cmd { return c.runOnce(ctx, sc, keys, args...) })
+}
+
+// WaitOutMove makes a script call, and makes it again while its queue's
+// slot moves to another master (a reshard, see slotMoving), backing off,
+// until it goes through, ctx ends or it has waited moveRetryFor: a
+// slot's move takes a fraction of a second to seconds, and a shopper's
+// join, poll or leave answered 503 for it would turn an operator's routine
+// reshard into failed requests. Running a script again is safe: a move
+// refuses it before it runs (TRYAGAIN, ASK, MOVED), or stops it at the
+// first key that has left (the writes before it stay, Redis never rolls a
+// script back), and every script resolves a second run to what the first
+// did, as it must for a retry after a timeout.
+func WaitOutMove(ctx context.Context, call func() *redis.Cmd) *redis.Cmd {
+	wait, waited := moveRetryFirst, time.Duration(0)
+	for {
+		cmd := call()
+		if !slotMoving(cmd.Err()) || waited+wait > moveRetryFor {
+			return cmd
+		}
+		select {
+		case <-ctx.Done():
+			return cmd
+		case <-time.After(wait):
+		}
+		waited += wait
+		wait = min(2*wait, moveRetryMax)
+	}
+}
+
+// runOnce calls a script once, through the batcher when batching is on.
+func (c *Client) runOnce(ctx context.Context, sc *script.Script, keys []string, args ...any) *redis.Cmd {
 	if c.calls == nil {
 		return sc.Run(ctx, c.rdb, keys, args...)
 	}

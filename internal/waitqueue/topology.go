@@ -88,3 +88,23 @@ func topologyChanging(err error) bool {
 	}
 	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "connection reset")
 }
+
+// slotMoving reports whether err says the command met its slot moving
+// between two masters (CLUSTER SETSLOT MIGRATING/IMPORTING, a reshard):
+// TRYAGAIN when its keys are split between them; ASK or MOVED once
+// go-redis's own redirections are used up; and, from a script, Redis's
+// refusal of a key it did not declare that is not (or no longer) on the
+// node — how a script deriving an entry's key from the queue's prefix
+// meets a key already moved.
+func slotMoving(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	for _, p := range []string{"TRYAGAIN", "ASK ", "MOVED "} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return strings.Contains(msg, "Script attempted to access a non local key")
+}

@@ -2,9 +2,10 @@
 // production has on loopback — a 3-node NATS JetStream cluster, a Redis
 // Cluster of 3 masters and 3 replicas, PostgreSQL, the payment simulator
 // and two of every service — drives shoppers through it, injects one fault
-// per scenario (kill -9, SIGSTOP, a NATS leader's death, a Redis failover,
-// lost or flushed Redis data, payment outages, a PostgreSQL crash, network
-// partitions, a skewed clock), lets the system settle and checks usher's
+// per scenario (kill -9, SIGSTOP, a NATS leader's death, partition or full
+// store, a Redis failover or reshard, lost or flushed Redis data, payment
+// outages, a PostgreSQL crash, network partitions, a skewed or jumping
+// clock), lets the system settle and checks usher's
 // invariants from independent records: the load client's journal, the
 // JetStream streams, Redis, PostgreSQL and the payment simulator's ledger.
 //

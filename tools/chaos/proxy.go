@@ -89,7 +89,7 @@ func (px *proxies) redisAddrMap() string {
 // cut black-holes every connection through the proxies, both ways, open
 // ones and new ones alike: bytes are swallowed and nothing is closed, as
 // in a real partition (no RST tells the client).
-func (px *proxies) cut(ps []*toxiproxy.Proxy) error {
+func cut(ps []*toxiproxy.Proxy) error {
 	for _, p := range ps {
 		for _, dir := range []string{"upstream", "downstream"} {
 			body := fmt.Sprintf(`{"name":"cut-%s","type":"timeout","stream":%q,"attributes":{"timeout":0}}`, dir, dir)
@@ -104,7 +104,7 @@ func (px *proxies) cut(ps []*toxiproxy.Proxy) error {
 // heal removes the cut. The connections that lived through it are closed
 // (their bytes were lost, as TCP would have given up on them); clients
 // reconnect.
-func (px *proxies) heal(ps []*toxiproxy.Proxy) error {
+func heal(ps []*toxiproxy.Proxy) error {
 	for _, p := range ps {
 		for _, dir := range []string{"upstream", "downstream"} {
 			if err := p.Toxics.RemoveToxic(context.Background(), "cut-"+dir); err != nil {

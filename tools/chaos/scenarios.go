@@ -490,12 +490,12 @@ func partition(to string) func(context.Context, *fault) error {
 		if to == "Redis" {
 			ps = f.s.proxies.redis
 		}
-		if err := f.s.proxies.cut(ps); err != nil {
+		if err := cut(ps); err != nil {
 			return err
 		}
 		f.injected("partition %s from %s (every connection black-holed) for %v", f.victim, to, f.t.partition)
 		slept := sleepCtx(ctx, f.t.partition)
-		if err := f.s.proxies.heal(ps); err != nil {
+		if err := heal(ps); err != nil {
 			return err
 		}
 		f.healed("partition healed")
@@ -519,6 +519,32 @@ func clockSkew(ctx context.Context, f *fault) error {
 	}
 	f.injected("%s restarted with its clock 2 minutes ahead (USHER_FAULT_CLOCK_OFFSET=2m), for the rest of the run", sv.name())
 	f.healed("(the skew stays)")
+	return nil
+}
+
+// clockJumpBack restarts one admitter (gracefully) with its clock set to
+// step back 2 minutes 10 s after its start (USHER_FAULT_CLOCK_STEP): an NTP
+// step while it ticks. The knob counts from the process's start, so the
+// restart arms it; the fault is the step, well after the admitter is
+// ready and ticking again.
+func clockJumpBack(ctx context.Context, f *fault) error {
+	const after = 10 * time.Second
+	sv := f.pick(kindAdmitter)
+	if err := sv.proc.terminate(syscall.SIGTERM, 10*time.Second); err != nil {
+		return err
+	}
+	sv.env["USHER_FAULT_CLOCK_STEP"] = "-2m@" + after.String()
+	started := time.Now()
+	if err := f.s.restart(ctx, sv); err != nil {
+		return err
+	}
+	f.j.add(record{Kind: recFault, Detail: fmt.Sprintf("%s restarted (SIGTERM) with USHER_FAULT_CLOCK_STEP=-2m@%s, ready after %.1fs",
+		sv.name(), after, time.Since(started).Seconds())})
+	if !sleepCtx(ctx, time.Until(started.Add(after))) {
+		return ctx.Err()
+	}
+	f.injected("%s's clock steps back 2 minutes while it ticks (NTP step), for the rest of the run", sv.name())
+	f.healed("(the step stays)")
 	return nil
 }
 
@@ -547,10 +573,24 @@ func scenarios() []scenario {
 		{name: "stop-admitter", what: "SIGSTOP an admitter for 35 s (past the 30 s ack wait), SIGCONT", inject: freeze(kindAdmitter, ackWait)},
 		{name: "stop-orderworker", what: "SIGSTOP an order worker past its ack wait, SIGCONT", inject: freeze(kindOrderworker, owAck)},
 		{name: "nats-leader-kill", what: "kill -9 the NATS node leading USHER_ENTRIES, restart it", inject: natsLeaderKill},
+		// Partitioned, not killed: the old leader lives on with its
+		// clients, and must not acknowledge a write the new leader never
+		// gets.
+		{name: "partition-nats-leader", what: "partition the NATS node leading USHER_ENTRIES from the other two (routes through toxiproxy; clients still reach it) until a new leader is elected, heal",
+			prepare: func(_ *fault, p *plan) { p.natsRoutesProxied = true }, inject: partitionNATSLeader},
+		// One node's store full: NATS turns that node's JetStream off and
+		// the other two carry the streams.
+		{name: "jetstream-disk-full", what: "fill the store (a tmpfs) of the NATS node leading USHER_ENTRIES until ENOSPC, free it after the outage (10 s); restart the node if its JetStream stays off",
+			prepare: func(_ *fault, p *plan) { p.natsTmpfs = true }, inject: jetstreamDiskFull},
 		{name: "redis-master-failover", what: "kill -9 a Redis master (its replica takes over), restart it", inject: redisMasterFailover,
 			bound: failoverBound, partialRedisLoss: true},
 		{name: "redis-lose-last-second", what: "kill -9 a Redis master and its replica, lose the last second of their AOF, restart both", inject: redisLoseLastSecond,
 			recoverFromHeal: true, partialRedisLoss: true},
+		// A queue's keys share one slot; while it moves, a script whose
+		// keys are split between the masters answers TRYAGAIN, one whose
+		// keys all left answers ASK. Nothing is lost, so no
+		// partialRedisLoss.
+		{name: "redis-reshard", what: "move the busiest queue's hash slot to another master under load (SETSLOT IMPORTING/MIGRATING, MIGRATE in batches of 10, SETSLOT NODE)", inject: redisReshard},
 		{name: "redis-flushall", what: "FLUSHALL on every Redis master under traffic", inject: redisFlushAll},
 		{name: "payment-outage", what: "payment gateway outage (503), then normal", inject: paymentMode("outage", `{"mode":"outage"}`), recoverFromHeal: true},
 		{name: "payment-slow", what: "payment gateway slow (4 s, past the 2 s timeout), then normal", inject: paymentMode("slow", `{"mode":"slow","slowMs":4000}`), recoverFromHeal: true},
@@ -566,6 +606,7 @@ func scenarios() []scenario {
 		{name: "partition-redis", what: "partition one service from Redis (toxiproxy + USHER_REDIS_ADDR_MAP), heal",
 			prepare: func(f *fault, p *plan) { f.victim = partitionVictim(f); p.redisProxied = f.victim }, inject: partition("Redis")},
 		{name: "clock-skew", what: "one admitter's clock 2 minutes ahead (USHER_FAULT_CLOCK_OFFSET)", inject: clockSkew},
+		{name: "clock-jump-back", what: "one admitter's clock steps back 2 minutes while it ticks (USHER_FAULT_CLOCK_STEP)", inject: clockJumpBack},
 	}
 }
 

@@ -63,6 +63,11 @@ type stack struct {
 	pgsimURL string
 	services []*service
 	proxies  *proxies // toxiproxy in front of NATS and Redis for one service
+	// routes is toxiproxy on every route between the NATS nodes, when a
+	// scenario partitions one of them.
+	routes *routeProxies
+	// mounts are the tmpfs mounts made for the NATS stores, if any.
+	mounts []string
 
 	// rdb is the harness's own Redis Cluster client (sampling, records).
 	rdb *redis.ClusterClient
@@ -235,6 +240,9 @@ func (s *stack) close() {
 	if s.proxies != nil {
 		s.proxies.close()
 	}
+	if s.routes != nil {
+		s.routes.close()
+	}
 	if s.rdb != nil {
 		s.rdb.Close()
 	}
@@ -253,6 +261,7 @@ func (s *stack) close() {
 		}()
 	}
 	wg.Wait()
+	s.unmountStores()
 }
 
 // plan is what a scenario changes in the stack before it starts.
@@ -260,6 +269,10 @@ type plan struct {
 	// natsProxied and redisProxied name the one service whose way to NATS
 	// or Redis goes through toxiproxy ("admitter-1"…), if any.
 	natsProxied, redisProxied string
+	// natsRoutesProxied puts the NATS cluster's routes through toxiproxy.
+	natsRoutesProxied bool
+	// natsTmpfs puts every NATS node's store on a small tmpfs of its own.
+	natsTmpfs bool
 	// env adds variables to every service.
 	env map[string]string
 }
@@ -271,7 +284,7 @@ func startStack(ctx context.Context, s *stack, p plan, pgTemplate string) error 
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.startNATS(gctx) })
+	g.Go(func() error { return s.startNATS(gctx, p) })
 	g.Go(func() error { return s.startRedis(gctx) })
 	g.Go(func() error { return s.startPostgres(gctx, pgTemplate) })
 	g.Go(func() error { return s.startPgsim(gctx) })
@@ -291,7 +304,9 @@ func startStack(ctx context.Context, s *stack, p plan, pgTemplate string) error 
 // startNATS starts three JetStream nodes routed to each other and waits for
 // the cluster's meta leader. no_advertise keeps clients on the URLs they
 // were given (a service behind toxiproxy must not learn the real ones).
-func (s *stack) startNATS(ctx context.Context) error {
+// The plan may put every route through toxiproxy (routeProxies) and each
+// store on a tmpfs.
+func (s *stack) startNATS(ctx context.Context, p plan) error {
 	ports, err := freePorts(6)
 	if err != nil {
 		return err
@@ -299,16 +314,32 @@ func (s *stack) startNATS(ctx context.Context) error {
 	for i := range 3 {
 		s.nats = append(s.nats, &natsNode{name: fmt.Sprintf("n%d", i+1), port: ports[i], clusterPort: ports[3+i]})
 	}
+	if p.natsRoutesProxied {
+		if s.routes, err = newRouteProxies(s.nats); err != nil {
+			return err
+		}
+	}
 	for _, n := range s.nats {
 		var routes []string
+		advertise := ""
 		for _, o := range s.nats {
-			if o != n {
+			switch {
+			case o == n:
+			case s.routes != nil:
+				routes = append(routes, s.routes.routeURL(n, o))
+				advertise = fmt.Sprintf("\n  advertise: 127.0.0.1:%d", s.routes.deadEnd)
+			default:
 				routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", o.clusterPort))
 			}
 		}
 		store := filepath.Join(s.dir, "nats", n.name)
 		if err := os.MkdirAll(store, 0o755); err != nil {
 			return err
+		}
+		if p.natsTmpfs {
+			if err := s.mountStore(store); err != nil {
+				return err
+			}
 		}
 		conf := fmt.Sprintf(`server_name: %s
 listen: 127.0.0.1:%d
@@ -317,9 +348,9 @@ cluster {
   name: usher-chaos
   listen: 127.0.0.1:%d
   routes: [%s]
-  no_advertise: true
+  no_advertise: true%s
 }
-`, n.name, n.port, store, n.clusterPort, strings.Join(routes, ", "))
+`, n.name, n.port, store, n.clusterPort, strings.Join(routes, ", "), advertise)
 		path := filepath.Join(s.dir, "nats", n.name+".conf")
 		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 			return err

@@ -41,7 +41,9 @@ func New(c *waitqueue.Client) *Claims {
 func (c *Claims) Claim(ctx context.Context, q string, seq uint64, o waitqueue.Order, hold time.Duration) (waitqueue.Claim, error) {
 	k := keyspace.Of(q)
 	args := claimArgs{Seq: seq, Order: o, Hold: hold}
-	r, err := decodeClaim(claimScript.Run(ctx, c.rdb, linescript.Keys(k), args.argv(k, c.client.TombstoneTTL())...))
+	r, err := decodeClaim(waitqueue.WaitOutMove(ctx, func() *redis.Cmd {
+		return claimScript.Run(ctx, c.rdb, linescript.Keys(k), args.argv(k, c.client.TombstoneTTL())...)
+	}))
 	if err != nil {
 		return waitqueue.Claim{}, fmt.Errorf("claim %s/%d: %w", q, seq, err)
 	}

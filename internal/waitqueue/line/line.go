@@ -84,7 +84,9 @@ func (l *Line) IngestJoins(ctx context.Context, q, epoch string, seq uint64, joi
 		return nil, nil
 	}
 	k := keyspace.Of(q)
-	cmd := ingestGroupScript.Run(ctx, l.rdb, linescript.Keys(k), ingestGroupArgv(k, l.client.TombstoneTTL(), epoch, seq, joins)...)
+	cmd := waitqueue.WaitOutMove(ctx, func() *redis.Cmd {
+		return ingestGroupScript.Run(ctx, l.rdb, linescript.Keys(k), ingestGroupArgv(k, l.client.TombstoneTTL(), epoch, seq, joins)...)
+	})
 	replies, err := decodeIngestGroup(ctx, cmd, len(joins))
 	if err != nil {
 		return nil, fmt.Errorf("ingest %s/%d: %w", q, seq, err)
@@ -167,7 +169,9 @@ func skuList(s string) []string {
 func (l *Line) Leave(ctx context.Context, q string, seq uint64, user string) (waitqueue.Status, error) {
 	k := keyspace.Of(q)
 	args := leaveArgs{Seq: seq, User: user}
-	st, err := leaveScript.Run(ctx, l.rdb, linescript.Keys(k), args.argv(k, l.client.TombstoneTTL())...).Text()
+	st, err := waitqueue.WaitOutMove(ctx, func() *redis.Cmd {
+		return leaveScript.Run(ctx, l.rdb, linescript.Keys(k), args.argv(k, l.client.TombstoneTTL())...)
+	}).Text()
 	if err != nil {
 		return "", fmt.Errorf("leave %s/%d: %w", q, seq, err)
 	}
