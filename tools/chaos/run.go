@@ -180,7 +180,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 func chooseScenarios(o options) ([]scenario, error) {
 	all := scenarios()
 	if o.all {
-		return all, nil
+		var every []scenario
+		for _, sc := range all {
+			if !sc.named {
+				every = append(every, sc)
+			}
+		}
+		return every, nil
 	}
 	var chosen []scenario
 	for _, n := range o.names {

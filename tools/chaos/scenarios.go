@@ -38,6 +38,9 @@ type scenario struct {
 	skewed bool
 	// steady: every queue's demand under its capacity (steadyWorkload).
 	steady bool
+	// named: run only when named (-scenario), not by -all: the soak
+	// takes as long as -soak says.
+	named bool
 }
 
 // fault is what a scenario's injection works with.
@@ -566,7 +569,7 @@ func scenarios() []scenario {
 		{name: "version-skew", what: "half the copies of every service on the previous release (-skew-ref), half on this build, for the rest of the run",
 			skewed: true, prepare: func(_ *fault, p *plan) { p.env = map[string]string{"USHER_JOIN_GROUPS": "off"} }, inject: versionSkew},
 		{name: "soak", what: "no fault: the load with churn for -soak (make soak), every process's memory, goroutines and files, Redis's and the streams' size sampled",
-			steady: true, recoverFromHeal: true, prepare: soakPlan, inject: soak},
+			steady: true, named: true, recoverFromHeal: true, prepare: soakPlan, inject: soak},
 		{name: "kill-admitter", what: "kill -9 an admitter, restart it", inject: killRestart(kindAdmitter)},
 		{name: "kill-notifier", what: "kill -9 a notifier, restart it", inject: killRestart(kindNotifier)},
 		{name: "kill-orderworker", what: "kill -9 an order worker, restart it", inject: killRestart(kindOrderworker)},
