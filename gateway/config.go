@@ -62,7 +62,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		protect:        loadProtectSettings(env),
 		orderHold:      env.Duration("USHER_ORDER_HOLD", 6*time.Minute+30*time.Second),
 		joins:          joinGrouping(env),
-		joinsInFlight:  env.Int("USHER_JOINS_IN_FLIGHT", 2048, 0),
+		joinsInFlight:  env.Int("USHER_JOINS_IN_FLIGHT", 512, 0),
 		gate:           gateRules(env),
 		gateKeyFile:    env.String("USHER_GATE_KEY_FILE", filepath.Join(data, "gate.key")),
 		gateRecheck:    gateRecheck(env),

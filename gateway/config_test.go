@@ -192,7 +192,7 @@ func TestJoinGroupingIsReadAtStartUp(t *testing.T) {
 	}
 }
 
-// USHER_JOINS_IN_FLIGHT bounds the joins answered at once (2048 by
+// USHER_JOINS_IN_FLIGHT bounds the joins answered at once (512 by
 // default, 0 none) and USHER_GATE_RECHECK how long a pass's check is
 // trusted (1 s by default, 0 never, at most 5 s); anything else stops the
 // start, naming the variable.
@@ -203,7 +203,7 @@ func TestSheddingAndRecheckAreReadAtStartUp(t *testing.T) {
 		wantRecheck       time.Duration
 		refused           string
 	}{
-		{"", "", 2048, time.Second, ""},
+		{"", "", 512, time.Second, ""},
 		{"0", "0", 0, 0, ""},
 		{"100", "250ms", 100, 250 * time.Millisecond, ""},
 		{"-1", "", 0, 0, "USHER_JOINS_IN_FLIGHT"},

@@ -188,7 +188,7 @@ fi
 # open-loop generator offering that rate, three times it, and that rate
 # again (loadtest -scenario overload): the accepted joins' p99 and the shed
 # ones' apart, per step.
-: >"$g/over-rate" ; : >"$g/over-202-p99" ; : >"$g/over-shed" ; : >"$g/over-shed-p99" ; : >"$g/over-errors" ; : >"$g/over-back-p99" ; : >"$g/over-lost"
+: >"$g/over-srv-202" ; : >"$g/over-srv-503" ; : >"$g/over-rate" ; : >"$g/over-202-p99" ; : >"$g/over-shed" ; : >"$g/over-shed-p99" ; : >"$g/over-errors" ; : >"$g/over-back-p99" ; : >"$g/over-lost"
 want overload && for r in $(seq 1 "$rounds"); do
   w=$(timeout 60 wrk -t2 -c256 -d5s --latency -s scripts/bench/join.lua "$gw" -- bjoin "over-$r-$tag" 2>&1 | grep '^WRK')
   rate=$(echo "$w" | field rps | cut -d. -f1)
@@ -197,9 +197,28 @@ want overload && for r in $(seq 1 "$rounds"); do
   p202=$(jq -r '.steps[1].codeP99Ms["202"] // empty' "$s"); shed=$(jq -r '[.steps[1].codes["503"], .steps[1].codes["429"]] | map(. // 0) | add' "$s")
   pshed=$(jq -r '.steps[1].codeP99Ms["503"] // empty' "$s"); errs=$(jq -r '.steps[1].codes["error"] // 0' "$s")
   back=$(jq -r '.steps[2].codeP99Ms["202"] // empty' "$s"); lost=$(jq -r '.invariants["lost shoppers"] // empty' "$s")
-  echo "overload round $r: answers ${rate:-?} joins/s closed-loop; offered 3× open-loop: accepted $(jq -r '.steps[1].codes["202"] // 0' "$s") p99 ${p202:-?} ms, shed $shed (503 p99 ${pshed:-?} ms), client errors/timeouts $errs; back at the rate: accepted p99 ${back:-?} ms; lost ${lost:-?}"
+  own() { jq -r --arg c "$1" '.figures | to_entries[] | select(.key | startswith("3x") and contains("own p99 of its " + $c)) | .value' "$s" | head -n 1; }
+  s202=$(own 202); s503=$(own 503)
+  echo "overload round $r: answers ${rate:-?} joins/s closed-loop; offered 3× open-loop: accepted $(jq -r '.steps[1].codes["202"] // 0' "$s") p99 ${p202:-?} ms, shed $shed (503 p99 ${pshed:-?} ms), client errors/timeouts $errs; the gateway's own p99 (bucket bound) ${s202:-?} ms accepted, ${s503:-?} ms shed; back at the rate: accepted p99 ${back:-?} ms; lost ${lost:-?}"
   sed -n '/^ *step/,/^invariant/p' "$g/overload-$r.txt"
-  record over-rate "$rate"; record over-202-p99 "$p202"; record over-shed "$shed"; record over-shed-p99 "$pshed"; record over-errors "$errs"; record over-back-p99 "$back"; record over-lost "$lost"
+  record over-srv-202 "$s202"; record over-srv-503 "$s503"; record over-rate "$rate"; record over-202-p99 "$p202"; record over-shed "$shed"; record over-shed-p99 "$pshed"; record over-errors "$errs"; record over-back-p99 "$back"; record over-lost "$lost"
+done
+# Three times the streams a notifier holds (USHER_NOTIFIER_MAX_STREAMS,
+# here 3,000 of a notifier of its own): the rest are refused, the ones it
+# holds are told READY as usual.
+: >"$g/sse-over-held" ; : >"$g/sse-over-refused" ; : >"$g/sse-over-p99" ; : >"$g/sse-over-rss"
+want overload && for r in $(seq 1 "$rounds"); do
+  USHER_NOTIFIER_MAX_STREAMS=3000 USHER_NOTIFIER_ADDR=127.0.0.1:$((18110 + r)) bin/notifier >"$g/notifier-over-$r.log" 2>&1 &
+  np=$!
+  for _ in $(seq 1 100); do curl -fs "http://127.0.0.1:$((18110 + r))/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+  timeout 300 bash -c 'lt "$@"' _ -notifier "http://127.0.0.1:$((18110 + r))" -scenario sse -shoppers 9000 -max-admit-per-tick 500 -duration 30s -out "$g/sse-over-$r.json" >"$g/sse-over-$r.txt" 2>&1 || true
+  rss=$(awk '/VmHWM/ {print $2}' "/proc/$np/status" 2>/dev/null)
+  kill "$np" 2>/dev/null; wait "$np" 2>/dev/null
+  s=$g/sse-over-$r.json
+  held=$(jq -r '.figures["streams connected"] // empty' "$s"); refused=$(jq -r '.invariants["streams that failed to connect"] // empty' "$s")
+  p99=$(jq -r '.steps[0].p99Ms // empty' "$s")
+  echo "SSE overload round $r: 9,000 streams offered to a notifier that holds 3,000: held ${held:-?}, refused ${refused:-?} (503 too-many-streams); READY p99 of those held ${p99:-?} ms; the notifier's peak RSS $((${rss:-0} / 1024)) MiB"
+  record sse-over-held "$held"; record sse-over-refused "$refused"; record sse-over-p99 "$p99"; record sse-over-rss "$((${rss:-0} / 1024))"
 done
 
 # CPU profiles of the hot paths under wrk (20 s; pprof 10 s of each
@@ -304,7 +323,8 @@ echo "| polls/s on the last ticket of a $pline-long line, wrk -c32 | ≥ 0.45 ×
 echo "| Redis CPU per poll, that line, wrk -c32 | ≤ 5 µs | – | $(m polls-redis) µs | – | $(met "$(m polls-redis)" '<=' 5) |"
 echo "| gate checks/s with a pass, wrk -c32 | ≥ the polls' ratio | redis-benchmark -t get -c 32 $(m gate-anchor)/s | $(m gate)/s (Redis $(m gate-redis) µs a check) | $(m gate-ratio) | $(met "$(m gate-ratio)" '>=' "$(m polls-ratio)") |"
 echo "| a request through nginx with the gate, wrk -c32 | ≥ 0.5 × without | nginx without the gate $(m nginx-bare)/s | $(m nginx-gate)/s | $(m nginx-ratio) | $(met "$(m nginx-ratio)" '>=' 0.5) |"
-echo "| overload: 3 × the joins/s answered, open loop, 10 s | accepted p99 ≤ 1 s; the rest shed (503/429), none timed out | answered closed-loop $(m over-rate)/s | accepted p99 $(m over-202-p99) ms; shed $(m over-shed) (p99 $(m over-shed-p99) ms); timeouts $(m over-errors); back at the rate p99 $(m over-back-p99) ms; lost $(m over-lost) | – | $(met "$(m over-202-p99)" '<=' 1000 "$(m over-errors)" '<=' 0 "$(m over-lost)" '<=' 0) |"
+echo "| overload: 3 × the joins/s answered, open loop, 10 s | accepted p99 ≤ 1 s; the rest shed (503/429), none timed out | answered closed-loop $(m over-rate)/s | at the load tool: accepted p99 $(m over-202-p99) ms; shed $(m over-shed) (p99 $(m over-shed-p99) ms); timeouts $(m over-errors); at the gateway: accepted p99 ≤ $(m over-srv-202) ms, shed ≤ $(m over-srv-503) ms; back at the rate p99 $(m over-back-p99) ms; lost $(m over-lost) | – | $(met "$(m over-202-p99)" '<=' 1000 "$(m over-errors)" '<=' 0 "$(m over-lost)" '<=' 0) |"
+echo "| overload: 3 × the streams a notifier holds (9,000 at USHER_NOTIFIER_MAX_STREAMS 3,000) | the rest refused; those held told READY | – | held $(m sse-over-held), refused $(m sse-over-refused); READY p99 $(m sse-over-p99) ms; peak RSS $(m sse-over-rss) MiB | – | – |"
 echo "| SSE memory per idle stream at $n | ≤ 1.1 × anchor | bare net/http SSE $(m anchor-sse-kib) KiB | $(m sse-kib) KiB | $(m sse-ratio) | $(met "$(m sse-ratio)" '<=' 1.1) |"
 echo "| the notifier's position tick: Redis work at 20,000 streams ÷ at 1,000 | independent of the streams held | 1,000 streams $(m tick-1000) µs | 20,000 streams $(m tick-20000) µs | $(m tick-ratio) | – |"
 echo "| READY delivery p99, $n connected, 5,000/s | ≤ 200 ms | – | $(m ready-p99) ms | – | $(met "$(m ready-p99)" '<=' 200) |"

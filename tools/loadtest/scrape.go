@@ -62,10 +62,16 @@ type bucket struct{ le, count float64 }
 
 // histogram extracts the named histogram (summed over its label sets)
 // between before and after.
-func histogram(before, after metricsSnapshot, name string) histogramDelta {
+func histogram(before, after metricsSnapshot, name string, labels ...string) histogramDelta {
 	var h histogramDelta
 	byLE := map[float64]float64{}
+next:
 	for k, v := range after {
+		for _, l := range labels {
+			if !strings.Contains(k, l) {
+				continue next
+			}
+		}
 		d := v - before[k]
 		switch {
 		case strings.HasPrefix(k, name+"_count"):
