@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,28 +49,22 @@ func TestShoppersWhoClosedTheTabLeaveTheLine(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	var mu sync.Mutex
-	var polling []string
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	// A polling shopper polls every two seconds from their join on, each
+	// on their own, as their page would: however slow one poll is, the
+	// others keep their pace.
+	poll := func(tk string) {
 		for ctx.Err() == nil {
-			mu.Lock()
-			tickets := slices.Clone(polling)
-			mu.Unlock()
-			for _, tk := range tickets {
-				req, _ := http.NewRequestWithContext(ctx, "GET", s.base+"/v1/queues/"+s.queue+"/tickets/"+tk, nil)
-				if res, err := http.DefaultClient.Do(req); err == nil {
-					io.Copy(io.Discard, res.Body)
-					res.Body.Close()
-				}
+			req, _ := http.NewRequestWithContext(ctx, "GET", s.base+"/v1/queues/"+s.queue+"/tickets/"+tk, nil)
+			if res, err := http.DefaultClient.Do(req); err == nil {
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
 			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(2 * time.Second):
 			}
 		}
-	}()
+	}
 	for i := range shoppers {
 		code, b := s.join(fmt.Sprintf("s%04d", i))
 		if code != 202 {
@@ -81,9 +74,11 @@ func TestShoppersWhoClosedTheTabLeaveTheLine(t *testing.T) {
 		shoppers[i] = sh
 		switch {
 		case i >= 650:
-			mu.Lock()
-			polling = append(polling, sh.ticket)
-			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				poll(sh.ticket)
+			}()
 		case i >= 300:
 			wg.Add(1)
 			go func() {
