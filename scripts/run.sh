@@ -109,7 +109,10 @@ if answers "$pg_addr"; then
 elif [ -n "$pgbin" ]; then
   if [ ! -f "$pgdata/PG_VERSION" ]; then
     mkdir -p "$pgdata"
-    [ "$(id -u)" -eq 0 ] && chown postgres "$pgdata"
+    # As root, PostgreSQL runs as postgres, which must pass through the
+    # data folder (a tool that made it first may have made it 0700; its
+    # secrets keep their own modes).
+    [ "$(id -u)" -eq 0 ] && chown postgres "$pgdata" && chmod o+x "$USHER_DATA_DIR"
     as_pg "$pgbin/initdb" -D "$pgdata" -U postgres --auth=trust >"$logs/initdb.log" 2>&1
   fi
   pgctl -l "$pgdata/server.log" -o "-h ${pg_addr%:*} -p ${pg_addr##*:} -k /tmp -c max_connections=200" -w start >/dev/null
@@ -122,23 +125,9 @@ elif [ -n "$pgbin" ]; then
   # role, which may only do its rows' work (internal/orders/migrations/
   # 0003_roles.sql). Tables an older data folder made as postgres move to
   # the owner. Trust auth on loopback: this cluster is for development.
-  as_pg "$pgbin/psql" -q -v ON_ERROR_STOP=1 -h "${pg_addr%:*}" -p "${pg_addr##*:}" -U postgres -d usher >>"$logs/pg-roles.log" <<'SQL'
-DO $$
-DECLARE r text; t text;
-BEGIN
-  FOREACH r IN ARRAY ARRAY['usher_owner', 'usher_orderworker', 'usher_gateway', 'usher_admitter'] LOOP
-    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = r) THEN
-      EXECUTE format('CREATE ROLE %I', r);
-    END IF;
-    EXECUTE format('ALTER ROLE %I LOGIN', r);
-  END LOOP;
-  FOR t IN SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tableowner <> 'usher_owner' LOOP
-    EXECUTE format('ALTER TABLE public.%I OWNER TO usher_owner', t);
-  END LOOP;
-END
-$$;
-ALTER DATABASE usher OWNER TO usher_owner;
-SQL
+  # The same roles as compose's (deploy/compose/pg-roles.sql, idempotent).
+  as_pg "$pgbin/psql" -q -v ON_ERROR_STOP=1 -h "${pg_addr%:*}" -p "${pg_addr##*:}" -U postgres -d usher \
+    >>"$logs/pg-roles.log" <deploy/compose/pg-roles.sql
   pg_role_url() { echo "postgres://$1@$pg_addr/usher?sslmode=disable"; }
   export USHER_DATABASE_MIGRATE_URL=${USHER_DATABASE_MIGRATE_URL:-$(pg_role_url usher_owner)}
   bin/usherctl migrate >>"$logs/migrate.log"

@@ -1,10 +1,9 @@
--- compose.yaml's PostgreSQL roles, made as a DBA would (the superuser),
+-- The PostgreSQL roles of compose.yaml and make run (scripts/run.sh), made as a DBA would (the superuser),
 -- at every start: usher_owner owns database usher and its tables and
 -- migrates them (usherctl migrate); each service logs in as its own role,
 -- which the migrations grant only its rows' work
--- (internal/orders/migrations/0003_roles.sql, docs/security.md). The same
--- as scripts/run.sh does for make run; idempotent, so a data volume from
--- before these roles is moved to them.
+-- (internal/orders/migrations/0003_roles.sql, docs/security.md).
+-- Idempotent, so a data folder from before these roles is moved to them.
 DO $$
 DECLARE r text; t text;
 BEGIN
