@@ -27,7 +27,7 @@ bench: deps build
 	@scripts/bench.sh
 
 # Every fault scenario on a 3-node JetStream cluster and a Redis Cluster
-# (about 15 minutes); writes RELIABILITY.md. One scenario:
+# (about 17 minutes); writes RELIABILITY.md. One scenario:
 #   go run ./tools/chaos -scenario kill-admitter -seed 7   (go run ./tools/chaos -list)
 chaos: deps
 	@$(GO) run ./tools/chaos -all -reliability RELIABILITY.md
