@@ -24,14 +24,16 @@ type changedOrders interface {
 // keptRecords is what the keeper asks of and writes to the records.
 type keptRecords interface {
 	Kept(ctx context.Context) (bool, error)
-	MarkKept(ctx context.Context) error
+	BeginPutBack(ctx context.Context) (mark string, err error)
+	MarkKept(ctx context.Context, mark string) (bool, error)
 	PutAll(ctx context.Context, recs []orders.Record) error
 }
 
 // recordKeeper checks every so often that Redis still holds the order
 // records (keyspace.OrderRecordsKept); when it does not, it puts back every
 // order changed within their lifetime, as the store has it, then marks
-// them kept. A record a worker or gateway wrote meanwhile is safe: a final
+// them kept — unless Redis lost them again meanwhile (the mark the put-back
+// began with is gone), when the next check puts them back again. A record a worker or gateway wrote meanwhile is safe: a final
 // status is never overwritten by PENDING, and a PENDING record a resubmit
 // made after the loss becomes the order's final one. Every worker checks;
 // two putting back at once write the same records.
@@ -71,6 +73,10 @@ func (k *recordKeeper) check(ctx context.Context) error {
 	if err != nil || kept {
 		return err
 	}
+	mark, err := k.records.BeginPutBack(ctx)
+	if err != nil {
+		return err
+	}
 	start, n := time.Now(), 0
 	batch := make([]orders.Record, 0, putBackBatch)
 	flush := func() error {
@@ -88,10 +94,15 @@ func (k *recordKeeper) check(ctx context.Context) error {
 		err = flush()
 	}
 	if err == nil {
-		err = k.records.MarkKept(ctx)
+		kept, err = k.records.MarkKept(ctx, mark)
 	}
 	if err != nil {
 		return err
+	}
+	if !kept {
+		k.log.Warn("order records: Redis lost them again while they were put back (or another worker began); checking again",
+			"records", n)
+		return nil
 	}
 	k.log.Info("order records put back from PostgreSQL (Redis held none)", "records", n,
 		"took", time.Since(start).Round(time.Millisecond))

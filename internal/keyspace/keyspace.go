@@ -152,10 +152,11 @@ func (k Queue) RateLimit(kind, id string) string { return k.prefix + "rl:" + kin
 // id, so records spread over the cluster).
 func OrderRecord(orderID string) string { return "usher:order:{" + orderID + "}" }
 
-// OrderRecordsKept is present while Redis holds every order record of the
-// last RecordTTL: order records are PostgreSQL's copies, not the streams',
-// so after a loss the order workers put them back and set it again ("kept"
-// is no order id: those are ord_…).
+// OrderRecordsKept is "1" while Redis holds every order record of the last
+// RecordTTL: order records are PostgreSQL's copies, not the streams', so
+// after a loss the order workers put them back and set it again; a
+// put-back in progress holds its own mark ("kept" is no order id: those
+// are ord_…).
 const OrderRecordsKept = "usher:order:{kept}"
 
 // Breaker is present while the shared payment breaker is open.

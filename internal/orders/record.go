@@ -2,6 +2,7 @@ package orders
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"fmt"
 	"strconv"
@@ -57,6 +58,11 @@ var putScript = redis.NewScript(putLua)
 
 //go:embed put_record.lua
 var putLua string
+
+var markKeptScript = redis.NewScript(markKeptLua)
+
+//go:embed mark_kept.lua
+var markKeptLua string
 
 // Outcome is what Create did.
 type Outcome string
@@ -130,21 +136,40 @@ func (r *Records) PutAll(ctx context.Context, recs []Record) error {
 }
 
 // Kept reports whether Redis holds every order record of the last
-// RecordTTL (see keyspace.OrderRecordsKept); false after a loss.
+// RecordTTL (see keyspace.OrderRecordsKept); false after a loss and while
+// the records are being put back.
 func (r *Records) Kept(ctx context.Context) (bool, error) {
-	n, err := r.rdb.Exists(ctx, keyspace.OrderRecordsKept).Result()
-	if err != nil {
+	v, err := r.rdb.Get(ctx, keyspace.OrderRecordsKept).Result()
+	if err != nil && err != redis.Nil {
 		return false, fmt.Errorf("are the order records kept: %w", err)
 	}
-	return n == 1, nil
+	return v == keptValue, nil
 }
 
-// MarkKept says Redis holds every order record again.
-func (r *Records) MarkKept(ctx context.Context) error {
-	if err := r.rdb.Set(ctx, keyspace.OrderRecordsKept, "1", 0).Err(); err != nil {
-		return fmt.Errorf("mark the order records kept: %w", err)
+// keptValue is the marker's value once the records are kept (mark_kept.lua
+// sets it); a put-back in progress holds its own mark instead.
+const keptValue = "1"
+
+// BeginPutBack marks the start of a put-back and returns its mark, for
+// MarkKept once every record is back. A put-back begun by another worker
+// meanwhile takes the marker over; either finishing is enough.
+func (r *Records) BeginPutBack(ctx context.Context) (string, error) {
+	mark := "putting-back:" + rand.Text()
+	if err := r.rdb.Set(ctx, keyspace.OrderRecordsKept, mark, 0).Err(); err != nil {
+		return "", fmt.Errorf("mark a put-back of the order records: %w", err)
 	}
-	return nil
+	return mark, nil
+}
+
+// MarkKept says Redis holds every order record again, if nothing lost
+// them (nor began another put-back) since the put-back of mark began; it
+// reports whether it did (see mark_kept.lua).
+func (r *Records) MarkKept(ctx context.Context, mark string) (bool, error) {
+	n, err := markKeptScript.Run(ctx, r.rdb, []string{keyspace.OrderRecordsKept}, mark).Int()
+	if err != nil {
+		return false, fmt.Errorf("mark the order records kept: %w", err)
+	}
+	return n == 1, nil
 }
 
 // putArgsOf is putScript's ARGV for rec.
