@@ -99,6 +99,18 @@ loop:
 	return nil
 }
 
+// The soak's two counts of Redis keys. Those without a TTL are the live
+// state (queues, waiting and admitted entries, live users' pointers) and
+// must be flat; those with one include what is kept for a set time by
+// design — order records and their counted markers for a day, bought
+// counts for a week — and grow until that time has passed, longer than
+// any soak.
+const (
+	keysLive     = "redis keys without a TTL (masters)"
+	keysExpiring = "redis keys with a TTL (masters)"
+	memoryMiB    = "redis used memory MiB (masters)"
+)
+
 // soakSample reads every figure the soak follows.
 func (s *stack) soakSample(ctx context.Context) map[string]float64 {
 	out := map[string]float64{}
@@ -127,20 +139,22 @@ func (s *stack) soakSample(ctx context.Context) map[string]float64 {
 			out[name+" open files"] = float64(len(fds))
 		}
 	}
-	var mem, keys float64
+	var mem, keys, expiring float64
 	_ = s.rdb.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-		if info, err := c.Info(ctx, "memory").Result(); err == nil {
-			if v, ok := infoField(info, "used_memory"); ok {
-				mem += v
-			}
+		info, err := c.Info(ctx, "memory", "keyspace").Result()
+		if err != nil {
+			return nil
 		}
-		if n, err := c.DBSize(ctx).Result(); err == nil {
-			keys += float64(n)
+		if v, ok := infoField(info, "used_memory"); ok {
+			mem += v
 		}
+		n, x := keyspaceCounts(info)
+		keys, expiring = keys+n, expiring+x
 		return nil
 	})
-	out["redis used memory MiB (masters)"] = mem / (1 << 20)
-	out["redis keys (masters)"] = keys
+	out[memoryMiB] = mem / (1 << 20)
+	out[keysLive] = keys - expiring
+	out[keysExpiring] = expiring
 	for name := range s.js.StreamNames(ctx).Name() {
 		st, err := s.js.Stream(ctx, name)
 		if err != nil {
@@ -218,6 +232,7 @@ func soakTable(all map[string]*series, d time.Duration, churned int) string {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	slopes := map[string]float64{}
 	for _, n := range names {
 		s := all[n]
 		cut := len(s.t) / 4
@@ -236,8 +251,18 @@ func soakTable(all map[string]*series, d time.Duration, churned int) string {
 			if strings.HasPrefix(n, "stream ") && slope > 0 {
 				verdict = "grows: the record, until its retention"
 			}
+			if n == keysExpiring && slope > 0 {
+				verdict = "grows: records kept for their TTL (a day, a week)"
+			}
 		}
 		fmt.Fprintf(&b, "| %s | %.1f | %+.2f ± %.2f | %+.1f %% | %s |\n", n, mean, slope*3600, ci*3600, rel, verdict)
+		slopes[n] = slope
+	}
+	// Whether Redis's memory grew by the kept records or by more: its
+	// growth per key with a TTL is a record's size when they explain it.
+	if mem, kept := slopes[memoryMiB], slopes[keysExpiring]; mem > 0 && kept > 0 {
+		fmt.Fprintf(&b, "\nRedis's memory grew %.1f MiB an hour while keys with a TTL grew %.0f: %.0f bytes a key.\n",
+			mem*3600, kept*3600, mem*(1<<20)/kept)
 	}
 	return b.String()
 }
@@ -345,6 +370,28 @@ func statusKB(pid int, field string) (float64, bool) {
 }
 
 // infoField reads a numeric field of Redis's INFO.
+// keyspaceCounts sums INFO keyspace's keys and keys with a TTL over the
+// databases ("db0:keys=12,expires=3,avg_ttl=0").
+func keyspaceCounts(info string) (keys, expires float64) {
+	for _, l := range strings.Split(info, "\n") {
+		_, kv, ok := strings.Cut(strings.TrimSpace(l), ":keys=")
+		if !ok {
+			continue
+		}
+		for i, f := range strings.Split("keys="+kv, ",") {
+			name, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseFloat(v, 64)
+			switch {
+			case i == 0 && name == "keys":
+				keys += n
+			case name == "expires":
+				expires += n
+			}
+		}
+	}
+	return keys, expires
+}
+
 func infoField(info, name string) (float64, bool) {
 	for _, l := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(l), name+":"); ok {

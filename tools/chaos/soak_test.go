@@ -47,6 +47,31 @@ func TestSoakTableVerdicts(t *testing.T) {
 	}
 }
 
+// Keys kept for a set time grow through any soak shorter than that time:
+// the table says so, and what Redis's memory grew by per such key, so a
+// reader can tell records kept by design from a leak.
+func TestSoakTableExplainsKeysKeptForTheirTTL(t *testing.T) {
+	kept, mem := &series{}, &series{}
+	for i := range 40 {
+		at := float64(i * 60)
+		kept.add(at, 1000+float64(i)*100) // 6,000 an hour
+		mem.add(at, 50+float64(i)*100*250/(1<<20))
+	}
+	table := soakTable(map[string]*series{keysExpiring: kept, memoryMiB: mem}, 40*time.Minute, 20)
+	for _, want := range []string{"| grows: records kept for their TTL (a day, a week) |", "grew 6000: 250 bytes a key"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}
+
+func TestKeyspaceCountsSumsEveryDatabase(t *testing.T) {
+	info := "# Memory\r\nused_memory:100\r\n# Keyspace\r\ndb0:keys=12,expires=3,avg_ttl=0\r\ndb1:keys=5,expires=5,avg_ttl=10\r\n"
+	if keys, expires := keyspaceCounts(info); keys != 17 || expires != 8 {
+		t.Fatalf("keyspaceCounts = %v, %v; want 17, 8", keys, expires)
+	}
+}
+
 // make soak's block replaces the last one in the file, and make chaos's
 // rewrite of the file keeps it.
 func TestTheSoakBlockIsReplacedAndKept(t *testing.T) {
