@@ -766,19 +766,23 @@ func waitHTTP(ctx context.Context, url string, within time.Duration) error {
 // failed attempt.
 func poll(ctx context.Context, within time.Duration, what string, f func(ctx context.Context) error) error {
 	deadline := time.Now().Add(within)
-	var err error
+	var last error // the last attempt's error, or the one before when the last only ran out of time
 	for {
 		actx, cancel := context.WithTimeout(ctx, min(5*time.Second, max(time.Until(deadline), 100*time.Millisecond)))
-		err = f(actx)
+		err := f(actx)
+		ranOut := actx.Err() != nil
 		cancel()
 		if err == nil {
 			return nil
+		}
+		if !ranOut || last == nil {
+			last = err
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("after %v still waiting for %s: %w", within, what, err)
+			return fmt.Errorf("after %v still waiting for %s: %w", within, what, last)
 		}
 		select {
 		case <-ctx.Done():

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the helm CLI (helm.sh/helm/v4, the version go.mod pins) and
 # k8scheck into .usher/bin, for tools/deploycheck's chart tests. It is a
-# large build (Kubernetes' client libraries): done once, then skipped
-# while go.mod, go.sum, k8scheck's sources and the Go version are the
-# ones it was built from. scripts/test.sh starts it in the background at
+# large build (Kubernetes' client libraries): done once per machine (kept
+# in the user's cache), then skipped while go.mod, go.sum, k8scheck's
+# sources and the Go version are the ones it was built from. scripts/test.sh starts it in the background at
 # the beginning; the test runs it too and, through the lock, waits for
 # that build instead of starting a second one.
 #
@@ -20,7 +20,17 @@ stamp=$( (go version; cat go.mod go.sum k8scheck/*.go) | sha256sum | cut -d' ' -
 if [ -x "$out/helm" ] && [ -x "$out/k8scheck" ] && [ "$(cat "$out/helm-tools.stamp" 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi
+# Built once per machine: a fresh clone (CI's) finds the binaries of the
+# same stamp in the user's cache and copies them instead of linking two
+# large binaries again.
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/usher/helm-tools/$stamp
 rm -f "$out/helm-tools.stamp"
-GOWORK=off go build -o "$out/" helm.sh/helm/v4/cmd/helm ./k8scheck
-GOWORK=off go vet ./k8scheck
+if ! [ -x "$cache/helm" ] || ! [ -x "$cache/k8scheck" ]; then
+  mkdir -p "$cache.tmp.$$"
+  GOWORK=off go build -o "$cache.tmp.$$/" helm.sh/helm/v4/cmd/helm ./k8scheck
+  GOWORK=off go vet ./k8scheck
+  rm -rf "$cache"
+  mv "$cache.tmp.$$" "$cache"
+fi
+cp "$cache/helm" "$cache/k8scheck" "$out/"
 echo "$stamp" >"$out/helm-tools.stamp"
