@@ -402,9 +402,17 @@ func pause(ctx context.Context, s *stack, queues []queueSpec) error {
 
 // adminPut sends one admin PUT.
 func adminPut(ctx context.Context, s *stack, base, path, body string) error {
-	req, _ := http.NewRequestWithContext(ctx, "PUT", base+path, strings.NewReader(body))
+	return adminDo(ctx, s, "PUT", base, path, body)
+}
+
+// adminDo calls the gateway's admin API as the harness's operator; any
+// status from 300 on is an error quoting the answer.
+func adminDo(ctx context.Context, s *stack, method, base, path, body string) error {
+	req, _ := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+s.token)
-	req.Header.Set("Content-Type", "application/json")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("X-Admin-User", "chaos")
 	res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 	if err != nil {
@@ -413,7 +421,7 @@ func adminPut(ctx context.Context, s *stack, base, path, body string) error {
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	if res.StatusCode >= 300 {
-		return fmt.Errorf("PUT %s: status %d: %s", path, res.StatusCode, b)
+		return fmt.Errorf("%s %s: status %d: %s", method, path, res.StatusCode, b)
 	}
 	return nil
 }

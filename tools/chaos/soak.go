@@ -203,19 +203,7 @@ func (s *stack) churnQueue(ctx context.Context, n int) error {
 	// 409 until an admitter has seen it closed and its slots have ended
 	// (tokenTtlSeconds 5).
 	return poll(ctx, 30*time.Second, "DELETE queue "+q, func(ctx context.Context) error {
-		req, _ := http.NewRequestWithContext(ctx, "DELETE", gw+"/v1/admin/queues/"+q, nil)
-		req.Header.Set("Authorization", "Bearer "+s.token)
-		req.Header.Set("X-Admin-User", "chaos")
-		res, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode >= 300 {
-			return fmt.Errorf("status %d: %s", res.StatusCode, b)
-		}
-		return nil
+		return adminDo(ctx, s, "DELETE", gw, "/v1/admin/queues/"+q, "")
 	})
 }
 
