@@ -131,13 +131,20 @@ func locate(doc []byte, err error) error {
 	}
 	line, _ := strconv.Atoi(text[m[2]:m[3]])
 	col, _ := strconv.Atoi(text[m[4]:m[5]])
-	msg := strings.TrimSpace(text[:m[0]] + text[m[1]:])
-	msg = strings.TrimLeft(strings.TrimPrefix(msg, "proto:"), " \u00a0")
-	path := pathAt(doc, offset(doc, line, col))
-	if len(path) < 2 {
-		return errors.New(msg)
+	// protojson's text reads "proto: [syntax error ](line L:C): message",
+	// with a space or a no-break space after the colon.
+	msg := text[m[1]:]
+	if kind := strings.Trim(strings.TrimPrefix(text[:m[0]], "proto:"), " \u00a0"); kind != "" {
+		msg = kind + ": " + msg
 	}
-	i, _ := path[1].(int)
+	path := pathAt(doc, offset(doc, line, col))
+	i, ok := 0, len(path) >= 2
+	if ok {
+		i, ok = path[1].(int)
+	}
+	if !ok {
+		return fmt.Errorf("field %s: %s", formatPath(path), msg)
+	}
 	var names struct {
 		Filters []struct {
 			Name string `json:"name"`
