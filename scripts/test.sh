@@ -15,11 +15,12 @@ fi
 # log says which stage grew.
 stage() { echo "test.sh: $1 at $((SECONDS / 60))m$((SECONDS % 60))s"; }
 stage vet
-# The Helm chart's tests (tools/deploycheck) run helm and k8scheck, built
-# from their own module by deploy/helm/tools/build.sh: a large build the
-# first time (Kubernetes' client libraries), skipped while current. It
-# starts now, beside vet and the tests; the chart tests wait for it
-# (through the build's lock) only when they run.
+# The Helm chart's and the Envoy snippet's tests (tools/deploycheck) run
+# helm, k8scheck and envoycheck, built from their own module by
+# deploy/helm/tools/build.sh: a large build the first time (Kubernetes'
+# client libraries, Envoy's API), skipped while current. It starts now,
+# beside vet and the tests; those tests wait for it (through the build's
+# lock) only when they run.
 helmlog=$(mktemp)
 fuzzlog=$(mktemp)
 trap 'rm -f "$helmlog" "$fuzzlog"' EXIT

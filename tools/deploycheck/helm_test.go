@@ -37,8 +37,9 @@ var (
 	toolsErr  error
 )
 
-// helmTools builds helm and k8scheck (deploy/helm/tools/build.sh), or
-// waits for scripts/test.sh's build of them, and returns their folder.
+// helmTools builds helm, k8scheck and envoycheck
+// (deploy/helm/tools/build.sh), or waits for scripts/test.sh's build of
+// them, and returns their folder.
 func helmTools(t *testing.T) string {
 	t.Helper()
 	toolsOnce.Do(func() {
