@@ -585,6 +585,11 @@ func scenarios() []scenario {
 		// the other two carry the streams.
 		{name: "jetstream-disk-full", what: "fill the store (a tmpfs) of the NATS node leading USHER_ENTRIES until ENOSPC, free it after the outage (10 s); restart the node if its JetStream stays off",
 			prepare: func(_ *fault, p *plan) { p.natsTmpfs = true }, inject: jetstreamDiskFull},
+		// One node's disk stops completing writes: the node lives on and
+		// the streams it leads store nothing until the other two elect a
+		// leader (past a 4–9 s election timeout) or the disk resumes.
+		{name: "jetstream-disk-stall", what: "hold every write and fsync on the store (a stalling FUSE mount) of the NATS node leading USHER_ENTRIES for the outage (10 s), resume; restart the node if its replicas are not current 15 s later",
+			prepare: func(_ *fault, p *plan) { p.natsStall = true }, inject: jetstreamDiskStall},
 		{name: "redis-master-failover", what: "kill -9 a Redis master (its replica takes over), restart it", inject: redisMasterFailover,
 			bound: failoverBound, partialRedisLoss: true},
 		{name: "redis-lose-last-second", what: "kill -9 a Redis master and its replica, lose the last second of their AOF, restart both", inject: redisLoseLastSecond,

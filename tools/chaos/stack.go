@@ -68,6 +68,8 @@ type stack struct {
 	routes *routeProxies
 	// mounts are the tmpfs mounts made for the NATS stores, if any.
 	mounts []string
+	// stalls are the stalling mounts serving the NATS stores, if any.
+	stalls []*stallFS
 
 	// rdb is the harness's own Redis Cluster client (sampling, records).
 	rdb *redis.ClusterClient
@@ -82,6 +84,9 @@ type natsNode struct {
 	name        string
 	port        int
 	clusterPort int
+	// stall serves the node's store through a file system whose writes
+	// can be held (plan.natsStall), if it is.
+	stall *stallFS
 }
 
 func (n *natsNode) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
@@ -249,6 +254,8 @@ func (s *stack) close() {
 	if s.nc != nil {
 		s.nc.Close()
 	}
+	// A node held by its stalled store would only die of the kill.
+	s.resumeStores()
 	s.mu.Lock()
 	procs := append([]*proc(nil), s.procs...)
 	s.mu.Unlock()
@@ -273,6 +280,9 @@ type plan struct {
 	natsRoutesProxied bool
 	// natsTmpfs puts every NATS node's store on a small tmpfs of its own.
 	natsTmpfs bool
+	// natsStall serves every NATS node's store through a stalling FUSE
+	// mount over a folder beside it (stallFS).
+	natsStall bool
 	// env adds variables to every service.
 	env map[string]string
 }
@@ -305,7 +315,7 @@ func startStack(ctx context.Context, s *stack, p plan, pgTemplate string) error 
 // the cluster's meta leader. no_advertise keeps clients on the URLs they
 // were given (a service behind toxiproxy must not learn the real ones).
 // The plan may put every route through toxiproxy (routeProxies) and each
-// store on a tmpfs.
+// store on a tmpfs or a stalling mount.
 func (s *stack) startNATS(ctx context.Context, p plan) error {
 	ports, err := freePorts(6)
 	if err != nil {
@@ -338,6 +348,11 @@ func (s *stack) startNATS(ctx context.Context, p plan) error {
 		}
 		if p.natsTmpfs {
 			if err := s.mountStore(store); err != nil {
+				return err
+			}
+		}
+		if p.natsStall {
+			if err := s.mountStall(n, store); err != nil {
 				return err
 			}
 		}
