@@ -1229,3 +1229,32 @@ func TestAFullNotifierRefusesAStreamUntilOneEnds(t *testing.T) {
 		return nil
 	}, "a stream opens once the first ended")
 }
+
+// A shopper whose earlier join is read after their retry (see
+// waitqueue/line: the line moves them up to it) holds the retry's ticket;
+// their stream follows the entry to its place and is told READY for it.
+func TestAStreamFollowsItsEntryMovedUpToAnEarlierJoin(t *testing.T) {
+	w := newWorld(t)
+	n := w.start()
+	w.join(1, "alice")
+	w.join(3, "bob")
+	tk := w.join(4, "carol") // the retry, ingested first
+	s := open(t, n.url(w.queue, tk), "")
+	if p := decode[positionData](t, s.until("position", 5*time.Second)); p.Position != 3 {
+		t.Fatalf("position = %+v, want 3", p)
+	}
+	w.join(2, "carol") // her first join, stored earlier
+	waitPosition(t, s, 2)
+	ads := w.admit(2, 100*time.Millisecond)
+	r := decode[readyData](t, s.until("ready", 10*time.Second))
+	if len(ads) != 2 || ads[1].Seq != 2 || ads[1].User != "carol" {
+		t.Fatalf("admitted %+v, want alice then carol at 2", ads)
+	}
+	keys, err := token.LoadKeyring(w.env["USHER_DATA_DIR"]+"/signing.key", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := keys.Verify(r.Token, r.ReadyAt.Add(time.Millisecond)); err != nil || c.ID != ads[1].TokenID {
+		t.Fatalf("ready token = %+v, %v; want carol's admission %s", c, err, ads[1].TokenID)
+	}
+}

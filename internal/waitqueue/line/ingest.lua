@@ -1,7 +1,7 @@
 -- ingest.lua is the gateway's own ingest of the join it just published,
 -- ahead of the admitter's follower, so the answer carries the exact place.
 -- Invariant: those of join (lib.lua) — a sequence is in line once, a
--- user's live entry is kept, nobody moves — and it does not move the
+-- user's live entry is kept, nobody moves back — and it does not move the
 -- cursor: only the follower, applying the stream in order, knows
 -- everything before a sequence is in line.
 -- ARGV from 3 (ingestArgs, scripts.go): epoch (the entries stream's identity), seq, user, prev,

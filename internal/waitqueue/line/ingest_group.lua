@@ -2,7 +2,7 @@
 -- it just published, ahead of the admitter's follower: every join the
 -- message lists, in one step, so each answer carries its exact place.
 -- Invariant: those of ingest.lua, join by join in the message's order —
--- a place is in line once, a user's live entry is kept, nobody moves, the
+-- a place is in line once, a user's live entry is kept, nobody moves back, the
 -- cursor stays where the follower left it. The joins' writes to the line,
 -- the pointers and presence are held back and made once for the group
 -- (join's buffer, lib.lua): the shard's cost of a crowd is per group.

@@ -190,3 +190,87 @@ func TestAPollRecordsPresenceAtItsGranularity(t *testing.T) {
 		t.Fatalf("a poll past the granularity left presence at %v (%v)", at(), err)
 	}
 }
+
+// A join whose gateway gave up on its answer (the broker stored it late;
+// the gateway was killed before answering) can be read after the retry
+// the shopper made through another gateway, which put the later record in
+// line first. The stream holds the earlier record first, so that is the
+// shopper's place: the line moves them up to it, as a replay of the stream
+// in order puts them, and the retry's ticket follows to it. Nobody else
+// moves, and nobody moves back.
+func TestAJoinReadAfterItsRetryIsTheShoppersPlace(t *testing.T) {
+	ctx := context.Background()
+	s, q := linetest.New(t)
+	// Stream order: alice 1, carol 2 (the answer lost), bob 3, carol's
+	// retry 4, dave 5. The gateways ingest 1, 3, 4, 5; the follower then
+	// applies all five in order.
+	for _, j := range []struct {
+		seq  uint64
+		user string
+	}{{1, "alice"}, {3, "bob"}, {4, "carol"}, {5, "dave"}} {
+		if _, err := s.Ingest(ctx, q, epoch, j.seq, j.user, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e, _ := s.Poll(ctx, q, 4); e.Position != 3 {
+		t.Fatalf("carol's retry before her first join is read = %+v, want third", e)
+	}
+	if _, err := s.ApplyEntries(ctx, q, epoch, 0, []waitqueue.EntryEvent{
+		{StreamSeq: 1, User: "alice"}, {StreamSeq: 2, User: "carol"}, {StreamSeq: 3, User: "bob"},
+		{StreamSeq: 4, User: "carol"}, {StreamSeq: 5, User: "dave"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := linetest.Line(t, s, q, 1, 2, 3, 5), []uint64{1, 2, 3, 5}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("line = %v, want %v (carol at her first record)", got, want)
+	}
+	if e, _ := s.Poll(ctx, q, 4); e.Seq != 2 || e.Position != 2 || e.Waiting != 4 {
+		t.Fatalf("Poll(the retry's ticket) = %+v, want carol's place: seq 2, second of 4", e)
+	}
+	if c, _ := s.Lookup(ctx, q, "carol"); c.Seq != 2 || c.Status != waitqueue.Waiting {
+		t.Fatalf("Lookup(carol) = %+v, want her entry at 2", c)
+	}
+	// Joining again finds that place, and leaving through the retry's
+	// ticket leaves it.
+	if e, _ := s.Ingest(ctx, q, epoch, 6, "carol", 0); e.Seq != 2 {
+		t.Fatalf("carol's third join = %+v, want her place at 2", e)
+	}
+	if st, _ := s.Leave(ctx, q, 4, "carol"); st != waitqueue.Waiting {
+		t.Fatalf("Leave(the retry) = %s, want waiting", st)
+	}
+	if got, want := linetest.Line(t, s, q, 1, 2, 3, 5), []uint64{1, 3, 5}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("line after carol left = %v, want %v", got, want)
+	}
+
+	// The same records applied by a follower alone, in the stream's order,
+	// give the same line.
+	r, q2 := linetest.New(t)
+	q2 += "-replay"
+	if _, err := r.ApplyEntries(ctx, q2, epoch, 0, []waitqueue.EntryEvent{
+		{StreamSeq: 1, User: "alice"}, {StreamSeq: 2, User: "carol"}, {StreamSeq: 3, User: "bob"},
+		{StreamSeq: 4, User: "carol"}, {StreamSeq: 5, User: "dave"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := linetest.Line(t, r, q2, 1, 2, 3, 5), []uint64{1, 2, 3, 5}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("replayed line = %v, want %v", got, want)
+	}
+}
+
+// An admission is never taken back: a join read after its retry was
+// admitted becomes an alias of the admitted entry.
+func TestAJoinReadAfterItsRetryWasAdmittedAliasesTheAdmission(t *testing.T) {
+	ctx := context.Background()
+	s, q := linetest.New(t)
+	if _, err := s.Ingest(ctx, q, epoch, 4, "carol", 0); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Applied(t, s, q, epoch, 4)
+	if r := testenv.Tick(t, s, q, linetest.Tick(1)); r.Admitted != 1 {
+		t.Fatalf("tick = %+v, want carol admitted", r)
+	}
+	e, err := s.Ingest(ctx, q, epoch, 2, "carol", 0)
+	if err != nil || e.Seq != 4 || e.Status != waitqueue.Admitted {
+		t.Fatalf("Ingest(the earlier record) = %+v, %v; want carol's admitted entry 4", e, err)
+	}
+}

@@ -27,9 +27,47 @@ local function finish(e, seq, user)
     if redis.call('GET', uk) == tostring(seq) then redis.call('EXPIRE', uk, TTL) end
   end
 end
+-- placeScore is where a join of kind ('' or 'a') at entry seq stands in
+-- W: its place, or for one allowed past the line ahead of every place.
+local function placeScore(seq, kind)
+  local score = tonumber(seq)
+  if kind == 'a' then score = score - 4503599627370496 end -- 2^52: ahead of every place
+  return score
+end
+-- moveUp makes entry seq, a join read after the user's live entry cur
+-- though the stream stored it first, the user's place, and cur an alias
+-- of it: the gateway that published seq gave up on its answer (a broker
+-- that stored it late, a gateway killed before it answered), the shopper
+-- joined again elsewhere and that gateway put the later record in line
+-- first. The stream's order says seq is the place — a replay puts it there
+-- and `usherctl audit` judges by it — so the live line takes it too, while
+-- cur still waits where its own record put it (FIFO by the record: the
+-- shopper only moves forward). Their presence moves with them. Returns
+-- seq, or nil when cur stands elsewhere than its own record puts it (a
+-- drawn pre-queue, another kind): nothing moves then.
+local function moveUp(seq, cur, user, kind, at)
+  local score = redis.call('ZSCORE', W, cur)
+  if not score or tonumber(score) ~= placeScore(cur, kind) then return nil end
+  local n = now()
+  if at == '0' then at = n end
+  redis.call('ZREM', W, cur)
+  redis.call('ZADD', W, 'NX', placeScore(seq, kind), seq)
+  redis.call('HSET', P .. 'e:' .. seq, 'status', 'waiting', 'user', user, 'joined', at)
+  local ce = P .. 'e:' .. cur
+  redis.call('DEL', ce)
+  redis.call('HSET', ce, 'alias', seq, 'user', user)
+  redis.call('EXPIRE', ce, TTL)
+  redis.call('SET', P .. 'u:' .. user, seq)
+  local seen = redis.call('ZSCORE', SEEN, cur)
+  redis.call('ZREM', SEEN, cur)
+  redis.call('ZADD', SEEN, seen or n, seq)
+  return seq
+end
 -- join puts a joined shopper in line once: a sequence seen before resolves
 -- to its entry; a user whose entry is live keeps it and the new sequence
--- becomes an alias of it. ZADD NX never moves anyone. prev is the entry the
+-- becomes an alias of it — unless the stream stored the new one first
+-- (moveUp): a waiting shopper only ever moves forward, to the place their
+-- earliest record gives them. ZADD NX never moves anyone else. prev is the entry the
 -- gateway saw finished when it published the join ('0': none): a replay
 -- that has not yet applied how prev ended must not alias the new join to
 -- it. Returns the sequence of the live entry and, when it knows it without
@@ -58,6 +96,10 @@ local function join(seq, user, prev, kind, at, buf)
   if not cur then cur = redis.call('GET', uk) end
   if cur and cur ~= prev then
     local st = held or redis.call('HGET', P .. 'e:' .. cur, 'status')
+    if st == 'waiting' and not held and kind ~= 'p' and tonumber(seq) < tonumber(cur) then
+      local moved = moveUp(seq, cur, user, kind, at)
+      if moved then return moved, 'waiting' end
+    end
     if st == 'waiting' or st == 'admitted' or st == 'pre' then
       redis.call('HSET', e, 'alias', cur, 'user', user)
       redis.call('EXPIRE', e, TTL)
@@ -69,14 +111,13 @@ local function join(seq, user, prev, kind, at, buf)
   local n = now()
   if at == '0' then at = n end
   local st = 'waiting'
-  local score = tonumber(seq)
+  local score = placeScore(seq, kind)
   if kind == 'p' and not redis.call('HGET', ST, 'drawn') then
     st = 'pre'
     redis.call('HSET', e, 'status', 'pre', 'user', user, 'joined', at)
     redis.call('ZADD', P .. 'pre', 'NX', seq, seq)
     redis.call('HINCRBY', ST, 'preVersion', 1)
   else
-    if kind == 'a' then score = score - 4503599627370496 end -- 2^52: ahead of every place
     redis.call('HSET', e, 'status', 'waiting', 'user', user, 'joined', at)
   end
   if not buf then
