@@ -240,7 +240,11 @@ func checkLost(ev *evidence) checkResult {
 	}
 	adm, left := admittedSeqs(ev), leftSeqs(ev)
 	joins := acceptedJoins(ev)
+	first := firstOfAttempt(ev)
 	for _, k := range sortedKeys(joins) {
+		if p := first[k]; p != k && p.seq != 0 {
+			k = p // moved up to the attempt's earlier record (waitqueue's join)
+		}
 		if adm[k].TokenID != "" || adm[k].Seq != 0 || left[k] || ev.Waiting[k.q][k.seq] {
 			continue
 		}
@@ -256,6 +260,30 @@ func checkLost(ev *evidence) checkResult {
 		}
 	}
 	return c.done()
+}
+
+// firstOfAttempt maps every join in the streams to the first join of the
+// same attempt: the same user with the same Prev. A join the line read
+// after a later one of its attempt (its gateway gave up on the answer;
+// the shopper's retry elsewhere answered first) takes the shopper's place,
+// and the retry's becomes its alias.
+func firstOfAttempt(ev *evidence) map[qseq]qseq {
+	out := map[qseq]qseq{}
+	for q, js := range ev.Joins {
+		type attempt struct {
+			user string
+			prev uint64
+		}
+		first := map[attempt]uint64{}
+		for _, j := range js {
+			a := attempt{j.User, j.Prev}
+			if _, ok := first[a]; !ok {
+				first[a] = j.Seq
+			}
+			out[qseq{q, j.Seq}] = qseq{q, first[a]}
+		}
+	}
+	return out
 }
 
 // checkAdmittedOnce: one entry, one admission (one token id), in the

@@ -410,3 +410,25 @@ func TestPickPorts(t *testing.T) {
 		}
 	}
 }
+
+// A shopper whose first join (its answer lost) was stored before their
+// retry, but read by the line after it, is admitted at the first join's
+// place: the retry's 202 is answered there, not lost, and nobody is
+// passed over. A retry of another attempt (another Prev) is judged alone.
+func TestARetryMovedUpToItsEarlierJoinIsNotLost(t *testing.T) {
+	h := newHistory()
+	h.ev.Joins["q"] = append(h.ev.Joins["q"], streamJoin{Seq: 1, User: "c", Stored: at(0)})
+	h.join(2, "b", 10)
+	h.join(3, "c", 20) // the retry: answered 202 at 3
+	h.admit(1, "c", "q:1", 100, 10000)
+	h.admit(2, "b", "q:2", 200, 10000)
+	for _, c := range []checkResult{checkLost(h.ev), checkJoinOrder(h.ev)} {
+		if c.Status != statusPass {
+			t.Fatalf("%s = %s %v, want pass", c.Name, c.Status, c.Examples)
+		}
+	}
+	h.ev.Joins["q"][2].Prev = 1 // c's next attempt, after 1 ended: lost
+	if c := checkLost(h.ev); c.Status != statusFail {
+		t.Fatalf("checkLost with the retry another attempt = %s, want a failure", c.Status)
+	}
+}

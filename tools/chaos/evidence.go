@@ -66,8 +66,12 @@ type evidence struct {
 }
 
 type streamJoin struct {
-	Seq    uint64    `json:"seq"`
-	User   string    `json:"user"`
+	Seq  uint64 `json:"seq"`
+	User string `json:"user"`
+	// Prev is the entry the gateway saw the user's last one end at (0:
+	// none): two joins of a user with the same Prev are one attempt, whose
+	// place is the earlier.
+	Prev   uint64    `json:"prev,omitempty"`
 	Stored time.Time `json:"stored"`
 }
 
@@ -352,7 +356,7 @@ func gatherStreams(ctx context.Context, js jetstream.JetStream, ev *evidence) er
 					return nil
 				}
 				for i, j := range joins {
-					ev.Joins[q.Name] = append(ev.Joins[q.Name], streamJoin{Seq: places.Of(md.Sequence.Stream, i, grouped), User: j.User, Stored: md.Timestamp})
+					ev.Joins[q.Name] = append(ev.Joins[q.Name], streamJoin{Seq: places.Of(md.Sequence.Stream, i, grouped), User: j.User, Prev: j.Prev, Stored: md.Timestamp})
 				}
 				return nil
 			}
