@@ -56,7 +56,9 @@ func pgsim(t testing.TB, latencyMs int, env ...string) string {
 			return
 		}
 		pgsimBin.path = filepath.Join(pgsimBin.dir, "pgsim")
-		out, err := exec.Command("go", "build", "-o", pgsimBin.path, "usher/tools/pgsim").CombinedOutput()
+		// -trimpath as scripts/test.sh builds it first: this build only
+		// links (without it, pgsim and the standard library compiled anew).
+		out, err := exec.Command("go", "build", "-trimpath", "-o", pgsimBin.path, "usher/tools/pgsim").CombinedOutput()
 		if err != nil {
 			pgsimBin.err = fmt.Errorf("go build pgsim: %v: %s", err, out)
 		}
