@@ -215,10 +215,11 @@ func TestAJoinReadAfterItsRetryIsTheShoppersPlace(t *testing.T) {
 	if e, _ := s.Poll(ctx, q, 4); e.Position != 3 {
 		t.Fatalf("carol's retry before her first join is read = %+v, want third", e)
 	}
-	if _, err := s.ApplyEntries(ctx, q, epoch, 0, []waitqueue.EntryEvent{
+	stream := []waitqueue.EntryEvent{
 		{StreamSeq: 1, User: "alice"}, {StreamSeq: 2, User: "carol"}, {StreamSeq: 3, User: "bob"},
 		{StreamSeq: 4, User: "carol"}, {StreamSeq: 5, User: "dave"},
-	}); err != nil {
+	}
+	if _, err := s.ApplyEntries(ctx, q, epoch, 0, stream); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := linetest.Line(t, s, q, 1, 2, 3, 5), []uint64{1, 2, 3, 5}; !reflect.DeepEqual(got, want) {
@@ -246,10 +247,7 @@ func TestAJoinReadAfterItsRetryIsTheShoppersPlace(t *testing.T) {
 	// give the same line.
 	r, q2 := linetest.New(t)
 	q2 += "-replay"
-	if _, err := r.ApplyEntries(ctx, q2, epoch, 0, []waitqueue.EntryEvent{
-		{StreamSeq: 1, User: "alice"}, {StreamSeq: 2, User: "carol"}, {StreamSeq: 3, User: "bob"},
-		{StreamSeq: 4, User: "carol"}, {StreamSeq: 5, User: "dave"},
-	}); err != nil {
+	if _, err := r.ApplyEntries(ctx, q2, epoch, 0, stream); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := linetest.Line(t, r, q2, 1, 2, 3, 5), []uint64{1, 2, 3, 5}; !reflect.DeepEqual(got, want) {
