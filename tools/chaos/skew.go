@@ -8,9 +8,11 @@ import (
 )
 
 // defaultSkewRef is the release version-skew runs the new build beside:
-// the one before group commit became the default, whose gateways write
-// every join as its own usher.joined.v1 message.
-const defaultSkewRef = "release-2026-12-04"
+// the commit before group commit became the default (319116f), whose
+// gateways write every join as its own usher.joined.v1 message. A commit
+// of main, not a tag: every clone holds it, and tags do not travel with
+// a clone of the branch.
+const defaultSkewRef = "afda0e85bf4aeec1c11f57cb942d80c68e1048ad"
 
 // versionSkew runs half the copies of every service on the previous
 // release's build for the rest of the run, one copy at a time as a rolling
