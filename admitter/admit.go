@@ -112,8 +112,8 @@ func (a *admitter) epoch() string { return a.streams.Epoch() }
 // Run works on every queue as queues appear, until ctx ends or a queue's
 // work fails. A queue's work ends when the queue leaves the catalog; a
 // queue of that name put back later is worked on again. A deleted queue's
-// line is removed from Redis once this admitter has stopped working on it,
-// and at start (by every admitter: what one removes before another's last
+// line is removed from Redis once this admitter has stopped working on it
+// (and its metrics from this admitter's), and at start (by every admitter: what one removes before another's last
 // tick, the other removes after it).
 func (a *admitter) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
@@ -148,6 +148,7 @@ func (a *admitter) Run(ctx context.Context) error {
 		case name := <-gone:
 			delete(running, name)
 			if _, deleted := a.queues.Retired(name); deleted {
+				a.metrics.forget(name)
 				g.Go(func() error { a.forget(ctx, name); return nil })
 			}
 		case <-scan.C:

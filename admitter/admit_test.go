@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -288,6 +290,28 @@ func TestADeletedQueuesLineLeavesRedis(t *testing.T) {
 	testenv.Eventually(t, 5*time.Second, func() bool { return w.status(seq) == waitqueue.Waiting }, "alice in line")
 	w.delete()
 	testenv.Eventually(t, 5*time.Second, w.noKeys, "the deleted queue's line removed by the admitter that worked on it")
+}
+
+// A deleted queue leaves the admitter's metrics too: no gauge goes on
+// showing its last line, and queues deleted over a long sale do not pile
+// up in memory and in every scrape.
+func TestADeletedQueuesMetricsLeaveTheAdmitter(t *testing.T) {
+	w := newDeletable(t)
+	addr := freeAddr(t)
+	w.startAt(addr)
+	w.join("alice")
+	series := func() int { // -1 until the admitter serves its metrics
+		res, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return -1
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return strings.Count(string(b), `queue="`+w.queue+`"`)
+	}
+	testenv.Eventually(t, 5*time.Second, func() bool { return series() > 0 }, "the queue's series on /metrics")
+	w.delete()
+	testenv.Eventually(t, 5*time.Second, func() bool { return series() == 0 }, "no series of the deleted queue left")
 }
 
 func TestALineLeftByAQueueDeletedWhileNoAdmitterRanLeavesAtStart(t *testing.T) {

@@ -97,6 +97,20 @@ func newMetrics() *metrics {
 	return m
 }
 
+// forget drops every series of a deleted queue: its gauges would say its
+// last line and slots for as long as the admitter runs, and each queue
+// ever deleted would stay in memory and in every scrape.
+func (m *metrics) forget(q string) {
+	of := prometheus.Labels{"queue": q}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.tickDuration, m.admitted, m.expired, m.abandoned, m.waiting, m.active, m.target, m.rate,
+		m.applied, m.behind, m.stalled, m.rewinds, m.sellable, m.stockState, m.behindTicks,
+		m.timeInLine, m.outcomes,
+	} {
+		v.DeletePartialMatch(of)
+	}
+}
+
 func (m *metrics) observeTick(cfg catalog.Config, r waitqueue.TickResult, d time.Duration) {
 	m.tickDuration.WithLabelValues(cfg.Name).Observe(d.Seconds())
 	m.admitted.WithLabelValues(cfg.Name).Add(float64(r.Admitted))
