@@ -113,8 +113,9 @@ func (a *admitter) epoch() string { return a.streams.Epoch() }
 // work fails. A queue's work ends when the queue leaves the catalog; a
 // queue of that name put back later is worked on again. A deleted queue's
 // line is removed from Redis once this admitter has stopped working on it
-// (and its metrics from this admitter's), and at start (by every admitter: what one removes before another's last
-// tick, the other removes after it).
+// (its metrics from this admitter's at once), and at start (by every
+// admitter: what one removes before another's last tick, the other
+// removes after it).
 func (a *admitter) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	running := map[string]bool{}
