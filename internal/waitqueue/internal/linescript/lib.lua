@@ -53,9 +53,10 @@ local function moveUp(seq, cur, user, kind, at)
   redis.call('ZREM', W, cur)
   redis.call('ZADD', W, 'NX', placeScore(seq, kind), seq)
   redis.call('HSET', P .. 'e:' .. seq, 'status', 'waiting', 'user', user, 'joined', at)
+  -- a waiting record holds status, user and joined: it keeps its user
   local ce = P .. 'e:' .. cur
-  redis.call('DEL', ce)
-  redis.call('HSET', ce, 'alias', seq, 'user', user)
+  redis.call('HDEL', ce, 'status', 'joined')
+  redis.call('HSET', ce, 'alias', seq)
   redis.call('EXPIRE', ce, TTL)
   redis.call('SET', P .. 'u:' .. user, seq)
   local seen = redis.call('ZSCORE', SEEN, cur)
