@@ -31,12 +31,13 @@ type keptRecords interface {
 
 // recordKeeper checks every so often that Redis still holds the order
 // records (keyspace.OrderRecordsKept); when it does not, it puts back every
-// order changed within their lifetime, as the store has it, then marks
-// them kept — unless Redis lost them again meanwhile (the mark the put-back
-// began with is gone), when the next check puts them back again. A record a worker or gateway wrote meanwhile is safe: a final
-// status is never overwritten by PENDING, and a PENDING record a resubmit
-// made after the loss becomes the order's final one. Every worker checks;
-// two putting back at once write the same records.
+// order changed within their lifetime, as the store has it, then marks them
+// kept — unless Redis lost them again meanwhile (the mark the put-back
+// began with is gone), when the next check puts them back again. A record a
+// worker or gateway wrote meanwhile is safe: a final status is never
+// overwritten by PENDING, and a PENDING record a resubmit made after the
+// loss becomes the order's final one. Every worker checks; two putting back
+// at once write the same records.
 type recordKeeper struct {
 	log     *slog.Logger
 	store   changedOrders

@@ -68,12 +68,12 @@ end
 -- to its entry; a user whose entry is live keeps it and the new sequence
 -- becomes an alias of it — unless the stream stored the new one first
 -- (moveUp): a waiting shopper only ever moves forward, to the place their
--- earliest record gives them. ZADD NX never moves anyone else. prev is the entry the
--- gateway saw finished when it published the join ('0': none): a replay
--- that has not yet applied how prev ended must not alias the new join to
--- it. Returns the sequence of the live entry and, when it knows it without
--- another read, its status; or false when the record names another user
--- (the sequence belongs to another incarnation of the stream).
+-- earliest record gives them. ZADD NX never moves anyone else. prev is the
+-- entry the gateway saw finished when it published the join ('0': none): a
+-- replay that has not yet applied how prev ended must not alias the new
+-- join to it. Returns the sequence of the live entry and, when it knows it
+-- without another read, its status; or false when the record names another
+-- user (the sequence belongs to another incarnation of the stream).
 -- kind: '' (in line, FIFO), 'p' (the pre-queue, placed by the draw; once
 -- drawn, a late one queues FIFO) or 'a' (allowed past the line: ahead of
 -- everyone, FIFO among themselves). at: when the stream stored the join
