@@ -72,9 +72,13 @@ type hub struct {
 
 	ticks int64 // position ticks so far; only Run's goroutine uses it
 
-	mu      sync.Mutex
-	rooms   map[string]*room
-	clients int // in every room
+	mu    sync.Mutex
+	rooms map[string]*room
+	// streams is how many streams hold a place (hold): a count of its own
+	// because a stream registers its client only after a Redis read, and
+	// a burst of opens all checked before any registered would pass the
+	// bound together.
+	streams int
 }
 
 // room is the clients of one queue.
@@ -100,18 +104,31 @@ func newHub(log *slog.Logger, l lineReader, queues queueStates, now func() time.
 	return &hub{log: log, line: l, queues: queues, now: now, timing: t, metrics: m, rooms: map[string]*room{}}
 }
 
-// held is how many clients the hub holds.
-func (h *hub) held() int {
+// hold takes a place for one more stream, or reports false when max
+// streams hold one already (max 0: no bound). Checking and taking are one
+// step, so the bound holds under any burst. The stream gives its place
+// back with release.
+func (h *hub) hold(max int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.clients
+	if max > 0 && h.streams >= max {
+		return false
+	}
+	h.streams++
+	return true
+}
+
+// release gives back a place hold took.
+func (h *hub) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.streams--
 }
 
 // register adds c to its queue's room.
 func (h *hub) register(c *client) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.clients++
 	r := h.rooms[c.queue]
 	if r == nil {
 		r = &room{index: map[*client]int{}, bySeq: map[uint64][]*client{}}
@@ -134,7 +151,6 @@ func (h *hub) unregister(c *client) {
 	if !ok {
 		return
 	}
-	h.clients--
 	last := len(r.clients) - 1
 	r.clients[i] = r.clients[last]
 	r.index[r.clients[i]] = i

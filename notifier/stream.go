@@ -157,6 +157,7 @@ func (s *streams) serve(w http.ResponseWriter, r *http.Request) {
 		// events after the header all the same, and kept the connection
 		// open for a client that reads no body.
 		s.hub.unregister(st.c)
+		s.hub.release()
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -255,6 +256,7 @@ func responseHead(h http.Header, now time.Time) []byte {
 
 // stream runs st until it ends, and accounts for it.
 func (s *streams) stream(ctx context.Context, st *stream) {
+	defer s.hub.release()
 	defer s.hub.unregister(st.c)
 	s.metrics.connections.Inc()
 	defer s.metrics.connections.Dec()
@@ -275,12 +277,13 @@ const streamsFullRetry = 10 * time.Second
 // open checks the ticket, registers its client with the hub, reads its
 // entry and starts the response: the stream, or nil when it answered with
 // a problem instead. A notifier holding its most streams refuses a new one
-// before anything else.
+// before anything else; the place a stream holds is given back when it
+// ends (stream), or here when it does not start.
 //
 //go:noinline
 func (s *streams) open(w http.ResponseWriter, r *http.Request) *stream {
 	s.cors(w, r)
-	if s.timing.maxStreams > 0 && s.hub.held() >= s.timing.maxStreams {
+	if !s.hub.hold(s.timing.maxStreams) {
 		// Shed, not grow: the client polls its ticket meanwhile (the
 		// gateway answers polls from Redis alone) and comes back later.
 		s.metrics.refused.Inc()
@@ -289,13 +292,18 @@ func (s *streams) open(w http.ResponseWriter, r *http.Request) *stream {
 			"this notifier holds as many streams as it may; poll the ticket, and open the stream again later"))
 		return nil
 	}
+	handedOver := false // once the stream runs, serve gives its place back
+	defer func() {
+		if !handedOver {
+			s.hub.release()
+		}
+	}()
 	cfg, t, ok := s.ticketOf(w, r)
 	if !ok {
 		return nil
 	}
 	ctx := r.Context()
 	c, e, err := s.registerAndRead(ctx, cfg.Name, t.Seq)
-	handedOver := false // serve unregisters c once the stream runs
 	defer func() {
 		if !handedOver {
 			s.hub.unregister(c)

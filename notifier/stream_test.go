@@ -1230,6 +1230,44 @@ func TestAFullNotifierRefusesAStreamUntilOneEnds(t *testing.T) {
 	}, "a stream opens once the first ended")
 }
 
+// The bound holds under a burst: streams opened all at once, each checked
+// before any had registered, do not pass it together.
+func TestABurstOfStreamsStaysWithinTheBound(t *testing.T) {
+	w := newWorld(t)
+	n := w.start("USHER_NOTIFIER_MAX_STREAMS", "3")
+	urls := make([]string, 100)
+	for i := range urls {
+		urls[i] = n.url(w.queue, w.join(uint64(i+1), fmt.Sprintf("u%d", i)))
+	}
+	codes := make(chan int, len(urls))
+	var wg sync.WaitGroup
+	for _, u := range urls {
+		wg.Go(func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel) // the streams that opened stay open to the end
+			req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Errorf("GET %s: %v", u, err)
+				return
+			}
+			if res.StatusCode != http.StatusOK {
+				res.Body.Close()
+			}
+			codes <- res.StatusCode
+		})
+	}
+	wg.Wait()
+	close(codes)
+	count := map[int]int{}
+	for c := range codes {
+		count[c]++
+	}
+	if count[http.StatusOK] != 3 || count[http.StatusServiceUnavailable] != len(urls)-3 {
+		t.Fatalf("%d streams opened at once under a bound of 3: %v by status; want 3 OK, the rest 503", len(urls), count)
+	}
+}
+
 // A shopper whose earlier join is read after their retry (see
 // waitqueue/line: the line moves them up to it) holds the retry's ticket;
 // their stream follows the entry to its place and is told READY for it.
