@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -69,6 +70,7 @@ func soak(ctx context.Context, f *fault) error {
 	defer sampleT.Stop()
 	defer churnT.Stop()
 	done := time.After(d)
+	warm := time.After(d / 4)
 	churned := 0
 	sample(0)
 loop:
@@ -78,6 +80,8 @@ loop:
 			return ctx.Err()
 		case <-done:
 			break loop
+		case <-warm:
+			f.s.saveHeaps(ctx, "warm")
 		case <-sampleT.C:
 			sample(time.Since(start).Seconds())
 		case <-churnT.C:
@@ -88,6 +92,10 @@ loop:
 		}
 	}
 	sample(time.Since(start).Seconds())
+	if dir := f.s.saveHeaps(ctx, "end"); dir != "" {
+		f.j.add(record{Kind: recFault, Detail: "soak: heap profiles after the warm-up and at the end in " + dir +
+			"; what grew: go tool pprof -top -sample_index=inuse_space -diff_base " + dir + "/gateway-1-warm.pb.gz " + dir + "/gateway-1-end.pb.gz"})
+	}
 	table := soakTable(all, d, churned)
 	f.healed("soak over after %s: %d queues created and deleted", d, churned)
 	for _, line := range strings.Split(strings.TrimSpace(table), "\n") {
@@ -117,8 +125,18 @@ func (s *stack) soakSample(ctx context.Context) map[string]float64 {
 	procs := map[string]*proc{}
 	for _, sv := range s.services {
 		procs[sv.name()] = sv.proc
-		if g, ok := goroutines(ctx, sv.url()+"/metrics"); ok {
+		m := scrapeSums(ctx, sv.url()+"/metrics", "go_goroutines", "go_memstats_heap_inuse_bytes", "usher_redis_pool_connections")
+		if g, ok := m["go_goroutines"]; ok {
 			out[sv.name()+" goroutines"] = g
+		}
+		// The heap beside the RSS: a heap flat under a growing RSS is the
+		// runtime keeping pages, a growing heap is something kept.
+		if h, ok := m["go_memstats_heap_inuse_bytes"]; ok {
+			out[sv.name()+" heap in use MiB"] = h / (1 << 20)
+		}
+		// Beside the open files: the connections its Redis pools hold.
+		if c, ok := m["usher_redis_pool_connections"]; ok {
+			out[sv.name()+" redis connections (pools)"] = c
 		}
 	}
 	for _, n := range s.nats {
@@ -169,6 +187,32 @@ func (s *stack) soakSample(ctx context.Context) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// soakProfiles is where the soak keeps the services' heap profiles.
+const soakProfiles = ".usher/soak"
+
+// saveHeaps saves every service's heap profile as <name>-<at>.pb.gz in
+// soakProfiles and returns that folder ("" when it could not be made).
+func (s *stack) saveHeaps(ctx context.Context, at string) string {
+	if err := os.MkdirAll(soakProfiles, 0o755); err != nil {
+		return ""
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	for _, sv := range s.services {
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+sv.profiles+"/debug/pprof/heap", nil)
+		res, err := client.Do(req)
+		if err != nil {
+			continue
+		}
+		if res.StatusCode == http.StatusOK {
+			if b, err := io.ReadAll(res.Body); err == nil {
+				_ = os.WriteFile(filepath.Join(soakProfiles, sv.name()+"-"+at+".pb.gz"), b, 0o644)
+			}
+		}
+		res.Body.Close()
+	}
+	return soakProfiles
 }
 
 // churnQueue creates queue soak-n on a SKU of its own, joins it, restocks
@@ -323,23 +367,40 @@ func cutSoakBlock(s string) (rest, block string) {
 	return s[:i] + strings.TrimLeft(s[j:], "\n"), s[i:j]
 }
 
-// goroutines reads go_goroutines from a Prometheus page.
-func goroutines(ctx context.Context, url string) (float64, bool) {
+// scrapeSums reads a Prometheus page and sums each named family over its
+// label sets; a family the page lacks is absent.
+func scrapeSums(ctx context.Context, url string, names ...string) map[string]float64 {
+	out := map[string]float64{}
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	res, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
 	if err != nil {
-		return 0, false
+		return out
 	}
 	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
+	return sumFamilies(res.Body, names...)
+}
+
+// sumFamilies sums each named family of a Prometheus text page over its
+// label sets.
+func sumFamilies(r io.Reader, names ...string) map[string]float64 {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f, err == nil
+		line := sc.Text()
+		for _, n := range names {
+			rest, ok := strings.CutPrefix(line, n)
+			if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+				continue
+			}
+			if i := strings.LastIndexByte(rest, ' '); i >= 0 {
+				if v, err := strconv.ParseFloat(rest[i+1:], 64); err == nil {
+					out[n] += v
+				}
+			}
 		}
 	}
-	return 0, false
+	return out
 }
 
 // statusKB reads a "Name:  N kB" line of /proc/pid/status.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -69,6 +70,24 @@ func TestKeyspaceCountsSumsEveryDatabase(t *testing.T) {
 	info := "# Memory\r\nused_memory:100\r\n# Keyspace\r\ndb0:keys=12,expires=3,avg_ttl=0\r\ndb1:keys=5,expires=5,avg_ttl=10\r\n"
 	if keys, expires := keyspaceCounts(info); keys != 17 || expires != 8 {
 		t.Fatalf("keyspaceCounts = %v, %v; want 17, 8", keys, expires)
+	}
+}
+
+// A family is summed over its label sets; a name that is the prefix of
+// another family's does not take that family's samples.
+func TestSumFamiliesSumsOverLabels(t *testing.T) {
+	page := `# HELP go_goroutines Number of goroutines.
+go_goroutines 42
+go_goroutines_total_not 7
+usher_redis_pool_connections{pool="commands",state="idle"} 5
+usher_redis_pool_connections{pool="commands",state="in_use"} 2
+usher_redis_pool_connections{pool="pipelines",state="idle"} 1
+usher_redis_pool_connections_other 100
+`
+	got := sumFamilies(strings.NewReader(page), "go_goroutines", "usher_redis_pool_connections", "go_memstats_heap_inuse_bytes")
+	want := map[string]float64{"go_goroutines": 42, "usher_redis_pool_connections": 8}
+	if !maps.Equal(got, want) {
+		t.Fatalf("sumFamilies = %v, want %v", got, want)
 	}
 }
 

@@ -113,7 +113,10 @@ type service struct {
 	idx  int
 	proc *proc
 	addr string
-	env  map[string]string
+	// profiles is where the service serves the Go runtime's profiles
+	// (USHER_PPROF_ADDR): the soak reads heap profiles from it.
+	profiles string
+	env      map[string]string
 }
 
 func (s *service) name() string { return fmt.Sprintf("%s-%d", s.kind, s.idx+1) }
@@ -643,7 +646,7 @@ func (s *stack) startPgsim(ctx context.Context) error {
 // before the other gateways and the notifiers: it generates the signing
 // key and ticket secret in the shared data folder that they then read.
 func (s *stack) startServices(ctx context.Context, p plan) error {
-	ports, err := freePorts(2 * len(serviceKinds))
+	ports, err := freePorts(4 * len(serviceKinds)) // each one's address and its profiles'
 	if err != nil {
 		return err
 	}
@@ -667,12 +670,14 @@ func (s *stack) startServices(ctx context.Context, p plan) error {
 	i := 0
 	for _, kind := range serviceKinds {
 		for idx := range 2 {
-			sv := &service{kind: kind, idx: idx, addr: fmt.Sprintf("127.0.0.1:%d", ports[i]), env: map[string]string{}}
-			i++
+			sv := &service{kind: kind, idx: idx, addr: fmt.Sprintf("127.0.0.1:%d", ports[i]),
+				profiles: fmt.Sprintf("127.0.0.1:%d", ports[i+1]), env: map[string]string{}}
+			i += 2
 			for k, v := range common {
 				sv.env[k] = v
 			}
 			sv.env[addrVar[kind]] = sv.addr
+			sv.env["USHER_PPROF_ADDR"] = sv.profiles
 			if sv.name() == p.natsProxied {
 				sv.env["USHER_NATS_URL"] = s.proxies.natsURLs()
 			}
