@@ -65,6 +65,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	}
 	defer db.Close()
 	m := newMetrics()
+	m.reg.MustRegister(opshttp.RedisPools(d.Redis))
 	adm := &admitter{
 		log: d.Log, queues: d.Queues, admission: admission.New(d.Line), projection: projection.New(d.Line),
 		drop: drop.New(d.Line), claims: claims.New(d.Line), js: d.JS, events: d.JS,

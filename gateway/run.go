@@ -99,7 +99,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 // settings s, connections d and db, keys and user authentication.
 func newGateway(s settings, d *service.Deps, db *orders.Store, keys *token.Keyring, tickets *ticket.Signer,
 	challenges *pow.Issuer, users userauth.Auth) *gateway {
+	m := newMetrics()
+	m.reg.MustRegister(opshttp.RedisPools(d.Redis))
 	return &gateway{
+		metrics:       m,
 		log:           d.Log,
 		queues:        d.Queues,
 		line:          d.Line,

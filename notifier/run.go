@@ -35,6 +35,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	d.Line.EnableBatching()
 	reads := line.New(d.Line) // polls, ranks and presence: the notifier's Redis user may do no more
 	m := newMetrics()
+	m.reg.MustRegister(opshttp.RedisPools(d.Redis))
 	h := newHub(d.Log, reads, d.Queues, d.Clock.Now, s.timing, m)
 	d.Queues.OnChange(h.onConfig)
 	// One core subscription each, for every queue: admissions, order

@@ -49,7 +49,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if err != nil {
 		return err
 	}
-	m.reg.MustRegister(bus.NewLagCollector(event.StreamOrders, consumerName, cons, time.Second))
+	m.reg.MustRegister(bus.NewLagCollector(event.StreamOrders, consumerName, cons, time.Second), opshttp.RedisPools(d.Redis))
 	records := orders.NewRecords(d.Redis)
 	w := newWorker(s, d, db, records, m, h)
 
