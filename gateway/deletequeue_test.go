@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
 	"usher/gateway/admin"
+	"usher/internal/catalog"
+	"usher/internal/testenv"
 )
 
 // DELETE /v1/admin/queues/{q} takes a queue out for good, and only one
@@ -88,4 +91,37 @@ func TestOnlyAnEndedQueueIsDeletedAndItsNameIsRetired(t *testing.T) {
 		t.Errorf("the last config change = by %q, config %s, previous %s; want by ops-ann, config null, previous the closed queue",
 			last.By, last.Config, last.Previous)
 	}
+}
+
+// A deleted queue's series leave the gateway's /metrics: each queue ever
+// deleted would otherwise stay in memory and in every scrape for as long
+// as the gateway runs.
+func TestADeletedQueuesSeriesLeaveTheGateway(t *testing.T) {
+	h := newHarness(t)
+	alice := h.join("alice")
+	if res := h.admit(); res.Admitted != 1 {
+		t.Fatalf("the tick admitted %+v, want alice", res)
+	}
+	if left := h.do("DELETE", "/v1/queues/"+h.queue+"/tickets/"+alice.str("ticket"), "", nil); left.status != 204 {
+		t.Fatalf("alice leaves = %d %s", left.status, left.raw) // an outcome, counted by queue
+	}
+	base := h.serve()
+	series := func() int {
+		n := 0
+		for _, sets := range testenv.Scrape(t, base+"/metrics") {
+			for _, labels := range sets {
+				if labels["queue"] == h.queue {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if series() == 0 {
+		t.Fatal("no series of the queue before its deletion: the test shows nothing")
+	}
+	if _, err := h.gw.queues.Delete(context.Background(), h.queue, time.Now(), func(catalog.Config) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, func() bool { return series() == 0 }, "series of the deleted queue left on /metrics")
 }

@@ -112,6 +112,9 @@ func (g *gateway) app() *fiber.App {
 	g.defaults()
 	r := g.rooms()
 	g.gateRoom = r.gate
+	if g.queues != nil {
+		g.queues.OnRetire(func(q string) { g.metrics.forget(q); r.door.Forget(q) })
+	}
 	app := g.newApp("usher-gateway")
 	// The admin API and the dashboard: on this app, or on their own.
 	adm := fiber.Router(app)
@@ -133,6 +136,7 @@ func (g *gateway) defaults() {
 	if g.metrics == nil {
 		g.metrics = newMetrics()
 	}
+
 	if g.users == nil {
 		g.users = userauth.Header(httpapi.ClientIPs{})
 	}

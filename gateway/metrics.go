@@ -39,6 +39,15 @@ func newMetrics() *metrics {
 	return m
 }
 
+// forget drops every series of a deleted queue: each queue ever deleted
+// would otherwise stay in memory and in every scrape for as long as the
+// gateway runs.
+func (m *metrics) forget(q string) {
+	m.pow.Forget(q)
+	m.line.Forget(q)
+	m.gate.Forget(q)
+}
+
 func (m *metrics) handler() fiber.Handler {
 	return adaptor.HTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
 }

@@ -68,6 +68,16 @@ func newMetrics() *metrics {
 	return m
 }
 
+// forget drops every series of a deleted queue: each queue ever deleted
+// would otherwise stay in memory and in every scrape for as long as the
+// worker runs.
+func (m *metrics) forget(q string) {
+	of := prometheus.Labels{"queue": q}
+	m.readyToOrder.DeletePartialMatch(of)
+	m.orderToFinal.DeletePartialMatch(of)
+	m.outcomes.DeletePartialMatch(of)
+}
+
 func (m *metrics) observeHold(d time.Duration) { m.hold.Observe(d.Seconds()) }
 
 // observeFinal records the journey of an order this worker finished at

@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"usher/internal/catalog"
 	"usher/internal/orders"
 	"usher/internal/testenv"
 )
@@ -48,4 +52,23 @@ func TestMetricsAfterAnOrder(t *testing.T) {
 		got, err = w.records.Outcomes(context.Background(), w.queue)
 		return err == nil && maps.Equal(got, wantCounts)
 	}, "Outcomes(%q) = %v, %v, want %v", w.queue, got, err, wantCounts)
+
+	// Once the queue is deleted, its series leave the worker: each queue
+	// ever deleted would otherwise stay in every scrape.
+	queueSeries := func() int {
+		res, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return -1
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return strings.Count(string(b), `queue="`+w.queue+`"`)
+	}
+	if n := queueSeries(); n == 0 {
+		t.Fatal("no series of the queue before its deletion: the test shows nothing")
+	}
+	if _, err := w.queues.Delete(context.Background(), w.queue, time.Now(), func(catalog.Config) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, func() bool { return queueSeries() == 0 }, "series of the deleted queue left on /metrics")
 }

@@ -45,6 +45,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		return err
 	}
 	defer d.Close()
+	d.Queues.OnRetire(m.forget)
 	cons, err := bindConsumer(ctx, s.NATS, d.NC, d.JS, d.Log, s.ackWait, 4*s.concurrency)
 	if err != nil {
 		return err

@@ -340,3 +340,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.Issued, m.Checks, m.Shadowed, m.Difficulty)
 	return m
 }
+
+// Forget drops every series of queue q, once it is deleted.
+func (m *Metrics) Forget(q string) {
+	of := prometheus.Labels{"queue": q}
+	m.Issued.DeletePartialMatch(of)
+	m.Checks.DeletePartialMatch(of)
+	m.Shadowed.DeletePartialMatch(of)
+	m.Difficulty.DeletePartialMatch(of)
+}

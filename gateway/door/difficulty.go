@@ -61,6 +61,13 @@ type pressure struct {
 	changedAt time.Time
 }
 
+// Forget drops the pressure kept for queue q, once it is deleted.
+func (d *Door) Forget(q string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.pressures, q)
+}
+
 func (d *Door) pressureOf(q string) *pressure {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -36,6 +36,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// Forget drops every series of queue q, once it is deleted.
+func (m *Metrics) Forget(q string) {
+	m.decisions.DeletePartialMatch(prometheus.Labels{"queue": q})
+}
+
 func (m *Metrics) count(q, outcome string) {
 	if m != nil {
 		m.decisions.WithLabelValues(q, outcome).Inc()

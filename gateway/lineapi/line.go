@@ -198,6 +198,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// Forget drops every series of queue q, once it is deleted.
+func (m *Metrics) Forget(q string) {
+	m.outcomes.DeletePartialMatch(prometheus.Labels{"queue": q})
+}
+
 // joining is a join that may be admitted: its shopper, queue, the
 // shopper's current entry in its line, and when it came.
 type joining struct {

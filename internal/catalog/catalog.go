@@ -548,6 +548,7 @@ type Catalog struct {
 	// name is never a queue again (see Delete).
 	retired  map[string]time.Time
 	onChange func(Config) // see OnChange
+	onRetire func(string) // see OnRetire
 }
 
 // OnChange has f called with every configuration this process learns of
@@ -556,6 +557,17 @@ type Catalog struct {
 func (c *Catalog) OnChange(f func(Config)) {
 	c.mu.Lock()
 	c.onChange = f
+	c.mu.Unlock()
+}
+
+// OnRetire has f called with the name of every queue this process learns
+// was deleted (from the bucket or its own Delete), right after the live
+// copy has dropped it: what a service keeps per queue — its metrics'
+// series above all — would otherwise outlive the queue for as long as the
+// process runs. Set it before Run; f must not block.
+func (c *Catalog) OnRetire(f func(name string)) {
+	c.mu.Lock()
+	c.onRetire = f
 	c.mu.Unlock()
 }
 
@@ -595,16 +607,22 @@ func RetiredAt(v []byte) (time.Time, bool) {
 }
 
 // retire makes queue name, deleted at at (revision rev), gone from the live
-// copy and retired — unless the live copy comes from a later write.
+// copy and retired — unless the live copy comes from a later write — and
+// tells OnRetire.
 func (c *Catalog) retire(name string, at time.Time, rev uint64) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if rev <= c.revs[name] {
+		c.mu.Unlock()
 		return
 	}
 	delete(c.queues, name)
 	c.revs[name] = rev
 	c.retired[name] = at
+	f := c.onRetire
+	c.mu.Unlock()
+	if f != nil {
+		f(name)
+	}
 }
 
 // Retired reports whether queue name was deleted, and when.

@@ -314,6 +314,48 @@ func TestADeletedQueuesNameIsRetired(t *testing.T) {
 	}
 }
 
+// A process is told of every queue deleted, by itself or by another, once
+// its live copy has dropped it: a queue deleted stays deleted, so once.
+func TestADeletedQueueIsToldToOnRetire(t *testing.T) {
+	ctx, url := t.Context(), testenv.NATS(t)
+	type told struct {
+		name string
+		live bool // the live copy still held the queue when told
+	}
+	follower := func() (*catalog.Catalog, chan told) {
+		c := open(t, broker(t, url))
+		ch := make(chan told, 4)
+		c.OnRetire(func(name string) { _, live := c.Get(name); ch <- told{name, live} })
+		go c.Run(ctx)
+		return c, ch
+	}
+	writer, wrote := follower()
+	_, read := follower()
+	cfg := catalog.Defaults("gone")
+	cfg.State = catalog.StateClosed
+	if _, err := writer.Put(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Delete(ctx, "gone", time.Now(), func(catalog.Config) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for name, ch := range map[string]chan told{"the deleting catalog": wrote, "the other": read} {
+		select {
+		case got := <-ch:
+			if got != (told{"gone", false}) {
+				t.Errorf("%s told %+v, want gone, no longer live", name, got)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s was not told of the deletion", name)
+		}
+		select {
+		case again := <-ch:
+			t.Errorf("%s told twice: %+v", name, again)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // Following the catalog creates no consumer on the bucket: under broker
 // auth no role but the one that declares the streams may create one (a
 // push consumer may deliver anywhere). Every process receives what the
