@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -300,15 +298,7 @@ func TestADeletedQueuesMetricsLeaveTheAdmitter(t *testing.T) {
 	addr := freeAddr(t)
 	w.startAt(addr)
 	w.join("alice")
-	series := func() int { // -1 until the admitter serves its metrics
-		res, err := http.Get("http://" + addr + "/metrics")
-		if err != nil {
-			return -1
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return strings.Count(string(b), `queue="`+w.queue+`"`)
-	}
+	series := func() int { return testenv.QueueSeries("http://"+addr+"/metrics", w.queue) }
 	testenv.Eventually(t, 5*time.Second, func() bool { return series() > 0 }, "the queue's series on /metrics")
 	w.delete()
 	testenv.Eventually(t, 5*time.Second, func() bool { return series() == 0 }, "no series of the deleted queue left")

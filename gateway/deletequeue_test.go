@@ -106,17 +106,7 @@ func TestADeletedQueuesSeriesLeaveTheGateway(t *testing.T) {
 		t.Fatalf("alice leaves = %d %s", left.status, left.raw) // an outcome, counted by queue
 	}
 	base := h.serve()
-	series := func() int {
-		n := 0
-		for _, sets := range testenv.Scrape(t, base+"/metrics") {
-			for _, labels := range sets {
-				if labels["queue"] == h.queue {
-					n++
-				}
-			}
-		}
-		return n
-	}
+	series := func() int { return testenv.QueueSeries(base+"/metrics", h.queue) }
 	if series() == 0 {
 		t.Fatal("no series of the queue before its deletion: the test shows nothing")
 	}

@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -55,15 +52,7 @@ func TestMetricsAfterAnOrder(t *testing.T) {
 
 	// Once the queue is deleted, its series leave the worker: each queue
 	// ever deleted would otherwise stay in every scrape.
-	queueSeries := func() int {
-		res, err := http.Get("http://" + addr + "/metrics")
-		if err != nil {
-			return -1
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return strings.Count(string(b), `queue="`+w.queue+`"`)
-	}
+	queueSeries := func() int { return testenv.QueueSeries("http://"+addr+"/metrics", w.queue) }
 	if n := queueSeries(); n == 0 {
 		t.Fatal("no series of the queue before its deletion: the test shows nothing")
 	}

@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +23,21 @@ func Scrape(t testing.TB, url string) Series {
 		out[name] = labelSets(mf)
 	}
 	return out
+}
+
+// QueueSeries counts the series labelled queue q on the /metrics page at
+// url: -1 while the page cannot be read (a service starting).
+func QueueSeries(url, q string) int {
+	res, err := http.Get(url)
+	if err != nil {
+		return -1
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		return -1
+	}
+	return strings.Count(string(b), `queue="`+q+`"`)
 }
 
 // Gather reads a registry as a scrape would.
