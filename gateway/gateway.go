@@ -136,7 +136,6 @@ func (g *gateway) defaults() {
 	if g.metrics == nil {
 		g.metrics = newMetrics()
 	}
-
 	if g.users == nil {
 		g.users = userauth.Header(httpapi.ClientIPs{})
 	}

@@ -75,9 +75,9 @@ type hub struct {
 	mu    sync.Mutex
 	rooms map[string]*room
 	// streams is how many streams hold a place (hold): a count of its own
-	// because a stream registers its client only after a Redis read, and
-	// a burst of opens all checked before any registered would pass the
-	// bound together.
+	// because a stream registers its client only once its ticket is
+	// checked, and a burst of opens all checked against the registered
+	// clients before any registered would pass the bound together.
 	streams int
 }
 
