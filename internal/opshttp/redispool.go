@@ -11,12 +11,9 @@ import (
 // idle too long. A service's open files and Redis's connected clients
 // follow these. go-redis grows a pool under a burst, up to its bound
 // (PoolSize per node for commands, PipelinePoolSize per node for
-// pipelines), and closes an idle connection only when it takes it from
-// the pool (it runs no reaper): its pool hands out the connection
-// returned last, so those a burst added stay open until a later burst
-// reaches them. A pool holds the most connections it has needed at once,
-// and uneven load makes that a slow climb — to the bound at most — which
-// these tell apart from a leak.
+// pipelines), and runs no reaper: what shrinks a pool again is its
+// MaxIdleConns (waitqueue.Settings.Idle), which closes a connection handed
+// back beyond it. These tell that apart from a leak.
 func RedisPools(rdb interface{ PoolStats() *redis.PoolStats }) prometheus.Collector {
 	return &redisPools{
 		stats: rdb.PoolStats,

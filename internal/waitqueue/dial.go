@@ -34,6 +34,15 @@ type Settings struct {
 	// Cluster (each may carry redis:// or rediss://).
 	URL  string
 	Pool int
+	// Idle is how many idle connections each pool keeps per node
+	// (USHER_REDIS_IDLE; 0 keeps every one). go-redis runs no reaper: it
+	// closes an idle connection only when it takes it from the pool, and
+	// hands out the one returned last, so without this bound the
+	// connections a burst dialed stay open until a later burst reaches
+	// them and a pool climbs, over hours, to the most it ever needed at
+	// once. With it, a connection handed back to a pool that already holds
+	// Idle idle ones is closed: a pool follows the load it has now.
+	Idle int
 	// AddrMap maps Redis Cluster node addresses to the ones this process
 	// dials instead (USHER_REDIS_ADDR_MAP, "host:port=host:port,…"): a
 	// cluster client learns its nodes' addresses from the cluster itself,
@@ -149,6 +158,7 @@ func LoadSettings(env *config.Env, pool int) Settings {
 			Key:  env.String("USHER_REDIS_TLS_KEY", ""),
 		},
 	}
+	s.Idle = env.Int("USHER_REDIS_IDLE", min(s.Pool, idleConns), 0)
 	if spec := env.String("USHER_REDIS_ADDR_MAP", ""); spec != "" {
 		m, err := parseAddrMap(spec)
 		env.Check(err)
@@ -291,6 +301,11 @@ func urlHasCredentials(u string) bool {
 // before reading each reply: 4.5 % of a busy gateway's CPU under polls.
 const protocol = 2
 
+// idleConns is the default Idle: enough for a service's steady load to
+// reuse its connections, few enough that a burst's extra ones close when
+// it ends.
+const idleConns = 8
+
 // Dial connects to Redis (see Settings): as User with Password when they
 // are set, over TLS when the URL is rediss:// or TLS files are set, to one
 // server or to a Redis Cluster alike.
@@ -313,7 +328,7 @@ func Dial(s Settings) (redis.UniversalClient, error) {
 			tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 		c := redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: addrs, PoolSize: s.Pool, Protocol: protocol,
+			Addrs: addrs, PoolSize: s.Pool, MaxIdleConns: s.Idle, Protocol: protocol,
 			// The dialer does the TLS handshake itself, naming each
 			// node by its own address.
 			Dialer:                     mapDialer(s.AddrMap, tlsConfig),
@@ -330,7 +345,7 @@ func Dial(s Settings) (redis.UniversalClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	opt.PoolSize, opt.Protocol = s.Pool, protocol
+	opt.PoolSize, opt.MaxIdleConns, opt.Protocol = s.Pool, s.Idle, protocol
 	if tlsConfig != nil {
 		if opt.TLSConfig != nil {
 			tlsConfig.ServerName = opt.TLSConfig.ServerName

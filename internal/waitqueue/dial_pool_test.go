@@ -1,0 +1,127 @@
+package waitqueue_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"usher/internal/config"
+	"usher/internal/testenv"
+	"usher/internal/waitqueue"
+)
+
+// A burst dials what it needs; once it ends, a pool keeps Idle idle
+// connections and closes the rest, so Redis sees the pool shrink back
+// rather than keep the burst's connections open until another burst
+// reaches them. The same for one server and for a cluster's node.
+func TestAPoolClosesWhatABurstLeftAboveIdle(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cluster bool
+	}{{"one server", false}, {"a cluster", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			url, observer := burstServer(t, tc.cluster)
+			if tc.cluster {
+				// One address twice: a list is what makes Dial a cluster client.
+				addr := strings.TrimPrefix(url, "redis://")
+				addr = addr[:strings.IndexByte(addr, '/')]
+				url = addr + "," + addr
+			}
+			rdb, err := waitqueue.Dial(waitqueue.Settings{URL: url, Pool: 8, Idle: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { rdb.Close() })
+
+			// Six blocking reads hold six connections until the list gets items.
+			var wg sync.WaitGroup
+			for range 6 {
+				wg.Go(func() { rdb.BLPop(ctx, 10*time.Second, "wake") })
+			}
+			testenv.Eventually(t, 5*time.Second, func() bool { return readers(t, observer) == 6 }, "six blocking reads")
+			if err := observer.RPush(ctx, "wake", 1, 2, 3, 4, 5, 6).Err(); err != nil {
+				t.Fatal(err)
+			}
+			wg.Wait()
+
+			testenv.Eventually(t, 5*time.Second, func() bool { return readers(t, observer) == 2 },
+				"Redis to see the pool's 2 idle connections")
+			if s := rdb.PoolStats(); s.TotalConns != 2 || s.IdleConns != 2 {
+				t.Errorf("pool after the burst: %d connections, %d idle; want 2 and 2", s.TotalConns, s.IdleConns)
+			}
+		})
+	}
+}
+
+// burstServer starts a redis-server of the test's own — for a cluster, a
+// one-node cluster serving every slot — and returns its URL and a client
+// that watches it.
+func burstServer(t *testing.T, cluster bool) (string, *redis.Client) {
+	var args []string
+	if cluster {
+		args = []string{"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(t.TempDir(), "nodes.conf")}
+	}
+	url, _ := testenv.RedisServerWith(t, args...)
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	observer := redis.NewClient(opt)
+	t.Cleanup(func() { observer.Close() })
+	if cluster {
+		ctx := context.Background()
+		if err := observer.ClusterAddSlotsRange(ctx, 0, 16383).Err(); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			info, err := observer.ClusterInfo(ctx).Result()
+			return err == nil && strings.Contains(info, "cluster_state:ok")
+		}, "the one-node cluster to be ok")
+	}
+	return url, observer
+}
+
+// readers counts the connections Redis lists whose last command was the
+// test's BLPOP (a cluster client's own state reads run on others).
+func readers(t *testing.T, observer *redis.Client) int {
+	list, err := observer.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.SplitSeq(strings.TrimSpace(list), "\n") {
+		if strings.Contains(line, " cmd=blpop ") {
+			n++
+		}
+	}
+	return n
+}
+
+// A pool keeps 8 idle connections a node, or all of a smaller pool, unless
+// USHER_REDIS_IDLE says otherwise; 0 keeps every one.
+func TestIdleDefaultsToEightOrThePool(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		want int
+	}{
+		{map[string]string{}, 8},
+		{map[string]string{"USHER_REDIS_POOL": "4"}, 4},
+		{map[string]string{"USHER_REDIS_IDLE": "0"}, 0},
+		{map[string]string{"USHER_REDIS_IDLE": "20"}, 20},
+	} {
+		e := config.New(func(k string) string { return tt.env[k] })
+		if s := waitqueue.LoadSettings(e, 32); s.Idle != tt.want || e.Err() != nil {
+			t.Errorf("LoadSettings with %v: Idle %d, error %v; want %d", tt.env, s.Idle, e.Err(), tt.want)
+		}
+	}
+	e := config.New(func(k string) string { return map[string]string{"USHER_REDIS_IDLE": "-1"}[k] })
+	if waitqueue.LoadSettings(e, 32); e.Err() == nil || !strings.Contains(e.Err().Error(), "USHER_REDIS_IDLE") {
+		t.Errorf("USHER_REDIS_IDLE=-1: error %v, want one naming it", e.Err())
+	}
+}
