@@ -39,6 +39,7 @@ type settings struct {
 	orderHold      time.Duration
 	joins          lineapi.Grouping // group commit of a queue's concurrent joins
 	joinsInFlight  int              // the most joins answered at once; past it, 503
+	joinLatency    time.Duration    // lower that bound while joins take longer (0: never)
 	gate           gate.Config      // the proxy gate's rules; none: off
 	gateKeyFile    string           // the pass cookies' HMAC keys
 	gateRecheck    time.Duration    // how long a pass's check is trusted
@@ -63,6 +64,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		orderHold:      env.Duration("USHER_ORDER_HOLD", 6*time.Minute+30*time.Second),
 		joins:          joinGrouping(env),
 		joinsInFlight:  env.Int("USHER_JOINS_IN_FLIGHT", 512, 0),
+		joinLatency:    joinLatencyTarget(env),
 		gate:           gateRules(env),
 		gateKeyFile:    env.String("USHER_GATE_KEY_FILE", filepath.Join(data, "gate.key")),
 		gateRecheck:    gateRecheck(env),
@@ -194,6 +196,17 @@ func joinGrouping(env *config.Env) lineapi.Grouping {
 // ask on every request). At most 5 s: a freed slot's pass must not outlive
 // it by more than a moment, and a pass's use is recorded no more rarely
 // (the shortest passIdle is 10 s).
+// joinLatencyTarget is USHER_JOIN_LATENCY_TARGET: 250 ms by default, 0 to
+// keep the bound on joins in flight fixed. A join's answer waits for the
+// stream's ack and the line's script, a few milliseconds when the stack
+// keeps up, so a tenth of joins past a quarter second means it does not.
+func joinLatencyTarget(env *config.Env) time.Duration {
+	if env.String("USHER_JOIN_LATENCY_TARGET", "") == "0" {
+		return 0
+	}
+	return env.Duration("USHER_JOIN_LATENCY_TARGET", 250*time.Millisecond)
+}
+
 func gateRecheck(env *config.Env) time.Duration {
 	v := env.String("USHER_GATE_RECHECK", "")
 	if v == "0" {

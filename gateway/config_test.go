@@ -193,25 +193,28 @@ func TestJoinGroupingIsReadAtStartUp(t *testing.T) {
 }
 
 // USHER_JOINS_IN_FLIGHT bounds the joins answered at once (512 by
-// default, 0 none) and USHER_GATE_RECHECK how long a pass's check is
+// default, 0 none), lowered while joins take longer than
+// USHER_JOIN_LATENCY_TARGET (250 ms by default, 0 never), and
+// USHER_GATE_RECHECK how long a pass's check is
 // trusted (1 s by default, 0 never, at most 5 s); anything else stops the
 // start, naming the variable.
 func TestSheddingAndRecheckAreReadAtStartUp(t *testing.T) {
 	tests := []struct {
-		inFlight, recheck string
-		wantInFlight      int
-		wantRecheck       time.Duration
-		refused           string
+		inFlight, recheck, target string
+		wantInFlight              int
+		wantRecheck, wantTarget   time.Duration
+		refused                   string
 	}{
-		{"", "", 512, time.Second, ""},
-		{"0", "0", 0, 0, ""},
-		{"100", "250ms", 100, 250 * time.Millisecond, ""},
-		{"-1", "", 0, 0, "USHER_JOINS_IN_FLIGHT"},
-		{"", "6s", 0, 0, "USHER_GATE_RECHECK"},
-		{"", "soon", 0, 0, "USHER_GATE_RECHECK"},
+		{"", "", "", 512, time.Second, 250 * time.Millisecond, ""},
+		{"0", "0", "0", 0, 0, 0, ""},
+		{"100", "250ms", "1s", 100, 250 * time.Millisecond, time.Second, ""},
+		{"-1", "", "", 0, 0, 0, "USHER_JOINS_IN_FLIGHT"},
+		{"", "6s", "", 0, 0, 0, "USHER_GATE_RECHECK"},
+		{"", "soon", "", 0, 0, 0, "USHER_GATE_RECHECK"},
+		{"", "", "-1s", 0, 0, 0, "USHER_JOIN_LATENCY_TARGET"},
 	}
 	for _, tt := range tests {
-		env := map[string]string{"USHER_JOINS_IN_FLIGHT": tt.inFlight, "USHER_GATE_RECHECK": tt.recheck}
+		env := map[string]string{"USHER_JOINS_IN_FLIGHT": tt.inFlight, "USHER_GATE_RECHECK": tt.recheck, "USHER_JOIN_LATENCY_TARGET": tt.target}
 		s, err := loadSettings(config.New(func(k string) string { return env[k] }))
 		if tt.refused != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.refused) {
@@ -219,8 +222,9 @@ func TestSheddingAndRecheckAreReadAtStartUp(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || s.joinsInFlight != tt.wantInFlight || s.gateRecheck != tt.wantRecheck {
-			t.Errorf("in flight %q, recheck %q: %d, %s, %v; want %d, %s", tt.inFlight, tt.recheck, s.joinsInFlight, s.gateRecheck, err, tt.wantInFlight, tt.wantRecheck)
+		if err != nil || s.joinsInFlight != tt.wantInFlight || s.gateRecheck != tt.wantRecheck || s.joinLatency != tt.wantTarget {
+			t.Errorf("in flight %q, recheck %q, target %q: %d, %s, %s, %v; want %d, %s, %s", tt.inFlight, tt.recheck, tt.target,
+				s.joinsInFlight, s.gateRecheck, s.joinLatency, err, tt.wantInFlight, tt.wantRecheck, tt.wantTarget)
 		}
 	}
 }

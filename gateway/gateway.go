@@ -15,6 +15,7 @@ import (
 	"usher/gateway/door"
 	"usher/gateway/gate"
 	"usher/gateway/httpapi"
+	"usher/gateway/inflight"
 	"usher/gateway/lineapi"
 	"usher/gateway/orderapi"
 	"usher/gateway/page"
@@ -62,8 +63,11 @@ type gateway struct {
 	// commit); its zero value records each join on its own.
 	joins lineapi.Grouping
 	// joinsInFlight is the most joins answered at once (0: no bound):
-	// past it a join gets 503 at once (lineapi.Deps.JoinsInFlight).
+	// past it a join gets 503 at once (lineapi.Deps.InFlight). While joins
+	// take longer than joinLatency the bound is lower (package inflight;
+	// 0: it stays).
 	joinsInFlight int
+	joinLatency   time.Duration
 	// gateRecheck is how long the gate trusts a pass's last check
 	// (gate.Deps.Recheck); 0: every request asks the line.
 	gateRecheck time.Duration
@@ -153,6 +157,14 @@ func (g *gateway) defaults() {
 	}
 }
 
+// inFlight is the bound on the joins answered at once, nil for none.
+func (g *gateway) inFlight() lineapi.InFlight {
+	if g.joinsInFlight <= 0 {
+		return nil
+	}
+	return inflight.New(g.joinsInFlight, g.joinLatency, g.now)
+}
+
 // rooms builds the rooms, inside out: the rate limits and the place
 // writer first, then the door, which the line API asks, then the orders'
 // front and the admin rooms, and the page, which runs the others'
@@ -173,7 +185,7 @@ func (g *gateway) rooms() rooms {
 	r.line = lineapi.New(lineapi.Deps{Line: ln.line, Invites: ln.drop, Admission: ln.admission, Queues: g.queues, Events: g.events, Tickets: g.tickets,
 		Places: places, Door: r.door, Users: g.users, Limits: limits, Now: g.now, Earliest: g.earliest,
 		Epoch: g.epoch, Log: g.log, Metrics: g.metrics.line, Grouping: g.joins,
-		JoinsInFlight: g.joinsInFlight})
+		InFlight: g.inFlight()})
 	r.orders = orderapi.New(orderapi.Deps{Line: ln.claims, Records: g.orders, Keys: g.keys, Queues: g.queues,
 		Events: g.events, Users: g.users, Limits: limits, Now: g.now, Epoch: g.epoch, Hold: g.orderHold, Log: g.log})
 	r.admin = admin.New(admin.Deps{Queues: g.queues, Line: adminLine{ln.line, ln.admission, ln.drop, ln.claims}, Events: g.events, Stock: g.stock, Sales: g.sales,

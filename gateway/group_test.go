@@ -321,6 +321,9 @@ func TestAJoinPastTheJoinsInFlightIsShedAtOnce(t *testing.T) {
 	if got := testenv.GatherValues(t, h.gw.metrics.reg).Value("usher_joins_shed_total", nil); got != 1 {
 		t.Errorf("usher_joins_shed_total = %v, want 1", got)
 	}
+	if got := testenv.GatherValues(t, h.gw.metrics.reg).Value("usher_joins_in_flight_bound", nil); got != 2 {
+		t.Errorf("usher_joins_in_flight_bound = %v, want 2", got)
+	}
 	lingers.fire()
 	for _, r := range wait() {
 		if r.status != 202 {

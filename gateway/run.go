@@ -122,6 +122,7 @@ func newGateway(s settings, d *service.Deps, db *orders.Store, keys *token.Keyri
 		orderHold:     s.orderHold,
 		joins:         s.joins,
 		joinsInFlight: s.joinsInFlight,
+		joinLatency:   s.joinLatency,
 		gateRecheck:   s.gateRecheck,
 		pageCSS:       s.pageCSS,
 		pageLangs:     s.pageLangs,

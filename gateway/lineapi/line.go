@@ -116,13 +116,22 @@ type Deps struct {
 	// Grouping gathers a queue's concurrent joins into one record (Off:
 	// each join its own).
 	Grouping Grouping
-	// JoinsInFlight is the most joins this gateway answers at once
-	// (0: no bound). Past it a join is refused at once, 503 with
-	// Retry-After, before it costs a Redis call: under more joins than
-	// the stack can answer, the ones it takes keep their latency (in
-	// flight ÷ the rate it answers) and the rest learn at once to come
-	// back, rather than every join waiting until its client gives up.
-	JoinsInFlight int
+	// InFlight bounds the joins this gateway answers at once (nil: no
+	// bound; see package inflight). Past it a join is refused at once,
+	// 503 with Retry-After, before it costs a Redis call: under more joins
+	// than the stack can answer, the ones it takes keep their latency and
+	// the rest learn at once to come back, rather than every join waiting
+	// until its client gives up.
+	InFlight InFlight
+}
+
+// InFlight is a bound on the joins answered at once: Take takes a place
+// or reports none is free, Done gives back the place taken at started,
+// Bound says how many there are now.
+type InFlight interface {
+	Take() (started time.Time, ok bool)
+	Done(started time.Time)
+	Bound() int
 }
 
 // API serves the line's public API. It is safe for concurrent use.
@@ -144,15 +153,17 @@ type API struct {
 	metrics   *Metrics
 	groups    *groups // nil: every join its own record
 
-	maxInFlight int64
-	inFlight    atomic.Int64
+	inFlight InFlight
 }
 
 // New returns the line API of deps.
 func New(deps Deps) *API {
 	a := &API{line: deps.Line, invites: deps.Invites, admission: deps.Admission, queues: deps.Queues, events: deps.Events, tickets: deps.Tickets, places: deps.Places,
 		door: deps.Door, users: deps.Users, limits: deps.Limits, now: deps.Now, earliest: deps.Earliest, epoch: deps.Epoch,
-		log: deps.Log, metrics: deps.Metrics, maxInFlight: int64(max(deps.JoinsInFlight, 0))}
+		log: deps.Log, metrics: deps.Metrics, inFlight: deps.InFlight}
+	if a.inFlight != nil && a.metrics != nil {
+		a.metrics.bound.Store(&a.inFlight)
+	}
 	if !deps.Grouping.Off {
 		a.groups = newGroups(deps.Grouping, a)
 	}
@@ -167,8 +178,9 @@ type Metrics struct {
 	// joins gathered or being recorded (group.go).
 	groups    prometheus.Counter
 	gathering prometheus.Gauge
-	// shed counts the joins refused past Deps.JoinsInFlight.
-	shed prometheus.Counter
+	// shed counts the joins refused past Deps.InFlight, bound reads it.
+	shed  prometheus.Counter
+	bound atomic.Pointer[InFlight]
 	// outcomes counts the admitted shoppers who left (package analytics):
 	// the leave that freed their slot.
 	outcomes *prometheus.CounterVec
@@ -190,11 +202,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "usher_joins_gathering", Help: "Join requests waiting for their group to be stored and put in line.",
 		}),
 		shed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "usher_joins_shed_total", Help: "Joins refused with 503 because the gateway was answering as many as USHER_JOINS_IN_FLIGHT.",
+			Name: "usher_joins_shed_total", Help: "Joins refused with 503 because the gateway was answering as many as its bound (usher_joins_in_flight_bound).",
 		}),
 		outcomes: analytics.NewOutcomes(),
 	}
-	reg.MustRegister(m.joins, m.polls, m.groups, m.gathering, m.shed, m.outcomes)
+	reg.MustRegister(m.joins, m.polls, m.groups, m.gathering, m.shed, m.outcomes,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "usher_joins_in_flight_bound",
+			Help: "The most joins the gateway answers at once now: USHER_JOINS_IN_FLIGHT, lowered while joins take longer than USHER_JOIN_LATENCY_TARGET.",
+		}, func() float64 {
+			if b := m.bound.Load(); b != nil {
+				return float64((*b).Bound())
+			}
+			return 0
+		}))
 	return m
 }
 
@@ -215,12 +236,14 @@ type joining struct {
 // Join puts the shopper in line: 202 with a new ticket, or 200 with the
 // ticket they already hold while they are in line or admitted.
 func (a *API) Join(c *fiber.Ctx) error {
-	if n := a.inFlight.Add(1); a.maxInFlight > 0 && n > a.maxInFlight {
-		a.inFlight.Add(-1)
-		a.metrics.shed.Inc()
-		return errBusy
+	if a.inFlight != nil {
+		started, ok := a.inFlight.Take()
+		if !ok {
+			a.metrics.shed.Inc()
+			return errBusy
+		}
+		defer a.inFlight.Done(started)
 	}
-	defer a.inFlight.Add(-1)
 	j, err := a.admissible(c)
 	if err != nil {
 		return err
@@ -241,7 +264,7 @@ func (a *API) Join(c *fiber.Ctx) error {
 	return err
 }
 
-// errBusy is the 503 of a join past Deps.JoinsInFlight.
+// errBusy is the 503 of a join past Deps.InFlight.
 var errBusy = problem.Problem{Type: "https://usher.dev/problems/unavailable", Title: "Service Unavailable",
 	Status: fiber.StatusServiceUnavailable, Detail: "the waiting room is taking as many joins as it can answer; retry in a moment", RetryAfter: 1}
 
