@@ -265,7 +265,8 @@ func Open(ctx context.Context, s Settings, name string) (*nats.Conn, jetstream.J
 	if err != nil {
 		return nil, nil, err
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	watch := newStrandWatch(nc, s.Log)
+	js, err := jetstream.New(nc, append(watched(watch), jetstream.WithPublishAsyncMaxPending(4096))...)
 	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
@@ -283,7 +284,7 @@ func Open(ctx context.Context, s Settings, name string) (*nats.Conn, jetstream.J
 		nc.Close()
 		return nil, nil, err
 	}
-	return nc, newStamped(js), nil
+	return nc, newStamped(js, watch), nil
 }
 
 // Declares reports whether the process connected as nc declares the

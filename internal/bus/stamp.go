@@ -19,16 +19,20 @@ import (
 // into another stream by a push consumer (nats-server lets whoever
 // creates one name any deliver subject, see Policy.Permissions), is never
 // stored there.
+//
+// It also tells its watch (nil: none) how each synchronous publish went;
+// the JetStream it wraps tells it of the asynchronous ones (see watched).
 type stamped struct {
 	jetstream.JetStream
 	streams []storedSubject
+	watch   *strandWatch
 }
 
 // storedSubject is a subject pattern and the stream that stores it.
 type storedSubject struct{ pattern, stream string }
 
-func newStamped(js jetstream.JetStream) stamped {
-	s := stamped{JetStream: js}
+func newStamped(js jetstream.JetStream, w *strandWatch) stamped {
+	s := stamped{JetStream: js, watch: w}
 	for _, cfg := range Streams() {
 		for _, p := range cfg.Subjects {
 			s.streams = append(s.streams, storedSubject{p, cfg.Name})
@@ -42,12 +46,18 @@ func newStamped(js jetstream.JetStream) stamped {
 
 // Publish implements jetstream.Publisher.
 func (s stamped) Publish(ctx context.Context, subject string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	return s.JetStream.Publish(ctx, subject, data, s.expect(subject, opts)...)
+	sent := s.watch.clock()
+	ack, err := s.JetStream.Publish(ctx, subject, data, s.expect(subject, opts)...)
+	s.watch.observe(sent, err)
+	return ack, err
 }
 
 // PublishMsg implements jetstream.Publisher.
 func (s stamped) PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	return s.JetStream.PublishMsg(ctx, msg, s.expect(msg.Subject, opts)...)
+	sent := s.watch.clock()
+	ack, err := s.JetStream.PublishMsg(ctx, msg, s.expect(msg.Subject, opts)...)
+	s.watch.observe(sent, err)
+	return ack, err
 }
 
 // PublishAsync implements jetstream.Publisher.

@@ -1,0 +1,123 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// strandedAfter is how long every publish through a connection may go
+// unanswered before the connection moves to another server. A stream's
+// election takes 4 to 9 s, during which no server would do better, so a
+// move every few seconds costs a reconnect and nothing more.
+const strandedAfter = 3 * time.Second
+
+// asyncAckWait is how long an asynchronous publish waits for its ack
+// before it counts as unanswered (its publisher may have stopped waiting
+// sooner).
+const asyncAckWait = 5 * time.Second
+
+// strandWatch moves a connection whose server stores nothing to another
+// server. A NATS server cut off from the rest of its cluster keeps its
+// clients: it is alive and answers pings, so nats.go stays, but nothing
+// it forwards reaches a stream's leader — or it still believes it leads
+// one and can store nothing without a quorum — so every publish through
+// it goes unanswered for as long as the cut lasts, long after the others
+// elected new leaders. The watch reads every publish's outcome; once
+// none sent in strandedAfter was answered, it asks nats.go to reconnect,
+// which takes the next server of the cluster's pool, and gives the new
+// one as long before it moves again.
+type strandWatch struct {
+	reconnect func() error
+	now       func() time.Time
+	log       *slog.Logger
+
+	mu    sync.Mutex
+	since time.Time // when the first unanswered publish since an answer was sent; zero: none
+	moved time.Time // the last move
+}
+
+func newStrandWatch(nc *nats.Conn, log *slog.Logger) *strandWatch {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &strandWatch{reconnect: nc.ForceReconnect, now: time.Now, log: log}
+}
+
+// observe counts the outcome of a publish sent at sent: err is nil for
+// an ack.
+func (w *strandWatch) observe(sent time.Time, err error) {
+	if w == nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !unanswered(err) {
+		w.since = time.Time{}
+		return
+	}
+	if sent.Before(w.moved) {
+		return // through the server left already
+	}
+	if w.since.IsZero() || sent.Before(w.since) {
+		w.since = sent
+	}
+	now := w.now()
+	if now.Sub(w.since) < strandedAfter {
+		return
+	}
+	w.since, w.moved = time.Time{}, now
+	w.log.Warn("no publish answered through this NATS server; moving to another", "for", strandedAfter, "err", err)
+	if err := w.reconnect(); err != nil {
+		w.log.Warn("move to another NATS server", "err", err)
+	}
+}
+
+// unanswered reports whether a publish's error says no stream answered
+// it: no ack in time, no responder, the connection down, JetStream
+// unavailable. An error the stream answered (a duplicate, a wrong
+// expected stream) is an answer.
+func unanswered(err error) bool {
+	if err == nil {
+		return false
+	}
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		return api.Code == 503 // "temporarily unavailable": no leader to answer
+	}
+	return true
+}
+
+// clock is the watch's time, for a publisher to stamp what it sends (any
+// time when there is no watch).
+func (w *strandWatch) clock() time.Time {
+	if w == nil {
+		return time.Time{}
+	}
+	return w.now()
+}
+
+// watched is the JetStream options that feed w with every asynchronous
+// publish's outcome.
+func watched(w *strandWatch) []jetstream.JetStreamOpt {
+	return []jetstream.JetStreamOpt{
+		jetstream.WithPublishAsyncAckHandler(func(jetstream.JetStream, *nats.Msg, *jetstream.PubAck) { w.observe(time.Time{}, nil) }),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) { w.asyncFailed(err) }),
+		jetstream.WithPublishAsyncTimeout(asyncAckWait),
+	}
+}
+
+// asyncFailed counts an asynchronous publish's error: one that timed out
+// was sent asyncAckWait ago.
+func (w *strandWatch) asyncFailed(err error) {
+	sent := w.now()
+	if errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
+		sent = sent.Add(-asyncAckWait)
+	}
+	w.observe(sent, err)
+}
