@@ -188,11 +188,24 @@ fi
 # open-loop generator offering that rate, three times it, and that rate
 # again (loadtest -scenario overload): the accepted joins' p99 and the shed
 # ones' apart, per step.
-: >"$g/over-srv-202" ; : >"$g/over-srv-503" ; : >"$g/over-rate" ; : >"$g/over-202-p99" ; : >"$g/over-shed" ; : >"$g/over-shed-p99" ; : >"$g/over-errors" ; : >"$g/over-back-p99" ; : >"$g/over-lost"
+# On two cores a load tool sharing them with the stack measures its own
+# backlog as much as the stack's answers (it sends at most about half of
+# 3 × what the stack answers), so the stack runs on one CPU and wrk and
+# the load tool on the other for these rounds (BENCH_OVERLOAD_PIN=off: not).
+# pin CPUS moves every stack process (BENCH_STACK_PIDS, from bench.sh, and
+# their children: PostgreSQL's backends) and its threads onto CPUS.
+pin() { local p; for p in ${BENCH_STACK_PIDS:-} $(for q in ${BENCH_STACK_PIDS:-}; do pgrep -P "$q"; done); do taskset -a -p -c "$1" "$p" >/dev/null 2>&1; done; }
+tool=()
+if want overload && [ "${BENCH_OVERLOAD_PIN:-on}" != off ] && [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+  pin 0; tool=(taskset -c "1-$(($(nproc) - 1))")
+  echo "overload: the stack pinned to CPU 0, wrk and the load tool to CPUs 1-$(($(nproc) - 1))"
+fi
+: >"$g/over-rows" ; : >"$g/over-srv-202" ; : >"$g/over-srv-503" ; : >"$g/over-rate" ; : >"$g/over-202-p99" ; : >"$g/over-shed" ; : >"$g/over-shed-p99" ; : >"$g/over-errors" ; : >"$g/over-back-p99" ; : >"$g/over-lost"
 want overload && for r in $(seq 1 "$rounds"); do
-  w=$(timeout 60 wrk -t2 -c256 -d5s --latency -s scripts/bench/join.lua "$gw" -- bjoin "over-$r-$tag" 2>&1 | grep '^WRK')
+  w=$(timeout 60 "${tool[@]}" wrk -t2 -c256 -d5s --latency -s scripts/bench/join.lua "$gw" -- bjoin "over-$r-$tag" 2>&1 | grep '^WRK')
   rate=$(echo "$w" | field rps | cut -d. -f1)
-  timeout 120 bash -c 'lt "$@"' _ -scenario overload -rate "${rate:-5000}" -duration 10s -conns 4096 -out "$g/overload-$r.json" >"$g/overload-$r.txt" 2>&1 || true
+  t0=$(ticks)
+  timeout 120 "${tool[@]}" bash -c 'lt "$@"' _ -scenario overload -rate "${rate:-5000}" -duration 10s -conns 4096 -out "$g/overload-$r.json" >"$g/overload-$r.txt" 2>&1 || true
   s=$g/overload-$r.json
   p202=$(jq -r '.steps[1].codeP99Ms["202"] // empty' "$s"); shed=$(jq -r '[.steps[1].codes["503"], .steps[1].codes["429"]] | map(. // 0) | add' "$s")
   pshed=$(jq -r '.steps[1].codeP99Ms["503"] // empty' "$s"); errs=$(jq -r '.steps[1].codes["error"] // 0' "$s")
@@ -201,12 +214,18 @@ want overload && for r in $(seq 1 "$rounds"); do
   s202=$(own 202); s503=$(own 503)
   echo "overload round $r: answers ${rate:-?} joins/s closed-loop; offered 3× open-loop: accepted $(jq -r '.steps[1].codes["202"] // 0' "$s") p99 ${p202:-?} ms, shed $shed (503 p99 ${pshed:-?} ms), client errors/timeouts $errs; the gateway's own p99 (bucket bound) ${s202:-?} ms accepted, ${s503:-?} ms shed; back at the rate: accepted p99 ${back:-?} ms; lost ${lost:-?}"
   sed -n '/^ *step/,/^invariant/p' "$g/overload-$r.txt"
+  # The gateway's CPU a request over the three steps, accepted and shed alike.
+  gwcpu=$(cpuper "$t0" "$(ticks)" "$(jq -r '[.steps[].requests] | add // 0' "$s")" | grep -o 'gateway [0-9]*' | cut -d' ' -f2)
+  sent=$(jq -r '.steps[1].throughputPerSec // 0 | floor' "$s"); took=$(jq -r '.steps[1].codes["202"] // 0' "$s"); secs=$(jq -r '.steps[1].seconds // 10' "$s")
+  good=$(awk -v a="$took" -v s="$secs" -v r="${rate:-0}" 'BEGIN { if (s > 0 && r > 0) printf "%.0f/s (%.0f %%)", a / s, 100 * a / s / r; else print "–" }')
+  echo "| $r | ${rate:-–}/s | $sent/s | $took, $good | ${p202:-–} ms | ≤ ${s202:-–} ms | $shed | ${pshed:-–} ms | ≤ ${s503:-–} ms | $errs | ${back:-–} ms | ${gwcpu:-–} µs | ${lost:-–} |" >>"$g/over-rows"
   record over-srv-202 "$s202"; record over-srv-503 "$s503"; record over-rate "$rate"; record over-202-p99 "$p202"; record over-shed "$shed"; record over-shed-p99 "$pshed"; record over-errors "$errs"; record over-back-p99 "$back"; record over-lost "$lost"
 done
+[ ${#tool[@]} -gt 0 ] && pin "0-$(($(nproc) - 1))"
 # Three times the streams a notifier holds (USHER_NOTIFIER_MAX_STREAMS,
 # here 3,000 of a notifier of its own): the rest are refused, the ones it
 # holds are told READY as usual.
-: >"$g/sse-over-held" ; : >"$g/sse-over-refused" ; : >"$g/sse-over-p99" ; : >"$g/sse-over-rss"
+: >"$g/sse-over-rows" ; : >"$g/sse-over-held" ; : >"$g/sse-over-refused" ; : >"$g/sse-over-p99" ; : >"$g/sse-over-rss"
 want overload && for r in $(seq 1 "$rounds"); do
   USHER_NOTIFIER_MAX_STREAMS=3000 USHER_NOTIFIER_ADDR=127.0.0.1:$((18110 + r)) bin/notifier >"$g/notifier-over-$r.log" 2>&1 &
   np=$!
@@ -218,8 +237,35 @@ want overload && for r in $(seq 1 "$rounds"); do
   held=$(jq -r '.figures["streams connected"] // empty' "$s"); refused=$(jq -r '.invariants["streams that failed to connect"] // empty' "$s")
   p99=$(jq -r '.steps[0].p99Ms // empty' "$s")
   echo "SSE overload round $r: 9,000 streams offered to a notifier that holds 3,000: held ${held:-?}, refused ${refused:-?} (503 too-many-streams); READY p99 of those held ${p99:-?} ms; the notifier's peak RSS $((${rss:-0} / 1024)) MiB"
+  echo "| $r | 9,000 | ${held:-–} | ${refused:-–} | ${p99:-–} ms | $((${rss:-0} / 1024)) MiB |" >>"$g/sse-over-rows"
   record sse-over-held "$held"; record sse-over-refused "$refused"; record sse-over-p99 "$p99"; record sse-over-rss "$((${rss:-0} / 1024))"
 done
+# BENCH_RELIABILITY=FILE: the rounds above, as FILE's overload block
+# (RELIABILITY.md: make chaos keeps it when it rewrites the rest).
+if want overload && [ -n "${BENCH_RELIABILITY:-}" ]; then
+  {
+    echo "<!-- overload: written by make bench -->"
+    echo "## Overload"
+    echo
+    echo "Written by \`BENCH_ONLY=goals BENCH_GOALS=overload BENCH_ROUNDS=$rounds BENCH_RELIABILITY=$BENCH_RELIABILITY make bench\` on $(date -u '+%F %H:%M UTC') at $(git rev-parse --short HEAD 2>/dev/null), $(nproc) cores, load$(uptime | sed 's/.*load average://') at the end. One node of each store and one gateway ([BENCHMARKS.md](BENCHMARKS.md#the-gate-and-overload) has the stack)${tool[*]:+; the stack pinned to CPU 0, wrk and the load tool to the rest, so that the tool measures the stack rather than its own backlog}."
+    echo
+    echo "Joins: each round measures the joins/s the stack answers closed-loop (\`wrk -c256\`), then \`loadtest -scenario overload -conns 4096\` offers that rate, 3 × it and that rate again, open loop, 10 s each. The columns are the 3 × step's, but the last three (the gateway's CPU is over all three steps, from /proc): goal accepted p99 ≤ 1 s, the rest shed with 503/429 and \`Retry-After\`, none timed out, nothing lost, back at the rate within seconds. The gateway's own p99 is its request histogram's bucket bound."
+    echo
+    echo "| round | answered closed-loop | sent (3 ×) | accepted, per s (of the rate answered) | accepted p99 at the client | the gateway's own | shed | shed p99 at the client | the gateway's own | timeouts | back at the rate: accepted p99 | the gateway's CPU a request | lost |"
+    echo "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    cat "$g/over-rows"
+    echo
+    echo "Streams: 3 × the streams a notifier holds (\`USHER_NOTIFIER_MAX_STREAMS=3000\`, \`loadtest -scenario sse -shoppers 9000 -max-admit-per-tick 500\`); goal: the rest refused at once (503 \`too-many-streams\`), those held told READY, memory bounded."
+    echo
+    echo "| round | offered | held | refused | READY p99 of those held | the notifier's peak RSS |"
+    echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
+    cat "$g/sse-over-rows"
+    echo "<!-- /overload -->"
+  } >"$g/overload.md"
+  f=$BENCH_RELIABILITY
+  { [ -f "$f" ] && awk 'index($0, "<!-- overload:") == 1 {skip = 1} !skip {print} index($0, "<!-- /overload -->") == 1 {skip = 0}' "$f"; echo; cat "$g/overload.md"; } | cat -s >"$g/reliability.md"
+  cp "$g/reliability.md" "$f" && echo "overload: the block written to $f"
+fi
 
 # CPU profiles of the hot paths under wrk (20 s; pprof 10 s of each
 # process from its 5th second): the join (gateway and admitter) and the

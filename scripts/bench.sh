@@ -44,6 +44,9 @@ USHER_NOTIFIER_ADDR=127.0.0.1:18081 bin/notifier >"$work/notifier.log" 2>&1 & pi
 USHER_NOTIFIER_ADDR=127.0.0.1:18091 bin/notifier >"$work/notifier2.log" 2>&1 & pids+=($!)
 # The processes whose CPU time bench-goals.sh charges to each join and poll.
 export BENCH_PROCS="gateway=${pids[3]} admitter=${pids[5]} nats-server=${pids[0]} redis=${pids[1]}"
+# Every process of the stack, PostgreSQL's postmaster among them, for the
+# overload goal to pin them apart from its load tools.
+export BENCH_STACK_PIDS="${pids[*]} $(head -n 1 "$work/pg/postmaster.pid" 2>/dev/null)"
 for _ in $(seq 1 100); do curl -fs http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break; sleep 0.1; done
 lt() { bin/loadtest -gateway http://127.0.0.1:18080 -admin-token bench-admin -notifier http://127.0.0.1:18081 \
   -orderworker-metrics http://127.0.0.1:18083/metrics "$@" 2>/dev/null; }

@@ -70,10 +70,12 @@ func writeReliability(path string, results []result, o options) error {
 		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}
-	// The soak's block (make soak) stays: this run did not measure it.
+	// The soak's and overload's blocks stay: this run measured neither.
 	if old, err := os.ReadFile(path); err == nil {
-		if _, block := cutSoakBlock(string(old)); block != "" {
-			b.WriteString("\n" + block + "\n")
+		for _, name := range keptBlocks {
+			if _, block := cutBlock(string(old), name); block != "" {
+				b.WriteString("\n" + block + "\n")
+			}
 		}
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)

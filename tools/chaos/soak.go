@@ -344,26 +344,29 @@ func writeSoakBlock(path, table string) error {
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	rest, _ := cutSoakBlock(string(old))
+	rest, _ := cutBlock(string(old), "soak")
 	block := soakBegin + "\n## Soak\n\nWritten by `make soak` (`go run ./tools/chaos -scenario soak -soak DURATION -soak-report " +
-		path + "`) on " + time.Now().UTC().Format("2006-01-02 15:04 UTC") + ".\n\n" + table + soakEnd + "\n"
+		path + "`) on " + time.Now().UTC().Format("2006-01-02 15:04 UTC") + ".\n\n" + table + "<!-- /soak -->\n"
 	return os.WriteFile(path, []byte(strings.TrimRight(rest, "\n")+"\n\n"+block), 0o644)
 }
 
-const (
-	soakBegin = "<!-- soak: written by make soak -->"
-	soakEnd   = "<!-- /soak -->"
-)
+const soakBegin = "<!-- soak: written by make soak -->"
 
-// cutSoakBlock splits a file into what is not the soak block, and the
-// block ("" when there is none).
-func cutSoakBlock(s string) (rest, block string) {
-	i := strings.Index(s, soakBegin)
-	j := strings.Index(s, soakEnd)
+// keptBlocks are the parts of RELIABILITY.md other runs write, which make
+// chaos keeps when it rewrites the file: the soak's (make soak) and
+// overload's (make bench's overload goal, scripts/bench-goals.sh).
+var keptBlocks = []string{"soak", "overload"}
+
+// cutBlock splits a file into what is not the block called name — from
+// "<!-- name:" to "<!-- /name -->" — and the block ("" when there is none).
+func cutBlock(s, name string) (rest, block string) {
+	end := "<!-- /" + name + " -->"
+	i := strings.Index(s, "<!-- "+name+":")
+	j := strings.Index(s, end)
 	if i < 0 || j < i {
 		return s, ""
 	}
-	j += len(soakEnd)
+	j += len(end)
 	return s[:i] + strings.TrimLeft(s[j:], "\n"), s[i:j]
 }
 

@@ -92,10 +92,10 @@ usher_redis_pool_connections_other 100
 }
 
 // make soak's block replaces the last one in the file, and make chaos's
-// rewrite of the file keeps it.
+// rewrite of the file keeps it, and overload's block beside it.
 func TestTheSoakBlockIsReplacedAndKept(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "RELIABILITY.md")
-	os.WriteFile(path, []byte("# Reliability\n\ntable\n"), 0o644)
+	os.WriteFile(path, []byte("# Reliability\n\ntable\n\n<!-- overload: written by make bench -->\nshed\n<!-- /overload -->\n"), 0o644)
 	if err := writeSoakBlock(path, "first\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -104,14 +104,14 @@ func TestTheSoakBlockIsReplacedAndKept(t *testing.T) {
 	}
 	b, _ := os.ReadFile(path)
 	s := string(b)
-	if strings.Contains(s, "first") || !strings.Contains(s, "second") || strings.Count(s, soakBegin) != 1 || !strings.HasPrefix(s, "# Reliability\n\ntable\n") {
+	if strings.Contains(s, "first") || !strings.Contains(s, "second") || strings.Count(s, soakBegin) != 1 || !strings.HasPrefix(s, "# Reliability\n\ntable\n") || !strings.Contains(s, "\nshed\n") {
 		t.Fatalf("after two soaks:\n%s", s)
 	}
 	if err := writeReliability(path, nil, options{seed: 1, source: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ = os.ReadFile(path)
-	if !strings.Contains(string(b), "second") || strings.Count(string(b), soakBegin) != 1 {
-		t.Errorf("make chaos's rewrite lost the soak:\n%s", b)
+	if !strings.Contains(string(b), "second") || strings.Count(string(b), soakBegin) != 1 || strings.Count(string(b), "\nshed\n") != 1 {
+		t.Errorf("make chaos's rewrite lost the soak or the overload:\n%s", b)
 	}
 }
