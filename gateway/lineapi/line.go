@@ -178,7 +178,8 @@ type Metrics struct {
 	// joins gathered or being recorded (group.go).
 	groups    prometheus.Counter
 	gathering prometheus.Gauge
-	// shed counts the joins refused past Deps.InFlight, bound reads it.
+	// shed counts the joins refused past Deps.InFlight; bound is that
+	// bound, which usher_joins_in_flight_bound reads.
 	shed  prometheus.Counter
 	bound atomic.Pointer[InFlight]
 	// outcomes counts the admitted shoppers who left (package analytics):
