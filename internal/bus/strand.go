@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// strandedAfter is how long every publish through a connection may go
+// strandedAfter is how long every call through a connection may go
 // unanswered before the connection moves to another server. A stream's
 // election takes 4 to 9 s, during which no server would do better, so a
 // move every few seconds costs a reconnect and nothing more.
@@ -26,10 +26,11 @@ const asyncAckWait = 5 * time.Second
 // server. A NATS server cut off from the rest of its cluster keeps its
 // clients: it is alive and answers pings, so nats.go stays, but nothing
 // it forwards reaches a stream's leader — or it still believes it leads
-// one and can store nothing without a quorum — so every publish through
-// it goes unanswered for as long as the cut lasts, long after the others
-// elected new leaders. The watch reads every publish's outcome; once
-// none sent in strandedAfter was answered, it asks nats.go to reconnect,
+// one and can store nothing without a quorum — so every publish and read
+// through it goes unanswered for as long as the cut lasts, long after the
+// others elected new leaders. The watch reads the outcome of every
+// publish and of every read through a stream handle (Stream); once none
+// sent in strandedAfter was answered, it asks nats.go to reconnect,
 // which takes the next server of the cluster's pool, and gives the new
 // one as long before it moves again.
 type strandWatch struct {
@@ -49,8 +50,8 @@ func newStrandWatch(nc *nats.Conn, log *slog.Logger) *strandWatch {
 	return &strandWatch{reconnect: nc.ForceReconnect, now: time.Now, log: log}
 }
 
-// observe counts the outcome of a publish sent at sent: err is nil for
-// an ack.
+// observe counts the outcome of a publish or read sent at sent: err is
+// nil for an answer.
 func (w *strandWatch) observe(sent time.Time, err error) {
 	if w == nil || errors.Is(err, context.Canceled) {
 		return
@@ -72,16 +73,15 @@ func (w *strandWatch) observe(sent time.Time, err error) {
 		return
 	}
 	w.since, w.moved = time.Time{}, now
-	w.log.Warn("no publish answered through this NATS server; moving to another", "for", strandedAfter, "err", err)
+	w.log.Warn("nothing answered through this NATS server; moving to another", "for", strandedAfter, "err", err)
 	if err := w.reconnect(); err != nil {
 		w.log.Warn("move to another NATS server", "err", err)
 	}
 }
 
-// unanswered reports whether a publish's error says no stream answered
-// it: no ack in time, no responder, the connection down, JetStream
+// unanswered reports whether a call's error says no stream answered it: no ack in time, no responder, the connection down, JetStream
 // unavailable. An error the stream answered (a duplicate, a wrong
-// expected stream) is an answer.
+// expected stream, no such message) is an answer.
 func unanswered(err error) bool {
 	if err == nil {
 		return false
@@ -120,4 +120,38 @@ func (w *strandWatch) asyncFailed(err error) {
 		sent = sent.Add(-asyncAckWait)
 	}
 	w.observe(sent, err)
+}
+
+// Stream returns the named stream's handle, whose reads of one message
+// (the last of a subject, one by sequence) tell the watch how they went:
+// an admitter's tick reads a stream's head before it publishes, and
+// through a cut-off server those reads are what goes unanswered first.
+func (s stamped) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	sent := s.watch.clock()
+	st, err := s.JetStream.Stream(ctx, name)
+	s.watch.observe(sent, err)
+	if err != nil || s.watch == nil {
+		return st, err
+	}
+	return watchedStream{Stream: st, watch: s.watch}, nil
+}
+
+// watchedStream is a stream handle whose one-message reads feed a watch.
+type watchedStream struct {
+	jetstream.Stream
+	watch *strandWatch
+}
+
+func (w watchedStream) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	sent := w.watch.clock()
+	m, err := w.Stream.GetLastMsgForSubject(ctx, subject)
+	w.watch.observe(sent, err)
+	return m, err
+}
+
+func (w watchedStream) GetMsg(ctx context.Context, seq uint64, opts ...jetstream.GetMsgOpt) (*jetstream.RawStreamMsg, error) {
+	sent := w.watch.clock()
+	m, err := w.Stream.GetMsg(ctx, seq, opts...)
+	w.watch.observe(sent, err)
+	return m, err
 }

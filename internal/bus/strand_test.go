@@ -85,3 +85,25 @@ func TestAnAsynchronousPublishTimedOutMoves(t *testing.T) {
 		t.Errorf("moves after an async publish timed out = %d, want 1", *moves)
 	}
 }
+
+// unansweredStream is a stream whose reads all time out.
+type unansweredStream struct{ jetstream.Stream }
+
+func (unansweredStream) GetLastMsgForSubject(context.Context, string) (*jetstream.RawStreamMsg, error) {
+	return nil, context.DeadlineExceeded
+}
+
+// A stream's reads count as its publishes do: an admitter's tick reads a
+// stream's head before it publishes anything.
+func TestUnansweredReadsMove(t *testing.T) {
+	now := time.Unix(1000, 0)
+	w, moves := watchOn(&now)
+	st := watchedStream{Stream: unansweredStream{}, watch: w}
+	for range 4 {
+		st.GetLastMsgForSubject(context.Background(), "usher.admitted.q")
+		now = now.Add(time.Second)
+	}
+	if *moves != 1 {
+		t.Errorf("moves after 4 s of unanswered reads = %d, want 1", *moves)
+	}
+}

@@ -55,6 +55,7 @@ type options struct {
 	skewRef     string // the previous release, for version-skew
 	soak        time.Duration
 	soakReport  string
+	partition   time.Duration // 0: the timing's
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -75,6 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.skewRef, "skew-ref", "", "the previous release version-skew runs half the copies on (default $CHAOS_SKEW_REF, else "+defaultSkewRef+")")
 	fs.DurationVar(&o.soak, "soak", 10*time.Minute, "how long the soak scenario runs its load (an hour for the published figures)")
 	fs.StringVar(&o.soakReport, "soak-report", "", "put the soak's table in this file (RELIABILITY.md: make soak)")
+	fs.DurationVar(&o.partition, "partition", 0, "how long the partition scenarios hold their cut (partition-nats-leader: at least until the election and 2 s more); default 12s, -quick 6s")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: go run ./tools/chaos -list | -scenario NAME[,NAME…] [-seed N] | -all [-reliability FILE]\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -158,7 +160,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fmt.Fprintf(stdout, "chaos: services built from %s\n", o.source)
 	out := &lockedWriter{w: stdout}
 	re := &runEnv{bins: bins, tmp: tmp, pgTmpl: tmpl, out: o.out, quick: o.quick, keep: o.keep,
-		soak: o.soak, soakReport: o.soakReport, progress: out, began: start}
+		soak: o.soak, soakReport: o.soakReport, partition: o.partition, progress: out, began: start}
 	results := runAll(ctx, re, chosen, o.seed, o.parallel, out)
 	fmt.Fprintf(stdout, "\nchaos: %d scenario(s) in %s\n", len(results), time.Since(start).Round(time.Second))
 	if err := writeResults(stdout, o, results); err != nil {

@@ -121,6 +121,7 @@ type runEnv struct {
 	// soak and soakReport: timing's, from -soak and -soak-report.
 	soak       time.Duration
 	soakReport string
+	partition  time.Duration // from -partition; 0: the timing's
 	progress   io.Writer
 	began      time.Time
 }
@@ -132,10 +133,13 @@ func (re *runEnv) say(format string, args ...any) {
 }
 
 // reproduce is the command that runs one scenario again.
-func reproduce(name string, seed uint64, quick bool) string {
+func reproduce(name string, seed uint64, re *runEnv) string {
 	cmd := fmt.Sprintf("go run ./tools/chaos -scenario %s -seed %d", name, seed)
-	if quick {
+	if re.quick {
 		cmd += " -quick"
+	}
+	if re.partition > 0 {
+		cmd += " -partition " + re.partition.String()
 	}
 	return cmd
 }
@@ -150,7 +154,7 @@ func seedFor(name string, seed uint64) uint64 {
 // lets the system settle, gathers the evidence and judges it.
 func runScenario(ctx context.Context, re *runEnv, sc scenario, seed uint64) (res result) {
 	started := time.Now()
-	res = result{Scenario: sc.name, Seed: seed, Command: reproduce(sc.name, seed, re.quick), Injected: sc.what, Started: started,
+	res = result{Scenario: sc.name, Seed: seed, Command: reproduce(sc.name, seed, re), Injected: sc.what, Started: started,
 		Queues: workload(re.quick)}
 	if sc.steady {
 		res.Queues = steadyWorkload()
@@ -231,6 +235,9 @@ func (r *scenarioRun) openFault() error {
 		t = quickTiming
 	}
 	t.soak, t.soakReport = r.re.soak, r.re.soakReport
+	if r.re.partition > 0 {
+		t.partition = r.re.partition
+	}
 	tl := &timeline{RecoverFromHeal: r.sc.recoverFromHeal, Bound: r.sc.bound, PartialRedisLoss: r.sc.partialRedisLoss}
 	r.f = &fault{s: r.s, rng: rng, j: j, tl: tl, t: t}
 	return nil
