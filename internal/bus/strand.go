@@ -47,7 +47,14 @@ func newStrandWatch(nc *nats.Conn, log *slog.Logger) *strandWatch {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &strandWatch{reconnect: nc.ForceReconnect, now: time.Now, log: log}
+	return &strandWatch{reconnect: func() error {
+		// One server (make run, a test's) is no cluster to move in:
+		// reconnecting to it again would only drop what is in flight.
+		if len(nc.Servers()) < 2 {
+			return errOneServer
+		}
+		return nc.ForceReconnect()
+	}, now: time.Now, log: log}
 }
 
 // observe counts the outcome of a publish or read sent at sent: err is
@@ -73,11 +80,18 @@ func (w *strandWatch) observe(sent time.Time, err error) {
 		return
 	}
 	w.since, w.moved = time.Time{}, now
-	w.log.Warn("nothing answered through this NATS server; moving to another", "for", strandedAfter, "err", err)
-	if err := w.reconnect(); err != nil {
-		w.log.Warn("move to another NATS server", "err", err)
+	switch moveErr := w.reconnect(); {
+	case errors.Is(moveErr, errOneServer):
+	case moveErr != nil:
+		w.log.Warn("nothing answered through this NATS server; could not move to another", "for", strandedAfter, "err", err, "move", moveErr)
+	default:
+		w.log.Warn("nothing answered through this NATS server; moving to another", "for", strandedAfter, "err", err)
 	}
 }
+
+// errOneServer is a move's answer when the connection knows no other
+// server.
+var errOneServer = errors.New("no other NATS server to move to")
 
 // unanswered reports whether a call's error says no stream answered it: no ack in time, no responder, the connection down, JetStream
 // unavailable. An error the stream answered (a duplicate, a wrong
