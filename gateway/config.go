@@ -191,28 +191,30 @@ func joinGrouping(env *config.Env) lineapi.Grouping {
 	return g
 }
 
-// gateRecheck reads USHER_GATE_RECHECK: how long the gate trusts the line's
-// word that a pass's admission holds its slot (gate.DefaultRecheck; 0:
-// ask on every request). At most 5 s: a freed slot's pass must not outlive
-// it by more than a moment, and a pass's use is recorded no more rarely
-// (the shortest passIdle is 10 s).
+// durationOrOff reads the duration name (def when unset), where "0"
+// turns off what it times; config.Env.Duration alone takes positive ones.
+func durationOrOff(env *config.Env, name string, def time.Duration) time.Duration {
+	if env.String(name, "") == "0" {
+		return 0
+	}
+	return env.Duration(name, def)
+}
+
 // joinLatencyTarget is USHER_JOIN_LATENCY_TARGET: 250 ms by default, 0 to
 // keep the bound on joins in flight fixed. A join's answer waits for the
 // stream's ack and the line's script, a few milliseconds when the stack
 // keeps up, so a tenth of joins past a quarter second means it does not.
 func joinLatencyTarget(env *config.Env) time.Duration {
-	if env.String("USHER_JOIN_LATENCY_TARGET", "") == "0" {
-		return 0
-	}
-	return env.Duration("USHER_JOIN_LATENCY_TARGET", 250*time.Millisecond)
+	return durationOrOff(env, "USHER_JOIN_LATENCY_TARGET", 250*time.Millisecond)
 }
 
+// gateRecheck reads USHER_GATE_RECHECK: how long the gate trusts the line's
+// word that a pass's admission holds its slot (gate.DefaultRecheck; 0:
+// ask on every request). At most 5 s: a freed slot's pass must not outlive
+// it by more than a moment, and a pass's use is recorded no more rarely
+// (the shortest passIdle is 10 s).
 func gateRecheck(env *config.Env) time.Duration {
-	v := env.String("USHER_GATE_RECHECK", "")
-	if v == "0" {
-		return 0
-	}
-	d := env.Duration("USHER_GATE_RECHECK", gate.DefaultRecheck)
+	d := durationOrOff(env, "USHER_GATE_RECHECK", gate.DefaultRecheck)
 	if d > 5*time.Second {
 		env.Check(fmt.Errorf("USHER_GATE_RECHECK=%s: want 0 to 5s", d))
 	}

@@ -157,14 +157,6 @@ func (g *gateway) defaults() {
 	}
 }
 
-// inFlight is the bound on the joins answered at once, nil for none.
-func (g *gateway) inFlight() lineapi.InFlight {
-	if g.joinsInFlight <= 0 {
-		return nil
-	}
-	return inflight.New(g.joinsInFlight, g.joinLatency, g.now)
-}
-
 // rooms builds the rooms, inside out: the rate limits and the place
 // writer first, then the door, which the line API asks, then the orders'
 // front and the admin rooms, and the page, which runs the others'
@@ -185,7 +177,7 @@ func (g *gateway) rooms() rooms {
 	r.line = lineapi.New(lineapi.Deps{Line: ln.line, Invites: ln.drop, Admission: ln.admission, Queues: g.queues, Events: g.events, Tickets: g.tickets,
 		Places: places, Door: r.door, Users: g.users, Limits: limits, Now: g.now, Earliest: g.earliest,
 		Epoch: g.epoch, Log: g.log, Metrics: g.metrics.line, Grouping: g.joins,
-		InFlight: g.inFlight()})
+		InFlight: inflight.New(g.joinsInFlight, g.joinLatency, g.now)})
 	r.orders = orderapi.New(orderapi.Deps{Line: ln.claims, Records: g.orders, Keys: g.keys, Queues: g.queues,
 		Events: g.events, Users: g.users, Limits: limits, Now: g.now, Epoch: g.epoch, Hold: g.orderHold, Log: g.log})
 	r.admin = admin.New(admin.Deps{Queues: g.queues, Line: adminLine{ln.line, ln.admission, ln.drop, ln.claims}, Events: g.events, Stock: g.stock, Sales: g.sales,
