@@ -20,8 +20,9 @@ import (
 // creates one name any deliver subject, see Policy.Permissions), is never
 // stored there.
 //
-// It also tells its watch (nil: none) how each synchronous publish went;
-// the JetStream it wraps tells it of the asynchronous ones (see watched).
+// It also tells its watch (nil: none) how each synchronous publish and
+// each one-message read through a stream handle it gives went; the
+// JetStream it wraps tells it of the asynchronous publishes (see watched).
 type stamped struct {
 	jetstream.JetStream
 	streams []storedSubject
@@ -46,18 +47,28 @@ func newStamped(js jetstream.JetStream, w *strandWatch) stamped {
 
 // Publish implements jetstream.Publisher.
 func (s stamped) Publish(ctx context.Context, subject string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	sent := s.watch.clock()
-	ack, err := s.JetStream.Publish(ctx, subject, data, s.expect(subject, opts)...)
-	s.watch.observe(sent, err)
-	return ack, err
+	return watchedCall(s.watch, func() (*jetstream.PubAck, error) {
+		return s.JetStream.Publish(ctx, subject, data, s.expect(subject, opts)...)
+	})
 }
 
 // PublishMsg implements jetstream.Publisher.
 func (s stamped) PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	sent := s.watch.clock()
-	ack, err := s.JetStream.PublishMsg(ctx, msg, s.expect(msg.Subject, opts)...)
-	s.watch.observe(sent, err)
-	return ack, err
+	return watchedCall(s.watch, func() (*jetstream.PubAck, error) {
+		return s.JetStream.PublishMsg(ctx, msg, s.expect(msg.Subject, opts)...)
+	})
+}
+
+// Stream returns the named stream's handle, whose one-message reads (the
+// last of a subject, one by sequence) tell the watch how they went: an
+// admitter's tick reads a stream's head before it publishes, and through
+// a cut-off server those reads are what goes unanswered first.
+func (s stamped) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	st, err := watchedCall(s.watch, func() (jetstream.Stream, error) { return s.JetStream.Stream(ctx, name) })
+	if err != nil || s.watch == nil {
+		return st, err
+	}
+	return watchedStream{Stream: st, watch: s.watch}, nil
 }
 
 // PublishAsync implements jetstream.Publisher.

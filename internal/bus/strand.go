@@ -39,7 +39,7 @@ type strandWatch struct {
 	log       *slog.Logger
 
 	mu    sync.Mutex
-	since time.Time // when the first unanswered publish since an answer was sent; zero: none
+	since time.Time // when the first unanswered call since an answer was sent; zero: none
 	moved time.Time // the last move
 }
 
@@ -93,7 +93,8 @@ func (w *strandWatch) observe(sent time.Time, err error) {
 // server.
 var errOneServer = errors.New("no other NATS server to move to")
 
-// unanswered reports whether a call's error says no stream answered it: no ack in time, no responder, the connection down, JetStream
+// unanswered reports whether a call's error says no stream answered it:
+// no ack in time, no responder, the connection down, JetStream
 // unavailable. An error the stream answered (a duplicate, a wrong
 // expected stream, no such message) is an answer.
 func unanswered(err error) bool {
@@ -107,13 +108,16 @@ func unanswered(err error) bool {
 	return true
 }
 
-// clock is the watch's time, for a publisher to stamp what it sends (any
-// time when there is no watch).
-func (w *strandWatch) clock() time.Time {
+// watchedCall makes a call through w's connection and tells w how it went
+// (with no watch, only makes it).
+func watchedCall[T any](w *strandWatch, call func() (T, error)) (T, error) {
 	if w == nil {
-		return time.Time{}
+		return call()
 	}
-	return w.now()
+	sent := w.now()
+	v, err := call()
+	w.observe(sent, err)
+	return v, err
 }
 
 // watched is the JetStream options that feed w with every asynchronous
@@ -136,20 +140,6 @@ func (w *strandWatch) asyncFailed(err error) {
 	w.observe(sent, err)
 }
 
-// Stream returns the named stream's handle, whose reads of one message
-// (the last of a subject, one by sequence) tell the watch how they went:
-// an admitter's tick reads a stream's head before it publishes, and
-// through a cut-off server those reads are what goes unanswered first.
-func (s stamped) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
-	sent := s.watch.clock()
-	st, err := s.JetStream.Stream(ctx, name)
-	s.watch.observe(sent, err)
-	if err != nil || s.watch == nil {
-		return st, err
-	}
-	return watchedStream{Stream: st, watch: s.watch}, nil
-}
-
 // watchedStream is a stream handle whose one-message reads feed a watch.
 type watchedStream struct {
 	jetstream.Stream
@@ -157,15 +147,9 @@ type watchedStream struct {
 }
 
 func (w watchedStream) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	sent := w.watch.clock()
-	m, err := w.Stream.GetLastMsgForSubject(ctx, subject)
-	w.watch.observe(sent, err)
-	return m, err
+	return watchedCall(w.watch, func() (*jetstream.RawStreamMsg, error) { return w.Stream.GetLastMsgForSubject(ctx, subject) })
 }
 
 func (w watchedStream) GetMsg(ctx context.Context, seq uint64, opts ...jetstream.GetMsgOpt) (*jetstream.RawStreamMsg, error) {
-	sent := w.watch.clock()
-	m, err := w.Stream.GetMsg(ctx, seq, opts...)
-	w.watch.observe(sent, err)
-	return m, err
+	return watchedCall(w.watch, func() (*jetstream.RawStreamMsg, error) { return w.Stream.GetMsg(ctx, seq, opts...) })
 }
