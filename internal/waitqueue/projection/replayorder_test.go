@@ -125,10 +125,11 @@ func TestAnAcceptedOrderSurvivesAReplayInAnyOrder(t *testing.T) {
 
 // What a replay honours is an order the line accepted, and only that: the
 // stream must have stored the request before the admission expired and
-// before the leave — its own requestedAt, which whoever publishes writes,
-// does not count — and a token redeemed once is never another order's.
-// A request published on the bus for a token that expired or was given
-// up unclaimed still orders nothing.
+// no later than the leave (see TestARequestStoredInTheLeavesMillisecondStands)
+// — its own requestedAt, which whoever publishes writes, does not count —
+// and a token redeemed once is never another order's. A request published
+// on the bus for a token that expired or was given up unclaimed still
+// orders nothing.
 func TestAReplayHonoursOnlyRequestsStoredBeforeTheExpiryAndTheLeave(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -159,17 +160,21 @@ func TestAReplayHonoursOnlyRequestsStoredBeforeTheExpiryAndTheLeave(t *testing.T
 			if tc.left > 0 {
 				end = claimed.Add(tc.left)
 			}
-			tests := []struct {
+			type row struct {
 				name string
 				req  waitqueue.OrderEvent
 				want waitqueue.Redemption
-			}{
-				{"stored at the end, claimed before it", with("ord_at", end), tc.want},
+			}
+			var tests []row
+			if tc.left == 0 {
+				tests = append(tests, row{"stored at the expiry, claimed before it", with("ord_at", end), tc.want})
+			}
+			tests = append(tests, []row{
 				{"stored after it, claimed before it", with("ord_after", end.Add(time.Second)), tc.want},
 				{"stored at an unknown time", with("ord_unknown", time.Time{}), tc.want},
 				{"stored before it", req, waitqueue.Redeemed},
 				{"another order on the redeemed token", with("ord_other", claimed), waitqueue.RedeemConflict},
-			}
+			}...)
 			for _, tt := range tests {
 				if got := redeem(tt.req); got != tt.want {
 					t.Errorf("%s: RedeemRequest(%s) = %s, want %s", tt.name, tt.req.OrderID, got, tt.want)
@@ -177,6 +182,38 @@ func TestAReplayHonoursOnlyRequestsStoredBeforeTheExpiryAndTheLeave(t *testing.T
 			}
 			if st, _ := s.Stats(ctx, q); st.Active != 1 {
 				t.Fatalf("%d active after the redemption, want her slot held again", st.Active)
+			}
+		})
+	}
+}
+
+// A request and a leave the streams stored in the same millisecond — two
+// streams, two leaders' clocks — cannot be told apart by time, and the
+// request stands: it exists only because the claim script accepted it,
+// and a leave applied before the claim would have refused it. A request
+// stored a millisecond after the leave does not.
+func TestARequestStoredInTheLeavesMillisecondStands(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		after time.Duration // the request's storing after the leave's
+		want  waitqueue.Redemption
+	}{
+		{"same millisecond", 0, waitqueue.Redeemed},
+		{"a millisecond after", time.Millisecond, waitqueue.RedeemLeft},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, q := linetest.New(t)
+			now, err := s.Now(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := acceptedOrder(q, now.Add(-3*time.Second), now.Add(time.Minute), true)
+			replay(t, s, q, h, waitqueue.StreamEntries, waitqueue.StreamAdmissions)
+			req := h.orders[0]
+			req.Stored = h.entries[1].At.Add(tc.after)
+			if got := redeemer(t, s, q)(req); got != tc.want {
+				t.Fatalf("RedeemRequest of a request stored %v after the leave = %s, want %s", tc.after, got, tc.want)
 			}
 		})
 	}

@@ -197,7 +197,11 @@ end
 -- given the record's status st, expiresAt and leftAt: any record but one
 -- used by an order already (or an alias), and one a replay finished —
 -- expired, or left — when the stream stored the request before the
--- admission expired and before the leave. The claim script refuses an
+-- admission expired and no later than the leave. A request and a leave
+-- stored in the same millisecond (by two streams' leaders, on two clocks)
+-- cannot be ordered by their times; the request stands, since it exists
+-- only because the claim script accepted it, which an applied leave
+-- refuses. The claim script refuses an
 -- expired or left entry, and a leave or an expiry finds a claimed entry
 -- used and changes nothing, so such a record is a replay's that applied
 -- the streams one at a time (the admission, or a later leave, before the
@@ -210,7 +214,7 @@ local function requested(st, stored, expiresAt, leftAt)
   if st ~= 'expired' and st ~= 'left' then return false end
   stored = tonumber(stored)
   if stored <= 0 or (expiresAt and stored >= tonumber(expiresAt)) then return false end
-  return st == 'expired' or (leftAt ~= nil and leftAt ~= false and stored < tonumber(leftAt))
+  return st == 'expired' or (leftAt ~= nil and leftAt ~= false and stored <= tonumber(leftAt))
 end
 -- setStock records a SKU's stock as the store reported it, unless a later
 -- version is recorded already (reports race; versions order them).
