@@ -60,15 +60,16 @@ func (s stamped) PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstrea
 }
 
 // Stream returns the named stream's handle, whose one-message reads (the
-// last of a subject, one by sequence) tell the watch how they went: an
-// admitter's tick reads a stream's head before it publishes, and through
-// a cut-off server those reads are what goes unanswered first.
+// last of a subject, one by sequence) the stream's leader answers (see
+// leaderStream) and which tell the watch how they went: an admitter's
+// tick reads a stream's head before it publishes, and through a cut-off
+// server those reads are what goes unanswered first.
 func (s stamped) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
 	st, err := watchedCall(s.watch, func() (jetstream.Stream, error) { return s.JetStream.Stream(ctx, name) })
-	if err != nil || s.watch == nil {
-		return st, err
+	if err != nil {
+		return nil, err
 	}
-	return watchedStream{Stream: st, watch: s.watch}, nil
+	return leaderStream{Stream: st, name: name, nc: s.Conn(), watch: s.watch}, nil
 }
 
 // PublishAsync implements jetstream.Publisher.

@@ -139,17 +139,3 @@ func (w *strandWatch) asyncFailed(err error) {
 	}
 	w.observe(sent, err)
 }
-
-// watchedStream is a stream handle whose one-message reads feed a watch.
-type watchedStream struct {
-	jetstream.Stream
-	watch *strandWatch
-}
-
-func (w watchedStream) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	return watchedCall(w.watch, func() (*jetstream.RawStreamMsg, error) { return w.Stream.GetLastMsgForSubject(ctx, subject) })
-}
-
-func (w watchedStream) GetMsg(ctx context.Context, seq uint64, opts ...jetstream.GetMsgOpt) (*jetstream.RawStreamMsg, error) {
-	return watchedCall(w.watch, func() (*jetstream.RawStreamMsg, error) { return w.Stream.GetMsg(ctx, seq, opts...) })
-}

@@ -7,7 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"usher/internal/event"
+	"usher/internal/testenv"
 )
 
 // watchOn is a strand watch on a test clock that counts its moves.
@@ -86,19 +90,17 @@ func TestAnAsynchronousPublishTimedOutMoves(t *testing.T) {
 	}
 }
 
-// unansweredStream is a stream whose reads all time out.
-type unansweredStream struct{ jetstream.Stream }
-
-func (unansweredStream) GetLastMsgForSubject(context.Context, string) (*jetstream.RawStreamMsg, error) {
-	return nil, context.DeadlineExceeded
-}
-
 // A stream's reads count as its publishes do: an admitter's tick reads a
 // stream's head before it publishes anything.
 func TestUnansweredReadsMove(t *testing.T) {
 	now := time.Unix(1000, 0)
 	w, moves := watchOn(&now)
-	st := watchedStream{Stream: unansweredStream{}, watch: w}
+	nc, err := nats.Connect(testenv.NATS(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close() // every read fails unanswered
+	st := leaderStream{name: event.StreamAdmissions, nc: nc, watch: w}
 	for range 4 {
 		st.GetLastMsgForSubject(context.Background(), "usher.admitted.q")
 		now = now.Add(time.Second)
