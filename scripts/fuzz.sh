@@ -36,7 +36,7 @@ go list -f '{{.Dir}}' ./... ./tools/... | while read -r dir; do
   # testdata/fuzz). go test -fuzz would link it again for every target.
   set -- $targets
   bin="$fuzzbin/${pkg//\//_}.test"
-  go test "$pkg" -c -o "$bin" -fuzz "^$1\$"
+  go test "$pkg" -trimpath -c -o "$bin" -fuzz "^$1\$" # -trimpath: see scripts/test.sh
   for target in $targets; do
     echo "fuzz $pkg $target ($fuzztime)"
     (cd "$dir" && timeout 600 "$bin" -test.run '^$' -test.fuzz "^${target}\$" -test.fuzztime "$fuzztime" \
