@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -266,7 +265,7 @@ func (h hookError) Error() string { return h.err.Error() }
 func (a *admitter) tick(ctx context.Context, cfg catalog.Config, kick func()) (time.Duration, error) {
 	start := time.Now()
 	tickLen := time.Duration(cfg.TickMs) * time.Millisecond
-	if err := a.recordAbandoned(ctx, cfg.Name); err != nil {
+	if err := a.recordLeaves(ctx, cfg.Name); err != nil {
 		return tickLen, err
 	}
 	if err := a.drawIfDue(ctx, cfg); err != nil {
@@ -382,18 +381,21 @@ func (a *admitter) settleState(ctx context.Context, cfg catalog.Config, res wait
 }
 
 // announceTick puts a due tick's outcome on the record in the order the
-// audit needs: the leaves of the shoppers it found gone, then the outbox.
-// behind says the line has not caught up with the streams, and the queue
-// should try again in a moment rather than a tick.
+// audit needs: the leaves the line took before it admitted, then the
+// outbox. behind says the line has not caught up with the streams, and the
+// queue should try again in a moment rather than a tick.
 func (a *admitter) announceTick(ctx context.Context, q string, res waitqueue.TickResult, kick func()) (behind bool, err error) {
-	if res.Abandoned > 0 {
-		// The script took the gone out of the line before it admitted
-		// anyone behind them: their leaves go on the record before those
-		// admissions are announced, so the streams (and the audit, which
-		// judges from them alone) never show a shopper passed while still
-		// waiting. A crash in between leaves both outboxes, and the next
-		// tick records the leaves first too.
-		if err := a.recordAbandoned(ctx, q); err != nil {
+	if res.Abandoned > 0 || res.Admitted > 0 {
+		// The script admitted behind the shoppers it found gone, and behind
+		// those who left before it ran, whose gateways may not have stored
+		// their leaves yet (the line takes a leave first): every such leave
+		// goes on the record before those admissions are announced, so the
+		// streams (and the audit, which judges from them alone) never show
+		// a shopper passed while still waiting. A gateway storing the same
+		// leave meanwhile is a repeat the stream drops. A crash in between
+		// leaves both outboxes, and the next tick records the leaves first
+		// too.
+		if err := a.recordLeaves(ctx, q); err != nil {
 			return false, err
 		}
 	}
@@ -639,50 +641,51 @@ const passthroughTarget = 1 << 30
 // the gateways took into the pre-queue before the opening is in the stream.
 const drawGrace = time.Second
 
-// recordAbandoned records on the entries stream the leaves of shoppers
-// the line found gone (see waitqueue's admitScript), with a message id per
-// entry so a repeat is dropped, and trims what the stream stored. The line
-// took them out already; the record is what a replay of the stream (after
-// Redis lost its data) and the audit go by.
-func (a *admitter) recordAbandoned(ctx context.Context, q string) error {
-	gone, err := a.admission.AbandonedOutbox(ctx, q, 512)
+// recordLeaves records on the entries stream the leaves the line took
+// that no event holds yet: shoppers the line found gone (see waitqueue's
+// admitScript), and shoppers' own leaves their gateway did not store (its
+// publish failed, or it stopped between the line and the stream; see
+// line.Leave). Each has the message id its first publisher used, so a
+// repeat is dropped, and what the stream stored is trimmed. The line took
+// them out already; the record is what a replay of the stream (after Redis
+// lost its data) and the audit go by.
+func (a *admitter) recordLeaves(ctx context.Context, q string) error {
+	gone, err := a.admission.LeavesToRecord(ctx, q, 512)
 	if err != nil || len(gone) == 0 {
 		return err
 	}
 	epoch := a.epoch()
 	futures := make([]jetstream.PubAckFuture, 0, len(gone))
 	for _, g := range gone {
-		id := "abandoned/" + q + "/" + epoch + "/" + strconv.FormatUint(g.Seq, 10)
-		body, err := event.Marshal(id, event.TypeLeft, g.User, a.now(), event.Left{Queue: q, User: g.User, Seq: g.Seq,
-			Reason: waitqueue.ReasonAbandoned})
+		id, body, err := event.NewLeft(event.Left{Queue: q, User: g.User, Seq: g.Seq, Reason: g.Reason}, epoch, a.now())
 		if err != nil {
 			return err
 		}
 		f, err := a.events.PublishAsync(event.LeaveSubject(q), body, jetstream.WithMsgID(id))
 		if err != nil {
-			return fmt.Errorf("record abandoned: %w", err)
+			return fmt.Errorf("record leaves: %w", err)
 		}
 		futures = append(futures, f)
 	}
 	wctx, cancel := context.WithTimeout(ctx, publishWait)
 	defer cancel()
-	var done []uint64
+	var done []waitqueue.UnrecordedLeave
 	var firstErr error
 	for i, f := range futures {
 		select {
 		case <-f.Ok():
-			done = append(done, gone[i].Seq)
+			done = append(done, gone[i])
 		case err := <-f.Err():
 			if firstErr == nil {
-				firstErr = fmt.Errorf("abandoned %s/%d not recorded: %w", q, gone[i].Seq, err)
+				firstErr = fmt.Errorf("leave %s/%d not recorded: %w", q, gone[i].Seq, err)
 			}
 		case <-wctx.Done():
 			if firstErr == nil {
-				firstErr = fmt.Errorf("abandoned not acknowledged: %w", wctx.Err())
+				firstErr = fmt.Errorf("leaves not acknowledged: %w", wctx.Err())
 			}
 		}
 	}
-	if err := a.admission.AbandonedRecorded(ctx, q, done); err != nil {
+	if err := a.admission.LeavesRecorded(ctx, q, done); err != nil {
 		return err
 	}
 	return firstErr

@@ -22,6 +22,7 @@ import (
 	"usher/internal/orders"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/linetest"
 	"usher/internal/waitqueue/roles"
 )
 
@@ -482,7 +483,7 @@ func TestAtClosesAtNobodyMoreIsAdmittedAndTheQueueCloses(t *testing.T) {
 	}
 	// The first shopper's slot comes free: before closesAt the second would
 	// be admitted at the next tick.
-	if _, err := w.line.Leave(ctx, w.queue, first, "u0"); err != nil {
+	if _, err := linetest.Leave(ctx, w.line, w.queue, first, "u0"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // fifteen ticks
@@ -639,6 +640,47 @@ func TestAbandonedShoppersAreRecordedBeforeTheAdmissionPassingThem(t *testing.T)
 		if left[g].IsZero() || !left[g].Before(admitted[next]) {
 			t.Errorf("seq %d's leave stored at %s, next's admission at %s: want the leave first", g, left[g], admitted[next])
 		}
+	}
+}
+
+// A shopper's leave the line took but its gateway never stored — its
+// publish failed, or it stopped between the line and the stream — is
+// recorded by the admitter, under the id the gateway would have used (the
+// gateway's own record, coming late, is dropped as a repeat), and only
+// then is the slot it kept given to the next shopper: the stream says the
+// slot came back before it says it went again.
+func TestALeaveTheGatewayDidNotStoreIsRecordedByTheAdmitter(t *testing.T) {
+	w := newWorld(t, cfg(1, 50, 300))
+	w.start(hooks{})
+	holder, bob := w.join("holder"), w.join("bob")
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		return w.status(holder) == waitqueue.Admitted && w.status(bob) == waitqueue.Waiting
+	}, "holder admitted, bob in line")
+	if had, toRecord, err := w.line.Leave(t.Context(), w.queue, holder, "holder"); err != nil || had != waitqueue.Admitted || !toRecord {
+		t.Fatalf("Leave(holder) = %s, %t, %v; want admitted, to record", had, toRecord, err)
+	}
+	var left, admitted map[uint64]time.Time
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		left = w.storedAt(event.StreamEntries, event.LeaveSubject(w.queue), event.TypeLeft)
+		admitted = w.storedAt(event.StreamAdmissions, event.AdmittedSubject(w.queue), event.TypeAdmitted)
+		return !left[holder].IsZero() && !admitted[bob].IsZero()
+	}, "holder's leave recorded, bob admitted")
+	if !left[holder].Before(admitted[bob]) {
+		t.Errorf("holder's leave stored at %s, bob's admission at %s: want the leave first", left[holder], admitted[bob])
+	}
+	if toRecord, err := w.line.LeavesToRecord(t.Context(), w.queue, 10); err != nil || len(toRecord) != 0 {
+		t.Errorf("leaves to record = %+v, %v; want none", toRecord, err)
+	}
+	id, body, err := event.NewLeft(event.Left{Queue: w.queue, User: "holder", Seq: holder}, "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := w.js.Publish(t.Context(), event.LeaveSubject(w.queue), body, jetstream.WithMsgID(id))
+	if err != nil || !ack.Duplicate {
+		t.Fatalf("the gateway's record, late: %+v, %v; want a duplicate", ack, err)
+	}
+	if n := len(w.storedAt(event.StreamEntries, event.LeaveSubject(w.queue), event.TypeLeft)); n != 1 {
+		t.Fatalf("%d leaves stored, want holder's once", n)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"usher/internal/testenv"
 	"usher/internal/ticket"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/linetest"
 	"usher/internal/waitqueue/roles"
 )
 
@@ -222,7 +223,7 @@ func (w *world) leave(seq uint64, user string, lag time.Duration) {
 		w.t.Fatal(err)
 	}
 	time.Sleep(lag)
-	if _, err := w.line.Leave(context.Background(), w.queue, seq, user); err != nil {
+	if _, err := linetest.Leave(context.Background(), w.line, w.queue, seq, user); err != nil {
 		w.t.Fatal(err)
 	}
 }

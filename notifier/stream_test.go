@@ -23,6 +23,7 @@ import (
 	"usher/internal/ticket"
 	"usher/internal/token"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/linetest"
 )
 
 // A stream is framed as the spec says, with the headers a browser and a
@@ -189,7 +190,7 @@ func TestPositionsFollowTheHead(t *testing.T) {
 	}
 	w.admit(2, 100*time.Millisecond)
 	waitPosition(t, s, 3)
-	if _, err := w.line.Leave(context.Background(), w.queue, 4, "u4"); err != nil {
+	if _, err := linetest.Leave(context.Background(), w.line, w.queue, 4, "u4"); err != nil {
 		t.Fatal(err)
 	}
 	waitPosition(t, s, 2) // found at a resync
@@ -1078,7 +1079,7 @@ func TestAShopperWhoLeftIsToldNoPlaceBeforeClosed(t *testing.T) {
 	if p := decode[positionData](t, s.until("position", 5*time.Second)); p.Position != 1 || p.Waiting != 2 {
 		t.Fatalf("position = %+v, want 1 of 2", p)
 	}
-	if _, err := w.line.Leave(context.Background(), w.queue, 1, "alice"); err != nil {
+	if _, err := linetest.Leave(context.Background(), w.line, w.queue, 1, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	ev := s.next(5 * time.Second)

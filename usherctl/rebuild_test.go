@@ -15,6 +15,7 @@ import (
 	"usher/internal/event"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/linetest"
 	"usher/internal/waitqueue/roles"
 )
 
@@ -70,7 +71,7 @@ func (l *liveLine) join(user string) uint64 {
 func (l *liveLine) leave(seq uint64) {
 	l.t.Helper()
 	l.world.leave(l.q, seq, l.owner[seq])
-	if _, err := l.store.Leave(context.Background(), l.q, seq, l.owner[seq]); err != nil {
+	if _, err := linetest.Leave(context.Background(), l.store, l.q, seq, l.owner[seq]); err != nil {
 		l.t.Fatal(err)
 	}
 }

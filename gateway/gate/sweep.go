@@ -61,8 +61,9 @@ func (g *Gate) Sweep(ctx context.Context) int {
 			continue
 		}
 		for _, p := range found {
-			// A leave that fails leaves the slot to the admission's
-			// expiry: the pass is out of the set already.
+			// A leave the line could not take leaves the slot to the
+			// admission's expiry (the pass is out of the set already);
+			// one taken but not recorded, to the admitter's next tick.
 			if _, err := g.leaver.LeaveEntry(ctx, q, p.Seq, p.User); err != nil {
 				g.log.Warn("gate: idle pass could not be freed", "queue", q, "err", err)
 				continue

@@ -39,7 +39,8 @@ type Line interface {
 	IngestJoins(ctx context.Context, q, epoch string, seq uint64, joins []waitqueue.ListedJoin) ([]waitqueue.Ingested, error)
 	PollPresent(ctx context.Context, q string, seq uint64, every time.Duration) (waitqueue.Entry, error)
 	Poll(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error)
-	Leave(ctx context.Context, q string, seq uint64, user string) (waitqueue.Status, error)
+	Leave(ctx context.Context, q string, seq uint64, user string) (had waitqueue.Status, toRecord bool, err error)
+	LeaveRecorded(ctx context.Context, q string, seq uint64, user string) error
 	Stats(ctx context.Context, q string) (waitqueue.Stats, error)
 }
 
@@ -524,26 +525,40 @@ func (a *API) Leave(c *fiber.Ctx) error {
 	return c.SendStatus(fiber.StatusNoContent)
 }
 
-// LeaveEntry records the leave of entry seq of user in q and takes the
-// entry out of line, or frees its slot, returning the status it had: a
-// shopper's own leave, and what the proxy gate frees a pass's slot with
-// (its completePath, its idle sweep). Leaving twice is harmless.
+// LeaveEntry takes entry seq of user in q out of line, or frees its slot,
+// then records the leave on the entries stream, and returns the status the
+// entry had: a shopper's own leave, and what the proxy gate frees a pass's
+// slot with (its completePath, its idle sweep). Leaving twice is harmless.
+//
+// The line goes first so that the stream holds a leave only if it took
+// effect, and so before any order's claim of the token: a leave that
+// finds the token claimed changes nothing and is not recorded, and a
+// replay after a Redis loss, applying the stream's leaves before its order
+// requests, never refuses an order the line accepted. An admitted entry's
+// slot is freed once the leave is recorded (LeaveRecorded), so no slot is
+// given again before the stream says it came back. A leave the line took
+// whose record fails here is recorded, and its slot freed, by the
+// admitter's next tick; the shopper's retry records it too.
 func (a *API) LeaveEntry(ctx context.Context, q string, seq uint64, user string) (waitqueue.Status, error) {
-	id := "leave/" + q + "/" + strconv.FormatUint(seq, 10)
-	body, err := event.Marshal(id, event.TypeLeft, user, a.now(), event.Left{Queue: q, User: user, Seq: seq})
+	had, toRecord, err := a.line.Leave(ctx, q, seq, user)
+	if err != nil {
+		return "", httpapi.Unavailable(err, "the leave could not be taken; retry")
+	}
+	if had == waitqueue.Admitted { // this leave freed an admitted shopper's slot
+		a.metrics.outcomes.WithLabelValues(q, analytics.Left).Inc()
+	}
+	if !toRecord {
+		return had, nil
+	}
+	id, body, err := event.NewLeft(event.Left{Queue: q, User: user, Seq: seq}, "", a.now())
 	if err != nil {
 		return "", err
 	}
 	if _, err := a.events.Publish(ctx, event.LeaveSubject(q), body, jetstream.WithMsgID(id)); err != nil {
-		return "", httpapi.Unavailable(fmt.Errorf("publish leave to %s: %w", q, err), "the leave could not be recorded; retry")
+		return "", httpapi.Unavailable(fmt.Errorf("record leave of %s/%d: %w", q, seq, err), "the leave is taken but not recorded yet; retry")
 	}
-	had, err := a.line.Leave(ctx, q, seq, user)
-	if err != nil {
-		// The leave is recorded in the stream: the follower applies it.
-		return "", httpapi.Unavailable(err, "the leave is recorded; it takes effect in a moment")
-	}
-	if had == waitqueue.Admitted { // this leave freed an admitted shopper's slot
-		a.metrics.outcomes.WithLabelValues(q, analytics.Left).Inc()
+	if err := a.line.LeaveRecorded(ctx, q, seq, user); err != nil {
+		a.log.Warn("leave recorded, not forgotten: the admitter records it again", "queue", q, "seq", seq, "err", err)
 	}
 	return had, nil
 }

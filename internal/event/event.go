@@ -448,6 +448,19 @@ func NewLimitChanged(c LimitChanged, at time.Time) (id string, body []byte, err 
 	return id, body, err
 }
 
+// NewLeft is the id and body of a leave l recorded at at. A shopper's
+// leave has one id whoever stores it — the gateway that took it, or the
+// admitter storing what a gateway could not — so the stream keeps one;
+// an abandonment's names the line's epoch as well.
+func NewLeft(l Left, epoch string, at time.Time) (id string, body []byte, err error) {
+	id = "leave/" + l.Queue + "/" + strconv.FormatUint(l.Seq, 10)
+	if l.Reason != "" {
+		id = l.Reason + "/" + l.Queue + "/" + epoch + "/" + strconv.FormatUint(l.Seq, 10)
+	}
+	body, err = Marshal(id, TypeLeft, l.User, at, l)
+	return id, body, err
+}
+
 // NewConfigChanged is the id and body of the audit record of a change of
 // queue's configuration made by by at at (previous: nil for a new queue).
 func NewConfigChanged(queue, by string, cfg, previous any, at time.Time) (id string, body []byte, err error) {

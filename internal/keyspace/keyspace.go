@@ -11,7 +11,7 @@
 //
 //	key                          type    owner (writer)                 lifetime
 //	usher:{q}:waiting            zset    waitqueue (ingest, admit)      while the queue exists; members leave when admitted or gone
-//	usher:{q}:active             zset    waitqueue (admit, claim)       while the queue exists; members leave at expiry / release
+//	usher:{q}:active             zset    waitqueue (admit, claim)       while the queue exists; members leave at expiry / release, or once their shopper's leave is recorded
 //	usher:{q}:held               hash    waitqueue (admit, claim, orders) members as active's: what each holds of the stock (derived: rebuilt from the records when its size and active's differ)
 //	usher:{q}:outbox             zset    waitqueue (admit, announce)    members leave once their event is stored
 //	usher:{q}:e:<seq>            hash    waitqueue (every script)       no TTL while waiting or admitted; TombstoneTTL once finished
@@ -23,6 +23,7 @@
 //	usher:{q}:draw               zset    waitqueue (admitter)           the lottery's order, staged; the draw renames it into the waiting line
 //	usher:{q}:seen               zset    waitqueue (join, poll, notifier) while the queue exists: when each waiting shopper was last present; members leave when admitted, left or abandoned
 //	usher:{q}:leaves             zset    waitqueue (admit, announce)    the abandoned until their leave is stored on the entries stream
+//	usher:{q}:leaving            zset    waitqueue (leave, admitter)    a shopper's leave the line took, "<seq>:<user>" scored by seq, until its event is stored on the entries stream (its entry keeps its slot in active until then)
 //	usher:{q}:passes             zset    waitqueue (gateway's gate)     while the queue exists: each gate pass's entry scored by its last use (Unix ms); members leave when swept idle or found no longer holding their slot
 //	usher:{q}:invitecodes        zset    waitqueue (gateway)            single-use invite codes scored by their expiry (Unix ms); until the longest-lived one expires
 //	usher:{q}:stock              hash    waitqueue (worker, admitter)   while the queue exists: each SKU's units as the store last reported them, with their version
@@ -115,6 +116,7 @@ func (k Queue) PreQueue() string { return k.prefix + "pre" }
 func (k Queue) Draw() string     { return k.prefix + "draw" }
 func (k Queue) Seen() string     { return k.prefix + "seen" }
 func (k Queue) Leaves() string   { return k.prefix + "leaves" }
+func (k Queue) Leaving() string  { return k.prefix + "leaving" }
 func (k Queue) Invites() string  { return k.prefix + "invitecodes" }
 func (k Queue) Passes() string   { return k.prefix + "passes" }
 func (k Queue) Outcomes() string {

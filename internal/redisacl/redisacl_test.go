@@ -234,8 +234,9 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 		must(t, "outcomes", err)
 		_, err = paybreaker.New(rdb).Open(ctx)
 		must(t, "read the breaker", err)
-		_, err = ln.Leave(ctx, q, 2, "ben")
+		_, _, err = ln.Leave(ctx, q, 2, "ben")
 		must(t, "leave", err)
+		must(t, "leave recorded", ln.LeaveRecorded(ctx, q, 2, "ben"))
 		// A stock-aware queue: a restock (the line and the stock ledger)
 		// and an admission at once, which reserves in the ledger.
 		must(t, "set stock", cl.SetStock(ctx, q+"-stock", false, waitqueue.StockLevel{SKU: "sku", Available: 5, Version: 1}))
@@ -272,6 +273,9 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 		}
 		admitted = out[0]
 		must(t, "announced", adm.Announced(ctx, q, []uint64{admitted.Seq}))
+		_, err = adm.LeavesToRecord(ctx, q, 10)
+		must(t, "leaves to record", err)
+		must(t, "leaves recorded", adm.LeavesRecorded(ctx, q, []waitqueue.UnrecordedLeave{{Seq: 2, User: "ben"}, {Seq: 9, User: "x", Reason: waitqueue.ReasonAbandoned}}))
 		_, err = adm.ClosedSince(ctx, q, false)
 		must(t, "closed since", err)
 		_, err = adm.SlotsFreeAt(ctx, q)

@@ -100,11 +100,14 @@ type Admission struct {
 	JoinedAt time.Time
 }
 
-// Abandoned is a shopper the line found gone (see admission/admit.lua), to be
-// recorded on the entries stream.
-type Abandoned struct {
-	Seq  uint64
-	User string
+// UnrecordedLeave is a leave the line took that the entries stream does
+// not hold yet: a shopper the line found gone (Reason ReasonAbandoned; see
+// admission/admit.lua), or a shopper's own leave whose gateway did not
+// store it (Reason ""; see line/leave.lua).
+type UnrecordedLeave struct {
+	Seq    uint64
+	User   string
+	Reason string
 }
 
 // Closing is what a closed queue's line says of its end, on Redis time.

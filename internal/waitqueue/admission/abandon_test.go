@@ -58,19 +58,15 @@ func TestShoppersWhoAreGoneLeaveTheLine(t *testing.T) {
 	}
 	// The leaves wait to be recorded on the entries stream; once they are,
 	// the outbox is empty.
-	gone, err := s.AbandonedOutbox(ctx, q, 1000)
-	if err != nil || len(gone) != 300 || gone[0].Seq != 1 || gone[0].User != "u1" {
-		t.Fatalf("AbandonedOutbox = %d entries (first %+v), %v; want 300 from u1", len(gone), gone[0], err)
+	gone, err := s.LeavesToRecord(ctx, q, 1000)
+	if err != nil || len(gone) != 300 || gone[0] != (waitqueue.UnrecordedLeave{Seq: 1, User: "u1", Reason: waitqueue.ReasonAbandoned}) {
+		t.Fatalf("LeavesToRecord = %d leaves (first %+v), %v; want 300 abandoned from u1", len(gone), gone[0], err)
 	}
-	seqs := make([]uint64, len(gone))
-	for i, g := range gone {
-		seqs[i] = g.Seq
-	}
-	if err := s.AbandonedRecorded(ctx, q, seqs); err != nil {
+	if err := s.LeavesRecorded(ctx, q, gone); err != nil {
 		t.Fatal(err)
 	}
-	if gone, _ := s.AbandonedOutbox(ctx, q, 1000); len(gone) != 0 {
-		t.Fatalf("outbox after recording = %d, want 0", len(gone))
+	if gone, _ := s.LeavesToRecord(ctx, q, 1000); len(gone) != 0 {
+		t.Fatalf("leaves to record after recording = %d, want 0", len(gone))
 	}
 	// The recorded leave, applied by the follower, changes nothing; a
 	// replay into an empty line leaves them out too.

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"usher/internal/keyspace"
 	"usher/internal/waitqueue"
@@ -189,44 +190,73 @@ func (a *Admission) Announced(ctx context.Context, q string, seqs []uint64) erro
 	return nil
 }
 
-// AbandonedOutbox returns up to max shoppers abandoned but not yet
-// recorded on the stream.
-func (a *Admission) AbandonedOutbox(ctx context.Context, q string, max int) ([]waitqueue.Abandoned, error) {
+// LeavesToRecord returns up to max leaves of each kind the line took but
+// the entries stream does not hold yet: the abandoned, and shoppers'
+// leaves their gateway did not store.
+func (a *Admission) LeavesToRecord(ctx context.Context, q string, max int) ([]waitqueue.UnrecordedLeave, error) {
 	k := keyspace.Of(q)
-	seqs, err := a.rdb.ZRange(ctx, k.Leaves(), 0, int64(max)-1).Result()
-	if err != nil || len(seqs) == 0 {
-		return nil, err
-	}
-	cmds := make([]*redis.StringCmd, len(seqs))
-	_, err = a.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, sq := range seqs {
-			seq, _ := strconv.ParseUint(sq, 10, 64)
-			cmds[i] = p.HGet(ctx, k.Entry(seq), "user")
-		}
+	var gone, leaving *redis.StringSliceCmd
+	_, err := a.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		gone = p.ZRange(ctx, k.Leaves(), 0, int64(max)-1)
+		leaving = p.ZRange(ctx, k.Leaving(), 0, int64(max)-1)
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read abandoned %s: %w", q, err)
+	if err != nil {
+		return nil, fmt.Errorf("read leaves to record %s: %w", q, err)
 	}
-	out := make([]waitqueue.Abandoned, 0, len(seqs))
-	for i, sq := range seqs {
+	users := make([]*redis.StringCmd, len(gone.Val()))
+	if len(users) > 0 {
+		_, err = a.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, sq := range gone.Val() {
+				seq, _ := strconv.ParseUint(sq, 10, 64)
+				users[i] = p.HGet(ctx, k.Entry(seq), "user")
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("read abandoned %s: %w", q, err)
+		}
+	}
+	out := make([]waitqueue.UnrecordedLeave, 0, len(users)+len(leaving.Val()))
+	for i, sq := range gone.Val() {
 		seq, _ := strconv.ParseUint(sq, 10, 64)
-		out = append(out, waitqueue.Abandoned{Seq: seq, User: cmds[i].Val()})
+		out = append(out, waitqueue.UnrecordedLeave{Seq: seq, User: users[i].Val(), Reason: waitqueue.ReasonAbandoned})
+	}
+	for _, m := range leaving.Val() {
+		sq, user, _ := strings.Cut(m, ":")
+		seq, err := strconv.ParseUint(sq, 10, 64)
+		if err != nil || user == "" {
+			continue // not a member leave.lua writes
+		}
+		out = append(out, waitqueue.UnrecordedLeave{Seq: seq, User: user})
 	}
 	return out, nil
 }
 
-// AbandonedRecorded trims the leaves the stream stored from the outbox.
-func (a *Admission) AbandonedRecorded(ctx context.Context, q string, seqs []uint64) error {
-	if len(seqs) == 0 {
-		return nil
+// LeavesRecorded takes the leaves the stream stored out of the line's
+// leaves to record, and frees the slots the shoppers' leaves kept until
+// now (see line.Leave).
+func (a *Admission) LeavesRecorded(ctx context.Context, q string, done []waitqueue.UnrecordedLeave) error {
+	k := keyspace.Of(q)
+	var gone []any
+	var left []any
+	for _, l := range done {
+		if l.Reason == "" {
+			left = append(left, strconv.FormatUint(l.Seq, 10), l.User)
+		} else {
+			gone = append(gone, strconv.FormatUint(l.Seq, 10))
+		}
 	}
-	members := make([]any, len(seqs))
-	for i, sq := range seqs {
-		members[i] = strconv.FormatUint(sq, 10)
+	if len(gone) > 0 {
+		if err := a.rdb.ZRem(ctx, k.Leaves(), gone...).Err(); err != nil {
+			return fmt.Errorf("trim abandoned %s: %w", q, err)
+		}
 	}
-	if err := a.rdb.ZRem(ctx, keyspace.Of(q).Leaves(), members...).Err(); err != nil {
-		return fmt.Errorf("trim abandoned %s: %w", q, err)
+	if len(left) > 0 {
+		args := linescript.Args(k, a.client.TombstoneTTL(), left...)
+		if err := recordedScript.Run(ctx, a.rdb, linescript.Keys(k), args...).Err(); err != nil {
+			return fmt.Errorf("leaves of %s recorded: %w", q, err)
+		}
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func TestAdmitNowNeedsARecentTickThatWasNotBehind(t *testing.T) {
 	if got, err := s.AdmitNow(ctx, q, epoch, at); !errors.Is(err, waitqueue.ErrNotCurrent) || len(got) != 0 {
 		t.Fatalf("AdmitNow before any tick = %v, %v; want nobody, ErrNotCurrent (the guards only a tick runs)", got, err)
 	}
-	if _, err := s.Leave(ctx, q, 1, "u1"); err != nil {
+	if _, err := linetest.Leave(ctx, s, q, 1, "u1"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Tick(t, s, q, linetest.Tick(5)) // a tick that found the line current, and nobody in it

@@ -96,7 +96,11 @@ func TestTheHeldIndexIsWhatTheRecordsSay(t *testing.T) {
 			did = "release " + strconv.FormatUint(seq, 10)
 		case op == 6 && len(active) > 0:
 			seq, _ := strconv.ParseUint(active[rng.IntN(len(active))], 10, 64)
-			_, err = s.Leave(ctx, q, seq, us[seq-1])
+			// A leave keeps its slot until it is recorded; half are.
+			_, _, err = s.Leave(ctx, q, seq, us[seq-1])
+			if err == nil && rng.IntN(2) == 0 {
+				err = s.LeaveRecorded(ctx, q, seq, us[seq-1])
+			}
 			did = "leave " + strconv.FormatUint(seq, 10)
 		case op == 7 && len(admitted)+len(used) > 0:
 			// The orders stream replayed: a request (maybe one this Redis

@@ -71,7 +71,7 @@ func TestThePreQueueHasNoPlaceUntilTheDrawGivesOne(t *testing.T) {
 	}
 	// The drawn wait with status pre until the admitter settles them; a
 	// drawn shopper who leaves before is out of line all the same.
-	if _, err := s.Leave(ctx, q, 4, "u4"); err != nil {
+	if _, err := linetest.Leave(ctx, s, q, 4, "u4"); err != nil {
 		t.Fatal(err)
 	}
 	if got := linetest.Line(t, s, q, 1, 2, 3, 4, 5, 6); fmt.Sprint(got) != "[3 1 2 5 6]" {
@@ -124,7 +124,7 @@ func TestTheDrawPlacesExactlyThePreQueueOfTheEntriesCursor(t *testing.T) {
 	if _, err := s.Draw(ctx, q, epoch, version, []uint64{5, 3, 1}, "d"); !errors.Is(err, waitqueue.ErrDrawChanged) {
 		t.Fatalf("Draw of a pre-queue that changed since it was read = %v, want ErrDrawChanged", err)
 	}
-	s.Leave(ctx, q, 6, "u6")
+	linetest.Leave(ctx, s, q, 6, "u6")
 	pre, _, version, _ = s.PreQueue(ctx, q)
 	if len(pre) != 3 {
 		t.Fatalf("PreQueue = %+v, want 1, 3, 5", pre)

@@ -439,7 +439,7 @@ func TestConcurrentAdmissionsOfQueuesSharingASKUNeverExceedItsUnits(t *testing.T
 				seq := uint64(1 + rng.IntN(60))
 				e, err := sh.s.Poll(ctx, q, seq)
 				if err == nil && e.Status == waitqueue.Admitted && rng.IntN(4) == 0 {
-					_, err = sh.s.Leave(ctx, q, seq, e.User)
+					_, err = linetest.Leave(ctx, sh.s, q, seq, e.User)
 				}
 				if err != nil {
 					t.Error(err)

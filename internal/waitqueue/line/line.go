@@ -165,17 +165,40 @@ func skuList(s string) []string {
 }
 
 // Leave takes the entry out of line, or frees its slot if it was admitted,
-// and returns the status it had. Leaving twice is harmless.
-func (l *Line) Leave(ctx context.Context, q string, seq uint64, user string) (waitqueue.Status, error) {
+// and returns the status it had and whether its leave is still to be
+// recorded on the entries stream: true when this leave took effect, or an
+// earlier one did and is not recorded yet (see leave.lua). Leaving twice
+// is harmless.
+func (l *Line) Leave(ctx context.Context, q string, seq uint64, user string) (had waitqueue.Status, toRecord bool, err error) {
 	k := keyspace.Of(q)
 	args := leaveArgs{Seq: seq, User: user}
-	st, err := waitqueue.WaitOutMove(ctx, func() *redis.Cmd {
+	res, err := waitqueue.WaitOutMove(ctx, func() *redis.Cmd {
 		return leaveScript.Run(ctx, l.rdb, linescript.Keys(k), args.argv(k, l.client.TombstoneTTL())...)
-	}).Text()
+	}).Slice()
 	if err != nil {
-		return "", fmt.Errorf("leave %s/%d: %w", q, seq, err)
+		return "", false, fmt.Errorf("leave %s/%d: %w", q, seq, err)
 	}
-	return waitqueue.Status(st), nil
+	if len(res) != 2 {
+		return "", false, fmt.Errorf("leave %s/%d: reply %v", q, seq, res)
+	}
+	st, _ := res[0].(string)
+	return waitqueue.Status(st), linescript.Int(res[1]) == 1, nil
+}
+
+// LeaveRecorded forgets a shopper's leave the entries stream has stored
+// (see Leave) and frees the slot an admitted entry kept until then; the
+// admitter would otherwise store the leave again (a repeat the stream
+// drops) and free it at its next tick.
+func (l *Line) LeaveRecorded(ctx context.Context, q string, seq uint64, user string) error {
+	k := keyspace.Of(q)
+	args := leaveArgs{Seq: seq, User: user}
+	err := waitqueue.WaitOutMove(ctx, func() *redis.Cmd {
+		return leaveRecordedScript.Run(ctx, l.rdb, linescript.Keys(k), args.argv(k, l.client.TombstoneTTL())...)
+	}).Err()
+	if err != nil {
+		return fmt.Errorf("leave %s/%d recorded: %w", q, seq, err)
+	}
+	return nil
 }
 
 // Stats reads a queue's live figures in one round trip.

@@ -91,18 +91,76 @@ func TestPollOfUnseenSequenceIsUnknownWithTheLineLength(t *testing.T) {
 	}
 }
 
+// A shopper's leave is to be recorded on the entries stream only if it
+// took effect: one that finds the token claimed by an order changes
+// nothing, so the stream never holds a leave the line did not take, which
+// a replay would apply ahead of the order's request. Until it is recorded,
+// leaving again says it is still to record.
+func TestALeaveIsToBeRecordedOnlyIfItTookEffect(t *testing.T) {
+	s, q := linetest.New(t)
+	ctx := context.Background()
+	linetest.JoinAll(t, s, q, "alice", "bob", "carol")
+	tk := linetest.Tick(2)
+	testenv.Tick(t, s, q, tk)
+	time.Sleep(tk.TickLength) // every readyAt has passed
+	if cl, err := s.Claim(ctx, q, 1, linetest.Order(waitqueue.TokenID(q, epoch, 1), "ord_a"), time.Minute); err != nil || cl.Outcome != waitqueue.Redeemed {
+		t.Fatalf("Claim(alice) = %+v, %v", cl, err)
+	}
+	tests := []struct {
+		name     string
+		seq      uint64
+		user     string
+		had      waitqueue.Status
+		toRecord bool
+	}{
+		{"a token an order claimed", 1, "alice", waitqueue.Used, false},
+		{"an admitted shopper", 2, "bob", waitqueue.Admitted, true},
+		{"the same leave again, not recorded yet", 2, "bob", waitqueue.Left, true},
+		{"a waiting shopper", 3, "carol", waitqueue.Waiting, true},
+		{"a join not applied yet", 9, "dave", waitqueue.Unknown, true},
+	}
+	for _, tt := range tests {
+		had, toRecord, err := s.Leave(ctx, q, tt.seq, tt.user)
+		if err != nil || had != tt.had || toRecord != tt.toRecord {
+			t.Errorf("%s: Leave = %s, %t, %v; want %s, %t", tt.name, had, toRecord, err, tt.had, tt.toRecord)
+		}
+	}
+	if cl, _ := s.Claim(ctx, q, 2, linetest.Order(waitqueue.TokenID(q, epoch, 2), "ord_b"), time.Minute); cl.Outcome != waitqueue.RedeemLeft {
+		t.Errorf("Claim after the leave = %s, want left", cl.Outcome)
+	}
+	want := []waitqueue.UnrecordedLeave{{Seq: 2, User: "bob"}, {Seq: 3, User: "carol"}, {Seq: 9, User: "dave"}}
+	if got, err := s.LeavesToRecord(ctx, q, 10); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("LeavesToRecord = %+v, %v; want %+v", got, err, want)
+	}
+	if err := s.LeaveRecorded(ctx, q, 2, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if _, toRecord, _ := s.Leave(ctx, q, 2, "bob"); toRecord {
+		t.Error("a leave recorded is still to record")
+	}
+	if got, _ := s.LeavesToRecord(ctx, q, 10); len(got) != 2 {
+		t.Errorf("LeavesToRecord after one is recorded = %+v, want carol's and dave's", got)
+	}
+}
+
 func TestLeave(t *testing.T) {
 	s, q := linetest.New(t)
 	ctx := context.Background()
 	linetest.JoinAll(t, s, q, "alice", "bob")
 	testenv.Tick(t, s, q, linetest.Tick(1))
 
-	t.Run("an admitted shopper frees the slot", func(t *testing.T) {
-		if st, _ := s.Leave(ctx, q, 1, "alice"); st != waitqueue.Admitted {
+	t.Run("an admitted shopper frees the slot once the leave is recorded", func(t *testing.T) {
+		if st, _, _ := s.Leave(ctx, q, 1, "alice"); st != waitqueue.Admitted {
 			t.Fatalf("Leave(alice) = %s, want admitted", st)
 		}
+		if st, _ := s.Stats(ctx, q); st.Active != 1 {
+			t.Fatalf("active after the leave, not recorded = %d, want 1", st.Active)
+		}
+		if err := s.LeaveRecorded(ctx, q, 1, "alice"); err != nil {
+			t.Fatal(err)
+		}
 		if st, _ := s.Stats(ctx, q); st.Active != 0 {
-			t.Fatalf("active after leave = %d, want 0", st.Active)
+			t.Fatalf("active after the leave is recorded = %d, want 0", st.Active)
 		}
 	})
 	t.Run("a waiting shopper leaves the line", func(t *testing.T) {
@@ -236,7 +294,7 @@ func TestAJoinReadAfterItsRetryIsTheShoppersPlace(t *testing.T) {
 	if e, _ := s.Ingest(ctx, q, epoch, 6, "carol", 0); e.Seq != 2 {
 		t.Fatalf("carol's third join = %+v, want her place at 2", e)
 	}
-	if st, _ := s.Leave(ctx, q, 4, "carol"); st != waitqueue.Waiting {
+	if st, _, _ := s.Leave(ctx, q, 4, "carol"); st != waitqueue.Waiting {
 		t.Fatalf("Leave(the retry) = %s, want waiting", st)
 	}
 	if got, want := linetest.Line(t, s, q, 1, 2, 3, 5), []uint64{1, 3, 5}; !reflect.DeepEqual(got, want) {

@@ -23,7 +23,7 @@ func TestLookupLimitedIsLookupAndAllowInOneStep(t *testing.T) {
 	s, q := roles.New(rdb), testenv.Name(t)
 	ctx := context.Background()
 	linetest.JoinAll(t, s, q, "ann", "bob")
-	if _, err := s.Leave(ctx, q, 2, "bob"); err != nil {
+	if _, err := linetest.Leave(ctx, s, q, 2, "bob"); err != nil {
 		t.Fatal(err)
 	}
 	// The same limits on keys of another queue, decided by the limiter

@@ -29,6 +29,7 @@ var (
 	lookupLimitedScript = script.New(ratelimit.Lua() + lookupLua + lookupLimitedLua)
 	pollScript          = script.New(undrawnLua + pollLua)
 	leaveScript         = redis.NewScript(linescript.Changing(leaveLua))
+	leaveRecordedScript = redis.NewScript(linescript.Changing(leaveRecordedLua))
 	ranksScript         = redis.NewScript(undrawnLua + ranksLua)
 )
 
@@ -49,6 +50,8 @@ var (
 	pollLua string
 	//go:embed leave.lua
 	leaveLua string
+	//go:embed leave_recorded.lua
+	leaveRecordedLua string
 	//go:embed ranks.lua
 	ranksLua string
 )

@@ -101,3 +101,15 @@ func HeldIndex(t testing.TB, rdb redis.UniversalClient, k keyspace.Queue) map[st
 	}
 	return m
 }
+
+// Leave is a shopper's leave as the gateway makes it once the entries
+// stream stored it: the line takes it, then frees the slot an admitted
+// entry kept until the record (Leave, LeaveRecorded). It returns the
+// status the entry had.
+func Leave(ctx context.Context, s *roles.All, q string, seq uint64, user string) (waitqueue.Status, error) {
+	had, toRecord, err := s.Leave(ctx, q, seq, user)
+	if err != nil || !toRecord {
+		return had, err
+	}
+	return had, s.LeaveRecorded(ctx, q, seq, user)
+}

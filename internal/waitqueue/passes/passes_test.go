@@ -51,7 +51,7 @@ func TestUseRecordsOnlyAHeldSlot(t *testing.T) {
 	if _, err := p.Use(ctx, q, 2, "u2"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Leave(ctx, q, 2, "u2"); err != nil {
+	if _, err := linetest.Leave(ctx, s, q, 2, "u2"); err != nil {
 		t.Fatal(err)
 	}
 	if u, _ := p.Use(ctx, q, 2, "u2"); u.Status != waitqueue.Left || u.Holds() {

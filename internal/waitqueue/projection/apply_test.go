@@ -83,7 +83,7 @@ func live(t *testing.T, s *roles.All, q string) *history {
 				OrderID: o.order, User: user})
 		}
 	}
-	if _, err := s.Leave(ctx, q, 3, "u3"); err != nil {
+	if _, err := linetest.Leave(ctx, s, q, 3, "u3"); err != nil {
 		t.Fatal(err)
 	}
 	apply(waitqueue.EntryEvent{StreamSeq: h.next(), Leave: true, Entry: 3, User: "u3"})
@@ -217,7 +217,7 @@ func TestApplyingTwiceChangesNothing(t *testing.T) {
 	s, q := linetest.New(t)
 	ctx := context.Background()
 	linetest.JoinAll(t, s, q, "alice", "bob")
-	s.Leave(ctx, q, 1, "alice")
+	linetest.Leave(ctx, s, q, 1, "alice")
 	// A second follower, behind, applies the joins again.
 	got, err := s.ApplyEntries(ctx, q, epoch, 0, []waitqueue.EntryEvent{{StreamSeq: 1, User: "alice"}, {StreamSeq: 2, User: "bob"}})
 	if err != nil || got.Cursor != 2 || got.Rewound {
@@ -293,7 +293,7 @@ func TestFinishedEntriesAreTombstonesThatExpire(t *testing.T) {
 	if d := ttl(k.Entry(1)); d != -1 {
 		t.Errorf("a waiting entry's TTL = %v, want none", d)
 	}
-	s.Leave(ctx, q, 1, "alice")
+	linetest.Leave(ctx, s, q, 1, "alice")
 	if d := ttl(k.Entry(1)); d <= 0 || d > 30*time.Second {
 		t.Errorf("a left entry's TTL = %v, want the tombstone TTL", d)
 	}

@@ -258,7 +258,7 @@ func TestARequestStoredAfterTheExpiryOrTheLeaveNeverTakesTheToken(t *testing.T) 
 	tk := linetest.Tick(2)
 	tk.TokenTTL = 300 * time.Millisecond
 	testenv.Tick(t, s, q, tk)
-	if _, err := s.Leave(ctx, q, 2, "bob"); err != nil {
+	if _, err := linetest.Leave(ctx, s, q, 2, "bob"); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, func() bool {

@@ -39,7 +39,7 @@ func TestRestoreRecreatesWhatTheLiveScriptsWrote(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Tick(t, s, live, linetest.Tick(2))
-	if _, err := s.Leave(ctx, live, 6, "u6"); err != nil {
+	if _, err := linetest.Leave(ctx, s, live, 6, "u6"); err != nil {
 		t.Fatal(err)
 	}
 	seqs := []uint64{1, 2, 3, 4, 5, 6, 7}

@@ -3,7 +3,8 @@
 -- keeps the invariants of the whole line, whichever script calls it: an
 -- entry is in at most one of the waiting line (W), the admitted set (A)
 -- and the pre-queue; a record leaves W, A or the pre-queue in the step
--- that changes its status; HELD says what each member of A holds; a
+-- that changes its status — but for a shopper's leave, whose record keeps
+-- its slot in A until the leave is recorded (see leave.lua); HELD says what each member of A holds; a
 -- finished record and its user's pointer become tombstones that expire
 -- after the tombstone TTL.
 --
@@ -154,10 +155,11 @@ end
 -- in the step that marks it left (reason: '' when the shopper left,
 -- 'abandoned' when the admitter found them gone) at at (ms: when the
 -- stream stored the leave; nil or '0': now), kept as the record's leftAt
--- (see requested). An unknown sequence gets a 'left' tombstone, so its
--- join, still on the way, is not put in line. Returns the status the
+-- (see requested); an admitted entry left with hold keeps its slot until
+-- leaveRecorded frees it. An unknown sequence gets a 'left' tombstone, so
+-- its join, still on the way, is not put in line. Returns the status the
 -- entry had.
-local function leave(seq, user, reason, at)
+local function leave(seq, user, reason, at, hold)
   local e = P .. 'e:' .. seq
   local f = redis.call('HMGET', e, 'status', 'alias')
   if f[2] then
@@ -172,6 +174,8 @@ local function leave(seq, user, reason, at)
     redis.call('ZREM', P .. 'pre', seq)
     redis.call('ZREM', W, seq) -- drawn, not settled yet (see drawScript)
     redis.call('HINCRBY', ST, 'preVersion', 1)
+  elseif st == 'admitted' and hold then
+    redis.call('HSET', HELD, seq, 'x') -- the slot, no stock (see syncHeld)
   elseif st == 'admitted' then
     redis.call('ZREM', A, seq)
     redis.call('HDEL', HELD, seq)
@@ -184,6 +188,23 @@ local function leave(seq, user, reason, at)
   redis.call('ZREM', SEEN, seq)
   finish(e, seq, user)
   return st or 'unknown'
+end
+-- leaveRecorded forgets a shopper's leave the entries stream has stored
+-- (leave.lua keeps it in LEAVING until then, as "<seq>:<user>") and frees
+-- the slot its record kept. The first caller frees it; a repeat finds the
+-- leave gone and changes nothing.
+local function leaveRecorded(seq, user)
+  if redis.call('ZREM', P .. 'leaving', seq .. ':' .. user) == 0 then return end
+  local e = P .. 'e:' .. seq
+  local alias = redis.call('HGET', e, 'alias')
+  if alias then
+    seq = alias
+    e = P .. 'e:' .. seq
+  end
+  if redis.call('HGET', e, 'status') == 'left' then
+    redis.call('ZREM', A, seq)
+    redis.call('HDEL', HELD, seq)
+  end
 end
 -- pointAt points the user at entry seq unless it points at a later one
 -- (replays restore the pointer as the live scripts left it).
