@@ -93,7 +93,7 @@ func (p Policy) durables() []durable {
 //
 // Every usher service also reads the streams' info (their identities),
 // and follows the catalog with a subscription to what its bucket
-// republishes and direct gets (see package catalog).
+// republishes and message gets (see package catalog).
 //
 // No role but the admitter may create a consumer. nats-server lets
 // whoever may create one create a push consumer delivering on any
@@ -273,7 +273,7 @@ func (g *grant) declare() {
 }
 
 // followCatalog allows following the catalog as package catalog does: a
-// subscription to what the bucket republishes, and direct gets of what it
+// subscription to what the bucket republishes, and message gets of what it
 // holds.
 func (g *grant) followCatalog() {
 	g.readCatalog()

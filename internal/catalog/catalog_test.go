@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"usher/internal/bus"
@@ -288,7 +290,12 @@ func TestADeletedQueuesNameIsRetired(t *testing.T) {
 	if _, ok := writer.Get("gone"); ok {
 		t.Fatal("the deleting catalog still holds the queue")
 	}
-	testenv.Eventually(t, time.Second, func() bool { _, ok := reader.Get("gone"); return !ok }, "the other catalog still holds the queue")
+	// Not just "no queue gone": the reader may not have had the queue yet.
+	testenv.Eventually(t, time.Second, func() bool {
+		_, held := reader.Get("gone")
+		_, retired := reader.Retired("gone")
+		return !held && retired
+	}, "the other catalog still holds the queue")
 	for name, c := range map[string]*catalog.Catalog{"writer": writer, "reader": reader, "opened later": follower()} {
 		if got, ok := c.Retired("gone"); !ok || !got.Equal(at) {
 			t.Errorf("%s: Retired = %v, %v; want %v", name, got, ok, at)
@@ -412,8 +419,51 @@ func TestAValueLostOnTheWayIsLoadedAnyway(t *testing.T) {
 	}, "the catalog never loaded the value it did not receive")
 }
 
-// A bucket of more queues than one direct get may answer for (1024 keys)
-// loads whole: the catalog then reads every value the bucket keeps.
+// A catalog loads what the bucket holds from the stream's leader, never
+// by a direct get, which any replica answers — one behind the leader (a
+// partitioned one) as of its own last sequence, so the load would count
+// as seen a change it never got.
+func TestTheCatalogLoadsFromTheStreamsLeader(t *testing.T) {
+	ctx, url := t.Context(), testenv.NATS(t)
+	writer := open(t, broker(t, url))
+	name := testenv.Name(t)
+	for _, q := range []string{"a", "b", "c"} {
+		if _, err := writer.Put(ctx, catalog.Defaults(name+q)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spy, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spy.Close()
+	var direct, leader atomic.Int64
+	for subject, n := range map[string]*atomic.Int64{
+		"$JS.API.DIRECT.GET." + event.StreamQueues:        &direct,
+		"$JS.API.DIRECT.GET." + event.StreamQueues + ".>": &direct,
+		"$JS.API.STREAM.MSG.GET." + event.StreamQueues:    &leader,
+	} {
+		if _, err := spy.Subscribe(subject, func(*nats.Msg) { n.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, broker(t, url))
+	for _, q := range []string{"a", "b", "c"} {
+		if _, ok := c.Get(name + q); !ok {
+			t.Errorf("queue %s not loaded", q)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // the spy's copies on their way
+	if direct.Load() != 0 || leader.Load() < 3 {
+		t.Errorf("the load asked %d direct gets and %d of the leader; want none and one a queue", direct.Load(), leader.Load())
+	}
+}
+
+// A bucket of more queues than one batched read could answer for (1024
+// keys) loads whole, each queue at its last value.
 func TestABucketOfManyQueuesLoadsWhole(t *testing.T) {
 	ctx := t.Context()
 	js := broker(t, testenv.NATS(t))

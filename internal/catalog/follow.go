@@ -12,8 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
-	"usher/internal/bus"
 	"usher/internal/event"
 )
 
@@ -21,7 +21,7 @@ import (
 // that declares the streams may create one (see bus.Policy.Permissions):
 // the bucket republishes every value it stores on
 // event.CatalogLiveSubjects, which each process subscribes to before it
-// loads what the bucket holds with direct gets. Each value comes with its
+// loads what the bucket holds from the stream's leader (see load). Each value comes with its
 // revision (Nats-Sequence) and the revision it replaces
 // (Nats-Last-Sequence): a value replacing one this process never had
 // shows that the subscription lost something, and so does a bucket whose
@@ -125,9 +125,14 @@ func (c *Catalog) check(ctx context.Context) error {
 }
 
 // load applies the last value of every key the bucket holds, as of its
-// last sequence now: one batched direct get of each key's last message
-// (multi_last), or, for a bucket of more keys than one answer holds, every
-// message it keeps, in order.
+// last sequence now, as the stream's leader holds it: the keys from the
+// stream's info, then each key's last value, loadReads at a time. The
+// stream handle comes from package bus, whose one-message reads go
+// through the API only the leader answers. A batched direct get would
+// take one round trip, but any replica answers it, and one behind the
+// leader (a partitioned one: as of the moment it was cut) answers as of
+// its own last sequence while the load counts the leader's as seen — a
+// change it missed would then wait for the key's next change.
 func (c *Catalog) load(ctx context.Context) error {
 	f := c.f
 	defer func() {
@@ -135,28 +140,28 @@ func (c *Catalog) load(ctx context.Context) error {
 		f.loading = false
 		f.mu.Unlock()
 	}()
-	info, err := f.stream.Info(ctx)
+	info, err := f.stream.Info(ctx, jetstream.WithSubjectFilter(event.QueueConfigSubjects))
 	if err != nil {
 		return fmt.Errorf("load catalog: %w", err)
 	}
 	upTo := info.State.LastSeq
-	apply := func(m bus.Stored) error {
-		c.apply(entryOf(m.Subject, m.Seq, m.Header, m.Data))
-		return nil
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(loadReads)
+	for subject := range info.State.Subjects {
+		g.Go(func() error {
+			m, err := f.stream.GetLastMsgForSubject(gctx, subject)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				return nil // purged since the info
+			}
+			if err != nil {
+				return err
+			}
+			c.apply(entryOf(m.Subject, m.Sequence, m.Header, m.Data))
+			return nil
+		})
 	}
-	for seq := uint64(0); upTo > 0; {
-		end, err := bus.Get(ctx, f.nc, event.StreamQueues, bus.GetRequest{
-			LastFor: []string{event.QueueConfigSubjects}, UpTo: upTo, Seq: seq}, apply)
-		if errors.Is(err, bus.ErrTooManySubjects) {
-			err = c.loadAll(ctx, upTo)
-		}
-		if err != nil {
-			return fmt.Errorf("load catalog: %w", err)
-		}
-		if end.Pending == 0 || end.Last == 0 {
-			break
-		}
-		seq = end.Last + 1
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("load catalog: %w", err)
 	}
 	f.mu.Lock()
 	f.seen = max(f.seen, upTo)
@@ -165,24 +170,9 @@ func (c *Catalog) load(ctx context.Context) error {
 	return nil
 }
 
-// loadAll applies every message the bucket keeps up to upTo, in order.
-func (c *Catalog) loadAll(ctx context.Context, upTo uint64) error {
-	for seq := uint64(1); seq <= upTo; {
-		end, err := bus.Get(ctx, c.f.nc, event.StreamQueues, bus.GetRequest{
-			Seq: seq, Subject: event.QueueConfigSubjects, Batch: 1024}, func(m bus.Stored) error {
-			c.apply(entryOf(m.Subject, m.Seq, m.Header, m.Data))
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if end.Last == 0 || end.Pending == 0 {
-			return nil
-		}
-		seq = end.Last + 1
-	}
-	return nil
-}
+// loadReads is how many of a load's reads are in flight at once: a
+// bucket of a thousand queues loads in tens of round trips.
+const loadReads = 32
 
 // receive applies a value the bucket republished, and tells Run when it
 // shows that one was lost.
