@@ -8,6 +8,7 @@ import (
 
 	"usher/internal/analytics"
 	"usher/internal/catalog"
+	"usher/internal/opshttp"
 	"usher/internal/waitqueue"
 )
 
@@ -93,7 +94,7 @@ func newMetrics() *metrics {
 	m.reg.MustRegister(m.timeInLine, m.outcomes)
 	m.reg.MustRegister(m.tickDuration, m.admitted, m.expired, m.abandoned, m.waiting, m.active, m.target, m.rate, m.breakerOpen,
 		m.announced, m.applied, m.behind, m.stalled, m.rewinds, m.behindTicks, m.sellable, m.stockState,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		opshttp.GoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -12,6 +12,7 @@ import (
 	"usher/gateway/httpapi"
 	"usher/gateway/lineapi"
 	"usher/gateway/throttle"
+	"usher/internal/opshttp"
 )
 
 // metrics are the gateway's Prometheus metrics, on its own registry. Labels
@@ -35,7 +36,7 @@ func newMetrics() *metrics {
 	m.line = lineapi.NewMetrics(m.reg)
 	m.gate = gate.NewMetrics(m.reg)
 	m.reg.MustRegister(
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		opshttp.GoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

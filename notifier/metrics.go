@@ -3,6 +3,8 @@ package main
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"usher/internal/opshttp"
 )
 
 // metrics are the notifier's Prometheus metrics, on its own registry.
@@ -43,6 +45,6 @@ func newMetrics() *metrics {
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	})
 	m.reg.MustRegister(m.connections, m.refused, m.events, m.dropped, m.readyLatency, m.eventLag,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		opshttp.GoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -8,6 +8,7 @@ import (
 
 	"usher/internal/analytics"
 	"usher/internal/event"
+	"usher/internal/opshttp"
 	"usher/internal/orders"
 )
 
@@ -64,7 +65,7 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.readyToOrder, m.orderToFinal, m.outcomes)
 	m.reg.MustRegister(m.hold, m.orders, m.latency, m.payments, m.payTime, m.deferred, m.breaker,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		opshttp.GoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -125,14 +125,17 @@ func (s *stack) soakSample(ctx context.Context) map[string]float64 {
 	procs := map[string]*proc{}
 	for _, sv := range s.services {
 		procs[sv.name()] = sv.proc
-		m := scrapeSums(ctx, sv.url()+"/metrics", "go_goroutines", "go_memstats_heap_inuse_bytes", "usher_redis_pool_connections")
+		m := scrapeSums(ctx, sv.url()+"/metrics", "go_goroutines", "go_gc_heap_live_bytes", "usher_redis_pool_connections")
 		if g, ok := m["go_goroutines"]; ok {
 			out[sv.name()+" goroutines"] = g
 		}
-		// The heap beside the RSS: a heap flat under a growing RSS is the
-		// runtime keeping pages, a growing heap is something kept.
-		if h, ok := m["go_memstats_heap_inuse_bytes"]; ok {
-			out[sv.name()+" heap in use MiB"] = h / (1 << 20)
+		// The live heap beside the RSS: a live heap flat under a growing
+		// RSS is the runtime keeping pages, a growing one is something
+		// kept. (Not the heap in use, which also holds the garbage of the
+		// collector's current cycle: its samples rise and fall with when
+		// they are taken.)
+		if h, ok := m["go_gc_heap_live_bytes"]; ok {
+			out[sv.name()+" live heap MiB"] = h / (1 << 20)
 		}
 		// Beside the open files: the connections its Redis pools hold.
 		if c, ok := m["usher_redis_pool_connections"]; ok {
