@@ -1,7 +1,7 @@
 // Package admission is every way into a slot: the admission tick the
 // admitter runs per queue, admission at once of a join (AtOnce, which the
 // gateway calls with the join's entry), the outbox of admissions to
-// announce and the leaves of the abandoned to record, and what a closed
+// announce and the leaves the line took to record, and what a closed
 // queue's line says of its end. Both ways obey one set of rules, the
 // tick's (admit.lua), recorded by the tick for admission at once to obey
 // alike.
@@ -24,7 +24,7 @@ import (
 
 // Admission admits: the admission tick the admitter runs per queue,
 // admission at once of a join (the gateway's), the outbox of admissions
-// to announce and the leaves of the abandoned to record, and what a
+// to announce and the leaves the line took to record, and what a
 // closed queue's line says of its end. A stock-aware step reserves in
 // the stock ledger first (see Ledger). It is safe for concurrent use.
 type Admission struct {
