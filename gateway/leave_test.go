@@ -63,32 +63,16 @@ func TestALeaveAndAnOrderOfOneTokenAreRecordedAsTheLineDecided(t *testing.T) {
 	}
 }
 
-// leaves reads the entries each leave stored for the queue names.
+// leaves reads the entries the queue's stored leaves name.
 func (h *harness) leaves() []uint64 {
 	h.t.Helper()
-	cons, err := h.js.OrderedConsumer(context.Background(), event.StreamEntries, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{event.LeaveSubject(h.queue)},
-	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	var out []uint64
-	for {
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(200*time.Millisecond))
-		if err != nil {
+	h.each(event.StreamEntries, event.LeaveSubject(h.queue), func(m jetstream.Msg) {
+		var l event.Left
+		if _, err := event.Unmarshal(m.Data(), event.TypeLeft, &l); err != nil {
 			h.t.Fatal(err)
 		}
-		n := 0
-		for m := range batch.Messages() {
-			var l event.Left
-			if _, err := event.Unmarshal(m.Data(), event.TypeLeft, &l); err != nil {
-				h.t.Fatal(err)
-			}
-			out = append(out, l.Seq)
-			n++
-		}
-		if n == 0 {
-			return out
-		}
-	}
+		out = append(out, l.Seq)
+	})
+	return out
 }

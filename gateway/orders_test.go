@@ -77,13 +77,24 @@ func (h *harness) order(user, tok, body string) response {
 // requests reads every usher.order.requested message in the stream.
 func (h *harness) requests() []event.OrderRequested {
 	h.t.Helper()
-	cons, err := h.js.OrderedConsumer(context.Background(), event.StreamOrders, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{event.OrderRequestedSubject(h.queue)},
+	var out []event.OrderRequested
+	h.each(event.StreamOrders, event.OrderRequestedSubject(h.queue), func(m jetstream.Msg) {
+		var r event.OrderRequested
+		if _, err := event.Unmarshal(m.Data(), event.TypeOrderRequested, &r); err != nil {
+			h.t.Fatal(err)
+		}
+		out = append(out, r)
 	})
+	return out
+}
+
+// each hands fn every message stream holds on subject, in order.
+func (h *harness) each(stream, subject string, fn func(jetstream.Msg)) {
+	h.t.Helper()
+	cons, err := h.js.OrderedConsumer(context.Background(), stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	var out []event.OrderRequested
 	for {
 		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(200*time.Millisecond))
 		if err != nil {
@@ -91,15 +102,11 @@ func (h *harness) requests() []event.OrderRequested {
 		}
 		n := 0
 		for m := range batch.Messages() {
-			var r event.OrderRequested
-			if _, err := event.Unmarshal(m.Data(), event.TypeOrderRequested, &r); err != nil {
-				h.t.Fatal(err)
-			}
-			out = append(out, r)
+			fn(m)
 			n++
 		}
 		if n == 0 {
-			return out
+			return
 		}
 	}
 }
