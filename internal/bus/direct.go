@@ -3,7 +3,6 @@ package bus
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -24,9 +23,8 @@ type Stored struct {
 }
 
 // GetRequest is one batched direct get (JetStream's
-// $JS.API.DIRECT.GET.<stream>): either up to Batch messages on Subject
-// from Seq (or StartTime) on, in stream order, or (LastFor) the last message of each subject
-// matching LastFor, at or after Seq, as of UpTo (0: the stream's last).
+// $JS.API.DIRECT.GET.<stream>): up to Batch messages on Subject from Seq
+// (or StartTime) on, in stream order.
 type GetRequest struct {
 	Seq     uint64 `json:"seq,omitempty"`
 	Subject string `json:"next_by_subj,omitempty"`
@@ -34,24 +32,13 @@ type GetRequest struct {
 	// after it.
 	StartTime *time.Time `json:"start_time,omitempty"`
 	Batch     int        `json:"batch,omitempty"`
-	LastFor   []string   `json:"multi_last,omitempty"`
-	UpTo      uint64     `json:"up_to_seq,omitempty"`
 }
 
-// GetEnd is how a batch ended: the last sequence delivered (0: none), how
-// many matching messages are left after it, and, for LastFor, the stream
-// sequence the answer is as of.
+// GetEnd is how a batch ended: the last sequence delivered (0: none) and
+// how many matching messages are left after it.
 type GetEnd struct {
-	Last, Pending, UpTo uint64
+	Last, Pending uint64
 }
-
-// ErrTooManySubjects is the stream's answer to a LastFor request matching
-// more subjects than one answer may hold (maxLastFor).
-var ErrTooManySubjects = errors.New("direct get: too many subjects")
-
-// maxLastFor is the most messages nats-server answers a LastFor request
-// with.
-const maxLastFor = 1024
 
 // Get sends req to stream and calls fn with each message of the answer, in
 // the order the stream sends them (stream order), then returns how the
@@ -64,13 +51,9 @@ func Get(ctx context.Context, nc *nats.Conn, stream string, req GetRequest, fn f
 	if err != nil {
 		return GetEnd{}, err
 	}
-	// The answer is at most Batch messages (1024 for LastFor) and its end:
-	// a channel that holds it all never drops any.
-	room := req.Batch
-	if len(req.LastFor) > 0 {
-		room = maxLastFor
-	}
-	ch := make(chan *nats.Msg, room+2)
+	// The answer is at most Batch messages and its end: a channel that
+	// holds it all never drops any.
+	ch := make(chan *nats.Msg, req.Batch+2)
 	inbox := nc.NewRespInbox()
 	sub, err := nc.ChanSubscribe(inbox, ch)
 	if err != nil {
@@ -100,12 +83,9 @@ func Get(ctx context.Context, nc *nats.Conn, stream string, req GetRequest, fn f
 			switch status {
 			case "204": // end of the batch
 				end.Pending = headerUint(m.Header, "Nats-Num-Pending")
-				end.UpTo = headerUint(m.Header, "Nats-UpTo-Sequence")
 				return end, nil
 			case "404": // nothing matched
 				return end, nil
-			case "413":
-				return end, fmt.Errorf("direct get %s: %w", stream, ErrTooManySubjects)
 			case "503":
 				return end, fmt.Errorf("direct get %s: %w", stream, nats.ErrNoResponders)
 			default:
@@ -123,7 +103,7 @@ func Get(ctx context.Context, nc *nats.Conn, stream string, req GetRequest, fn f
 			return end, err
 		}
 		end.Last = seq
-		if req.Batch == 0 && len(req.LastFor) == 0 {
+		if req.Batch == 0 {
 			return end, nil // a single message: no end of batch follows
 		}
 	}

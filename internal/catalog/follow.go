@@ -21,8 +21,8 @@ import (
 // that declares the streams may create one (see bus.Policy.Permissions):
 // the bucket republishes every value it stores on
 // event.CatalogLiveSubjects, which each process subscribes to before it
-// loads what the bucket holds from the stream's leader (see load). Each value comes with its
-// revision (Nats-Sequence) and the revision it replaces
+// loads what the bucket holds from the stream's leader (see load). Each
+// value comes with its revision (Nats-Sequence) and the revision it replaces
 // (Nats-Last-Sequence): a value replacing one this process never had
 // shows that the subscription lost something, and so does a bucket whose
 // last revision stays ahead of everything received, a reconnection, or a
