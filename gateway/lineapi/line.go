@@ -40,7 +40,7 @@ type Line interface {
 	PollPresent(ctx context.Context, q string, seq uint64, every time.Duration) (waitqueue.Entry, error)
 	Poll(ctx context.Context, q string, seq uint64) (waitqueue.Entry, error)
 	Leave(ctx context.Context, q string, seq uint64, user string) (had waitqueue.Status, toRecord bool, err error)
-	LeaveRecorded(ctx context.Context, q string, seq uint64, user string) error
+	LeaveRecorded(ctx context.Context, q string, leaves ...waitqueue.UnrecordedLeave) error
 	Stats(ctx context.Context, q string) (waitqueue.Stats, error)
 }
 
@@ -557,7 +557,7 @@ func (a *API) LeaveEntry(ctx context.Context, q string, seq uint64, user string)
 	if _, err := a.events.Publish(ctx, event.LeaveSubject(q), body, jetstream.WithMsgID(id)); err != nil {
 		return "", httpapi.Unavailable(fmt.Errorf("record leave of %s/%d: %w", q, seq, err), "the leave is taken but not recorded yet; retry")
 	}
-	if err := a.line.LeaveRecorded(ctx, q, seq, user); err != nil {
+	if err := a.line.LeaveRecorded(ctx, q, waitqueue.UnrecordedLeave{Seq: seq, User: user}); err != nil {
 		a.log.Warn("leave recorded, not forgotten: the admitter records it again", "queue", q, "seq", seq, "err", err)
 	}
 	return had, nil

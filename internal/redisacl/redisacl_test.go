@@ -236,7 +236,7 @@ func TestEachServiceCanDoItsWork(t *testing.T) {
 		must(t, "read the breaker", err)
 		_, _, err = ln.Leave(ctx, q, 2, "ben")
 		must(t, "leave", err)
-		must(t, "leave recorded", ln.LeaveRecorded(ctx, q, 2, "ben"))
+		must(t, "leave recorded", ln.LeaveRecorded(ctx, q, waitqueue.UnrecordedLeave{Seq: 2, User: "ben"}))
 		// A stock-aware queue: a restock (the line and the stock ledger)
 		// and an admission at once, which reserves in the ledger.
 		must(t, "set stock", cl.SetStock(ctx, q+"-stock", false, waitqueue.StockLevel{SKU: "sku", Available: 5, Version: 1}))

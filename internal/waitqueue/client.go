@@ -3,6 +3,7 @@ package waitqueue
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -52,11 +53,16 @@ func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
 // Preload names scripts RunBatches loads before it sends a batch, so the
 // first pipelines find them in Redis's script cache: a role calls it for
-// its per-request scripts when it is made.
+// its per-request scripts when it is made. A script named again (a role
+// made twice, or inside another: admission's Line) is loaded once.
 func (c *Client) Preload(scripts ...*script.Script) {
 	c.preloadMu.Lock()
 	defer c.preloadMu.Unlock()
-	c.preload = append(c.preload, scripts...)
+	for _, s := range scripts {
+		if !slices.Contains(c.preload, s) {
+			c.preload = append(c.preload, s)
+		}
+	}
 }
 
 // Now returns Redis's time: the one clock every decision uses.

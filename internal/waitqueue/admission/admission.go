@@ -18,6 +18,7 @@ import (
 	"usher/internal/waitqueue"
 	"usher/internal/waitqueue/internal/linescript"
 	"usher/internal/waitqueue/ledger"
+	"usher/internal/waitqueue/line"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -31,11 +32,12 @@ type Admission struct {
 	client *waitqueue.Client
 	rdb    redis.UniversalClient
 	ledger *ledger.Ledger
+	line   *line.Line // the shoppers' leaves it records (see line.Leave)
 }
 
 // New returns the Admission role on c.
 func New(c *waitqueue.Client) *Admission {
-	return &Admission{client: c, rdb: c.Redis(), ledger: ledger.New(c)}
+	return &Admission{client: c, rdb: c.Redis(), ledger: ledger.New(c), line: line.New(c)}
 }
 
 // Admit runs the queue's admission tick if it is due: expires stale tokens,
@@ -235,30 +237,23 @@ func (a *Admission) LeavesToRecord(ctx context.Context, q string, max int) ([]wa
 
 // LeavesRecorded takes the leaves the stream stored out of the line's
 // leaves to record, and frees the slots the shoppers' leaves kept until
-// now (see line.Leave).
+// now (line.LeaveRecorded).
 func (a *Admission) LeavesRecorded(ctx context.Context, q string, done []waitqueue.UnrecordedLeave) error {
-	k := keyspace.Of(q)
 	var gone []any
-	var left []any
+	var left []waitqueue.UnrecordedLeave
 	for _, l := range done {
 		if l.Reason == "" {
-			left = append(left, strconv.FormatUint(l.Seq, 10), l.User)
+			left = append(left, l)
 		} else {
 			gone = append(gone, strconv.FormatUint(l.Seq, 10))
 		}
 	}
 	if len(gone) > 0 {
-		if err := a.rdb.ZRem(ctx, k.Leaves(), gone...).Err(); err != nil {
+		if err := a.rdb.ZRem(ctx, keyspace.Of(q).Leaves(), gone...).Err(); err != nil {
 			return fmt.Errorf("trim abandoned %s: %w", q, err)
 		}
 	}
-	if len(left) > 0 {
-		args := linescript.Args(k, a.client.TombstoneTTL(), left...)
-		if err := recordedScript.Run(ctx, a.rdb, linescript.Keys(k), args...).Err(); err != nil {
-			return fmt.Errorf("leaves of %s recorded: %w", q, err)
-		}
-	}
-	return nil
+	return a.line.LeaveRecorded(ctx, q, left...)
 }
 
 // ClosedSince records that q is closed (or forgets it when it is open again)

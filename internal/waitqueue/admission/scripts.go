@@ -21,7 +21,6 @@ var (
 	admitNowScript    = redis.NewScript(linescript.Stocked(admitNowLua))
 	closedSinceScript = redis.NewScript(closedSinceLua)
 	closingScript     = redis.NewScript(closingLua)
-	recordedScript    = redis.NewScript(linescript.Changing(leavesRecordedLua))
 )
 
 var (
@@ -33,8 +32,6 @@ var (
 	closedSinceLua string
 	//go:embed closing.lua
 	closingLua string
-	//go:embed leaves_recorded.lua
-	leavesRecordedLua string
 )
 
 // tickArgs are admit.lua's arguments (after lib.lua's two): queue q's

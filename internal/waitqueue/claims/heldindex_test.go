@@ -99,7 +99,7 @@ func TestTheHeldIndexIsWhatTheRecordsSay(t *testing.T) {
 			// A leave keeps its slot until it is recorded; half are.
 			_, _, err = s.Leave(ctx, q, seq, us[seq-1])
 			if err == nil && rng.IntN(2) == 0 {
-				err = s.LeaveRecorded(ctx, q, seq, us[seq-1])
+				err = s.LeaveRecorded(ctx, q, waitqueue.UnrecordedLeave{Seq: seq, User: us[seq-1]})
 			}
 			did = "leave " + strconv.FormatUint(seq, 10)
 		case op == 7 && len(admitted)+len(used) > 0:

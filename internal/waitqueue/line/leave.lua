@@ -4,7 +4,7 @@
 -- it left, and leaving twice is harmless (see leave in lib.lua); a leave
 -- that took effect waits in LEAVING until the stream stores it — the
 -- gateway stores it, the admitter stores what a gateway could not, and
--- either then calls leave_recorded.lua — so the stream holds a shopper's
+-- either then runs leave_recorded.lua — so the stream holds a shopper's
 -- leave only if it took effect, which is before any claim of the token
 -- (the claim script refuses a left entry). A leave that finds the token
 -- used — an order's claim came first — records nothing: the order stands,
@@ -17,11 +17,11 @@
 -- ARGV from 3 (leaveArgs, scripts.go): seq, user. Returns {the status the
 -- entry had, 1 while its leave is still to be stored, else 0}.
 local seq, user = ARGV[3], ARGV[4]
-local member = seq .. ':' .. user -- as keyspace says, and leaveRecorded
+local member = leavingMember(seq, user)
 local had = leave(seq, user, '', nil, true)
 if had == 'waiting' or had == 'pre' or had == 'admitted' or had == 'unknown' then
-  redis.call('ZADD', P .. 'leaving', seq, member)
+  redis.call('ZADD', LEAVING, seq, member)
   return {had, 1}
 end
-if redis.call('ZSCORE', P .. 'leaving', member) then return {had, 1} end
+if redis.call('ZSCORE', LEAVING, member) then return {had, 1} end
 return {had, 0}

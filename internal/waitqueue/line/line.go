@@ -185,18 +185,23 @@ func (l *Line) Leave(ctx context.Context, q string, seq uint64, user string) (ha
 	return waitqueue.Status(st), linescript.Int(res[1]) == 1, nil
 }
 
-// LeaveRecorded forgets a shopper's leave the entries stream has stored
-// (see Leave) and frees the slot an admitted entry kept until then; the
-// admitter would otherwise store the leave again (a repeat the stream
-// drops) and free it at its next tick.
-func (l *Line) LeaveRecorded(ctx context.Context, q string, seq uint64, user string) error {
+// LeaveRecorded forgets shoppers' leaves the entries stream has stored
+// (see Leave) and frees the slots admitted entries kept until then: the
+// gateway's step after its own record, and the admitter's after it
+// recorded what a gateway could not. A leave forgotten already changes
+// nothing. Only shoppers' own leaves count here (an abandonment's Reason
+// is not looked at).
+func (l *Line) LeaveRecorded(ctx context.Context, q string, leaves ...waitqueue.UnrecordedLeave) error {
+	if len(leaves) == 0 {
+		return nil
+	}
 	k := keyspace.Of(q)
-	args := leaveArgs{Seq: seq, User: user}
+	args := recordedArgs(leaves)
 	err := waitqueue.WaitOutMove(ctx, func() *redis.Cmd {
 		return leaveRecordedScript.Run(ctx, l.rdb, linescript.Keys(k), args.argv(k, l.client.TombstoneTTL())...)
 	}).Err()
 	if err != nil {
-		return fmt.Errorf("leave %s/%d recorded: %w", q, seq, err)
+		return fmt.Errorf("leaves of %s recorded: %w", q, err)
 	}
 	return nil
 }

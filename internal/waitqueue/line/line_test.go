@@ -132,7 +132,7 @@ func TestALeaveIsToBeRecordedOnlyIfItTookEffect(t *testing.T) {
 	if got, err := s.LeavesToRecord(ctx, q, 10); err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("LeavesToRecord = %+v, %v; want %+v", got, err, want)
 	}
-	if err := s.LeaveRecorded(ctx, q, 2, "bob"); err != nil {
+	if err := s.LeaveRecorded(ctx, q, waitqueue.UnrecordedLeave{Seq: 2, User: "bob"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, toRecord, _ := s.Leave(ctx, q, 2, "bob"); toRecord {
@@ -156,7 +156,7 @@ func TestLeave(t *testing.T) {
 		if st, _ := s.Stats(ctx, q); st.Active != 1 {
 			t.Fatalf("active after the leave, not recorded = %d, want 1", st.Active)
 		}
-		if err := s.LeaveRecorded(ctx, q, 1, "alice"); err != nil {
+		if err := s.LeaveRecorded(ctx, q, waitqueue.UnrecordedLeave{Seq: 1, User: "alice"}); err != nil {
 			t.Fatal(err)
 		}
 		if st, _ := s.Stats(ctx, q); st.Active != 0 {

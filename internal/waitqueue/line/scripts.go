@@ -277,6 +277,19 @@ func (a leaveArgs) argv(k keyspace.Queue, ttl time.Duration) []any {
 	return linescript.Args(k, ttl, a.Seq, a.User)
 }
 
+// recordedArgs are leave_recorded.lua's arguments (after lib.lua's two):
+// the leaves, each its seq and user.
+type recordedArgs []waitqueue.UnrecordedLeave
+
+// argv is leave_recorded.lua's ARGV, in the order it reads them.
+func (a recordedArgs) argv(k keyspace.Queue, ttl time.Duration) []any {
+	own := make([]any, 0, 2*len(a))
+	for _, l := range a {
+		own = append(own, strconv.FormatUint(l.Seq, 10), l.User)
+	}
+	return linescript.Args(k, ttl, own...)
+}
+
 // ranksArgs are ranks.lua's arguments: the sequences whose ranks to read.
 type ranksArgs struct{ Seqs []uint64 }
 

@@ -111,5 +111,5 @@ func Leave(ctx context.Context, s *roles.All, q string, seq uint64, user string)
 	if err != nil || !toRecord {
 		return had, err
 	}
-	return had, s.LeaveRecorded(ctx, q, seq, user)
+	return had, s.LeaveRecorded(ctx, q, waitqueue.UnrecordedLeave{Seq: seq, User: user})
 }

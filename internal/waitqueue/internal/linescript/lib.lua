@@ -4,8 +4,8 @@
 -- entry is in at most one of the waiting line (W), the admitted set (A)
 -- and the pre-queue; a record leaves W, A or the pre-queue in the step
 -- that changes its status — but for a shopper's leave, whose record keeps
--- its slot in A until the leave is recorded (see leave.lua); HELD says what each member of A holds; a
--- finished record and its user's pointer become tombstones that expire
+-- its slot in A until the leave is recorded (see leave.lua); HELD says
+-- what each member of A holds; a finished record and its user's pointer become tombstones that expire
 -- after the tombstone TTL.
 --
 -- KEYS: the line's six — waiting, active, outbox, stats, admits, cursor
@@ -189,12 +189,16 @@ local function leave(seq, user, reason, at, hold)
   finish(e, seq, user)
   return st or 'unknown'
 end
+-- LEAVING holds the shoppers' leaves the line took that the entries stream
+-- does not hold yet, each as leavingMember names it (keyspace: Leaving).
+local LEAVING = P .. 'leaving'
+local function leavingMember(seq, user) return seq .. ':' .. user end
 -- leaveRecorded forgets a shopper's leave the entries stream has stored
--- (leave.lua keeps it in LEAVING until then, as "<seq>:<user>") and frees
--- the slot its record kept. The first caller frees it; a repeat finds the
--- leave gone and changes nothing.
+-- (leave.lua keeps it in LEAVING until then) and frees the slot its record
+-- kept. The first caller frees it; a repeat finds the leave gone and
+-- changes nothing.
 local function leaveRecorded(seq, user)
-  if redis.call('ZREM', P .. 'leaving', seq .. ':' .. user) == 0 then return end
+  if redis.call('ZREM', LEAVING, leavingMember(seq, user)) == 0 then return end
   local e = P .. 'e:' .. seq
   local alias = redis.call('HGET', e, 'alias')
   if alias then
