@@ -709,14 +709,14 @@ func (c *Catalog) Put(ctx context.Context, cfg Config) (created bool, err error)
 // retired (ErrRetired).
 func (c *Catalog) replace(ctx context.Context, name string, b []byte) (uint64, error) {
 	for range updateAttempts {
-		e, err := c.kv.Get(ctx, name)
+		e, err := c.read(ctx, name)
 		if err != nil {
 			return 0, err
 		}
-		if _, ok := RetiredAt(e.Value()); ok {
+		if _, ok := RetiredAt(e.value); ok {
 			return 0, ErrRetired
 		}
-		rev, err := c.kv.Update(ctx, name, b, e.Revision())
+		rev, err := c.kv.Update(ctx, name, b, e.rev)
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return rev, err
 		}
@@ -770,17 +770,39 @@ func (c *Catalog) Delete(ctx context.Context, name string, at time.Time, may fun
 // A deleted queue's tombstone is ErrRetired.
 func (c *Catalog) stored(ctx context.Context, name string) (Config, uint64, error) {
 	cfg := Defaults(name)
-	e, err := c.kv.Get(ctx, name)
+	e, err := c.read(ctx, name)
 	if err != nil {
 		return cfg, 0, err
 	}
-	if _, ok := RetiredAt(e.Value()); ok {
+	if _, ok := RetiredAt(e.value); ok {
 		return cfg, 0, ErrRetired
 	}
-	if err := json.Unmarshal(e.Value(), &cfg); err != nil {
+	if err := json.Unmarshal(e.value, &cfg); err != nil {
 		return cfg, 0, err
 	}
-	return cfg, e.Revision(), nil
+	return cfg, e.rev, nil
+}
+
+// read returns queue name's last value as the stream's leader holds it,
+// or jetstream.ErrKeyNotFound. A compare-and-set reads there, not by the
+// bucket's direct get, which any replica answers: one behind the leader
+// (cut off by a partition) would hand Update a configuration older than
+// the stored one, and a change already made there (a pause, a close)
+// would read as still to make, or one still to make as made — answered
+// ErrUnchanged while the bucket holds otherwise.
+func (c *Catalog) read(ctx context.Context, name string) (entry, error) {
+	m, err := c.f.stream.GetLastMsgForSubject(ctx, "$KV."+Bucket+"."+name)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return entry{}, jetstream.ErrKeyNotFound
+	}
+	if err != nil {
+		return entry{}, err
+	}
+	e := entryOf(m.Subject, m.Sequence, m.Header, m.Data)
+	if e.key != name || e.deleted {
+		return entry{}, jetstream.ErrKeyNotFound
+	}
+	return e, nil
 }
 
 // ErrUnchanged is Update's answer when change made no change.

@@ -432,24 +432,7 @@ func TestTheCatalogLoadsFromTheStreamsLeader(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	spy, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer spy.Close()
-	var direct, leader atomic.Int64
-	for subject, n := range map[string]*atomic.Int64{
-		"$JS.API.DIRECT.GET." + event.StreamQueues:        &direct,
-		"$JS.API.DIRECT.GET." + event.StreamQueues + ".>": &direct,
-		"$JS.API.STREAM.MSG.GET." + event.StreamQueues:    &leader,
-	} {
-		if _, err := spy.Subscribe(subject, func(*nats.Msg) { n.Add(1) }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := spy.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	direct, leader := spyOnReads(t, url)
 	c := open(t, broker(t, url))
 	for _, q := range []string{"a", "b", "c"} {
 		if _, ok := c.Get(name + q); !ok {
@@ -460,6 +443,60 @@ func TestTheCatalogLoadsFromTheStreamsLeader(t *testing.T) {
 	if direct.Load() != 0 || leader.Load() < 3 {
 		t.Errorf("the load asked %d direct gets and %d of the leader; want none and one a queue", direct.Load(), leader.Load())
 	}
+}
+
+// A change — an update, a deletion — reads what it compares and sets from
+// the stream's leader: a replica behind it would hand the change an older
+// configuration.
+func TestAChangeReadsTheQueueFromTheStreamsLeader(t *testing.T) {
+	ctx, url := t.Context(), testenv.NATS(t)
+	c := open(t, broker(t, url))
+	name := testenv.Name(t)
+	if _, err := c.Put(ctx, catalog.Defaults(name)); err != nil {
+		t.Fatal(err)
+	}
+	direct, leader := spyOnReads(t, url)
+	if _, _, err := c.Update(ctx, name, func(cfg *catalog.Config) bool { cfg.State = catalog.StatePaused; return true }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Delete(ctx, name, time.Now(), func(catalog.Config) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Update(ctx, name, func(*catalog.Config) bool { return true }); !errors.Is(err, catalog.ErrRetired) {
+		t.Errorf("an update of a deleted queue: %v, want ErrRetired", err)
+	}
+	if _, _, err := c.Update(ctx, name+"-never", func(*catalog.Config) bool { return true }); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("an update of a queue never put: %v, want ErrKeyNotFound", err)
+	}
+	time.Sleep(100 * time.Millisecond) // the spy's copies on their way
+	if direct.Load() != 0 || leader.Load() < 4 {
+		t.Errorf("the changes asked %d direct gets and %d of the leader; want none and one each", direct.Load(), leader.Load())
+	}
+}
+
+// spyOnReads counts the reads of the catalog's stream from now on: direct
+// gets (any replica answers) and the API's message gets (the leader does).
+func spyOnReads(t *testing.T, url string) (direct, leader *atomic.Int64) {
+	t.Helper()
+	spy, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(spy.Close)
+	direct, leader = new(atomic.Int64), new(atomic.Int64)
+	for subject, n := range map[string]*atomic.Int64{
+		"$JS.API.DIRECT.GET." + event.StreamQueues:        direct,
+		"$JS.API.DIRECT.GET." + event.StreamQueues + ".>": direct,
+		"$JS.API.STREAM.MSG.GET." + event.StreamQueues:    leader,
+	} {
+		if _, err := spy.Subscribe(subject, func(*nats.Msg) { n.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return direct, leader
 }
 
 // A bucket of more queues than one batched read could answer for (1024
