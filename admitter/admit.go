@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"usher/internal/bus"
 	"usher/internal/catalog"
 	"usher/internal/event"
 	"usher/internal/keyspace"
@@ -467,7 +468,7 @@ func (a *admitter) announce(ctx context.Context, q string) error {
 					stored = append(stored, pending[i])
 				}
 			case err := <-f.Err():
-				if storing(err) {
+				if bus.Storing(err) {
 					continue
 				}
 				if firstErr == nil {
@@ -502,19 +503,6 @@ func (a *admitter) announce(ctx context.Context, q string) error {
 		}
 	}
 }
-
-// storing reports whether a publish was refused because the stream is
-// storing a message with the same id at this moment
-// (JSStreamDuplicateMessageConflict, 409 "duplicate message id is in
-// process", on a replicated stream).
-func storing(err error) bool {
-	var api *jetstream.APIError
-	return errors.As(err, &api) && api.ErrorCode == jsDuplicateInProcess
-}
-
-// jsDuplicateInProcess is JetStream's error code for a publish whose
-// message id is being stored by another publish.
-const jsDuplicateInProcess jetstream.ErrorCode = 10158
 
 // dropIfClosedLong removes the line of a queue closed for longer than
 // keyspace.ClosedGrace, once no slot is taken any more: Redis holds only
@@ -655,40 +643,98 @@ func (a *admitter) recordLeaves(ctx context.Context, q string) error {
 		return err
 	}
 	epoch := a.epoch()
-	futures := make([]jetstream.PubAckFuture, 0, len(gone))
-	for _, g := range gone {
+	leaves := make([]leaveRecord, len(gone))
+	for i, g := range gone {
 		id, body, err := event.NewLeft(event.Left{Queue: q, User: g.User, Seq: g.Seq, Reason: g.Reason}, epoch, a.now())
 		if err != nil {
 			return err
 		}
-		f, err := a.events.PublishAsync(event.LeaveSubject(q), body, jetstream.WithMsgID(id))
-		if err != nil {
-			return fmt.Errorf("record leaves: %w", err)
-		}
-		futures = append(futures, f)
+		leaves[i] = leaveRecord{g, id, body}
 	}
 	wctx, cancel := context.WithTimeout(ctx, publishWait)
 	defer cancel()
 	var done []waitqueue.UnrecordedLeave
 	var firstErr error
-	for i, f := range futures {
-		select {
-		case <-f.Ok():
-			done = append(done, gone[i])
-		case err := <-f.Err():
-			if firstErr == nil {
-				firstErr = fmt.Errorf("leave %s/%d not recorded: %w", q, gone[i].Seq, err)
-			}
-		case <-wctx.Done():
-			if firstErr == nil {
-				firstErr = fmt.Errorf("leaves not acknowledged: %w", wctx.Err())
-			}
+	// A leave its gateway is storing at this moment (bus.Storing) is
+	// published again after a moment, until the stream says it holds it:
+	// the caller announces admissions next, and none may be stored before
+	// a leave the line took ahead of them.
+	wait := leaveStoringWait
+	for attempt := 1; len(leaves) > 0; attempt++ {
+		stored, storing, err := a.publishLeaves(wctx, q, leaves)
+		done = append(done, stored...)
+		if firstErr == nil {
+			firstErr = err
 		}
+		if len(storing) == 0 || firstErr != nil {
+			break
+		}
+		if attempt == leaveStoringAttempts {
+			firstErr = fmt.Errorf("leave %s/%d: %w", q, storing[0].Seq, errStillStoring)
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-wctx.Done():
+			t.Stop()
+			firstErr = fmt.Errorf("leaves not acknowledged: %w", wctx.Err())
+		case <-t.C:
+		}
+		wait *= 2
+		leaves = storing
 	}
 	if err := a.admission.LeavesRecorded(ctx, q, done); err != nil {
 		return err
 	}
 	return firstErr
+}
+
+// leaveRecord is a leave to record and its event.
+type leaveRecord struct {
+	waitqueue.UnrecordedLeave
+	id   string
+	body []byte
+}
+
+// The waits between publishes of a leave another publisher is storing,
+// doubling: a replicated stream stores one in a millisecond or two.
+const (
+	leaveStoringWait     = 2 * time.Millisecond
+	leaveStoringAttempts = 8
+)
+
+var errStillStoring = errors.New("another publisher's store of it did not settle")
+
+// publishLeaves publishes leaves and waits for the stream's answers: the
+// leaves it holds now (stored, or a repeat of one stored), those another
+// publisher is storing at this moment, and the first failure.
+func (a *admitter) publishLeaves(ctx context.Context, q string, leaves []leaveRecord) (stored []waitqueue.UnrecordedLeave, storing []leaveRecord, err error) {
+	futures := make([]jetstream.PubAckFuture, 0, len(leaves))
+	for _, l := range leaves {
+		f, err := a.events.PublishAsync(event.LeaveSubject(q), l.body, jetstream.WithMsgID(l.id))
+		if err != nil {
+			return stored, storing, fmt.Errorf("record leaves: %w", err)
+		}
+		futures = append(futures, f)
+	}
+	for i, f := range futures {
+		select {
+		case <-f.Ok():
+			stored = append(stored, leaves[i].UnrecordedLeave)
+		case ferr := <-f.Err():
+			if bus.Storing(ferr) {
+				storing = append(storing, leaves[i])
+			} else if err == nil {
+				err = fmt.Errorf("leave %s/%d not recorded: %w", q, leaves[i].Seq, ferr)
+			}
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("leaves not acknowledged: %w", ctx.Err())
+			}
+			return stored, storing, err
+		}
+	}
+	return stored, storing, err
 }
 
 // drawIfDue draws a scheduled drop's pre-queue once it has opened: the

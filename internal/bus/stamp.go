@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -47,17 +48,64 @@ func newStamped(js jetstream.JetStream, w *strandWatch) stamped {
 
 // Publish implements jetstream.Publisher.
 func (s stamped) Publish(ctx context.Context, subject string, data []byte, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	return watchedCall(s.watch, func() (*jetstream.PubAck, error) {
+	return s.settled(ctx, func() (*jetstream.PubAck, error) {
 		return s.JetStream.Publish(ctx, subject, data, s.expect(subject, opts)...)
 	})
 }
 
 // PublishMsg implements jetstream.Publisher.
 func (s stamped) PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	return watchedCall(s.watch, func() (*jetstream.PubAck, error) {
+	return s.settled(ctx, func() (*jetstream.PubAck, error) {
 		return s.JetStream.PublishMsg(ctx, msg, s.expect(msg.Subject, opts)...)
 	})
 }
+
+// settled publishes, and publishes again while the stream answers that a
+// message of the same id is being stored (Storing): its answer then, a
+// duplicate's acknowledgement or the store's own failure, is the one a
+// publisher needs. Two processes record some events under one id on
+// purpose (a shopper's leave: the gateway that took it and the admitter
+// that records what a gateway could not); the second must not read the
+// first one's store in flight as its own failure.
+func (s stamped) settled(ctx context.Context, publish func() (*jetstream.PubAck, error)) (*jetstream.PubAck, error) {
+	wait := storingWait
+	for attempt := 1; ; attempt++ {
+		ack, err := watchedCall(s.watch, publish)
+		if !Storing(err) || attempt == storingAttempts {
+			return ack, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ack, err
+		case <-t.C:
+		}
+		wait *= 2
+	}
+}
+
+// A replicated stream stores a message in a millisecond or two: the waits
+// between a publish answered Storing and the next, doubling, add up to
+// about a quarter of a second.
+const (
+	storingWait     = 2 * time.Millisecond
+	storingAttempts = 8
+)
+
+// Storing reports whether a publish was refused because the stream is
+// storing a message with the same id at this moment
+// (JSStreamDuplicateMessageConflict, 409 "duplicate message id is in
+// process", on a replicated stream): the publish neither stored nor
+// failed, and the same publish again learns which.
+func Storing(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == jsDuplicateInProcess
+}
+
+// jsDuplicateInProcess is JetStream's error code for a publish whose
+// message id is being stored by another publish.
+const jsDuplicateInProcess jetstream.ErrorCode = 10158
 
 // Stream returns the named stream's handle, whose one-message reads (the
 // last of a subject, one by sequence) the stream's leader answers (see

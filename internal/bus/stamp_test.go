@@ -2,6 +2,8 @@ package bus_test
 
 import (
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -83,5 +85,74 @@ func TestRecordsWrittenThroughOpenNameTheirStream(t *testing.T) {
 	}
 	if _, err := kv.Create(ctx, q, []byte("anew")); err != nil {
 		t.Errorf("Create of a deleted key: %v", err)
+	}
+}
+
+// Two processes publishing one record under one message id at the same
+// moment (a shopper's leave: the gateway that took it, the admitter
+// recording what a gateway could not) both learn that the stream holds
+// it, once, on a replicated stream, where the second publish can arrive
+// while the first is being stored — which JetStream answers 409
+// "duplicate message id is in process", neither stored nor refused.
+func TestOnePublishOfAnIdBeingStoredLearnsItIsStored(t *testing.T) {
+	ctx := t.Context()
+	urls := testenv.NATSCluster(t)
+	open := func(name string) jetstream.JetStream {
+		nc, js, err := bus.Open(ctx, bus.Settings{URLs: urls, Replicas: 3}, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return js
+	}
+	gateway, admitter := open("gateway"), open("admitter")
+	q := testenv.Name(t)
+	const leaves = 300
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*leaves)
+	for seq := range leaves {
+		id := fmt.Sprintf("leave/%s/%d", q, seq)
+		for _, js := range []jetstream.JetStream{gateway, admitter} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := js.Publish(ctx, event.LeaveSubject(q), []byte(id), jetstream.WithMsgID(id)); err != nil {
+					errs <- fmt.Errorf("%s: %w", id, err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	st, err := gateway.Stream(ctx, event.StreamEntries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(event.LeaveSubject(q)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.State.Subjects[event.LeaveSubject(q)]; got != leaves {
+		t.Errorf("the stream holds %d leaves of %d published twice each; want each once", got, leaves)
+	}
+}
+
+// Storing tells the answer "duplicate message id is in process" from
+// every other refusal, wrapped or not.
+func TestStoringIsTheDuplicateInProcess(t *testing.T) {
+	inProcess := &jetstream.APIError{Code: 409, ErrorCode: 10158, Description: "duplicate message id is in process"}
+	if !bus.Storing(inProcess) || !bus.Storing(fmt.Errorf("publish: %w", inProcess)) {
+		t.Error("409 duplicate message id is in process: not recognised")
+	}
+	for _, err := range []error{
+		&jetstream.APIError{Code: 503, ErrorCode: 10077, Description: "maximum messages exceeded"},
+		jetstream.ErrNoStreamResponse, errors.New("timeout"),
+	} {
+		if bus.Storing(err) {
+			t.Errorf("%v taken for a duplicate in process", err)
+		}
 	}
 }
