@@ -73,19 +73,25 @@ func paramsOf(cfg catalog.Config) adaptive.Params {
 	return adaptive.Params{Window: time.Duration(cfg.AdaptiveWindow()) * time.Millisecond, Bounds: b, Lease: claimLease}
 }
 
+// forget drops queue q's last limit and its series: the queue turned
+// adaptive admission off, or was deleted.
+func (l *adaptiveLimits) forget(q string) {
+	l.mu.Lock()
+	_, was := l.last[q]
+	delete(l.last, q)
+	l.mu.Unlock()
+	if was {
+		l.metrics.forget(q)
+	}
+}
+
 // target is the adaptive limit for one tick. When Redis cannot say, the
 // queue keeps the limit its last tick used (or the configured one): the
 // admission step itself will fail the same way.
 func (l *adaptiveLimits) target(ctx context.Context, cfg catalog.Config) int {
 	q := cfg.Name
 	if !cfg.AdaptiveOn() {
-		l.mu.Lock()
-		_, was := l.last[q]
-		delete(l.last, q)
-		l.mu.Unlock()
-		if was {
-			l.metrics.forget(q)
-		}
+		l.forget(q)
 		return cfg.TargetActive
 	}
 	p := paramsOf(cfg)

@@ -150,6 +150,9 @@ func (a *admitter) Run(ctx context.Context) error {
 			delete(running, name)
 			if _, deleted := a.queues.Retired(name); deleted {
 				a.metrics.forget(name)
+				if a.adaptive != nil {
+					a.adaptive.forget(name)
+				}
 				g.Go(func() error { a.forget(ctx, name); return nil })
 			}
 		case <-scan.C:

@@ -305,6 +305,21 @@ func TestADeletedQueuesMetricsLeaveTheAdmitter(t *testing.T) {
 	testenv.Eventually(t, 5*time.Second, func() bool { return series() == 0 }, "no series of the deleted queue left")
 }
 
+// So do an adaptive queue's: its limit and the controller's series.
+func TestADeletedAdaptiveQueuesMetricsLeaveTheAdmitter(t *testing.T) {
+	c := cfg(5, 20, 300)
+	c.Adaptive = &catalog.Adaptive{Enabled: true, Min: 2, Max: 24, WindowMs: 100}
+	w := newDeletableOf(t, c)
+	addr := freeAddr(t)
+	w.startAt(addr)
+	w.join("alice")
+	limit := func() int { return testenv.QueueSeries("http://"+addr+"/metrics", w.queue, "usher_adaptive_limit") }
+	testenv.Eventually(t, 5*time.Second, func() bool { return limit() > 0 }, "the queue's adaptive limit on /metrics")
+	w.delete()
+	series := func() int { return testenv.QueueSeries("http://"+addr+"/metrics", w.queue) }
+	testenv.Eventually(t, 5*time.Second, func() bool { return series() == 0 }, "no series of the deleted queue left")
+}
+
 func TestALineLeftByAQueueDeletedWhileNoAdmitterRanLeavesAtStart(t *testing.T) {
 	w := newDeletable(t)
 	if _, err := w.line.ClosedSince(context.Background(), w.queue, true); err != nil { // a line in Redis
@@ -327,6 +342,10 @@ type deletable struct {
 func newDeletable(t *testing.T) deletable {
 	c := cfg(5, 20, 300)
 	c.State = catalog.StatePaused
+	return newDeletableOf(t, c)
+}
+
+func newDeletableOf(t *testing.T, c catalog.Config) deletable {
 	w := newWorld(t, c)
 	rdb, err := waitqueue.DialURL(w.redisURL, 1)
 	if err != nil {

@@ -26,8 +26,9 @@ func Scrape(t testing.TB, url string) Series {
 }
 
 // QueueSeries counts the series labelled queue q on the /metrics page at
-// url: -1 while the page cannot be read (a service starting).
-func QueueSeries(url, q string) int {
+// url, of the metrics named (none: of every one): -1 while the page cannot
+// be read (a service starting).
+func QueueSeries(url, q string, names ...string) int {
 	res, err := http.Get(url)
 	if err != nil {
 		return -1
@@ -37,7 +38,17 @@ func QueueSeries(url, q string) int {
 	if err != nil || res.StatusCode != http.StatusOK {
 		return -1
 	}
-	return strings.Count(string(b), `queue="`+q+`"`)
+	if len(names) == 0 {
+		return strings.Count(string(b), `queue="`+q+`"`)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		name, labels, ok := strings.Cut(line, "{")
+		if ok && slices.Contains(names, name) && strings.Contains(labels, `queue="`+q+`"`) {
+			n++
+		}
+	}
+	return n
 }
 
 // Gather reads a registry as a scrape would.
