@@ -186,17 +186,27 @@ func acceptedJoins(ev *evidence) map[qseq]string {
 }
 
 // leftSeqs is every entry that left: a 204 to the shopper's DELETE, or a
-// leave event on the stream.
+// leave event on the stream. A leave names the seq of the ticket the
+// shopper holds; when that record is a later one of an attempt whose
+// first record the line moved the shopper up to (waitqueue's moveUp), the
+// line applies the leave there, and so does this.
 func leftSeqs(ev *evidence) map[qseq]bool {
+	first := firstOfAttempt(ev)
 	out := map[qseq]bool{}
+	left := func(k qseq) {
+		out[k] = true
+		if p, ok := first[k]; ok {
+			out[p] = true
+		}
+	}
 	for _, r := range ev.Journal {
 		if r.Kind == recLeave && r.Code == 204 {
-			out[qseq{r.Queue, r.Seq}] = true
+			left(qseq{r.Queue, r.Seq})
 		}
 	}
 	for q, ls := range ev.Leaves {
 		for _, l := range ls {
-			out[qseq{q, l.Seq}] = true
+			left(qseq{q, l.Seq})
 		}
 	}
 	return out
@@ -764,13 +774,20 @@ func (rq rateQueue) recovery(r *checkResult, normal float64) (recovered bool, to
 		r.fail("%s: admission rate still below 90%% of %.1f/s when the load stopped, %.1fs after the fault", rq.q.Name, normal, took.Seconds())
 		return false, took
 	}
-	// Each dip ends within the bound of what began it: the fault, or — for
+	// Each dip ends within the bound of what began it: the fault (for a
+	// fault made of steps, the last step begun by the start of the first
+	// low window: the step that began it, or an earlier one), or — for
 	// a dip that begins once the fault is healed (the burst of work a
 	// resumed worker or a restarted database releases) — the heal. A dip
 	// that runs across the heal counts from the fault, unless admission
 	// pauses by design while the fault lasts.
 	for _, d := range dips {
 		from, what := tl.Inject, "fault"
+		for _, s := range tl.Steps {
+			if s.After(from) && !s.After(d.from) {
+				from, what = s, "step before it"
+			}
+		}
 		// (a dip shows first in the window that reaches into it: one
 		// whose first low window ends past the heal began with it)
 		if !tl.Heal.IsZero() && (d.from.Add(recoveryWindow).After(tl.Heal) || tl.RecoverFromHeal) {

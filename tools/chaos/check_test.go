@@ -335,6 +335,24 @@ func TestRateAndRecovery(t *testing.T) {
 		{"a dip from the fault through its heal", rateHistoryOf(10, 12, 29, 27, 45), statusPass, statusFail},
 		{"two short dips, at the fault and at the heal", rateHistoryOf(10, 12, 14, 27, 45), statusPass, statusPass},
 	}
+	// A fault of steps from 12 s to 26 s (a rolling upgrade's restarts,
+	// one every 2 s), healed at 27 s: a dip is judged from the last step
+	// begun before it, a stall across many steps from the first.
+	stepped := func(ev *evidence) *evidence {
+		for s := 12; s <= 26; s += 2 {
+			ev.Timeline.Steps = append(ev.Timeline.Steps, at(s*1000))
+		}
+		return ev
+	}
+	tests = append(tests, []struct {
+		name           string
+		ev             *evidence
+		rate, recovery string
+	}{
+		{"a 2 s dip 8 s into a fault", rateHistoryOf(10, 20, 22, 27, 45), statusPass, statusFail},
+		{"a 2 s dip 8 s into a fault of steps, after one", stepped(rateHistoryOf(10, 20, 22, 27, 45)), statusPass, statusPass},
+		{"a stall across a fault of steps", stepped(rateHistoryOf(10, 12, 25, 27, 45)), statusPass, statusFail},
+	}...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rate, rec, _ := checkRate(tt.ev)
@@ -430,5 +448,22 @@ func TestARetryMovedUpToItsEarlierJoinIsNotLost(t *testing.T) {
 	h.ev.Joins["q"][2].Prev = 1 // c's next attempt, after 1 ended: lost
 	if c := checkLost(h.ev); c.Status != statusFail {
 		t.Fatalf("checkLost with the retry another attempt = %s, want a failure", c.Status)
+	}
+}
+
+// A shopper moved up to their attempt's earlier record, who then leaves
+// with the ticket they hold (the retry's), left that earlier record: the
+// line applies a leave through the alias to the place it points at.
+func TestALeaveThroughTheRetrysTicketLeavesTheEarlierJoin(t *testing.T) {
+	h := newHistory()
+	h.ev.Joins["q"] = append(h.ev.Joins["q"], streamJoin{Seq: 1, User: "c", Stored: at(0)})
+	h.join(2, "b", 10)
+	h.join(3, "c", 20) // the retry: answered 202 at 3
+	h.ev.Leaves["q"] = append(h.ev.Leaves["q"], streamLeave{Seq: 3, User: "c", Stored: at(50)})
+	h.admit(2, "b", "q:2", 200, 10000)
+	for _, c := range []checkResult{checkLost(h.ev), checkJoinOrder(h.ev)} {
+		if c.Status != statusPass {
+			t.Fatalf("%s = %s %v, want pass", c.Name, c.Status, c.Examples)
+		}
 	}
 }

@@ -144,6 +144,10 @@ type timeline struct {
 	Inject   time.Time `json:"inject"`   // fault injected
 	Heal     time.Time `json:"heal"`     // fault undone (process restarted, partition healed…)
 	LoadStop time.Time `json:"loadStop"` // no more joins
+	// Steps are when each step of a fault made of many began (a rolling
+	// upgrade's restarts, one copy after another): a dip is judged from
+	// the step it followed, as a single fault's dip is from the fault.
+	Steps []time.Time `json:"steps,omitempty"`
 	// RecoverFromHeal: the fault's nature pauses admission by design while
 	// it lasts (payment outage: back-pressure), so recovery is judged from
 	// the heal, not the injection.

@@ -31,7 +31,8 @@ func writeReliability(path string, results []result, o options) error {
 		"queue are back to 90 % of their rate before it (judged over 3-second windows, so it reads at most 3 s late); " +
 		"*bound* — how long that may take.\n\n")
 	fmt.Fprintf(&b, "Recovery bounds. A fault in one of usher's own processes, in NATS or the network delays "+
-		"admission by seconds, never by an ack wait: %v from the fault (the 3-second window included); a dip that begins "+
+		"admission by seconds, never by an ack wait: %v from the fault (the 3-second window included; in a rolling upgrade, "+
+		"from the last restart begun before the dip); a dip that begins "+
 		"only once the fault is healed — a resumed order worker's or a restarted PostgreSQL's burst of order events, "+
 		"which the line applies before it admits again — gets as long from the heal (a dip running across the heal "+
 		"counts from the fault). A fault that "+

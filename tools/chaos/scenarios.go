@@ -58,6 +58,12 @@ func (f *fault) injected(format string, args ...any) {
 	f.j.add(record{Kind: recFault, Detail: fmt.Sprintf(format, args...)})
 }
 
+// step records a step of a fault made of many, begun at at.
+func (f *fault) step(at time.Time, format string, args ...any) {
+	f.tl.Steps = append(f.tl.Steps, at)
+	f.j.add(record{Kind: recFault, Detail: fmt.Sprintf(format, args...)})
+}
+
 func (f *fault) healed(format string, args ...any) {
 	f.tl.Heal = time.Now()
 	f.j.add(record{Kind: recHeal, Detail: fmt.Sprintf(format, args...)})
@@ -100,13 +106,14 @@ func rollingUpgrade(ctx context.Context, f *fault) error {
 	for round := 1; round <= 2; round++ {
 		for _, kind := range serviceKinds {
 			for _, sv := range f.s.servicesOf(kind) {
+				at := time.Now()
 				if err := sv.proc.terminate(syscall.SIGTERM, 10*time.Second); err != nil {
 					return fmt.Errorf("stop %s: %w", sv.name(), err)
 				}
 				if err := f.s.restart(ctx, sv); err != nil {
 					return fmt.Errorf("restart %s: %w", sv.name(), err)
 				}
-				f.j.add(record{Kind: recFault, Detail: fmt.Sprintf("round %d: %s stopped by SIGTERM, restarted and ready", round, sv.name())})
+				f.step(at, "round %d: %s stopped by SIGTERM, restarted and ready", round, sv.name())
 			}
 		}
 	}
