@@ -73,16 +73,13 @@ func paramsOf(cfg catalog.Config) adaptive.Params {
 	return adaptive.Params{Window: time.Duration(cfg.AdaptiveWindow()) * time.Millisecond, Bounds: b, Lease: claimLease}
 }
 
-// forget drops queue q's last limit and its series: the queue turned
-// adaptive admission off, or was deleted.
-func (l *adaptiveLimits) forget(q string) {
+// retire drops every trace of deleted queue q: its last limit and all
+// its series, counters included.
+func (l *adaptiveLimits) retire(q string) {
 	l.mu.Lock()
-	_, was := l.last[q]
 	delete(l.last, q)
 	l.mu.Unlock()
-	if was {
-		l.metrics.forget(q)
-	}
+	l.metrics.drop(q)
 }
 
 // target is the adaptive limit for one tick. When Redis cannot say, the
@@ -91,7 +88,13 @@ func (l *adaptiveLimits) forget(q string) {
 func (l *adaptiveLimits) target(ctx context.Context, cfg catalog.Config) int {
 	q := cfg.Name
 	if !cfg.AdaptiveOn() {
-		l.forget(q)
+		l.mu.Lock()
+		_, was := l.last[q]
+		delete(l.last, q)
+		l.mu.Unlock()
+		if was {
+			l.metrics.forget(q)
+		}
 		return cfg.TargetActive
 	}
 	p := paramsOf(cfg)
@@ -249,7 +252,19 @@ func (m *adaptiveMetrics) decided(q string, d adaptive.Decision, s adaptive.Stat
 	}
 }
 
-// forget drops the gauges of a queue that is no longer adaptive.
+// drop drops every series of a deleted queue.
+func (m *adaptiveMetrics) drop(q string) {
+	of := prometheus.Labels{"queue": q}
+	m.limit.DeletePartialMatch(of)
+	m.reason.DeletePartialMatch(of)
+	m.decisions.DeletePartialMatch(of)
+	m.latency.DeletePartialMatch(of)
+	m.baseline.DeletePartialMatch(of)
+	m.unrecorded.DeletePartialMatch(of)
+}
+
+// forget drops the gauges of a queue that is no longer adaptive; its
+// counters go on counting what it decided while it was.
 func (m *adaptiveMetrics) forget(q string) {
 	m.limit.DeleteLabelValues(q)
 	m.latency.DeleteLabelValues(q)

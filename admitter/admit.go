@@ -151,7 +151,7 @@ func (a *admitter) Run(ctx context.Context) error {
 			if _, deleted := a.queues.Retired(name); deleted {
 				a.metrics.forget(name)
 				if a.adaptive != nil {
-					a.adaptive.forget(name)
+					a.adaptive.retire(name)
 				}
 				g.Go(func() error { a.forget(ctx, name); return nil })
 			}

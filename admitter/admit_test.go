@@ -305,7 +305,8 @@ func TestADeletedQueuesMetricsLeaveTheAdmitter(t *testing.T) {
 	testenv.Eventually(t, 5*time.Second, func() bool { return series() == 0 }, "no series of the deleted queue left")
 }
 
-// So do an adaptive queue's: its limit and the controller's series.
+// So do an adaptive queue's: its limit and the controller's series, its
+// counters of decisions among them.
 func TestADeletedAdaptiveQueuesMetricsLeaveTheAdmitter(t *testing.T) {
 	c := cfg(5, 20, 300)
 	c.Adaptive = &catalog.Adaptive{Enabled: true, Min: 2, Max: 24, WindowMs: 100}
@@ -313,8 +314,10 @@ func TestADeletedAdaptiveQueuesMetricsLeaveTheAdmitter(t *testing.T) {
 	addr := freeAddr(t)
 	w.startAt(addr)
 	w.join("alice")
-	limit := func() int { return testenv.QueueSeries("http://"+addr+"/metrics", w.queue, "usher_adaptive_limit") }
-	testenv.Eventually(t, 5*time.Second, func() bool { return limit() > 0 }, "the queue's adaptive limit on /metrics")
+	adaptive := func() int {
+		return testenv.QueueSeries("http://"+addr+"/metrics", w.queue, "usher_adaptive_limit", "usher_adaptive_decisions_total")
+	}
+	testenv.Eventually(t, 5*time.Second, func() bool { return adaptive() >= 2 }, "the queue's adaptive limit and decisions on /metrics")
 	w.delete()
 	series := func() int { return testenv.QueueSeries("http://"+addr+"/metrics", w.queue) }
 	testenv.Eventually(t, 5*time.Second, func() bool { return series() == 0 }, "no series of the deleted queue left")
