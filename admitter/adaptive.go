@@ -13,6 +13,7 @@ import (
 	"usher/internal/adaptive"
 	"usher/internal/catalog"
 	"usher/internal/event"
+	"usher/internal/opshttp"
 )
 
 // limitStore is where the adaptive limits live (adaptive.Store).
@@ -254,13 +255,7 @@ func (m *adaptiveMetrics) decided(q string, d adaptive.Decision, s adaptive.Stat
 
 // drop drops every series of a deleted queue.
 func (m *adaptiveMetrics) drop(q string) {
-	of := prometheus.Labels{"queue": q}
-	m.limit.DeletePartialMatch(of)
-	m.reason.DeletePartialMatch(of)
-	m.decisions.DeletePartialMatch(of)
-	m.latency.DeletePartialMatch(of)
-	m.baseline.DeletePartialMatch(of)
-	m.unrecorded.DeletePartialMatch(of)
+	opshttp.ForgetQueue(q, m.limit, m.reason, m.decisions, m.latency, m.baseline, m.unrecorded)
 }
 
 // forget drops the gauges of a queue that is no longer adaptive; its

@@ -102,14 +102,10 @@ func newMetrics() *metrics {
 // last line and slots for as long as the admitter runs, and each queue
 // ever deleted would stay in memory and in every scrape.
 func (m *metrics) forget(q string) {
-	of := prometheus.Labels{"queue": q}
-	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+	opshttp.ForgetQueue(q,
 		m.tickDuration, m.admitted, m.expired, m.abandoned, m.waiting, m.active, m.target, m.rate,
 		m.applied, m.behind, m.stalled, m.rewinds, m.sellable, m.stockState, m.behindTicks,
-		m.timeInLine, m.outcomes,
-	} {
-		v.DeletePartialMatch(of)
-	}
+		m.timeInLine, m.outcomes)
 }
 
 func (m *metrics) observeTick(cfg catalog.Config, r waitqueue.TickResult, d time.Duration) {

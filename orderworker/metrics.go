@@ -73,10 +73,7 @@ func newMetrics() *metrics {
 // would otherwise stay in memory and in every scrape for as long as the
 // worker runs.
 func (m *metrics) forget(q string) {
-	of := prometheus.Labels{"queue": q}
-	m.readyToOrder.DeletePartialMatch(of)
-	m.orderToFinal.DeletePartialMatch(of)
-	m.outcomes.DeletePartialMatch(of)
+	opshttp.ForgetQueue(q, m.readyToOrder, m.orderToFinal, m.outcomes)
 }
 
 func (m *metrics) observeHold(d time.Duration) { m.hold.Observe(d.Seconds()) }

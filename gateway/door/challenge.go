@@ -22,6 +22,7 @@ import (
 	"usher/gateway/httpapi"
 	"usher/internal/catalog"
 	"usher/internal/keyspace"
+	"usher/internal/opshttp"
 	"usher/internal/pow"
 	"usher/internal/problem"
 	"usher/internal/script"
@@ -343,9 +344,5 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // Forget drops every series of queue q, once it is deleted.
 func (m *Metrics) Forget(q string) {
-	of := prometheus.Labels{"queue": q}
-	m.Issued.DeletePartialMatch(of)
-	m.Checks.DeletePartialMatch(of)
-	m.Shadowed.DeletePartialMatch(of)
-	m.Difficulty.DeletePartialMatch(of)
+	opshttp.ForgetQueue(q, m.Issued, m.Checks, m.Shadowed, m.Difficulty)
 }
