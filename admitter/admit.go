@@ -656,40 +656,26 @@ func (a *admitter) recordLeaves(ctx context.Context, q string) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, publishWait)
 	defer cancel()
-	var done []waitqueue.UnrecordedLeave
-	var firstErr error
+	done, storing, err := a.publishLeaves(wctx, q, leaves)
 	// A leave its gateway is storing at this moment (bus.Storing) is
-	// published again after a moment, until the stream says it holds it:
-	// the caller announces admissions next, and none may be stored before
-	// a leave the line took ahead of them.
-	wait := leaveStoringWait
-	for attempt := 1; len(leaves) > 0; attempt++ {
-		stored, storing, err := a.publishLeaves(wctx, q, leaves)
-		done = append(done, stored...)
-		if firstErr == nil {
-			firstErr = err
-		}
-		if len(storing) == 0 || firstErr != nil {
+	// published again, alone, through the JetStream bus.Open returns,
+	// which publishes again until the stream says it holds it: the caller
+	// announces admissions next, and none may be stored before a leave the
+	// line took ahead of them.
+	for _, l := range storing {
+		if err != nil {
 			break
 		}
-		if attempt == leaveStoringAttempts {
-			firstErr = fmt.Errorf("leave %s/%d: %w", q, storing[0].Seq, errStillStoring)
+		if _, perr := a.js.Publish(wctx, event.LeaveSubject(q), l.body, jetstream.WithMsgID(l.id)); perr != nil {
+			err = fmt.Errorf("leave %s/%d not recorded: %w", q, l.Seq, perr)
 			break
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-wctx.Done():
-			t.Stop()
-			firstErr = fmt.Errorf("leaves not acknowledged: %w", wctx.Err())
-		case <-t.C:
-		}
-		wait *= 2
-		leaves = storing
+		done = append(done, l.UnrecordedLeave)
 	}
-	if err := a.admission.LeavesRecorded(ctx, q, done); err != nil {
-		return err
+	if rerr := a.admission.LeavesRecorded(ctx, q, done); rerr != nil {
+		return rerr
 	}
-	return firstErr
+	return err
 }
 
 // leaveRecord is a leave to record and its event.
@@ -698,15 +684,6 @@ type leaveRecord struct {
 	id   string
 	body []byte
 }
-
-// The waits between publishes of a leave another publisher is storing,
-// doubling: a replicated stream stores one in a millisecond or two.
-const (
-	leaveStoringWait     = 2 * time.Millisecond
-	leaveStoringAttempts = 8
-)
-
-var errStillStoring = errors.New("another publisher's store of it did not settle")
 
 // publishLeaves publishes leaves and waits for the stream's answers: the
 // leaves it holds now (stored, or a repeat of one stored), those another
