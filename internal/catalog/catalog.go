@@ -31,6 +31,9 @@ import (
 // Bucket is the KV bucket holding queue configurations.
 const Bucket = "USHER_QUEUES"
 
+// keyPrefix begins the subject of each of the bucket's keys.
+const keyPrefix = "$KV." + Bucket + "."
+
 // Queue states.
 const (
 	StateOpen   = "open"   // joins accepted, shoppers admitted
@@ -791,7 +794,7 @@ func (c *Catalog) stored(ctx context.Context, name string) (Config, uint64, erro
 // would read as still to make, or one still to make as made — answered
 // ErrUnchanged while the bucket holds otherwise.
 func (c *Catalog) read(ctx context.Context, name string) (entry, error) {
-	m, err := c.f.stream.GetLastMsgForSubject(ctx, "$KV."+Bucket+"."+name)
+	m, err := c.f.stream.GetLastMsgForSubject(ctx, keyPrefix+name)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return entry{}, jetstream.ErrKeyNotFound
 	}

@@ -219,7 +219,7 @@ type entry struct {
 // delivers it: its subject names the key, a KV-Operation header a
 // deletion or purge.
 func entryOf(subject string, seq uint64, h nats.Header, data []byte) entry {
-	key, ok := strings.CutPrefix(subject, "$KV."+Bucket+".")
+	key, ok := strings.CutPrefix(subject, keyPrefix)
 	if !ok {
 		return entry{}
 	}
