@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"usher/internal/adaptive"
-	"usher/internal/catalog"
 	"usher/internal/event"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
@@ -84,8 +83,7 @@ func (w *world) limitEvents() []event.LimitChanged {
 // fail cuts it at once; large moves are on USHER_OPS and every change is
 // on /metrics, labelled by queue and reason only.
 func TestAdaptiveLimitFollowsTheOrderPath(t *testing.T) {
-	c := cfg(4, 20, 300)
-	c.Adaptive = &catalog.Adaptive{Enabled: true, Min: 2, Max: 24, WindowMs: 100}
+	c := adaptiveCfg(4)
 	w := newWorld(t, c)
 	addr := freeAddr(t)
 	w.startAt(addr)
@@ -190,8 +188,7 @@ func TestAQueueNotAdaptiveKeepsItsTargetActive(t *testing.T) {
 // simulation tests print: a run on the real stack can be read window by
 // window.
 func TestEveryAdaptiveDecisionIsLoggedWithItsTrace(t *testing.T) {
-	c := cfg(4, 20, 300)
-	c.Adaptive = &catalog.Adaptive{Enabled: true, Min: 2, Max: 24, WindowMs: 100}
+	c := adaptiveCfg(4)
 	w := newWorld(t, c)
 	c.Name = w.queue
 	rdb, err := waitqueue.DialURL(w.redisURL, 4)

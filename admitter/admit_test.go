@@ -182,6 +182,14 @@ func cfg(target, tickMs, ttl int) catalog.Config {
 	return c
 }
 
+// adaptiveCfg is an adaptive queue starting at targetActive target, its
+// limit between 2 and 24, decided every 100 ms.
+func adaptiveCfg(target int) catalog.Config {
+	c := cfg(target, 20, 300)
+	c.Adaptive = &catalog.Adaptive{Enabled: true, Min: 2, Max: 24, WindowMs: 100}
+	return c
+}
+
 func TestAdmitsInJoinOrderUpToTargetActive(t *testing.T) {
 	w := newWorld(t, cfg(5, 20, 2))
 	var seqs []uint64
@@ -308,9 +316,7 @@ func TestADeletedQueuesMetricsLeaveTheAdmitter(t *testing.T) {
 // So do an adaptive queue's: its limit and the controller's series, its
 // counters of decisions among them.
 func TestADeletedAdaptiveQueuesMetricsLeaveTheAdmitter(t *testing.T) {
-	c := cfg(5, 20, 300)
-	c.Adaptive = &catalog.Adaptive{Enabled: true, Min: 2, Max: 24, WindowMs: 100}
-	w := newDeletableOf(t, c)
+	w := newDeletableOf(t, adaptiveCfg(5))
 	addr := freeAddr(t)
 	w.startAt(addr)
 	w.join("alice")
