@@ -36,7 +36,8 @@ go list -f '{{.Dir}}' ./... ./tools/... | while read -r dir; do
   # testdata/fuzz). go test -fuzz would link it again for every target.
   set -- $targets
   bin="$fuzzbin/${pkg//\//_}.test"
-  go test "$pkg" -trimpath -c -o "$bin" -fuzz "^$1\$" # -trimpath: see scripts/test.sh
+  # (-trimpath, -vet=off, -ldflags=-w: see scripts/test.sh.)
+  go test "$pkg" -trimpath -vet=off -ldflags=-w -c -o "$bin" -fuzz "^$1\$"
   for target in $targets; do
     echo "fuzz $pkg $target ($fuzztime)"
     (cd "$dir" && timeout 600 "$bin" -test.run '^$' -test.fuzz "^${target}\$" -test.fuzztime "$fuzztime" \
