@@ -451,7 +451,7 @@ func configure(ctx context.Context, s *stack, queues []queueSpec) error {
 	}
 	for _, sv := range s.servicesOf(kindGateway) {
 		for _, q := range queues {
-			err := poll(ctx, 10*time.Second, sv.name()+" knows "+q.Name, func(ctx context.Context) error {
+			err := poll(ctx, 30*time.Second, sv.name()+" knows "+q.Name, func(ctx context.Context) error {
 				req, _ := http.NewRequestWithContext(ctx, "GET", sv.url()+"/v1/admin/queues/"+q.Name, nil)
 				req.Header.Set("Authorization", "Bearer "+s.token)
 				res, err := client.Do(req)

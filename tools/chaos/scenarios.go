@@ -226,7 +226,18 @@ func (s *stack) redisNodeOf(addr string) *redisNode {
 }
 
 // redisMasterOf returns the node serving queue q's slot, and its replicas.
-func (s *stack) redisMasterOf(ctx context.Context, q string) (*redisNode, []*redisNode, error) {
+// It asks again until it has an answer: the harness's client gives each
+// call a second (its sampler's bound), which a loaded machine can exceed,
+// and a fault that could not find its node is no finding about usher.
+func (s *stack) redisMasterOf(ctx context.Context, q string) (master *redisNode, replicas []*redisNode, err error) {
+	err = poll(ctx, 30*time.Second, "the Redis master of queue "+q, func(ctx context.Context) error {
+		master, replicas, err = s.redisMasterOnce(ctx, q)
+		return err
+	})
+	return master, replicas, err
+}
+
+func (s *stack) redisMasterOnce(ctx context.Context, q string) (*redisNode, []*redisNode, error) {
 	s.rdb.ReloadState(ctx)
 	c, err := s.rdb.MasterForKey(ctx, keyspace.Of(q).Waiting())
 	if err != nil {
