@@ -4,12 +4,12 @@
 -- written in batches by Drop.Draw), so Redis is busy only for the
 -- checks below, each O(1) or O(log n), and the few joins made since the
 -- opening: the staged set becomes the line by RENAME.
--- ARGV from 3 (drawArgs, scripts.go): epoch (the entries stream's identity), the order's digest
--- (kept for the reveal), n (how many were staged), the pre-queue's version
--- when it was read (every change of the pre-queue counts it up), upTo (0:
--- the entries cursor; else the cursor of the draw being redone after Redis
--- lost it — see Drop.Redraw — whose later pre-queue joins queue FIFO, as
--- they did the first time).
+-- ARGV from 3 (drawArgs, scripts.go): epoch (the entries stream's
+-- identity), the order's digest (kept for the reveal), n (how many were
+-- staged), the pre-queue's version when it was read (every change of the
+-- pre-queue counts it up), upTo (0: the entries cursor; else the cursor of
+-- the draw being redone after Redis lost it — see Drop.Redraw — whose later
+-- pre-queue joins queue FIFO, as they did the first time).
 -- Invariants: the draw happens once; it places exactly the pre-queue of
 -- the entries cursor — every pre-queue join the follower applied, nothing
 -- the gateway put in ahead of it — so that anyone can recompute it from

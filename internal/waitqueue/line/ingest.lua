@@ -4,12 +4,12 @@
 -- user's live entry is kept, nobody moves back — and it does not move the
 -- cursor: only the follower, applying the stream in order, knows
 -- everything before a sequence is in line.
--- ARGV from 3 (ingestArgs, scripts.go): epoch (the entries stream's identity), seq, user, prev,
--- kind (see join) and form: '0', seq is the join's place; '1', seq is a
--- usher.joined.v1 message's stream sequence, put at its place (placeOf,
--- lib.lua) by the queue's first usher.joins.v2 message as far as the line
--- has applied the stream. (A usher.joins.v2 message's joins go in line
--- together: ingest_group.lua.)
+-- ARGV from 3 (ingestArgs, scripts.go): epoch (the entries stream's
+-- identity), seq, user, prev, kind (see join) and form: '0', seq is the
+-- join's place; '1', seq is a usher.joined.v1 message's stream sequence,
+-- put at its place (placeOf, lib.lua) by the queue's first usher.joins.v2
+-- message as far as the line has applied the stream. (A usher.joins.v2
+-- message's joins go in line together: ingest_group.lua.)
 -- Returns {status, seq of the live entry, rank or -1, waiting count, rate,
 -- stock state, SKUs with units left, the join's place} (the line's figures
 -- a poll answers too, so a join's answer is the view a poll would give), or

@@ -2,7 +2,8 @@
 -- looks its user up in one step: a join's one round trip before its
 -- publish, where two were. Invariant: those of gcra — a request the
 -- limits refuse is charged to none of them — and of lookup.lua.
--- KEYS (lookupLimitedArgs, scripts.go): the user's pointer, the user's bought count, then the limits' keys.
+-- KEYS (lookupLimitedArgs, scripts.go): the user's pointer, the user's
+-- bought count, then the limits' keys.
 -- ARGV: prefix, then the limits' arguments (ratelimit.Plan).
 -- Returns lookup's three fields, then gcra's.
 local lk = {}

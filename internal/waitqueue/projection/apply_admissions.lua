@@ -1,6 +1,7 @@
 -- apply_admissions.lua applies admission events of USHER_ADMISSIONS.
--- ARGV after apply.head.lua's (admissionsArgs, scripts.go): groups of six: stream seq, entry seq, user, token id, readyAt ms,
--- expiresAt ms. Entry seq 0: nothing (an event that could not be read).
+-- ARGV after apply.head.lua's (admissionsArgs, scripts.go): groups of six:
+-- stream seq, entry seq, user, token id, readyAt ms, expiresAt ms. Entry
+-- seq 0: nothing (an event that could not be read).
 -- Invariant: an admission the stream holds is in the line: an entry Redis
 -- lost (absent) or forgot it had admitted (waiting) becomes admitted with
 -- the event's token, readyAt and expiresAt — the same token string — and

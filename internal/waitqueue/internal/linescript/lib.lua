@@ -1,12 +1,12 @@
--- lib.lua is the prologue every script that changes a line starts with:
--- the line's keys and the helpers that keep its records. Every helper
--- keeps the invariants of the whole line, whichever script calls it: an
--- entry is in at most one of the waiting line (W), the admitted set (A)
--- and the pre-queue; a record leaves W, A or the pre-queue in the step
--- that changes its status — but for a shopper's leave, whose record keeps
--- its slot in A until the leave is recorded (see leave.lua); HELD says
--- what each member of A holds; a finished record and its user's pointer become tombstones that expire
--- after the tombstone TTL.
+-- lib.lua is the prologue every script that changes a line starts with: the
+-- line's keys and the helpers that keep its records. Every helper keeps the
+-- invariants of the whole line, whichever script calls it: an entry is in
+-- at most one of the waiting line (W), the admitted set (A) and the
+-- pre-queue; a record leaves W, A or the pre-queue in the step that changes
+-- its status — but for a shopper's leave, whose record keeps its slot in A
+-- until the leave is recorded (see leave.lua); HELD says what each member
+-- of A holds; a finished record and its user's pointer become tombstones
+-- that expire after the tombstone TTL.
 --
 -- KEYS: the line's six — waiting, active, outbox, stats, admits, cursor
 -- (linescript.Keys). ARGV[1]: the queue's prefix, ARGV[2]: the
