@@ -17,6 +17,7 @@ import (
 // there hold places 1..700 of a line of 700, and the 300 are told they
 // left, reason abandoned.
 func TestShoppersWhoClosedTheTabLeaveTheLine(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits for the abandonment timeout")
 	}

@@ -69,6 +69,7 @@ func exited(t *testing.T, done <-chan error) {
 // down), or in the app's own checkout call, whose service verifies the
 // token offline with the gateway's JWKS.
 func TestAppExampleJoinsFollowsAndOrders(t *testing.T) {
+	t.Parallel()
 	app := buildApp(t)
 	base, _, procs := wholeStack(t)
 	admin := map[string]string{"Authorization": "Bearer e2e-admin"}

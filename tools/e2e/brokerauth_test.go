@@ -29,13 +29,14 @@ import (
 // consumer's relay), and every key the subscription a relay into a stream
 // needs.
 func TestJourneyUnderLeastPrivilege(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	natsURL, brokerLog := leastPrivilegeBroker(t, data)
 
 	gw, adm, nt, ow, pg := addr(t), addr(t), addr(t), addr(t), addr(t)
 	env := map[string]string{
 		"USHER_NATS_URL":         natsURL,
-		"USHER_REDIS_URL":        testenv.RedisURL(t),
+		"USHER_REDIS_URL":        ownRedis(t),
 		"USHER_DATABASE_URL":     testenv.PostgresURL(t),
 		"USHER_DATA_DIR":         data, // each service's key: <data>/nats/<service>.nk
 		"USHER_GATEWAY_ADDR":     gw,

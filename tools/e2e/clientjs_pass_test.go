@@ -24,6 +24,7 @@ import (
 // answering as the gate does (a cookie and 303 to the return URL, 409
 // not-ready): what is checked is what the client sends and does.
 func TestTheJSClientEntersTheGatesPass(t *testing.T) {
+	t.Parallel()
 	bin := chromium.Path(t)
 	var mu sync.Mutex
 	var got []string

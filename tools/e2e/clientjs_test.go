@@ -63,6 +63,7 @@ func wholeStack(t *testing.T) (string, map[string]string, map[string]*service) {
 // retried after its Retry-After, a proof of work, leave, abort, languages —
 // then, with the notifier stopped, the poll fallback.
 func TestClientJSAgainstTheStack(t *testing.T) {
+	t.Parallel()
 	node := nodePath(t)
 	base, env, procs := wholeStack(t)
 	stack := []string{"USHER_GATEWAY_URL=" + base, "USHER_NOTIFIER_URL=http://" + env["USHER_NOTIFIER_ADDR"], "USHER_ADMIN_TOKEN=e2e-admin"}
@@ -108,6 +109,7 @@ func nodeTest(t *testing.T, node string, env, files []string) {
 // show is the file the client's tests run
 // (clients/js/examples/quickstart.mjs), verbatim.
 func TestClientJSSnippetIsTheOneTheDocsShow(t *testing.T) {
+	t.Parallel()
 	snippet, err := os.ReadFile(filepath.Join(clientDir, "examples", "quickstart.mjs"))
 	if err != nil {
 		t.Fatal(err)

@@ -53,6 +53,7 @@ func lastConfigChange(t *testing.T, natsURL string) event.ConfigChanged {
 // the orders paid and the units sold, as the order worker and PostgreSQL
 // have them — and its Pause button changes the queue in the catalog.
 func TestOpsDashboardInABrowser(t *testing.T) {
+	t.Parallel()
 	bin := chromium.Path(t)
 	s := newShop(t)
 	sku := "sku-" + s.queue
@@ -165,11 +166,12 @@ func TestOpsDashboardInABrowser(t *testing.T) {
 // can name beforehand — and an admitter beside it would decide the windows
 // itself.
 func TestOpsDashboardShowsTheAdaptiveLimit(t *testing.T) {
+	t.Parallel()
 	bin := chromium.Path(t)
 	s := newShopOf(t, []string{"gateway"})
 	s.configure(`{"targetActive": 5, "adaptive": {"enabled": true, "min": 2, "max": 40}, "rateLimit": ` + limitsOff + `}`)
 	p := adaptive.Params{Window: 100 * time.Millisecond, Bounds: adaptive.Bounds{Min: 2, Max: 40, Start: 5}, Lease: time.Second}
-	adaptivetest.Decide(t, adaptive.NewStore(testenv.Redis(t)), s.queue, p, adaptive.State{Limit: 9, BaselineMs: 240, LatencyMs: 251.26},
+	adaptivetest.Decide(t, adaptive.NewStore(redisAt(t, s.env["USHER_REDIS_URL"])), s.queue, p, adaptive.State{Limit: 9, BaselineMs: 240, LatencyMs: 251.26},
 		adaptive.Decision{Limit: 9, Reason: adaptive.ReasonRaise}, 37)
 	ctx := browser(t, bin)
 	eval := func(js string) string {

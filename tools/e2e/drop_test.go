@@ -210,6 +210,7 @@ func storedBeforeTheDraw(t *testing.T, natsURL, q string) []string {
 // matches the commitment published before anyone queued — and a shopper
 // who arrives after the opening queues behind all of them.
 func TestAPreQueueOfTenThousandIsDrawnInTheOrderAnyoneRecomputes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("10,000 joins")
 	}
@@ -349,6 +350,7 @@ func TestAPreQueueOfTenThousandIsDrawnInTheOrderAnyoneRecomputes(t *testing.T) {
 
 // Every mode over HTTP with every service running.
 func TestQueueModesWithEveryService(t *testing.T) {
+	t.Parallel()
 	r := newDropRig(t)
 	noLimits := `"rateLimit": {"perIpPerSecond": 0, "perUserPerSecond": 0, "ordersPerSecond": 0}`
 

@@ -3,6 +3,12 @@
 // drives them over HTTP like a shopper's client, and in headless Chromium
 // (chromedp) as shoppers and operators do: the waiting-room page, the ops
 // dashboard, the proof of work and the example browser client.
+//
+// Every test runs beside the others (t.Parallel): each stack has a NATS
+// server, a redis-server and a PostgreSQL database of its own, and its
+// services listen on ports of their own, so no test sees another's
+// queues, keys, orders or broker. Most of a test's time is waiting (for a
+// tick, a token's expiry, a browser), not computing.
 package e2e
 
 import (
@@ -21,6 +27,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"usher/internal/testenv"
 )
@@ -109,6 +117,28 @@ func (s *service) interrupt(t *testing.T) error {
 	}
 }
 
+// ownRedis starts a redis-server for this test alone and returns its URL.
+// A stack keeps keys no queue's name sets apart — the payment breaker, the
+// stock ledger, the order records' mark, the ACL users — which tests
+// running side by side must not share.
+func ownRedis(t testing.TB) string {
+	t.Helper()
+	url, _ := testenv.RedisServer(t)
+	return url
+}
+
+// redisAt is a client of the Redis at url, closed when the test ends.
+func redisAt(t testing.TB, url string) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
 func addr(t testing.TB) string {
 	t.Helper()
 	p, err := testenv.FreePort()
@@ -139,7 +169,7 @@ func stackEnv(t testing.TB, extra ...string) map[string]string {
 	pg := distinct()
 	env := map[string]string{
 		"USHER_NATS_URL":         testenv.NATS(t),
-		"USHER_REDIS_URL":        testenv.RedisURL(t),
+		"USHER_REDIS_URL":        ownRedis(t),
 		"USHER_DATABASE_URL":     testenv.PostgresURL(t),
 		"USHER_DATA_DIR":         t.TempDir(),
 		"USHER_GATEWAY_ADDR":     distinct(),
@@ -233,10 +263,11 @@ func call(t testing.TB, method, url, body string, header map[string]string) (int
 }
 
 func TestJoinToReadyOverHTTP(t *testing.T) {
+	t.Parallel()
 	gw, adm, nt := addr(t), addr(t), addr(t)
 	env := map[string]string{
 		"USHER_NATS_URL":      testenv.NATS(t),
-		"USHER_REDIS_URL":     testenv.RedisURL(t),
+		"USHER_REDIS_URL":     ownRedis(t),
 		"USHER_DATA_DIR":      t.TempDir(),
 		"USHER_GATEWAY_ADDR":  gw,
 		"USHER_ADMITTER_ADDR": adm,
@@ -327,6 +358,7 @@ func verifyEdDSA(t *testing.T, jwks map[string]any, tok string) {
 // The whole journey through every service: join, READY, order, PAID, and
 // the slot freed for the next shopper.
 func TestJourneyFromJoinToPaidOrder(t *testing.T) {
+	t.Parallel()
 	env := stackEnv(t, "PGSIM_LATENCY_MEAN_MS", "5")
 	gw, adm, nt, ow := env["USHER_GATEWAY_ADDR"], env["USHER_ADMITTER_ADDR"], env["USHER_NOTIFIER_ADDR"], env["USHER_ORDERWORKER_ADDR"]
 	for _, name := range []string{"pgsim", "gateway", "admitter", "notifier", "orderworker"} {

@@ -16,6 +16,7 @@ import (
 // commitment stayed unopened and the first shopper after the opening
 // waited for a draw their own join set off.
 func TestADropNobodyPreQueuedForOpensAndDraws(t *testing.T) {
+	t.Parallel()
 	r := newDropRig(t)
 	opens := time.Now().Add(2 * time.Second)
 	r.configure(`{"targetActive": 5, "rateLimit": {"perIpPerSecond": 0, "perUserPerSecond": 0, "ordersPerSecond": 0}, "opensAt": "` +

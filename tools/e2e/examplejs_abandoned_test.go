@@ -23,6 +23,7 @@ import (
 // how the client module (clients/js/src), on the browser's EventSource,
 // reads them.
 func TestTheJSClientTellsAnAbandonedShopperAsAPollDoes(t *testing.T) {
+	t.Parallel()
 	bin := chromium.Path(t)
 	mux := http.NewServeMux()
 	mux.Handle("GET /usher-client/", http.StripPrefix("/usher-client", http.FileServer(http.Dir(clientDir+"/src"))))

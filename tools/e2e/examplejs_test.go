@@ -33,6 +33,7 @@ import (
 // as a shop would serve it: its own files, the client's at /usher-client/,
 // and /v1 and /q/static passed to the gateway on the same origin.
 func TestExampleJSClient(t *testing.T) {
+	t.Parallel()
 	bin := chromium.Path(t)
 
 	// The shop's origin, known before the notifier starts (its CORS).
@@ -198,10 +199,11 @@ func joinWithProof(t *testing.T, base, q, user string) string {
 // document in the repository (api/openapi.yaml, as JSON), valid OpenAPI
 // 3.1. The notifier serves none (the gateway's copy covers its paths).
 func TestOpenAPIServedByTheRunningGateway(t *testing.T) {
+	t.Parallel()
 	gw, nt := addr(t), addr(t)
 	env := map[string]string{
 		"USHER_NATS_URL":      testenv.NATS(t),
-		"USHER_REDIS_URL":     testenv.RedisURL(t),
+		"USHER_REDIS_URL":     ownRedis(t),
 		"USHER_DATA_DIR":      t.TempDir(),
 		"USHER_GATEWAY_ADDR":  gw,
 		"USHER_NOTIFIER_ADDR": nt,

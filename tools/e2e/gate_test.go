@@ -38,6 +38,7 @@ const (
 )
 
 func TestGateBehindNginx(t *testing.T) {
+	t.Parallel()
 	bin := proxyBinary(t, "nginx")
 	gateEndToEnd(t, func(t *testing.T, site, listen string) {
 		startNginx(t, bin, site, listen)
@@ -45,6 +46,7 @@ func TestGateBehindNginx(t *testing.T) {
 }
 
 func TestGateBehindCaddy(t *testing.T) {
+	t.Parallel()
 	bin := proxyBinary(t, "caddy")
 	gateEndToEnd(t, func(t *testing.T, site, listen string) {
 		startCaddy(t, bin, site, listen)
@@ -57,6 +59,7 @@ func TestGateBehindCaddy(t *testing.T) {
 // her; bob, behind her, waits on the page until her checkout completes,
 // and is then brought back the same way.
 func TestGateInABrowserBehindNginx(t *testing.T) {
+	t.Parallel()
 	bin := proxyBinary(t, "nginx")
 	chrome := chromium.Path(t)
 	shop, q, _ := gateShop(t, func(t *testing.T, site, listen string) { startNginx(t, bin, site, listen) }, "nginx.conf")
@@ -105,6 +108,7 @@ func TestGateInABrowserBehindNginx(t *testing.T) {
 // The snippets the tests run are the ones the integration guide shows,
 // character for character.
 func TestGateSnippetsAreTheDocs(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../../docs/integration.md")
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +237,7 @@ func gateStack(t *testing.T) (base, q string, gw *service) {
 	gwAddr, adm := addr(t), addr(t)
 	env := map[string]string{
 		"USHER_NATS_URL":      testenv.NATS(t),
-		"USHER_REDIS_URL":     testenv.RedisURL(t),
+		"USHER_REDIS_URL":     ownRedis(t),
 		"USHER_DATA_DIR":      dir,
 		"USHER_GATEWAY_ADDR":  gwAddr,
 		"USHER_ADMITTER_ADDR": adm,

@@ -18,12 +18,13 @@ import (
 // permissions: the notifier hears the gateway's leave and is refused
 // nothing.
 func TestALeaveEndsTheShoppersStreamsAtOnce(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	natsURL, brokerLog := leastPrivilegeBroker(t, data)
 	gw, adm, nt := addr(t), addr(t), addr(t)
 	env := map[string]string{
 		"USHER_NATS_URL":      natsURL,
-		"USHER_REDIS_URL":     testenv.RedisURL(t),
+		"USHER_REDIS_URL":     ownRedis(t),
 		"USHER_DATA_DIR":      data,
 		"USHER_GATEWAY_ADDR":  gw,
 		"USHER_ADMITTER_ADDR": adm,

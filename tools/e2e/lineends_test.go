@@ -19,6 +19,7 @@ import (
 // the order worker pays it — while those in line are told CLOSED with the
 // reason, new joins are 410 and nobody more is admitted.
 func TestAShopperAdmittedBeforeTheLineEndsOrdersAfterIt(t *testing.T) {
+	t.Parallel()
 	env := stackEnv(t, "PGSIM_LATENCY_MEAN_MS", "5")
 	gw, adm, ow := env["USHER_GATEWAY_ADDR"], env["USHER_ADMITTER_ADDR"], env["USHER_ORDERWORKER_ADDR"]
 	for _, name := range []string{"pgsim", "gateway", "admitter", "orderworker"} {
@@ -150,7 +151,7 @@ func TestAShopperAdmittedBeforeTheLineEndsOrdersAfterIt(t *testing.T) {
 			if typ, _ := body["type"].(string); code != 409 || !strings.HasSuffix(typ, "/queue-retired") {
 				t.Errorf("PUT of the deleted queue's name = %d %v, want 409 queue-retired", code, body)
 			}
-			rdb := testenv.Redis(t)
+			rdb := redisAt(t, env["USHER_REDIS_URL"])
 			testenv.Eventually(t, 10*time.Second, func() error {
 				keys, err := rdb.Keys(context.Background(), keyspace.Of(q).Pattern()).Result()
 				if err == nil && len(keys) > 0 {

@@ -46,6 +46,7 @@ const (
 // could admit it" it was admitted. Admission times are the times
 // USHER_ADMISSIONS stored the events.
 func TestLivenessUnderAdmitterFaults(t *testing.T) {
+	t.Parallel()
 	t.Logf("| fault | admitters | queue | joins | max gap | p50 gap | longest silence | never admitted |")
 	t.Run("no fault", func(t *testing.T) {
 		// The control: with a healthy admitter a join is admitted within a fraction of a second.
@@ -114,7 +115,7 @@ func newLivenessRig(t *testing.T, admitters int) *livenessRig {
 	r := &livenessRig{
 		env: map[string]string{
 			"USHER_NATS_URL":     natsURL,
-			"USHER_REDIS_URL":    testenv.RedisURL(t),
+			"USHER_REDIS_URL":    ownRedis(t),
 			"USHER_DATA_DIR":     t.TempDir(),
 			"USHER_GATEWAY_ADDR": gw,
 			"USHER_ADMIN_TOKEN":  "e2e-admin",

@@ -38,6 +38,7 @@ func takeDownNotice(t *testing.T, s *shop, q string) {
 // the page by polling too while the stream is down; the page without
 // JavaScript shows it; axe-core finds nothing wrong with a banner shown.
 func TestNoticeBannerInABrowser(t *testing.T) {
+	t.Parallel()
 	bin := chromium.Path(t)
 	s := pageShop(t, "gateway", "admitter", "notifier")
 	q := s.heldLine(t, s.queue, `{"targetActive": 5, "rateLimit": `+limitsOff+`}`)

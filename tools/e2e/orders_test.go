@@ -83,6 +83,7 @@ func (s *shop) mostActive() func() int {
 // read — while the two admitted in their place buy the two units. Never
 // more slots held than targetActive, never more sold than the stock.
 func TestABacklogLongerThanTheOrderHoldChargesNoSlotGivenAway(t *testing.T) {
+	t.Parallel()
 	s := newShopOf(t, []string{"pgsim", "gateway", "admitter", "notifier"}, "USHER_ORDER_HOLD", "3s")
 	sku := "sku-" + s.queue
 	s.stock(sku, 2)
@@ -135,6 +136,7 @@ func TestABacklogLongerThanTheOrderHoldChargesNoSlotGivenAway(t *testing.T) {
 // order ends REJECTED token_unconfirmed, nothing charged, and usherctl
 // audit lists it.
 func TestAStolenGatewayRedisPasswordDoesNotSkipTheLine(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	data := t.TempDir()
 	redisDir := waitqueue.DefaultPasswordDir(data)

@@ -21,6 +21,7 @@ import (
 // notifier restart, flips to READY when the admitter admits it and places
 // the order.
 func TestWaitingRoomInABrowser(t *testing.T) {
+	t.Parallel()
 	bin := chromium.Path(t)
 	s := pageShop(t, "pgsim", "gateway", "admitter", "notifier", "orderworker")
 	q := orderLine(t, s)
@@ -94,6 +95,7 @@ func TestWaitingRoomInABrowser(t *testing.T) {
 // stale ticket is signed with the gateway's own secret (from its data
 // folder), for an epoch the line no longer has.
 func TestAPageWithAStaleTicketJoinsAgain(t *testing.T) {
+	t.Parallel()
 	s, tab := orderPage(t)
 	q := orderLine(t, s)
 	page := q.page("stale-shopper", "")
@@ -115,6 +117,7 @@ func TestAPageWithAStaleTicketJoinsAgain(t *testing.T) {
 // promises every READY shopper: the page closed its stream at READY (and
 // polled no more), so no notice reached it until it was reloaded.
 func TestAReadyPageShowsANoticePutUpAfterwards(t *testing.T) {
+	t.Parallel()
 	s, tab := orderPage(t)
 	q := orderLine(t, s)
 	tab.open(q.page("ready-notice", ""))
@@ -186,6 +189,7 @@ func shoot(t *testing.T, ctx context.Context, dirs []string, name string) {
 // A scheduled drop's page counts down to the opening, and a queue in
 // maintenance says so, in a real browser.
 func TestDropPagesInABrowser(t *testing.T) {
+	t.Parallel()
 	bin := chromium.Path(t)
 	s := newShopOf(t, []string{"gateway", "admitter"})
 	opens := time.Now().Add(90 * time.Minute)

@@ -29,6 +29,7 @@ import (
 // notifier the page polls (as on a shop that runs none), and with no order
 // worker an order placed stays PENDING, as received.
 func TestPageForEveryoneInABrowser(t *testing.T) {
+	t.Parallel()
 	bin := chromium.Path(t)
 	s := newShopOf(t, []string{"gateway", "admitter"})
 	sku := "sku-" + s.queue

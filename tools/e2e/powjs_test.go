@@ -70,6 +70,7 @@ func powPage(t testing.TB, bin, base string) context.Context {
 // (the smallest), hashes like crypto/sha256 on one block and on several,
 // and solves through the Promise API, in a Worker and on the page.
 func TestPowJSAgreesWithGo(t *testing.T) {
+	t.Parallel()
 	bin := chromium.Path(t)
 	ctx := powPage(t, bin, gatewayAlone(t))
 	eval := func(js string, opts ...chromedp.EvaluateOption) string {
@@ -149,6 +150,7 @@ func TestPowJSAgreesWithGo(t *testing.T) {
 // and no refused join. (The line is held, so the shopper waits first in
 // it.)
 func TestWaitingRoomSolvesBeforeJoining(t *testing.T) {
+	t.Parallel()
 	bin := chromium.Path(t)
 	s := newShopOf(t, []string{"gateway", "admitter"})
 	q := s.heldLine(t, s.queue, `{"rateLimit": `+limitsOff+`, "challenge": {"mode": "enforce", "difficulty": 16}}`)

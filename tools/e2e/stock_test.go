@@ -165,6 +165,7 @@ func (s *shop) waitStatus(tk, status, stock string) map[string]any {
 // closes as sold out the moment the last unit is paid, she is told so, and
 // new joins get 410.
 func TestSoldOutClosesTheLineAtOnce(t *testing.T) {
+	t.Parallel()
 	s := newShop(t)
 	sku := "sku-" + s.queue
 	s.stock(sku, 2)
@@ -203,6 +204,7 @@ func TestSoldOutClosesTheLineAtOnce(t *testing.T) {
 // shopper leaves, and the next shopper in line is admitted for it; a
 // restock while held admits more.
 func TestHeldUnitsComeBackToTheNextInLine(t *testing.T) {
+	t.Parallel()
 	s := newShop(t)
 	sku := "sku-" + s.queue
 	s.stock(sku, 1)
@@ -241,6 +243,7 @@ func TestHeldUnitsComeBackToTheNextInLine(t *testing.T) {
 // naming the SKU, rather than leaving the operators to wonder why the line
 // does not move. Setting the stock starts it.
 func TestAQueueOfAnUnstockedSKUWaitsAndSaysWhy(t *testing.T) {
+	t.Parallel()
 	s := newShop(t)
 	sku := "sku-" + s.queue
 	s.configure(fmt.Sprintf(`{"targetActive": 5, "tickMs": 20, "sku": %q}`, sku))
@@ -265,6 +268,7 @@ func TestAQueueOfAnUnstockedSKUWaitsAndSaysWhy(t *testing.T) {
 // A queue closed because it sold out reopens when its SKU is restocked:
 // the shoppers who were in line are admitted first.
 func TestARestockReopensASoldOutQueue(t *testing.T) {
+	t.Parallel()
 	s := newShop(t)
 	sku := "sku-" + s.queue
 	s.stock(sku, 1)
@@ -286,6 +290,7 @@ func TestARestockReopensASoldOutQueue(t *testing.T) {
 // insufficient_stock and the line stays open while units remain; a user
 // who bought maxPerUser units is refused at join (403 already-purchased).
 func TestQuantitiesAndTheLimitPerUser(t *testing.T) {
+	t.Parallel()
 	s := newShop(t)
 	sku := "sku-" + s.queue
 	// Three units: ann's two leave one, so the queue stays open and her
@@ -318,6 +323,7 @@ func TestQuantitiesAndTheLimitPerUser(t *testing.T) {
 // Two shoppers order the last unit at once: one is PAID, the other is
 // REJECTED sold_out, and nobody is charged twice or for nothing.
 func TestTwoShoppersOrderingTheLastUnit(t *testing.T) {
+	t.Parallel()
 	s := newShop(t)
 	sku := "sku-" + s.queue
 	s.stock(sku, 2)
@@ -357,6 +363,7 @@ func TestTwoShoppersOrderingTheLastUnit(t *testing.T) {
 // is slow) is judged at the order's request: the order is PAID, and the
 // slot stays held meanwhile (nobody is admitted for the unit).
 func TestATokenExpiringWhileItsShopperOrders(t *testing.T) {
+	t.Parallel()
 	s := newShop(t, "PGSIM_LATENCY_MEAN_MS", "1500", "PGSIM_LATENCY_TAIL", "0")
 	sku := "sku-" + s.queue
 	s.stock(sku, 1)
@@ -376,6 +383,7 @@ func TestATokenExpiringWhileItsShopperOrders(t *testing.T) {
 // both queues — never more — where each queue admitted ten on its own
 // count (twenty READY, ten of them bound to end REJECTED sold_out).
 func TestTwoQueuesSellingOneSKUShareItsUnits(t *testing.T) {
+	t.Parallel()
 	s := newShop(t)
 	sku := "sku-" + s.queue
 	s.stock(sku, 10)

@@ -27,6 +27,7 @@ import (
 // services anything, while each connection was made as the service's own
 // user.
 func TestJourneyOnLockedDownStores(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	data := t.TempDir()
 	usherctl := func(env []string, args ...string) {

@@ -26,6 +26,7 @@ import (
 // shopper can read: without it a published list could leave someone out
 // and nobody outside could tell.
 func TestAShopperChecksTheDrawFromPublicDataAlone(t *testing.T) {
+	t.Parallel()
 	r := newDropRig(t)
 	off := `"rateLimit": {"perIpPerSecond": 0, "perUserPerSecond": 0, "ordersPerSecond": 0}`
 	// Paused: nobody is admitted, so each place stays as the draw gave it.
