@@ -43,8 +43,13 @@ func (s *series) add(at, v float64) { s.t, s.v = append(s.t, at), append(s.v, v)
 
 // soakPlan keeps a finished shopper's records for two minutes, not an
 // hour: a soak shorter than the tombstones' life would see them pile up
-// by design, and call it growth.
-func soakPlan(_ *fault, p *plan) { p.env = map[string]string{"USHER_TOMBSTONE_TTL": "2m"} }
+// by design, and call it growth. And it samples the services' heaps every
+// 16 KiB allocated, not every 512 KiB: a service's live heap is 3–7 MiB,
+// a dozen samples at Go's default rate, too few for the profiles kept
+// after the warm-up and at the end to show where a MiB an hour goes.
+func soakPlan(_ *fault, p *plan) {
+	p.env = map[string]string{"USHER_TOMBSTONE_TTL": "2m", "GODEBUG": "memprofilerate=16384"}
+}
 
 // soak runs the load for f.t.soak, sampling and churning, then reports.
 func soak(ctx context.Context, f *fault) error {
@@ -195,15 +200,16 @@ func (s *stack) soakSample(ctx context.Context) map[string]float64 {
 // soakProfiles is where the soak keeps the services' heap profiles.
 const soakProfiles = ".usher/soak"
 
-// saveHeaps saves every service's heap profile as <name>-<at>.pb.gz in
-// soakProfiles and returns that folder ("" when it could not be made).
+// saveHeaps saves every service's heap profile, just after a collection,
+// as <name>-<at>.pb.gz in soakProfiles and returns that folder ("" when it
+// could not be made).
 func (s *stack) saveHeaps(ctx context.Context, at string) string {
 	if err := os.MkdirAll(soakProfiles, 0o755); err != nil {
 		return ""
 	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	for _, sv := range s.services {
-		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+sv.profiles+"/debug/pprof/heap", nil)
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+sv.profiles+"/debug/pprof/heap?gc=1", nil)
 		res, err := client.Do(req)
 		if err != nil {
 			continue
