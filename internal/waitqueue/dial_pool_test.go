@@ -132,3 +132,35 @@ func TestIdleDefaultsToEightOrThePool(t *testing.T) {
 		t.Errorf("USHER_REDIS_IDLE=-1: error %v, want one naming it", e.Err())
 	}
 }
+
+// A connection's read and write buffers are a few KiB: a command, a bulk
+// reply and an array reply ten times longer each go through whole, in more
+// reads and writes.
+func TestCommandsAndRepliesLongerThanTheBuffersGoThroughWhole(t *testing.T) {
+	rdb, err := waitqueue.Dial(waitqueue.Settings{URL: testenv.RedisURL(t), Pool: 2, Idle: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	ctx := context.Background()
+	key := "usher:test:{" + testenv.Name(t) + "}"
+	long := strings.Repeat("0123456789abcdef", 5120) + "end" // 80 KiB and 3 bytes
+	if err := rdb.Set(ctx, key+":bulk", long, time.Minute).Err(); err != nil {
+		t.Fatalf("SET of %d bytes: %v", len(long), err)
+	}
+	if got, err := rdb.Get(ctx, key+":bulk").Result(); err != nil || got != long {
+		t.Fatalf("GET = %d bytes, %v; want the %d bytes set", len(got), err, len(long))
+	}
+	items := make([]any, 5000)
+	for i := range items {
+		items[i] = fmt.Sprintf("item-%d", i)
+	}
+	if err := rdb.RPush(ctx, key+":list", items...).Err(); err != nil {
+		t.Fatalf("RPUSH of %d items: %v", len(items), err)
+	}
+	rdb.Expire(ctx, key+":list", time.Minute)
+	got, err := rdb.LRange(ctx, key+":list", 0, -1).Result()
+	if err != nil || len(got) != len(items) || got[0] != "item-0" || got[len(got)-1] != "item-4999" {
+		t.Fatalf("LRANGE = %d items, %v; want item-0 … item-4999", len(got), err)
+	}
+}
