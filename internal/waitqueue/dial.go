@@ -301,13 +301,18 @@ func urlHasCredentials(u string) bool {
 // before reading each reply: 4.5 % of a busy gateway's CPU under polls.
 const protocol = 2
 
-// bufferSize is each Redis connection's read buffer and its write buffer.
-// At go-redis's default, 32 KiB each, the connections a pool keeps were
-// nearly half of a service's live heap, and what grew when its pools did
-// (the soak's heap profiles). The line's commands and replies are mostly
-// a few hundred bytes; a longer one is read or written in more calls,
-// never refused.
-const bufferSize = 8 << 10
+// bufferSize is each Redis connection's read buffer and its write buffer,
+// and pipelineBufferSize each of the pipeline pool's (go-redis's own pool
+// for pipelines, at most 10 connections a node). At go-redis's defaults,
+// 32 KiB and 128 KiB each, the connections a service's pools keep were
+// nearly half of its live heap, and what grew when its pools did (the
+// soak's heap profiles). The line's commands and replies are mostly a few
+// hundred bytes, a batch of them a few KiB; a longer one is read or
+// written in more calls, never refused.
+const (
+	bufferSize         = 8 << 10
+	pipelineBufferSize = 32 << 10
+)
 
 // idleConns is the default Idle: enough for a service's steady load to
 // reuse its connections, few enough that a burst's extra ones close when
@@ -338,6 +343,7 @@ func Dial(s Settings) (redis.UniversalClient, error) {
 		c := redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: addrs, PoolSize: s.Pool, MaxIdleConns: s.Idle, Protocol: protocol,
 			ReadBufferSize: bufferSize, WriteBufferSize: bufferSize,
+			PipelineReadBufferSize: pipelineBufferSize, PipelineWriteBufferSize: pipelineBufferSize,
 			// The dialer does the TLS handshake itself, naming each
 			// node by its own address.
 			Dialer:                     mapDialer(s.AddrMap, tlsConfig),
@@ -356,6 +362,7 @@ func Dial(s Settings) (redis.UniversalClient, error) {
 	}
 	opt.PoolSize, opt.MaxIdleConns, opt.Protocol = s.Pool, s.Idle, protocol
 	opt.ReadBufferSize, opt.WriteBufferSize = bufferSize, bufferSize
+	opt.PipelineReadBufferSize, opt.PipelineWriteBufferSize = pipelineBufferSize, pipelineBufferSize
 	if tlsConfig != nil {
 		if opt.TLSConfig != nil {
 			tlsConfig.ServerName = opt.TLSConfig.ServerName
