@@ -79,7 +79,14 @@ func RedisURL(t testing.TB) string {
 // test ends.
 func Redis(t testing.TB) redis.UniversalClient {
 	t.Helper()
-	opt, err := redis.ParseURL(RedisURL(t))
+	return RedisAt(t, RedisURL(t))
+}
+
+// RedisAt returns a client of the Redis at url (a server a test started,
+// or a stack's), closed when the test ends.
+func RedisAt(t testing.TB, url string) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,13 +133,7 @@ func RedisServer(t testing.TB) (url string, stop func()) {
 func OwnRedis(t testing.TB) *redis.Client {
 	t.Helper()
 	url, _ := RedisServer(t)
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { rdb.Close() })
-	return rdb
+	return RedisAt(t, url)
 }
 
 // RedisServerWith starts a fresh redis-server with extra command-line

@@ -171,7 +171,7 @@ func TestOpsDashboardShowsTheAdaptiveLimit(t *testing.T) {
 	s := newShopOf(t, []string{"gateway"})
 	s.configure(`{"targetActive": 5, "adaptive": {"enabled": true, "min": 2, "max": 40}, "rateLimit": ` + limitsOff + `}`)
 	p := adaptive.Params{Window: 100 * time.Millisecond, Bounds: adaptive.Bounds{Min: 2, Max: 40, Start: 5}, Lease: time.Second}
-	adaptivetest.Decide(t, adaptive.NewStore(redisAt(t, s.env["USHER_REDIS_URL"])), s.queue, p, adaptive.State{Limit: 9, BaselineMs: 240, LatencyMs: 251.26},
+	adaptivetest.Decide(t, adaptive.NewStore(testenv.RedisAt(t, s.env["USHER_REDIS_URL"])), s.queue, p, adaptive.State{Limit: 9, BaselineMs: 240, LatencyMs: 251.26},
 		adaptive.Decision{Limit: 9, Reason: adaptive.ReasonRaise}, 37)
 	ctx := browser(t, bin)
 	eval := func(js string) string {

@@ -28,8 +28,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"usher/internal/testenv"
 )
 
@@ -125,18 +123,6 @@ func ownRedis(t testing.TB) string {
 	t.Helper()
 	url, _ := testenv.RedisServer(t)
 	return url
-}
-
-// redisAt is a client of the Redis at url, closed when the test ends.
-func redisAt(t testing.TB, url string) *redis.Client {
-	t.Helper()
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { rdb.Close() })
-	return rdb
 }
 
 func addr(t testing.TB) string {

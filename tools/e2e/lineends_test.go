@@ -151,7 +151,7 @@ func TestAShopperAdmittedBeforeTheLineEndsOrdersAfterIt(t *testing.T) {
 			if typ, _ := body["type"].(string); code != 409 || !strings.HasSuffix(typ, "/queue-retired") {
 				t.Errorf("PUT of the deleted queue's name = %d %v, want 409 queue-retired", code, body)
 			}
-			rdb := redisAt(t, env["USHER_REDIS_URL"])
+			rdb := testenv.RedisAt(t, env["USHER_REDIS_URL"])
 			testenv.Eventually(t, 10*time.Second, func() error {
 				keys, err := rdb.Keys(context.Background(), keyspace.Of(q).Pattern()).Result()
 				if err == nil && len(keys) > 0 {
