@@ -589,15 +589,19 @@ func TestCaptureHangCapturesButNeverAnswers(t *testing.T) {
 			t.Fatalf("try %d answered %d %s, want no answer", try, r.status, r.body)
 		}
 	}
+	// A client gives up after 200 ms whether or not the server has taken
+	// its request yet (under a loaded machine's -race it may not have):
+	// both requests are judged once the server has handled them.
+	eventually(t, "both requests counted unanswered", func() bool { return e.metrics.requestsFor(outcomeUnanswered) >= 2 })
+	if got := e.metrics.requestsFor(outcomeUnanswered); got != 2 {
+		t.Fatalf("unanswered outcomes = %d, want 2", got)
+	}
 	if c := e.chargesFor(t, "hang"); c != 1 {
 		t.Fatalf("charges = %d, want 1", c)
 	}
 	p := e.lookup(t, "hang").record(t)
 	if p.Status != "captured" || !strings.HasPrefix(p.PaymentID, "pay_") {
 		t.Fatalf("lookup = %+v, want the capture", p)
-	}
-	if got := e.metrics.requestsFor(outcomeUnanswered); got != 2 {
-		t.Fatalf("unanswered outcomes = %d, want 2", got)
 	}
 	eventually(t, "the held requests end with their clients", func() bool { return e.gw.InFlight() == 0 })
 
