@@ -16,6 +16,7 @@ import (
 	"usher/internal/event"
 	"usher/internal/service"
 	"usher/internal/shopper"
+	"usher/internal/waitqueue/admission"
 )
 
 type settings struct {
@@ -40,6 +41,7 @@ type settings struct {
 	joins          lineapi.Grouping // group commit of a queue's concurrent joins
 	joinsInFlight  int              // the most joins answered at once; past it, 503
 	joinLatency    time.Duration    // lower that bound while joins take longer (0: never)
+	readyWait      time.Duration    // how long a join admitted at once may wait for it
 	gate           gate.Config      // the proxy gate's rules; none: off
 	gateKeyFile    string           // the pass cookies' HMAC keys
 	gateRecheck    time.Duration    // how long a pass's check is trusted
@@ -65,6 +67,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		joins:          joinGrouping(env),
 		joinsInFlight:  env.Int("USHER_JOINS_IN_FLIGHT", 512, 0),
 		joinLatency:    joinLatencyTarget(env),
+		readyWait:      joinReadyWait(env),
 		gate:           gateRules(env),
 		gateKeyFile:    env.String("USHER_GATE_KEY_FILE", filepath.Join(data, "gate.key")),
 		gateRecheck:    gateRecheck(env),
@@ -189,6 +192,23 @@ func joinGrouping(env *config.Env) lineapi.Grouping {
 	}
 	g.Backlog = lineapi.DefaultBacklog(g.Size)
 	return g
+}
+
+// maxReadyWait bounds USHER_JOIN_READY_WAIT: a join waiting for its
+// admission holds a place among the joins in flight, and past a few
+// seconds a shopper is better told WAITING and pushed READY.
+const maxReadyWait = 10 * time.Second
+
+// joinReadyWait reads USHER_JOIN_READY_WAIT, how long a join that can be
+// admitted at once (a passthrough queue's, or one into an empty line with
+// a slot free) waits for the admitter's follower and a current line before
+// it is answered WAITING, for the next tick to admit.
+func joinReadyWait(env *config.Env) time.Duration {
+	d := env.Duration("USHER_JOIN_READY_WAIT", admission.AtOnceWait)
+	if d > maxReadyWait {
+		env.Check(fmt.Errorf("USHER_JOIN_READY_WAIT=%s: want at most %s", d, maxReadyWait))
+	}
+	return d
 }
 
 // durationOrOff reads the duration name (def when unset), where "0"

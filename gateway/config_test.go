@@ -228,3 +228,34 @@ func TestSheddingAndRecheckAreReadAtStartUp(t *testing.T) {
 		}
 	}
 }
+
+// USHER_JOIN_READY_WAIT bounds how long a join that can be admitted at
+// once waits for it in its own answer: half a second by default, at most
+// ten; anything else stops the start, naming the variable.
+func TestJoinReadyWaitIsReadAtStartUp(t *testing.T) {
+	tests := []struct {
+		value   string
+		want    time.Duration
+		refused bool
+	}{
+		{"", 500 * time.Millisecond, false},
+		{"3s", 3 * time.Second, false},
+		{"10s", 10 * time.Second, false},
+		{"11s", 0, true},
+		{"0", 0, true},
+		{"soon", 0, true},
+	}
+	for _, tt := range tests {
+		env := map[string]string{"USHER_JOIN_READY_WAIT": tt.value}
+		s, err := loadSettings(config.New(func(k string) string { return env[k] }))
+		if tt.refused {
+			if err == nil || !strings.Contains(err.Error(), "USHER_JOIN_READY_WAIT") {
+				t.Errorf("USHER_JOIN_READY_WAIT=%q: loadSettings = %v, want refused naming it", tt.value, err)
+			}
+			continue
+		}
+		if err != nil || s.readyWait != tt.want {
+			t.Errorf("USHER_JOIN_READY_WAIT=%q: %s, %v; want %s", tt.value, s.readyWait, err, tt.want)
+		}
+	}
+}

@@ -68,6 +68,9 @@ type gateway struct {
 	// 0: it stays).
 	joinsInFlight int
 	joinLatency   time.Duration
+	// readyWait bounds how long a join that can be admitted at once waits
+	// for it in its own answer (lineapi.Deps.ReadyWait).
+	readyWait time.Duration
 	// gateRecheck is how long the gate trusts a pass's last check
 	// (gate.Deps.Recheck); 0: every request asks the line.
 	gateRecheck time.Duration
@@ -177,7 +180,7 @@ func (g *gateway) rooms() rooms {
 	r.line = lineapi.New(lineapi.Deps{Line: ln.line, Invites: ln.drop, Admission: ln.admission, Queues: g.queues, Events: g.events, Tickets: g.tickets,
 		Places: places, Door: r.door, Users: g.users, Limits: limits, Now: g.now, Earliest: g.earliest,
 		Epoch: g.epoch, Log: g.log, Metrics: g.metrics.line, Grouping: g.joins,
-		InFlight: inflight.New(g.joinsInFlight, g.joinLatency, g.now)})
+		InFlight: inflight.New(g.joinsInFlight, g.joinLatency, g.now), ReadyWait: g.readyWait})
 	r.orders = orderapi.New(orderapi.Deps{Line: ln.claims, Records: g.orders, Keys: g.keys, Queues: g.queues,
 		Events: g.events, Users: g.users, Limits: limits, Now: g.now, Epoch: g.epoch, Hold: g.orderHold, Log: g.log})
 	r.admin = admin.New(admin.Deps{Queues: g.queues, Line: adminLine{ln.line, ln.admission, ln.drop, ln.claims}, Events: g.events, Stock: g.stock, Sales: g.sales,

@@ -123,6 +123,7 @@ func newGateway(s settings, d *service.Deps, db *orders.Store, keys *token.Keyri
 		joins:         s.joins,
 		joinsInFlight: s.joinsInFlight,
 		joinLatency:   s.joinLatency,
+		readyWait:     s.readyWait,
 		gateRecheck:   s.gateRecheck,
 		pageCSS:       s.pageCSS,
 		pageLangs:     s.pageLangs,

@@ -78,6 +78,7 @@ func (a *API) admitAtOnce(ctx context.Context, cfg catalog.Config, epoch string,
 		Admits:      cfg.State == catalog.StateOpen && !AwaitsDraw(cfg),
 		Limits: waitqueue.AtOnce{TokenTTL: time.Duration(cfg.TokenTTLSeconds) * time.Second,
 			TickLength: time.Duration(cfg.TickMs) * time.Millisecond, StockAware: cfg.StockAwareness()},
+		Wait: a.readyWait,
 	}
 	if j.Limits.StockAware {
 		j.Limits.Share = waitqueue.Share{SKUs: cfg.Products(), Peers: a.queues.StockPeers(cfg)}

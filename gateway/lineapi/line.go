@@ -124,6 +124,10 @@ type Deps struct {
 	// the rest learn at once to come back, rather than every join waiting
 	// until its client gives up.
 	InFlight InFlight
+	// ReadyWait bounds how long a join that can be admitted at once waits
+	// for it in its own answer (zero: admission.AtOnceWait; see
+	// admitAtOnce).
+	ReadyWait time.Duration
 }
 
 // InFlight is a bound on the joins answered at once: Take takes a place
@@ -153,6 +157,7 @@ type API struct {
 	log       *slog.Logger
 	metrics   *Metrics
 	groups    *groups // nil: every join its own record
+	readyWait time.Duration
 
 	inFlight InFlight
 }
@@ -161,7 +166,7 @@ type API struct {
 func New(deps Deps) *API {
 	a := &API{line: deps.Line, invites: deps.Invites, admission: deps.Admission, queues: deps.Queues, events: deps.Events, tickets: deps.Tickets, places: deps.Places,
 		door: deps.Door, users: deps.Users, limits: deps.Limits, now: deps.Now, earliest: deps.Earliest, epoch: deps.Epoch,
-		log: deps.Log, metrics: deps.Metrics, inFlight: deps.InFlight}
+		log: deps.Log, metrics: deps.Metrics, inFlight: deps.InFlight, readyWait: deps.ReadyWait}
 	if a.inFlight != nil && a.metrics != nil {
 		a.metrics.bound.Store(&a.inFlight)
 	}
