@@ -25,7 +25,7 @@ func RedisPools(rdb interface{ PoolStats() *redis.PoolStats }) prometheus.Collec
 		timeouts: prometheus.NewDesc("usher_redis_pool_timeouts_total",
 			"Waits for a connection that ran out of time: the pool was at its bound.", []string{"pool"}, nil),
 		stale: prometheus.NewDesc("usher_redis_pool_closed_idle_total",
-			"Connections the pool closed for idling past ConnMaxIdleTime.", []string{"pool"}, nil),
+			"Connections the pool closed as it took them: idle past ConnMaxIdleTime, or past their lifetime.", []string{"pool"}, nil),
 	}
 }
 

@@ -35,14 +35,15 @@ type Settings struct {
 	URL  string
 	Pool int
 	// Idle is how many idle connections each pool keeps per node
-	// (USHER_REDIS_IDLE; 0 keeps every one). go-redis runs no reaper: it
-	// closes an idle connection only when it takes it from the pool, and
-	// hands out the one returned last, so without this bound the
-	// connections a burst dialed stay open until a later burst reaches
-	// them and a pool climbs, over hours, to the most it ever needed at
-	// once. With it, a connection handed back to a pool that already holds
-	// Idle idle ones is closed: a pool follows the load it has now.
+	// (USHER_REDIS_IDLE; 0 keeps every one): a connection handed back to a
+	// pool that already holds Idle idle ones is closed, so the most of a
+	// burst's connections close as it ends (the rest: Lifetime).
 	Idle int
+	// Lifetime is how long a connection serves before the pool closes it
+	// as it next takes it (zero: connLifetime). Below Idle a pool would
+	// otherwise keep, for good, every connection the most it ever needed
+	// at once dialed (see connLifetime).
+	Lifetime time.Duration
 	// AddrMap maps Redis Cluster node addresses to the ones this process
 	// dials instead (USHER_REDIS_ADDR_MAP, "host:port=host:port,…"): a
 	// cluster client learns its nodes' addresses from the cluster itself,
@@ -319,6 +320,22 @@ const (
 // it ends.
 const idleConns = 8
 
+// connLifetime is the default Lifetime, and connLifetimeJitter spreads
+// the connections' ends so they are not all dialed again at once. go-redis
+// runs no reaper: it judges a connection's age or idleness only as it
+// takes it from the pool, and it takes the one returned last, so the
+// connections a burst added below Idle sat under the busy ones, never
+// taken, never judged — a pool climbed over hours to the most it had
+// needed at once (the soak's connections and open files grew so). With a
+// lifetime, the connection on top expires too; the pool closes it and each
+// expired one under it as it reaches them, and dials only what the load
+// then needs. A few dials a minute a pool; and no connection outlives by
+// more than this the topology it was dialed for.
+const (
+	connLifetime       = 5 * time.Minute
+	connLifetimeJitter = time.Minute
+)
+
 // Dial connects to Redis (see Settings): as User with Password when they
 // are set, over TLS when the URL is rediss:// or TLS files are set, to one
 // server or to a Redis Cluster alike.
@@ -332,6 +349,11 @@ func Dial(s Settings) (redis.UniversalClient, error) {
 		tlsConfig = cfg
 	}
 	creds := s.credentials()
+	lifetime := s.Lifetime
+	if lifetime <= 0 {
+		lifetime = connLifetime
+	}
+	jitter := min(connLifetimeJitter, lifetime/5)
 	if strings.Contains(s.URL, ",") {
 		addrs, secure, err := clusterAddrs(s.URL)
 		if err != nil {
@@ -344,6 +366,7 @@ func Dial(s Settings) (redis.UniversalClient, error) {
 			Addrs: addrs, PoolSize: s.Pool, MaxIdleConns: s.Idle, Protocol: protocol,
 			ReadBufferSize: bufferSize, WriteBufferSize: bufferSize,
 			PipelineReadBufferSize: pipelineBufferSize, PipelineWriteBufferSize: pipelineBufferSize,
+			ConnMaxLifetime: lifetime, ConnMaxLifetimeJitter: jitter,
 			// The dialer does the TLS handshake itself, naming each
 			// node by its own address.
 			Dialer:                     mapDialer(s.AddrMap, tlsConfig),
@@ -363,6 +386,7 @@ func Dial(s Settings) (redis.UniversalClient, error) {
 	opt.PoolSize, opt.MaxIdleConns, opt.Protocol = s.Pool, s.Idle, protocol
 	opt.ReadBufferSize, opt.WriteBufferSize = bufferSize, bufferSize
 	opt.PipelineReadBufferSize, opt.PipelineWriteBufferSize = pipelineBufferSize, pipelineBufferSize
+	opt.ConnMaxLifetime, opt.ConnMaxLifetimeJitter = lifetime, jitter
 	if tlsConfig != nil {
 		if opt.TLSConfig != nil {
 			tlsConfig.ServerName = opt.TLSConfig.ServerName

@@ -66,6 +66,77 @@ func TestAPoolClosesWhatABurstLeftAboveIdle(t *testing.T) {
 	}
 }
 
+// Below Idle too, a pool follows the load it has now: a connection is
+// closed once its Lifetime has passed, as the pool next reaches it, so
+// those a burst dialed close after it under a load one connection serves,
+// rather than sit idle under that one, never taken, for as long as the
+// process runs. The same for one server and for a cluster's node.
+func TestAPoolLetsABurstsConnectionsGoBelowIdle(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cluster bool
+	}{{"one server", false}, {"a cluster", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			url, observer := burstServer(t, tc.cluster)
+			if tc.cluster {
+				addr := strings.TrimPrefix(url, "redis://")
+				addr = addr[:strings.IndexByte(addr, '/')]
+				url = addr + "," + addr
+			}
+			rdb, err := waitqueue.Dial(waitqueue.Settings{URL: url, Pool: 8, Idle: 8, Lifetime: 300 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { rdb.Close() })
+
+			var wg sync.WaitGroup
+			for range 6 {
+				wg.Go(func() { rdb.BLPop(ctx, 10*time.Second, "wake") })
+			}
+			testenv.Eventually(t, 5*time.Second, func() bool { return readers(t, observer) == 6 }, "six blocking reads")
+			if err := observer.RPush(ctx, "wake", 1, 2, 3, 4, 5, 6).Err(); err != nil {
+				t.Fatal(err)
+			}
+			wg.Wait()
+			if s := rdb.PoolStats(); s.TotalConns < 6 {
+				t.Fatalf("pool after the burst: %d connections; want the burst's 6 kept idle (Idle 8)", s.TotalConns)
+			}
+
+			// One command at a time: a load one connection serves.
+			testenv.Eventually(t, 10*time.Second, func() error {
+				for range 10 {
+					if err := rdb.Ping(ctx).Err(); err != nil {
+						return err
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				if n := serving(t, observer); n > 2 {
+					return fmt.Errorf("Redis lists %d connections that served the test, the pool %+v", n, *rdb.PoolStats())
+				}
+				return nil
+			}, "the burst's connections closed under a load of one")
+		})
+	}
+}
+
+// serving counts the connections Redis lists that carried the test's
+// commands: not the observer's, nor those a cluster client keeps for its
+// seed, which read only CLUSTER SLOTS.
+func serving(t *testing.T, observer *redis.Client) int {
+	list, err := observer.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.SplitSeq(strings.TrimSpace(list), "\n") {
+		if strings.Contains(line, " cmd=ping ") || strings.Contains(line, " cmd=blpop ") {
+			n++
+		}
+	}
+	return n
+}
+
 // burstServer starts a redis-server of the test's own — for a cluster, a
 // one-node cluster serving every slot — and returns its URL and a client
 // that watches it.
