@@ -26,35 +26,12 @@ func TestAPoolClosesWhatABurstLeftAboveIdle(t *testing.T) {
 		cluster bool
 	}{{"one server", false}, {"a cluster", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			url, observer := burstServer(t, tc.cluster)
-			if tc.cluster {
-				// One address twice: a list is what makes Dial a cluster client.
-				addr := strings.TrimPrefix(url, "redis://")
-				addr = addr[:strings.IndexByte(addr, '/')]
-				url = addr + "," + addr
-			}
-			rdb, err := waitqueue.Dial(waitqueue.Settings{URL: url, Pool: 8, Idle: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { rdb.Close() })
-
-			// Six blocking reads hold six connections until the list gets items.
-			var wg sync.WaitGroup
-			for range 6 {
-				wg.Go(func() { rdb.BLPop(ctx, 10*time.Second, "wake") })
-			}
-			testenv.Eventually(t, 5*time.Second, func() bool { return readers(t, observer) == 6 }, "six blocking reads")
-			if err := observer.RPush(ctx, "wake", 1, 2, 3, 4, 5, 6).Err(); err != nil {
-				t.Fatal(err)
-			}
-			wg.Wait()
+			rdb, observer := afterABurst(t, tc.cluster, waitqueue.Settings{Pool: 8, Idle: 2})
 
 			// A loaded machine can take seconds here; the error says what
 			// Redis and the pool held when the wait ended.
 			testenv.Eventually(t, 10*time.Second, func() error {
-				if n := readers(t, observer); n != 2 {
+				if n := listed(t, observer, "blpop"); n != 2 {
 					return fmt.Errorf("Redis lists %d of the burst's connections, the pool %+v", n, *rdb.PoolStats())
 				}
 				return nil
@@ -78,27 +55,7 @@ func TestAPoolLetsABurstsConnectionsGoBelowIdle(t *testing.T) {
 	}{{"one server", false}, {"a cluster", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			url, observer := burstServer(t, tc.cluster)
-			if tc.cluster {
-				addr := strings.TrimPrefix(url, "redis://")
-				addr = addr[:strings.IndexByte(addr, '/')]
-				url = addr + "," + addr
-			}
-			rdb, err := waitqueue.Dial(waitqueue.Settings{URL: url, Pool: 8, Idle: 8, Lifetime: 300 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { rdb.Close() })
-
-			var wg sync.WaitGroup
-			for range 6 {
-				wg.Go(func() { rdb.BLPop(ctx, 10*time.Second, "wake") })
-			}
-			testenv.Eventually(t, 5*time.Second, func() bool { return readers(t, observer) == 6 }, "six blocking reads")
-			if err := observer.RPush(ctx, "wake", 1, 2, 3, 4, 5, 6).Err(); err != nil {
-				t.Fatal(err)
-			}
-			wg.Wait()
+			rdb, observer := afterABurst(t, tc.cluster, waitqueue.Settings{Pool: 8, Idle: 8, Lifetime: 300 * time.Millisecond})
 			if s := rdb.PoolStats(); s.TotalConns < 6 {
 				t.Fatalf("pool after the burst: %d connections; want the burst's 6 kept idle (Idle 8)", s.TotalConns)
 			}
@@ -111,7 +68,7 @@ func TestAPoolLetsABurstsConnectionsGoBelowIdle(t *testing.T) {
 					}
 					time.Sleep(5 * time.Millisecond)
 				}
-				if n := serving(t, observer); n > 2 {
+				if n := listed(t, observer, "blpop", "ping"); n > 2 {
 					return fmt.Errorf("Redis lists %d connections that served the test, the pool %+v", n, *rdb.PoolStats())
 				}
 				return nil
@@ -120,21 +77,36 @@ func TestAPoolLetsABurstsConnectionsGoBelowIdle(t *testing.T) {
 	}
 }
 
-// serving counts the connections Redis lists that carried the test's
-// commands: not the observer's, nor those a cluster client keeps for its
-// seed, which read only CLUSTER SLOTS.
-func serving(t *testing.T, observer *redis.Client) int {
-	list, err := observer.ClientList(context.Background()).Result()
+// afterABurst dials a server of the test's own (burstServer) with s, and
+// returns the client once six blocking reads have held six of its
+// connections at once and ended, and a client that watches the server.
+func afterABurst(t *testing.T, cluster bool, s waitqueue.Settings) (redis.UniversalClient, *redis.Client) {
+	ctx := context.Background()
+	url, observer := burstServer(t, cluster)
+	if cluster {
+		// One address twice: a list is what makes Dial a cluster client.
+		addr := strings.TrimPrefix(url, "redis://")
+		addr = addr[:strings.IndexByte(addr, '/')]
+		url = addr + "," + addr
+	}
+	s.URL = url
+	rdb, err := waitqueue.Dial(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for line := range strings.SplitSeq(strings.TrimSpace(list), "\n") {
-		if strings.Contains(line, " cmd=ping ") || strings.Contains(line, " cmd=blpop ") {
-			n++
-		}
+	t.Cleanup(func() { rdb.Close() })
+
+	// Six blocking reads hold six connections until the list gets items.
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() { rdb.BLPop(ctx, 10*time.Second, "wake") })
 	}
-	return n
+	testenv.Eventually(t, 5*time.Second, func() bool { return listed(t, observer, "blpop") == 6 }, "six blocking reads")
+	if err := observer.RPush(ctx, "wake", 1, 2, 3, 4, 5, 6).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	return rdb, observer
 }
 
 // burstServer starts a redis-server of the test's own — for a cluster, a
@@ -165,17 +137,20 @@ func burstServer(t *testing.T, cluster bool) (string, *redis.Client) {
 	return url, observer
 }
 
-// readers counts the connections Redis lists whose last command was the
-// test's BLPOP (a cluster client's own state reads run on others).
-func readers(t *testing.T, observer *redis.Client) int {
+// listed counts the connections Redis lists whose last command was one
+// of cmds: the test's own (BLPOP, PING), not the observer's nor a cluster
+// client's state reads (CLUSTER SLOTS), which run on others.
+func listed(t *testing.T, observer *redis.Client, cmds ...string) int {
 	list, err := observer.ClientList(context.Background()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for line := range strings.SplitSeq(strings.TrimSpace(list), "\n") {
-		if strings.Contains(line, " cmd=blpop ") {
-			n++
+		for _, cmd := range cmds {
+			if strings.Contains(line, " cmd="+cmd+" ") {
+				n++
+			}
 		}
 	}
 	return n
