@@ -36,7 +36,7 @@ type Settings struct {
 	Pool int
 	// Idle is how many idle connections each pool keeps per node
 	// (USHER_REDIS_IDLE; 0 keeps every one): a connection handed back to a
-	// pool that already holds Idle idle ones is closed, so the most of a
+	// pool that already holds Idle idle ones is closed, so most of a
 	// burst's connections close as it ends (the rest: Lifetime).
 	Idle int
 	// Lifetime is how long a connection serves before the pool closes it

@@ -134,9 +134,6 @@ func addr(t testing.TB) string {
 	return fmt.Sprintf("127.0.0.1:%d", p)
 }
 
-// readyWait is the stacks' USHER_JOIN_READY_WAIT (see stackEnv).
-const readyWait = "5s"
-
 // stackEnv is the environment of a whole stack on this test's servers:
 // pgsim and the four services on addresses of their own (read them back as
 // env["USHER_GATEWAY_ADDR"] and so on), the admin token e2e-admin, and
@@ -172,7 +169,7 @@ func stackEnv(t testing.TB, extra ...string) map[string]string {
 		// CPU, where the admitter's follower can take longer than the
 		// half second a join waits for its admission at once; the tests
 		// that want READY in a join's own answer would then get WAITING.
-		"USHER_JOIN_READY_WAIT": readyWait,
+		"USHER_JOIN_READY_WAIT": "5s",
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		env[extra[i]] = extra[i+1]
