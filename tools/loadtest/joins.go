@@ -48,16 +48,26 @@ func overload(rate int, d time.Duration) []phase {
 	}
 }
 
-// openLoop fires requests on the schedule, each in its own goroutine,
-// bounded by inflight. fire gets the intended start time: latency counts
-// from it, so waiting for a free slot is latency too.
-func openLoop(ctx context.Context, phases []phase, inflight int, progress io.Writer, fire func(n int64, intended time.Time, rec *recorder)) []step {
-	sem := make(chan struct{}, inflight)
-	var wg sync.WaitGroup
+// openLoop fires requests on the schedule through senders, long-lived
+// goroutines sending one request at a time each: the arrivals wait in a queue
+// for a free sender, and fire gets the intended start time, so latency
+// counts from it and the wait is latency too. Senders, not a goroutine a
+// request: under overload the tool's own CPU (a new stack grown for every
+// request) was its backlog, counted as the stack's latency.
+func openLoop(ctx context.Context, phases []phase, senders int, progress io.Writer, fire func(n int64, intended time.Time, rec *recorder)) []step {
 	var n atomic.Int64
 	var steps []step
 	for _, ph := range phases {
 		rec := newRecorder()
+		arrivals := make(chan time.Time, 1<<16)
+		var wg sync.WaitGroup
+		for range senders {
+			wg.Go(func() {
+				for intended := range arrivals {
+					fire(n.Add(1), intended, rec)
+				}
+			})
+		}
 		start := time.Now()
 		sent := 0
 		tick := time.NewTicker(time.Millisecond)
@@ -66,23 +76,16 @@ func openLoop(ctx context.Context, phases []phase, inflight int, progress io.Wri
 			el := now.Sub(start).Seconds()
 			// Arrivals due so far: the integral of a linear rate.
 			slope := (ph.to - ph.from) / ph.dur.Seconds()
-			due := int(ph.from*el + slope*el*el/2)
-			for ; sent < due; sent++ {
-				intended := start.Add(time.Duration(float64(time.Second) * arrivalTime(sent, ph.from, slope)))
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					sem <- struct{}{}
-					defer func() { <-sem }()
-					fire(n.Add(1), intended, rec)
-				}()
+			for due := int(ph.from*el + slope*el*el/2); sent < due; sent++ {
+				arrivals <- start.Add(time.Duration(float64(time.Second) * arrivalTime(sent, ph.from, slope)))
 			}
 			if now.Sub(lastReport) >= time.Second {
 				lastReport = now
-				fmt.Fprintf(progress, "\r%-14s %5.1fs  sent %8d  in flight %5d ", ph.name, el, sent, len(sem))
+				fmt.Fprintf(progress, "\r%-14s %5.1fs  sent %8d  waiting for a sender %5d ", ph.name, el, sent, len(arrivals))
 			}
 		}
 		tick.Stop()
+		close(arrivals)
 		wg.Wait()
 		steps = append(steps, rec.summary(ph.name, time.Since(start)))
 		fmt.Fprintln(progress)
@@ -138,7 +141,7 @@ func joins(ctx context.Context, c *client, o options, phases []phase, progress i
 	// (on the same cores, under overload) does not count.
 	for _, ph := range phases {
 		before, _ := scrape(c.base + "/metrics")
-		res.Steps = append(res.Steps, openLoop(ctx, []phase{ph}, 8192, progress, fire)...)
+		res.Steps = append(res.Steps, openLoop(ctx, []phase{ph}, o.conns, progress, fire)...)
 		after, err := scrape(c.base + "/metrics")
 		if err != nil || before == nil {
 			continue

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -32,6 +33,29 @@ func TestArrivalScheduleMatchesTheRate(t *testing.T) {
 				t.Fatal("the first request is not due at once")
 			}
 		})
+	}
+}
+
+// The load is open loop: every scheduled arrival is sent, however few the
+// senders, and an arrival that waited for a free sender counts the wait.
+func TestOpenLoopSendsTheScheduleAndCountsTheWait(t *testing.T) {
+	const senders, each = 2, 5 * time.Millisecond
+	var fired atomic.Int64
+	steps := openLoop(t.Context(), steady(1000, 200*time.Millisecond), senders, io.Discard,
+		func(_ int64, intended time.Time, rec *recorder) {
+			fired.Add(1)
+			time.Sleep(each)
+			rec.add(time.Since(intended), 202, nil)
+		})
+	// The schedule is read every millisecond up to the phase's end: the
+	// last arrival, due at its very end, may fall after the last reading.
+	if n := fired.Load(); len(steps) != 1 || n < 199 || n > 200 || steps[0].Requests != int(n) {
+		t.Fatalf("fired %d, steps %+v; want the 200 arrivals of 200 ms at 1000/s", n, steps)
+	}
+	// Two senders take at least 500 ms for 200 requests of 5 ms: the last
+	// arrival, due at 200 ms, waited 300 ms and more.
+	if got := time.Duration(steps[0].Max * float64(time.Millisecond)); got < 300*time.Millisecond {
+		t.Errorf("the longest latency is %v, want the wait for a sender (300 ms and more) in it", got)
 	}
 }
 
