@@ -5,13 +5,20 @@
 // joins/s is 50 ms of queue) is too large once that rate falls: offered
 // three times what it answers, a stack spends much of its CPU refusing
 // the excess, answers a fraction of its usual rate, and the joins it takes
-// wait in a queue of 512 for seconds. Limit keeps the ceiling but lowers
-// the bound when the joins it let in are slow — more than a tenth of a
-// window's above its target — by a tenth each window, and raises it again
-// by a tenth and one each window they are not: the bound follows the rate
-// the stack answers now (a queue of about that rate × the target), the
-// joins it takes keep their latency, and once the load falls it is back at
-// the ceiling within a few seconds.
+// wait in a queue of 512 for seconds. Limit keeps the ceiling but, in a
+// window where the joins it let in are slow — more than a tenth of them
+// above their target — scales the bound by the target over the time they
+// took on average (by nine tenths at most), and raises it again by a
+// tenth and one each window they are not: the bound follows the rate the
+// stack answers now (a queue of about that rate × the target), the joins
+// it takes keep their latency, and once the load falls it is back at the
+// ceiling within a few seconds.
+//
+// The scaling is the gradient of Netflix's concurrency limits: where joins
+// take four times their target, a quarter of those in flight is what the
+// stack answers in time. A cut of a tenth a window would take twenty
+// windows to bring 512 down to 64, and the joins let in meanwhile, at the
+// start of an overload, are the ones that wait longest.
 package inflight
 
 import (
@@ -39,9 +46,10 @@ type Limit struct {
 	mu       sync.Mutex
 	bound    float64
 	inFlight int
-	since    time.Time // the window's start
-	done     int       // joins finished in the window
-	slow     int       // of them, those that took longer than target
+	since    time.Time     // the window's start
+	done     int           // joins finished in the window
+	slow     int           // of them, those that took longer than target
+	took     time.Duration // and the time they took, together
 }
 
 // New returns a Limit of at most ceiling joins at once (0: none), moved
@@ -78,19 +86,22 @@ func (l *Limit) Done(started time.Time) {
 	if l.target <= 0 {
 		return
 	}
+	took := now.Sub(started)
 	l.done++
-	if now.Sub(started) > l.target {
+	l.took += took
+	if took > l.target {
 		l.slow++
 	}
 	if l.done < quorum || now.Sub(l.since) < window {
 		return
 	}
 	if l.slow*10 > l.done {
-		l.bound = max(l.bound*0.9, float64(min(floor, l.ceiling)))
+		mean := l.took / time.Duration(l.done)
+		l.bound = max(l.bound*min(0.9, float64(l.target)/float64(mean)), float64(min(floor, l.ceiling)))
 	} else {
 		l.bound = min(l.bound*1.1+1, float64(l.ceiling))
 	}
-	l.since, l.done, l.slow = now, 0, 0
+	l.since, l.done, l.slow, l.took = now, 0, 0, 0
 }
 
 // Bound is how many joins may be in flight now.

@@ -30,24 +30,29 @@ func window(l *inflight.Limit, c *clock, took time.Duration) {
 	}
 }
 
-// Joins that take longer than the target shrink the bound a tenth a
-// window, down to a floor of 8, and a join past it is refused; fast ones
-// raise it back to the ceiling within a few seconds of windows.
+// In a window where joins take longer than the target, the bound is
+// scaled by the target over the time they took (by nine tenths at most),
+// down to a floor of 8, and a join past it is refused; fast ones raise it
+// back to the ceiling within a few seconds of windows.
 func TestTheBoundFollowsHowLongJoinsTake(t *testing.T) {
 	c := &clock{t: time.Unix(0, 0)}
 	l := inflight.New(512, 250*time.Millisecond, c.now)
 	if l.Bound() != 512 {
 		t.Fatalf("bound at the start = %d, want the ceiling 512", l.Bound())
 	}
-	window(l, c, 400*time.Millisecond)
-	if got := l.Bound(); got != 460 {
-		t.Fatalf("bound after a slow window = %d, want 460 (512 × 0.9)", got)
+	window(l, c, time.Second)
+	if got := l.Bound(); got != 128 {
+		t.Fatalf("bound after a window of joins taking 1 s = %d, want 128 (512 × 250 ms / 1 s)", got)
 	}
-	for range 60 {
-		window(l, c, 400*time.Millisecond)
+	window(l, c, 260*time.Millisecond)
+	if got := l.Bound(); got != 115 {
+		t.Fatalf("bound after a window of joins taking 260 ms = %d, want 115 (128 × 0.9: a tenth at least)", got)
+	}
+	for range 4 {
+		window(l, c, time.Second)
 	}
 	if got := l.Bound(); got != 8 {
-		t.Fatalf("bound after a minute of slow windows = %d, want the floor 8", got)
+		t.Fatalf("bound after four more windows of 1 s joins = %d, want the floor 8", got)
 	}
 	var held []time.Time
 	for range 8 {
