@@ -207,6 +207,9 @@ want overload && for r in $(seq 1 "$rounds"); do
   # of the gateway's bound on joins in flight too.
   rate=$(echo "$w" | awk '{for (i = 1; i <= NF; i++) {split($i, kv, "="); f[kv[1]] = kv[2]}}
     END {if (f["requests"] > 0) printf "%d\n", f["rps"] * (f["requests"] - f["non2xx"]) / f["requests"]}')
+  # The gateway's peak RSS over the round: clear_refs 5 resets VmHWM.
+  gwpid=$(for np in ${BENCH_PROCS:-}; do [ "${np%%=*}" = gateway ] && echo "${np#*=}"; done)
+  [ -n "$gwpid" ] && echo 5 >"/proc/$gwpid/clear_refs" 2>/dev/null
   t0=$(ticks)
   timeout 120 "${tool[@]}" bash -c 'lt "$@"' _ -scenario overload -rate "${rate:-5000}" -duration 10s -conns 4096 -out "$g/overload-$r.json" >"$g/overload-$r.txt" 2>&1 || true
   s=$g/overload-$r.json
@@ -221,7 +224,7 @@ want overload && for r in $(seq 1 "$rounds"); do
   gwcpu=$(cpuper "$t0" "$(ticks)" "$(jq -r '[.steps[].requests] | add // 0' "$s")" | grep -o 'gateway [0-9]*' | cut -d' ' -f2)
   sent=$(jq -r '.steps[1].throughputPerSec // 0 | floor' "$s"); took=$(jq -r '.steps[1].codes["202"] // 0' "$s"); secs=$(jq -r '.steps[1].seconds // 10' "$s")
   good=$(awk -v a="$took" -v s="$secs" -v r="${rate:-0}" 'BEGIN { if (s > 0 && r > 0) printf "%.0f/s (%.0f %%)", a / s, 100 * a / s / r; else print "–" }')
-  echo "| $r | ${rate:-–}/s | $sent/s | $took, $good | ${p202:-–} ms | ≤ ${s202:-–} ms | $shed | ${pshed:-–} ms | ≤ ${s503:-–} ms | $errs | ${back:-–} ms | ${gwcpu:-–} µs | ${lost:-–} |" >>"$g/over-rows"
+  echo "| $r | ${rate:-–}/s | $sent/s | $took, $good | ${p202:-–} ms | ≤ ${s202:-–} ms | $shed | ${pshed:-–} ms | ≤ ${s503:-–} ms | $errs | ${back:-–} ms | ${gwcpu:-–} µs | $(awk '/^VmHWM/ {printf "%d MiB", $2 / 1024}' "/proc/${gwpid:-0}/status" 2>/dev/null || echo –) | ${lost:-–} |" >>"$g/over-rows"
   record over-srv-202 "$s202"; record over-srv-503 "$s503"; record over-rate "$rate"; record over-202-p99 "$p202"; record over-shed "$shed"; record over-shed-p99 "$pshed"; record over-errors "$errs"; record over-back-p99 "$back"; record over-lost "$lost"
 done
 [ ${#tool[@]} -gt 0 ] && pin "0-$(($(nproc) - 1))"
@@ -252,10 +255,10 @@ if want overload && [ -n "${BENCH_RELIABILITY:-}" ]; then
     echo
     echo "Written by \`BENCH_ONLY=goals BENCH_GOALS=overload BENCH_ROUNDS=$rounds BENCH_RELIABILITY=$BENCH_RELIABILITY make bench\` on $(date -u '+%F %H:%M UTC') at $(git rev-parse --short HEAD 2>/dev/null), $(nproc) cores, load$(uptime | sed 's/.*load average://') at the end. One node of each store and one gateway ([BENCHMARKS.md](BENCHMARKS.md#the-gate-and-overload) has the stack)${tool[*]:+; the stack pinned to CPU 0, wrk and the load tool to the rest, so that the tool measures the stack rather than its own backlog}."
     echo
-    echo "Joins: each round measures the joins/s the stack answers closed-loop (\`wrk -c256\`), then \`loadtest -scenario overload -conns 4096\` offers that rate, 3 × it and that rate again, open loop, 10 s each. The columns are the 3 × step's, but the last three (the gateway's CPU is over all three steps, from /proc): goal accepted p99 ≤ 1 s, the rest shed with 503/429 and \`Retry-After\`, none timed out, nothing lost, back at the rate within seconds. The gateway's own p99 is its request histogram's bucket bound."
+    echo "Joins: each round measures the joins/s the stack answers closed-loop (\`wrk -c256\`), then \`loadtest -scenario overload -conns 4096\` offers that rate, 3 × it and that rate again, open loop, 10 s each. The columns are the 3 × step's, but the last four (the gateway's CPU and peak RSS are over all three steps, from /proc): goal accepted p99 ≤ 1 s, the rest shed with 503/429 and \`Retry-After\`, none timed out, nothing lost, back at the rate within seconds. The gateway's own p99 is its request histogram's bucket bound."
     echo
-    echo "| round | answered closed-loop | sent (3 ×) | accepted, per s (of the rate answered) | accepted p99 at the client | the gateway's own | shed | shed p99 at the client | the gateway's own | timeouts | back at the rate: accepted p99 | the gateway's CPU a request | lost |"
-    echo "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    echo "| round | answered closed-loop | sent (3 ×) | accepted, per s (of the rate answered) | accepted p99 at the client | the gateway's own | shed | shed p99 at the client | the gateway's own | timeouts | back at the rate: accepted p99 | the gateway's CPU a request | its peak RSS | lost |"
+    echo "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     cat "$g/over-rows"
     echo
     echo "Streams: 3 × the streams a notifier holds (\`USHER_NOTIFIER_MAX_STREAMS=3000\`, \`loadtest -scenario sse -shoppers 9000 -max-admit-per-tick 500\`); goal: the rest refused at once (503 \`too-many-streams\`), those held told READY, memory bounded."
