@@ -39,6 +39,7 @@ type settings struct {
 	protect        protectSettings
 	orderHold      time.Duration
 	joins          lineapi.Grouping // group commit of a queue's concurrent joins
+	maxConns       int              // the most connections the public listener holds; past it, 503
 	joinsInFlight  int              // the most joins answered at once; past it, 503
 	joinLatency    time.Duration    // lower that bound while joins take longer (0: never)
 	readyWait      time.Duration    // how long a join admitted at once may wait for it
@@ -65,6 +66,7 @@ func loadSettings(env *config.Env) (settings, error) {
 		protect:        loadProtectSettings(env),
 		orderHold:      env.Duration("USHER_ORDER_HOLD", 6*time.Minute+30*time.Second),
 		joins:          joinGrouping(env),
+		maxConns:       env.Int("USHER_GATEWAY_MAX_CONNS", 10000, 0),
 		joinsInFlight:  env.Int("USHER_JOINS_IN_FLIGHT", 512, 0),
 		joinLatency:    joinLatencyTarget(env),
 		readyWait:      joinReadyWait(env),

@@ -259,3 +259,32 @@ func TestJoinReadyWaitIsReadAtStartUp(t *testing.T) {
 		}
 	}
 }
+
+// USHER_GATEWAY_MAX_CONNS bounds the connections the public listener
+// holds (10,000 by default, 0 none); anything else stops the start,
+// naming the variable.
+func TestMaxConnsIsReadAtStartUp(t *testing.T) {
+	for _, tt := range []struct {
+		value   string
+		want    int
+		refused bool
+	}{
+		{"", 10000, false},
+		{"0", 0, false},
+		{"50000", 50000, false},
+		{"-1", 0, true},
+		{"many", 0, true},
+	} {
+		env := map[string]string{"USHER_GATEWAY_MAX_CONNS": tt.value}
+		s, err := loadSettings(config.New(func(k string) string { return env[k] }))
+		if tt.refused {
+			if err == nil || !strings.Contains(err.Error(), "USHER_GATEWAY_MAX_CONNS") {
+				t.Errorf("USHER_GATEWAY_MAX_CONNS=%q: loadSettings = %v, want refused naming it", tt.value, err)
+			}
+			continue
+		}
+		if err != nil || s.maxConns != tt.want {
+			t.Errorf("USHER_GATEWAY_MAX_CONNS=%q: %d, %v; want %d", tt.value, s.maxConns, err, tt.want)
+		}
+	}
+}

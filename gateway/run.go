@@ -75,6 +75,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	g.adminApart = adminLn != nil
 	g.gate, g.gateKeys = s.gate, gateKeys
 	app := g.app()
+	ln = httpapi.CapConns(ln, s.maxConns, g.metrics.reg)
 	d.Log.Info("gateway listening", "addr", ln.Addr().String(), "nats", s.NATS.URLs, "redis", redactURL(s.Redis.URL))
 	if adminLn != nil {
 		d.Log.Info("gateway admin API listening", "addr", adminLn.Addr().String())
