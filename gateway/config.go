@@ -164,8 +164,11 @@ const maxJoinLinger = time.Second
 // off (every join its own usher.joined.v1 message); USHER_JOIN_LINGER, how
 // long the first join of a group waits for others (0, the default: none,
 // a group goes as soon as the queue has none being recorded); and
-// USHER_JOIN_BATCH, the most joins one usher.joins.v2 message lists. The
-// instance id that names the groups' messages is drawn at every start.
+// USHER_JOIN_BATCH, the most joins one usher.joins.v2 message lists (256:
+// one group is recorded at a time per queue, so while a publish is slow —
+// a broker short of CPU under overload — the joins a gateway records a
+// second are this many per round trip, and a smaller cap queued them
+// behind each other for most of a second). The instance id that names the groups' messages is drawn at every start.
 //
 // off is for upgrades from a release whose gateways write only
 // usher.joined.v1: a queue's places count in groups from its first
@@ -188,7 +191,7 @@ func joinGrouping(env *config.Env) lineapi.Grouping {
 	if g.Linger > maxJoinLinger || g.Linger < 0 {
 		env.Check(fmt.Errorf("USHER_JOIN_LINGER=%s: want 0 to %s", g.Linger, maxJoinLinger))
 	}
-	g.Size = env.Int("USHER_JOIN_BATCH", 64, 1)
+	g.Size = env.Int("USHER_JOIN_BATCH", 256, 1)
 	if g.Size > event.MaxJoins {
 		env.Check(fmt.Errorf("USHER_JOIN_BATCH=%d: want at most %d, the joins one message may list", g.Size, event.MaxJoins))
 	}

@@ -151,7 +151,7 @@ func TestRunRefusesAnIncompleteLanguage(t *testing.T) {
 }
 
 // USHER_JOIN_GROUPS, USHER_JOIN_LINGER and USHER_JOIN_BATCH set the group
-// commit of joins: on by default without a linger, groups of 64; off on
+// commit of joins: on by default without a linger, groups of 256; off on
 // request; a linger or size past their bounds, or another word for
 // on|off, stops the start.
 func TestJoinGroupingIsReadAtStartUp(t *testing.T) {
@@ -162,10 +162,10 @@ func TestJoinGroupingIsReadAtStartUp(t *testing.T) {
 		wantSize              int
 		refused               string // the variable the error names; "": starts
 	}{
-		{"", "", "", false, 0, 64, ""},
-		{"on", "1ms", "", false, time.Millisecond, 64, ""},
-		{"", "0", "", false, 0, 64, ""},
-		{"off", "", "", true, 0, 64, ""},
+		{"", "", "", false, 0, 256, ""},
+		{"on", "1ms", "", false, time.Millisecond, 256, ""},
+		{"", "0", "", false, 0, 256, ""},
+		{"off", "", "", true, 0, 256, ""},
 		{"", "250us", "128", false, 250 * time.Microsecond, 128, ""},
 		{"yes", "", "", false, 0, 0, "USHER_JOIN_GROUPS"},
 		{"", "2s", "", false, 0, 0, "USHER_JOIN_LINGER"},
