@@ -72,12 +72,17 @@ func openLoop(ctx context.Context, phases []phase, senders int, progress io.Writ
 		sent := 0
 		tick := time.NewTicker(time.Millisecond)
 		lastReport := start
-		for now := start; now.Sub(start) < ph.dur && ctx.Err() == nil; now = <-tick.C {
-			el := now.Sub(start).Seconds()
-			// Arrivals due so far: the integral of a linear rate.
+		for now := start; ctx.Err() == nil; now = <-tick.C {
+			// Arrivals due so far: the integral of a linear rate. The last
+			// reading is at the phase's end, however late the ticker was,
+			// so every arrival of the phase is sent.
+			el := min(now.Sub(start), ph.dur).Seconds()
 			slope := (ph.to - ph.from) / ph.dur.Seconds()
-			for due := int(ph.from*el + slope*el*el/2); sent < due; sent++ {
+			for due := int(ph.from*el + slope*el*el/2 + 1e-9); sent < due; sent++ {
 				arrivals <- start.Add(time.Duration(float64(time.Second) * arrivalTime(sent, ph.from, slope)))
+			}
+			if now.Sub(start) >= ph.dur {
+				break
 			}
 			if now.Sub(lastReport) >= time.Second {
 				lastReport = now
