@@ -168,7 +168,8 @@ const maxJoinLinger = time.Second
 // one group is recorded at a time per queue, so while a publish is slow —
 // a broker short of CPU under overload — the joins a gateway records a
 // second are this many per round trip, and a smaller cap queued them
-// behind each other for most of a second). The instance id that names the groups' messages is drawn at every start.
+// behind each other for most of a second). The instance id that names the
+// groups' messages is drawn at every start.
 //
 // off is for upgrades from a release whose gateways write only
 // usher.joined.v1: a queue's places count in groups from its first
