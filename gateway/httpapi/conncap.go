@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"strconv"
@@ -17,15 +18,18 @@ import (
 // goroutine and its read and write buffers, tens of KiB under load — and
 // the server takes as many as clients open. CapConns bounds them, so a
 // crowd of clients meets a ceiling of memory the operator chose, not the
-// kernel's OOM killer. A connection past the bound is answered at once
-// with a 503 problem and Retry-After, before its request is read (reading
-// it is what costs), and closed; the client retries on a connection freed
-// meanwhile.
+// kernel's OOM killer. A connection past the bound is answered with a
+// 503 problem and Retry-After once its request's head has come — read and
+// dropped, never parsed, routed or handled — and closed; the client
+// retries on a connection freed meanwhile.
 
-// refusedLinger is how long a refused connection's request is read and
-// dropped before the socket closes, so the client gets the 503 rather than
-// a reset for input left unread; short, since a refusal must stay cheap.
-const refusedLinger = 100 * time.Millisecond
+// refusedWait bounds how long a refused connection may take to send its
+// request's head and then to take the answer: a refusal must stay cheap.
+const refusedWait = time.Second
+
+// refusedHead bounds the bytes of a refused request's head that are read
+// (the gateway's header limit is 8 KiB).
+const refusedHead = 16 << 10
 
 // capListener hands out at most max open connections at once.
 type capListener struct {
@@ -103,11 +107,18 @@ var tooManyConns = func() []byte {
 	return append([]byte(head), body...)
 }()
 
-// refuse answers c with tooManyConns and closes it, reading and dropping
-// what the client sends for refusedLinger first.
+// refuse answers c with tooManyConns once its request's head has come,
+// then closes it, reading and dropping what the client still sends for a
+// moment first so that it reads the 503 rather than a reset. The answer
+// waits for the request: an HTTP/1.1 client takes an answer that comes
+// before its request as an unsolicited response on an idle connection —
+// Go's net/http fails the request so.
 func refuse(c net.Conn) {
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(refusedLinger))
+	c.SetDeadline(time.Now().Add(refusedWait))
+	if !readHead(bufio.NewReaderSize(io.LimitReader(c, refusedHead), 4<<10)) {
+		return
+	}
 	if _, err := c.Write(tooManyConns); err != nil {
 		return
 	}
@@ -115,4 +126,24 @@ func refuse(c net.Conn) {
 		cw.CloseWrite()
 	}
 	io.CopyN(io.Discard, c, lingerBytes)
+}
+
+// readHead reads a request's head up to the empty line that ends it, and
+// reports whether it came.
+func readHead(r *bufio.Reader) bool {
+	partial := false // the last read ended inside a line longer than the buffer
+	for {
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			partial = true
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		if !partial && (string(line) == "\r\n" || string(line) == "\n") {
+			return true
+		}
+		partial = false
+	}
 }

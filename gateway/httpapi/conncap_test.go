@@ -3,10 +3,12 @@ package httpapi
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +18,7 @@ import (
 )
 
 // A gateway holds at most its bound of connections: one more is answered
-// 503 with a problem and Retry-After, before its request is read, and
+// 503 with a problem and Retry-After once it has sent its request, and
 // closed; once a held connection closes, its place serves the next client.
 func TestConnectionsPastTheBoundAreRefusedWithAProblem(t *testing.T) {
 	app := NewApp("test", Limits{}, slog.New(slog.DiscardHandler), func(c *fiber.Ctx) error { return c.Next() })
@@ -44,7 +46,23 @@ func TestConnectionsPastTheBoundAreRefusedWithAProblem(t *testing.T) {
 		held = append(held, c)
 	}
 
-	// A third is refused, by the stock client, with what to do.
+	// A third is not answered before it sends its request: a client takes
+	// an answer before its request as an unsolicited response.
+	early, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer early.Close()
+	early.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, err := early.Read(make([]byte, 1)); n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a connection past the bound read %d bytes (%v) before sending its request, want none", n, err)
+	}
+	early.SetReadDeadline(time.Time{})
+	if code := exchange(t, early); code != http.StatusServiceUnavailable {
+		t.Fatalf("a connection past the bound answered %d, want 503", code)
+	}
+
+	// A fourth is refused, by the stock client, with what to do.
 	res, err := http.Get("http://" + addr + "/ok")
 	if err != nil {
 		t.Fatalf("the refused client saw %v, want the 503 answer", err)
@@ -62,8 +80,8 @@ func TestConnectionsPastTheBoundAreRefusedWithAProblem(t *testing.T) {
 		t.Fatalf("past the bound: %d, Retry-After %q, %s, want 503 with Retry-After 1 and a problem",
 			res.StatusCode, res.Header.Get("Retry-After"), body)
 	}
-	if got := gathered(t, reg, "usher_http_connections_refused_total"); got != 1 {
-		t.Errorf("usher_http_connections_refused_total = %v, want 1", got)
+	if got := gathered(t, reg, "usher_http_connections_refused_total"); got != 2 {
+		t.Errorf("usher_http_connections_refused_total = %v, want 2", got)
 	}
 
 	// One held connection closes: the next client is served.
