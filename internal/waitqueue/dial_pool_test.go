@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,12 +99,22 @@ func afterABurst(t *testing.T, cluster bool, s waitqueue.Settings) (redis.Univer
 
 	// Six blocking reads hold six connections until the list gets items.
 	var wg sync.WaitGroup
+	var woken atomic.Int32
 	for range 6 {
-		wg.Go(func() { rdb.BLPop(ctx, 10*time.Second, "wake") })
+		wg.Go(func() {
+			rdb.BLPop(ctx, 10*time.Second, "wake")
+			woken.Add(1)
+		})
 	}
 	testenv.Eventually(t, 5*time.Second, func() bool { return listed(t, observer, "blpop") == 6 }, "six blocking reads")
-	if err := observer.RPush(ctx, "wake", 1, 2, 3, 4, 5, 6).Err(); err != nil {
-		t.Fatal(err)
+	// Woken one at a time: go-redis reads its idle count and adds to it
+	// without a lock between, so connections given back at the same
+	// instant may all be kept idle, past MaxIdleConns.
+	for i := range int32(6) {
+		if err := observer.RPush(ctx, "wake", i).Err(); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 10*time.Second, func() bool { return woken.Load() > i }, "a blocking read woken")
 	}
 	wg.Wait()
 	return rdb, observer
