@@ -98,9 +98,8 @@ func (c *cappedConn) CloseWrite() error {
 
 // tooManyConns is the whole answer to a connection past the bound.
 var tooManyConns = func() []byte {
-	body := problem.Problem{Type: "https://usher.dev/problems/unavailable", Title: "Service Unavailable",
-		Status: fiber.StatusServiceUnavailable, RetryAfter: 1,
-		Detail: "the gateway holds as many connections as it may; retry in a moment"}.JSON()
+	body := problem.New(fiber.StatusServiceUnavailable, "unavailable",
+		"the gateway holds as many connections as it may; retry in a moment").JSON()
 	head := "HTTP/1.1 503 Service Unavailable\r\nContent-Type: " + problem.ContentType +
 		"\r\nRetry-After: 1\r\nCache-Control: no-store\r\nConnection: close\r\nContent-Length: " +
 		strconv.Itoa(len(body)) + "\r\n\r\n"
@@ -114,18 +113,16 @@ var tooManyConns = func() []byte {
 // before its request as an unsolicited response on an idle connection —
 // Go's net/http fails the request so.
 func refuse(c net.Conn) {
-	defer c.Close()
 	c.SetDeadline(time.Now().Add(refusedWait))
 	if !readHead(bufio.NewReaderSize(io.LimitReader(c, refusedHead), 4<<10)) {
+		c.Close()
 		return
 	}
 	if _, err := c.Write(tooManyConns); err != nil {
+		c.Close()
 		return
 	}
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-	}
-	io.CopyN(io.Discard, c, lingerBytes)
+	lingerClose(c)
 }
 
 // readHead reads a request's head up to the empty line that ends it, and

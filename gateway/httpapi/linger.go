@@ -51,14 +51,21 @@ func (c *lingerConn) Close() error {
 		return c.Conn.Close()
 	}
 	go func() {
-		if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		}
 		c.Conn.SetReadDeadline(time.Now().Add(lingerTime))
-		io.CopyN(io.Discard, c.Conn, lingerBytes)
-		c.Conn.Close()
+		lingerClose(c.Conn)
 	}()
 	return nil
+}
+
+// lingerClose shuts c's write side, reads and drops what the client still
+// sends — at most lingerBytes, until c's read deadline, which the caller
+// sets — and closes c.
+func lingerClose(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	io.CopyN(io.Discard, c, lingerBytes)
+	c.Close()
 }
 
 // lingerAfter marks the connection of a request the server could not read
