@@ -233,58 +233,53 @@ func TestSheddingAndRecheckAreReadAtStartUp(t *testing.T) {
 // once waits for it in its own answer: half a second by default, at most
 // ten; anything else stops the start, naming the variable.
 func TestJoinReadyWaitIsReadAtStartUp(t *testing.T) {
-	tests := []struct {
-		value   string
-		want    time.Duration
-		refused bool
-	}{
+	checkOneVariable(t, "USHER_JOIN_READY_WAIT", func(s settings) time.Duration { return s.readyWait }, []oneVariable[time.Duration]{
 		{"", 500 * time.Millisecond, false},
 		{"3s", 3 * time.Second, false},
 		{"10s", 10 * time.Second, false},
 		{"11s", 0, true},
 		{"0", 0, true},
 		{"soon", 0, true},
-	}
-	for _, tt := range tests {
-		env := map[string]string{"USHER_JOIN_READY_WAIT": tt.value}
-		s, err := loadSettings(config.New(func(k string) string { return env[k] }))
-		if tt.refused {
-			if err == nil || !strings.Contains(err.Error(), "USHER_JOIN_READY_WAIT") {
-				t.Errorf("USHER_JOIN_READY_WAIT=%q: loadSettings = %v, want refused naming it", tt.value, err)
-			}
-			continue
-		}
-		if err != nil || s.readyWait != tt.want {
-			t.Errorf("USHER_JOIN_READY_WAIT=%q: %s, %v; want %s", tt.value, s.readyWait, err, tt.want)
-		}
-	}
+	})
 }
 
 // USHER_GATEWAY_MAX_CONNS bounds the connections the public listener
 // holds (10,000 by default, 0 none); anything else stops the start,
 // naming the variable.
 func TestMaxConnsIsReadAtStartUp(t *testing.T) {
-	for _, tt := range []struct {
-		value   string
-		want    int
-		refused bool
-	}{
+	checkOneVariable(t, "USHER_GATEWAY_MAX_CONNS", func(s settings) int { return s.maxConns }, []oneVariable[int]{
 		{"", 10000, false},
 		{"0", 0, false},
 		{"50000", 50000, false},
 		{"-1", 0, true},
 		{"many", 0, true},
-	} {
-		env := map[string]string{"USHER_GATEWAY_MAX_CONNS": tt.value}
+	})
+}
+
+// oneVariable is a start-up with one variable set to value: the setting
+// it reads as, or that the start is refused.
+type oneVariable[T comparable] struct {
+	value   string
+	want    T
+	refused bool
+}
+
+// checkOneVariable starts the gateway's settings with variable name set
+// to each case's value, and checks what read finds, or that the start is
+// refused naming the variable.
+func checkOneVariable[T comparable](t *testing.T, name string, read func(settings) T, cases []oneVariable[T]) {
+	t.Helper()
+	for _, tt := range cases {
+		env := map[string]string{name: tt.value}
 		s, err := loadSettings(config.New(func(k string) string { return env[k] }))
 		if tt.refused {
-			if err == nil || !strings.Contains(err.Error(), "USHER_GATEWAY_MAX_CONNS") {
-				t.Errorf("USHER_GATEWAY_MAX_CONNS=%q: loadSettings = %v, want refused naming it", tt.value, err)
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s=%q: loadSettings = %v, want refused naming it", name, tt.value, err)
 			}
 			continue
 		}
-		if err != nil || s.maxConns != tt.want {
-			t.Errorf("USHER_GATEWAY_MAX_CONNS=%q: %d, %v; want %d", tt.value, s.maxConns, err, tt.want)
+		if got := read(s); err != nil || got != tt.want {
+			t.Errorf("%s=%q: %v, %v; want %v", name, tt.value, got, err, tt.want)
 		}
 	}
 }
