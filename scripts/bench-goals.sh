@@ -205,8 +205,8 @@ want overload && for r in $(seq 1 "$rounds"); do
   w=$(timeout 60 "${tool[@]}" wrk -t2 -c256 -d5s --latency -s scripts/bench/join.lua "$gw" -- bjoin "over-$r-$tag" 2>&1 | grep '^WRK')
   # The joins it answers are the accepted ones: wrk's rate counts the 503s
   # of the gateway's bound on joins in flight too.
-  rate=$(echo "$w" | awk '{for (i = 1; i <= NF; i++) {split($i, kv, "="); f[kv[1]] = kv[2]}}
-    END {if (f["requests"] > 0) printf "%d\n", f["rps"] * (f["requests"] - f["non2xx"]) / f["requests"]}')
+  rate=$(awk -v r="$(echo "$w" | field rps)" -v n="$(echo "$w" | field requests)" -v b="$(echo "$w" | field non2xx)" \
+    'BEGIN {if (n > 0) printf "%d\n", r * (n - b) / n}')
   # The gateway's peak RSS over the round: clear_refs 5 resets VmHWM.
   gwpid=$(for np in ${BENCH_PROCS:-}; do [ "${np%%=*}" = gateway ] && echo "${np#*=}"; done)
   [ -n "$gwpid" ] && echo 5 >"/proc/$gwpid/clear_refs" 2>/dev/null
