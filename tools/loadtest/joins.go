@@ -72,12 +72,12 @@ func openLoop(ctx context.Context, phases []phase, senders int, progress io.Writ
 		sent := 0
 		tick := time.NewTicker(time.Millisecond)
 		lastReport := start
+		slope := (ph.to - ph.from) / ph.dur.Seconds()
 		for now := start; ctx.Err() == nil; now = <-tick.C {
 			// Arrivals due so far: the integral of a linear rate. The last
 			// reading is at the phase's end, however late the ticker was,
 			// so every arrival of the phase is sent.
 			el := min(now.Sub(start), ph.dur).Seconds()
-			slope := (ph.to - ph.from) / ph.dur.Seconds()
 			for due := int(ph.from*el + slope*el*el/2 + 1e-9); sent < due; sent++ {
 				arrivals <- start.Add(time.Duration(float64(time.Second) * arrivalTime(sent, ph.from, slope)))
 			}
