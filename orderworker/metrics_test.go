@@ -34,14 +34,16 @@ func TestMetricsAfterAnOrder(t *testing.T) {
 		"usher_payment_breaker_open", "usher_payment_attempts_total", "usher_payment_duration_seconds",
 		"usher_orders_deferred_total", "usher_consumer_pending_messages", "usher_consumer_ack_pending_messages",
 	}
-	// The order's metrics are observed just before its ack: wait for them.
-	var s testenv.Series
+	// The order is final in the store before the worker publishes its
+	// outcome, counts it and acks it: wait for the counts themselves (an
+	// unlabelled histogram is on the page from the start, at zero).
+	metrics := "http://" + addr + "/metrics"
 	testenv.Eventually(t, 10*time.Second, func() bool {
-		s = testenv.Scrape(t, "http://"+addr+"/metrics")
-		_, ok := s["usher_order_duration_seconds"]
-		return ok
-	}, "usher_order_duration_seconds never appeared")
-	s.Check(t, want, tok, id, w.order(id).User)
+		v := testenv.ScrapeValues(t, metrics)
+		return v.Value("usher_orders_total", map[string]string{"status": string(orders.Paid)}) == 1 &&
+			v.Value("usher_order_duration_seconds", nil) == 1
+	}, "the order never counted on /metrics")
+	testenv.Scrape(t, metrics).Check(t, want, tok, id, w.order(id).User)
 
 	var got map[orders.Status]int64
 	wantCounts := map[orders.Status]int64{orders.Paid: 1}
@@ -52,7 +54,7 @@ func TestMetricsAfterAnOrder(t *testing.T) {
 
 	// Once the queue is deleted, its series leave the worker: each queue
 	// ever deleted would otherwise stay in every scrape.
-	queueSeries := func() int { return testenv.QueueSeries("http://"+addr+"/metrics", w.queue) }
+	queueSeries := func() int { return testenv.QueueSeries(metrics, w.queue) }
 	if n := queueSeries(); n == 0 {
 		t.Fatal("no series of the queue before its deletion: the test shows nothing")
 	}
