@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"usher/internal/keyspace"
+	"usher/internal/script"
 )
 
 // Store keeps the adaptive admission in Redis, under each queue's hash
@@ -29,7 +30,7 @@ func NewStore(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
 
 // recordScript (record_window.lua) adds a sample to the queue's current window.
 // See record_window.lua for its keys, arguments and reply.
-var recordScript = redis.NewScript(recordLua)
+var recordScript = script.New(recordLua)
 
 //go:embed record_window.lua
 var recordLua string
@@ -52,14 +53,14 @@ func (st *Store) Record(ctx context.Context, q string, window time.Duration, s S
 
 // stepScript (step.lua) is one admission tick's look at the adaptive limit.
 // See step.lua for its keys, arguments and reply.
-var stepScript = redis.NewScript(stepLua)
+var stepScript = script.New(stepLua)
 
 //go:embed step.lua
 var stepLua string
 
 // commitScript (commit.lua) records the decision of window w.
 // See commit.lua for its keys, arguments and reply.
-var commitScript = redis.NewScript(commitLua)
+var commitScript = script.New(commitLua)
 
 //go:embed commit.lua
 var commitLua string

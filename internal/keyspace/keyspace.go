@@ -40,6 +40,7 @@
 //	usher:{:stock}:avail         hash    waitqueue (every stock report) StockShareTTL after the last report: each SKU's units in the store, the latest version any queue's line reported (derived)
 //	usher:{:stock}:q:<q>         hash    waitqueue (admitter, gateway)  StockShareTTL after the queue's last report: what its line holds of each SKU, and the units reserved for its admissions on the way (derived: every tick reports it anew)
 //	usher:{:stock}:sku:<sku>     hash    waitqueue (admitter, gateway)  StockShareTTL after the last report naming it: the queues whose lines hold the SKU (derived)
+//	usher:{q}:moving (…{t}:moving) none    nobody, ever                  a slot's guard: every script declares it beside its own keys, so Redis refuses the script whole while the slot moves (script.Guard)
 //
 // The stock ledger (usher:{:stock}:…) is what stock-aware queues share:
 // queues that sell the same SKU count each other's holdings before they

@@ -9,11 +9,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"usher/internal/keyspace"
+	"usher/internal/script"
 )
 
 // countScript (count_outcome.lua) counts a finished order once.
 // See count_outcome.lua for its keys, arguments and reply.
-var countScript = redis.NewScript(countLua)
+var countScript = script.New(countLua)
 
 //go:embed count_outcome.lua
 var countLua string

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"usher/internal/keyspace"
+	"usher/internal/script"
 )
 
 // Record is the small copy of an order kept in Redis, so the gateway can
@@ -47,19 +48,19 @@ var recordFields = []string{"owner", "fp", "queue", "sku", "quantity", "status",
 
 // createScript (create_record.lua) creates a record unless one exists.
 // See create_record.lua for its keys, arguments and reply.
-var createScript = redis.NewScript(createLua)
+var createScript = script.New(createLua)
 
 //go:embed create_record.lua
 var createLua string
 
 // putScript (put_record.lua) writes a record from the truth.
 // See put_record.lua for its keys, arguments and reply.
-var putScript = redis.NewScript(putLua)
+var putScript = script.New(putLua)
 
 //go:embed put_record.lua
 var putLua string
 
-var markKeptScript = redis.NewScript(markKeptLua)
+var markKeptScript = script.New(markKeptLua)
 
 //go:embed mark_kept.lua
 var markKeptLua string
@@ -119,7 +120,7 @@ func (r *Records) PutAll(ctx context.Context, recs []Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	if err := putScript.Load(ctx, r.rdb).Err(); err != nil {
+	if err := putScript.Load(ctx, r.rdb); err != nil {
 		return fmt.Errorf("put order records: %w", err)
 	}
 	// Pipelined answers the first command's error, if any failed.

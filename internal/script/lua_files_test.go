@@ -48,3 +48,26 @@ func TestEveryLuaFileOpensWithItsInvariant(t *testing.T) {
 		t.Fatalf("found %d .lua files; the walk missed the scripts", files)
 	}
 }
+
+// Every script usher runs goes through this package, so that every call
+// declares its slot's guard (see Guard): a script built with go-redis's
+// own NewScript would run half-way while its slot moves.
+func TestEveryScriptIsGuarded(t *testing.T) {
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") ||
+			filepath.Dir(path) == filepath.Join("../..", "internal", "script") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), "redis.NewScript(") {
+			t.Errorf("%s: builds a script with redis.NewScript; use script.New", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

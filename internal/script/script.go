@@ -26,8 +26,7 @@ import (
 
 // Script is one Lua script and its many-call form.
 type Script struct {
-	*redis.Script
-	many *redis.Script
+	one, many *redis.Script
 }
 
 // New returns the script of src. src is run as the body of a function
@@ -41,8 +40,47 @@ type Script struct {
 // call of the same script changes — or, when a call may change one,
 // forget(name) after the change, so the next call reads it again: the
 // batch's calls all run src.
+//
+// Every call also declares its slot's guard (see Guard), which src never
+// sees: its KEYS are the call's own.
 func New(src string) *Script {
-	return &Script{Script: redis.NewScript(oncePrologue + src), many: redis.NewScript(oncePrologue + manyPrologue + src + manyEpilogue)}
+	return &Script{one: redis.NewScript(oncePrologue + onePrologue + src), many: redis.NewScript(oncePrologue + manyPrologue + src + manyEpilogue)}
+}
+
+// Guard is the key every call declares last, beside its own keys: one in
+// the slot of keys[0] that nothing ever writes, so that Redis refuses a
+// script whole, before it runs, for as long as its slot is moving between
+// two masters (a reshard): a multi-key command with a key missing gets
+// TRYAGAIN from either of them. Without it a script runs while some of the
+// keys it derives (an entry's, from the queue's prefix) have moved: on the
+// old master Redis stops it at the first such key, after the writes before
+// it; on the new one (asked there once its declared keys have moved) it
+// reads a key still on the old one as missing and writes it anew. Either
+// leaves a half-done step — a leave the line took but never recorded.
+// Keys with a hash tag share its slot ("usher:{q}:moving"); a key without
+// one is its own tag.
+func Guard(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[:i+2+j] + ":moving"
+		}
+	}
+	return "{" + key + "}:moving"
+}
+
+// guarded is keys with their guard (none for no keys: a script without
+// keys names no slot).
+func guarded(keys []string) []string {
+	if len(keys) == 0 {
+		return keys
+	}
+	return append(keys[:len(keys):len(keys)], Guard(keys[0]))
+}
+
+// Run runs the script once on keys, loading it when Redis does not have
+// it (after a restart or a failover).
+func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	return s.one.Run(ctx, c, guarded(keys), args...)
 }
 
 // oncePrologue defines once (see New) for both forms.
@@ -55,6 +93,9 @@ end
 local function forget(name) onceRead[name] = nil end
 `
 
+// onePrologue hides the guard from a call on its own.
+const onePrologue = "local KEYS = {unpack(KEYS, 1, #KEYS - 1)}\n"
+
 // The many-call form: ARGV[1] the number of calls, ARGV[2] the keys per
 // call (0: every call gets all of KEYS, which they share), ARGV[3] the
 // arguments per call, then each call's arguments in turn. A call that
@@ -65,9 +106,10 @@ const manyPrologue = "local function one(KEYS, ARGV)\n"
 const manyEpilogue = `
 end
 local n, nk, na = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local shared = {unpack(KEYS, 1, #KEYS - 1)} -- without the guard, last
 local out = {}
 for i = 0, n - 1 do
-  local k = KEYS
+  local k = shared
   if nk > 0 then
     k = {}
     for j = 1, nk do k[j] = KEYS[i * nk + j] end
@@ -106,6 +148,17 @@ func Tag(key string) string {
 	return key[i+1 : i+1+j]
 }
 
+// EvalSha queues on c one EVALSHA of the script on keys (see Run).
+func (s *Script) EvalSha(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	return s.one.EvalSha(ctx, c, guarded(keys), args...)
+}
+
+// Eval sends the script's text on keys (see Run): after a pipelined
+// EvalSha found Redis without the script.
+func (s *Script) Eval(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	return s.one.Eval(ctx, c, guarded(keys), args...)
+}
+
 // EvalShaMany queues on c one EVALSHA that runs s once per call, in order.
 // Every call must have as many keys and as many arguments as the first, and
 // every key one slot. Split reads the reply.
@@ -123,7 +176,7 @@ func (s *Script) RunMany(ctx context.Context, c redis.Scripter, calls []Call) *r
 
 // Load loads both forms.
 func (s *Script) Load(ctx context.Context, c redis.Scripter) error {
-	if err := s.Script.Load(ctx, c).Err(); err != nil {
+	if err := s.one.Load(ctx, c).Err(); err != nil {
 		return err
 	}
 	return s.many.Load(ctx, c).Err()
@@ -147,6 +200,7 @@ func manyArgs(calls []Call) ([]string, []any) {
 	} else {
 		nk = 0
 	}
+	keys = guarded(keys)
 	na := len(calls[0].Args)
 	args := make([]any, 0, 3+na*len(calls))
 	args = append(args, len(calls), nk, na)

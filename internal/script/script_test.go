@@ -123,6 +123,50 @@ func TestTag(t *testing.T) {
 	}
 }
 
+// Every call declares its slot's guard beside its own keys (see Guard),
+// and the script sees only its own: in a call on its own and in a batch,
+// with keys shared or a call's own.
+func TestAScriptSeesOnlyItsOwnKeys(t *testing.T) {
+	ctx := context.Background()
+	rdb := testenv.Redis(t)
+	tag := "{" + testenv.Name(t) + "}:"
+	keys := script.New(`return {#KEYS, KEYS[1], KEYS[#KEYS]}`)
+	want := func(t *testing.T, cmd *redis.Cmd, first, last string) {
+		t.Helper()
+		got, err := cmd.Slice()
+		if err != nil || len(got) != 3 || got[0] != int64(2) || got[1] != first || got[2] != last {
+			t.Errorf("KEYS = %v, %v; want 2 keys, %s … %s", got, err, first, last)
+		}
+	}
+	want(t, keys.Run(ctx, rdb, []string{tag + "a", tag + "b"}), tag+"a", tag+"b")
+	shared := []script.Call{{Keys: []string{tag + "a", tag + "b"}}, {Keys: []string{tag + "a", tag + "b"}}}
+	for _, cmd := range script.Split(ctx, keys.RunMany(ctx, rdb, shared), 2) {
+		want(t, cmd, tag+"a", tag+"b")
+	}
+	own := []script.Call{{Keys: []string{tag + "a", tag + "b"}}, {Keys: []string{tag + "c", tag + "d"}}}
+	res := script.Split(ctx, keys.RunMany(ctx, rdb, own), 2)
+	want(t, res[0], tag+"a", tag+"b")
+	want(t, res[1], tag+"c", tag+"d")
+}
+
+// A key's guard is in its slot (the same hash tag, or the key itself as
+// the tag) and in its family's ACL key pattern (it extends the key's
+// prefix through the tag).
+func TestGuard(t *testing.T) {
+	for key, want := range map[string]string{
+		"usher:{q}:waiting": "usher:{q}:moving", "usher:order:{o-1}": "usher:order:{o-1}:moving",
+		"usher:{:stock}:q:a": "usher:{:stock}:moving", "plain": "{plain}:moving",
+	} {
+		got := script.Guard(key)
+		if got != want {
+			t.Errorf("Guard(%q) = %q, want %q", key, got, want)
+		}
+		if tag := script.Tag(key); tag != "" && script.Tag(got) != tag || tag == "" && script.Tag(got) != key {
+			t.Errorf("Guard(%q) = %q: another slot", key, got)
+		}
+	}
+}
+
 // once reads its value once per command: once for a call on its own, once
 // for all the calls of a batch, each call seeing the same value.
 func TestOnceReadsOncePerCommand(t *testing.T) {

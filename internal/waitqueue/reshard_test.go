@@ -5,15 +5,18 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"usher/internal/keyspace"
 	"usher/internal/script"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
+	"usher/internal/waitqueue/roles"
 )
 
 // threeMasters starts a Redis Cluster of three masters (no replicas) and
@@ -50,6 +53,81 @@ func threeMasters(t *testing.T) []string {
 	return addrs
 }
 
+// slotMove is a slot moving from one master to another, step by step as
+// redis-cli --cluster reshard moves it.
+type slotMove struct {
+	t            *testing.T
+	src, tgt     *redis.Client
+	slot         int64
+	srcID, tgtID string
+	host, port   string
+}
+
+// beginMove opens the move of key's slot to another master of addrs
+// (SETSLOT IMPORTING, then MIGRATING); every key stays where it is.
+func beginMove(t *testing.T, ctx context.Context, cc *redis.ClusterClient, addrs []string, key string) *slotMove {
+	t.Helper()
+	src, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &slotMove{t: t, src: src}
+	for _, addr := range addrs {
+		if addr != src.Options().Addr {
+			m.tgt = redis.NewClient(&redis.Options{Addr: addr})
+			break
+		}
+	}
+	t.Cleanup(func() { m.tgt.Close() })
+	m.slot, _ = src.ClusterKeySlot(ctx, key).Result()
+	m.srcID, _ = src.Do(ctx, "CLUSTER", "MYID").Text()
+	m.tgtID, _ = m.tgt.Do(ctx, "CLUSTER", "MYID").Text()
+	m.host, m.port, _ = net.SplitHostPort(m.tgt.Options().Addr)
+	for _, err := range []error{
+		m.tgt.Do(ctx, "CLUSTER", "SETSLOT", m.slot, "IMPORTING", m.srcID).Err(),
+		src.Do(ctx, "CLUSTER", "SETSLOT", m.slot, "MIGRATING", m.tgtID).Err(),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+// migrate moves keys to the target.
+func (m *slotMove) migrate(ctx context.Context, keys ...string) error {
+	args := []any{"MIGRATE", m.host, m.port, "", 0, 5000, "KEYS"}
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	return m.src.Do(ctx, args...).Err()
+}
+
+// finish moves every key left in the slot and gives the slot to the
+// target (SETSLOT NODE on both masters).
+func (m *slotMove) finish(ctx context.Context) error {
+	keys, err := m.src.ClusterGetKeysInSlot(ctx, int(m.slot), 1000).Result()
+	if err == nil && len(keys) > 0 {
+		err = m.migrate(ctx, keys...)
+	}
+	for _, c := range []*redis.Client{m.tgt, m.src} {
+		if err == nil {
+			err = c.Do(ctx, "CLUSTER", "SETSLOT", m.slot, "NODE", m.tgtID).Err()
+		}
+	}
+	return err
+}
+
+// finishAfter finishes the move after d, and sends its error.
+func (m *slotMove) finishAfter(ctx context.Context, d time.Duration) <-chan error {
+	moved := make(chan error, 1)
+	go func() {
+		time.Sleep(d)
+		moved <- m.finish(ctx)
+	}()
+	return moved
+}
+
 // A queue's slot moves to another master (a reshard) while a script on it
 // runs: for as long as its keys are split between the two masters Redis
 // answers TRYAGAIN, and the call waits the move out and then goes through,
@@ -65,49 +143,16 @@ func TestAScriptWaitsOutItsSlotsMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	cc := rdb.(*redis.ClusterClient)
 	a, b := "usher:{moving}:a", "usher:{moving}:b"
 	testenv.Eventually(t, 10*time.Second, func() error { return rdb.MSet(ctx, a, "A", b, "B").Err() }, "no write before the move")
 
-	src, err := cc.MasterForKey(ctx, a)
-	if err != nil {
+	// The move begins: a alone has left.
+	m := beginMove(t, ctx, rdb.(*redis.ClusterClient), addrs, a)
+	if err := m.migrate(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	var tgt *redis.Client
-	for _, addr := range addrs {
-		if addr != src.Options().Addr {
-			tgt = redis.NewClient(&redis.Options{Addr: addr})
-			break
-		}
-	}
-	defer tgt.Close()
-	slot, _ := src.ClusterKeySlot(ctx, a).Result()
-	srcID, _ := src.Do(ctx, "CLUSTER", "MYID").Text()
-	tgtID, _ := tgt.Do(ctx, "CLUSTER", "MYID").Text()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	host, port, _ := net.SplitHostPort(tgt.Options().Addr)
-	// The move begins: a alone has left.
-	must(tgt.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID).Err())
-	must(src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", tgtID).Err())
-	must(src.Do(ctx, "MIGRATE", host, port, "", 0, 5000, "KEYS", a).Err())
-
 	const moveLasts = 500 * time.Millisecond
-	moved := make(chan error, 1)
-	go func() {
-		time.Sleep(moveLasts)
-		err := src.Do(ctx, "MIGRATE", host, port, "", 0, 5000, "KEYS", b).Err()
-		for _, c := range []*redis.Client{tgt, src} {
-			if err == nil {
-				err = c.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", tgtID).Err()
-			}
-		}
-		moved <- err
-	}()
+	moved := m.finishAfter(ctx, moveLasts)
 
 	c := waitqueue.NewClient(rdb)
 	c.EnableBatching()
@@ -128,5 +173,52 @@ func TestAScriptWaitsOutItsSlotsMove(t *testing.T) {
 	}
 	if took < moveLasts/2 {
 		t.Errorf("RunScript answered after %v, before the move ended (%v): it did not meet the move", took, moveLasts)
+	}
+}
+
+// A shopper leaves while the queue's slot moves: Redis stops a script at
+// the first key it did not declare that is not on the node (the set of
+// leaves still to record, empty, is on neither), after the writes before
+// it, and the call runs again once the slot has moved. The leave must
+// still say it is to be recorded, and stay among the leaves the admitter
+// records: a leave the line took that the entries stream never holds
+// leaves the shopper waiting in every replay and in usherctl audit, behind
+// whom the line admitted the next.
+func TestALeaveDuringItsSlotsMoveIsStillRecorded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node Redis Cluster")
+	}
+	addrs := threeMasters(t)
+	ctx := context.Background()
+	rdb, err := waitqueue.Dial(waitqueue.Settings{URL: strings.Join(addrs, ","), Pool: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	s, q := roles.New(rdb), testenv.Name(t)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		_, err := s.ApplyEntries(ctx, q, testenv.Epoch, 0, []waitqueue.EntryEvent{{StreamSeq: 1, User: "alice"}, {StreamSeq: 2, User: "bob"}})
+		return err
+	}, "no join before the move")
+	testenv.Tick(t, s, q, waitqueue.Tick{TargetActive: 1, TickLength: 20 * time.Millisecond, TokenTTL: time.Minute})
+	// A live queue: every key a script declares is there (one missing and
+	// Redis refuses the whole script before it runs, TRYAGAIN).
+	k := keyspace.Of(q)
+	if n, err := rdb.Exists(ctx, k.Waiting(), k.Active(), k.Outbox(), k.Stats(), k.Admits(), k.Cursor()).Result(); err != nil || n != 6 {
+		t.Fatalf("the queue's declared keys: %d of 6 there, %v", n, err)
+	}
+
+	m := beginMove(t, ctx, rdb.(*redis.ClusterClient), addrs, keyspace.Of(q).Waiting())
+	moved := m.finishAfter(ctx, 300*time.Millisecond)
+	had, toRecord, err := s.Leave(ctx, q, 2, "bob")
+	if err := <-moved; err != nil {
+		t.Fatalf("finish the move: %v", err)
+	}
+	if err != nil || had != waitqueue.Waiting || !toRecord {
+		t.Fatalf("Leave(bob) during the move = %q, %v, %v; want waiting, to record", had, toRecord, err)
+	}
+	leaves, err := s.LeavesToRecord(ctx, q, 10)
+	if want := []waitqueue.UnrecordedLeave{{Seq: 2, User: "bob"}}; err != nil || !reflect.DeepEqual(leaves, want) {
+		t.Fatalf("LeavesToRecord = %+v, %v; want %+v", leaves, err, want)
 	}
 }

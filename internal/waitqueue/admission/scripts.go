@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"usher/internal/keyspace"
+	"usher/internal/script"
 	"usher/internal/waitqueue"
 	"usher/internal/waitqueue/internal/linescript"
 )
@@ -17,10 +18,10 @@ import (
 // with the invariant it keeps; the tick and the admission at once count
 // stock as one (linescript.Stocked).
 var (
-	admitScript       = redis.NewScript(linescript.Stocked(admitLua))
-	admitNowScript    = redis.NewScript(linescript.Stocked(admitNowLua))
-	closedSinceScript = redis.NewScript(closedSinceLua)
-	closingScript     = redis.NewScript(closingLua)
+	admitScript       = script.New(linescript.Stocked(admitLua))
+	admitNowScript    = script.New(linescript.Stocked(admitNowLua))
+	closedSinceScript = script.New(closedSinceLua)
+	closingScript     = script.New(closingLua)
 )
 
 var (

@@ -19,12 +19,12 @@ import (
 // per-order ones are script.Scripts: the batcher sends a batch's calls of
 // one as one command.
 var (
-	claimScript    = redis.NewScript(linescript.Stocked(claimLua))
+	claimScript    = script.New(linescript.Stocked(claimLua))
 	redeemScript   = script.New(linescript.Changing(redeemLua))
 	releaseScript  = script.New(linescript.Changing(releaseLua))
 	boughtScript   = script.New(linescript.Changing(boughtLua))
 	placedScript   = script.New(linescript.Changing(placedLua))
-	setStockScript = redis.NewScript(linescript.Changing(setStockLua))
+	setStockScript = script.New(linescript.Changing(setStockLua))
 )
 
 var (

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"usher/internal/keyspace"
+	"usher/internal/script"
 	"usher/internal/waitqueue"
 	"usher/internal/waitqueue/internal/linescript"
 )
@@ -14,8 +15,8 @@ import (
 // The drop's scripts: each a .lua file beside this one that opens with the
 // invariant it keeps, behind linescript's library.
 var (
-	drawScript       = redis.NewScript(linescript.Changing(drawLua))
-	settleDrawScript = redis.NewScript(linescript.Changing(settleDrawLua))
+	drawScript       = script.New(linescript.Changing(drawLua))
+	settleDrawScript = script.New(linescript.Changing(settleDrawLua))
 )
 
 var (

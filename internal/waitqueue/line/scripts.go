@@ -24,13 +24,13 @@ import (
 // of one as one command.
 var (
 	ingestScript        = script.New(linescript.Changing(undrawnLua, ingestLua))
-	ingestGroupScript   = redis.NewScript(linescript.Changing(undrawnLua, ingestGroupLua))
+	ingestGroupScript   = script.New(linescript.Changing(undrawnLua, ingestGroupLua))
 	lookupScript        = script.New(lookupLua + lookupOnlyLua)
 	lookupLimitedScript = script.New(ratelimit.Lua() + lookupLua + lookupLimitedLua)
 	pollScript          = script.New(undrawnLua + pollLua)
-	leaveScript         = redis.NewScript(linescript.Changing(leaveLua))
-	leaveRecordedScript = redis.NewScript(linescript.Changing(leaveRecordedLua))
-	ranksScript         = redis.NewScript(undrawnLua + ranksLua)
+	leaveScript         = script.New(linescript.Changing(leaveLua))
+	leaveRecordedScript = script.New(linescript.Changing(leaveRecordedLua))
+	ranksScript         = script.New(undrawnLua + ranksLua)
 )
 
 var (

@@ -25,7 +25,7 @@ import (
 // one command.
 var (
 	useScript   = script.New(useLua)
-	sweepScript = redis.NewScript(sweepLua)
+	sweepScript = script.New(sweepLua)
 )
 
 var (

@@ -184,7 +184,7 @@ const restoreBatch = 256
 func (p *Projection) Restore(ctx context.Context, q string, recs []waitqueue.Record) (waitqueue.RestoreResult, error) {
 	res := waitqueue.RestoreResult{Created: map[waitqueue.Status]int{}}
 	recs, res.Kept = firstOfEach(recs)
-	if err := restoreScript.Load(ctx, p.rdb).Err(); err != nil {
+	if err := restoreScript.Load(ctx, p.rdb); err != nil {
 		return res, fmt.Errorf("load restore script: %w", err)
 	}
 	k := keyspace.Of(q)

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"usher/internal/keyspace"
+	"usher/internal/script"
 	"usher/internal/waitqueue"
 	"usher/internal/waitqueue/internal/linescript"
 )
@@ -18,11 +19,11 @@ import (
 // start and end (apply.head.lua, apply.tail.lua: the cursor's check and
 // its move).
 var (
-	applyEntriesScript    = redis.NewScript(linescript.Changing(applyHead, applyEntriesLua, applyTail))
-	applyAdmissionsScript = redis.NewScript(linescript.Changing(applyHead, applyAdmissionsLua, applyTail))
-	applyOrdersScript     = redis.NewScript(linescript.Changing(applyHead, applyOrdersLua, applyTail))
-	restoreScript         = redis.NewScript(restoreLua)
-	restoreDrawScript     = redis.NewScript(restoreDrawLua)
+	applyEntriesScript    = script.New(linescript.Changing(applyHead, applyEntriesLua, applyTail))
+	applyAdmissionsScript = script.New(linescript.Changing(applyHead, applyAdmissionsLua, applyTail))
+	applyOrdersScript     = script.New(linescript.Changing(applyHead, applyOrdersLua, applyTail))
+	restoreScript         = script.New(restoreLua)
+	restoreDrawScript     = script.New(restoreDrawLua)
 )
 
 var (
