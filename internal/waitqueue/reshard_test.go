@@ -2,6 +2,7 @@ package waitqueue_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -176,14 +177,17 @@ func TestAScriptWaitsOutItsSlotsMove(t *testing.T) {
 	}
 }
 
-// A shopper leaves while the queue's slot moves: Redis stops a script at
-// the first key it did not declare that is not on the node (the set of
-// leaves still to record, empty, is on neither), after the writes before
-// it, and the call runs again once the slot has moved. The leave must
-// still say it is to be recorded, and stay among the leaves the admitter
-// records: a leave the line took that the entries stream never holds
-// leaves the shopper waiting in every replay and in usherctl audit, behind
-// whom the line admitted the next.
+// A shopper leaves while the queue's slot moves, at two points of the
+// move. With every key still on the old master, Redis would stop a
+// script at the first key it did not declare that is not there (the set
+// of leaves still to record, empty, is on neither master), after the
+// writes before it; once the declared keys have moved, it would run the
+// script on the new master, where an entry still on the old one reads as
+// missing. Either way the leave must be taken once, say it is to be
+// recorded, and stay among the leaves the admitter records: a leave the
+// line took that the entries stream never holds leaves the shopper
+// waiting in every replay and in usherctl audit, behind whom the line
+// admitted the next.
 func TestALeaveDuringItsSlotsMoveIsStillRecorded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node Redis Cluster")
@@ -195,30 +199,44 @@ func TestALeaveDuringItsSlotsMoveIsStillRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	s, q := roles.New(rdb), testenv.Name(t)
-	testenv.Eventually(t, 10*time.Second, func() error {
-		_, err := s.ApplyEntries(ctx, q, testenv.Epoch, 0, []waitqueue.EntryEvent{{StreamSeq: 1, User: "alice"}, {StreamSeq: 2, User: "bob"}})
-		return err
-	}, "no join before the move")
-	testenv.Tick(t, s, q, waitqueue.Tick{TargetActive: 1, TickLength: 20 * time.Millisecond, TokenTTL: time.Minute})
-	// A live queue: every key a script declares is there (one missing and
-	// Redis refuses the whole script before it runs, TRYAGAIN).
-	k := keyspace.Of(q)
-	if n, err := rdb.Exists(ctx, k.Waiting(), k.Active(), k.Outbox(), k.Stats(), k.Admits(), k.Cursor()).Result(); err != nil || n != 6 {
-		t.Fatalf("the queue's declared keys: %d of 6 there, %v", n, err)
-	}
+	s := roles.New(rdb)
+	for i, declaredMoved := range []bool{false, true} {
+		t.Run(fmt.Sprintf("declared keys moved %v", declaredMoved), func(t *testing.T) {
+			q := fmt.Sprintf("%s-%d", testenv.Name(t), i)
+			testenv.Eventually(t, 10*time.Second, func() error {
+				_, err := s.ApplyEntries(ctx, q, testenv.Epoch, 0, []waitqueue.EntryEvent{{StreamSeq: 1, User: "alice"}, {StreamSeq: 2, User: "bob"}})
+				return err
+			}, "no join before the move")
+			testenv.Tick(t, s, q, waitqueue.Tick{TargetActive: 1, TickLength: 20 * time.Millisecond, TokenTTL: time.Minute})
+			// A live queue: every key a script declares is there (one
+			// missing and Redis refuses the whole script, TRYAGAIN).
+			k := keyspace.Of(q)
+			declared := []string{k.Waiting(), k.Active(), k.Outbox(), k.Stats(), k.Admits(), k.Cursor()}
+			if n, err := rdb.Exists(ctx, declared...).Result(); err != nil || n != 6 {
+				t.Fatalf("the queue's declared keys: %d of 6 there, %v", n, err)
+			}
 
-	m := beginMove(t, ctx, rdb.(*redis.ClusterClient), addrs, keyspace.Of(q).Waiting())
-	moved := m.finishAfter(ctx, 300*time.Millisecond)
-	had, toRecord, err := s.Leave(ctx, q, 2, "bob")
-	if err := <-moved; err != nil {
-		t.Fatalf("finish the move: %v", err)
-	}
-	if err != nil || had != waitqueue.Waiting || !toRecord {
-		t.Fatalf("Leave(bob) during the move = %q, %v, %v; want waiting, to record", had, toRecord, err)
-	}
-	leaves, err := s.LeavesToRecord(ctx, q, 10)
-	if want := []waitqueue.UnrecordedLeave{{Seq: 2, User: "bob"}}; err != nil || !reflect.DeepEqual(leaves, want) {
-		t.Fatalf("LeavesToRecord = %+v, %v; want %+v", leaves, err, want)
+			m := beginMove(t, ctx, rdb.(*redis.ClusterClient), addrs, k.Waiting())
+			if declaredMoved {
+				if err := m.migrate(ctx, declared...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			moved := m.finishAfter(ctx, 300*time.Millisecond)
+			had, toRecord, err := s.Leave(ctx, q, 2, "bob")
+			if err := <-moved; err != nil {
+				t.Fatalf("finish the move: %v", err)
+			}
+			if err != nil || had != waitqueue.Waiting || !toRecord {
+				t.Fatalf("Leave(bob) during the move = %q, %v, %v; want waiting, to record", had, toRecord, err)
+			}
+			if e, err := s.Poll(ctx, q, 2); err != nil || e.Status != waitqueue.Left {
+				t.Errorf("Poll(bob) after the move = %+v, %v; want left", e, err)
+			}
+			leaves, err := s.LeavesToRecord(ctx, q, 10)
+			if want := []waitqueue.UnrecordedLeave{{Seq: 2, User: "bob"}}; err != nil || !reflect.DeepEqual(leaves, want) {
+				t.Fatalf("LeavesToRecord = %+v, %v; want %+v", leaves, err, want)
+			}
+		})
 	}
 }
