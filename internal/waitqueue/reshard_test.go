@@ -54,6 +54,19 @@ func threeMasters(t *testing.T) []string {
 	return addrs
 }
 
+// threeMastersDialed starts threeMasters and dials them as a service
+// does.
+func threeMastersDialed(t *testing.T) ([]string, redis.UniversalClient) {
+	t.Helper()
+	addrs := threeMasters(t)
+	rdb, err := waitqueue.Dial(waitqueue.Settings{URL: strings.Join(addrs, ","), Pool: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	return addrs, rdb
+}
+
 // slotMove is a slot moving from one master to another, step by step as
 // redis-cli --cluster reshard moves it.
 type slotMove struct {
@@ -137,13 +150,8 @@ func TestAScriptWaitsOutItsSlotsMove(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node Redis Cluster")
 	}
-	addrs := threeMasters(t)
+	addrs, rdb := threeMastersDialed(t)
 	ctx := context.Background()
-	rdb, err := waitqueue.Dial(waitqueue.Settings{URL: strings.Join(addrs, ","), Pool: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
 	a, b := "usher:{moving}:a", "usher:{moving}:b"
 	testenv.Eventually(t, 10*time.Second, func() error { return rdb.MSet(ctx, a, "A", b, "B").Err() }, "no write before the move")
 
@@ -192,13 +200,8 @@ func TestALeaveDuringItsSlotsMoveIsStillRecorded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node Redis Cluster")
 	}
-	addrs := threeMasters(t)
+	addrs, rdb := threeMastersDialed(t)
 	ctx := context.Background()
-	rdb, err := waitqueue.Dial(waitqueue.Settings{URL: strings.Join(addrs, ","), Pool: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
 	s := roles.New(rdb)
 	for i, declaredMoved := range []bool{false, true} {
 		t.Run(fmt.Sprintf("declared keys moved %v", declaredMoved), func(t *testing.T) {
