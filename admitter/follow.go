@@ -40,6 +40,9 @@ type follower struct {
 	stream  string   // JetStream stream name
 	field   string   // the cursor's field (waitqueue.StreamEntries, …)
 	filters []string // the queue's subjects in the stream
+	subject string   // one subject that matches them all (a direct get takes one)
+	// get reads the stream with a direct get (see catchUp).
+	get func(ctx context.Context, req bus.GetRequest, fn func(bus.Stored) error) (bus.GetEnd, error)
 	// apply decodes and applies a batch in one script call.
 	apply func(ctx context.Context, streamID string, prev uint64, msgs []jetstream.Msg) (waitqueue.Applied, error)
 	// onStale is called when the line belongs to another incarnation of
@@ -65,11 +68,14 @@ type follower struct {
 	stuckAt    uint64    // its first sequence
 }
 
-func newFollower(a *admitter, q, stream, field string, filters ...string) *follower {
+func newFollower(a *admitter, q, stream, field, subject string, filters ...string) *follower {
 	return &follower{log: a.log.With("queue", q, "stream", stream), js: a.js, line: a.projection, queue: q,
-		stream: stream, field: field, filters: filters, batch: 1000, metrics: a.metrics, kick: make(chan struct{}, 1),
+		stream: stream, field: field, filters: filters, subject: subject, batch: 1000, metrics: a.metrics, kick: make(chan struct{}, 1),
 		streamID: func() string { return a.streams.StreamID(stream) },
-		head:     func(ctx context.Context) (waitqueue.Head, error) { return a.streams.Head(ctx, stream, q) }}
+		head:     func(ctx context.Context) (waitqueue.Head, error) { return a.streams.Head(ctx, stream, q) },
+		get: func(ctx context.Context, req bus.GetRequest, fn func(bus.Stored) error) (bus.GetEnd, error) {
+			return bus.Get(ctx, a.js.Conn(), stream, req, fn)
+		}}
 }
 
 // Kick asks the follower to check the line's cursor at once.
@@ -144,7 +150,14 @@ func (f *follower) follow(ctx context.Context) error {
 	}
 	msgs, cc, err := f.consume(ctx, pos)
 	if err != nil {
-		return err
+		n, cerr := f.catchUp(ctx, pos)
+		if n > 0 {
+			f.log.Info("no consumer yet; applied the stream's events with direct gets", "n", n, "consumer", err)
+		}
+		if cerr != nil || n == 0 {
+			return errors.Join(err, cerr)
+		}
+		return nil // a new pass tries the consumer again at once
 	}
 	defer cc.Stop()
 
@@ -451,7 +464,7 @@ func seqOf(m jetstream.Msg) uint64 {
 // The three followers of a queue.
 
 func entriesFollower(a *admitter, q string) *follower {
-	f := newFollower(a, q, event.StreamEntries, waitqueue.StreamEntries, event.EnterSubject(q), event.LeaveSubject(q))
+	f := newFollower(a, q, event.StreamEntries, waitqueue.StreamEntries, event.EntrySubjects(q), event.EnterSubject(q), event.LeaveSubject(q))
 	dec := &entryDecoder{log: f.log} // the follower applies one batch at a time
 	f.apply = func(ctx context.Context, sid string, prev uint64, msgs []jetstream.Msg) (waitqueue.Applied, error) {
 		// A batch is cut, between messages, into calls of at most
@@ -495,7 +508,7 @@ func entriesFollower(a *admitter, q string) *follower {
 }
 
 func admissionsFollower(a *admitter, q string) *follower {
-	f := newFollower(a, q, event.StreamAdmissions, waitqueue.StreamAdmissions, event.AdmittedSubject(q))
+	f := newFollower(a, q, event.StreamAdmissions, waitqueue.StreamAdmissions, event.AdmittedSubject(q), event.AdmittedSubject(q))
 	f.apply = func(ctx context.Context, sid string, prev uint64, msgs []jetstream.Msg) (waitqueue.Applied, error) {
 		evs := make([]waitqueue.AdmissionEvent, 0, len(msgs))
 		for _, m := range msgs {
@@ -507,7 +520,7 @@ func admissionsFollower(a *admitter, q string) *follower {
 }
 
 func ordersFollower(a *admitter, q string) *follower {
-	f := newFollower(a, q, event.StreamOrders, waitqueue.StreamOrders, event.OrderSubjects(q))
+	f := newFollower(a, q, event.StreamOrders, waitqueue.StreamOrders, event.OrderSubjects(q), event.OrderSubjects(q))
 	f.apply = func(ctx context.Context, sid string, prev uint64, msgs []jetstream.Msg) (waitqueue.Applied, error) {
 		evs := make([]waitqueue.OrderEvent, 0, len(msgs))
 		for _, m := range msgs {
