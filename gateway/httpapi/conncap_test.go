@@ -15,6 +15,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"usher/internal/testenv"
 )
 
 // A gateway holds at most its bound of connections: one more is answered
@@ -80,26 +82,20 @@ func TestConnectionsPastTheBoundAreRefusedWithAProblem(t *testing.T) {
 		t.Fatalf("past the bound: %d, Retry-After %q, %s, want 503 with Retry-After 1 and a problem",
 			res.StatusCode, res.Header.Get("Retry-After"), body)
 	}
-	if got := gathered(t, reg, "usher_http_connections_refused_total"); got != 2 {
+	if got := testenv.GatherValues(t, reg).Value("usher_http_connections_refused_total", nil); got != 2 {
 		t.Errorf("usher_http_connections_refused_total = %v, want 2", got)
 	}
 
 	// One held connection closes: the next client is served.
 	held[0].Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, func() bool {
 		res, err := http.Get("http://" + addr + "/ok")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				break
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no client served after a held connection closed: %v %v", res, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}, "no client served after a held connection closed")
 }
 
 // exchange sends GET /ok on c and reads the status of the answer.
@@ -115,20 +111,4 @@ func exchange(t *testing.T, c net.Conn) int {
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 	return res.StatusCode
-}
-
-// gathered is the value of the counter reg holds under name.
-func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
 }
