@@ -60,10 +60,8 @@ func New(src string) *Script {
 // Keys with a hash tag share its slot ("usher:{q}:moving"); a key without
 // one is its own tag.
 func Guard(key string) string {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			return key[:i+2+j] + ":moving"
-		}
+	if _, end := tagSpan(key); end > 0 {
+		return key[:end+1] + ":moving"
 	}
 	return "{" + key + "}:moving"
 }
@@ -137,15 +135,24 @@ type Call struct {
 // '}', Redis Cluster's rule), or "" when it has none: calls whose keys share
 // a non-empty tag can run as one.
 func Tag(key string) string {
-	i := strings.IndexByte(key, '{')
-	if i < 0 {
-		return ""
+	if open, end := tagSpan(key); end > 0 {
+		return key[open+1 : end]
 	}
-	j := strings.IndexByte(key[i+1:], '}')
+	return ""
+}
+
+// tagSpan is where key's hash tag lies: its '{' and its '}' (end 0: no
+// tag).
+func tagSpan(key string) (open, end int) {
+	open = strings.IndexByte(key, '{')
+	if open < 0 {
+		return 0, 0
+	}
+	j := strings.IndexByte(key[open+1:], '}')
 	if j <= 0 {
-		return ""
+		return 0, 0
 	}
-	return key[i+1 : i+1+j]
+	return open, open + 1 + j
 }
 
 // EvalSha queues on c one EVALSHA of the script on keys (see Run).
