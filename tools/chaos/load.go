@@ -81,6 +81,7 @@ type load struct {
 	n         atomic.Uint64
 	accepted  atomic.Int64
 	failed    atomic.Int64
+	paid      atomic.Int64 // orders the load has seen PAID
 }
 
 func newLoad(j *journal, s *stack, queues []queueSpec, seed uint64, run string) *load {
@@ -443,6 +444,9 @@ func (l *load) order(ctx context.Context, q queueSpec, user, tok string, gw *int
 		if err != nil || code >= 500 {
 			*gw = (*gw + 1) % len(l.gateways)
 			continue
+		}
+		if a.Status == "PAID" {
+			l.paid.Add(1)
 		}
 		if a.Status == "PAID" || a.Status == "FAILED" || a.Status == "REJECTED" {
 			l.j.add(record{Kind: recOrderFinal, Queue: q.Name, User: user, TokenID: tokenID(tok), OrderID: id, Status: a.Status, Detail: a.Reason})

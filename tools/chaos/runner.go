@@ -31,6 +31,10 @@ const (
 	orderAckWait  = 10 * time.Second
 )
 
+// warmLimit bounds how much longer than its warm-up a scenario waits for
+// the load's first paid order before it injects the fault.
+const warmLimit = 30 * time.Second
+
 // timing is how long each phase of a scenario lasts. settle exceeds grace
 // + orderDeadline + pendingMargin, so that an order stuck PENDING is past
 // its deadline by the end and fails a safety check (orders final),
@@ -277,7 +281,7 @@ func (r *scenarioRun) drive(ctx context.Context) ([]sample, settleState, error) 
 	tl.Start = time.Now()
 	l.start(joinCtx, shopCtx)
 	r.re.say("%s: load running (%s)\n", name, describeLoad(r.queues))
-	if err := r.injectFault(ctx); err != nil {
+	if err := r.injectFault(ctx, l); err != nil {
 		stopJoins()
 		stopShoppers()
 		l.wait()
@@ -302,9 +306,19 @@ func (r *scenarioRun) drive(ctx context.Context) ([]sample, settleState, error) 
 
 // injectFault lets the load warm up, injects the fault and lets the load
 // run on until the recovery time after the heal.
-func (r *scenarioRun) injectFault(ctx context.Context) error {
+func (r *scenarioRun) injectFault(ctx context.Context, l *load) error {
 	tl, t := r.f.tl, r.f.t
 	if !sleepCtx(ctx, t.warm) {
+		return ctx.Err()
+	}
+	// A fault that lands before one order has gone the whole way (a slow
+	// start on a machine busy with other tests) proves nothing about
+	// orders and leaves no baseline to recover to, so the warm-up lasts
+	// until the load has seen an order paid, up to warmLimit more.
+	if waited, ok := waitPaid(ctx, l, warmLimit); waited > 0 {
+		r.re.say("%s: warm-up %v longer for the first paid order (seen: %v)\n", r.sc.name, waited.Round(100*time.Millisecond), ok)
+	}
+	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	r.re.say("%s: injecting: %s\n", r.sc.name, r.sc.what)
@@ -608,4 +622,19 @@ func copyDir(src, dst string) error {
 		}
 	}
 	return nil
+}
+
+// waitPaid waits until the load has seen an order paid or limit has
+// passed; it returns how long it waited and whether one was seen.
+func waitPaid(ctx context.Context, l *load, limit time.Duration) (time.Duration, bool) {
+	if l.paid.Load() > 0 {
+		return 0, true
+	}
+	start := time.Now()
+	for l.paid.Load() == 0 {
+		if time.Since(start) >= limit || !sleepCtx(ctx, 100*time.Millisecond) {
+			return time.Since(start), false
+		}
+	}
+	return time.Since(start), true
 }
