@@ -89,9 +89,10 @@ func (f *follower) Kick() {
 // errRewound ends one pass of follow: the line's cursor went back.
 var errRewound = errors.New("the line lost writes: its cursor is behind what was applied")
 
-// errSilent ends one pass of follow: its consumer delivers nothing although
-// the stream holds events after the last one applied.
-var errSilent = errors.New("the consumer delivers nothing the stream holds")
+// errSilent ends one pass of follow: its consumer delivers nothing, or
+// lags (see lagFor), although the stream holds events after the last one
+// applied.
+var errSilent = errors.New("the consumer does not deliver what the stream holds")
 
 // silentFor is how long a consumer may deliver nothing before the follower
 // asks the stream's leader whether it holds events the consumer has not
@@ -105,6 +106,15 @@ const (
 	silentFor = 3 * time.Second
 	silentMax = 30 * time.Second
 )
+
+// lagFor is how long a consumer may leave undelivered an event the
+// stream's leader held, while the admission ticks find the line behind,
+// before the follower replaces it. An ordered consumer lives on one
+// replica, which NATS picks at random: one that lags (a node catching up
+// after its disk resumed or its partition healed) goes on delivering,
+// older events one after another, so it is never silent, and the queue's
+// admission would wait on that replica's catch-up.
+const lagFor = 2 * time.Second
 
 // createWait bounds the creation of a follower's consumer, as headWait
 // bounds a read of a stream's head: a request sent while the cluster has
@@ -251,6 +261,10 @@ type pass struct {
 	ask   time.Time       // when to ask the leader next
 	wait  time.Duration   // the wait after that
 	asked time.Time       // the last question to the leader
+	// lagHead is an event the leader held at lagSince and the consumer had
+	// not delivered then (0: none noted; see lagFor).
+	lagHead  uint64
+	lagSince time.Time
 }
 
 func newPass(pos waitqueue.Position, msgs chan jetstream.Msg, batch int) *pass {
@@ -300,9 +314,10 @@ func (f *follower) onCheck(ctx context.Context, p *pass, now time.Time) error {
 
 // onKick answers an admission tick that found the line behind the stream:
 // the cursor is checked now, and a consumer silent for silentFor is asked
-// about now, not after an idle queue's wait or at the next check — at most
-// once a second, since a tick kicks every 20 ms while the line is behind
-// (within the second, the next check asks).
+// about now, not after an idle queue's wait or at the next check; one that
+// delivers is judged by its lag (see lagFor) — at most once a second,
+// since a tick kicks every 20 ms while the line is behind (within the
+// second, the next check asks).
 func (f *follower) onKick(ctx context.Context, p *pass) error {
 	if err := f.checkCursor(ctx, p.sid); err != nil {
 		return err
@@ -310,9 +325,39 @@ func (f *follower) onKick(ctx context.Context, p *pass) error {
 	if soon := p.heard.Add(silentFor); soon.Before(p.ask) {
 		p.ask = soon
 	}
-	if now := time.Now(); now.Sub(p.asked) >= time.Second {
-		return f.askIfSilent(ctx, p, now)
+	now := time.Now()
+	switch {
+	case now.Sub(p.asked) < time.Second:
+		return nil
+	case now.Sub(p.heard) < silentFor:
+		return f.askIfLagging(ctx, p, now)
 	}
+	return f.askIfSilent(ctx, p, now)
+}
+
+// askIfLagging notes an event the stream's leader holds and the consumer
+// has not delivered, and replaces the consumer if, lagFor later, it still
+// has not. Deliveries waiting in the channel are this follower's own
+// slowness, not the consumer's: nothing is judged while there are any.
+func (f *follower) askIfLagging(ctx context.Context, p *pass, now time.Time) error {
+	if len(p.msgs) > 0 {
+		return nil
+	}
+	p.asked = now
+	if p.lagHead > p.prev {
+		if now.Sub(p.lagSince) < lagFor {
+			return nil
+		}
+		f.log.Warn("the consumer lags the stream's leader; following it with a new consumer",
+			"applied", p.prev, "leaderHeld", p.lagHead, "since", now.Sub(p.lagSince).Round(time.Millisecond).String())
+		return errSilent
+	}
+	p.lagHead = 0
+	h, err := f.head(ctx)
+	if err != nil || h.StreamID != p.sid || h.Seq <= p.prev {
+		return nil // no leader to ask, or nothing undelivered
+	}
+	p.lagHead, p.lagSince = h.Seq, now
 	return nil
 }
 
