@@ -95,7 +95,12 @@ var errOneServer = errors.New("no other NATS server to move to")
 
 // unanswered reports whether a call's error says no stream answered it:
 // no ack in time, no responder, the connection down, JetStream
-// unavailable. An error the stream answered (a duplicate, a wrong
+// unavailable — or "in process" (see Storing): the stream took a message
+// with that id and has not stored it, which from a leader that stores
+// nothing (its disk stalled, or cut off while it still believes it leads,
+// its clients' publishes taken by it rather than by the leader elected
+// without it) is the only answer their retries get for as long as that
+// lasts. An error the stream answered (a duplicate stored, a wrong
 // expected stream, no such message) is an answer.
 func unanswered(err error) bool {
 	if err == nil {
@@ -103,7 +108,7 @@ func unanswered(err error) bool {
 	}
 	var api *jetstream.APIError
 	if errors.As(err, &api) {
-		return api.Code == 503 // "temporarily unavailable": no leader to answer
+		return api.Code == 503 || api.ErrorCode == jsDuplicateInProcess // 503: no leader to answer
 	}
 	return true
 }

@@ -77,6 +77,23 @@ func TestAnAnswerKeepsTheConnection(t *testing.T) {
 	}
 }
 
+// A leader that stores nothing (its disk stalled, or cut off while it
+// still believes it leads) answers its publishers' retries "duplicate
+// message id is in process" for as long as that lasts: three seconds of
+// that and nothing else move the connection, as silence would.
+func TestThreeSecondsOfInProcessMove(t *testing.T) {
+	now := time.Unix(1000, 0)
+	w, moves := watchOn(&now)
+	inProcess := &jetstream.APIError{Code: 409, ErrorCode: jsDuplicateInProcess, Description: "duplicate message id is in process"}
+	for range 4 { // the same publish again every second
+		w.observe(now, inProcess)
+		now = now.Add(time.Second)
+	}
+	if *moves != 1 {
+		t.Errorf("moves after 3 s answered only \"in process\" = %d, want 1", *moves)
+	}
+}
+
 // An asynchronous publish's timeout comes asyncAckWait after it was sent:
 // one is enough to move.
 func TestAnAsynchronousPublishTimedOutMoves(t *testing.T) {
