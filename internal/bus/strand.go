@@ -38,9 +38,10 @@ type strandWatch struct {
 	now       func() time.Time
 	log       *slog.Logger
 
-	mu    sync.Mutex
-	since time.Time // when the first unanswered call since an answer was sent; zero: none
-	moved time.Time // the last move
+	mu       sync.Mutex
+	since    time.Time // when the first unanswered call since an answer was sent; zero: none
+	answered time.Time // when the last answer came
+	moved    time.Time // the last move
 }
 
 func newStrandWatch(nc *nats.Conn, log *slog.Logger) *strandWatch {
@@ -65,17 +66,22 @@ func (w *strandWatch) observe(sent time.Time, err error) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	now := w.now()
 	if !unanswered(err) {
-		w.since = time.Time{}
+		w.since, w.answered = time.Time{}, now
 		return
 	}
-	if sent.Before(w.moved) {
-		return // through the server left already
+	// A call sent through the server left already, or before the server's
+	// last answer, says nothing of the server now: an asynchronous
+	// publish's timeout comes five seconds after it was sent, and one sent
+	// during an election, failing after the streams answer again, would
+	// otherwise move a connection that works.
+	if sent.Before(w.moved) || sent.Before(w.answered) {
+		return
 	}
 	if w.since.IsZero() || sent.Before(w.since) {
 		w.since = sent
 	}
-	now := w.now()
 	if now.Sub(w.since) < strandedAfter {
 		return
 	}

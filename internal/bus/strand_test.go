@@ -94,6 +94,31 @@ func TestThreeSecondsOfInProcessMove(t *testing.T) {
 	}
 }
 
+// A call that fails after the server has answered a later one — an
+// asynchronous publish sent during an election, timed out five seconds on
+// while the streams answer again — does not count against it; what is
+// sent after the answer counts as before.
+func TestAFailureOlderThanTheLastAnswerKeepsTheConnection(t *testing.T) {
+	now := time.Unix(1000, 0)
+	w, moves := watchOn(&now)
+	sent := now
+	w.observe(sent, context.DeadlineExceeded) // a read in the election
+	now = now.Add(2 * time.Second)
+	w.observe(now, nil) // the new leader answers
+	now = now.Add(3 * time.Second)
+	w.asyncFailed(jetstream.ErrAsyncPublishTimeout) // sent with the read, failed just now
+	w.observe(sent.Add(time.Second), context.DeadlineExceeded)
+	if *moves != 0 {
+		t.Fatalf("moves = %d for failures of calls sent before the last answer, want 0", *moves)
+	}
+	w.observe(now, context.DeadlineExceeded)
+	now = now.Add(3 * time.Second)
+	w.observe(now, context.DeadlineExceeded)
+	if *moves != 1 {
+		t.Errorf("moves = %d after 3 s unanswered since the answer, want 1", *moves)
+	}
+}
+
 // An asynchronous publish's timeout comes asyncAckWait after it was sent:
 // one is enough to move.
 func TestAnAsynchronousPublishTimedOutMoves(t *testing.T) {
