@@ -28,20 +28,9 @@ func (noConsumers) OrderedConsumer(context.Context, string, jetstream.OrderedCon
 // does the queue's admission.
 func TestAFollowerWithoutAConsumerReadsOnWithDirectGets(t *testing.T) {
 	w := newWorld(t, cfg(5, 20, 300))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	log := slog.New(slog.DiscardHandler)
-	ids, err := bus.NewIdentities(ctx, w.js, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &admitter{log: log, queues: w.queues, projection: w.line.Projection, js: noConsumers{w.js}, events: w.js,
-		streams: &streamHeads{Identities: ids, js: w.js}, metrics: newMetrics()}
+	ctx := context.Background()
 	alice, bob := w.join("alice"), w.join("bob")
-	f := entriesFollower(a, w.queue)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = f.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	follow(t, entriesFollower(followingAdmitter(t, w, noConsumers{w.js}), w.queue))
 
 	for user, seq := range map[string]uint64{"alice": alice, "bob": bob} {
 		testenv.Eventually(t, 10*time.Second, func() bool { return w.status(seq) == waitqueue.Waiting }, "%s (seq %d) in line", user, seq)
@@ -51,4 +40,26 @@ func TestAFollowerWithoutAConsumerReadsOnWithDirectGets(t *testing.T) {
 	if e, err := w.line.Poll(ctx, w.queue, carol); err != nil || e.Position != 3 {
 		t.Fatalf("Poll(carol) = %+v, %v; want third in line", e, err)
 	}
+}
+
+// followingAdmitter is an admitter of w's queues, enough to run their
+// followers, that makes its consumers through js (the broker as a test
+// has it behave).
+func followingAdmitter(t *testing.T, w *world, js jetstream.JetStream) *admitter {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	ids, err := bus.NewIdentities(context.Background(), w.js, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &admitter{log: log, queues: w.queues, projection: w.line.Projection, js: js, events: w.js,
+		streams: &streamHeads{Identities: ids, js: w.js}, metrics: newMetrics()}
+}
+
+// follow runs f until the test ends.
+func follow(t *testing.T, f *follower) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = f.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"usher/internal/bus"
 	"usher/internal/testenv"
 	"usher/internal/waitqueue"
 )
@@ -84,26 +82,17 @@ func (tc *trickleContext) Stop() {
 // wait for a lagging replica to catch up, one event at a time.
 func TestALaggingConsumerIsReplaced(t *testing.T) {
 	w := newWorld(t, cfg(5, 20, 300))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	log := slog.New(slog.DiscardHandler)
-	ids, err := bus.NewIdentities(ctx, w.js, log)
-	if err != nil {
-		t.Fatal(err)
-	}
 	js := &trickleFirst{JetStream: w.js}
-	a := &admitter{log: log, queues: w.queues, projection: w.line.Projection, js: js, events: w.js,
-		streams: &streamHeads{Identities: ids, js: w.js}, metrics: newMetrics()}
 	const shoppers = 20 // twenty seconds at the lagging consumer's pace
 	seqs := make([]uint64, shoppers)
 	for i := range seqs {
 		seqs[i] = w.join(fmt.Sprintf("shopper-%d", i))
 	}
-	f := entriesFollower(a, w.queue)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = f.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	f := entriesFollower(followingAdmitter(t, w, js), w.queue)
+	follow(t, f)
 	// The admission ticks' kicks, as while the line is behind.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	go func() {
 		for ctx.Err() == nil {
 			f.Kick()
