@@ -35,6 +35,10 @@ const (
 // the load's first paid order before it injects the fault.
 const warmLimit = 30 * time.Second
 
+// errNonePaid is the warm-up's wait, not yet over: the load has seen no
+// order paid.
+var errNonePaid = errors.New("no order paid yet")
+
 // timing is how long each phase of a scenario lasts. settle exceeds grace
 // + orderDeadline + pendingMargin, so that an order stuck PENDING is past
 // its deadline by the end and fails a safety check (orders final),
@@ -315,8 +319,15 @@ func (r *scenarioRun) injectFault(ctx context.Context, l *load) error {
 	// start on a machine busy with other tests) proves nothing about
 	// orders and leaves no baseline to recover to, so the warm-up lasts
 	// until the load has seen an order paid, up to warmLimit more.
-	if waited, ok := waitPaid(ctx, l, warmLimit); waited > 0 {
-		r.re.say("%s: warm-up %v longer for the first paid order (seen: %v)\n", r.sc.name, waited.Round(100*time.Millisecond), ok)
+	if l.paid.Load() == 0 {
+		start := time.Now()
+		err := poll(ctx, warmLimit, "the load's first paid order", func(context.Context) error {
+			if l.paid.Load() == 0 {
+				return errNonePaid
+			}
+			return nil
+		})
+		r.re.say("%s: warm-up %v longer for the first paid order (seen: %v)\n", r.sc.name, time.Since(start).Round(100*time.Millisecond), err == nil)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -622,19 +633,4 @@ func copyDir(src, dst string) error {
 		}
 	}
 	return nil
-}
-
-// waitPaid waits until the load has seen an order paid or limit has
-// passed; it returns how long it waited and whether one was seen.
-func waitPaid(ctx context.Context, l *load, limit time.Duration) (time.Duration, bool) {
-	if l.paid.Load() > 0 {
-		return 0, true
-	}
-	start := time.Now()
-	for l.paid.Load() == 0 {
-		if time.Since(start) >= limit || !sleepCtx(ctx, 100*time.Millisecond) {
-			return time.Since(start), false
-		}
-	}
-	return time.Since(start), true
 }
